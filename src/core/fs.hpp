@@ -1,0 +1,28 @@
+// File-system helpers that keep the "nothing half-written" rule: every output goes to a
+// temporary name in the same directory, is fsync'ed, then renamed over the final name.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace scaffold::core {
+
+// A unique temporary name next to `path` (same directory, so rename is atomic).
+std::filesystem::path temporary_sibling(const std::filesystem::path& path);
+
+// Writes `size` bytes to `path` atomically; throws FileError naming the path on failure.
+void write_file_atomic(const std::filesystem::path& path, const void* data, std::size_t size);
+void write_file_atomic(const std::filesystem::path& path, std::string_view text);
+
+// Reads a whole file; throws FileError when it is missing or unreadable.
+std::string read_file(const std::filesystem::path& path);
+
+// Creates the directory and its parents; throws FileError naming it on failure.
+void create_directories(const std::filesystem::path& dir);
+
+// True for names made by temporary_sibling (so scans can skip leftovers of killed runs).
+bool is_temporary_name(const std::filesystem::path& path);
+
+}  // namespace scaffold::core
