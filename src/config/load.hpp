@@ -1,0 +1,51 @@
+// Loading and validating configuration: built-in defaults < config files (several -c, later
+// ones override key by key) < explicit command-line flags. One validation pass collects every
+// problem, then throws one core::Error naming each file/flag, key, value and what is allowed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "config/options.hpp"
+
+namespace scaffold::config {
+
+// A value given on the command line for a config key (CLI11 has already parsed its type).
+using FlagValue = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
+
+struct FlagOverride {
+  std::string key;   // config key, e.g. "problem_scale"
+  std::string flag;  // as typed, e.g. "--problem-scale" (named in error messages)
+  FlagValue value;
+};
+
+struct LoadRequest {
+  std::vector<std::string> config_files;  // in order; each may set any known key
+  std::vector<FlagOverride> flags;        // explicit command-line flags
+  bool resolve_paths = true;              // make path keys absolute against the cwd
+};
+
+struct LoadedConfig {
+  Config config;
+  // Where each key's final value came from: "default", a file path, or a flag.
+  std::map<std::string, std::string> origin;
+  std::vector<std::string> warnings;  // e.g. a non-integer problem_scale that was floored
+};
+
+// Throws core::Error (all problems listed, one per line) on any invalid input.
+LoadedConfig load_config(const LoadRequest& request);
+
+// The fully merged config as YAML: every key in schema order, reloadable by load_config and
+// load_config_text. Floats are written so they read back to the identical double.
+std::string to_yaml(const Config& config);
+
+// Parses YAML text produced by to_yaml (e.g. broadcast from rank 0); `source` names it in errors.
+Config config_from_yaml_text(const std::string& text, const std::string& source);
+
+// The key names in schema order (for docs, --help and tests).
+std::vector<std::string> known_keys();
+
+}  // namespace scaffold::config

@@ -1,0 +1,82 @@
+// The config schema (internal to config/): one table entry per Config member, in options.hpp
+// order, each bound to its member so defaults come from Config{} and are never written twice.
+// An entry turns a value as the user gave it (RawValue) into the member, checks its range, and
+// writes it back as YAML. YAML syntax itself stays in load.cpp; this header has no yaml-cpp.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/options.hpp"
+
+namespace scaffold::config {
+
+// What a key holds; inferred from the member type (int/int64_t, double, bool, string, vector<int>).
+enum class Kind { kInteger, kNumber, kBool, kString, kIntList };
+
+// A value before it is checked against a key's kind: a YAML node or a typed command-line flag
+// turned into the same shape, so files and flags go through one set of rules.
+struct RawValue {
+  enum class Form { kNull, kScalar, kList, kMap };
+  Form form = Form::kNull;
+  std::string scalar;           // kScalar: the text
+  bool quoted = false;          // kScalar: a quoted YAML string or a string flag, never a number
+  std::vector<RawValue> items;  // kList
+  std::string shown;            // the value as given, for messages
+};
+
+// The result of storing a RawValue into a member: an error (what was expected) or a warning.
+struct Assigned {
+  std::string error;
+  std::string warning;
+};
+
+struct KeySpec {
+  std::string name;
+  Kind kind = Kind::kString;
+  std::string help;                  // one line, for docs and --help
+  std::string allowed;               // what the key accepts, e.g. "an integer in [3, 15]"
+  std::vector<std::string> choices;  // string keys with a fixed set, in canonical spelling
+  bool floor_numbers = false;        // problem_scale: a non-integer number is floored (as ScaFFold)
+  bool bool_as_word = false;         // to_yaml writes true/false; otherwise 0/1 as ScaFFold's files
+  std::vector<std::string> depends_on;  // keys that cross_check reads
+
+  // assign and format take the entry itself, so settings made after binding (floor_numbers,
+  // bool_as_word, choices) apply.
+  std::function<Assigned(const KeySpec&, Config&, const RawValue&)> assign;
+  std::function<std::string(const KeySpec&, const Config&)> format;  // the member as YAML text
+  // Both return "" when the value is fine, otherwise what is expected ("an integer >= 1").
+  // check looks at this key alone; cross_check runs only when this key and every key in
+  // depends_on passed check, so a bad problem_scale does not also blame unet_bottleneck_dim.
+  std::function<std::string(const Config&)> check;
+  std::function<std::string(const Config&)> cross_check;
+
+  Assigned assign_to(Config& config, const RawValue& value) const {
+    return assign(*this, config, value);
+  }
+  std::string yaml(const Config& config) const { return format(*this, config); }
+};
+
+// Every key in options.hpp order.
+const std::vector<KeySpec>& schema();
+
+// The entry for `name`, or nullptr.
+const KeySpec* find_key(std::string_view name);
+
+// Keys that ScaFFold's CLI and our run folders write into config.yaml; accepted and ignored.
+bool is_aux_key(std::string_view name);
+
+// Why an unknown key is unknown: a rename or replacement note, or a "did you mean" hint for a
+// known key within edit distance 2; "" when nothing is close.
+std::string unknown_key_hint(std::string_view name);
+
+// Float text that reads back to the identical double: Python's repr, with ".0" added before an
+// exponent as PyYAML writes it (1e-05 -> 1.0e-05), so ScaFFold's YAML loader reads a float too.
+std::string yaml_float(double value);
+
+// A string as a YAML scalar: plain when that is unambiguous, double-quoted otherwise.
+std::string yaml_string(const std::string& value);
+
+}  // namespace scaffold::config
