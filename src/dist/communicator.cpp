@@ -1,0 +1,36 @@
+#include "dist/communicator.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <utility>
+
+namespace scaffold::dist {
+
+void agree(Communicator& comm, const std::string& my_error) {
+  const std::vector<std::string> errors =
+      comm.size() == 1 ? std::vector<std::string>{my_error} : comm.allgather(my_error);
+  // Group identical messages (e.g. the same bad config on every rank) so each is said once.
+  std::vector<std::pair<std::string, std::vector<int>>> distinct;
+  for (std::size_t r = 0; r < errors.size(); ++r) {
+    if (errors[r].empty()) continue;
+    auto it = distinct.begin();
+    while (it != distinct.end() && it->first != errors[r]) ++it;
+    if (it == distinct.end()) {
+      distinct.push_back({errors[r], {}});
+      it = distinct.end() - 1;
+    }
+    it->second.push_back(static_cast<int>(r));
+  }
+  if (distinct.empty()) return;
+  if (comm.size() == 1) throw AgreedError(distinct[0].first);
+  std::string message;
+  for (const auto& [text, ranks] : distinct) {
+    if (!message.empty()) message += "\n";
+    message += fmt::format("{} {}: {}", ranks.size() == 1 ? "rank" : "ranks",
+                           fmt::join(ranks, ","), text);
+  }
+  throw AgreedError(message);
+}
+
+}  // namespace scaffold::dist

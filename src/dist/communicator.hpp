@@ -1,0 +1,69 @@
+// The communicator interface: the collectives scaffold's drivers need, with no MPI in sight.
+// dist/ is the only module that talks to MPI (and, in CUDA builds, NCCL); everything else sees
+// this interface, so a single process is simply a world of one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace scaffold::dist {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual void barrier() = 0;
+  // Root's bytes replace everyone else's (resized as needed).
+  virtual void broadcast(std::string& bytes, int root) = 0;
+  // Every rank's bytes, indexed by rank, on every rank.
+  virtual std::vector<std::string> allgather(const std::string& mine) = 0;
+  virtual void allreduce_sum(int64_t* values, std::size_t count) = 0;
+  virtual void allreduce_sum(double* values, std::size_t count) = 0;
+  virtual void allreduce_max(double* values, std::size_t count) = 0;
+  // Ends every rank of the job with `exit_code`: the last resort when ranks cannot agree.
+  [[noreturn]] virtual void abort(int exit_code) = 0;
+};
+
+// An error every rank has agreed on: each rank throws it, so all exit together without MPI_Abort.
+class AgreedError : public core::Error {
+ public:
+  explicit AgreedError(const std::string& what) : core::Error(what) {}
+};
+
+// Failure consensus before the next collective step: each rank passes its error ("" when ok).
+// If any rank failed, every rank throws AgreedError naming the failing ranks and their errors.
+void agree(Communicator& comm, const std::string& my_error);
+
+// Runs `step` on this rank, then agrees: a throw on any rank becomes AgreedError on all ranks.
+template <typename Step>
+void run_agreed(Communicator& comm, Step&& step) {
+  std::string error;
+  try {
+    step();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree(comm, error);
+}
+
+// Owns MPI's lifetime (init on construction, finalize on destruction) and the world communicator.
+class Runtime {
+ public:
+  Runtime(int* argc, char*** argv);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+  Communicator& world() { return *world_; }
+
+ private:
+  std::unique_ptr<Communicator> world_;
+  bool finalize_ = false;
+};
+
+}  // namespace scaffold::dist

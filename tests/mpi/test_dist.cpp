@@ -1,0 +1,78 @@
+// The MPI communicator and failure consensus, run under mpiexec (see tests/mpi/CMakeLists.txt):
+// collectives deliver the right bytes, and one failing rank makes every rank throw.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "dist/communicator.hpp"
+
+namespace scaffold::dist {
+namespace {
+
+Communicator* g_world = nullptr;
+
+TEST(Dist, BroadcastAndAllgatherDeliverEveryRanksBytes) {
+  Communicator& comm = *g_world;
+  std::string text = comm.rank() == 0 ? std::string("from rank 0\0with a NUL", 22) : "junk";
+  comm.broadcast(text, 0);
+  EXPECT_EQ(text, std::string("from rank 0\0with a NUL", 22));
+
+  const auto all = comm.allgather(std::string(static_cast<std::size_t>(comm.rank()) * 3, 'x'));
+  ASSERT_EQ(static_cast<int>(all.size()), comm.size());
+  for (int r = 0; r < comm.size(); ++r) EXPECT_EQ(all[r], std::string(static_cast<std::size_t>(r) * 3, 'x'));
+
+  int64_t sum[2] = {comm.rank(), 1};
+  comm.allreduce_sum(sum, 2);
+  EXPECT_EQ(sum[0], comm.size() * (comm.size() - 1) / 2);
+  EXPECT_EQ(sum[1], comm.size());
+  double mx = comm.rank();
+  comm.allreduce_max(&mx, 1);
+  EXPECT_EQ(mx, comm.size() - 1);
+}
+
+TEST(Dist, OneFailingRankMakesEveryRankThrow) {
+  Communicator& comm = *g_world;
+  const int bad = comm.size() - 1;
+  try {
+    run_agreed(comm, [&] {
+      if (comm.rank() == bad) throw std::runtime_error("disk full on the last rank");
+    });
+    FAIL() << "rank " << comm.rank() << " did not learn of the failure";
+  } catch (const AgreedError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("disk full on the last rank"), std::string::npos) << what;
+    if (comm.size() > 1) {
+      EXPECT_NE(what.find("rank " + std::to_string(bad)), std::string::npos) << what;
+    }
+  }
+  EXPECT_NO_THROW(agree(comm, ""));
+}
+
+TEST(Dist, IdenticalErrorsAreReportedOnce) {
+  Communicator& comm = *g_world;
+  try {
+    agree(comm, "bad config");
+    FAIL();
+  } catch (const AgreedError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find("bad config"), what.rfind("bad config")) << what;
+  }
+}
+
+}  // namespace
+}  // namespace scaffold::dist
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  scaffold::dist::Runtime runtime(&argc, &argv);
+  scaffold::dist::g_world = &runtime.world();
+  // Only rank 0 prints gtest's report; every rank's result decides the exit code.
+  if (runtime.world().rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  int64_t any = failed;
+  runtime.world().allreduce_sum(&any, 1);
+  return any != 0 ? 1 : 0;
+}
