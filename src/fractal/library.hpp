@@ -1,0 +1,39 @@
+// On-disk layout of the fractal library (spec §3.3), and checks of what is already there:
+//   <fract_base_dir>/var<str(threshold)>/seed<seed>/3DIFS_param/NNNNNN.csv
+//   <fract_base_dir>/var<str(threshold)>/seed<seed>/instances/np<point_num>/NNNNNN/NNNNNN_IIII.npy
+// A file is trusted only under its final name; writers use temporary names and rename.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "fractal/ifs.hpp"
+
+namespace scaffold::fractal {
+
+struct LibraryLayout {
+  std::filesystem::path root;  // <fract_base_dir>/var<threshold>/seed<seed>
+  std::filesystem::path legacy_categories;  // <fract_base_dir>/var<threshold>/3DIFS_param
+  int64_t point_num = 0;
+
+  std::filesystem::path categories_dir() const { return root / "3DIFS_param"; }
+  std::filesystem::path instances_dir() const;  // root/instances/np<point_num>
+  std::filesystem::path category_file(int category) const;
+  std::filesystem::path instance_file(int category, int instance) const;
+};
+
+LibraryLayout library_layout(const std::filesystem::path& fract_base_dir,
+                             double variance_threshold, uint64_t seed, int64_t point_num);
+
+// The category when its CSV exists and is valid; otherwise nullopt and why in *reason.
+std::optional<IfsParams> read_category(const std::filesystem::path& file, std::string* reason);
+
+// True when the instance .npy exists with dtype float32, shape (point_num, 3) and full size.
+bool instance_file_valid(const std::filesystem::path& file, int64_t point_num, std::string* reason);
+
+// Removes leftovers of interrupted writers (temporary names) below `dir`; returns the count.
+std::size_t remove_temporary_files(const std::filesystem::path& dir);
+
+}  // namespace scaffold::fractal
