@@ -1,0 +1,307 @@
+// `scaffold generate_fractals`: the fractal library (spec §3), as a phase-structured driver:
+//   prepare (rank 0: from-scratch wipe, leftovers of killed runs) -> category search (rounds of
+//   attempts split over ranks and threads, first n accepts in attempt order) -> category files
+//   (rank 0) -> instances (missing ones, block-partitioned over ranks, threads inside) -> summary.
+// Every step that can fail on one rank ends in dist::agree, so all ranks fail together.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "cli/common.hpp"
+#include "core/fs.hpp"
+#include "core/log.hpp"
+#include "core/progress.hpp"
+#include "core/timer.hpp"
+#include "fractal/library.hpp"
+#include "fractal/instances.hpp"
+#include "fractal/search.hpp"
+
+namespace scaffold::cli {
+namespace {
+namespace fs = std::filesystem;
+
+// --- byte packing for the round results exchanged between ranks -------------------------------
+template <typename T>
+void put(std::string& out, const T& value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+template <typename T>
+T take(const std::string& in, std::size_t& pos) {
+  T value;
+  SCAFFOLD_CHECK(pos + sizeof value <= in.size(), "truncated round message");
+  std::memcpy(&value, in.data() + pos, sizeof value);
+  pos += sizeof value;
+  return value;
+}
+
+std::string pack_batch(const fractal::AttemptBatch& batch) {
+  std::string out;
+  put(out, batch.counts);
+  put(out, static_cast<uint64_t>(batch.accepted.size()));
+  for (const auto& c : batch.accepted) {
+    put(out, c.attempt);
+    put(out, c.params);
+  }
+  return out;
+}
+
+fractal::AttemptBatch unpack_batch(const std::string& in) {
+  std::size_t pos = 0;
+  fractal::AttemptBatch batch;
+  batch.counts = take<fractal::SearchCounts>(in, pos);
+  const auto n = take<uint64_t>(in, pos);
+  for (uint64_t k = 0; k < n; ++k) {
+    fractal::AcceptedCandidate c;
+    c.attempt = take<uint64_t>(in, pos);
+    c.params = take<fractal::IfsParams>(in, pos);
+    batch.accepted.push_back(c);
+  }
+  return batch;
+}
+
+struct Job {
+  config::Config config;
+  fractal::LibraryLayout layout;
+  fractal::SearchOptions search;
+};
+
+// Rank 0: wipe on request, warn about the legacy layout, remove leftovers of killed writers.
+void prepare_library(const Job& job) {
+  const auto& layout = job.layout;
+  std::error_code ec;
+  if (job.config.datagen_from_scratch && fs::exists(layout.root, ec)) {
+    LOG_INFO("datagen_from_scratch: removing {}", layout.root.string());
+    fs::remove_all(layout.root, ec);
+    if (ec) throw core::FileError(layout.root.string(), "cannot remove: " + ec.message());
+  }
+  if (fs::is_directory(layout.legacy_categories, ec))
+    LOG_WARN("{} is a legacy (un-seeded) fractal library and is ignored; categories are kept "
+             "per seed under {}",
+             layout.legacy_categories.string(), layout.root.string());
+  core::create_directories(layout.categories_dir());
+  core::create_directories(layout.instances_dir());
+  const std::size_t removed = fractal::remove_temporary_files(layout.root);
+  if (removed > 0) LOG_INFO("removed {} temporary file(s) left by an interrupted run", removed);
+}
+
+// Returns the categories to use (index = category id) and which ones were (re)written.
+std::vector<fractal::IfsParams> ensure_categories(RunContext& ctx, const Job& job,
+                                                  std::vector<bool>* rewritten) {
+  const int n = job.config.n_categories;
+  // Rank 0 reads what exists; the verdict (and the params) are broadcast.
+  std::string existing;
+  std::vector<fractal::IfsParams> categories(n);
+  std::vector<bool> valid(n, false);
+  dist::run_agreed(ctx.comm, [&] {
+    if (ctx.comm.rank() != 0) return;
+    for (int c = 0; c < n; ++c) {
+      std::string why;
+      if (auto params = fractal::read_category(job.layout.category_file(c), &why)) {
+        categories[c] = *params;
+        valid[c] = true;
+      } else if (why != "missing") {
+        LOG_WARN("category file {} is unusable and will be rewritten: {}",
+                 job.layout.category_file(c).string(), why);
+      }
+    }
+  });
+  int have = static_cast<int>(std::count(valid.begin(), valid.end(), true));
+  std::string have_text = std::to_string(have);
+  ctx.comm.broadcast(have_text, 0);
+  have = std::stoi(have_text);
+
+  rewritten->assign(n, false);
+  if (have < n) {
+    LOG_INFO("category search: {} of {} categories present, searching (variance > {}, {} points "
+             "per candidate, {} rank(s) x {} thread(s))",
+             have, n, job.search.variance_threshold, job.search.point_num, ctx.comm.size(),
+             ctx.threads);
+    core::Stopwatch clock;
+    fractal::CategorySelector selector(n);
+    uint64_t next = 0;
+    const auto ranks = static_cast<uint64_t>(ctx.comm.size());
+    const auto per_rank_cap = static_cast<uint64_t>(job.config.datagen_batch_size);
+    while (!selector.done()) {
+      const uint64_t round =
+          fractal::round_attempts(selector.counts(), selector.remaining(), per_rank_cap * ranks);
+      const uint64_t per_rank = (round + ranks - 1) / ranks;
+      const uint64_t first = next + per_rank * static_cast<uint64_t>(ctx.comm.rank());
+      std::string mine;
+      dist::run_agreed(ctx.comm, [&] {
+        mine = pack_batch(fractal::evaluate_attempts(job.search, first, per_rank, ctx.threads));
+      });
+      // Rank r's attempts precede rank r+1's: feeding in rank order is global attempt order.
+      for (const std::string& part : ctx.comm.allgather(mine)) selector.add(unpack_batch(part));
+      next += per_rank * ranks;
+      LOG_DEBUG("search round: {} attempts, {} of {} accepted so far", per_rank * ranks,
+                selector.chosen().size(), n);
+    }
+    const auto& counts = selector.counts();
+    const double secs = clock.elapsed_s();
+    const double pct = 100.0 / static_cast<double>(std::max<uint64_t>(1, counts.attempts));
+    LOG_INFO("category search: {} accepted of {} attempts in {:.2f} s ({:.0f} attempts/s); "
+             "rejected: runaway {:.1f}%, invalid value {:.1f}%, variance {:.1f}%; {:.1f} attempts "
+             "per category",
+             selector.chosen().size(), counts.attempts, secs,
+             static_cast<double>(counts.attempts) / std::max(secs, 1e-9),
+             counts.runaway * pct, counts.invalid_value * pct, counts.low_variance * pct,
+             static_cast<double>(counts.attempts) / n);
+    if (selector.duplicates_skipped() > 0)
+      LOG_INFO("skipped {} exact duplicate candidate(s)", selector.duplicates_skipped());
+
+    dist::run_agreed(ctx.comm, [&] {
+      if (ctx.comm.rank() != 0) return;
+      for (int c = 0; c < n; ++c) {
+        const auto& found = selector.chosen()[c].params;
+        if (valid[c]) {
+          if (!(categories[c] == found))
+            LOG_WARN("keeping existing {}, which differs from what seed {} generates (delete it "
+                     "to regenerate)",
+                     job.layout.category_file(c).string(), job.config.seed);
+          continue;
+        }
+        core::write_file_atomic(job.layout.category_file(c), fractal::category_to_csv(found));
+        categories[c] = found;
+        (*rewritten)[c] = true;
+      }
+    });
+  } else {
+    LOG_INFO("categories: all {} present in {}, reused", n, job.layout.categories_dir().string());
+  }
+
+  // Everyone gets rank 0's categories and the rewritten flags (no shared file system assumed).
+  std::string blob;
+  if (ctx.comm.rank() == 0) {
+    for (int c = 0; c < n; ++c) {
+      put(blob, categories[c]);
+      put(blob, static_cast<uint8_t>((*rewritten)[c]));
+    }
+  }
+  ctx.comm.broadcast(blob, 0);
+  std::size_t pos = 0;
+  for (int c = 0; c < n; ++c) {
+    categories[c] = take<fractal::IfsParams>(blob, pos);
+    (*rewritten)[c] = take<uint8_t>(blob, pos) != 0;
+  }
+  return categories;
+}
+
+void ensure_instances(RunContext& ctx, const Job& job,
+                      const std::vector<fractal::IfsParams>& categories,
+                      const std::vector<bool>& rewritten) {
+  const int n = job.config.n_categories;
+  const int total = n * fractal::kInstancesPerCategory;
+  // Rank 0 lists what is missing, category-major; the list is broadcast and block-partitioned.
+  std::vector<fractal::InstanceTask> missing;
+  std::size_t invalid = 0;
+  dist::run_agreed(ctx.comm, [&] {
+    if (ctx.comm.rank() != 0) return;
+    for (int c = 0; c < n; ++c)
+      for (int i = 0; i < fractal::kInstancesPerCategory; ++i) {
+        std::string why;
+        const bool ok = !rewritten[c] &&
+                        fractal::instance_file_valid(job.layout.instance_file(c, i),
+                                                     job.layout.point_num, &why);
+        if (ok) continue;
+        if (!rewritten[c] && why != "missing") {
+          ++invalid;
+          LOG_WARN("regenerating {}: {}", job.layout.instance_file(c, i).string(), why);
+        }
+        missing.push_back({c, i});
+      }
+  });
+  std::string blob;
+  if (ctx.comm.rank() == 0)
+    for (const auto& t : missing) put(blob, t);
+  ctx.comm.broadcast(blob, 0);
+  missing.resize(blob.size() / sizeof(fractal::InstanceTask));
+  if (!blob.empty()) std::memcpy(missing.data(), blob.data(), blob.size());
+
+  if (missing.empty()) {
+    LOG_INFO("instances: all {} present in {}, reused", total, job.layout.instances_dir().string());
+    return;
+  }
+  LOG_INFO("instances: generating {} of {} ({} present{}), {} points each", missing.size(), total,
+           total - static_cast<int>(missing.size()),
+           invalid ? fmt::format(", {} unreadable", invalid) : std::string(),
+           job.layout.point_num);
+
+  const std::size_t ranks = static_cast<std::size_t>(ctx.comm.size());
+  const std::size_t block = (missing.size() + ranks - 1) / ranks;
+  const std::size_t begin = std::min(missing.size(), block * static_cast<std::size_t>(ctx.comm.rank()));
+  const std::size_t end = std::min(missing.size(), begin + block);
+  const std::vector<fractal::InstanceTask> mine(missing.begin() + begin, missing.begin() + end);
+
+  core::Stopwatch clock;
+  fractal::InstanceStats stats;
+  {
+    core::Progress progress("instances (rank 0)", mine.size());
+    dist::run_agreed(ctx.comm, [&] {
+      stats = fractal::write_instances(job.layout, categories, mine, job.config.seed, ctx.threads,
+                                       [&] { progress.add(); });
+    });
+  }
+  int64_t sums[3] = {static_cast<int64_t>(stats.written), static_cast<int64_t>(stats.retried),
+                     static_cast<int64_t>(stats.points)};
+  ctx.comm.allreduce_sum(sums, 3);
+  double secs = clock.elapsed_s();
+  ctx.comm.allreduce_max(&secs, 1);
+  LOG_INFO("instances: wrote {} files in {:.2f} s ({:.1f} files/s, {:.3g} points/s); {} needed "
+           "attenuated weights",
+           sums[0], secs, static_cast<double>(sums[0]) / std::max(secs, 1e-9),
+           static_cast<double>(sums[2]) / std::max(secs, 1e-9), sums[1]);
+}
+
+int run_generate_fractals(RunContext& ctx, const ConfigArgs& args) {
+  core::Stopwatch clock;
+  Job job;
+  job.config = load_config_everywhere(ctx.comm, args);
+  const auto& cfg = job.config;
+  job.layout = fractal::library_layout(cfg.fract_base_dir, cfg.variance_threshold,
+                                       static_cast<uint64_t>(cfg.seed), cfg.point_num());
+  job.search = {static_cast<uint64_t>(cfg.seed), cfg.point_num(), cfg.variance_threshold,
+                cfg.normalize};
+  LOG_INFO("generate_fractals: {} categories x {} instances, scale {} ({} points per cloud), "
+           "seed {}, library {}",
+           cfg.n_categories, fractal::kInstancesPerCategory, cfg.problem_scale, cfg.point_num(),
+           cfg.seed, job.layout.root.string());
+
+  dist::run_agreed(ctx.comm, [&] {
+    if (ctx.comm.rank() == 0) prepare_library(job);
+  });
+  std::vector<bool> rewritten;
+  const auto categories = ensure_categories(ctx, job, &rewritten);
+  ensure_instances(ctx, job, categories, rewritten);
+  ctx.comm.barrier();
+  LOG_INFO("generate_fractals: done in {:.2f} s: {} categories in {}, instances in {}",
+           clock.elapsed_s(), cfg.n_categories, job.layout.categories_dir().string(),
+           job.layout.instances_dir().string());
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_generate_fractals(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "generate_fractals",
+      "generate the fractal library: IFS categories and their 145 instances (resumable)");
+  auto args = std::make_shared<ConfigArgs>();
+  auto threads = std::make_shared<int>(1);
+  add_config_files_option(sub, args.get());
+  add_threads_option(sub, threads.get());
+  add_int_override(sub, args.get(), "--problem-scale", "problem_scale",
+                   "volume side is 2^scale; sets the points per cloud");
+  add_int_override(sub, args.get(), "--n-categories", "n_categories", "fractal classes");
+  add_string_override(sub, args.get(), "--fract-base-dir", "fract_base_dir",
+                      "root of the fractal library");
+  add_int_override(sub, args.get(), "--datagen-batch-size", "datagen_batch_size",
+                   "most category attempts one rank makes per search round");
+  return {sub, [args, threads](RunContext& ctx) {
+            ctx.threads = *threads;
+            return run_generate_fractals(ctx, *args);
+          }};
+}
+
+}  // namespace scaffold::cli
