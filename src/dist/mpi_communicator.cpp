@@ -91,10 +91,24 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
+namespace {
+
+// True when a launcher (mpirun, srun, a PMI/PMIx server) started this process.
+bool started_by_launcher() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(var) != nullptr) return true;
+  return false;
+}
+
+}  // namespace
+
 Runtime::Runtime(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    // A plain `scaffold ...` is an MPI singleton. Open MPI would start a helper daemon for it
+    // (~0.2 s); an isolated singleton skips that, and scaffold never spawns processes.
+    if (!started_by_launcher()) ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
     int provided = 0;
     check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
     finalize_ = true;
