@@ -34,22 +34,28 @@ bool is_temporary_name(const fs::path& path) {
 }
 
 void write_file_atomic(const fs::path& path, const void* data, std::size_t size) {
+  write_file_atomic(path, {ByteSpan{data, size}});
+}
+
+void write_file_atomic(const fs::path& path, std::initializer_list<ByteSpan> parts) {
   const fs::path tmp = temporary_sibling(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw FileError(path.string(), "cannot create temporary file: " + errno_text());
-  const char* p = static_cast<const char*>(data);
-  std::size_t left = size;
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string err = errno_text();
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw FileError(path.string(), "write failed: " + err);
+  for (const ByteSpan& part : parts) {
+    const char* p = static_cast<const char*>(part.data);
+    std::size_t left = part.size;
+    while (left > 0) {
+      const ssize_t n = ::write(fd, p, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        const std::string err = errno_text();
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw FileError(path.string(), "write failed: " + err);
+      }
+      p += n;
+      left -= static_cast<std::size_t>(n);
     }
-    p += n;
-    left -= static_cast<std::size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const std::string err = errno_text();

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -12,7 +13,15 @@ namespace scaffold::core {
 // A unique temporary name next to `path` (same directory, so rename is atomic).
 std::filesystem::path temporary_sibling(const std::filesystem::path& path);
 
-// Writes `size` bytes to `path` atomically; throws FileError naming the path on failure.
+// A piece of a file to write: `size` bytes at `data`.
+struct ByteSpan {
+  const void* data;
+  std::size_t size;
+};
+
+// Writes the pieces, in order, as one file at `path`, atomically (no copy into one buffer);
+// throws FileError naming the path on failure.
+void write_file_atomic(const std::filesystem::path& path, std::initializer_list<ByteSpan> parts);
 void write_file_atomic(const std::filesystem::path& path, const void* data, std::size_t size);
 void write_file_atomic(const std::filesystem::path& path, std::string_view text);
 

@@ -90,11 +90,8 @@ void write_npy(const std::filesystem::path& path, DType dtype, const std::vector
   NpyInfo info;
   info.shape = shape;
   const std::size_t bytes = info.element_count() * dtype_size(dtype);
-  std::string buffer = npy_header(dtype, shape);
-  const std::size_t offset = buffer.size();
-  buffer.resize(offset + bytes);
-  if (bytes > 0) std::memcpy(buffer.data() + offset, data, bytes);
-  write_file_atomic(path, buffer.data(), buffer.size());
+  const std::string header = npy_header(dtype, shape);
+  write_file_atomic(path, {ByteSpan{header.data(), header.size()}, ByteSpan{data, bytes}});
 }
 
 NpyInfo read_npy_info(const std::filesystem::path& path) {

@@ -54,6 +54,15 @@ class Xoshiro256p {
     return result;
   }
   double uniform01() { return bits_to_unit_double(next()); }
+  // Unbiased integer in [0, bound), bound >= 1 (rejects the top partial block of 2^64).
+  uint64_t below(uint64_t bound) {
+    const uint64_t limit = ~uint64_t{0} - (~uint64_t{0} % bound);
+    uint64_t x;
+    do {
+      x = next();
+    } while (x >= limit);
+    return x % bound;
+  }
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform01(); }
   const uint64_t* state() const { return s_; }
 
