@@ -54,5 +54,6 @@ struct Subcommand {
   std::function<int(RunContext&)> run;
 };
 Subcommand add_generate_fractals(CLI::App& app);
+Subcommand add_generate_dataset(CLI::App& app);
 
 }  // namespace scaffold::cli

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "cli/common.hpp"
+#include "cli/phases.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
@@ -254,13 +255,19 @@ void ensure_instances(RunContext& ctx, const Job& job,
            static_cast<double>(sums[2]) / std::max(secs, 1e-9), sums[1]);
 }
 
-int run_generate_fractals(RunContext& ctx, const ConfigArgs& args) {
+}  // namespace
+
+fractal::LibraryLayout fractal_library_layout(const config::Config& cfg) {
+  return fractal::library_layout(cfg.fract_base_dir, cfg.variance_threshold,
+                                 static_cast<uint64_t>(cfg.seed), cfg.point_num());
+}
+
+void ensure_fractal_library(RunContext& ctx, const config::Config& config) {
   core::Stopwatch clock;
   Job job;
-  job.config = load_config_everywhere(ctx.comm, args);
+  job.config = config;
   const auto& cfg = job.config;
-  job.layout = fractal::library_layout(cfg.fract_base_dir, cfg.variance_threshold,
-                                       static_cast<uint64_t>(cfg.seed), cfg.point_num());
+  job.layout = fractal_library_layout(cfg);
   job.search = {static_cast<uint64_t>(cfg.seed), cfg.point_num(), cfg.variance_threshold,
                 cfg.normalize};
   LOG_INFO("generate_fractals: {} categories x {} instances, scale {} ({} points per cloud), "
@@ -278,10 +285,7 @@ int run_generate_fractals(RunContext& ctx, const ConfigArgs& args) {
   LOG_INFO("generate_fractals: done in {:.2f} s: {} categories in {}, instances in {}",
            clock.elapsed_s(), cfg.n_categories, job.layout.categories_dir().string(),
            job.layout.instances_dir().string());
-  return 0;
 }
-
-}  // namespace
 
 Subcommand add_generate_fractals(CLI::App& app) {
   auto* sub = app.add_subcommand(
@@ -300,7 +304,8 @@ Subcommand add_generate_fractals(CLI::App& app) {
                    "most category attempts one rank makes per search round");
   return {sub, [args, threads](RunContext& ctx) {
             ctx.threads = *threads;
-            return run_generate_fractals(ctx, *args);
+            ensure_fractal_library(ctx, load_config_everywhere(ctx.comm, *args));
+            return 0;
           }};
 }
 

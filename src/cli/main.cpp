@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "more output: -v turns on DEBUG messages");
   app.add_flag("--log-all-ranks", all_ranks, "every rank logs, not only rank 0");
 
-  std::vector<cli::Subcommand> subcommands{cli::add_generate_fractals(app)};
+  std::vector<cli::Subcommand> subcommands{cli::add_generate_fractals(app),
+                                          cli::add_generate_dataset(app)};
 
   try {
     app.parse(argc, argv);

@@ -47,3 +47,23 @@ TEST(Rng, UniformDoublesCoverUnitIntervalWithRightMoments) {
 
 }  // namespace
 }  // namespace scaffold::core
+
+namespace scaffold::core {
+namespace {
+
+TEST(Rng, BelowIsInRangeAndUniform) {
+  Xoshiro256p rng(stream_key({11}));
+  EXPECT_EQ(rng.below(1), 0u);
+  for (uint64_t bound : {2ull, 3ull, 7ull, 1000ull, (1ull << 63) + 5}) {
+    for (int i = 0; i < 1000; ++i) ASSERT_LT(rng.below(bound), bound);
+  }
+  // Chi-square over 3 buckets: 30000 draws, expected 10000 each; 13.8 is the 0.1% critical value.
+  int counts[3] = {0, 0, 0};
+  for (int i = 0; i < 30000; ++i) counts[rng.below(3)]++;
+  double chi2 = 0;
+  for (int c : counts) chi2 += (c - 10000.0) * (c - 10000.0) / 10000.0;
+  EXPECT_LT(chi2, 13.8) << counts[0] << " " << counts[1] << " " << counts[2];
+}
+
+}  // namespace
+}  // namespace scaffold::core

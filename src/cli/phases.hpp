@@ -1,0 +1,20 @@
+// The data phases shared by subcommands (generate_fractals, generate_dataset, benchmark): each
+// is collective over ctx.comm, reuses what is already on disk, and logs what it did.
+#pragma once
+
+#include "cli/common.hpp"
+#include "config/options.hpp"
+#include "dataset/generate.hpp"
+#include "fractal/library.hpp"
+
+namespace scaffold::cli {
+
+fractal::LibraryLayout fractal_library_layout(const config::Config& config);
+
+// The fractal library of `config`: categories and instances, generating what is missing.
+void ensure_fractal_library(RunContext& ctx, const config::Config& config);
+
+// The dataset of `config`: the fractal library first, then a cached or new dataset.
+dataset::DatasetInfo ensure_dataset(RunContext& ctx, const config::Config& config);
+
+}  // namespace scaffold::cli

@@ -1,0 +1,90 @@
+// Reading a generated dataset for training (spec §4.7): each rank opens only the shard files of
+// its own spatial position; items are float32 images (3, d, h, w) and int64 masks (d, h, w); a
+// missing, truncated or wrongly-shaped file is an error naming the file. BatchLoader prefetches
+// on background threads so loading overlaps compute.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dataset/layout.hpp"
+#include "dist/communicator.hpp"
+
+namespace scaffold::dataset {
+
+struct Sample {
+  at::Tensor image;  // (3, d, h, w) float32
+  at::Tensor mask;   // (d, h, w) int64
+  std::string id;
+};
+
+class FractalDataset {
+ public:
+  // One split of the dataset at `paths`, seen from shard `shard_id` of `layout` (the dataset's
+  // physical layout). Lists the ids (file stems without the shard suffix, sorted as strings).
+  // Throws core::FileError when the split's directory is missing or holds no file of this shard.
+  FractalDataset(DatasetPaths paths, Split split, ShardLayout layout, int shard_id,
+                 int64_t volume_side);
+
+  std::size_t size() const { return ids_.size(); }
+  const std::vector<std::string>& ids() const { return ids_; }
+  Split split() const { return split_; }
+  // Reads item `index` (thread-safe). Throws core::FileError naming the bad file.
+  Sample get(std::size_t index) const;
+  // SHA-256 (hex) of the id list, to check every rank sees the same samples.
+  std::string ids_digest() const;
+  // Test hook: when set, every file this dataset opens is appended to *log (thread-safe).
+  void set_open_log(std::vector<std::string>* log) { open_log_ = log; }
+
+ private:
+  DatasetPaths paths_;
+  Split split_;
+  ShardLayout layout_;
+  int shard_id_;
+  std::array<int64_t, 3> shard_shape_{};  // (d, h, w) of this rank's shard
+  std::vector<std::string> ids_;
+  std::vector<std::string>* open_log_ = nullptr;
+  mutable std::mutex log_mutex_;
+};
+
+// Every rank must list the same ids; throws dist::AgreedError on all ranks when they differ.
+void check_same_ids(dist::Communicator& comm, const FractalDataset& dataset);
+
+// The sorted label values of a split, from {train,val}_unique_mask_vals.json.
+std::vector<int> read_mask_values(const std::filesystem::path& json_file);
+
+struct Batch {
+  at::Tensor image;  // (B, 3, d, h, w) float32
+  at::Tensor mask;   // (B, d, h, w) int64
+  std::vector<std::string> ids;
+};
+
+// Batches of `batch_size` samples in the order of `indices` (the last one may be smaller),
+// loaded ahead by `workers` threads (0: load on the calling thread); pinned host memory when
+// pin_memory is set and CUDA is available. The first loading error is rethrown by next().
+class BatchLoader {
+ public:
+  BatchLoader(const FractalDataset& dataset, std::vector<int64_t> indices, int batch_size,
+              int workers, bool pin_memory);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  // Fills *out with the next batch; false when the epoch is done.
+  bool next(Batch* out);
+  std::size_t batches() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace scaffold::dataset

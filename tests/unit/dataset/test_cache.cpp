@@ -1,0 +1,132 @@
+// The dataset cache: a stable key, reuse of the newest complete dataset, and interrupted
+// generations never reused.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "dataset/cache.hpp"
+#include "test_util.hpp"
+
+namespace scaffold::dataset {
+namespace {
+namespace fs = std::filesystem;
+
+TEST(Cache, KeyJsonIsCompactSortedAndShardPairsSortedByDim) {
+  DatasetKey k;
+  EXPECT_EQ(key_json(k),
+            "{\"dataset_format_version\":5,\"dc_num_shards\":[1,1,1],\"dc_shard_dims\":[2,3,4],"
+            "\"generator\":\"scaffold\",\"n_categories\":5,\"n_fracts_per_vol\":3,"
+            "\"n_instances_used_per_fractal\":145,\"problem_scale\":7,\"seed\":42,"
+            "\"val_split\":30.0,\"variance_threshold\":0.15}");
+  EXPECT_EQ(config_id(k).size(), 12u);
+  EXPECT_EQ(config_id(k), config_id(DatasetKey{}));  // stable
+
+  DatasetKey a = k, b = k;
+  a.dc_num_shards = {2, 1, 4};
+  a.dc_shard_dims = {2, 3, 4};
+  b.dc_num_shards = {4, 2, 1};
+  b.dc_shard_dims = {4, 2, 3};  // the same (dim, shards) pairs in another order
+  EXPECT_EQ(config_id(a), config_id(b));
+  EXPECT_NE(config_id(a), config_id(k));
+}
+
+TEST(Cache, EveryListedKeyChangesTheId) {
+  const DatasetKey base;
+  std::vector<DatasetKey> variants(9, base);
+  variants[0].n_categories = 6;
+  variants[1].n_instances_used_per_fractal = 144;
+  variants[2].problem_scale = 6;
+  variants[3].seed = 43;
+  variants[4].variance_threshold = 0.2;
+  variants[5].n_fracts_per_vol = 2;
+  variants[6].val_split = 25;
+  variants[7].dc_num_shards = {1, 2, 1};
+  variants[8].dc_shard_dims = {2, 4, 3};
+  variants[8].dc_num_shards = {1, 2, 1};  // shards on W instead of H
+  std::set<std::string> ids{config_id(base)};
+  for (const auto& v : variants) EXPECT_TRUE(ids.insert(config_id(v)).second) << key_json(v);
+}
+
+DatasetMeta meta_for(const DatasetKey& key, const std::string& commit) {
+  DatasetMeta m;
+  m.config_id = config_id(key);
+  m.key_json = key_json(key);
+  m.code_commit = commit;
+  m.created_at = "2026-11-30T10:00:00Z";
+  m.dc_num_shards = key.dc_num_shards;
+  m.dc_shard_dims = key.dc_shard_dims;
+  m.n_volumes = 240;
+  m.n_train = 168;
+  m.n_val = 72;
+  return m;
+}
+
+TEST(Cache, MetaRoundTripsAndBadMetaIsAnErrorNamingTheFile) {
+  const DatasetMeta m = meta_for(DatasetKey{}, "abc123");
+  const DatasetMeta back = parse_meta(meta_yaml(m), "meta.yaml");
+  EXPECT_EQ(back.config_id, m.config_id);
+  EXPECT_EQ(back.key_json, m.key_json);
+  EXPECT_EQ(back.code_commit, "abc123");
+  EXPECT_EQ(back.n_val, 72);
+  EXPECT_EQ(back.dc_shard_dims, m.dc_shard_dims);
+  try {
+    parse_meta("config_id: \"x\"\n", "/some/meta.yaml");
+    FAIL();
+  } catch (const core::FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("/some/meta.yaml"), std::string::npos);
+  }
+  EXPECT_THROW(parse_meta("just words\n", "m"), core::FileError);
+}
+
+TEST(Cache, ReusesTheNewestCompleteMatchingDataset) {
+  test::TempDir dir;
+  const DatasetKey key;
+  const std::string id = config_id(key);
+  const fs::path id_dir = dir.path() / id;
+  EXPECT_FALSE(find_reusable(id_dir, id, std::nullopt));
+  auto make = [&](const std::string& name, const DatasetMeta& m) {
+    core::create_directories(id_dir / name);
+    core::write_file_atomic(id_dir / name / "meta.yaml", meta_yaml(m));
+  };
+  make("20260101-000000__aaa", meta_for(key, "aaa"));
+  make("20260301-000000__bbb", meta_for(key, "bbb"));
+  core::create_directories(id_dir / "20260401-000000__nometa");  // no meta.yaml: incomplete
+  make(".tmp_20260501-000000_1_deadbeef", meta_for(key, "ccc"));  // interrupted: never reused
+  DatasetMeta other = meta_for(key, "ddd");
+  other.config_id = "000000000000";
+  make("20260601-000000__ddd", other);  // another key's meta: not ours
+
+  EXPECT_EQ(find_reusable(id_dir, id, std::nullopt), id_dir / "20260301-000000__bbb");
+  EXPECT_EQ(find_reusable(id_dir, id, std::string("aaa")), id_dir / "20260101-000000__aaa");
+  EXPECT_FALSE(find_reusable(id_dir, id, std::string("zzz")));
+}
+
+TEST(Cache, TemporaryFoldersAreRemovedOnlyWhenIdleAndFinalisedByRename) {
+  test::TempDir dir;
+  const fs::path old_tmp = make_temporary_dataset_dir(dir.path());
+  const fs::path new_tmp = make_temporary_dataset_dir(dir.path());
+  EXPECT_TRUE(is_temporary_dataset_dir(old_tmp));
+  const auto two_days_ago = fs::file_time_type::clock::now() - std::chrono::hours(48);
+  fs::last_write_time(old_tmp, two_days_ago);
+  fs::last_write_time(old_tmp / ".heartbeat", two_days_ago);
+  EXPECT_EQ(remove_stale_dataset_dirs(dir.path(), std::chrono::hours(24)), 1u);
+  EXPECT_FALSE(fs::exists(old_tmp));
+  EXPECT_TRUE(fs::exists(new_tmp));
+
+  std::ofstream(new_tmp / "payload") << "x";
+  const fs::path final_dir = finalize_dataset_dir(new_tmp, "abc");
+  EXPECT_FALSE(fs::exists(new_tmp));
+  EXPECT_TRUE(fs::exists(final_dir / "payload"));
+  EXPECT_FALSE(is_temporary_dataset_dir(final_dir));
+  EXPECT_NE(final_dir.filename().string().find("__abc"), std::string::npos);
+  // A second dataset finished in the same second gets a suffix instead of clobbering the first.
+  const fs::path again = finalize_dataset_dir(make_temporary_dataset_dir(dir.path()), "abc");
+  EXPECT_NE(again, final_dir);
+  EXPECT_TRUE(fs::exists(final_dir / "payload"));
+}
+
+}  // namespace
+}  // namespace scaffold::dataset
