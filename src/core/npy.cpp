@@ -64,6 +64,19 @@ const char* dtype_descr(DType dtype) {
   return "?";
 }
 
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::UInt8: return "uint8";
+    case DType::UInt16: return "uint16";
+    case DType::Int16: return "int16";
+    case DType::Int32: return "int32";
+    case DType::Int64: return "int64";
+  }
+  return "?";
+}
+
 std::size_t NpyInfo::element_count() const {
   std::size_t n = 1;
   for (int64_t d : shape) n *= static_cast<std::size_t>(d);

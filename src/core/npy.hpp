@@ -15,6 +15,7 @@ enum class DType { Float32, Float64, UInt8, UInt16, Int16, Int32, Int64 };
 
 std::size_t dtype_size(DType dtype);
 const char* dtype_descr(DType dtype);  // numpy descr, e.g. "<f4"
+const char* dtype_name(DType dtype);   // numpy name, e.g. "float32"
 
 template <typename T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::Float32; }

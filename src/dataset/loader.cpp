@@ -36,26 +36,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 namespace {
 
-const char* dtype_name(core::DType dtype) {
-  switch (dtype) {
-    case core::DType::Float32:
-      return "float32";
-    case core::DType::Float64:
-      return "float64";
-    case core::DType::UInt8:
-      return "uint8";
-    case core::DType::UInt16:
-      return "uint16";
-    case core::DType::Int16:
-      return "int16";
-    case core::DType::Int32:
-      return "int32";
-    case core::DType::Int64:
-      return "int64";
-  }
-  return "?";
-}
-
 std::string shape_text(const std::vector<int64_t>& shape) {
   return fmt::format("({})", fmt::join(shape, ", "));
 }
@@ -69,7 +49,7 @@ void read_npy_into(const fs::path& path, core::DType dtype, const std::vector<in
     throw core::FileError(path.string(),
                           fmt::format("expected {} {}, found {} {} (is the dataset's shard layout "
                                       "or volume size different from this run's?)",
-                                      dtype_name(dtype), shape_text(shape), dtype_name(info.dtype),
+                                      core::dtype_name(dtype), shape_text(shape), core::dtype_name(info.dtype),
                                       shape_text(info.shape)));
   const std::size_t bytes = info.element_count() * core::dtype_size(dtype);
   std::ifstream in(path, std::ios::binary);

@@ -14,15 +14,16 @@
 #include <thread>
 
 #include "core/fs.hpp"
+#include "e2e/e2e_util.hpp"
 #include "test_util.hpp"
 
 namespace scaffold {
 namespace {
 namespace fs = std::filesystem;
+using test::kBinary;
+using test::mpiexec;
 using test::run_command;
 using test::TempDir;
-
-const std::string kBinary = SCAFFOLD_BINARY;
 
 // Scale 4 (16^3 volumes), 2 categories x 12 instances: 8 volumes (6 training, 2 validation).
 fs::path write_config(const fs::path& dir, const std::string& extra = "", int scale = 4) {
@@ -35,13 +36,8 @@ fs::path write_config(const fs::path& dir, const std::string& extra = "", int sc
   return cfg;
 }
 
-std::map<std::string, std::string> snapshot(const fs::path& root) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(root))
-    if (e.is_regular_file() && e.path().filename() != "meta.yaml")  // meta has a timestamp
-      files[fs::relative(e.path(), root).string()] = core::read_file(e.path());
-  return files;
-}
+// Everything but meta.yaml, which holds a timestamp.
+std::map<std::string, std::string> snapshot(const fs::path& root) { return test::snapshot(root, "meta.yaml"); }
 
 // The one finished dataset folder under <dir>/data/<id>/.
 fs::path dataset_root(const fs::path& dir) {
@@ -57,10 +53,6 @@ std::string generate(const fs::path& cfg, const std::string& extra = "", const s
   const auto r = run_command(launcher + kBinary + " generate_dataset -c " + cfg.string() + " " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return r.output;
-}
-
-std::string mpiexec(int ranks) {
-  return std::string(SCAFFOLD_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe --allow-run-as-root ";
 }
 
 TEST(GenerateDataset, ByteIdenticalForThreadsAndRanks) {
@@ -156,26 +148,16 @@ TEST(GenerateDataset, KilledGenerationIsNeverReused) {
   const fs::path cfg = write_config(dir.path(), "", 7);
   generate(cfg);  // the fractal library, so the killed run gets to the dataset quickly
   fs::remove_all(dir.path() / "data");
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::execl(kBinary.c_str(), kBinary.c_str(), "generate_dataset", "-c", cfg.c_str(), "--threads", "1",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  bool writing = false;
-  for (int i = 0; i < 1000 && !writing; ++i) {
+  // Kill once the first volume files are written.
+  const int status = test::run_and_kill({"generate_dataset", "-c", cfg.string(), "--threads", "1"}, [&] {
     std::error_code ec;
-    if (fs::exists(dir.path() / "data", ec))
-      for (auto it = fs::recursive_directory_iterator(dir.path() / "data", ec);
-           !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-        if (it->path().filename() == "0_shard000000.npy" || it->path().filename() == "1_shard000000.npy")
-          writing = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+    if (!fs::exists(dir.path() / "data", ec)) return false;
+    for (auto it = fs::recursive_directory_iterator(dir.path() / "data", ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+      if (it->path().filename() == "0_shard000000.npy" || it->path().filename() == "1_shard000000.npy")
+        return true;
+    return false;
+  });
   ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it could be killed";
   const auto out = generate(cfg);
   EXPECT_NE(out.find("dataset: generating"), std::string::npos) << "an interrupted dataset was reused:\n" << out;

@@ -12,16 +12,17 @@
 #include <map>
 #include <thread>
 
-#include "core/fs.hpp"
+#include "e2e/e2e_util.hpp"
 #include "test_util.hpp"
 
 namespace scaffold {
 namespace {
 namespace fs = std::filesystem;
+using test::kBinary;
+using test::mpiexec;
 using test::run_command;
+using test::snapshot;
 using test::TempDir;
-
-const std::string kBinary = SCAFFOLD_BINARY;
 
 // A small library: scale 5 (128 points per cloud), 2 categories -> 2 CSVs + 290 .npy files.
 fs::path write_config(const fs::path& dir, int scale = 5, int categories = 2) {
@@ -31,23 +32,10 @@ fs::path write_config(const fs::path& dir, int scale = 5, int categories = 2) {
   return cfg;
 }
 
-// Every regular file below `root` (relative path -> contents).
-std::map<std::string, std::string> snapshot(const fs::path& root) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(root))
-    if (e.is_regular_file()) files[fs::relative(e.path(), root).string()] = core::read_file(e.path());
-  return files;
-}
-
 std::string generate(const fs::path& cfg, const std::string& extra = "") {
   const auto r = run_command(kBinary + " generate_fractals -c " + cfg.string() + " " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return r.output;
-}
-
-std::string mpiexec(int ranks) {
-  return std::string(SCAFFOLD_MPIEXEC) + " -n " + std::to_string(ranks) +
-         " --oversubscribe --allow-run-as-root ";
 }
 
 TEST(GenerateFractals, WritesTheSpecLayout) {
@@ -135,23 +123,12 @@ TEST(GenerateFractals, KilledRunLeavesNothingARerunTrusts) {
   // Scale 7 (8192 points per cloud) takes long enough to be killed mid-way.
   generate(write_config(ref_dir.path(), 7, 3));
   const fs::path cfg = write_config(dir.path(), 7, 3);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::execl(kBinary.c_str(), kBinary.c_str(), "generate_fractals", "-c", cfg.c_str(), "--threads",
-            "1", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   // Kill once some instance files exist (or after 5 s at most).
   const fs::path inst = dir.path() / "lib" / "var0.15" / "seed7" / "instances" / "np8192";
-  for (int i = 0; i < 500; ++i) {
+  const int status = test::run_and_kill({"generate_fractals", "-c", cfg.string(), "--threads", "1"}, [&] {
     std::error_code ec;
-    if (fs::exists(inst / "000000" / "000000_0010.npy", ec)) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+    return fs::exists(inst / "000000" / "000000_0010.npy", ec);
+  });
   ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it could be killed";
   generate(cfg);
   EXPECT_EQ(snapshot(dir.path() / "lib"), snapshot(ref_dir.path() / "lib"));

@@ -5,14 +5,14 @@
 #include <string>
 
 #include "dist/communicator.hpp"
+#include "mpi_test_main.hpp"
 
 namespace scaffold::dist {
 namespace {
 
-Communicator* g_world = nullptr;
 
 TEST(Dist, BroadcastAndAllgatherDeliverEveryRanksBytes) {
-  Communicator& comm = *g_world;
+  Communicator& comm = test::world();
   std::string text = comm.rank() == 0 ? std::string("from rank 0\0with a NUL", 22) : "junk";
   comm.broadcast(text, 0);
   EXPECT_EQ(text, std::string("from rank 0\0with a NUL", 22));
@@ -31,7 +31,7 @@ TEST(Dist, BroadcastAndAllgatherDeliverEveryRanksBytes) {
 }
 
 TEST(Dist, OneFailingRankMakesEveryRankThrow) {
-  Communicator& comm = *g_world;
+  Communicator& comm = test::world();
   const int bad = comm.size() - 1;
   try {
     run_agreed(comm, [&] {
@@ -49,7 +49,7 @@ TEST(Dist, OneFailingRankMakesEveryRankThrow) {
 }
 
 TEST(Dist, IdenticalErrorsAreReportedOnce) {
-  Communicator& comm = *g_world;
+  Communicator& comm = test::world();
   try {
     agree(comm, "bad config");
     FAIL();
@@ -61,18 +61,3 @@ TEST(Dist, IdenticalErrorsAreReportedOnce) {
 
 }  // namespace
 }  // namespace scaffold::dist
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  scaffold::dist::Runtime runtime(&argc, &argv);
-  scaffold::dist::g_world = &runtime.world();
-  // Only rank 0 prints gtest's report; every rank's result decides the exit code.
-  if (runtime.world().rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-  int64_t any = failed;
-  runtime.world().allreduce_sum(&any, 1);
-  return any != 0 ? 1 : 0;
-}

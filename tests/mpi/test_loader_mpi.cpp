@@ -16,13 +16,12 @@
 #include "dataset/loader.hpp"
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
+#include "mpi_test_main.hpp"
 
 namespace scaffold::dataset {
 namespace {
 
 namespace fs = std::filesystem;
-
-dist::Communicator* g_world = nullptr;
 
 constexpr int64_t kSide = 8;
 constexpr int64_t kD = 4, kH = 8, kW = 8;  // one shard of [2, 1, 1] over dims [2, 3, 4]
@@ -50,7 +49,7 @@ void write_sample(const DatasetPaths& paths, int volume, int shard) {
 class LoaderMpi : public ::testing::Test {
  protected:
   void SetUp() override {
-    dist::Communicator& comm = *g_world;
+    dist::Communicator& comm = test::world();
     std::string root;
     if (comm.rank() == 0)
       root = (fs::temp_directory_path() / ("scaffold-loader-mpi-" + std::to_string(::getpid()) +
@@ -67,15 +66,15 @@ class LoaderMpi : public ::testing::Test {
     });
   }
   void TearDown() override {
-    g_world->barrier();  // nobody still reading
-    if (g_world->rank() == 0) fs::remove_all(paths_.root);
+    test::world().barrier();  // nobody still reading
+    if (test::world().rank() == 0) fs::remove_all(paths_.root);
   }
 
   DatasetPaths paths_;
 };
 
 TEST_F(LoaderMpi, EachRankOpensOnlyItsOwnShard) {
-  dist::Communicator& comm = *g_world;
+  dist::Communicator& comm = test::world();
   if (comm.size() != 2) GTEST_SKIP() << "needs exactly 2 ranks";
   const dist::ProcessGrid grid(comm.size(), comm.rank(), {2, 1, 1}, {2, 3, 4});
   EXPECT_EQ(grid.shard_id(), comm.rank());
@@ -111,7 +110,7 @@ TEST_F(LoaderMpi, EachRankOpensOnlyItsOwnShard) {
 }
 
 TEST_F(LoaderMpi, RanksListingDifferentSamplesAllThrow) {
-  dist::Communicator& comm = *g_world;
+  dist::Communicator& comm = test::world();
   if (comm.size() != 2) GTEST_SKIP() << "needs exactly 2 ranks";
   // A volume that exists only as shard 1: rank 1 lists 6 ids, rank 0 lists 5.
   dist::run_agreed(comm, [&] {
@@ -137,18 +136,3 @@ TEST_F(LoaderMpi, RanksListingDifferentSamplesAllThrow) {
 
 }  // namespace
 }  // namespace scaffold::dataset
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  scaffold::dist::Runtime runtime(&argc, &argv);
-  scaffold::dataset::g_world = &runtime.world();
-  // Only rank 0 prints gtest's report; every rank's result decides the exit code.
-  if (runtime.world().rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-  int64_t any = failed;
-  runtime.world().allreduce_sum(&any, 1);
-  return any != 0 ? 1 : 0;
-}
