@@ -22,6 +22,7 @@ struct Config {
   int64_t seed = 42;                    // the single seed for everything
   int problem_scale = 7;                // volume side is 2^problem_scale voxels
   int unet_bottleneck_dim = 3;          // log2 of the bottleneck side
+  int unet_base_channels = 64;          // extension: channels of the first level (ScaFFold: 64)
   int n_categories = 5;                 // fractal classes (network has n_categories + 1 outputs)
   int n_instances_used_per_fractal = 145;
   int n_fracts_per_vol = 3;
@@ -40,6 +41,7 @@ struct Config {
   // Model and training (spec §5, §6).
   int local_batch_size = 1;
   int group_norm_groups = 8;
+  std::string device = "auto";          // extension: auto | cpu | cuda
   bool activation_checkpointing = false;
   std::string optimizer = "ADAM";       // ADAM | RMSProp | SGD
   double starting_learning_rate = 0.001;

@@ -357,6 +357,9 @@ std::vector<KeySpec> build_schema() {
                        c.problem_scale - 1);
     };
   }
+  add(bind_key("unet_base_channels", &Config::unet_base_channels,
+               "extension: U-Net channels at the first level, doubled per level (ScaFFold: 64)",
+               "an integer >= 1", at_least_1));
   add(bind_key("n_categories", &Config::n_categories,
                "fractal classes (the network has n_categories + 1 outputs)", "an integer >= 1",
                at_least_1));
@@ -440,11 +443,25 @@ std::vector<KeySpec> build_schema() {
   // Model and training.
   add(bind_key("local_batch_size", &Config::local_batch_size,
                "batch size per data-parallel replica", "an integer >= 1", at_least_1));
-  add(bind_key(
-      "group_norm_groups", &Config::group_norm_groups, "GroupNorm groups in every U-Net block",
-      // Every channel count is 64 * 2^k, so a divisor of 64 divides them all (spec §5).
-      "a divisor of 64, the narrowest channel count: 1, 2, 4, 8, 16, 32 or 64",
-      +[](const int& v) { return v >= 1 && v <= 64 && 64 % v == 0; }));
+  {
+    const auto i = add(bind_key(
+        "group_norm_groups", &Config::group_norm_groups, "GroupNorm groups in every U-Net block",
+        // Every channel count is unet_base_channels * 2^k, so a divisor of the base divides all.
+        "an integer >= 1 dividing unet_base_channels", at_least_1));
+    t[i].depends_on = {"unet_base_channels"};
+    t[i].cross_check = [](const Config& c) {
+      return c.unet_base_channels % c.group_norm_groups == 0
+                 ? std::string()
+                 : fmt::format("a divisor of unet_base_channels ({}), the narrowest channel count",
+                               c.unet_base_channels);
+    };
+  }
+  {
+    const auto i = add(bind_key("device", &Config::device,
+                                "extension: where to train: auto (CUDA when available), cpu or cuda",
+                                "one of auto, cpu, cuda"));
+    t[i].choices = {"auto", "cpu", "cuda"};
+  }
   add(bind_key("activation_checkpointing", &Config::activation_checkpointing,
                "1 recomputes every U-Net block in the backward pass", kBoolAllowed, bool_any));
   {

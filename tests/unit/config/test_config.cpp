@@ -148,6 +148,8 @@ void expect_same(const Config& a, const Config& b) {
   EXPECT_EQ(a.dataloader_num_workers, b.dataloader_num_workers);
   EXPECT_EQ(a.local_batch_size, b.local_batch_size);
   EXPECT_EQ(a.group_norm_groups, b.group_norm_groups);
+  EXPECT_EQ(a.unet_base_channels, b.unet_base_channels);
+  EXPECT_EQ(a.device, b.device);
   EXPECT_EQ(a.activation_checkpointing, b.activation_checkpointing);
   EXPECT_EQ(a.optimizer, b.optimizer);
   EXPECT_EQ(a.starting_learning_rate, b.starting_learning_rate);
@@ -226,12 +228,13 @@ TEST_F(ConfigTest, DefaultsEqualConfigDefaults) {
 
 TEST_F(ConfigTest, KnownKeysFollowOptionsOrderAndCoverScaffold) {
   const std::vector<std::string> keys = known_keys();
-  EXPECT_EQ(keys.size(), 41u);
+  EXPECT_EQ(keys.size(), 43u);
   EXPECT_EQ(keys.front(), "base_run_dir");
   EXPECT_EQ(keys.back(), "async_save");
   for (const std::string& key : kScaffoldFileKeys)
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
-  for (const char* extra : {"job_name", "async_save", "dist", "datagen_batch_size"})
+  for (const char* extra : {"job_name", "async_save", "dist", "datagen_batch_size",
+                            "unet_base_channels", "device"})
     EXPECT_NE(std::find(keys.begin(), keys.end(), extra), keys.end()) << extra;
 }
 
@@ -245,7 +248,10 @@ TEST_F(ConfigTest, BenchmarkDefaultHasScaffoldKeysInOrderWithDefaults) {
     std::smatch m;
     if (std::regex_search(line, m, key_line)) keys.push_back(m[1]);
   }
-  EXPECT_EQ(keys, kScaffoldFileKeys);
+  // ScaFFold's keys in ScaFFold's order, then scaffold's extension keys.
+  std::vector<std::string> expected = kScaffoldFileKeys;
+  expected.push_back("unet_base_channels");
+  EXPECT_EQ(keys, expected);
   const LoadedConfig loaded = load({path});
   expect_same(loaded.config, Config{});
   EXPECT_TRUE(loaded.warnings.empty());
@@ -499,8 +505,16 @@ TEST_F(ConfigTest, OtherRangesRejected) {
   EXPECT_EQ(problem_count(message), 8) << message;
   EXPECT_CONTAINS(line_with(message, "min_learning_rate = 0.01"),
                   "starting_learning_rate = 0.001 by default");
-  line_with(message, "group_norm_groups = 3");
+  EXPECT_CONTAINS(line_with(message, "group_norm_groups = 3"), "unet_base_channels (64)");
   line_with(message, "job_name = a/b");
+}
+
+TEST_F(ConfigTest, GroupNormGroupsMustDivideTheBaseChannels) {
+  EXPECT_EQ(load({write("ok.yml", "unet_base_channels: 12\ngroup_norm_groups: 4\n")}).config.unet_base_channels, 12);
+  const std::string message = load_error({write("bad.yml", "unet_base_channels: 12\ngroup_norm_groups: 8\ndevice: tpu\n")});
+  EXPECT_EQ(problem_count(message), 2) << message;
+  EXPECT_CONTAINS(line_with(message, "group_norm_groups = 8"), "unet_base_channels (12)");
+  EXPECT_CONTAINS(line_with(message, "device = tpu"), "auto, cpu, cuda");
 }
 
 TEST_F(ConfigTest, AllProblemsInOneError) {
