@@ -30,7 +30,13 @@ void add_override(CLI::App* sub, ConfigArgs* args, const std::string& flag, cons
                   const std::string& help, std::size_t count = 1) {
   auto value = std::make_shared<T>();  // outlives this call: read after parsing
   CLI::Option* opt = sub->add_option(flag, *value, help + " (config key '" + key + "')");
-  if constexpr (std::is_same_v<T, std::vector<int64_t>>) opt->expected(static_cast<int>(count));
+  if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    opt->expected(static_cast<int>(count));
+  } else {
+    // A flag given twice keeps the last value, so `restart.sh --epochs 10` can override the
+    // --epochs of the original command line.
+    opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
   const std::string name = flag.substr(0, flag.find(','));
   args->readers.push_back([opt, value, key, name]() -> std::optional<config::FlagOverride> {
     if (opt->count() == 0) return std::nullopt;

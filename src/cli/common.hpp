@@ -55,5 +55,7 @@ struct Subcommand {
 };
 Subcommand add_generate_fractals(CLI::App& app);
 Subcommand add_generate_dataset(CLI::App& app);
+// argv: the command line, recorded for restart.sh.
+Subcommand add_benchmark(CLI::App& app, int argc, char** argv);
 
 }  // namespace scaffold::cli

@@ -9,7 +9,6 @@
 namespace scaffold::cli {
 
 dataset::DatasetInfo ensure_dataset(RunContext& ctx, const config::Config& cfg) {
-  ensure_fractal_library(ctx, cfg);
   dataset::DatasetOptions o;
   o.key.n_categories = cfg.n_categories;
   o.key.n_instances_used_per_fractal = cfg.n_instances_used_per_fractal;
@@ -51,7 +50,9 @@ Subcommand add_generate_dataset(CLI::App& app) {
                    "most category attempts one rank makes per search round");
   return {sub, [args, threads](RunContext& ctx) {
             ctx.threads = *threads;
-            const auto info = ensure_dataset(ctx, load_config_everywhere(ctx.comm, *args));
+            const config::Config cfg = load_config_everywhere(ctx.comm, *args);
+            ensure_fractal_library(ctx, cfg);
+            const auto info = ensure_dataset(ctx, cfg);
             LOG_INFO("dataset ready: {}", info.root.string());
             return 0;
           }};

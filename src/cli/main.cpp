@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
   app.add_flag("--log-all-ranks", all_ranks, "every rank logs, not only rank 0");
 
   std::vector<cli::Subcommand> subcommands{cli::add_generate_fractals(app),
-                                          cli::add_generate_dataset(app)};
+                                          cli::add_generate_dataset(app),
+                                          cli::add_benchmark(app, argc, argv)};
 
   try {
     app.parse(argc, argv);

@@ -14,7 +14,7 @@ fractal::LibraryLayout fractal_library_layout(const config::Config& config);
 // The fractal library of `config`: categories and instances, generating what is missing.
 void ensure_fractal_library(RunContext& ctx, const config::Config& config);
 
-// The dataset of `config`: the fractal library first, then a cached or new dataset.
+// The dataset of `config`, cached or new; the fractal library must exist (ensure_fractal_library).
 dataset::DatasetInfo ensure_dataset(RunContext& ctx, const config::Config& config);
 
 }  // namespace scaffold::cli

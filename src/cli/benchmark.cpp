@@ -1,0 +1,290 @@
+// `scaffold benchmark`: the ScaFFold benchmark as a phase-structured driver (spec §1, §6, §8):
+//   run folder -> fractals -> dataset -> model set-up -> warm-up -> timed training -> report.
+// Each phase has one wall-clock timer; the figure of merit is the sum of the epoch durations
+// (warm-up, data generation and set-up excluded, as ScaFFold's code measures it).
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <numeric>
+
+#include "cli/common.hpp"
+#include "cli/phases.hpp"
+#include "config/load.hpp"
+#include "core/fs.hpp"
+#include "core/log.hpp"
+#include "core/pyfloat.hpp"
+#include "core/sysinfo.hpp"
+#include "core/timer.hpp"
+#include "core/version.hpp"
+#include "dataset/loader.hpp"
+#include "dist/process_grid.hpp"
+#include "model/unet.hpp"
+#include "report/figures.hpp"
+#include "report/restart.hpp"
+#include "report/run_dir.hpp"
+#include "report/train_stats.hpp"
+#include "train/trainer.hpp"
+
+namespace scaffold::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct BenchmarkArgs {
+  ConfigArgs config;
+  bool restart = false;
+  std::string run_dir;
+  std::vector<std::string> argv;  // the command line after the executable, for restart.sh
+};
+
+struct PhaseTimes {
+  double fractals_s = 0, dataset_s = 0, setup_s = 0, warmup_s = 0, training_s = 0;
+};
+
+std::string flag_value_yaml(const config::FlagValue& v) {
+  struct Visitor {
+    std::string operator()(int64_t x) const { return std::to_string(x); }
+    std::string operator()(double x) const { return core::python_float_str(x); }
+    std::string operator()(const std::string& x) const { return report::shell_quote(x); }
+    std::string operator()(const std::vector<int64_t>& x) const { return fmt::format("[{}]", fmt::join(x, ", ")); }
+  };
+  return std::visit(Visitor{}, v);
+}
+
+// Rank 0: the run folder and what makes it reproducible (config.yaml reloads as a config).
+fs::path prepare_run_dir(RunContext& ctx, const config::Config& cfg, const BenchmarkArgs& args) {
+  std::string path;
+  dist::run_agreed(ctx.comm, [&] {
+    if (ctx.comm.rank() != 0) return;
+    fs::path dir;
+    if (!args.run_dir.empty()) {
+      dir = fs::absolute(args.run_dir).lexically_normal();
+      const fs::path ckpt = dir / cfg.checkpoint_dir;
+      std::error_code ec;
+      if (!fs::exists(ckpt / "checkpoint_last", ec) && !fs::exists(ckpt / "checkpoint_best", ec))
+        throw core::FileError(dir.string(), "cannot restart: no " + (ckpt / "checkpoint_last").string() +
+                                                " or checkpoint_best (was checkpoint_interval > 0?)");
+    } else {
+      dir = report::create_run_dir(cfg.base_run_dir, cfg.job_name, std::chrono::system_clock::now());
+      core::write_file_atomic(dir / "base_config.yaml", core::read_file(args.config.files.front()));
+    }
+    core::write_file_atomic(dir / "config.yaml", config::to_yaml(cfg));
+    std::string overrides = "# command-line flags of this run\n";
+    for (const auto& f : args.config.given_flags()) overrides += f.key + ": " + flag_value_yaml(f.value) + "\n";
+    if (args.restart) overrides += "restart: 1\n";
+    if (!args.run_dir.empty()) overrides += "run_dir: " + report::shell_quote(dir.string()) + "\n";
+    core::write_file_atomic(dir / "overrides.yaml", overrides);
+    report::RestartSpec spec;
+    spec.run_dir = dir;
+    spec.executable = core::executable_path();
+    spec.argv = args.argv;
+    spec.world_size = ctx.comm.size();
+    spec.launcher = std::getenv("SLURM_JOB_ID") ? "srun" : "mpirun";
+    for (const char* var : {"PROFILE_TORCH", "PROFILE_TORCH_WAIT", "PROFILE_TORCH_WARMUP", "PROFILE_TORCH_ACTIVE", "OMP_NUM_THREADS"})
+      if (const char* value = std::getenv(var)) spec.env.emplace_back(var, value);
+    report::write_restart_script(spec);
+    path = dir.string();
+  });
+  ctx.comm.broadcast(path, 0);
+  return path;
+}
+
+void log_summary(const config::Config& cfg, const train::TrainResult& result,
+                 const std::vector<report::EpochRecord>& records, const PhaseTimes& t,
+                 const model::UNetOptions& model_options, int64_t params, const c10::Device& device) {
+  const double total_s = std::accumulate(records.begin(), records.end(), 0.0,
+                                         [](double s, const report::EpochRecord& r) { return s + r.epoch_duration_s; });
+  const int64_t epochs = records.empty() ? 0 : records.back().epoch;
+  const int64_t steps = records.empty() ? 0 : records.back().total_optimizer_steps;
+  // The FOM is a time to solution: printed whenever the run reached the target (ScaFFold prints
+  // it only for epochs == -1, where reaching the target is the only way to finish).
+  if (result.converged && total_s > 0) {
+    LOG_INFO("FOM = {:.6g} (1/total_train_time, 1/s)", 1.0 / total_s);
+    LOG_INFO("FOM depends on: problem_scale={}, target_dice={}, n_categories={}, n_instances_used_per_fractal={}, "
+             "unet_bottleneck_dim={}, unet_base_channels={}, optimizer={}, starting_learning_rate={}, "
+             "min_learning_rate={}, T_0={}, T_mult={}, disable_scheduler={}, dc_shard_dims=[{}]",
+             cfg.problem_scale, cfg.target_dice, cfg.n_categories, cfg.n_instances_used_per_fractal,
+             cfg.unet_bottleneck_dim, cfg.unet_base_channels, cfg.optimizer, cfg.starting_learning_rate,
+             cfg.min_learning_rate, cfg.T_0, cfg.T_mult, int(cfg.disable_scheduler), fmt::join(cfg.dc_shard_dims, ", "));
+  }
+  LOG_INFO("Benchmark run at scale {} complete.", cfg.problem_scale);
+  if (result.converged)
+    LOG_INFO("Trained to >= {} validation dice score in {:.2f} seconds, {} epochs, {} optimizer steps.",
+             core::python_float_str(cfg.target_dice), total_s, epochs, steps);
+  else
+    LOG_INFO("Completed in {:.2f} seconds, {} epochs, {} optimizer steps (validation dice {:.4f} < target {}).",
+             total_s, epochs, steps, result.final_val_dice, core::python_float_str(cfg.target_dice));
+  std::vector<double> steps_s = result.step_times_s;
+  double median_s = 0;
+  if (!steps_s.empty()) {
+    std::sort(steps_s.begin(), steps_s.end());
+    median_s = steps_s[steps_s.size() / 2];
+  }
+  const double flops_fwd = model::unet_forward_flops(model_options, cfg.vol_size());
+  const double flops_step = 3.0 * flops_fwd * static_cast<double>(cfg.local_batch_size);  // fwd + 2x bwd
+  LOG_INFO("model: {} parameters, {:.4g} GFLOP per sample forward (x3 for a training step); median step "
+           "{:.1f} ms at local batch {}: {:.4g} GFLOP/s achieved on {}",
+           params, flops_fwd / 1e9, median_s * 1e3, cfg.local_batch_size,
+           median_s > 0 ? flops_step / median_s / 1e9 : 0.0, device.str());
+  LOG_INFO("peak memory: process RSS {:.2f} GiB", static_cast<double>(core::peak_rss_bytes()) / (1 << 30));
+  LOG_INFO("phase wall times: fractals {:.2f} s, dataset {:.2f} s, model set-up {:.2f} s, warm-up {:.2f} s, "
+           "training {:.2f} s",
+           t.fractals_s, t.dataset_s, t.setup_s, t.warmup_s, t.training_s);
+}
+
+int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
+  at::set_num_threads(ctx.threads);
+  PhaseTimes times;
+  const config::Config cfg = load_config_everywhere(ctx.comm, args.config);
+  const dist::ProcessGrid grid(ctx.comm.size(), ctx.comm.rank(), cfg.dc_num_shards, cfg.dc_shard_dims);
+  if (grid.world_size() > 1)
+    throw core::Error(fmt::format(
+        "benchmark: {} ranks asked for, but multi-rank training (data and spatial parallelism) is not "
+        "available in this build yet; run one process (generate_fractals and generate_dataset do use "
+        "all ranks)", grid.world_size()));
+  const fs::path run_dir = prepare_run_dir(ctx, cfg, args);
+  LOG_INFO("benchmark: run folder {}", run_dir.string());
+
+  core::Stopwatch phase;
+  ensure_fractal_library(ctx, cfg);
+  times.fractals_s = phase.elapsed_s();
+  phase.restart();
+  const dataset::DatasetInfo data = ensure_dataset(ctx, cfg);
+  times.dataset_s = phase.elapsed_s();
+
+  phase.restart();
+  const dataset::ShardLayout layout(data.meta.dc_num_shards, data.meta.dc_shard_dims);
+  const dataset::DatasetPaths paths{data.root};
+  const dataset::FractalDataset train_set(paths, dataset::Split::Training, layout, grid.shard_id(), cfg.vol_size());
+  const dataset::FractalDataset val_set(paths, dataset::Split::Validation, layout, grid.shard_id(), cfg.vol_size());
+  dataset::check_same_ids(ctx.comm, train_set);
+  dataset::check_same_ids(ctx.comm, val_set);
+  const c10::Device device = train::resolve_device(cfg.device);
+
+  model::UNetOptions mo;
+  mo.n_classes = cfg.n_categories + 1;
+  mo.layers = cfg.unet_layers();
+  mo.base_channels = cfg.unet_base_channels;
+  mo.group_norm_groups = cfg.group_norm_groups;
+  mo.activation_checkpointing = cfg.activation_checkpointing;
+  if (cfg.torch_amp && !model::bf16_pool_and_upsample_work(device)) {
+    mo.fp32_pool_and_upsample = true;
+    LOG_INFO("bf16 autocast: max-pooling and transposed convolution run in fp32 (this LibTorch has no "
+             "working bf16 kernels for them on {})", device.str());
+  }
+  torch::manual_seed(cfg.seed);  // identical initial weights on every rank
+  model::UNet3d net(mo);
+  const int64_t params = model::count_parameters(*net);
+
+  train::TrainerOptions to;
+  to.local_batch_size = cfg.local_batch_size;
+  to.epochs = cfg.epochs;
+  to.target_dice = cfg.target_dice;
+  to.warmup_batches = cfg.warmup_batches;
+  to.optimizer = cfg.optimizer;
+  to.learning_rate = cfg.starting_learning_rate;
+  to.min_learning_rate = cfg.min_learning_rate;
+  to.T_0 = cfg.T_0;
+  to.T_mult = cfg.T_mult;
+  to.disable_scheduler = cfg.disable_scheduler;
+  to.amp_bf16 = cfg.torch_amp;
+  to.checkpoint_interval = cfg.checkpoint_interval;
+  to.checkpoint_dir = run_dir / cfg.checkpoint_dir;
+  to.seed = static_cast<uint64_t>(cfg.seed);
+  to.n_classes = mo.n_classes;
+  to.ce_weight_sample_fraction = cfg.ce_weight_sample_fraction;
+  to.loader_workers = cfg.dataloader_num_workers;
+  train::Trainer trainer(net, to, train_set, val_set, device, ctx.comm, grid);
+  LOG_INFO("model: 3-D U-Net, {} layers, base {} channels, {} classes, {} parameters, on {} with {} thread(s)",
+           mo.layers, mo.base_channels, mo.n_classes, params, device.str(), ctx.threads);
+  trainer.estimate_class_weights();
+  times.setup_s = phase.elapsed_s();
+
+  phase.restart();
+  times.warmup_s = trainer.warmup();
+  LOG_INFO("warm-up: {} steps and a validation pass in {:.2f} s (untimed, state restored)",
+           std::min<int64_t>(cfg.warmup_batches, static_cast<int64_t>(train_set.size())), times.warmup_s);
+
+  train::TrainCounters start;
+  if (!args.run_dir.empty()) start = trainer.resume(to.checkpoint_dir);
+  std::optional<report::TrainStatsCsv> csv;
+  if (ctx.comm.rank() == 0)
+    csv.emplace(args.run_dir.empty() ? report::TrainStatsCsv::open_fresh(run_dir)
+                                     : report::TrainStatsCsv::open_resume(run_dir, start.epoch + 1));
+  double total_s = 0;
+  if (ctx.comm.rank() == 0)
+    for (const auto& r : report::read_train_stats(run_dir / report::kTrainStatsFileName)) total_s += r.epoch_duration_s;
+
+  phase.restart();
+  const train::TrainResult result = trainer.run([&](const train::EpochStats& e) {
+    total_s += e.duration_s;
+    LOG_INFO("epoch {}: train_loss {:.6f}, val_loss {:.6f}, train_dice_score {:.4f}, val_dice_score {:.4f}, "
+             "lr {:.6g}, optimizer_steps {}, total_optimizer_steps {}",
+             e.epoch, e.overall_loss, e.val_loss_avg, e.train_dice, e.val_dice, e.next_lr, e.optimizer_steps,
+             e.total_optimizer_steps);
+    LOG_INFO("epoch {}: {:.2f} s (train {:.2f} s, validation {:.2f} s), total train time {:.2f} s, median "
+             "minibatch {:.1f} ms, steps {} this epoch, {} in total",
+             e.epoch, e.duration_s, e.train_s, e.validation_s, total_s, e.median_step_s * 1e3, e.optimizer_steps,
+             e.total_optimizer_steps);
+    if (csv)
+      csv->append({e.epoch, e.epoch_loss, e.overall_loss, e.val_loss_epoch, e.val_loss_avg, e.train_dice,
+                   e.val_dice, e.duration_s, e.optimizer_steps, e.total_optimizer_steps});
+  });
+  times.training_s = phase.elapsed_s();
+
+  if (ctx.comm.rank() == 0) {
+    const auto records = report::read_train_stats(run_dir / report::kTrainStatsFileName);
+    report::write_figures(run_dir, records,
+                          fmt::format("v={}, c={}, u={}", cfg.vol_size(), cfg.n_categories, cfg.unet_layers()));
+    log_summary(cfg, result, records, times, mo, params, device);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_benchmark(CLI::App& app, int argc, char** argv) {
+  auto* sub = app.add_subcommand("benchmark", "run the ScaFFold benchmark: fractals, dataset, and training to the target Dice");
+  auto args = std::make_shared<BenchmarkArgs>();
+  for (int i = 1; i < argc; ++i) args->argv.emplace_back(argv[i]);
+  auto threads = std::make_shared<int>(1);
+  ConfigArgs* c = &args->config;
+  add_config_files_option(sub, c);
+  add_threads_option(sub, threads.get());
+  add_string_override(sub, c, "--base-run-dir", "base_run_dir", "parent of the run folders");
+  add_string_override(sub, c, "--job-name", "job_name", "run folder prefix");
+  add_string_override(sub, c, "--fract-base-dir", "fract_base_dir", "root of the fractal library");
+  add_string_override(sub, c, "--dataset-dir", "dataset_dir", "dataset cache root");
+  add_int_override(sub, c, "--n-categories", "n_categories", "fractal classes");
+  add_int_override(sub, c, "--n-instances-used-per-fractal", "n_instances_used_per_fractal", "instances drawn per class");
+  add_int_override(sub, c, "--problem-scale", "problem_scale", "volume side is 2^scale");
+  add_int_override(sub, c, "--unet-bottleneck-dim", "unet_bottleneck_dim", "log2 of the bottleneck side");
+  add_int_override(sub, c, "--unet-base-channels", "unet_base_channels", "U-Net channels at the first level");
+  add_int_override(sub, c, "--seed", "seed", "the single seed for everything");
+  add_int_override(sub, c, "--local-batch-size", "local_batch_size", "batch per data-parallel replica");
+  add_int_override(sub, c, "--warmup-batches", "warmup_batches", "untimed warm-up steps");
+  add_int_override(sub, c, "--group-norm-groups", "group_norm_groups", "GroupNorm groups");
+  add_int_override(sub, c, "--dataloader-num-workers", "dataloader_num_workers", "data-loading threads per rank");
+  add_string_override(sub, c, "--optimizer", "optimizer", "ADAM, RMSProp or SGD");
+  add_string_override(sub, c, "--device", "device", "auto, cpu or cuda");
+  add_int_list_override(sub, c, "--dc-num-shards", "dc_num_shards", 3, "spatial shards per sharded dimension");
+  add_int_list_override(sub, c, "--dc-shard-dims", "dc_shard_dims", 3, "tensor dimensions to shard (2,3,4 = D,H,W)");
+  add_int_override(sub, c, "--epochs", "epochs", "epoch cap (-1: until the target Dice)");
+  add_float_override(sub, c, "--starting-learning-rate", "starting_learning_rate", "initial learning rate");
+  add_float_override(sub, c, "--min-learning-rate", "min_learning_rate", "eta_min of the cosine schedule");
+  add_int_override(sub, c, "--T-0", "T_0", "epochs in the first cosine cycle");
+  add_int_override(sub, c, "--T-mult", "T_mult", "cycle growth factor");
+  add_int_override(sub, c, "--checkpoint-interval", "checkpoint_interval", "checkpoint every N epochs (<= 0: never)");
+  auto* run_dir = sub->add_option("--run-dir", args->run_dir, "resume in this run folder (implies --restart)");
+  sub->add_flag("--restart", args->restart, "resume from the run folder's last checkpoint; needs --run-dir")
+      ->needs(run_dir);
+  return {sub, [args, threads](RunContext& ctx) {
+            ctx.threads = *threads;
+            return run_benchmark(ctx, *args);
+          }};
+}
+
+}  // namespace scaffold::cli

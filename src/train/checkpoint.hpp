@@ -1,0 +1,37 @@
+// Checkpoints (spec §6.6): model, optimiser and the training counters in one LibTorch archive,
+// written atomically. There is no scheduler or sampler state to save: the learning rate is a
+// closed form of the epoch, and the data order is keyed by (seed, epoch). The CPU generator's
+// state is saved anyway, so nothing random added later is lost on restart.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+namespace scaffold::train {
+
+struct TrainCounters {
+  int64_t epoch = 0;                  // last completed epoch (0: none)
+  int64_t total_optimizer_steps = 0;  // continued across restarts
+  double val_dice = 0.0;              // of the last completed epoch: the convergence state
+  double val_loss_avg = 0.0;          // of the last completed epoch
+  double best_val_loss = 0.0;         // lowest val_loss_avg so far (checkpoint_best)
+};
+
+// In-memory form, used for warm-up snapshots as well as files.
+std::string serialize_state(torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
+                            const TrainCounters& counters);
+// Loads into existing objects (same architecture and optimiser); `source` names it in errors.
+TrainCounters deserialize_state(const std::string& bytes, const std::string& source,
+                                torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+
+void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
+                     const torch::optim::Optimizer& optimizer, const TrainCounters& counters);
+// Throws core::FileError naming the file when it is missing, truncated or not a checkpoint.
+TrainCounters load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
+                              torch::optim::Optimizer& optimizer);
+
+}  // namespace scaffold::train

@@ -1,0 +1,335 @@
+#include "train/trainer.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <c10/core/InferenceMode.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
+#include "dataset/sampler.hpp"
+#include "model/autocast.hpp"
+#include "train/loss.hpp"
+#include "train/schedule.hpp"
+
+namespace scaffold::train {
+namespace fs = std::filesystem;
+
+// Per-rank partial sums of one pass over a split, reduced over replicas before use.
+struct Trainer::EpochSums {
+  double loss = 0.0;     // sum of batch-mean loss x batch size
+  double dice = 0.0;     // sum of per-sample Dice (soft in training, hard in validation)
+  double samples = 0.0;
+  int64_t steps = 0;
+};
+
+namespace {
+
+// The autocast state of a forward pass: bf16 on the training device when amp is on, else off.
+model::AutocastState forward_autocast(const c10::Device& device, bool amp_bf16) {
+  model::AutocastState s = model::AutocastState::current().disabled();
+  if (amp_bf16) {
+    if (device.is_cuda()) {
+      s.cuda_enabled = true;
+      s.cuda_dtype = at::kBFloat16;
+    } else {
+      s.cpu_enabled = true;
+      s.cpu_dtype = at::kBFloat16;
+    }
+  }
+  return s;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+}  // namespace
+
+c10::Device resolve_device(const std::string& key) {
+  const bool cuda = torch::cuda::is_available();
+  if (key == "cpu" || (key == "auto" && !cuda)) return c10::Device(c10::kCPU);
+  if (!cuda)
+    throw core::Error("device: cuda was asked for, but this LibTorch has no CUDA or no GPU is "
+                      "visible; use device: auto or cpu");
+  return c10::Device(c10::kCUDA, 0);
+}
+
+Trainer::Trainer(model::UNet3d model, TrainerOptions options, const dataset::FractalDataset& train_set,
+                 const dataset::FractalDataset& val_set, c10::Device device, dist::Communicator& comm,
+                 const dist::ProcessGrid& grid)
+    : model_(std::move(model)),
+      options_(std::move(options)),
+      train_set_(train_set),
+      val_set_(val_set),
+      device_(device),
+      comm_(comm),
+      grid_(grid) {
+  model_->to(device_);
+  optimizer_ = make_optimizer();
+  counters_.best_val_loss = std::numeric_limits<double>::infinity();
+  // Global batch must fit both splits (spec §6.1 step 9).
+  const int64_t global_batch = options_.local_batch_size * grid_.replicas();
+  if (global_batch > static_cast<int64_t>(train_set_.size()) ||
+      global_batch > static_cast<int64_t>(val_set_.size()))
+    throw core::Error(fmt::format(
+        "global batch {} (local_batch_size {} x {} replicas) is larger than the training ({}) or "
+        "validation ({}) set",
+        global_batch, options_.local_batch_size, grid_.replicas(), train_set_.size(), val_set_.size()));
+}
+
+Trainer::~Trainer() = default;
+
+std::unique_ptr<torch::optim::Optimizer> Trainer::make_optimizer() {
+  const auto params = model_->parameters();
+  const double lr = options_.learning_rate;
+  if (options_.optimizer == "ADAM")
+    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+  if (options_.optimizer == "SGD")
+    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
+  return std::make_unique<torch::optim::RMSprop>(
+      params, torch::optim::RMSpropOptions(lr).alpha(0.99).eps(1e-8));
+}
+
+double Trainer::learning_rate_after(int64_t epochs_completed) const {
+  if (options_.disable_scheduler) return options_.learning_rate;
+  return CosineWarmRestarts(options_.learning_rate, options_.min_learning_rate, options_.T_0,
+                            options_.T_mult)
+      .lr_after(epochs_completed);
+}
+
+void Trainer::set_learning_rate(double lr) {
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+}
+
+void Trainer::estimate_class_weights() {
+  const auto n_train = static_cast<int64_t>(train_set_.size());
+  const auto indices = ce_weight_sample_indices(n_train, options_.ce_weight_sample_fraction);
+  std::vector<int64_t> counts(static_cast<std::size_t>(options_.n_classes), 0);
+  dist::run_agreed(comm_, [&] {
+    for (int64_t i : indices) {
+      const auto local = class_counts(train_set_.get(static_cast<std::size_t>(i)).mask, options_.n_classes);
+      for (std::size_t c = 0; c < counts.size(); ++c) counts[c] += local[c];
+    }
+  });
+  // Spatial shards of one sample hold disjoint voxels and replicas read the same samples, so the
+  // world sum over-counts each voxel `replicas` times: the ratios, and so the weights, are unchanged.
+  comm_.allreduce_sum(counts.data(), counts.size());
+  const at::Tensor w = ce_class_weights(counts);
+  class_weights_.assign(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
+  class_weights_tensor_ = w.to(device_);
+  LOG_INFO("CE class weights from {} of {} training masks: background {:.4g}, foreground {:.4g}",
+           indices.size(), n_train, class_weights_[0],
+           class_weights_.size() > 1 ? class_weights_[1] : 0.0);
+}
+
+at::Tensor Trainer::train_step(const dataset::Batch& batch) {
+  const at::Tensor image = batch.image.to(device_, /*non_blocking=*/true);
+  const at::Tensor mask = batch.mask.to(device_, /*non_blocking=*/true);
+  at::Tensor logits;
+  {
+    model::AutocastGuard amp(forward_autocast(device_, options_.amp_bf16));
+    logits = model_->forward(image);
+  }
+  const LossTerms terms = segmentation_loss(logits, mask, class_weights_tensor_);
+  optimizer_->zero_grad();
+  terms.loss.backward();
+  torch::nn::utils::clip_grad_norm_(model_->parameters(), options_.grad_clip_norm);
+  optimizer_->step();
+  at::autocast::clear_cache();  // as leaving PyTorch's autocast context does
+  const double b = static_cast<double>(image.size(0));
+  return at::stack({terms.loss.detach() * b, terms.soft_dice.sum()});
+}
+
+Trainer::EpochSums Trainer::train_epoch(int64_t epoch, int64_t max_batches,
+                                        std::vector<double>* step_times) {
+  model_->train();
+  auto indices = dataset::training_indices(static_cast<int64_t>(train_set_.size()), grid_.replicas(),
+                                           grid_.replica(), options_.seed, epoch);
+  const auto batch_size = options_.local_batch_size;
+  if (max_batches >= 0)
+    indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
+  dataset::BatchLoader loader(train_set_, indices, static_cast<int>(batch_size),
+                              options_.loader_workers, device_.is_cuda());
+  at::Tensor sums = at::zeros({2}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  EpochSums out;
+  dataset::Batch batch;
+  for (;;) {
+    core::Stopwatch clock;
+    if (!loader.next(&batch)) break;
+    sums += train_step(batch).to(at::kDouble);
+    synchronize(device_);
+    if (step_times) step_times->push_back(clock.elapsed_s());
+    out.samples += static_cast<double>(batch.ids.size());
+    ++out.steps;
+  }
+  const at::Tensor host = sums.cpu();
+  out.loss = host[0].item<double>();
+  out.dice = host[1].item<double>();
+  return out;
+}
+
+Trainer::EpochSums Trainer::validate(int64_t max_batches) {
+  model_->eval();
+  c10::InferenceMode no_grad;
+  auto indices = dataset::validation_indices(static_cast<int64_t>(val_set_.size()), grid_.replicas(),
+                                             grid_.replica());
+  const auto batch_size = options_.local_batch_size;
+  if (max_batches >= 0)
+    indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
+  dataset::BatchLoader loader(val_set_, indices, static_cast<int>(batch_size), options_.loader_workers,
+                              device_.is_cuda());
+  at::Tensor sums = at::zeros({2}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  EpochSums out;
+  dataset::Batch batch;
+  while (loader.next(&batch)) {
+    const at::Tensor image = batch.image.to(device_, true);
+    const at::Tensor mask = batch.mask.to(device_, true);
+    at::Tensor logits;
+    {
+      model::AutocastGuard amp(forward_autocast(device_, options_.amp_bf16));
+      logits = model_->forward(image);
+    }
+    const LossTerms terms = segmentation_loss(logits, mask, class_weights_tensor_);
+    const at::Tensor hard = hard_dice_per_sample(logits, mask, options_.n_classes);
+    const double b = static_cast<double>(image.size(0));
+    sums += at::stack({terms.loss * b, hard.sum()}).to(at::kDouble);
+    out.samples += b;
+    ++out.steps;
+  }
+  at::autocast::clear_cache();  // as leaving PyTorch's autocast context does
+  model_->train();
+  const at::Tensor host = sums.cpu();
+  out.loss = host[0].item<double>();
+  out.dice = host[1].item<double>();
+  return out;
+}
+
+double Trainer::warmup() {
+  core::Stopwatch clock;
+  const std::string snapshot = serialize_state(*model_, *optimizer_, counters_);
+  const auto train_batches = static_cast<int64_t>(
+      (train_set_.size() / static_cast<std::size_t>(grid_.replicas()) + options_.local_batch_size - 1) /
+      options_.local_batch_size);
+  const int64_t steps = std::min(options_.warmup_batches, train_batches);
+  if (steps > 0) {
+    train_epoch(0, steps, nullptr);  // the sampler's epoch-0 order
+    validate(options_.warmup_batches);
+  }
+  // Undo every effect: a fresh optimiser, then the snapshot's parameters, state and RNG.
+  optimizer_ = make_optimizer();
+  counters_ = deserialize_state(snapshot, "warm-up snapshot", *model_, *optimizer_);
+  comm_.barrier();
+  return clock.elapsed_s();
+}
+
+TrainCounters Trainer::resume(const fs::path& dir) {
+  std::string errors;
+  for (const char* name : {"checkpoint_last", "checkpoint_best"}) {
+    const fs::path file = dir / name;
+    std::error_code ec;
+    if (!fs::exists(file, ec)) continue;
+    try {
+      optimizer_ = make_optimizer();
+      counters_ = load_checkpoint(file, *model_, *optimizer_);
+      LOG_INFO("resumed from {} (epoch {}, val_dice {:.4f}, {} optimizer steps)", file.string(),
+               counters_.epoch, counters_.val_dice, counters_.total_optimizer_steps);
+      return counters_;
+    } catch (const core::Error& e) {
+      LOG_WARN("{}; renaming it {}.corrupt", e.what(), file.filename().string());
+      fs::rename(file, fs::path(file.string() + ".corrupt"), ec);
+      errors += std::string("\n  ") + e.what();
+    }
+  }
+  throw core::FileError(dir.string(), "no usable checkpoint_last or checkpoint_best to restart from" + errors);
+}
+
+void Trainer::save(const std::string& name) {
+  if (comm_.rank() == 0) save_checkpoint(options_.checkpoint_dir / name, *model_, *optimizer_, counters_);
+}
+
+TrainResult Trainer::run(const std::function<void(const EpochStats&)>& on_epoch) {
+  TrainResult result;
+  result.total_optimizer_steps = counters_.total_optimizer_steps;
+  int64_t epoch = counters_.epoch + 1;
+  double dice = counters_.val_dice;
+  set_learning_rate(learning_rate_after(counters_.epoch));
+  bool saved_last_epoch = true;
+  while (dice < options_.target_dice) {
+    if (options_.epochs != -1 && epoch > options_.epochs) break;
+    core::Stopwatch epoch_clock;
+    std::vector<double> step_times;
+    const EpochSums train = train_epoch(epoch, -1, &step_times);
+    const double train_s = epoch_clock.elapsed_s();
+    const EpochSums val = validate(-1);
+    // Metrics are summed over data-parallel replicas only (each replica counted once).
+    double sums[6] = {train.loss, train.dice, train.samples, val.loss, val.dice, val.samples};
+    comm_.allreduce_sum(sums, 6);
+    for (double& s : sums) s /= static_cast<double>(grid_.spatial_size());
+    EpochStats st;
+    st.epoch = epoch;
+    st.epoch_loss = sums[0];
+    st.overall_loss = sums[0] / std::max(sums[2], 1.0);
+    st.train_dice = sums[1] / std::max(sums[2], 1.0);
+    st.val_loss_epoch = sums[3];
+    st.val_loss_avg = sums[3] / std::max(sums[5], 1.0);
+    st.val_dice = sums[4] / std::max(sums[5], 1.0);
+    if (!std::isfinite(st.epoch_loss) || !std::isfinite(st.val_loss_epoch))
+      throw core::Error(fmt::format("training diverged at epoch {}: training loss {}, validation loss {}",
+                                    epoch, st.epoch_loss, st.val_loss_epoch));
+    if (std::isnan(st.val_dice)) throw core::Error(fmt::format("validation Dice is NaN at epoch {}", epoch));
+    st.next_lr = learning_rate_after(epoch);
+    set_learning_rate(st.next_lr);
+    st.duration_s = epoch_clock.elapsed_s();
+    st.train_s = train_s;
+    st.validation_s = st.duration_s - train_s;
+    st.optimizer_steps = train.steps;
+    counters_.total_optimizer_steps += train.steps;
+    st.total_optimizer_steps = counters_.total_optimizer_steps;
+    st.median_step_s = median(step_times);
+    result.step_times_s.insert(result.step_times_s.end(), step_times.begin(), step_times.end());
+
+    counters_.epoch = epoch;
+    counters_.val_dice = st.val_dice;
+    counters_.val_loss_avg = st.val_loss_avg;
+    const bool best = st.val_loss_avg < counters_.best_val_loss;
+    if (best) counters_.best_val_loss = st.val_loss_avg;
+    on_epoch(st);
+    saved_last_epoch = false;
+    if (options_.checkpoint_interval > 0 && epoch % options_.checkpoint_interval == 0) {
+      save("checkpoint_last");
+      if (best) save("checkpoint_best");
+      saved_last_epoch = true;
+    }
+    dice = st.val_dice;
+    ++result.epochs_run;
+    ++epoch;
+  }
+  if (options_.checkpoint_interval > 0 && !saved_last_epoch) save("checkpoint_last");
+  comm_.barrier();
+  result.converged = dice >= options_.target_dice;
+  result.last_epoch = counters_.epoch;
+  result.total_optimizer_steps = counters_.total_optimizer_steps;
+  result.final_val_dice = dice;
+  return result;
+}
+
+}  // namespace scaffold::train

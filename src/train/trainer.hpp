@@ -1,0 +1,130 @@
+// The training loop of `scaffold benchmark` (spec §6): class weights, an untimed warm-up that is
+// undone exactly, then epochs of train -> validate -> LR step until val Dice >= target (or the
+// epoch cap), with checkpoints. It reports each epoch through a callback and never writes CSV
+// or logs results itself. Single replica here; data/spatial parallelism plug in through the
+// communicator and process grid (gradient all-reduce, SpatialSum) without changing the loop.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+
+#include "dataset/loader.hpp"
+#include "dist/communicator.hpp"
+#include "dist/process_grid.hpp"
+#include "model/unet.hpp"
+#include "train/checkpoint.hpp"
+
+namespace scaffold::train {
+
+struct TrainerOptions {
+  int64_t local_batch_size = 1;
+  int64_t epochs = -1;            // -1: until target_dice
+  double target_dice = 0.95;
+  int64_t warmup_batches = 64;
+  std::string optimizer = "ADAM";  // ADAM | RMSProp | SGD
+  double learning_rate = 1e-3;
+  double min_learning_rate = 1e-4;
+  int64_t T_0 = 10;
+  int64_t T_mult = 2;
+  bool disable_scheduler = false;
+  bool amp_bf16 = true;           // bf16 autocast for the forward passes
+  double grad_clip_norm = 1.0;
+  int64_t checkpoint_interval = -1;  // <= 0: no checkpoints
+  std::filesystem::path checkpoint_dir;
+  uint64_t seed = 42;             // data order per epoch
+  int64_t n_classes = 6;
+  double ce_weight_sample_fraction = 0.1;
+  int loader_workers = 1;
+};
+
+// One epoch's results, in the units of train_stats.csv (spec §1.6).
+struct EpochStats {
+  int64_t epoch = 0;
+  double epoch_loss = 0.0;      // sum over training samples of the batch-mean loss x batch size
+  double overall_loss = 0.0;    // epoch_loss / training samples
+  double val_loss_epoch = 0.0;
+  double val_loss_avg = 0.0;
+  double train_dice = 0.0;      // mean soft foreground Dice per training sample
+  double val_dice = 0.0;        // mean hard foreground Dice per validation sample
+  double duration_s = 0.0;      // epoch start .. after validation and the LR step
+  int64_t optimizer_steps = 0;
+  int64_t total_optimizer_steps = 0;
+  double next_lr = 0.0;         // the learning rate for the next epoch
+  double median_step_s = 0.0;   // median training step (forward, backward, optimiser) this epoch
+  double train_s = 0.0;         // training part of the epoch
+  double validation_s = 0.0;    // validation part of the epoch
+};
+
+struct TrainResult {
+  bool converged = false;
+  int64_t epochs_run = 0;            // epochs in this process (after a restart: since it)
+  int64_t last_epoch = 0;
+  int64_t total_optimizer_steps = 0;
+  double final_val_dice = 0.0;
+  std::vector<double> step_times_s;  // every timed training step of this process
+};
+
+class Trainer {
+ public:
+  Trainer(model::UNet3d model, TrainerOptions options, const dataset::FractalDataset& train_set,
+          const dataset::FractalDataset& val_set, c10::Device device, dist::Communicator& comm,
+          const dist::ProcessGrid& grid);
+  ~Trainer();
+
+  // CE class weights from ce_weight_sample_fraction of the training masks (spec §6.3), summed
+  // over the world. Call before warmup() and run().
+  void estimate_class_weights();
+  const std::vector<double>& class_weights() const { return class_weights_; }
+
+  // Untimed warm-up steps and a validation pass; afterwards model, optimiser and RNG are exactly
+  // as before. Returns the wall time spent.
+  double warmup();
+
+  // Resumes from a checkpoint (last, falling back to best; a corrupt file is renamed *.corrupt).
+  // Returns the counters restored; throws core::FileError when neither is usable.
+  TrainCounters resume(const std::filesystem::path& checkpoint_dir);
+
+  // The epoch loop from the resume point (or epoch 1). on_epoch runs after each epoch, before
+  // the checkpoint of that epoch, outside the timed region.
+  TrainResult run(const std::function<void(const EpochStats&)>& on_epoch);
+
+  const TrainCounters& counters() const { return counters_; }
+  model::UNet3d& model() { return model_; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+
+ private:
+  struct EpochSums;
+  std::unique_ptr<torch::optim::Optimizer> make_optimizer();
+  void set_learning_rate(double lr);
+  double learning_rate_after(int64_t epochs_completed) const;
+  // One optimiser step on a batch; returns (loss x B, soft Dice sum) as a (2) tensor on device.
+  at::Tensor train_step(const dataset::Batch& batch);
+  EpochSums validate(int64_t max_batches);
+  EpochSums train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times);
+  void save(const std::string& name);
+
+  model::UNet3d model_;
+  TrainerOptions options_;
+  const dataset::FractalDataset& train_set_;
+  const dataset::FractalDataset& val_set_;
+  c10::Device device_;
+  dist::Communicator& comm_;
+  dist::ProcessGrid grid_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::vector<double> class_weights_;
+  at::Tensor class_weights_tensor_;  // (K) float32 on device
+  TrainCounters counters_;
+};
+
+// "auto" -> CUDA when LibTorch has it and a GPU is visible, else CPU; "cuda" without a GPU is an
+// error naming the key.
+c10::Device resolve_device(const std::string& device_key);
+
+}  // namespace scaffold::train

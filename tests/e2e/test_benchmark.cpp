@@ -1,0 +1,134 @@
+// End-to-end tests of `scaffold benchmark` at a tiny scale: it trains to a target Dice within a
+// bounded number of epochs, writes the run folder the spec describes, and a run interrupted after
+// epoch k and restarted through restart.sh writes the same rows as an uninterrupted run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "core/fs.hpp"
+#include "e2e/e2e_util.hpp"
+#include "test_util.hpp"
+
+namespace scaffold {
+namespace {
+namespace fs = std::filesystem;
+using test::kBinary;
+using test::run_command;
+using test::TempDir;
+
+// 16^3 volumes, a 2-layer U-Net of base 8, 2 classes + background: seconds per epoch.
+fs::path write_config(const fs::path& dir, const std::string& extra = "") {
+  const fs::path cfg = dir / "tiny.yml";
+  std::ofstream(cfg) << "problem_scale: 4\nunet_bottleneck_dim: 2\nunet_base_channels: 8\n"
+                     << "group_norm_groups: 4\nn_categories: 2\nn_instances_used_per_fractal: 24\n"
+                     << "local_batch_size: 2\nwarmup_batches: 2\nseed: 3\n"
+                     << "starting_learning_rate: 0.01\nmin_learning_rate: 0.001\n"
+                     << "base_run_dir: " << (dir / "runs").string() << "\n"
+                     << "fract_base_dir: " << (dir / "lib").string() << "\n"
+                     << "dataset_dir: " << (dir / "data").string() << "\n"
+                     << extra;
+  return cfg;
+}
+
+fs::path only_run_dir(const fs::path& dir) {
+  std::vector<fs::path> runs;
+  for (const auto& e : fs::directory_iterator(dir / "runs")) runs.push_back(e.path());
+  EXPECT_EQ(runs.size(), 1u);
+  return runs.empty() ? fs::path() : runs.front();
+}
+
+std::vector<std::vector<std::string>> csv_rows(const fs::path& file) {
+  std::istringstream in(core::read_file(file));
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::stringstream cell_in(line);
+    for (std::string cell; std::getline(cell_in, cell, ',');) cells.push_back(cell);
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+const char* kHeader =
+    "epoch,epoch_loss,overall_loss,val_loss_epoch,val_loss_avg,train_dice,val_dice,epoch_duration,"
+    "optimizer_steps,total_optimizer_steps";
+
+TEST(Benchmark, TrainsToTheTargetDiceAndWritesTheRunFolder) {
+  TempDir dir;
+  const fs::path cfg = write_config(dir.path(), "target_dice: 0.9\nepochs: 60\n");
+  const auto r = run_command(kBinary + " benchmark -c " + cfg.string() + " --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Trained to >= 0.9 validation dice score in"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("FOM = "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("phase wall times: fractals"), std::string::npos) << r.output;
+
+  const fs::path run = only_run_dir(dir.path());
+  EXPECT_TRUE(std::regex_match(run.filename().string(), std::regex(R"(benchmark_\d{8}-\d{6})")))
+      << run;
+  for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh",
+                        "train_stats.csv", "figures/train_loss.png", "figures/val_dice.png",
+                        "figures/val_loss.png"})
+    EXPECT_TRUE(fs::is_regular_file(run / f)) << f;
+  EXPECT_EQ(core::read_file(run / "base_config.yaml"), core::read_file(cfg));
+
+  const auto rows = csv_rows(run / "train_stats.csv");
+  ASSERT_GE(rows.size(), 2u);
+  EXPECT_EQ(core::read_file(run / "train_stats.csv").substr(0, std::string(kHeader).size()), kHeader);
+  const auto& last = rows.back();
+  ASSERT_EQ(last.size(), 10u);
+  EXPECT_GE(std::stod(last[6]), 0.9) << "the last row is the converging epoch";
+  for (std::size_t i = 1; i + 1 < rows.size(); ++i) EXPECT_LT(std::stod(rows[i][6]), 0.9) << "row " << i;
+  EXPECT_EQ(std::stoll(last[0]), static_cast<long long>(rows.size() - 1));
+  // 16 volumes: 12 training in 6 steps of batch 2 per epoch.
+  EXPECT_EQ(std::stoll(last[8]), 6);
+  EXPECT_EQ(std::stoll(last[9]), 6 * std::stoll(last[0]));
+
+  // config.yaml reloads as a config (here: to reuse the same dataset).
+  const auto reload = run_command(kBinary + " generate_dataset -c " + (run / "config.yaml").string());
+  EXPECT_EQ(reload.exit_code, 0) << reload.output;
+  EXPECT_NE(reload.output.find("dataset: reusing"), std::string::npos) << reload.output;
+}
+
+TEST(Benchmark, RestartFromACheckpointContinuesTheSameRun) {
+  TempDir full_dir, cut_dir;
+  const std::string common = "checkpoint_interval: 1\ntarget_dice: 0.999\n";
+  // Uninterrupted: 4 epochs.
+  auto full = run_command(kBinary + " benchmark --threads 1 --epochs 4 -c " +
+                          write_config(full_dir.path(), common).string());
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  // Interrupted after epoch 2, then resumed by restart.sh up to epoch 4.
+  auto cut = run_command(kBinary + " benchmark --threads 1 --epochs 2 -c " +
+                         write_config(cut_dir.path(), common).string());
+  ASSERT_EQ(cut.exit_code, 0) << cut.output;
+  const fs::path run = only_run_dir(cut_dir.path());
+  EXPECT_TRUE(fs::is_regular_file(run / "checkpoints" / "checkpoint_last"));
+  const auto resumed = run_command("bash " + (run / "restart.sh").string() + " --epochs 4");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+
+  const auto a = csv_rows(only_run_dir(full_dir.path()) / "train_stats.csv");
+  const auto b = csv_rows(run / "train_stats.csv");
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u) << core::read_file(run / "train_stats.csv");
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t c = 0; c < a[i].size(); ++c) {
+      if (i > 0 && c == 7) continue;  // epoch_duration is a wall time
+      EXPECT_EQ(a[i][c], b[i][c]) << "row " << i << " column " << c;
+    }
+}
+
+TEST(Benchmark, UsageAndRestartErrors) {
+  TempDir dir;
+  const fs::path cfg = write_config(dir.path());
+  EXPECT_EQ(run_command(kBinary + " benchmark -c " + cfg.string() + " --restart").exit_code, 2);
+  const auto missing = run_command(kBinary + " benchmark -c " + cfg.string() + " --run-dir " +
+                                   (dir.path() / "nowhere").string());
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("cannot restart"), std::string::npos) << missing.output;
+}
+
+}  // namespace
+}  // namespace scaffold

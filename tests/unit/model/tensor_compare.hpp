@@ -1,0 +1,39 @@
+// Tensor comparison for the model tests (STYLE.md rule 12): max-abs error against a tolerance
+// relative to the reference's largest magnitude, with the first offending element in the message.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+
+namespace scaffold::model::test {
+
+inline ::testing::AssertionResult tensors_close(const at::Tensor& actual,
+                                                const at::Tensor& expected, double rel_tol,
+                                                const std::string& what) {
+  if (!actual.defined() || !expected.defined()) {
+    return ::testing::AssertionFailure() << what << ": actual defined " << actual.defined()
+                                         << ", expected defined " << expected.defined();
+  }
+  if (actual.sizes() != expected.sizes()) {
+    return ::testing::AssertionFailure()
+           << what << ": shape " << actual.sizes() << " vs expected " << expected.sizes();
+  }
+  const at::Tensor a = actual.detach().to(at::kDouble).flatten();
+  const at::Tensor e = expected.detach().to(at::kDouble).flatten();
+  const at::Tensor diff = (a - e).abs();
+  const double max_abs = diff.max().item<double>();
+  const double scale = std::max(e.abs().max().item<double>(), 1e-30);
+  const double tol = rel_tol * scale;
+  if (max_abs <= tol) return ::testing::AssertionSuccess();
+  const int64_t i = diff.argmax().item<int64_t>();
+  return ::testing::AssertionFailure()
+         << what << ": max-abs error " << max_abs << " > tolerance " << tol << " (" << rel_tol
+         << " x max |expected| " << scale << "); first worst element [" << i
+         << "] = " << a[i].item<double>() << ", expected " << e[i].item<double>();
+}
+
+}  // namespace scaffold::model::test
