@@ -27,6 +27,7 @@
 #include "report/restart.hpp"
 #include "report/run_dir.hpp"
 #include "report/train_stats.hpp"
+#include "train/device_memory.hpp"
 #include "train/trainer.hpp"
 
 namespace scaffold::cli {
@@ -129,7 +130,11 @@ void log_summary(const config::Config& cfg, const train::TrainResult& result,
            "{:.1f} ms at local batch {}: {:.4g} GFLOP/s achieved on {}",
            params, flops_fwd / 1e9, median_s * 1e3, cfg.local_batch_size,
            median_s > 0 ? flops_step / median_s / 1e9 : 0.0, device.str());
-  LOG_INFO("peak memory: process RSS {:.2f} GiB", static_cast<double>(core::peak_rss_bytes()) / (1 << 30));
+  const int64_t device_peak = train::device_peak_allocated_bytes(device);
+  LOG_INFO("peak memory: process RSS {:.2f} GiB{}", static_cast<double>(core::peak_rss_bytes()) / (1 << 30),
+           device_peak >= 0 ? fmt::format(", {} allocated {:.2f} GiB", device.str(),
+                                          static_cast<double>(device_peak) / (1 << 30))
+                            : std::string());
   LOG_INFO("phase wall times: fractals {:.2f} s, dataset {:.2f} s, model set-up {:.2f} s, warm-up {:.2f} s, "
            "training {:.2f} s",
            t.fractals_s, t.dataset_s, t.setup_s, t.warmup_s, t.training_s);

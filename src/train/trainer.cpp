@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
+#include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "dataset/sampler.hpp"
 #include "model/autocast.hpp"
@@ -172,6 +173,9 @@ Trainer::EpochSums Trainer::train_epoch(int64_t epoch, int64_t max_batches,
   at::Tensor sums = at::zeros({2}, at::TensorOptions().dtype(at::kDouble).device(device_));
   EpochSums out;
   dataset::Batch batch;
+  // A progress line on a terminal (and a log line every 30 s elsewhere) for long epochs.
+  core::Progress progress(epoch == 0 ? std::string("warm-up") : fmt::format("epoch {}", epoch),
+                          loader.batches());
   for (;;) {
     core::Stopwatch clock;
     if (!loader.next(&batch)) break;
@@ -180,6 +184,7 @@ Trainer::EpochSums Trainer::train_epoch(int64_t epoch, int64_t max_batches,
     if (step_times) step_times->push_back(clock.elapsed_s());
     out.samples += static_cast<double>(batch.ids.size());
     ++out.steps;
+    progress.add();
   }
   const at::Tensor host = sums.cpu();
   out.loss = host[0].item<double>();
