@@ -266,6 +266,8 @@ TEST_F(ConfigTest, QuickstartLoads) {
   EXPECT_EQ(loaded.config.unet_bottleneck_dim, 3);
   EXPECT_EQ(loaded.config.n_categories, 2);
   EXPECT_EQ(loaded.config.n_instances_used_per_fractal, 24);
+  EXPECT_EQ(loaded.config.unet_base_channels, 16);
+  EXPECT_EQ(loaded.config.local_batch_size, 2);
   EXPECT_TRUE(loaded.warnings.empty());
 }
 
