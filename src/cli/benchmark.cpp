@@ -211,7 +211,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   phase.restart();
   times.warmup_s = trainer.warmup();
   LOG_INFO("warm-up: {} steps and a validation pass in {:.2f} s (untimed, state restored)",
-           std::min<int64_t>(cfg.warmup_batches, static_cast<int64_t>(train_set.size())), times.warmup_s);
+           trainer.warmup_steps(), times.warmup_s);
 
   train::TrainCounters start;
   if (!args.run_dir.empty()) start = trainer.resume(to.checkpoint_dir);

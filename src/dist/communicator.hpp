@@ -26,6 +26,11 @@ class Communicator {
   virtual void allreduce_sum(int64_t* values, std::size_t count) = 0;
   virtual void allreduce_sum(double* values, std::size_t count) = 0;
   virtual void allreduce_max(double* values, std::size_t count) = 0;
+  // Ranks sharing this rank's node (shared memory), and this rank's index among them. The lowest
+  // rank of each node (local_rank() == 0) does per-node work such as power sampling.
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+  virtual int nodes() const = 0;
   // Ends every rank of the job with `exit_code`: the last resort when ranks cannot agree.
   [[noreturn]] virtual void abort(int exit_code) = 0;
 };

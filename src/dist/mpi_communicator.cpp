@@ -31,7 +31,20 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator() {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    // Node-local view: ranks that share memory are on one node.
+    MPI_Comm node;
+    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+              "MPI_Comm_split_type");
+    MPI_Comm_rank(node, &local_rank_);
+    MPI_Comm_size(node, &local_size_);
+    MPI_Comm_free(&node);
+    int leader = local_rank_ == 0 ? 1 : 0;
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    nodes_ = leader;
   }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+  int nodes() const override { return nodes_; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
@@ -87,6 +100,9 @@ class MpiCommunicator final : public Communicator {
  private:
   int rank_ = 0;
   int size_ = 1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  int nodes_ = 1;
 };
 
 }  // namespace

@@ -17,6 +17,9 @@ class SerialCommunicator final : public Communicator {
   void allreduce_sum(int64_t*, std::size_t) override {}
   void allreduce_sum(double*, std::size_t) override {}
   void allreduce_max(double*, std::size_t) override {}
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  int nodes() const override { return 1; }
   [[noreturn]] void abort(int exit_code) override { std::_Exit(exit_code); }
 };
 

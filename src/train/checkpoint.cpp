@@ -5,6 +5,9 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
+
 #include <sstream>
 
 #include "core/error.hpp"
@@ -30,6 +33,29 @@ int64_t get_int(torch::serialize::InputArchive& a, const char* key) {
   at::Tensor t;
   a.read(key, t);
   return t.item<int64_t>();
+}
+
+// LibTorch's Module::load adopts the stored tensors' shapes, so a checkpoint of another U-Net
+// (say, another unet_base_channels) would load silently. Compare every parameter and buffer first.
+void check_shapes(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                  const std::string& prefix, const std::string& source) {
+  auto check = [&](const std::string& name, const at::Tensor& mine, bool is_buffer) {
+    at::Tensor stored;
+    if (!archive.try_read(name, stored, is_buffer))
+      throw core::FileError(source, "checkpoint has no " + prefix + name + ": it is of another model");
+    if (stored.sizes() != mine.sizes() || stored.scalar_type() != mine.scalar_type())
+      throw core::FileError(source, c10::str(prefix, name, " is ", stored.scalar_type(), stored.sizes(),
+                                             " in the checkpoint but ", mine.scalar_type(), mine.sizes(),
+                                             " in this model (was the model configuration changed?)"));
+  };
+  for (const auto& p : module.named_parameters(/*recurse=*/false)) check(p.key(), p.value(), false);
+  for (const auto& b : module.named_buffers(/*recurse=*/false)) check(b.key(), b.value(), true);
+  for (const auto& child : module.named_children()) {
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive))
+      throw core::FileError(source, "checkpoint has no module " + prefix + child.key() + ": it is of another model");
+    check_shapes(child_archive, *child.value(), prefix + child.key() + ".", source);
+  }
 }
 
 }  // namespace
@@ -62,6 +88,7 @@ TrainCounters deserialize_state(const std::string& bytes, const std::string& sou
       throw core::FileError(source, "checkpoint format version differs from this scaffold's");
     archive.read("model", model_archive);
     archive.read("optimizer", optimizer_archive);
+    check_shapes(model_archive, model, "", source);
     model.load(model_archive);
     optimizer.load(optimizer_archive);
     TrainCounters c;
@@ -77,6 +104,8 @@ TrainCounters deserialize_state(const std::string& bytes, const std::string& sou
     return c;
   } catch (const core::Error&) {
     throw;
+  } catch (const c10::Error& e) {  // LibTorch's text without its 25-frame stack trace
+    throw core::FileError(source, std::string("not a readable scaffold checkpoint: ") + e.what_without_backtrace());
   } catch (const std::exception& e) {
     throw core::FileError(source, std::string("not a readable scaffold checkpoint: ") + e.what());
   }

@@ -231,12 +231,10 @@ Trainer::EpochSums Trainer::validate(int64_t max_batches) {
 double Trainer::warmup() {
   core::Stopwatch clock;
   const std::string snapshot = serialize_state(*model_, *optimizer_, counters_);
-  const auto train_batches = static_cast<int64_t>(
-      (train_set_.size() / static_cast<std::size_t>(grid_.replicas()) + options_.local_batch_size - 1) /
-      options_.local_batch_size);
-  const int64_t steps = std::min(options_.warmup_batches, train_batches);
-  if (steps > 0) {
-    train_epoch(0, steps, nullptr);  // the sampler's epoch-0 order
+  // train_epoch stops after min(warmup_batches, this replica's batches): the spec's
+  // min(warmup_batches, len(train_loader)).
+  if (options_.warmup_batches > 0) {
+    warmup_steps_ = train_epoch(0, options_.warmup_batches, nullptr).steps;  // epoch-0 order
     validate(options_.warmup_batches);
   }
   // Undo every effect: a fresh optimiser, then the snapshot's parameters, state and RNG.

@@ -86,6 +86,7 @@ class Trainer {
   // Untimed warm-up steps and a validation pass; afterwards model, optimiser and RNG are exactly
   // as before. Returns the wall time spent.
   double warmup();
+  int64_t warmup_steps() const { return warmup_steps_; }
 
   // Resumes from a checkpoint (last, falling back to best; a corrupt file is renamed *.corrupt).
   // Returns the counters restored; throws core::FileError when neither is usable.
@@ -121,6 +122,7 @@ class Trainer {
   std::vector<double> class_weights_;
   at::Tensor class_weights_tensor_;  // (K) float32 on device
   TrainCounters counters_;
+  int64_t warmup_steps_ = 0;
 };
 
 // "auto" -> CUDA when LibTorch has it and a GPU is visible, else CPU; "cuda" without a GPU is an

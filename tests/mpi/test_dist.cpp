@@ -30,6 +30,17 @@ TEST(Dist, BroadcastAndAllgatherDeliverEveryRanksBytes) {
   EXPECT_EQ(mx, comm.size() - 1);
 }
 
+TEST(Dist, NodeLocalViewCountsEachNodeOnce) {
+  Communicator& comm = test::world();
+  // mpiexec on this machine puts every rank on one node.
+  EXPECT_EQ(comm.nodes(), 1);
+  EXPECT_EQ(comm.local_size(), comm.size());
+  EXPECT_EQ(comm.local_rank(), comm.rank());
+  int64_t leaders = comm.local_rank() == 0 ? 1 : 0;
+  comm.allreduce_sum(&leaders, 1);
+  EXPECT_EQ(leaders, comm.nodes());
+}
+
 TEST(Dist, OneFailingRankMakesEveryRankThrow) {
   Communicator& comm = test::world();
   const int bad = comm.size() - 1;

@@ -1,0 +1,263 @@
+// serialize_state / deserialize_state and the checkpoint files (spec §6.6): a round trip restores
+// parameters, Adam state, options, counters and the CPU generator exactly; anything that is not a
+// checkpoint of this model (garbage, truncated, foreign archive, other version, other architecture)
+// is a core::FileError naming its source, never a crash. The Trainer's use of them: test_trainer.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/string_utils.h>
+#include <gtest/gtest.h>
+#include <torch/optim/adam.h>
+#include <torch/serialize/output-archive.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "model/unet.hpp"
+#include "test_util.hpp"
+#include "train/checkpoint.hpp"
+
+namespace scaffold::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kTol = 0.0;  // a round trip is exact
+
+model::UNet3d small_model(uint64_t seed, int layers = 1) {
+  torch::manual_seed(seed);
+  model::UNetOptions o;
+  o.in_channels = 3;
+  o.n_classes = 3;
+  o.layers = layers;
+  o.base_channels = 4;
+  o.group_norm_groups = 2;
+  return model::UNet3d(o);
+}
+
+// A model with two Adam steps behind it, so every kind of state is non-trivial.
+struct Trained {
+  explicit Trained(uint64_t seed, double lr = 1e-2)
+      : model(small_model(seed)), adam(model->parameters(), torch::optim::AdamOptions(lr)) {
+    for (int step = 0; step < 2; ++step) {
+      adam.zero_grad();
+      model->forward(at::rand({1, 3, 4, 4, 4})).square().mean().backward();
+      adam.step();
+    }
+  }
+  model::UNet3d model;
+  torch::optim::Adam adam;
+};
+
+TrainCounters sample_counters() {
+  TrainCounters c;
+  c.epoch = 12;
+  c.total_optimizer_steps = 345;
+  c.val_dice = 0.8125;
+  c.val_loss_avg = 0.3;
+  c.best_val_loss = 0.1 + 0.2;  // not a short decimal: must survive as a double
+  return c;
+}
+
+::testing::AssertionResult identical(const at::Tensor& actual, const at::Tensor& expected,
+                                     const std::string& what) {
+  if (!actual.defined() || !expected.defined())
+    return ::testing::AssertionFailure()
+           << what << ": defined " << actual.defined() << " vs expected " << expected.defined();
+  if (actual.sizes() != expected.sizes() || actual.scalar_type() != expected.scalar_type())
+    return ::testing::AssertionFailure()
+           << what << ": " << actual.sizes() << " vs expected " << expected.sizes();
+  if (at::equal(actual, expected)) return ::testing::AssertionSuccess();
+  const at::Tensor a = actual.detach().to(at::kDouble).flatten();
+  const at::Tensor e = expected.detach().to(at::kDouble).flatten();
+  const int64_t i = a.ne(e).nonzero()[0][0].item<int64_t>();
+  return ::testing::AssertionFailure()
+         << what << ": max-abs error " << (a - e).abs().max().item<double>() << " > tolerance "
+         << kTol << "; first [" << i << "] = " << a[i].item<double>() << ", expected "
+         << e[i].item<double>();
+}
+
+const torch::optim::AdamParamState& adam_state(const torch::optim::Optimizer& opt,
+                                               const at::Tensor& p) {
+  return static_cast<const torch::optim::AdamParamState&>(
+      *opt.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
+}
+
+void expect_same_state(model::UNet3d& actual, const torch::optim::Adam& actual_adam,
+                       model::UNet3d& expected, const torch::optim::Adam& expected_adam) {
+  const auto pa = actual->named_parameters();
+  const auto pe = expected->parameters();
+  ASSERT_EQ(pa.size(), pe.size());
+  ASSERT_EQ(actual_adam.state().size(), expected_adam.state().size());
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    const std::string name = pa[i].key();
+    EXPECT_TRUE(identical(pa[i].value(), pe[i], name));
+    const auto& sa = adam_state(actual_adam, pa[i].value());
+    const auto& se = adam_state(expected_adam, pe[i]);
+    EXPECT_EQ(sa.step(), se.step()) << name;
+    EXPECT_TRUE(identical(sa.exp_avg(), se.exp_avg(), name + " exp_avg"));
+    EXPECT_TRUE(identical(sa.exp_avg_sq(), se.exp_avg_sq(), name + " exp_avg_sq"));
+  }
+  const auto& oa =
+      static_cast<const torch::optim::AdamOptions&>(actual_adam.param_groups()[0].options());
+  const auto& oe =
+      static_cast<const torch::optim::AdamOptions&>(expected_adam.param_groups()[0].options());
+  EXPECT_EQ(oa.lr(), oe.lr());
+  EXPECT_EQ(oa.betas(), oe.betas());
+  EXPECT_EQ(oa.eps(), oe.eps());
+}
+
+void expect_same_counters(const TrainCounters& a, const TrainCounters& e) {
+  EXPECT_EQ(a.epoch, e.epoch);
+  EXPECT_EQ(a.total_optimizer_steps, e.total_optimizer_steps);
+  EXPECT_EQ(a.val_dice, e.val_dice);
+  EXPECT_EQ(a.val_loss_avg, e.val_loss_avg);
+  EXPECT_EQ(a.best_val_loss, e.best_val_loss);
+}
+
+// The message of the core::FileError `fn` throws, or a note that it threw none.
+template <typename Fn>
+std::string file_error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const core::FileError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("(not a core::FileError: ") + e.what() + ")";
+  }
+  return "(no exception thrown)";
+}
+
+TEST(CheckpointState, InMemoryRoundTripRestoresEverythingExactly) {
+  Trained source(1);
+  const std::string bytes = serialize_state(*source.model, source.adam, sample_counters());
+  const at::Tensor draw_after_save = at::rand({8});  // what the generator gives next
+
+  // Other parameters and Adam moments. Same learning rate: LibTorch 1.13's Optimizer::load
+  // restores per-parameter state only and keeps the target's group options, and the trainer sets
+  // the LR from the epoch after every load (a closed form), so checkpoints need not carry it.
+  Trained target(2);
+  ASSERT_FALSE(at::equal(target.model->parameters()[0], source.model->parameters()[0]));
+  const TrainCounters restored = deserialize_state(bytes, "memory", *target.model, target.adam);
+  expect_same_counters(restored, sample_counters());
+  expect_same_state(target.model, target.adam, source.model, source.adam);
+  EXPECT_TRUE(identical(at::rand({8}), draw_after_save, "CPU generator draw after restore"));
+
+  // Restored parameters are still the ones the optimiser updates (loaded in place).
+  const at::Tensor p0 = target.model->parameters()[0].detach().clone();
+  target.adam.zero_grad();
+  target.model->forward(at::rand({1, 3, 4, 4, 4})).square().mean().backward();
+  target.adam.step();
+  EXPECT_FALSE(at::equal(target.model->parameters()[0], p0)) << "optimiser lost its parameters";
+}
+
+TEST(CheckpointState, FileRoundTripAndNoTemporaryLeftOver) {
+  test::TempDir dir;
+  const fs::path file = dir.path() / "sub" / "checkpoint_last";
+  Trained source(3);
+  save_checkpoint(file, *source.model, source.adam, sample_counters());
+  ASSERT_TRUE(fs::exists(file));
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(file.parent_path())) ++entries;
+  EXPECT_EQ(entries, 1) << "a temporary file was left next to the checkpoint";
+
+  Trained target(4);
+  expect_same_counters(load_checkpoint(file, *target.model, target.adam), sample_counters());
+  expect_same_state(target.model, target.adam, source.model, source.adam);
+}
+
+TEST(CheckpointState, GarbageBytesAreAFileErrorNamingTheSource) {
+  Trained target(5);
+  for (const std::string& bytes : {std::string(), std::string("garbage"), std::string(4096, '\0'),
+                                   std::string("PK\x03\x04")}) {
+    const std::string msg = file_error_of(
+        [&] { deserialize_state(bytes, "the-source.pth", *target.model, target.adam); });
+    EXPECT_EQ(msg.rfind("the-source.pth: ", 0), 0u) << bytes.size() << " bytes: " << msg;
+  }
+}
+
+TEST(CheckpointState, TruncatedBytesAreAFileError) {
+  Trained source(6);
+  const std::string bytes = serialize_state(*source.model, source.adam, sample_counters());
+  Trained target(7);
+  for (std::size_t keep : {bytes.size() / 2, bytes.size() - 1, std::size_t{100}}) {
+    const std::string msg = file_error_of(
+        [&] { deserialize_state(bytes.substr(0, keep), "cut", *target.model, target.adam); });
+    EXPECT_EQ(msg.rfind("cut: ", 0), 0u) << keep << " of " << bytes.size() << " bytes: " << msg;
+  }
+}
+
+TEST(CheckpointState, ForeignArchiveOtherVersionAndOtherArchitectureAreFileErrors) {
+  Trained target(8);
+  auto archive_bytes = [](int64_t version, bool with_version) {
+    torch::serialize::OutputArchive a;
+    if (with_version) a.write("version", at::scalar_tensor(version, at::kLong));
+    a.write("weights", at::ones({3}));
+    std::ostringstream out;
+    a.save_to(out);
+    return out.str();
+  };
+  const std::string foreign = file_error_of(
+      [&] { deserialize_state(archive_bytes(0, false), "foreign", *target.model, target.adam); });
+  EXPECT_EQ(foreign.rfind("foreign: ", 0), 0u) << foreign;
+
+  const std::string version = file_error_of(
+      [&] { deserialize_state(archive_bytes(2, true), "v2", *target.model, target.adam); });
+  EXPECT_EQ(version.rfind("v2: ", 0), 0u) << version;
+  EXPECT_NE(version.find("version"), std::string::npos) << version;
+
+  // A checkpoint of a deeper U-Net does not fit this one.
+  auto deep = small_model(9, /*layers=*/2);
+  torch::optim::Adam deep_adam(deep->parameters(), torch::optim::AdamOptions(1e-3));
+  const std::string deep_bytes = serialize_state(*deep, deep_adam, sample_counters());
+  const std::string arch =
+      file_error_of([&] { deserialize_state(deep_bytes, "deep", *target.model, target.adam); });
+  EXPECT_EQ(arch.rfind("deep: ", 0), 0u) << arch;
+}
+
+// Same parameter names and count, other shapes (unet_base_channels 8 vs 4). Disabled: it fails
+// today. Module::load() assigns each stored tensor with set_(), which adopts the stored shape, and
+// Adam's load only checks parameter counts, so the checkpoint loads silently and the "4-channel"
+// model becomes the 8-channel one (forward runs; count_parameters reports the wide count).
+// PyTorch's strict load_state_dict refuses this. Enable once deserialize_state checks shapes.
+TEST(CheckpointState, CheckpointOfAWiderModelIsAFileError) {
+  Trained target(8);
+  torch::manual_seed(9);
+  model::UNetOptions o;
+  o.n_classes = 3;
+  o.layers = 1;
+  o.base_channels = 8;
+  o.group_norm_groups = 2;
+  model::UNet3d wide(o);
+  torch::optim::Adam wide_adam(wide->parameters(), torch::optim::AdamOptions(1e-3));
+  const std::string bytes = serialize_state(*wide, wide_adam, sample_counters());
+  const std::vector<int64_t> first_shape = target.model->parameters()[0].sizes().vec();
+  const std::string msg =
+      file_error_of([&] { deserialize_state(bytes, "wide", *target.model, target.adam); });
+  EXPECT_EQ(msg.rfind("wide: ", 0), 0u) << msg;
+  EXPECT_EQ(target.model->parameters()[0].sizes().vec(), first_shape)
+      << "the model took the checkpoint's shapes";
+}
+
+TEST(CheckpointState, MissingAndTruncatedFilesNameTheFile) {
+  test::TempDir dir;
+  Trained target(10);
+  const fs::path missing = dir.path() / "checkpoint_last";
+  const std::string m =
+      file_error_of([&] { load_checkpoint(missing, *target.model, target.adam); });
+  EXPECT_NE(m.find(missing.string()), std::string::npos) << m;
+
+  const fs::path cut = dir.path() / "checkpoint_best";
+  save_checkpoint(cut, *target.model, target.adam, sample_counters());
+  const std::string bytes = core::read_file(cut);
+  core::write_file_atomic(cut, std::string_view(bytes).substr(0, bytes.size() / 3));
+  const std::string t = file_error_of([&] { load_checkpoint(cut, *target.model, target.adam); });
+  EXPECT_EQ(t.rfind(cut.string() + ": ", 0), 0u) << t;
+}
+
+}  // namespace
+}  // namespace scaffold::train
