@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <numeric>
+#include <optional>
 
 #include "cli/common.hpp"
+#include "cli/energy_meter.hpp"
 #include "cli/phases.hpp"
 #include "config/load.hpp"
 #include "core/fs.hpp"
@@ -24,9 +27,14 @@
 #include "dist/process_grid.hpp"
 #include "model/unet.hpp"
 #include "report/figures.hpp"
+#include "report/system_info.hpp"
 #include "report/restart.hpp"
 #include "report/run_dir.hpp"
 #include "report/train_stats.hpp"
+#include "profile/options.hpp"
+#include "profile/profiler.hpp"
+#include "profile/torch_ops.hpp"
+#include "profile/trace.hpp"
 #include "train/device_memory.hpp"
 #include "train/trainer.hpp"
 
@@ -140,6 +148,27 @@ void log_summary(const config::Config& cfg, const train::TrainResult& result,
            t.fractals_s, t.dataset_s, t.setup_s, t.warmup_s, t.training_s);
 }
 
+// Energy to the target and efficiency, over the same windows as the time to solution.
+void log_energy(const config::Config& cfg, const train::TrainResult& result,
+                const std::vector<report::EpochRecord>& records,
+                const std::vector<report::EnergyWindowRecord>& rows) {
+  double wh = 0.0, seconds = 0.0, warmup_wh = 0.0;
+  for (const auto& r : rows) {
+    if (r.window == "warmup") {
+      warmup_wh += r.energy_wh;
+      continue;
+    }
+    wh += r.energy_wh;
+    seconds += r.duration_s;
+  }
+  int64_t steps = records.empty() ? 0 : records.back().total_optimizer_steps;
+  const double samples = static_cast<double>(steps * cfg.local_batch_size);  // one replica
+  LOG_INFO("energy {} {:.4g} Wh ({:.4g} J) over {:.2f} s of epochs: average power {:.1f} W, {:.4g} "
+           "training samples per Wh; warm-up {:.4g} Wh (excluded)",
+           result.converged ? "to the target:" : "of the epochs:", wh, wh * 3600.0, seconds,
+           seconds > 0 ? wh * 3600.0 / seconds : 0.0, wh > 0 ? samples / wh : 0.0, warmup_wh);
+}
+
 int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   at::set_num_threads(ctx.threads);
   PhaseTimes times;
@@ -152,22 +181,43 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
         "all ranks)", grid.world_size()));
   const fs::path run_dir = prepare_run_dir(ctx, cfg, args);
   LOG_INFO("benchmark: run folder {}", run_dir.string());
+  const c10::Device device = train::resolve_device(cfg.device);
+  if (ctx.comm.rank() == 0) {  // the run's context, so results can be compared across systems
+    report::SystemInfo info = report::collect_host_info();
+    info.gpu_model = train::device_model_name(device);
+    info.mpi_version = dist::mpi_library_version();
+    info.device = device.str();
+    info.world_size = ctx.comm.size();
+    info.nodes = ctx.comm.nodes();
+    info.threads = ctx.threads;
+    info.dc_num_shards = cfg.dc_num_shards;
+    report::write_system_json(run_dir, info);
+  }
+  // PROFILE_TORCH=1: the first rank of each node records the named regions (spec §9).
+  const profile::ProfileOptions profile_options = profile::profile_options_from_env();
+  profile::Profiler profiler(profile::profiles_this_rank(profile_options, ctx.comm.local_rank()),
+                             profile_options.schedule);
+  if (profiler.enabled()) profile::record_torch_operators(profiler, profile_options);
 
   core::Stopwatch phase;
   ensure_fractal_library(ctx, cfg);
   times.fractals_s = phase.elapsed_s();
   phase.restart();
-  const dataset::DatasetInfo data = ensure_dataset(ctx, cfg);
+  dataset::DatasetInfo data;
+  {
+    SCAFFOLD_PROFILE_REGION(&profiler, "get_dataset");
+    data = ensure_dataset(ctx, cfg);
+  }
   times.dataset_s = phase.elapsed_s();
 
   phase.restart();
+  std::optional<profile::ScopedRegion> init_model_region(std::in_place, &profiler, "init_model");
   const dataset::ShardLayout layout(data.meta.dc_num_shards, data.meta.dc_shard_dims);
   const dataset::DatasetPaths paths{data.root};
   const dataset::FractalDataset train_set(paths, dataset::Split::Training, layout, grid.shard_id(), cfg.vol_size());
   const dataset::FractalDataset val_set(paths, dataset::Split::Validation, layout, grid.shard_id(), cfg.vol_size());
   dataset::check_same_ids(ctx.comm, train_set);
   dataset::check_same_ids(ctx.comm, val_set);
-  const c10::Device device = train::resolve_device(cfg.device);
 
   model::UNetOptions mo;
   mo.n_classes = cfg.n_categories + 1;
@@ -202,14 +252,18 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   to.n_classes = mo.n_classes;
   to.ce_weight_sample_fraction = cfg.ce_weight_sample_fraction;
   to.loader_workers = cfg.dataloader_num_workers;
+  to.profiler = &profiler;
   train::Trainer trainer(net, to, train_set, val_set, device, ctx.comm, grid);
   LOG_INFO("model: 3-D U-Net, {} layers, base {} channels, {} classes, {} parameters, on {} with {} thread(s)",
            mo.layers, mo.base_channels, mo.n_classes, params, device.str(), ctx.threads);
   trainer.estimate_class_weights();
+  init_model_region.reset();
   times.setup_s = phase.elapsed_s();
 
+  EnergyMeter energy(ctx.comm);
   phase.restart();
   times.warmup_s = trainer.warmup();
+  energy.add_window("warmup", 0, trainer.warmup_start_mono_s(), trainer.warmup_end_mono_s());
   LOG_INFO("warm-up: {} steps and a validation pass in {:.2f} s (untimed, state restored)",
            trainer.warmup_steps(), times.warmup_s);
 
@@ -234,17 +288,34 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
              "minibatch {:.1f} ms, steps {} this epoch, {} in total",
              e.epoch, e.duration_s, e.train_s, e.validation_s, total_s, e.median_step_s * 1e3, e.optimizer_steps,
              e.total_optimizer_steps);
+    energy.add_window("train", e.epoch, e.start_mono_s, e.validation_start_mono_s);
+    energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
     if (csv)
       csv->append({e.epoch, e.epoch_loss, e.overall_loss, e.val_loss_epoch, e.val_loss_avg, e.train_dice,
                    e.val_dice, e.duration_s, e.optimizer_steps, e.total_optimizer_steps});
   });
   times.training_s = phase.elapsed_s();
+  const auto energy_rows = energy.finish(run_dir, start.epoch + 1);
+  profiler.finish();
+  if (profiler.enabled()) {
+    profile::TraceFileNameParts name;
+    name.host = core::host_name();
+    name.rank = ctx.comm.rank();
+    name.nodes = ctx.comm.nodes();
+    name.world_size = ctx.comm.size();
+    name.problem_scale = cfg.problem_scale;
+    name.epochs = static_cast<int>(cfg.epochs);
+    name.n_instances_used_per_fractal = cfg.n_instances_used_per_fractal;
+    name.unix_time_s = static_cast<int64_t>(std::time(nullptr));
+    profiler.export_chrome_trace(run_dir / profile::trace_file_name(name));  // logs where, or why not
+  }
 
   if (ctx.comm.rank() == 0) {
     const auto records = report::read_train_stats(run_dir / report::kTrainStatsFileName);
     report::write_figures(run_dir, records,
                           fmt::format("v={}, c={}, u={}", cfg.vol_size(), cfg.n_categories, cfg.unet_layers()));
     log_summary(cfg, result, records, times, mo, params, device);
+    if (energy.active()) log_energy(cfg, result, records, energy_rows);
   }
   return 0;
 }

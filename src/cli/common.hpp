@@ -57,5 +57,8 @@ Subcommand add_generate_fractals(CLI::App& app);
 Subcommand add_generate_dataset(CLI::App& app);
 // argv: the command line, recorded for restart.sh.
 Subcommand add_benchmark(CLI::App& app, int argc, char** argv);
+Subcommand add_report(CLI::App& app);
+// `scaffold power -- COMMAND`: runs COMMAND while sampling power (jpwr-style wrapper).
+Subcommand add_power(CLI::App& app);
 
 }  // namespace scaffold::cli

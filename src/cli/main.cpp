@@ -38,7 +38,9 @@ int main(int argc, char** argv) {
 
   std::vector<cli::Subcommand> subcommands{cli::add_generate_fractals(app),
                                           cli::add_generate_dataset(app),
-                                          cli::add_benchmark(app, argc, argv)};
+                                          cli::add_benchmark(app, argc, argv),
+                                          cli::add_report(app),
+                                          cli::add_power(app)};
 
   try {
     app.parse(argc, argv);

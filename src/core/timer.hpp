@@ -5,6 +5,11 @@
 
 namespace scaffold::core {
 
+// Seconds on the steady clock since its epoch: the time base of timing and energy windows.
+inline double monotonic_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 class Stopwatch {
  public:
   Stopwatch() : start_(std::chrono::steady_clock::now()) {}

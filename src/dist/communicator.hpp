@@ -35,6 +35,9 @@ class Communicator {
   [[noreturn]] virtual void abort(int exit_code) = 0;
 };
 
+// The MPI library's version line ("Open MPI v4.1.4, ..."), or "none" in a build without MPI.
+std::string mpi_library_version();
+
 // An error every rank has agreed on: each rank throws it, so all exit together without MPI_Abort.
 class AgreedError : public core::Error {
  public:

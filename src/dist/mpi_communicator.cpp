@@ -118,6 +118,15 @@ bool started_by_launcher() {
 
 }  // namespace
 
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string version(text, static_cast<std::size_t>(len));
+  const auto end = version.find_first_of("\n\r");  // the first line says what it is
+  return version.substr(0, end);
+}
+
 Runtime::Runtime(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);

@@ -25,6 +25,8 @@ class SerialCommunicator final : public Communicator {
 
 }  // namespace
 
+std::string mpi_library_version() { return "none"; }
+
 Runtime::Runtime(int*, char***) : world_(std::make_unique<SerialCommunicator>()) {}
 Runtime::~Runtime() = default;
 

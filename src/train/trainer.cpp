@@ -143,16 +143,31 @@ void Trainer::estimate_class_weights() {
 }
 
 at::Tensor Trainer::train_step(const dataset::Batch& batch) {
-  const at::Tensor image = batch.image.to(device_, /*non_blocking=*/true);
-  const at::Tensor mask = batch.mask.to(device_, /*non_blocking=*/true);
+  profile::Profiler* prof = options_.profiler;
+  SCAFFOLD_PROFILE_REGION(prof, "run_training_batch");
+  at::Tensor image, mask;
+  {
+    SCAFFOLD_PROFILE_REGION(prof, "image_to_device");
+    image = batch.image.to(device_, /*non_blocking=*/true);
+    mask = batch.mask.to(device_, /*non_blocking=*/true);
+  }
   at::Tensor logits;
   {
+    SCAFFOLD_PROFILE_REGION(prof, "predict");
     model::AutocastGuard amp(forward_autocast(device_, options_.amp_bf16));
     logits = model_->forward(image);
   }
-  const LossTerms terms = segmentation_loss(logits, mask, class_weights_tensor_);
-  optimizer_->zero_grad();
-  terms.loss.backward();
+  LossTerms terms;
+  {
+    SCAFFOLD_PROFILE_REGION(prof, "calculate_loss");
+    terms = segmentation_loss(logits, mask, class_weights_tensor_);
+  }
+  {
+    SCAFFOLD_PROFILE_REGION(prof, "backward");
+    optimizer_->zero_grad();
+    terms.loss.backward();
+  }
+  SCAFFOLD_PROFILE_REGION(prof, "step_and_update");
   torch::nn::utils::clip_grad_norm_(model_->parameters(), options_.grad_clip_norm);
   optimizer_->step();
   at::autocast::clear_cache();  // as leaving PyTorch's autocast context does
@@ -176,9 +191,11 @@ Trainer::EpochSums Trainer::train_epoch(int64_t epoch, int64_t max_batches,
   // A progress line on a terminal (and a log line every 30 s elsewhere) for long epochs.
   core::Progress progress(epoch == 0 ? std::string("warm-up") : fmt::format("epoch {}", epoch),
                           loader.batches());
+  SCAFFOLD_PROFILE_REGION(options_.profiler, "batch_loop");
   for (;;) {
     core::Stopwatch clock;
     if (!loader.next(&batch)) break;
+    if (options_.profiler && epoch > 0) options_.profiler->step();  // timed batches only
     sums += train_step(batch).to(at::kDouble);
     synchronize(device_);
     if (step_times) step_times->push_back(clock.elapsed_s());
@@ -193,6 +210,7 @@ Trainer::EpochSums Trainer::train_epoch(int64_t epoch, int64_t max_batches,
 }
 
 Trainer::EpochSums Trainer::validate(int64_t max_batches) {
+  SCAFFOLD_PROFILE_REGION(options_.profiler, "evaluate");
   model_->eval();
   c10::InferenceMode no_grad;
   auto indices = dataset::validation_indices(static_cast<int64_t>(val_set_.size()), grid_.replicas(),
@@ -229,7 +247,9 @@ Trainer::EpochSums Trainer::validate(int64_t max_batches) {
 }
 
 double Trainer::warmup() {
+  SCAFFOLD_PROFILE_REGION(options_.profiler, "warmup");
   core::Stopwatch clock;
+  warmup_start_mono_s_ = core::monotonic_s();
   const std::string snapshot = serialize_state(*model_, *optimizer_, counters_);
   // train_epoch stops after min(warmup_batches, this replica's batches): the spec's
   // min(warmup_batches, len(train_loader)).
@@ -241,6 +261,7 @@ double Trainer::warmup() {
   optimizer_ = make_optimizer();
   counters_ = deserialize_state(snapshot, "warm-up snapshot", *model_, *optimizer_);
   comm_.barrier();
+  warmup_end_mono_s_ = core::monotonic_s();
   return clock.elapsed_s();
 }
 
@@ -266,10 +287,12 @@ TrainCounters Trainer::resume(const fs::path& dir) {
 }
 
 void Trainer::save(const std::string& name) {
+  SCAFFOLD_PROFILE_REGION(options_.profiler, "checkpoint");
   if (comm_.rank() == 0) save_checkpoint(options_.checkpoint_dir / name, *model_, *optimizer_, counters_);
 }
 
 TrainResult Trainer::run(const std::function<void(const EpochStats&)>& on_epoch) {
+  SCAFFOLD_PROFILE_REGION(options_.profiler, "train");
   TrainResult result;
   result.total_optimizer_steps = counters_.total_optimizer_steps;
   int64_t epoch = counters_.epoch + 1;
@@ -279,9 +302,11 @@ TrainResult Trainer::run(const std::function<void(const EpochStats&)>& on_epoch)
   while (dice < options_.target_dice) {
     if (options_.epochs != -1 && epoch > options_.epochs) break;
     core::Stopwatch epoch_clock;
+    const double start_mono_s = core::monotonic_s();
     std::vector<double> step_times;
     const EpochSums train = train_epoch(epoch, -1, &step_times);
     const double train_s = epoch_clock.elapsed_s();
+    const double validation_start_mono_s = core::monotonic_s();
     const EpochSums val = validate(-1);
     // Metrics are summed over data-parallel replicas only (each replica counted once).
     double sums[6] = {train.loss, train.dice, train.samples, val.loss, val.dice, val.samples};
@@ -302,6 +327,9 @@ TrainResult Trainer::run(const std::function<void(const EpochStats&)>& on_epoch)
     st.next_lr = learning_rate_after(epoch);
     set_learning_rate(st.next_lr);
     st.duration_s = epoch_clock.elapsed_s();
+    st.end_mono_s = core::monotonic_s();
+    st.start_mono_s = start_mono_s;
+    st.validation_start_mono_s = validation_start_mono_s;
     st.train_s = train_s;
     st.validation_s = st.duration_s - train_s;
     st.optimizer_steps = train.steps;

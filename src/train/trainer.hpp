@@ -19,6 +19,7 @@
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
 #include "model/unet.hpp"
+#include "profile/profiler.hpp"
 #include "train/checkpoint.hpp"
 
 namespace scaffold::train {
@@ -42,6 +43,7 @@ struct TrainerOptions {
   int64_t n_classes = 6;
   double ce_weight_sample_fraction = 0.1;
   int loader_workers = 1;
+  profile::Profiler* profiler = nullptr;  // named regions and the per-batch step; null: off
 };
 
 // One epoch's results, in the units of train_stats.csv (spec §1.6).
@@ -60,6 +62,10 @@ struct EpochStats {
   double median_step_s = 0.0;   // median training step (forward, backward, optimiser) this epoch
   double train_s = 0.0;         // training part of the epoch
   double validation_s = 0.0;    // validation part of the epoch
+  // The same windows on the steady clock (core::monotonic_s), for energy measured alongside.
+  double start_mono_s = 0.0;
+  double validation_start_mono_s = 0.0;
+  double end_mono_s = 0.0;
 };
 
 struct TrainResult {
@@ -87,6 +93,9 @@ class Trainer {
   // as before. Returns the wall time spent.
   double warmup();
   int64_t warmup_steps() const { return warmup_steps_; }
+  // The last warm-up's window on the steady clock (core::monotonic_s).
+  double warmup_start_mono_s() const { return warmup_start_mono_s_; }
+  double warmup_end_mono_s() const { return warmup_end_mono_s_; }
 
   // Resumes from a checkpoint (last, falling back to best; a corrupt file is renamed *.corrupt).
   // Returns the counters restored; throws core::FileError when neither is usable.
@@ -123,6 +132,8 @@ class Trainer {
   at::Tensor class_weights_tensor_;  // (K) float32 on device
   TrainCounters counters_;
   int64_t warmup_steps_ = 0;
+  double warmup_start_mono_s_ = 0.0;
+  double warmup_end_mono_s_ = 0.0;
 };
 
 // "auto" -> CUDA when LibTorch has it and a GPU is visible, else CPU; "cuda" without a GPU is an

@@ -328,6 +328,9 @@ class FakeComm : public dist::Communicator {
   void allreduce_sum(int64_t*, std::size_t) override {}
   void allreduce_sum(double*, std::size_t) override {}
   void allreduce_max(double*, std::size_t) override {}
+  int local_rank() const override { return 0; }
+  int local_size() const override { return size_; }
+  int nodes() const override { return 1; }
   [[noreturn]] void abort(int) override { std::abort(); }
 
  private:

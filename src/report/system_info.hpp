@@ -1,0 +1,49 @@
+// system.json: the context a run was measured in (host, CPU/GPU model, LibTorch/MPI/compiler
+// versions, threads, allocator, git commit, process grid), so a result table can say what it
+// compares. This module fills only what it can learn without LibTorch or MPI; the benchmark
+// driver fills the rest (GPU model, MPI version, world size, nodes, threads, shards, device).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace scaffold::report {
+
+inline constexpr const char* kSystemInfoFileName = "system.json";
+
+// One run's context. Written once by rank 0 when the run starts; read back by `scaffold report`.
+struct SystemInfo {
+  std::string host;                // host name of rank 0
+  std::string cpu_model;           // /proc/cpuinfo "model name" (or the ARM equivalent)
+  std::string gpu_model;           // "" when the run used no GPU
+  std::string torch_version;       // LibTorch version
+  std::string mpi_version;         // MPI library version string; "" in a build without MPI
+  std::string compiler;            // e.g. "GCC 12.2.0"
+  std::string allocator;           // "tcmalloc" or "glibc"
+  std::string git_commit;          // scaffold's commit, "-dirty" when built from a changed tree
+  std::string scaffold_version;    // project version, e.g. "0.1.0"
+  std::string device;              // the resolved training device, e.g. "cpu", "cuda:0"
+  int world_size = 1;              // MPI ranks
+  int nodes = 1;                   // distinct hosts among the ranks
+  int threads = 1;                 // compute threads per rank
+  std::vector<int> dc_num_shards;  // spatial shards per sharded dimension
+  std::string created_at;          // UTC, ISO 8601: "2025-03-12T10:15:00Z"
+};
+
+// Host, CPU model, compiler, allocator, scaffold version and commit, LibTorch version scaffold
+// was built with, and created_at (now); everything else keeps its default for the caller to fill.
+SystemInfo collect_host_info();
+
+// Writes <run_dir>/system.json atomically (keys in SystemInfo's order). Throws core::FileError.
+void write_system_json(const std::filesystem::path& run_dir, const SystemInfo& info);
+
+// Reads a system.json file. Keys it lacks keep SystemInfo's defaults (older or hand-written
+// files); unknown keys are ignored. Malformed JSON or a value of the wrong type is a
+// core::FileError naming the file (and the key).
+SystemInfo read_system_json(const std::filesystem::path& path);
+
+// The JSON text write_system_json writes (2-space indent, trailing newline).
+std::string system_info_json(const SystemInfo& info);
+
+}  // namespace scaffold::report

@@ -1,0 +1,548 @@
+// Run folders -> RunSummary records -> one table. The columns are declared once (kColumns) with
+// a key for CSV/JSON (unit suffixes), a title for people (units in brackets) and how to format
+// a number for people; each writer only lays them out. Machine formats (csv, json) carry every
+// number at full precision; pretty and markdown round them and mark lower bounds with '>'.
+#include "report/table.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string_view>
+#include <tuple>
+#include <variant>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "report/gnuplot.hpp"
+#include "core/pyfloat.hpp"
+
+extern char** environ;
+
+namespace scaffold::report {
+namespace fs = std::filesystem;
+
+namespace {
+
+// ------------------------------------------------------------------------ energy_stats.csv
+
+constexpr std::array<const char*, 9> kEnergyColumns{"window",      "epoch",        "start_s",
+                                                    "duration_s",  "energy_j",     "energy_wh",
+                                                    "avg_power_w", "peak_power_w", "samples"};
+
+std::vector<std::string_view> split(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t at = text.find(sep, start);
+    parts.push_back(text.substr(start, at == std::string_view::npos ? at : at - start));
+    if (at == std::string_view::npos) return parts;
+    start = at + 1;
+  }
+}
+
+template <typename T>
+bool parse_number(std::string_view s, T* out) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return !s.empty() && ec == std::errc() && end == s.data() + s.size();
+}
+
+// ------------------------------------------------------------------------------- columns
+
+using Value = std::variant<std::monostate, std::string, int64_t, bool, double>;
+
+struct Cell {
+  Value value;               // monostate: no value ("-" for people, empty in CSV, null in JSON)
+  bool lower_bound = false;  // people see '>' in front: the run stopped before the target
+};
+
+struct Column {
+  const char* key;     // CSV header and JSON key
+  const char* title;   // pretty and Markdown header; "" = machine formats only
+  const char* number;  // fmt spec for a double shown to people
+  bool left;           // left-aligned for people (text); numbers are right-aligned
+  Cell (*cell)(const RunSummary&);
+};
+
+Cell maybe(const std::optional<double>& x, bool lower_bound = false) {
+  return x ? Cell{*x, lower_bound} : Cell{};
+}
+
+// The one declaration of the table's columns, in order.
+const std::array<Column, 13> kColumns{{
+    {"run", "run", "", true, [](const RunSummary& r) { return Cell{r.run}; }},
+    {"problem_scale", "scale", "", false,
+     [](const RunSummary& r) { return Cell{int64_t{r.problem_scale}}; }},
+    {"ranks", "ranks", "", false, [](const RunSummary& r) { return Cell{int64_t{r.ranks}}; }},
+    {"shards", "shards", "", false, [](const RunSummary& r) { return Cell{int64_t{r.shards}}; }},
+    {"global_batch", "global batch", "", false,
+     [](const RunSummary& r) { return Cell{r.global_batch}; }},
+    {"epochs", "epochs", "", false, [](const RunSummary& r) { return Cell{r.epochs}; }},
+    // People read the marker instead; machines get the flag.
+    {"reached_target", "", "", false, [](const RunSummary& r) { return Cell{r.reached_target}; }},
+    {"time_to_target_s", "time to target [s]", "{:.2f}", false,
+     [](const RunSummary& r) {
+       return Cell{r.time_to_target_s, !r.reached_target};
+     }},
+    {"fom_per_s", "FOM [1/s]", "{:.4g}", false,
+     [](const RunSummary& r) { return maybe(r.fom_per_s); }},
+    {"median_epoch_s", "median epoch [s]", "{:.2f}", false,
+     [](const RunSummary& r) { return maybe(r.median_epoch_s); }},
+    {"samples_per_s", "samples/s", "{:.2f}", false,
+     [](const RunSummary& r) { return maybe(r.samples_per_s); }},
+    {"energy_to_target_wh", "energy to target [Wh]", "{:.3f}", false,
+     [](const RunSummary& r) { return maybe(r.energy_to_target_wh, !r.reached_target); }},
+    {"samples_per_wh", "samples/Wh", "{:.1f}", false,
+     [](const RunSummary& r) { return maybe(r.samples_per_wh); }},
+}};
+
+constexpr const char* kNotReachedNote =
+    "> target_dice not reached: time and energy are the whole run's (a lower bound), and there is "
+    "no FOM.";
+
+std::string human_text(const Column& column, const Cell& cell) {
+  std::string text;
+  if (std::holds_alternative<std::monostate>(cell.value)) return "-";
+  if (const auto* s = std::get_if<std::string>(&cell.value)) text = *s;
+  if (const auto* i = std::get_if<int64_t>(&cell.value)) text = std::to_string(*i);
+  if (const auto* b = std::get_if<bool>(&cell.value)) text = *b ? "yes" : "no";
+  if (const auto* d = std::get_if<double>(&cell.value))
+    text = fmt::format(fmt::runtime(column.number), *d);
+  return cell.lower_bound ? ">" + text : text;
+}
+
+std::string csv_text(const Cell& cell) {
+  if (const auto* s = std::get_if<std::string>(&cell.value)) {
+    if (s->find_first_of(",\"\r\n") == std::string::npos) return *s;
+    std::string quoted = "\"";
+    for (char c : *s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return quoted + "\"";
+  }
+  if (const auto* i = std::get_if<int64_t>(&cell.value)) return std::to_string(*i);
+  if (const auto* b = std::get_if<bool>(&cell.value)) return *b ? "true" : "false";
+  if (const auto* d = std::get_if<double>(&cell.value)) return core::python_float_str(*d);
+  return "";
+}
+
+nlohmann::ordered_json json_value(const Cell& cell) {
+  if (const auto* s = std::get_if<std::string>(&cell.value)) return *s;
+  if (const auto* i = std::get_if<int64_t>(&cell.value)) return *i;
+  if (const auto* b = std::get_if<bool>(&cell.value)) return *b;
+  if (const auto* d = std::get_if<double>(&cell.value)) return *d;  // non-finite dumps as null
+  return nullptr;
+}
+
+std::vector<const Column*> human_columns() {
+  std::vector<const Column*> out;
+  for (const Column& c : kColumns)
+    if (*c.title != '\0') out.push_back(&c);
+  return out;
+}
+
+bool any_not_reached(const std::vector<RunSummary>& rows) {
+  return std::any_of(rows.begin(), rows.end(),
+                     [](const RunSummary& r) { return !r.reached_target; });
+}
+
+// The cells people see, per row, and each column's width (title included).
+struct HumanGrid {
+  std::vector<const Column*> columns;
+  std::vector<std::vector<std::string>> cells;
+  std::vector<std::size_t> widths;
+};
+
+HumanGrid human_grid(const std::vector<RunSummary>& rows, std::string (*escape)(std::string)) {
+  HumanGrid g;
+  g.columns = human_columns();
+  for (const Column* c : g.columns) g.widths.push_back(std::string_view(c->title).size());
+  for (const RunSummary& r : rows) {
+    std::vector<std::string> line;
+    for (std::size_t i = 0; i < g.columns.size(); ++i) {
+      line.push_back(escape(human_text(*g.columns[i], g.columns[i]->cell(r))));
+      g.widths[i] = std::max(g.widths[i], line.back().size());
+    }
+    g.cells.push_back(std::move(line));
+  }
+  return g;
+}
+
+std::string pad(const std::string& text, std::size_t width, bool left) {
+  const std::string fill(width > text.size() ? width - text.size() : 0, ' ');
+  return left ? text + fill : fill + text;
+}
+
+std::string rstrip(std::string line) {
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\n')) line.pop_back();
+  return line;
+}
+
+std::string unescaped(std::string text) {
+  return text;
+}
+
+// Markdown cells: a '|' would end the cell.
+std::string markdown_escaped(std::string text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+// ------------------------------------------------------------------------------- writers
+
+std::string write_pretty(const std::vector<RunSummary>& rows) {
+  const HumanGrid g = human_grid(rows, unescaped);
+  const auto line = [&g](const std::vector<std::string>& cells) {
+    std::string out;
+    for (std::size_t i = 0; i < cells.size(); ++i)
+      out += (i ? "  " : "") + pad(cells[i], g.widths[i], g.columns[i]->left);
+    return rstrip(out) + "\n";
+  };
+  std::vector<std::string> titles, rules;
+  for (std::size_t i = 0; i < g.columns.size(); ++i) {
+    titles.push_back(g.columns[i]->title);
+    rules.push_back(std::string(g.widths[i], '-'));
+  }
+  std::string out = line(titles) + line(rules);
+  for (const auto& cells : g.cells) out += line(cells);
+  if (any_not_reached(rows)) out += std::string("\n") + kNotReachedNote + "\n";
+  return out;
+}
+
+std::string write_markdown(const std::vector<RunSummary>& rows) {
+  const HumanGrid g = human_grid(rows, markdown_escaped);
+  const auto line = [&g](const std::vector<std::string>& cells) {
+    std::string out = "|";
+    for (std::size_t i = 0; i < cells.size(); ++i)
+      out += " " + pad(cells[i], g.widths[i], g.columns[i]->left) + " |";
+    return out + "\n";
+  };
+  std::vector<std::string> titles;
+  std::string rule = "|";
+  for (std::size_t i = 0; i < g.columns.size(); ++i) {
+    titles.push_back(g.columns[i]->title);
+    const std::string dashes(g.widths[i] + 1, '-');
+    rule += (g.columns[i]->left ? ":" + dashes : dashes + ":") + "|";
+  }
+  std::string out = line(titles) + rule + "\n";
+  for (const auto& cells : g.cells) out += line(cells);
+  if (any_not_reached(rows)) out += std::string("\n") + kNotReachedNote + "\n";
+  return out;
+}
+
+std::string write_csv(const std::vector<RunSummary>& rows) {
+  std::string out;
+  for (const Column& c : kColumns) out += (out.empty() ? "" : ",") + std::string(c.key);
+  out += "\n";
+  for (const RunSummary& r : rows) {
+    for (std::size_t i = 0; i < kColumns.size(); ++i)
+      out += (i ? "," : "") + csv_text(kColumns[i].cell(r));
+    out += "\n";
+  }
+  return out;
+}
+
+std::string write_json(const std::vector<RunSummary>& rows) {
+  nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+  for (const RunSummary& r : rows) {
+    nlohmann::ordered_json row = nlohmann::ordered_json::object();
+    for (const Column& c : kColumns) row[c.key] = json_value(c.cell(r));
+    runs.push_back(std::move(row));
+  }
+  return runs.dump(2) + "\n";
+}
+
+struct Writer {
+  const char* name;
+  std::string (*write)(const std::vector<RunSummary>&);
+};
+
+const std::array<Writer, 4> kWriters{{
+    {"pretty", write_pretty},
+    {"csv", write_csv},
+    {"markdown", write_markdown},
+    {"json", write_json},
+}};
+
+// ---------------------------------------------------------------------------- gnuplot
+
+// Removes its paths on destruction, whatever happens.
+struct Cleanup {
+  std::vector<fs::path> paths;
+  ~Cleanup() {
+    std::error_code ec;
+    for (const fs::path& p : paths) fs::remove_all(p, ec);
+  }
+};
+
+std::string plot_value(const std::optional<double>& x) {
+  return x && std::isfinite(*x) ? fmt::format("{:.17g}", *x) : "?";
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------ reading runs
+
+std::string energy_stats_header() {
+  std::string header;
+  for (const char* name : kEnergyColumns) header += (header.empty() ? "" : ",") + std::string(name);
+  return header;
+}
+
+std::vector<EnergyWindowRecord> read_energy_stats(const fs::path& path) {
+  const std::string text = core::read_file(path);
+  std::vector<std::string_view> lines = split(text, '\n');
+  for (auto& l : lines)
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+  const auto fail = [&path](std::size_t index, const std::string& what) {
+    return core::FileError(path.string(), fmt::format("line {}: {}", index + 1, what));
+  };
+  if (lines[0] != energy_stats_header())
+    throw fail(0, fmt::format("header is '{}', expected '{}'", lines[0], energy_stats_header()));
+  std::vector<EnergyWindowRecord> records;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
+    const std::vector<std::string_view> f = split(lines[i], ',');
+    if (f.size() != kEnergyColumns.size())
+      throw fail(i, fmt::format("expected {} fields, found {}", kEnergyColumns.size(), f.size()));
+    EnergyWindowRecord r;
+    r.window = std::string(f[0]);
+    if (r.window != "warmup" && r.window != "train" && r.window != "validation")
+      throw fail(i, fmt::format("window '{}' is not warmup, train or validation", r.window));
+    double* doubles[] = {&r.start_s,   &r.duration_s,  &r.energy_j,
+                         &r.energy_wh, &r.avg_power_w, &r.peak_power_w};
+    bool ok = parse_number(f[1], &r.epoch) && parse_number(f[8], &r.samples);
+    for (std::size_t k = 0; k < 6; ++k) ok = ok && parse_number(f[2 + k], doubles[k]);
+    if (!ok) throw fail(i, fmt::format("malformed row '{}'", lines[i]));
+    records.push_back(r);
+  }
+  return records;
+}
+
+RunData read_run_folder(const fs::path& run_dir, const RunConfigReader& read_config) {
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec))
+    throw core::FileError(run_dir.string(),
+                          fs::exists(run_dir, ec) ? "not a folder" : "no such folder");
+  for (const char* required : {"config.yaml", kTrainStatsFileName})
+    if (!fs::is_regular_file(run_dir / required, ec))
+      throw core::FileError(
+          run_dir.string(),
+          fmt::format("not a run folder: it has no {} (run folders are written by "
+                      "`scaffold benchmark`)",
+                      required));
+  RunData run;
+  run.name = fs::absolute(run_dir).lexically_normal().filename().string();
+  if (run.name.empty())  // "runs/x/" normalises to "runs/x/" with an empty filename
+    run.name = fs::absolute(run_dir).lexically_normal().parent_path().filename().string();
+  const fs::path config = run_dir / "config.yaml";
+  run.config = read_config(core::read_file(config), config.string());
+  run.epochs = read_train_stats(run_dir / kTrainStatsFileName);
+  if (fs::exists(run_dir / kEnergyStatsFileName, ec))
+    run.energy = read_energy_stats(run_dir / kEnergyStatsFileName);
+  if (fs::exists(run_dir / kSystemInfoFileName, ec))
+    run.system = read_system_json(run_dir / kSystemInfoFileName);
+  return run;
+}
+
+// ----------------------------------------------------------------------------- summary
+
+RunSummary summarize_run(const RunData& run) {
+  RunSummary s;
+  s.run = run.name;
+  s.problem_scale = run.config.problem_scale;
+  s.ranks = run.system ? run.system->world_size : 1;
+  // The shards the run really used are in system.json; config.yaml says what was asked for.
+  const std::vector<int>& shards = run.system && !run.system->dc_num_shards.empty()
+                                       ? run.system->dc_num_shards
+                                       : run.config.dc_num_shards;
+  s.shards = 1;
+  for (int n : shards) s.shards *= n;
+  // Each sample is split over `shards` ranks, so ranks / shards replicas each take a local batch.
+  const int replicas = std::max(1, s.shards > 0 ? s.ranks / s.shards : 1);
+  s.global_batch = int64_t{run.config.local_batch_size} * replicas;
+
+  std::vector<double> durations;
+  for (const EpochRecord& r : run.epochs) {
+    s.time_to_target_s += r.epoch_duration_s;
+    s.training_samples += r.optimizer_steps * s.global_batch;
+    durations.push_back(r.epoch_duration_s);
+  }
+  if (!run.epochs.empty()) {
+    s.epochs = run.epochs.back().epoch;
+    s.reached_target = run.epochs.back().val_dice >= run.config.target_dice;
+    std::sort(durations.begin(), durations.end());
+    const std::size_t n = durations.size();
+    s.median_epoch_s = n % 2 ? durations[n / 2] : (durations[n / 2 - 1] + durations[n / 2]) / 2;
+  }
+  if (s.reached_target && s.time_to_target_s > 0) s.fom_per_s = 1.0 / s.time_to_target_s;
+  if (s.time_to_target_s > 0)
+    s.samples_per_s = static_cast<double>(s.training_samples) / s.time_to_target_s;
+
+  if (run.energy) {
+    // Warm-up is excluded by name: it is not part of the timed training either.
+    bool any = false;
+    double wh = 0.0;
+    for (const EnergyWindowRecord& w : *run.energy) {
+      if (w.window != "train" && w.window != "validation") continue;
+      any = true;
+      wh += w.energy_wh;
+    }
+    if (any) s.energy_to_target_wh = wh;
+    if (any && wh > 0) s.samples_per_wh = static_cast<double>(s.training_samples) / wh;
+  }
+  return s;
+}
+
+void sort_for_scaling(std::vector<RunSummary>& rows) {
+  std::stable_sort(rows.begin(), rows.end(), [](const RunSummary& a, const RunSummary& b) {
+    return std::tie(a.problem_scale, a.ranks, a.run) < std::tie(b.problem_scale, b.ranks, b.run);
+  });
+}
+
+// ------------------------------------------------------------------------------ output
+
+std::vector<std::string> table_format_names() {
+  std::vector<std::string> names;
+  for (const Writer& w : kWriters) names.emplace_back(w.name);
+  return names;
+}
+
+std::string format_table(const std::vector<RunSummary>& rows, const std::string& format) {
+  for (const Writer& w : kWriters)
+    if (format == w.name) return w.write(rows);
+  throw core::Error(fmt::format("unknown table format '{}'; available: {}", format,
+                                fmt::join(table_format_names(), ", ")));
+}
+
+void write_scaling_plot(const fs::path& png, const std::vector<RunSummary>& rows) {
+  if (rows.empty()) throw core::Error("--plot: no runs to plot");
+  const std::optional<fs::path> gnuplot = find_on_path("gnuplot");
+  if (!gnuplot)
+    throw core::Error(
+        fmt::format("--plot {}: no gnuplot on PATH (install gnuplot, e.g. the "
+                    "gnuplot-nox package, or leave out --plot)",
+                    png.string()));
+  const fs::path out_dir = png.parent_path().empty() ? fs::path(".") : png.parent_path();
+  core::create_directories(out_dir);
+
+  // One data block per problem scale (gnuplot's `index`): ranks, time, reached, energy.
+  std::map<int, std::vector<const RunSummary*>> by_scale;
+  for (const RunSummary& r : rows) by_scale[r.problem_scale].push_back(&r);
+  for (auto& [scale, runs] : by_scale)
+    std::stable_sort(runs.begin(), runs.end(),
+                     [](const RunSummary* a, const RunSummary* b) { return a->ranks < b->ranks; });
+  const auto [lo, hi] = std::minmax_element(
+      rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.ranks < b.ranks; });
+  const bool any_energy = std::any_of(rows.begin(), rows.end(), [](const RunSummary& r) {
+    return r.energy_to_target_wh.has_value();
+  });
+
+  std::string tmp_pattern = (fs::temp_directory_path() / "scaffold-report-XXXXXX").string();
+  if (!::mkdtemp(tmp_pattern.data()))
+    throw core::FileError(tmp_pattern,
+                          std::string("cannot create temporary folder: ") + std::strerror(errno));
+  const fs::path tmp = tmp_pattern;
+  const fs::path partial = core::temporary_sibling(png);
+  Cleanup cleanup{{tmp, partial}};
+
+  std::string data;
+  std::string plots;
+  std::set<int> tics;
+  int index = 0;
+  for (const auto& [scale, runs] : by_scale) {
+    for (const RunSummary* r : runs) {
+      data += fmt::format("{} {:.17g} {} {}\n", r->ranks, r->time_to_target_s,
+                          r->reached_target ? 1 : 0, plot_value(r->energy_to_target_wh));
+      tics.insert(r->ranks);
+    }
+    data += "\n\n";
+    const int color = index + 1;
+    const std::string source = fmt::format("$runs index {}", index);
+    plots +=
+        fmt::format("{} using 1:2 with lines lc {} lw 2 title 'time to target, scale {}', \\\n",
+                    source, color, scale);
+    plots += fmt::format("{} using 1:($3 > 0 ? $2 : 1/0) with points lc {} pt 7 ps 3 notitle, \\\n",
+                         source, color);
+    if (std::any_of(runs.begin(), runs.end(),
+                    [](const RunSummary* r) { return !r->reached_target; }))
+      plots +=
+          fmt::format("{} using 1:($3 > 0 ? 1/0 : $2) with points lc {} pt 6 ps 3 notitle, \\\n",
+                      source, color);
+    if (std::any_of(runs.begin(), runs.end(),
+                    [](const RunSummary* r) { return r->energy_to_target_wh.has_value(); }))
+      plots += fmt::format(
+          "{} using 1:4 axes x1y2 with linespoints lc {} dt 2 lw 2 pt 5 ps 2 title "
+          "'energy to target, scale {}', \\\n",
+          source, color, scale);
+    ++index;
+  }
+  if (any_not_reached(rows))
+    plots +=
+        "keyentry with points lc 'black' pt 6 ps 3 title 'target not reached (whole run)', \\\n";
+  plots.resize(plots.size() - 4);  // the last ", \\\n"
+
+  std::string tic_list;
+  for (int t : tics) tic_list += (tic_list.empty() ? "" : ", ") + std::to_string(t);
+  std::string script =
+      "if (strstrt(GPVAL_TERMINALS, ' pngcairo ') > 0) {\n"
+      "  set terminal pngcairo size 1800,1200 font 'sans,24' linewidth 2 noenhanced\n"
+      "} else {\n"
+      "  set terminal png size 1800,1200 font 'sans,24' linewidth 2 noenhanced\n"
+      "}\n"
+      "set datafile missing '?'\n"
+      "$runs << EOD\n" +
+      data +
+      "EOD\n"
+      "set grid\n"
+      "set key below\n"
+      "set title 'time and energy to target against ranks'\n"
+      "set xlabel 'ranks'\n"
+      "set logscale x 2\n" +
+      fmt::format("set xrange [{:.17g}:{:.17g}]\n", lo->ranks / 1.5, hi->ranks * 1.5) +
+      "set xtics (" + tic_list +
+      ")\n"
+      "set ylabel 'time to target [s]'\n"
+      "set yrange [0:*]\n"
+      "set offsets 0, 0, graph 0.1, 0\n";
+  if (any_energy)
+    script +=
+        "set ytics nomirror\nset y2tics\nset y2label 'energy to target [Wh]'\nset y2range [0:*]\n";
+  script += "set output " + gnuplot_quote(partial.string()) + "\n";
+  script += "plot " + plots + "\nunset output\n";
+
+  const fs::path script_file = tmp / "scaling.gp";
+  const fs::path log_file = tmp / "gnuplot.log";
+  core::write_file_atomic(script_file, script);
+  const int status = run_gnuplot(*gnuplot, script_file, log_file);
+  if (status != 0) {
+    std::string log;
+    try {
+      log = core::read_file(log_file);
+    } catch (const core::Error&) {
+    }
+    if (log.size() > 600) log = "..." + log.substr(log.size() - 600);
+    throw core::Error(fmt::format("--plot {}: {} exited with status {}: {}", png.string(),
+                                  gnuplot->string(), status, rstrip(log)));
+  }
+  std::error_code ec;
+  if (fs::file_size(partial, ec) == 0 || ec)
+    throw core::FileError(png.string(), "gnuplot wrote no image");
+  fs::rename(partial, png, ec);
+  if (ec)
+    throw core::FileError(png.string(),
+                          "cannot rename the finished image into place: " + ec.message());
+}
+
+}  // namespace scaffold::report

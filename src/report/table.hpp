@@ -1,0 +1,106 @@
+// Result tables over run folders (`scaffold report`): each run folder becomes one RunSummary
+// record (scale, ranks, shards, global batch, epochs, time to target, FOM, median epoch time,
+// samples/s, energy to target, samples/Wh; definitions in docs/reports.md), and writers
+// (pretty, csv, markdown, json) print the records through one declaration of the columns.
+// Also the scaling plot (time and energy to target against ranks, through gnuplot). This module
+// does not parse YAML: the caller passes a reader for config.yaml (config/ owns YAML).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/system_info.hpp"
+#include "report/train_stats.hpp"
+
+namespace scaffold::report {
+
+inline constexpr const char* kEnergyStatsFileName = "energy_stats.csv";
+
+// One row of energy_stats.csv: one measurement window. Energies and powers are totals over all
+// measured sensors and nodes.
+struct EnergyWindowRecord {
+  std::string window;  // "warmup" (epoch 0), "train" or "validation" (epoch 1..E)
+  int64_t epoch = 0;
+  double start_s = 0.0;  // window start, seconds since the sampler started
+  double duration_s = 0.0;
+  double energy_j = 0.0;
+  double energy_wh = 0.0;
+  double avg_power_w = 0.0;
+  double peak_power_w = 0.0;
+  int64_t samples = 0;  // power readings in the window
+};
+
+// The header line without its newline:
+// window,epoch,start_s,duration_s,energy_j,energy_wh,avg_power_w,peak_power_w,samples
+std::string energy_stats_header();
+
+// Parses an energy_stats.csv. A different header, a malformed row or an unknown window name is a
+// core::FileError naming the file and line.
+std::vector<EnergyWindowRecord> read_energy_stats(const std::filesystem::path& path);
+
+// What a summary needs from the run's config.yaml.
+struct RunConfigFacts {
+  int problem_scale = 0;
+  int local_batch_size = 1;
+  std::vector<int> dc_num_shards{1, 1, 1};
+  double target_dice = 0.95;
+};
+
+// Turns config.yaml's text into RunConfigFacts; `source` (the file's path) names it in errors.
+using RunConfigReader =
+    std::function<RunConfigFacts(const std::string& yaml_text, const std::string& source)>;
+
+// Everything `scaffold report` reads from one run folder.
+struct RunData {
+  std::string name;                                       // the folder's own name
+  RunConfigFacts config;                                  // from config.yaml
+  std::vector<EpochRecord> epochs;                        // train_stats.csv
+  std::optional<std::vector<EnergyWindowRecord>> energy;  // nullopt: no energy_stats.csv
+  std::optional<SystemInfo> system;                       // nullopt: no system.json
+};
+
+// Reads a run folder. A path that is not a folder, or a folder without config.yaml or
+// train_stats.csv, is a core::FileError naming it; so is any file in it that does not parse.
+RunData read_run_folder(const std::filesystem::path& run_dir, const RunConfigReader& read_config);
+
+// One table row: a run's results, with the unit in every measured name.
+struct RunSummary {
+  std::string run;  // run folder name
+  int problem_scale = 0;
+  int ranks = 1;                    // system.json world_size; 1 without system.json
+  int shards = 1;                   // prod(dc_num_shards): spatial shards per sample
+  int64_t global_batch = 0;         // local_batch_size × max(1, ranks / shards)
+  int64_t epochs = 0;               // last epoch in train_stats.csv
+  bool reached_target = false;      // last row's val_dice >= target_dice
+  double time_to_target_s = 0.0;    // Σ epoch_duration; only a lower bound when !reached_target
+  std::optional<double> fom_per_s;  // 1 / time_to_target_s; only when reached
+  std::optional<double> median_epoch_s;       // median epoch_duration; none without rows
+  int64_t training_samples = 0;               // Σ optimizer_steps × global_batch
+  std::optional<double> samples_per_s;        // training_samples / Σ epoch_duration
+  std::optional<double> energy_to_target_wh;  // Σ energy_wh of train + validation windows
+  std::optional<double> samples_per_wh;       // training_samples / energy_to_target_wh
+};
+
+RunSummary summarize_run(const RunData& run);
+
+// Orders rows for scaling studies: by (problem_scale, ranks), then by run name.
+void sort_for_scaling(std::vector<RunSummary>& rows);
+
+// The writers' names, in the order --help lists them: pretty, csv, markdown, json.
+std::vector<std::string> table_format_names();
+
+// The whole table text in `format` (one of table_format_names()), ending with a newline.
+// An unknown format is a core::Error listing the valid ones.
+std::string format_table(const std::vector<RunSummary>& rows, const std::string& format);
+
+// Draws time to target [s] (left axis) and, where any run has it, energy to target [Wh] (right
+// axis) against ranks (log2 axis), one line per problem scale; runs that did not reach the target
+// are drawn hollow. Writes `png` (1800x1200) atomically. Unlike the run figures this is a
+// user request, so no gnuplot on PATH, a gnuplot failure or no rows is a core::Error.
+void write_scaling_plot(const std::filesystem::path& png, const std::vector<RunSummary>& rows);
+
+}  // namespace scaffold::report

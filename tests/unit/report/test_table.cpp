@@ -1,0 +1,562 @@
+// The result table (report/table) and system.json (report/system_info): each writer's exact text
+// from in-memory records (a run without energy, one that missed the target), the definitions
+// behind each number (time to target, FOM, median, samples/s, energy, global batch), the readers
+// of energy_stats.csv and run folders with their errors, and system.json's round trip.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "report/system_info.hpp"
+#include "report/table.hpp"
+#include "test_util.hpp"
+
+namespace scaffold::report {
+namespace {
+namespace fs = std::filesystem;
+
+// Three rows: reached with energy; missed the target, no energy; reached, no energy.
+std::vector<RunSummary> sample_rows() {
+  RunSummary a;
+  a.run = "scale7_1rank";
+  a.problem_scale = 7;
+  a.ranks = 1;
+  a.shards = 1;
+  a.global_batch = 4;
+  a.epochs = 12;
+  a.reached_target = true;
+  a.time_to_target_s = 250.0;
+  a.fom_per_s = 0.004;
+  a.median_epoch_s = 20.5;
+  a.training_samples = 2400;
+  a.samples_per_s = 9.6;
+  a.energy_to_target_wh = 12.5;
+  a.samples_per_wh = 192.0;
+
+  RunSummary b;
+  b.run = "scale7_4ranks";
+  b.problem_scale = 7;
+  b.ranks = 4;
+  b.shards = 2;
+  b.global_batch = 8;
+  b.epochs = 10;
+  b.reached_target = false;
+  b.time_to_target_s = 80.25;
+  b.median_epoch_s = 8.0;
+  b.training_samples = 1003;
+  b.samples_per_s = 12.5;
+
+  RunSummary c;
+  c.run = "scale8_8ranks";
+  c.problem_scale = 8;
+  c.ranks = 8;
+  c.shards = 8;
+  c.global_batch = 1;
+  c.epochs = 30;
+  c.reached_target = true;
+  c.time_to_target_s = 1234.5678;
+  c.fom_per_s = 1.0 / 1234.5678;
+  c.median_epoch_s = 41.15226;
+  c.samples_per_s = 3.4567;
+  return {a, b, c};
+}
+
+// Line-by-line comparison, so a failure names the first differing line (not one huge blob).
+void expect_same_lines(const std::string& actual, const std::string& expected) {
+  std::vector<std::string> a, e;
+  for (std::size_t s = 0, n; s < actual.size(); s = n + 1) {
+    n = actual.find('\n', s);
+    if (n == std::string::npos) n = actual.size();
+    a.push_back(actual.substr(s, n - s));
+  }
+  for (std::size_t s = 0, n; s < expected.size(); s = n + 1) {
+    n = expected.find('\n', s);
+    if (n == std::string::npos) n = expected.size();
+    e.push_back(expected.substr(s, n - s));
+  }
+  for (std::size_t i = 0; i < std::min(a.size(), e.size()); ++i)
+    ASSERT_EQ(a[i], e[i]) << "first difference at line " << i + 1;
+  EXPECT_EQ(a.size(), e.size()) << actual;
+  EXPECT_EQ(actual, expected);  // also the final newline
+}
+
+// ---------------------------------------------------------------------------------- writers
+
+TEST(TableFormat, PrettyAlignsColumnsWithUnitsAndMarksMissedTargets) {
+  expect_same_lines(
+      format_table(sample_rows(), "pretty"),
+      R"(run            scale  ranks  shards  global batch  epochs  time to target [s]  FOM [1/s]  median epoch [s]  samples/s  energy to target [Wh]  samples/Wh
+-------------  -----  -----  ------  ------------  ------  ------------------  ---------  ----------------  ---------  ---------------------  ----------
+scale7_1rank       7      1       1             4      12              250.00      0.004             20.50       9.60                 12.500       192.0
+scale7_4ranks      7      4       2             8      10              >80.25          -              8.00      12.50                      -           -
+scale8_8ranks      8      8       8             1      30             1234.57    0.00081             41.15       3.46                      -           -
+
+> target_dice not reached: time and energy are the whole run's (a lower bound), and there is no FOM.
+)");
+}
+
+TEST(TableFormat, CsvHasEveryNumberAtFullPrecisionAndEmptyCellsForMissingValues) {
+  expect_same_lines(
+      format_table(sample_rows(), "csv"),
+      R"(run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh
+scale7_1rank,7,1,1,4,12,true,250.0,0.004,20.5,9.6,12.5,192.0
+scale7_4ranks,7,4,2,8,10,false,80.25,,8.0,12.5,,
+scale8_8ranks,8,8,8,1,30,true,1234.5678,0.0008100000664200054,41.15226,3.4567,,
+)");
+}
+
+TEST(TableFormat, MarkdownIsAPipeTableWithRightAlignedNumbers) {
+  expect_same_lines(
+      format_table(sample_rows(), "markdown"),
+      R"(| run           | scale | ranks | shards | global batch | epochs | time to target [s] | FOM [1/s] | median epoch [s] | samples/s | energy to target [Wh] | samples/Wh |
+|:--------------|------:|------:|-------:|-------------:|-------:|-------------------:|----------:|-----------------:|----------:|----------------------:|-----------:|
+| scale7_1rank  |     7 |     1 |      1 |            4 |     12 |             250.00 |     0.004 |            20.50 |      9.60 |                12.500 |      192.0 |
+| scale7_4ranks |     7 |     4 |      2 |            8 |     10 |             >80.25 |         - |             8.00 |     12.50 |                     - |          - |
+| scale8_8ranks |     8 |     8 |      8 |            1 |     30 |            1234.57 |   0.00081 |            41.15 |      3.46 |                     - |          - |
+
+> target_dice not reached: time and energy are the whole run's (a lower bound), and there is no FOM.
+)");
+}
+
+TEST(TableFormat, JsonIsAnArrayOfObjectsWithNullForMissingValues) {
+  expect_same_lines(format_table(sample_rows(), "json"), R"([
+  {
+    "run": "scale7_1rank",
+    "problem_scale": 7,
+    "ranks": 1,
+    "shards": 1,
+    "global_batch": 4,
+    "epochs": 12,
+    "reached_target": true,
+    "time_to_target_s": 250.0,
+    "fom_per_s": 0.004,
+    "median_epoch_s": 20.5,
+    "samples_per_s": 9.6,
+    "energy_to_target_wh": 12.5,
+    "samples_per_wh": 192.0
+  },
+  {
+    "run": "scale7_4ranks",
+    "problem_scale": 7,
+    "ranks": 4,
+    "shards": 2,
+    "global_batch": 8,
+    "epochs": 10,
+    "reached_target": false,
+    "time_to_target_s": 80.25,
+    "fom_per_s": null,
+    "median_epoch_s": 8.0,
+    "samples_per_s": 12.5,
+    "energy_to_target_wh": null,
+    "samples_per_wh": null
+  },
+  {
+    "run": "scale8_8ranks",
+    "problem_scale": 8,
+    "ranks": 8,
+    "shards": 8,
+    "global_batch": 1,
+    "epochs": 30,
+    "reached_target": true,
+    "time_to_target_s": 1234.5678,
+    "fom_per_s": 0.0008100000664200054,
+    "median_epoch_s": 41.15226,
+    "samples_per_s": 3.4567,
+    "energy_to_target_wh": null,
+    "samples_per_wh": null
+  }
+]
+)");
+}
+
+TEST(TableFormat, NoNoteWhenEveryRunReachedTheTarget) {
+  std::vector<RunSummary> rows = sample_rows();
+  rows.erase(rows.begin() + 1);
+  for (const char* format : {"pretty", "markdown"})
+    EXPECT_EQ(format_table(rows, format).find("not reached"), std::string::npos) << format;
+}
+
+TEST(TableFormat, NamesAreQuotedInCsvAndPipesEscapedInMarkdown) {
+  std::vector<RunSummary> rows = sample_rows();
+  rows.resize(1);
+  rows[0].run = R"(a,b "c"|d)";
+  const std::string csv = format_table(rows, "csv");
+  EXPECT_EQ(csv.substr(csv.find('\n') + 1, 13), R"("a,b ""c""|d")");
+  const std::string md = format_table(rows, "markdown");
+  EXPECT_NE(md.find(R"(| a,b "c"\|d |)"), std::string::npos) << md;
+  EXPECT_NE(format_table(rows, "json").find(R"("run": "a,b \"c\"|d")"), std::string::npos);
+}
+
+TEST(TableFormat, NoRowsGivesHeadersOnly) {
+  EXPECT_EQ(format_table({}, "csv"),
+            "run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,"
+            "fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh\n");
+  EXPECT_EQ(format_table({}, "json"), "[]\n");
+  const std::string pretty = format_table({}, "pretty");
+  EXPECT_EQ(std::count(pretty.begin(), pretty.end(), '\n'), 2) << pretty;
+}
+
+TEST(TableFormat, UnknownFormatListsTheWriters) {
+  EXPECT_EQ(table_format_names(), (std::vector<std::string>{"pretty", "csv", "markdown", "json"}));
+  try {
+    format_table(sample_rows(), "xml");
+    FAIL() << "no error";
+  } catch (const core::Error& e) {
+    EXPECT_STREQ(e.what(), "unknown table format 'xml'; available: pretty, csv, markdown, json");
+  }
+}
+
+// ---------------------------------------------------------------------------------- summary
+
+EpochRecord epoch(int64_t n, double val_dice, double duration_s, int64_t steps) {
+  EpochRecord r;
+  r.epoch = n;
+  r.val_dice = val_dice;
+  r.epoch_duration_s = duration_s;
+  r.optimizer_steps = steps;
+  r.total_optimizer_steps = n * steps;
+  return r;
+}
+
+EnergyWindowRecord window(const std::string& name, int64_t n, double wh) {
+  EnergyWindowRecord w;
+  w.window = name;
+  w.epoch = n;
+  w.energy_wh = wh;
+  w.energy_j = wh * 3600.0;
+  return w;
+}
+
+RunData sample_run() {
+  RunData run;
+  run.name = "r";
+  run.config.problem_scale = 6;
+  run.config.local_batch_size = 3;
+  run.config.dc_num_shards = {2, 1, 1};
+  run.config.target_dice = 0.9;
+  run.epochs = {epoch(1, 0.5, 4.0, 10), epoch(2, 0.8, 2.0, 10), epoch(3, 0.9, 3.0, 10)};
+  return run;
+}
+
+TEST(Summary, ReachedTargetGivesTimeFomMedianAndThroughput) {
+  RunData run = sample_run();
+  SystemInfo system;
+  system.world_size = 8;  // 2 spatial shards -> 4 replicas of local batch 3
+  run.system = system;
+  const RunSummary s = summarize_run(run);
+  EXPECT_EQ(s.run, "r");
+  EXPECT_EQ(s.problem_scale, 6);
+  EXPECT_EQ(s.ranks, 8);
+  EXPECT_EQ(s.shards, 2);  // from config.yaml: system.json names none
+  EXPECT_EQ(s.global_batch, 12);
+  EXPECT_EQ(s.epochs, 3);
+  EXPECT_TRUE(s.reached_target);  // val_dice == target_dice counts
+  EXPECT_DOUBLE_EQ(s.time_to_target_s, 9.0);
+  ASSERT_TRUE(s.fom_per_s);
+  EXPECT_DOUBLE_EQ(*s.fom_per_s, 1.0 / 9.0);
+  ASSERT_TRUE(s.median_epoch_s);
+  EXPECT_DOUBLE_EQ(*s.median_epoch_s, 3.0);
+  EXPECT_EQ(s.training_samples, 3 * 10 * 12);
+  ASSERT_TRUE(s.samples_per_s);
+  EXPECT_DOUBLE_EQ(*s.samples_per_s, 360.0 / 9.0);
+  EXPECT_FALSE(s.energy_to_target_wh);  // no energy_stats.csv
+  EXPECT_FALSE(s.samples_per_wh);
+}
+
+TEST(Summary, MissedTargetHasNoFomAndWithoutSystemJsonOneRank) {
+  RunData run = sample_run();
+  run.epochs.back().val_dice = 0.899;
+  run.epochs.push_back(epoch(4, 0.95, 5.0, 10));
+  run.epochs.push_back(epoch(5, 0.85, 1.0, 10));  // only the last row decides
+  const RunSummary s = summarize_run(run);
+  EXPECT_EQ(s.ranks, 1);
+  EXPECT_EQ(s.global_batch, 3);  // max(1, 1 / 2) replicas
+  EXPECT_FALSE(s.reached_target);
+  EXPECT_DOUBLE_EQ(s.time_to_target_s, 15.0);
+  EXPECT_FALSE(s.fom_per_s);
+  EXPECT_DOUBLE_EQ(*s.median_epoch_s, 3.0);
+  EXPECT_DOUBLE_EQ(*s.samples_per_s, 150.0 / 15.0);
+}
+
+TEST(Summary, MedianOfAnEvenCountIsTheMeanOfTheMiddleTwo) {
+  RunData run = sample_run();
+  run.epochs.push_back(epoch(4, 0.95, 10.0, 10));
+  EXPECT_DOUBLE_EQ(*summarize_run(run).median_epoch_s, 3.5);
+}
+
+TEST(Summary, EnergyIsTrainPlusValidationWithoutWarmup) {
+  RunData run = sample_run();
+  run.energy = std::vector<EnergyWindowRecord>{
+      window("warmup", 0, 100.0),  window("train", 1, 1.5),       window("validation", 1, 0.25),
+      window("train", 2, 1.5),     window("validation", 2, 0.25), window("train", 3, 1.0),
+      window("validation", 3, 0.5)};
+  SystemInfo system;
+  system.world_size = 4;
+  system.dc_num_shards = {1, 1, 1};  // the shards the run used win over config.yaml's
+  run.system = system;
+  const RunSummary s = summarize_run(run);
+  EXPECT_EQ(s.shards, 1);
+  EXPECT_EQ(s.global_batch, 12);
+  ASSERT_TRUE(s.energy_to_target_wh);
+  EXPECT_DOUBLE_EQ(*s.energy_to_target_wh, 5.0);
+  ASSERT_TRUE(s.samples_per_wh);
+  EXPECT_DOUBLE_EQ(*s.samples_per_wh, 360.0 / 5.0);
+}
+
+TEST(Summary, EnergyFileWithoutTrainingWindowsGivesNoEnergy) {
+  RunData run = sample_run();
+  run.energy = std::vector<EnergyWindowRecord>{window("warmup", 0, 1.0)};
+  EXPECT_FALSE(summarize_run(run).energy_to_target_wh);
+}
+
+TEST(Summary, NoEpochsYetIsAnEmptyRunNotAnError) {
+  RunData run = sample_run();
+  run.epochs.clear();
+  const RunSummary s = summarize_run(run);
+  EXPECT_EQ(s.epochs, 0);
+  EXPECT_FALSE(s.reached_target);
+  EXPECT_DOUBLE_EQ(s.time_to_target_s, 0.0);
+  EXPECT_FALSE(s.fom_per_s);
+  EXPECT_FALSE(s.median_epoch_s);
+  EXPECT_FALSE(s.samples_per_s);
+  EXPECT_NE(format_table({s}, "pretty").find(">0.00"), std::string::npos);
+}
+
+TEST(Summary, ScalingOrderIsScaleThenRanksThenName) {
+  std::vector<RunSummary> rows(4);
+  const std::vector<std::tuple<const char*, int, int>> given{
+      {"d", 8, 1}, {"c", 7, 16}, {"b", 7, 2}, {"a", 7, 16}};
+  for (std::size_t i = 0; i < given.size(); ++i)
+    std::tie(rows[i].run, rows[i].problem_scale, rows[i].ranks) = given[i];
+  sort_for_scaling(rows);
+  std::string order;
+  for (const RunSummary& r : rows) order += r.run;
+  EXPECT_EQ(order, "bacd");
+}
+
+// ---------------------------------------------------------------------------------- readers
+
+const char* kEnergyHeader =
+    "window,epoch,start_s,duration_s,energy_j,energy_wh,avg_power_w,peak_power_w,samples";
+
+TEST(EnergyStats, ReadsEveryColumn) {
+  EXPECT_EQ(energy_stats_header(), kEnergyHeader);
+  test::TempDir tmp;
+  const fs::path file = tmp.path() / "energy_stats.csv";
+  core::write_file_atomic(file, std::string(kEnergyHeader) +
+                                    "\nwarmup,0,0.5,2.0,360.0,0.1,180.0,210.5,20\n"
+                                    "train,1,2.6,3.0,720.0,0.2,240.0,260.0,30\n");
+  const auto w = read_energy_stats(file);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[1].window, "train");
+  EXPECT_EQ(w[1].epoch, 1);
+  EXPECT_DOUBLE_EQ(w[1].start_s, 2.6);
+  EXPECT_DOUBLE_EQ(w[1].duration_s, 3.0);
+  EXPECT_DOUBLE_EQ(w[1].energy_j, 720.0);
+  EXPECT_DOUBLE_EQ(w[1].energy_wh, 0.2);
+  EXPECT_DOUBLE_EQ(w[1].avg_power_w, 240.0);
+  EXPECT_DOUBLE_EQ(w[1].peak_power_w, 260.0);
+  EXPECT_EQ(w[1].samples, 30);
+}
+
+std::string energy_error(const std::string& text) {
+  test::TempDir tmp;
+  const fs::path file = tmp.path() / "energy_stats.csv";
+  core::write_file_atomic(file, text);
+  try {
+    read_energy_stats(file);
+  } catch (const core::FileError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(file.string() + ": line ", 0), 0u) << what;
+    return what.substr(file.string().size() + 2);
+  }
+  ADD_FAILURE() << "no error for " << text;
+  return "";
+}
+
+TEST(EnergyStats, BadHeaderRowOrWindowNamesFileAndLine) {
+  EXPECT_EQ(energy_error("window,epoch\n"),
+            std::string("line 1: header is 'window,epoch', expected '") + kEnergyHeader + "'");
+  EXPECT_EQ(energy_error(std::string(kEnergyHeader) + "\ntrain,1,0,1,2,3,4,5\n"),
+            "line 2: expected 9 fields, found 8");
+  EXPECT_EQ(energy_error(std::string(kEnergyHeader) + "\ntrain,1,0,1,2,x,4,5,6\n"),
+            "line 2: malformed row 'train,1,0,1,2,x,4,5,6'");
+  EXPECT_EQ(energy_error(std::string(kEnergyHeader) + "\neval,1,0,1,2,3,4,5,6\n"),
+            "line 2: window 'eval' is not warmup, train or validation");
+}
+
+const char* kTrainHeader =
+    "epoch,epoch_loss,overall_loss,val_loss_epoch,val_loss_avg,train_dice,val_dice,epoch_duration,"
+    "optimizer_steps,total_optimizer_steps\n";
+
+// A reader that records what it was given instead of parsing YAML.
+struct FakeConfigReader {
+  std::string* text;
+  std::string* source;
+  RunConfigFacts operator()(const std::string& t, const std::string& s) const {
+    *text = t;
+    *source = s;
+    RunConfigFacts facts;
+    facts.problem_scale = 9;
+    return facts;
+  }
+};
+
+TEST(RunFolder, ReadsConfigStatsEnergyAndSystem) {
+  test::TempDir tmp;
+  const fs::path run = tmp.path() / "benchmark_20250101-000000";
+  core::create_directories(run);
+  core::write_file_atomic(run / "config.yaml", "problem_scale: 9\n");
+  core::write_file_atomic(run / "train_stats.csv",
+                          std::string(kTrainHeader) + "1,1.0,0.5,1.0,0.5,0.3,0.4,2.5,4,4\n");
+  std::string text, source;
+  RunData data = read_run_folder(run, FakeConfigReader{&text, &source});
+  EXPECT_EQ(data.name, "benchmark_20250101-000000");
+  EXPECT_EQ(text, "problem_scale: 9\n");
+  EXPECT_EQ(source, (run / "config.yaml").string());
+  EXPECT_EQ(data.config.problem_scale, 9);
+  ASSERT_EQ(data.epochs.size(), 1u);
+  EXPECT_DOUBLE_EQ(data.epochs[0].epoch_duration_s, 2.5);
+  EXPECT_FALSE(data.energy);
+  EXPECT_FALSE(data.system);
+
+  core::write_file_atomic(run / "energy_stats.csv", std::string(kEnergyHeader) + "\n");
+  SystemInfo info;
+  info.world_size = 4;
+  write_system_json(run, info);
+  data = read_run_folder(run.string() + "/", FakeConfigReader{&text, &source});
+  EXPECT_EQ(data.name, "benchmark_20250101-000000");  // a trailing slash changes nothing
+  ASSERT_TRUE(data.energy);
+  EXPECT_TRUE(data.energy->empty());
+  ASSERT_TRUE(data.system);
+  EXPECT_EQ(data.system->world_size, 4);
+}
+
+std::string folder_error(const fs::path& dir) {
+  std::string text, source;
+  try {
+    read_run_folder(dir, FakeConfigReader{&text, &source});
+  } catch (const core::FileError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error for " << dir;
+  return "";
+}
+
+TEST(RunFolder, NotARunFolderIsAnErrorNamingIt) {
+  test::TempDir tmp;
+  const fs::path run = tmp.path() / "empty";
+  EXPECT_EQ(folder_error(run), run.string() + ": no such folder");
+  core::create_directories(run);
+  EXPECT_EQ(folder_error(run), run.string() +
+                                   ": not a run folder: it has no config.yaml (run folders are "
+                                   "written by `scaffold benchmark`)");
+  core::write_file_atomic(run / "config.yaml", "seed: 1\n");
+  EXPECT_EQ(folder_error(run), run.string() +
+                                   ": not a run folder: it has no train_stats.csv (run folders "
+                                   "are written by `scaffold benchmark`)");
+  EXPECT_EQ(folder_error(run / "config.yaml"), (run / "config.yaml").string() + ": not a folder");
+}
+
+// ------------------------------------------------------------------------------ system.json
+
+TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
+  SystemInfo info;
+  info.host = "node001";
+  info.cpu_model = "AMD EPYC 7763 64-Core Processor";
+  info.gpu_model = "NVIDIA H100 80GB HBM3";
+  info.torch_version = "2.3.1";
+  info.mpi_version = "Open MPI v4.1.4";
+  info.compiler = "GCC 12.2.0";
+  info.allocator = "tcmalloc";
+  info.git_commit = "0123456789ab-dirty";
+  info.scaffold_version = "0.1.0";
+  info.device = "cuda:0";
+  info.world_size = 16;
+  info.nodes = 4;
+  info.threads = 8;
+  info.dc_num_shards = {2, 2, 1};
+  info.created_at = "2025-03-12T10:15:00Z";
+  test::TempDir tmp;
+  write_system_json(tmp.path(), info);
+  EXPECT_EQ(core::read_file(tmp.path() / "system.json"), R"({
+  "host": "node001",
+  "cpu_model": "AMD EPYC 7763 64-Core Processor",
+  "gpu_model": "NVIDIA H100 80GB HBM3",
+  "torch_version": "2.3.1",
+  "mpi_version": "Open MPI v4.1.4",
+  "compiler": "GCC 12.2.0",
+  "allocator": "tcmalloc",
+  "git_commit": "0123456789ab-dirty",
+  "scaffold_version": "0.1.0",
+  "device": "cuda:0",
+  "world_size": 16,
+  "nodes": 4,
+  "threads": 8,
+  "dc_num_shards": [
+    2,
+    2,
+    1
+  ],
+  "created_at": "2025-03-12T10:15:00Z"
+}
+)");
+  const SystemInfo back = read_system_json(tmp.path() / "system.json");
+  EXPECT_EQ(system_info_json(back), system_info_json(info));
+}
+
+TEST(SystemJson, MissingKeysKeepDefaultsAndBadValuesNameTheKey) {
+  test::TempDir tmp;
+  const fs::path file = tmp.path() / "system.json";
+  core::write_file_atomic(file, R"({"host": "h", "world_size": 2, "extra": true})");
+  const SystemInfo info = read_system_json(file);
+  EXPECT_EQ(info.host, "h");
+  EXPECT_EQ(info.world_size, 2);
+  EXPECT_EQ(info.nodes, 1);
+  EXPECT_TRUE(info.dc_num_shards.empty());
+
+  const auto error = [&file](const std::string& text) -> std::string {
+    core::write_file_atomic(file, text);
+    try {
+      read_system_json(file);
+    } catch (const core::FileError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error(R"({"world_size": "4"})"),
+            file.string() + ": key \"world_size\" is \"4\", expected an integer");
+  EXPECT_EQ(error(R"({"world_size": 4.5})"),
+            file.string() + ": key \"world_size\" is 4.5, expected an integer");
+  EXPECT_EQ(error(R"({"dc_num_shards": [1, "2"]})"),
+            file.string() + ": key \"dc_num_shards\" is [1,\"2\"], expected a list of integers");
+  EXPECT_EQ(error("[1, 2]"), file.string() + ": expected a JSON object");
+  EXPECT_EQ(error("{").rfind(file.string() + ": not valid JSON: ", 0), 0u);
+}
+
+TEST(SystemJson, HostInfoFillsWhatTheReportModuleCanLearn) {
+  const SystemInfo info = collect_host_info();
+  EXPECT_FALSE(info.host.empty());
+  EXPECT_FALSE(info.cpu_model.empty());
+  EXPECT_FALSE(info.compiler.empty());
+  EXPECT_TRUE(info.allocator == "tcmalloc" || info.allocator == "glibc") << info.allocator;
+  EXPECT_FALSE(info.git_commit.empty());
+  EXPECT_FALSE(info.scaffold_version.empty());
+  EXPECT_TRUE(std::regex_match(info.created_at, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")))
+      << info.created_at;
+  // Left to the caller: it knows the process grid, the device and the MPI library.
+  EXPECT_EQ(info.world_size, 1);
+  EXPECT_EQ(info.gpu_model, "");
+  EXPECT_EQ(info.mpi_version, "");
+  EXPECT_EQ(info.device, "");
+}
+
+}  // namespace
+}  // namespace scaffold::report
