@@ -120,6 +120,57 @@ TEST(Benchmark, RestartFromACheckpointContinuesTheSameRun) {
     }
 }
 
+TEST(Benchmark, EnergyOverTheTimedWindowsAndAProfileTrace) {
+  TempDir dir;
+  const fs::path cfg = write_config(dir.path(), "epochs: 2\n");
+  // The GH200 fixture: two modules at 412.5 + 398.0 W, constant, so energy = 810.5 W x duration.
+  const std::string fixture = std::string(SCAFFOLD_SOURCE_DIR) + "/tests/fixtures/energy/gh200/hwmon";
+  const auto r = run_command("SCAFFOLD_HWMON_ROOT=" + fixture +
+                             " SCAFFOLD_POWERCAP_ROOT=/nonexistent PROFILE_TORCH=on " + kBinary +
+                             " benchmark --threads 1 -c " + cfg.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("energy of the epochs:"), std::string::npos) << r.output;
+  const fs::path run = only_run_dir(dir.path());
+  const auto rows = csv_rows(run / "energy_stats.csv");
+  ASSERT_EQ(rows.size(), 1u + 1u + 2u * 2u) << "header, warm-up, train + validation per epoch";
+  EXPECT_EQ(rows[1][0], "warmup");
+  EXPECT_EQ(rows[2][0], "train");
+  EXPECT_EQ(rows[3][0], "validation");
+  EXPECT_EQ(rows[5][1], "2");
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const double duration = std::stod(rows[i][3]), energy = std::stod(rows[i][4]);
+    EXPECT_NEAR(energy, 810.5 * duration, 1e-6 * energy + 1e-9) << "row " << i;
+    EXPECT_NEAR(std::stod(rows[i][6]), 810.5, 1e-6) << "average power, row " << i;
+  }
+  // The train windows' durations add up with the validation ones to the epoch durations.
+  const auto stats = csv_rows(run / "train_stats.csv");
+  for (int e = 1; e <= 2; ++e)
+    EXPECT_NEAR(std::stod(rows[2 * e][3]) + std::stod(rows[2 * e + 1][3]), std::stod(stats[e][7]), 0.05)
+        << "epoch " << e;
+  // PROFILE_TORCH=on: a Chrome trace with the named regions.
+  std::vector<fs::path> traces;
+  for (const auto& e : fs::directory_iterator(run))
+    if (e.path().filename().string().rfind("torch-", 0) == 0) traces.push_back(e.path());
+  ASSERT_EQ(traces.size(), 1u);
+  const std::string trace = core::read_file(traces.front());
+  for (const char* region : {"\"traceEvents\"", "\"run_training_batch\"", "\"predict\"", "\"backward\"",
+                             "\"step_and_update\"", "\"init_model\"", "\"warmup\""})
+    EXPECT_NE(trace.find(region), std::string::npos) << region;
+  EXPECT_TRUE(fs::is_regular_file(run / "system.json"));
+
+  // Without a power source and with PROFILE_TORCH=off: no energy file, no trace, one message.
+  TempDir plain;
+  const auto q = run_command("SCAFFOLD_HWMON_ROOT=/nonexistent SCAFFOLD_POWERCAP_ROOT=/nonexistent "
+                             "PROFILE_TORCH=off " + kBinary + " benchmark --threads 1 -c " +
+                             write_config(plain.path(), "epochs: 1\n").string());
+  ASSERT_EQ(q.exit_code, 0) << q.output;
+  EXPECT_NE(q.output.find("no power source found"), std::string::npos) << q.output;
+  const fs::path plain_run = only_run_dir(plain.path());
+  EXPECT_FALSE(fs::exists(plain_run / "energy_stats.csv"));
+  for (const auto& e : fs::directory_iterator(plain_run))
+    EXPECT_NE(e.path().filename().string().rfind("torch-", 0), 0u) << e.path();
+}
+
 TEST(Benchmark, UsageAndRestartErrors) {
   TempDir dir;
   const fs::path cfg = write_config(dir.path());
