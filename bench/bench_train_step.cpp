@@ -1,18 +1,18 @@
 // One U-Net training step (forward, loss, backward, clip, Adam) timed in isolation, exactly as
-// train::Trainer::train_step runs it, on random input and labels; plus a large fp32 GEMM measured in
-// the same process, so the step's model FLOP/s has a ceiling to be compared with. One scale per
+// train::Trainer::train_step runs it, on random input and labels; plus a large fp32 GEMM measured
+// in the same process, so the step's model FLOP/s has a ceiling to be compared with. One scale per
 // process, so VmHWM is that scale's peak. bench/train_step.py is the PyTorch twin; the driver
 // bench/bench_train_step.sh alternates the two. No data loading, no validation, no MPI.
 // Legend: N batch, C channels, D/H/W spatial sizes.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <torch/nn/module.h>  // before clip_grad.h, which uses torch::Tensor undeclared (1.13)
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
 #include <torch/utils.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
 #include <exception>
@@ -32,16 +32,16 @@ using namespace scaffold;
 namespace {
 
 struct BenchOptions {
-  int scale = 5;             // volume side 2^scale
-  int bottleneck_dim = 3;    // U-Net layers = scale - bottleneck_dim (ScaFFold's unet_bottleneck_dim)
+  int scale = 5;           // volume side 2^scale
+  int bottleneck_dim = 3;  // U-Net layers = scale - bottleneck_dim (ScaFFold's unet_bottleneck_dim)
   int base_channels = 16;
-  int batch = 2;             // batch 1 takes LibTorch 1.13's slow conv path (cpu-stack.md §2)
+  int batch = 2;  // batch 1 takes LibTorch 1.13's slow conv path (cpu-stack.md §2)
   int warmup_steps = 2;
   int timed_steps = 5;
-  int threads = 0;           // 0: core::default_thread_count()
-  bool bf16 = false;         // bf16 autocast in the forward pass
+  int threads = 0;             // 0: core::default_thread_count()
+  bool bf16 = false;           // bf16 autocast in the forward pass
   bool channels_last = false;  // 5-D parameters and the input in ChannelsLast3d
-  int gemm_n = 4096;         // square fp32 GEMM side (even); 0 skips it
+  int gemm_n = 4096;           // square fp32 GEMM side (even); 0 skips it
   int gemm_reps = 3;
   uint64_t seed = 0;
 };
@@ -96,7 +96,8 @@ double gemm_rate_gflop_per_s(int64_t n, int reps, Call&& call) {
 
 // An n x n x n fp32 GEMM two ways. at::mm goes to the BLAS behind libblas.so.3 (OpenBLAS here);
 // a 1^3 Conv3d of batch 2 is the same GEMM run by oneDNN, the library the U-Net's convolutions
-// use (1.13 picks oneDNN for any f32 conv with N > 1). Both are reported; the faster is the ceiling.
+// use (1.13 picks oneDNN for any f32 conv with N > 1). Both are reported; the faster is the
+// ceiling.
 struct GemmRates {
   double blas_gflop_per_s = 0;
   double onednn_gflop_per_s = 0;
@@ -135,14 +136,16 @@ int run(const BenchOptions& o) {
   model::UNet3d net(mo);
   net->train();
   at::Tensor image = at::randn({o.batch, mo.in_channels, side, side, side});  // (N, 3, D, H, W)
-  const at::Tensor labels = at::randint(0, mo.n_classes, {o.batch, side, side, side});  // (N, D, H, W)
+  const at::Tensor labels =
+      at::randint(0, mo.n_classes, {o.batch, side, side, side});  // (N, D, H, W)
   if (o.channels_last) {
     torch::NoGradGuard no_grad;
     for (at::Tensor& p : net->parameters())
       if (p.dim() == 5) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
     image = image.contiguous(at::MemoryFormat::ChannelsLast3d);
   }
-  const at::Tensor class_weights = train::ce_class_weights(train::class_counts(labels, mo.n_classes));
+  const at::Tensor class_weights =
+      train::ce_class_weights(train::class_counts(labels, mo.n_classes));
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(1e-3));
   const model::AutocastState amp_state = forward_autocast(o.bf16);
   const int64_t params = model::count_parameters(*net);
@@ -150,6 +153,7 @@ int run(const BenchOptions& o) {
   // train::Trainer::train_step, step for step; loss.item() ends the step as the trainer's
   // host-side epoch sums eventually do. CPU ops are synchronous, so the phase clocks are exact.
   std::vector<StepPhases> phases;
+  double loss0 = 0.0;  // loss of the first step, before any update
   auto step = [&]() {
     StepPhases ph;
     core::Stopwatch clock;
@@ -169,16 +173,12 @@ int run(const BenchOptions& o) {
     at::autocast::clear_cache();
     const double loss = terms.loss.item<double>();
     ph.optimizer_s = clock.elapsed_s() - ph.forward_s - ph.loss_s - ph.backward_s;
+    if (phases.empty()) loss0 = loss;
     phases.push_back(ph);
-    return loss;
   };
 
   const int64_t rss_before_bytes = proc_status_bytes("VmRSS");
-  double loss0 = 0.0;
-  for (int i = 0; i < o.warmup_steps; ++i) {
-    const double loss = step();
-    if (i == 0) loss0 = loss;
-  }
+  for (int i = 0; i < o.warmup_steps; ++i) step();
   std::vector<double> step_s;
   for (int i = 0; i < o.timed_steps; ++i) {
     core::Stopwatch clock;
@@ -189,6 +189,7 @@ int run(const BenchOptions& o) {
   phases.erase(phases.begin(), phases.begin() + o.warmup_steps);
   auto phase_ms = [&](double StepPhases::*field) {
     std::vector<double> v;
+    v.reserve(phases.size());
     for (const StepPhases& ph : phases) v.push_back(ph.*field * 1e3);
     return median(v);
   };
@@ -202,49 +203,55 @@ int run(const BenchOptions& o) {
   const double step_ms = median(step_s) * 1e3;
   const double flop_step = 3.0 * model::unet_forward_flops(mo, side) * o.batch;  // fwd + 2x bwd
   const double model_rate = flop_step / (step_ms * 1e-3) / 1e9;
-  fmt::print("bench_train_step (C++ LibTorch {}, scaffold {} {}): scale {} ({}^3), {} layers, base {}, "
-             "batch {}, {}, {}, {} threads, {} parameters\n",
-             core::torch_version_built_with(), core::version(), core::git_commit(), o.scale, side,
-             mo.layers, o.base_channels, o.batch, o.bf16 ? "bf16 autocast" : "fp32",
-             o.channels_last ? "ChannelsLast3d" : "NCDHW", threads, params);
-  fmt::print("  step: median {:.1f} ms (min {:.1f}, max {:.1f}) of {} after {} warm-up; {:.2f} GFLOP "
-             "-> {:.1f} GFLOP/s\n",
-             step_ms, *std::min_element(step_s.begin(), step_s.end()) * 1e3,
-             *std::max_element(step_s.begin(), step_s.end()) * 1e3, o.timed_steps, o.warmup_steps,
-             flop_step / 1e9, model_rate);
+  fmt::print(
+      "bench_train_step (C++ LibTorch {}, scaffold {} {}): scale {} ({}^3), {} layers, base {}, "
+      "batch {}, {}, {}, {} threads, {} parameters\n",
+      core::torch_version_built_with(), core::version(), core::git_commit(), o.scale, side,
+      mo.layers, o.base_channels, o.batch, o.bf16 ? "bf16 autocast" : "fp32",
+      o.channels_last ? "ChannelsLast3d" : "NCDHW", threads, params);
+  fmt::print(
+      "  step: median {:.1f} ms (min {:.1f}, max {:.1f}) of {} after {} warm-up; {:.2f} GFLOP "
+      "-> {:.1f} GFLOP/s\n",
+      step_ms, *std::min_element(step_s.begin(), step_s.end()) * 1e3,
+      *std::max_element(step_s.begin(), step_s.end()) * 1e3, o.timed_steps, o.warmup_steps,
+      flop_step / 1e9, model_rate);
   if (o.gemm_n > 0) {
-    fmt::print("  GEMM {}^3 fp32: at::mm (BLAS) {:.1f} GFLOP/s, oneDNN (1^3 conv) {:.1f} GFLOP/s; the step "
-               "reaches {:.2f} of the faster\n",
-               o.gemm_n, gemm.blas_gflop_per_s, gemm.onednn_gflop_per_s, model_rate / gemm_best);
+    fmt::print(
+        "  GEMM {}^3 fp32: at::mm (BLAS) {:.1f} GFLOP/s, oneDNN (1^3 conv) {:.1f} GFLOP/s; the "
+        "step "
+        "reaches {:.2f} of the faster\n",
+        o.gemm_n, gemm.blas_gflop_per_s, gemm.onednn_gflop_per_s, model_rate / gemm_best);
   }
-  fmt::print("  phases (medians): forward {:.1f} ms, loss {:.1f} ms, zero_grad + backward {:.1f} ms, "
-             "clip + Adam {:.1f} ms\n",
-             forward_ms, loss_ms, backward_ms, optimizer_ms);
-  fmt::print("  memory: VmRSS before the first step {:.0f} MiB, VmHWM after the steps {:.0f} MiB "
-             "(+{:.0f} MiB); first-step loss {:.6f}\n",
-             rss_before_bytes / kMiB, hwm_bytes / kMiB, (hwm_bytes - rss_before_bytes) / kMiB, loss0);
+  fmt::print(
+      "  phases (medians): forward {:.1f} ms, loss {:.1f} ms, zero_grad + backward {:.1f} ms, "
+      "clip + Adam {:.1f} ms\n",
+      forward_ms, loss_ms, backward_ms, optimizer_ms);
+  fmt::print(
+      "  memory: VmRSS before the first step {:.0f} MiB, VmHWM after the steps {:.0f} MiB "
+      "(+{:.0f} MiB); first-step loss {:.6f}\n",
+      rss_before_bytes / kMiB, hwm_bytes / kMiB, (hwm_bytes - rss_before_bytes) / kMiB, loss0);
   // One machine-readable line; train_step.py prints the same keys (gemm_* excepted).
-  fmt::print("result impl=cpp scale={} base={} layers={} batch={} dtype={} layout={} threads={} "
-             "params={} step_ms={:.2f} step_ms_min={:.2f} step_ms_max={:.2f} step_gflop={:.3f} "
-             "model_gflop_per_s={:.2f} gemm_n={} gemm_blas_gflop_per_s={:.2f} "
-             "gemm_onednn_gflop_per_s={:.2f} rss_before_mib={:.1f} "
-             "peak_rss_mib={:.1f} peak_rss_delta_mib={:.1f} loss0={:.6f} forward_ms={:.2f} loss_ms={:.2f} "
-             "backward_ms={:.2f} optimizer_ms={:.2f}\n",
-             o.scale, o.base_channels, mo.layers, o.batch, o.bf16 ? "bf16" : "fp32",
-             o.channels_last ? "cl3d" : "ncdhw", threads, params, step_ms,
-             *std::min_element(step_s.begin(), step_s.end()) * 1e3,
-             *std::max_element(step_s.begin(), step_s.end()) * 1e3, flop_step / 1e9, model_rate,
-             o.gemm_n, gemm.blas_gflop_per_s, gemm.onednn_gflop_per_s, rss_before_bytes / kMiB, hwm_bytes / kMiB,
-             (hwm_bytes - rss_before_bytes) / kMiB, loss0, forward_ms, loss_ms, backward_ms,
-             optimizer_ms);
+  fmt::print(
+      "result impl=cpp scale={} base={} layers={} batch={} dtype={} layout={} threads={} "
+      "params={} step_ms={:.2f} step_ms_min={:.2f} step_ms_max={:.2f} step_gflop={:.3f} "
+      "model_gflop_per_s={:.2f} gemm_n={} gemm_blas_gflop_per_s={:.2f} "
+      "gemm_onednn_gflop_per_s={:.2f} rss_before_mib={:.1f} "
+      "peak_rss_mib={:.1f} peak_rss_delta_mib={:.1f} loss0={:.6f} forward_ms={:.2f} loss_ms={:.2f} "
+      "backward_ms={:.2f} optimizer_ms={:.2f}\n",
+      o.scale, o.base_channels, mo.layers, o.batch, o.bf16 ? "bf16" : "fp32",
+      o.channels_last ? "cl3d" : "ncdhw", threads, params, step_ms,
+      *std::min_element(step_s.begin(), step_s.end()) * 1e3,
+      *std::max_element(step_s.begin(), step_s.end()) * 1e3, flop_step / 1e9, model_rate, o.gemm_n,
+      gemm.blas_gflop_per_s, gemm.onednn_gflop_per_s, rss_before_bytes / kMiB, hwm_bytes / kMiB,
+      (hwm_bytes - rss_before_bytes) / kMiB, loss0, forward_ms, loss_ms, backward_ms, optimizer_ms);
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Parses and checks the flags, then runs. Usage errors exit 2 (CLI11's own codes for its checks).
+int parse_and_run(int argc, char** argv) {
   BenchOptions o;
-  CLI::App app{"Time one U-Net training step (forward, loss, backward, clip, Adam) and a fp32 GEMM"};
+  CLI::App app{
+      "Time one U-Net training step (forward, loss, backward, clip, Adam) and a fp32 GEMM"};
   app.add_option("--scale", o.scale, "volume side 2^scale")->check(CLI::Range(4, 10));
   app.add_option("--bottleneck-dim", o.bottleneck_dim, "U-Net layers = scale - this")
       ->check(CLI::Range(0, 9));
@@ -258,22 +265,32 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--bf16", o.bf16, "bf16 autocast in the forward pass");
   app.add_flag("--channels-last", o.channels_last, "parameters and input in ChannelsLast3d");
-  app.add_option("--gemm-n", o.gemm_n, "side of the fp32 GEMM (0: skip)")->check(CLI::NonNegativeNumber);
+  app.add_option("--gemm-n", o.gemm_n, "side of the fp32 GEMM (0: skip)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--gemm-reps", o.gemm_reps, "timed GEMMs (median)")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "seed of the weights, input and labels");
   CLI11_PARSE(app, argc, argv);
   if (o.gemm_n % 2 != 0) {
-    fmt::print(stderr, "error: --gemm-n must be even (the oneDNN GEMM splits n over a batch of 2), got {}\n",
-               o.gemm_n);
+    fmt::print(
+        stderr,
+        "error: --gemm-n must be even (the oneDNN GEMM splits n over a batch of 2), got {}\n",
+        o.gemm_n);
     return 2;
   }
   if (o.scale - o.bottleneck_dim < 1) {
-    fmt::print(stderr, "error: --scale {} - --bottleneck-dim {} leaves no U-Net layer (need >= 1)\n",
+    fmt::print(stderr,
+               "error: --scale {} - --bottleneck-dim {} leaves no U-Net layer (need >= 1)\n",
                o.scale, o.bottleneck_dim);
     return 2;
   }
+  return run(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    return run(o);
+    return parse_and_run(argc, argv);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -8,6 +8,8 @@
 # Env: CONFIGS="5:16 6:16 5:64" (scale:base), ROUNDS=3, STEPS=5, WARMUP=2, BATCH=2,
 #      THREADS=<all CPUs>, GEMM_N=4096, CHANNELS_LAST=1 (0: skip the C++ ChannelsLast3d runs),
 #      EXTRA_ARGS="" (passed to both, e.g. --bf16), LOG=<file keeping every run's output>.
+# The environment reaches both sides unchanged: OPENBLAS_CORETYPE, when set, fixes the kernels of
+# at::mm (the BLAS GEMM) and so one of the two ceilings; the header line names it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${1:-$ROOT/build}/bench/bench_train_step"
@@ -53,7 +55,8 @@ results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 echo "bench_train_step: configs '$CONFIGS', $ROUNDS rounds, $STEPS timed steps after $WARMUP," \
   "batch $BATCH, $THREADS threads ${EXTRA_ARGS:+($EXTRA_ARGS) }; full output in $LOG"
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg);" \
+  "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset: OpenBLAS detects the CPU)} (at::mm's kernels)"
 for cfg in $CONFIGS; do
   scale=${cfg%%:*}
   base=${cfg##*:}
@@ -66,7 +69,8 @@ for cfg in $CONFIGS; do
   done
 done
 
-# One row per scale:base; medians over rounds of each run's median step. Fails if the two sides
+# One row per scale:base; medians over rounds of each run's median step, and the median over rounds
+# of C++/Python from each round's pair of runs. Fails if the two sides
 # disagree on the parameter count or on the first step's loss (same seed: same weights and data).
 awk '
 function med(list,   a, n, i, j, t) {
@@ -86,6 +90,9 @@ function max_of(list,   a, n, i, m) {
   if (!(key in seen)) { seen[key] = 1; order[++nkeys] = key; batch[key] = f["batch"]; gflop[key] = f["step_gflop"] }
   side = f["impl"] (f["layout"] == "cl3d" ? "_cl" : "")
   ms[key, side] = ms[key, side] " " f["step_ms"]
+  # Each Python run is paired with the C++ run just before it (alternation cancels slow drift).
+  if (side == "cpp") last_cpp[key] = f["step_ms"]
+  if (side == "py" && (key in last_cpp)) paired[key] = paired[key] " " last_cpp[key] / f["step_ms"]
   rss[key, side] = rss[key, side] " " f["peak_rss_delta_mib"]
   if (!((key, side) in best) || f["step_ms_min"] + 0 < best[key, side] + 0) best[key, side] = f["step_ms_min"]
   if (f["impl"] == "cpp" && f["gemm_n"] > 0) {
@@ -97,7 +104,7 @@ function max_of(list,   a, n, i, m) {
   loss[key, side] = f["loss0"]
 }
 END {
-  printf "\n| scale | base | batch | C++ ms/step | Python ms/step | C++/Python | C++ GFLOP/s | GEMM GFLOP/s at::mm / oneDNN | C++/GEMM | C++ CL3d ms/step | peak RSS of a step C++ / Python MiB |\n"
+  printf "\n| scale | base | batch | C++ ms/step | Python ms/step | C++/Python (paired) | C++ GFLOP/s | GEMM GFLOP/s at::mm / oneDNN | C++/GEMM | C++ CL3d ms/step | peak RSS of a step C++ / Python MiB |\n"
   printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
   for (k = 1; k <= nkeys; ++k) {
     key = order[k]; split(key, sb, ":")
@@ -105,8 +112,10 @@ END {
     c = med(ms[key, "cpp"]); p = med(ms[key, "py"])
     rate = gflop[key] / (c / 1e3)
     cl = ms[key, "cpp_cl"] == "" ? "-" : sprintf("%.1f", med(ms[key, "cpp_cl"]))
-    printf "| %d (%d^3) | %d | %d | %.1f | %.1f | %.3f | %.1f | %.0f / %.0f | %.3f | %s | %.0f / %.0f |\n", \
-      sb[1], 2 ^ sb[1], sb[2], batch[key], c, p, c / p, rate, gb, gd, (g > 0 ? rate / g : 0), cl, \
+    gemm_cell = g > 0 ? sprintf("%.0f / %.0f", gb, gd) : "-"
+    ratio_cell = g > 0 ? sprintf("%.3f", rate / g) : "-"
+    printf "| %d (%d^3) | %d | %d | %.1f | %.1f | %.3f | %.1f | %s | %s | %s | %.0f / %.0f |\n", \
+      sb[1], 2 ^ sb[1], sb[2], batch[key], c, p, med(paired[key]), rate, gemm_cell, ratio_cell, cl, \
       max_of(rss[key, "cpp"]), max_of(rss[key, "py"])
     if (params[key, "cpp"] != params[key, "py"])
       bad = bad "\n  " key ": parameter counts differ, C++ " params[key, "cpp"] ", Python " params[key, "py"]
@@ -121,7 +130,8 @@ END {
   printf "| scale | base | C++ ms | Python ms | C++/Python | C++ GFLOP/s | C++/GEMM |\n| --- | --- | --- | --- | --- | --- | --- |\n"
   for (k = 1; k <= nkeys; ++k) {
     key = order[k]; split(key, sb, ":"); g = gmax[key]; c = best[key, "cpp"]; rate = gflop[key] / (c / 1e3)
-    printf "| %d | %d | %.1f | %.1f | %.3f | %.1f | %.3f |\n", sb[1], sb[2], c, best[key, "py"], c / best[key, "py"], rate, (g > 0 ? rate / g : 0)
+    printf "| %d | %d | %.1f | %.1f | %.3f | %.1f | %s |\n", sb[1], sb[2], c, best[key, "py"], c / best[key, "py"], rate, \
+      (g > 0 ? sprintf("%.3f", rate / g) : "-")
   }
   printf "\nC++/GEMM is against the faster of the two GEMMs. Targets: C++/Python <= 1.0; C++/GEMM >= 0.5.\nIdentical models (same seed):%s\n", same
   if (bad != "") { printf "error: the C++ and Python models are not identical:%s\n", bad > "/dev/stderr"; exit 1 }

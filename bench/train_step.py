@@ -191,19 +191,17 @@ def main():
         optimizer.step()
         value = loss.item()
         phases.append((t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3))
-        return value
+        return value  # the first step's is loss0, before any update
 
     rss_before = proc_status_bytes("VmRSS")
-    loss0 = 0.0
-    for i in range(a.warmup):
-        loss = step()
-        if i == 0:
-            loss0 = loss
-    step_s = []
+    losses, step_s = [], []
+    for _ in range(a.warmup):
+        losses.append(step())
     for _ in range(a.steps):
         t0 = time.perf_counter()
-        step()
+        losses.append(step())
         step_s.append(time.perf_counter() - t0)
+    loss0 = losses[0]
     hwm = proc_status_bytes("VmHWM")
     fwd_ms, loss_ms, bwd_ms, opt_ms = (
         statistics.median(p[i] for p in phases[a.warmup:]) * 1e3 for i in range(4))
