@@ -1,10 +1,7 @@
 #include "report/figures.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +19,6 @@
 #include "core/log.hpp"
 #include "report/gnuplot.hpp"
 
-extern char** environ;
 
 namespace scaffold::report {
 namespace fs = std::filesystem;

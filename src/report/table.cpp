@@ -4,10 +4,7 @@
 // number at full precision; pretty and markdown round them and mark lower bounds with '>'.
 #include "report/table.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,7 +26,6 @@
 #include "report/gnuplot.hpp"
 #include "core/pyfloat.hpp"
 
-extern char** environ;
 
 namespace scaffold::report {
 namespace fs = std::filesystem;

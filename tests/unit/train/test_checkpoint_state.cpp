@@ -19,6 +19,7 @@
 #include "core/fs.hpp"
 #include "model/unet.hpp"
 #include "test_util.hpp"
+#include "unit/train/tensor_identical.hpp"
 #include "train/checkpoint.hpp"
 
 namespace scaffold::train {
@@ -26,7 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr double kTol = 0.0;  // a round trip is exact
 
 model::UNet3d small_model(uint64_t seed, int layers = 1) {
   torch::manual_seed(seed);
@@ -63,23 +63,7 @@ TrainCounters sample_counters() {
   return c;
 }
 
-::testing::AssertionResult identical(const at::Tensor& actual, const at::Tensor& expected,
-                                     const std::string& what) {
-  if (!actual.defined() || !expected.defined())
-    return ::testing::AssertionFailure()
-           << what << ": defined " << actual.defined() << " vs expected " << expected.defined();
-  if (actual.sizes() != expected.sizes() || actual.scalar_type() != expected.scalar_type())
-    return ::testing::AssertionFailure()
-           << what << ": " << actual.sizes() << " vs expected " << expected.sizes();
-  if (at::equal(actual, expected)) return ::testing::AssertionSuccess();
-  const at::Tensor a = actual.detach().to(at::kDouble).flatten();
-  const at::Tensor e = expected.detach().to(at::kDouble).flatten();
-  const int64_t i = a.ne(e).nonzero()[0][0].item<int64_t>();
-  return ::testing::AssertionFailure()
-         << what << ": max-abs error " << (a - e).abs().max().item<double>() << " > tolerance "
-         << kTol << "; first [" << i << "] = " << a[i].item<double>() << ", expected "
-         << e[i].item<double>();
-}
+using test::identical;
 
 const torch::optim::AdamParamState& adam_state(const torch::optim::Optimizer& opt,
                                                const at::Tensor& p) {

@@ -30,6 +30,7 @@
 #include "dist/process_grid.hpp"
 #include "model/unet.hpp"
 #include "test_util.hpp"
+#include "unit/train/tensor_identical.hpp"
 #include "train/checkpoint.hpp"
 #include "train/loss.hpp"
 #include "train/trainer.hpp"
@@ -48,7 +49,6 @@ constexpr int kValVolumes = 2;
 constexpr int kClasses = 3;
 constexpr uint64_t kModelSeed = 7;
 // Every comparison in this file is exact: same thread count, same data order, no autocast.
-constexpr double kTol = 0.0;
 
 // MPI singleton (no mpirun) for the whole binary, one intra-op thread for bit-reproducibility.
 class TrainerEnvironment : public ::testing::Environment {
@@ -76,26 +76,7 @@ const dist::ProcessGrid& single_grid() {
 
 // ---- comparisons (STYLE.md rule 12: tolerance 0 here, max-abs error and first offender) ------
 
-::testing::AssertionResult identical(const at::Tensor& actual, const at::Tensor& expected,
-                                     const std::string& what) {
-  if (!actual.defined() || !expected.defined())
-    return ::testing::AssertionFailure()
-           << what << ": defined " << actual.defined() << " vs expected " << expected.defined();
-  if (actual.sizes() != expected.sizes() || actual.scalar_type() != expected.scalar_type())
-    return ::testing::AssertionFailure()
-           << what << ": " << actual.sizes() << " " << actual.scalar_type() << " vs expected "
-           << expected.sizes() << " " << expected.scalar_type();
-  if (at::equal(actual, expected)) return ::testing::AssertionSuccess();
-  const at::Tensor a = actual.detach().to(at::kDouble).flatten();
-  const at::Tensor e = expected.detach().to(at::kDouble).flatten();
-  const at::Tensor diff = (a - e).abs();
-  const int64_t differing = a.ne(e).sum().item<int64_t>();
-  const int64_t i = a.ne(e).nonzero()[0][0].item<int64_t>();
-  return ::testing::AssertionFailure()
-         << what << ": max-abs error " << diff.max().item<double>() << " > tolerance " << kTol
-         << " (" << differing << " of " << a.numel() << " elements differ); first [" << i
-         << "] = " << a[i].item<double>() << ", expected " << e[i].item<double>();
-}
+using test::identical;
 
 std::vector<at::Tensor> clone_parameters(torch::nn::Module& m) {
   std::vector<at::Tensor> out;
