@@ -7,6 +7,7 @@
 #include <chrono>
 #include <iterator>
 #include <memory>
+#include <limits>
 #include <set>
 #include <string>
 #include <utility>
@@ -93,13 +94,24 @@ class TorchOperatorRecorder {
     running_ = false;
     const std::unique_ptr<tap::ProfilerResult> result = tap::disableProfiler();
     // LibTorch stamps events with CLOCK_REALTIME microseconds; the trace runs on the steady clock.
-    // One paired reading of both clocks maps one onto the other (drift over a run is negligible).
-    const double realtime_us =
-        static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::system_clock::now().time_since_epoch())
-                                .count()) /
-        1000.0;
-    const double offset_us = profiler.now_trace_us() - realtime_us;
+    // A paired reading of both clocks maps one onto the other (drift over a run is negligible).
+    // A thread preempted between the two readings would skew the offset by the pause, so take the
+    // pair bracketed most tightly by two steady readings out of a few tries.
+    double offset_us = 0.0;
+    double best_bracket_us = std::numeric_limits<double>::infinity();
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      const double before_us = profiler.now_trace_us();
+      const double realtime_us =
+          static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count()) /
+          1000.0;
+      const double after_us = profiler.now_trace_us();
+      if (after_us - before_us < best_bracket_us) {
+        best_bracket_us = after_us - before_us;
+        offset_us = 0.5 * (before_us + after_us) - realtime_us;
+      }
+    }
 
     std::vector<TraceEvent> events;
     std::set<int64_t> torch_threads;
