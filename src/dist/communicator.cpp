@@ -7,6 +7,15 @@
 
 namespace scaffold::dist {
 
+std::size_t element_size(DataType type) {
+  switch (type) {
+    case DataType::Float32: return 4;
+    case DataType::Float64: return 8;
+    case DataType::Int64: return 8;
+  }
+  return 1;
+}
+
 void agree(Communicator& comm, const std::string& my_error) {
   const std::vector<std::string> errors =
       comm.size() == 1 ? std::vector<std::string>{my_error} : comm.allgather(my_error);

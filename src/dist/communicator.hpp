@@ -13,6 +13,20 @@
 
 namespace scaffold::dist {
 
+// Element types of the buffer collectives.
+enum class DataType { Float32, Float64, Int64 };
+std::size_t element_size(DataType type);
+
+// A non-blocking operation in flight. wait() completes it (throwing core::Error on failure);
+// the buffers it was started on must stay alive and untouched until then. Destroying a request
+// that was never waited for leaves the operation to the MPI library (only on error paths, which
+// end the job).
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -33,6 +47,20 @@ class Communicator {
   virtual int nodes() const = 0;
   // Ends every rank of the job with `exit_code`: the last resort when ranks cannot agree.
   [[noreturn]] virtual void abort(int exit_code) = 0;
+
+  // A communicator of the ranks that pass the same `color`, ordered by `key` (MPI_Comm_split).
+  // Collective over this communicator.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  // Buffer operations for tensors (dist/tensor_comm.hpp wraps them). `data` is host memory, or
+  // device memory when device_buffers() is true (CUDA-aware MPI). Peers are ranks of this
+  // communicator; a message's tag and size must match on both sides.
+  virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
+  virtual std::unique_ptr<Request> iallreduce_sum(void* data, std::size_t count, DataType type) = 0;
+  virtual std::unique_ptr<Request> isend(const void* data, std::size_t bytes, int peer, int tag) = 0;
+  virtual std::unique_ptr<Request> irecv(void* data, std::size_t bytes, int peer, int tag) = 0;
+  // Whether buffers may live in GPU memory (an MPI built with CUDA support that says so at run time).
+  virtual bool device_buffers() const = 0;
 };
 
 // The MPI library's version line ("Open MPI v4.1.4, ..."), or "none" in a build without MPI.

@@ -1,10 +1,15 @@
-// Communicator over MPI_COMM_WORLD. MPI is initialised with MPI_THREAD_FUNNELED: only the main
-// thread communicates; worker threads compute. A process started without a launcher is an MPI
-// singleton, i.e. a world of one.
+// Communicators over MPI_COMM_WORLD and its splits. MPI is initialised with MPI_THREAD_SERIALIZED:
+// one thread communicates at a time; data-loader and sampler threads never do. A process started
+// without a launcher is an MPI singleton, i.e. a world of one. Errors come back as return codes
+// (MPI_ERRORS_RETURN on every communicator), so they are reported and agreed on like any other.
 #include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI: MPIX_Query_cuda_support
+#endif
 
 #include <climits>
 #include <cstdlib>
+#include <utility>
 
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
@@ -26,41 +31,88 @@ int as_count(std::size_t n) {
   return static_cast<int>(n);
 }
 
+MPI_Datatype mpi_type(DataType type) {
+  switch (type) {
+    case DataType::Float32: return MPI_FLOAT;
+    case DataType::Float64: return MPI_DOUBLE;
+    case DataType::Int64: return MPI_INT64_T;
+  }
+  return MPI_BYTE;
+}
+
+// Byte messages as 4-byte words where they divide, so one message may reach 8 GiB.
+std::pair<MPI_Datatype, int> byte_message(std::size_t bytes) {
+  if (bytes % 4 == 0) return {MPI_FLOAT, as_count(bytes / 4)};
+  return {MPI_BYTE, as_count(bytes)};
+}
+
+class MpiRequest final : public Request {
+ public:
+  explicit MpiRequest(const char* what) : what_(what) {}
+  MPI_Request* handle() { return &request_; }
+  void wait() override {
+    if (request_ == MPI_REQUEST_NULL) return;
+    check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_);
+  }
+
+ private:
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  const char* what_;
+};
+
+bool cuda_aware_mpi() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  return MPIX_Query_cuda_support() == 1;
+#else
+  return false;
+#endif
+}
+
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  // Takes ownership of `comm` unless it is MPI_COMM_WORLD.
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
     // Node-local view: ranks that share memory are on one node.
     MPI_Comm node;
-    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+    check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
               "MPI_Comm_split_type");
     MPI_Comm_rank(node, &local_rank_);
     MPI_Comm_size(node, &local_size_);
     MPI_Comm_free(&node);
     int leader = local_rank_ == 0 ? 1 : 0;
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_SUM, comm_), "MPI_Allreduce");
     nodes_ = leader;
+    device_buffers_ = cuda_aware_mpi();
   }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_WORLD && !finalized) MPI_Comm_free(&comm_);
+  }
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
   int nodes() const override { return nodes_; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  void barrier() override { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
 
   void broadcast(std::string& bytes, int root) override {
     unsigned long long n = bytes.size();
-    check_mpi(MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, root, MPI_COMM_WORLD), "MPI_Bcast");
+    check_mpi(MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, root, comm_), "MPI_Bcast");
     bytes.resize(n);
-    if (n > 0)
-      check_mpi(MPI_Bcast(bytes.data(), as_count(n), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+    if (n > 0) check_mpi(MPI_Bcast(bytes.data(), as_count(n), MPI_BYTE, root, comm_), "MPI_Bcast");
   }
 
   std::vector<std::string> allgather(const std::string& mine) override {
     const int my_count = as_count(mine.size());
     std::vector<int> counts(size_), displs(size_);
-    check_mpi(MPI_Allgather(&my_count, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD),
+    check_mpi(MPI_Allgather(&my_count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_),
               "MPI_Allgather");
     std::size_t total = 0;
     for (int r = 0; r < size_; ++r) {
@@ -69,7 +121,7 @@ class MpiCommunicator final : public Communicator {
     }
     std::string all(total, '\0');
     check_mpi(MPI_Allgatherv(mine.data(), my_count, MPI_BYTE, all.data(), counts.data(),
-                             displs.data(), MPI_BYTE, MPI_COMM_WORLD),
+                             displs.data(), MPI_BYTE, comm_),
               "MPI_Allgatherv");
     std::vector<std::string> out(size_);
     for (int r = 0; r < size_; ++r) out[r] = all.substr(displs[r], counts[r]);
@@ -77,18 +129,15 @@ class MpiCommunicator final : public Communicator {
   }
 
   void allreduce_sum(int64_t* values, std::size_t count) override {
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, values, as_count(count), MPI_INT64_T, MPI_SUM,
-                            MPI_COMM_WORLD),
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, values, as_count(count), MPI_INT64_T, MPI_SUM, comm_),
               "MPI_Allreduce");
   }
   void allreduce_sum(double* values, std::size_t count) override {
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, values, as_count(count), MPI_DOUBLE, MPI_SUM,
-                            MPI_COMM_WORLD),
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, values, as_count(count), MPI_DOUBLE, MPI_SUM, comm_),
               "MPI_Allreduce");
   }
   void allreduce_max(double* values, std::size_t count) override {
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, values, as_count(count), MPI_DOUBLE, MPI_MAX,
-                            MPI_COMM_WORLD),
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, values, as_count(count), MPI_DOUBLE, MPI_MAX, comm_),
               "MPI_Allreduce");
   }
 
@@ -97,12 +146,45 @@ class MpiCommunicator final : public Communicator {
     std::_Exit(exit_code);
   }
 
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm sub;
+    check_mpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+    return std::make_unique<MpiCommunicator>(sub);
+  }
+
+  void broadcast(void* data, std::size_t bytes, int root) override {
+    const auto [type, count] = byte_message(bytes);
+    check_mpi(MPI_Bcast(data, count, type, root, comm_), "MPI_Bcast");
+  }
+  std::unique_ptr<Request> iallreduce_sum(void* data, std::size_t count, DataType type) override {
+    auto request = std::make_unique<MpiRequest>("MPI_Iallreduce");
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, as_count(count), mpi_type(type), MPI_SUM, comm_,
+                             request->handle()),
+              "MPI_Iallreduce");
+    return request;
+  }
+  std::unique_ptr<Request> isend(const void* data, std::size_t bytes, int peer, int tag) override {
+    auto request = std::make_unique<MpiRequest>("MPI_Isend");
+    const auto [type, count] = byte_message(bytes);
+    check_mpi(MPI_Isend(data, count, type, peer, tag, comm_, request->handle()), "MPI_Isend");
+    return request;
+  }
+  std::unique_ptr<Request> irecv(void* data, std::size_t bytes, int peer, int tag) override {
+    auto request = std::make_unique<MpiRequest>("MPI_Irecv");
+    const auto [type, count] = byte_message(bytes);
+    check_mpi(MPI_Irecv(data, count, type, peer, tag, comm_, request->handle()), "MPI_Irecv");
+    return request;
+  }
+  bool device_buffers() const override { return device_buffers_; }
+
  private:
+  MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;
   int local_size_ = 1;
   int nodes_ = 1;
+  bool device_buffers_ = false;
 };
 
 }  // namespace
@@ -134,13 +216,13 @@ Runtime::Runtime(int* argc, char*** argv) {
     // A plain `scaffold ...` is an MPI singleton. Open MPI would start a helper daemon for it
     // (~0.2 s); an isolated singleton skips that, and scaffold never spawns processes.
     if (!started_by_launcher()) ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+    // SERIALIZED: with CUDA tensors LibTorch runs backward (and so the gradient hooks that start
+    // all-reduces) on its device threads while the main thread waits: one caller at a time.
     int provided = 0;
-    check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     finalize_ = true;
   }
-  // Errors come back as return codes so they can be reported (and agreed on) like any other.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  world_ = std::make_unique<MpiCommunicator>();
+  world_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
 }
 
 Runtime::~Runtime() {

@@ -1,6 +1,9 @@
 // Communicator for builds without MPI (e.g. a GPU machine with only a Python PyTorch stack): the
 // world is this one process. Collectives are identities; abort ends the process.
 #include <cstdlib>
+#include <string>
+
+#include "core/error.hpp"
 
 #include "dist/communicator.hpp"
 
@@ -21,6 +24,24 @@ class SerialCommunicator final : public Communicator {
   int local_size() const override { return 1; }
   int nodes() const override { return 1; }
   [[noreturn]] void abort(int exit_code) override { std::_Exit(exit_code); }
+  std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<SerialCommunicator>(); }
+  void broadcast(void*, std::size_t, int) override {}
+  std::unique_ptr<Request> iallreduce_sum(void*, std::size_t, DataType) override {
+    return std::make_unique<DoneRequest>();
+  }
+  // A world of one has no peers: a point-to-point message is a bug in the caller.
+  std::unique_ptr<Request> isend(const void*, std::size_t, int peer, int) override { no_peer(peer); }
+  std::unique_ptr<Request> irecv(void*, std::size_t, int peer, int) override { no_peer(peer); }
+  bool device_buffers() const override { return true; }  // nothing is ever transferred
+
+ private:
+  struct DoneRequest final : Request {
+    void wait() override {}
+  };
+  [[noreturn]] static void no_peer(int peer) {
+    throw core::Error("point-to-point message to rank " + std::to_string(peer) +
+                      " in a build without MPI (a world of one)");
+  }
 };
 
 }  // namespace

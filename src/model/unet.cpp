@@ -76,7 +76,9 @@ void validate(const UNetOptions& o) {
 
 // --- DoubleConv ----------------------------------------------------------------------------------
 
-DoubleConvImpl::DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_t groups) {
+DoubleConvImpl::DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_t groups,
+                               std::shared_ptr<const SpatialContext> spatial)
+    : spatial_(std::move(spatial)) {
   namespace nn = torch::nn;
   conv1_ = register_module(
       "conv1", nn::Conv3d(nn::Conv3dOptions(in_channels, out_channels, 3).padding(1).bias(false)));
@@ -88,18 +90,32 @@ DoubleConvImpl::DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_
       "norm2", nn::GroupNorm(nn::GroupNormOptions(groups, out_channels).eps(1e-5).affine(true)));
 }
 
+at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
+  return spatial_ ? conv3d_same(x, c->weight, c->bias, spatial_) : c(x);
+}
+
+at::Tensor DoubleConvImpl::norm(torch::nn::GroupNorm& n, const at::Tensor& x) {
+  if (spatial_ && spatial_->group_norm == GroupNormMode::Global) {
+    const auto& o = n->options;
+    return group_norm_global(x, o.num_groups(), n->weight, n->bias, o.eps(), spatial_);
+  }
+  return group_norm(n, x);  // unsharded, or `local`: each shard's own statistics
+}
+
 at::Tensor DoubleConvImpl::forward(const at::Tensor& x) {
-  // In-place ReLU: GroupNorm's backward needs its input and statistics, not its output.
-  at::Tensor h = group_norm(norm1_, conv1_(x)).relu_();
-  return group_norm(norm2_, conv2_(h)).relu_();
+  // In-place ReLU: GroupNorm's backward needs its input and statistics, not its output (the
+  // global GroupNorm's addcmul saves its inputs, not its output, too).
+  at::Tensor h = norm(norm1_, conv(conv1_, x)).relu_();
+  return norm(norm2_, conv(conv2_, h)).relu_();
 }
 
 // --- Down ----------------------------------------------------------------------------------------
 
-DownImpl::DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_pool)
+DownImpl::DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_pool,
+                   std::shared_ptr<const SpatialContext> spatial)
     : fp32_pool_(fp32_pool) {
   pool_ = register_module("pool", torch::nn::MaxPool3d(torch::nn::MaxPool3dOptions(2)));
-  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups));
+  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial)));
 }
 
 at::Tensor DownImpl::forward(const at::Tensor& x) {
@@ -110,13 +126,14 @@ at::Tensor DownImpl::forward(const at::Tensor& x) {
 
 // --- Up ------------------------------------------------------------------------------------------
 
-UpImpl::UpImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_upsample)
+UpImpl::UpImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_upsample,
+               std::shared_ptr<const SpatialContext> spatial)
     : fp32_upsample_(fp32_upsample) {
   namespace nn = torch::nn;
   up_ = register_module(
       "up", nn::ConvTranspose3d(
                 nn::ConvTranspose3dOptions(in_channels, in_channels / 2, 2).stride(2).bias(true)));
-  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups));
+  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial)));
 }
 
 at::Tensor UpImpl::forward(const at::Tensor& x, const at::Tensor& skip) {
@@ -159,14 +176,15 @@ UNet3dImpl::UNet3dImpl(const UNetOptions& options) : options_(options) {
   const int64_t base = options_.base_channels;
   const int64_t groups = options_.group_norm_groups;
   const bool fp32 = options_.fp32_pool_and_upsample;
-  inc_ = register_module("inc", DoubleConv(options_.in_channels, base, groups));
+  const auto& sp = options_.spatial;
+  inc_ = register_module("inc", DoubleConv(options_.in_channels, base, groups, sp));
   for (int l = 1; l <= options_.layers; ++l) {
     const int64_t c = base << l;  // channels of level l
-    downs_.push_back(register_module("down" + std::to_string(l), Down(c / 2, c, groups, fp32)));
+    downs_.push_back(register_module("down" + std::to_string(l), Down(c / 2, c, groups, fp32, sp)));
   }
   for (int k = 1; k <= options_.layers; ++k) {
     const int64_t c = base << (options_.layers - k + 1);  // from level L-k+1 to level L-k
-    ups_.push_back(register_module("up" + std::to_string(k), Up(c, c / 2, groups, fp32)));
+    ups_.push_back(register_module("up" + std::to_string(k), Up(c, c / 2, groups, fp32, sp)));
   }
   outc_ = register_module("outc", OutConv(base, options_.n_classes));
 }

@@ -1,7 +1,7 @@
 // The 3-D U-Net of spec §5 (milesial Pytorch-UNet style, as ScaFFold builds it): DoubleConv, Down,
 // Up, OutConv and UNet3d, with optional per-block activation checkpointing and an option to keep
 // max-pool and transposed conv in float32 under autocast. Not here: the trilinear variant (unused
-// by ScaFFold), spatially-parallel conv/norm, channels_last (no gain on LibTorch 1.13 CPU).
+// by ScaFFold), channels_last (no gain on LibTorch 1.13 CPU). Spatial parallelism: model/spatial.hpp.
 // Legend: N batch, C channels, D/H/W spatial sizes; tensors are NCDHW.
 #pragma once
 
@@ -13,7 +13,10 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "model/spatial.hpp"
 
 namespace scaffold::model {
 
@@ -29,6 +32,10 @@ struct UNetOptions {
   // outputs stay float32 (the next conv casts again); without autocast they are cast back to the
   // input's dtype, so a model converted to bf16 as a whole works too.
   bool fp32_pool_and_upsample = false;
+  // Spatial parallelism: set when each sample is split across ranks (spec §7.2). The 3^3
+  // convolutions then pad from their neighbours, and GroupNorm follows spatial->group_norm.
+  // Null: the whole sample is here.
+  std::shared_ptr<const SpatialContext> spatial;
 };
 
 // Throws core::Error naming the first invalid option, its value and what is allowed.
@@ -39,7 +46,8 @@ void validate(const UNetOptions& options);
 // would pass it a bf16 input with float32 parameters, which its kernel rejects).
 class DoubleConvImpl : public torch::nn::Module {
  public:
-  DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_t groups);
+  DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_t groups,
+                 std::shared_ptr<const SpatialContext> spatial = nullptr);
   // (N, Cin, D, H, W) -> (N, Cout, D, H, W)
   at::Tensor forward(const at::Tensor& x);
 
@@ -48,13 +56,17 @@ class DoubleConvImpl : public torch::nn::Module {
   torch::nn::GroupNorm norm1_{nullptr};  // weight, bias (Cout)
   torch::nn::Conv3d conv2_{nullptr};     // weight (Cout, Cout, 3, 3, 3)
   torch::nn::GroupNorm norm2_{nullptr};  // weight, bias (Cout)
+  std::shared_ptr<const SpatialContext> spatial_;
+  at::Tensor conv(torch::nn::Conv3d& conv, const at::Tensor& x);
+  at::Tensor norm(torch::nn::GroupNorm& norm, const at::Tensor& x);
 };
 TORCH_MODULE(DoubleConv);
 
 // MaxPool3d(2) -> DoubleConv(Cin, Cout).
 class DownImpl : public torch::nn::Module {
  public:
-  DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_pool);
+  DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_pool,
+           std::shared_ptr<const SpatialContext> spatial = nullptr);
   // (N, Cin, D, H, W) -> (N, Cout, D/2, H/2, W/2)
   at::Tensor forward(const at::Tensor& x);
 
@@ -68,7 +80,8 @@ TORCH_MODULE(Down);
 // ConvTranspose3d(Cin -> Cin/2, k 2, s 2) -> pad to the skip -> cat([skip, up]) -> DoubleConv.
 class UpImpl : public torch::nn::Module {
  public:
-  UpImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_upsample);
+  UpImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_upsample,
+         std::shared_ptr<const SpatialContext> spatial = nullptr);
   // x (N, Cin, D, H, W), skip (N, Cin/2, ~2D, ~2H, ~2W) -> (N, Cout, skip's D, H, W)
   at::Tensor forward(const at::Tensor& x, const at::Tensor& skip);
 

@@ -1,0 +1,93 @@
+#include "dist/halo.hpp"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace scaffold::dist {
+namespace {
+// Message tags relative to the exchange's base tag.
+constexpr int kUp = 0;        // forward: a slab sent to the hi neighbour
+constexpr int kDown = 1;      // forward: a slab sent to the lo neighbour
+constexpr int kGradDown = 2;  // reverse: the lo halo's gradient sent back to the lo neighbour
+constexpr int kGradUp = 3;    // reverse: the hi halo's gradient sent back to the hi neighbour
+}  // namespace
+
+HaloExchange::HaloExchange(TensorComm& comm, HaloNeighbours neighbours, int64_t dim, int64_t width, int tag)
+    : comm_(comm), neighbours_(neighbours), dim_(dim), width_(width), tag_(tag) {
+  SCAFFOLD_CHECK(width_ >= 1, fmt::format("halo width must be >= 1, got {}", width_));
+}
+
+HaloExchange::~HaloExchange() = default;
+
+at::Tensor HaloExchange::slab_shape_like(const at::Tensor& x) const {
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+  sizes[static_cast<std::size_t>(dim_)] = width_;
+  return at::empty(sizes, x.options());
+}
+
+void HaloExchange::wait_all() {
+  for (auto& w : pending_) w->wait();
+  pending_.clear();
+  keep_.clear();
+}
+
+void HaloExchange::start(const at::Tensor& x) {
+  SCAFFOLD_CHECK(dim_ >= 0 && dim_ < x.dim(), fmt::format("halo dimension {} of a {}-d tensor", dim_, x.dim()));
+  const int64_t extent = x.size(dim_);
+  if (extent < width_)
+    throw core::Error(fmt::format("halo exchange along dimension {}: this shard's extent {} is smaller than the "
+                                  "halo width {} (too many shards for this volume)", dim_, extent, width_));
+  template_ = slab_shape_like(x);
+  // Receives first, so a neighbour's send finds them posted.
+  from_lo_ = neighbours_.lo >= 0 ? slab_shape_like(x) : at::Tensor();
+  from_hi_ = neighbours_.hi >= 0 ? slab_shape_like(x) : at::Tensor();
+  if (from_lo_.defined()) pending_.push_back(comm_.recv(from_lo_, neighbours_.lo, tag_ + kUp));
+  if (from_hi_.defined()) pending_.push_back(comm_.recv(from_hi_, neighbours_.hi, tag_ + kDown));
+  // Pack: the first slices go down, the last ones up.
+  if (neighbours_.lo >= 0) {
+    keep_.push_back(x.narrow(dim_, 0, width_).contiguous());
+    pending_.push_back(comm_.send(keep_.back(), neighbours_.lo, tag_ + kDown));
+  }
+  if (neighbours_.hi >= 0) {
+    keep_.push_back(x.narrow(dim_, extent - width_, width_).contiguous());
+    pending_.push_back(comm_.send(keep_.back(), neighbours_.hi, tag_ + kUp));
+  }
+}
+
+std::pair<at::Tensor, at::Tensor> HaloExchange::finish() {
+  wait_all();
+  at::Tensor lo = from_lo_.defined() ? from_lo_ : at::zeros_like(template_);
+  at::Tensor hi = from_hi_.defined() ? from_hi_ : at::zeros_like(template_);
+  from_lo_ = at::Tensor();
+  from_hi_ = at::Tensor();
+  return {lo, hi};
+}
+
+void HaloExchange::start_reverse(const at::Tensor& grad_lo, const at::Tensor& grad_hi) {
+  // Our hi halo holds the hi neighbour's first slices: its gradient belongs there, and vice versa.
+  from_lo_ = neighbours_.lo >= 0 ? at::empty_like(grad_lo, at::MemoryFormat::Contiguous) : at::Tensor();
+  from_hi_ = neighbours_.hi >= 0 ? at::empty_like(grad_hi, at::MemoryFormat::Contiguous) : at::Tensor();
+  if (from_lo_.defined()) pending_.push_back(comm_.recv(from_lo_, neighbours_.lo, tag_ + kGradUp));
+  if (from_hi_.defined()) pending_.push_back(comm_.recv(from_hi_, neighbours_.hi, tag_ + kGradDown));
+  if (neighbours_.lo >= 0) {
+    keep_.push_back(grad_lo.contiguous());
+    pending_.push_back(comm_.send(keep_.back(), neighbours_.lo, tag_ + kGradDown));
+  }
+  if (neighbours_.hi >= 0) {
+    keep_.push_back(grad_hi.contiguous());
+    pending_.push_back(comm_.send(keep_.back(), neighbours_.hi, tag_ + kGradUp));
+  }
+}
+
+void HaloExchange::finish_reverse(at::Tensor& grad_x) {
+  wait_all();
+  const int64_t extent = grad_x.size(dim_);
+  if (from_lo_.defined()) grad_x.narrow(dim_, 0, width_).add_(from_lo_);
+  if (from_hi_.defined()) grad_x.narrow(dim_, extent - width_, width_).add_(from_hi_);
+  from_lo_ = at::Tensor();
+  from_hi_ = at::Tensor();
+}
+
+}  // namespace scaffold::dist

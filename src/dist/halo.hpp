@@ -1,0 +1,59 @@
+// Halo exchange along one dimension of a spatially sharded tensor (spec §7.2), split-phase so a
+// caller can overlap it with interior work: start() posts the receives, packs the boundary slabs
+// and sends them; finish() waits and hands back the halos. The reverse exchange returns the
+// halos' gradients to the ranks that own those voxels, which add them into their boundary slabs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "dist/tensor_comm.hpp"
+
+namespace scaffold::dist {
+
+// The group ranks holding the neighbouring shards along one dimension; -1 at the outer boundary.
+struct HaloNeighbours {
+  int lo = -1;  // the shard before this one (smaller indices)
+  int hi = -1;  // the shard after this one
+};
+
+class HaloExchange {
+ public:
+  // `tag` and tag+1..tag+3 are used for this exchange's messages; every rank of the group must run
+  // the same exchanges in the same order.
+  HaloExchange(TensorComm& comm, HaloNeighbours neighbours, int64_t dim, int64_t width, int tag);
+  ~HaloExchange();
+  HaloExchange(const HaloExchange&) = delete;
+  HaloExchange& operator=(const HaloExchange&) = delete;
+
+  // Forward. x: any shape with x.size(dim) >= width (core::Error otherwise).
+  void start(const at::Tensor& x);
+  // (lo halo, hi halo): the lo neighbour's last `width` slices and the hi neighbour's first ones,
+  // zeros at an outer boundary; x's shape with `width` along dim, x's dtype and device.
+  std::pair<at::Tensor, at::Tensor> finish();
+
+  // Backward. grad_lo, grad_hi: the gradients of the halos finish() returned (same shapes).
+  void start_reverse(const at::Tensor& grad_lo, const at::Tensor& grad_hi);
+  // Adds the neighbours' halo gradients into grad_x's first / last `width` slices, in place.
+  void finish_reverse(at::Tensor& grad_x);
+
+ private:
+  at::Tensor slab_shape_like(const at::Tensor& x) const;
+  void wait_all();
+
+  TensorComm& comm_;
+  HaloNeighbours neighbours_;
+  int64_t dim_;
+  int64_t width_;
+  int tag_;
+  std::vector<std::unique_ptr<Work>> pending_;
+  std::vector<at::Tensor> keep_;  // packed slabs in flight
+  at::Tensor from_lo_, from_hi_;  // receive buffers (undefined at an outer boundary)
+  at::Tensor template_;           // a slab-shaped tensor for the zero halos
+};
+
+}  // namespace scaffold::dist

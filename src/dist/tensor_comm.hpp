@@ -1,0 +1,52 @@
+// Tensor collectives over a group of ranks: the operations distributed training needs (in-place
+// all-reduce, point-to-point slabs for halos, broadcast), each started non-blocking and finished by
+// Work::wait(). Backends: MPI (host tensors; device tensors directly with CUDA-aware MPI, else
+// staged through host memory) and, in builds whose LibTorch has CUDA, NCCL for device tensors.
+// Neither MPI nor NCCL appears in this header or outside dist/.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <string>
+
+#include "dist/communicator.hpp"
+
+namespace scaffold::dist {
+
+// An operation in flight. wait() completes it: afterwards the tensors hold their results. The
+// tensors passed to the operation must not be used until then (the Work keeps them alive).
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+};
+
+class TensorComm {
+ public:
+  virtual ~TensorComm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;  // "mpi", "mpi (staged through host memory)", "nccl"
+  // In place: every rank's `t` becomes the elementwise sum over the group. `t` must be
+  // contiguous, float32, float64 or int64.
+  virtual std::unique_ptr<Work> allreduce_sum(const at::Tensor& t) = 0;
+  // Point-to-point: `t` (contiguous) goes to / is filled from `peer` (a rank of this group).
+  virtual std::unique_ptr<Work> send(const at::Tensor& t, int peer, int tag) = 0;
+  virtual std::unique_ptr<Work> recv(const at::Tensor& t, int peer, int tag) = 0;
+  // Blocking: root's `t` (contiguous) replaces every other rank's.
+  virtual void broadcast(const at::Tensor& t, int root) = 0;
+};
+
+// Tensor collectives over the ranks of `group` for tensors on `device`: NCCL for CUDA devices
+// when this build has it, otherwise MPI. `group` must outlive the result.
+std::unique_ptr<TensorComm> make_tensor_comm(Communicator& group, const c10::Device& device);
+
+// The MPI backend regardless of device (tests use it to compare backends).
+std::unique_ptr<TensorComm> make_mpi_tensor_comm(Communicator& group);
+
+// Whether this build has the NCCL backend.
+bool nccl_available();
+
+}  // namespace scaffold::dist
