@@ -24,7 +24,10 @@
 #include "core/timer.hpp"
 #include "core/version.hpp"
 #include "dataset/loader.hpp"
+#include "dataset/plan.hpp"
 #include "dist/process_grid.hpp"
+#include "dist/tensor_comm.hpp"
+#include "model/spatial.hpp"
 #include "model/unet.hpp"
 #include "report/figures.hpp"
 #include "report/system_info.hpp"
@@ -103,7 +106,8 @@ fs::path prepare_run_dir(RunContext& ctx, const config::Config& cfg, const Bench
 
 void log_summary(const config::Config& cfg, const train::TrainResult& result,
                  const std::vector<report::EpochRecord>& records, const PhaseTimes& t,
-                 const model::UNetOptions& model_options, int64_t params, const c10::Device& device) {
+                 const model::UNetOptions& model_options, int64_t params, const c10::Device& device,
+                 const dist::ProcessGrid& grid, const train::CommTimes& comm) {
   const double total_s = std::accumulate(records.begin(), records.end(), 0.0,
                                          [](double s, const report::EpochRecord& r) { return s + r.epoch_duration_s; });
   const int64_t epochs = records.empty() ? 0 : records.back().epoch;
@@ -133,11 +137,19 @@ void log_summary(const config::Config& cfg, const train::TrainResult& result,
     median_s = steps_s[steps_s.size() / 2];
   }
   const double flops_fwd = model::unet_forward_flops(model_options, cfg.vol_size());
-  const double flops_step = 3.0 * flops_fwd * static_cast<double>(cfg.local_batch_size);  // fwd + 2x bwd
+  // A step trains the global batch (fwd + 2x bwd); with spatial shards each rank does a share.
+  const double flops_step = 3.0 * flops_fwd * static_cast<double>(cfg.local_batch_size * grid.replicas());
   LOG_INFO("model: {} parameters, {:.4g} GFLOP per sample forward (x3 for a training step); median step "
-           "{:.1f} ms at local batch {}: {:.4g} GFLOP/s achieved on {}",
-           params, flops_fwd / 1e9, median_s * 1e3, cfg.local_batch_size,
-           median_s > 0 ? flops_step / median_s / 1e9 : 0.0, device.str());
+           "{:.1f} ms at global batch {}: {:.4g} GFLOP/s achieved on {} rank(s) ({})",
+           params, flops_fwd / 1e9, median_s * 1e3, cfg.local_batch_size * grid.replicas(),
+           median_s > 0 ? flops_step / median_s / 1e9 : 0.0, grid.world_size(), device.str());
+  if (grid.world_size() > 1) {
+    const double step_total = std::accumulate(result.step_times_s.begin(), result.step_times_s.end(), 0.0);
+    auto share = [&](double s) { return step_total > 0 ? 100.0 * s / step_total : 0.0; };
+    LOG_INFO("communication (rank 0, timed training steps): halo exchange {:.2f} s ({:.1f}% of step time), "
+             "waiting for gradient all-reduce {:.2f} s ({:.1f}%)",
+             comm.halo_s, share(comm.halo_s), comm.gradient_wait_s, share(comm.gradient_wait_s));
+  }
   const int64_t device_peak = train::device_peak_allocated_bytes(device);
   LOG_INFO("peak memory: process RSS {:.2f} GiB{}", static_cast<double>(core::peak_rss_bytes()) / (1 << 30),
            device_peak >= 0 ? fmt::format(", {} allocated {:.2f} GiB", device.str(),
@@ -151,7 +163,7 @@ void log_summary(const config::Config& cfg, const train::TrainResult& result,
 // Energy to the target and efficiency, over the same windows as the time to solution.
 void log_energy(const config::Config& cfg, const train::TrainResult& result,
                 const std::vector<report::EpochRecord>& records,
-                const std::vector<report::EnergyWindowRecord>& rows) {
+                const std::vector<report::EnergyWindowRecord>& rows, int replicas) {
   double wh = 0.0, seconds = 0.0, warmup_wh = 0.0;
   for (const auto& r : rows) {
     if (r.window == "warmup") {
@@ -162,23 +174,40 @@ void log_energy(const config::Config& cfg, const train::TrainResult& result,
     seconds += r.duration_s;
   }
   int64_t steps = records.empty() ? 0 : records.back().total_optimizer_steps;
-  const double samples = static_cast<double>(steps * cfg.local_batch_size);  // one replica
+  const double samples = static_cast<double>(steps * cfg.local_batch_size * replicas);  // all replicas
   LOG_INFO("energy {} {:.4g} Wh ({:.4g} J) over {:.2f} s of epochs: average power {:.1f} W, {:.4g} "
            "training samples per Wh; warm-up {:.4g} Wh (excluded)",
            result.converged ? "to the target:" : "of the epochs:", wh, wh * 3600.0, seconds,
            seconds > 0 ? wh * 3600.0 / seconds : 0.0, wh > 0 ? samples / wh : 0.0, warmup_wh);
 }
 
+// The process grid of this run, after every layout check that needs no data (spec §7.2): the world
+// a multiple of the spatial group, and a global batch both splits can fill. (Local extents that
+// stay even down to the bottleneck are a config check.) Every rank agrees, before anything runs.
+dist::ProcessGrid checked_process_grid(dist::Communicator& comm, const config::Config& cfg) {
+  std::optional<dist::ProcessGrid> grid;
+  dist::run_agreed(comm, [&] {
+    grid.emplace(comm.size(), comm.rank(), cfg.dc_num_shards, cfg.dc_shard_dims);
+    const dataset::PlanOptions plan = dataset::plan_options(dataset_key(cfg));
+    const int64_t volumes = dataset::planned_volumes(plan);
+    const int64_t validation = dataset::planned_validation_volumes(plan);
+    const int64_t global_batch = int64_t{cfg.local_batch_size} * grid->replicas();
+    if (global_batch > volumes - validation || global_batch > validation)
+      throw core::Error(fmt::format(
+          "global batch {} (local_batch_size {} x {} data-parallel replicas = {} ranks / prod(dc_num_shards) {}) "
+          "is larger than the training ({}) or validation ({}) volumes; lower local_batch_size or the number "
+          "of ranks, or raise n_instances_used_per_fractal",
+          global_batch, cfg.local_batch_size, grid->replicas(), comm.size(), grid->spatial_size(),
+          volumes - validation, validation));
+  });
+  return *grid;
+}
+
 int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   at::set_num_threads(ctx.threads);
   PhaseTimes times;
   const config::Config cfg = load_config_everywhere(ctx.comm, args.config);
-  const dist::ProcessGrid grid(ctx.comm.size(), ctx.comm.rank(), cfg.dc_num_shards, cfg.dc_shard_dims);
-  if (grid.world_size() > 1)
-    throw core::Error(fmt::format(
-        "benchmark: {} ranks asked for, but multi-rank training (data and spatial parallelism) is not "
-        "available in this build yet; run one process (generate_fractals and generate_dataset do use "
-        "all ranks)", grid.world_size()));
+  const dist::ProcessGrid grid = checked_process_grid(ctx.comm, cfg);
   const fs::path run_dir = prepare_run_dir(ctx, cfg, args);
   LOG_INFO("benchmark: run folder {}", run_dir.string());
   const c10::Device device = train::resolve_device(cfg.device);
@@ -230,7 +259,22 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
     LOG_INFO("bf16 autocast: max-pooling and transposed convolution run in fp32 (this LibTorch has no "
              "working bf16 kernels for them on {})", device.str());
   }
-  torch::manual_seed(cfg.seed);  // identical initial weights on every rank
+  // Spatial parallelism: ranks of one replica (consecutive ranks) form the sample's group.
+  const std::unique_ptr<dist::Communicator> spatial_comm = ctx.comm.split(grid.replica(), grid.shard_id());
+  train::Parallelism parallel;
+  if (ctx.comm.size() > 1) parallel.world = dist::make_tensor_comm(ctx.comm, device);
+  if (grid.spatial_size() > 1) {
+    auto spatial = model::make_spatial_context(dist::make_tensor_comm(*spatial_comm, device), grid,
+                                               model::parse_group_norm_mode(cfg.dc_groupnorm));
+    mo.spatial = spatial;
+    parallel.spatial = spatial;
+  }
+  if (ctx.comm.size() > 1)
+    LOG_INFO("distributed: {} ranks on {} node(s) = {} data-parallel replica(s) x {} spatial shard(s) "
+             "(dc_num_shards [{}] over dims [{}], GroupNorm {}); tensors over {}",
+             ctx.comm.size(), ctx.comm.nodes(), grid.replicas(), grid.spatial_size(), fmt::join(cfg.dc_num_shards, ", "),
+             fmt::join(cfg.dc_shard_dims, ", "), cfg.dc_groupnorm, parallel.world->backend());
+  torch::manual_seed(cfg.seed);  // identical initial weights (rank 0's are broadcast as well)
   model::UNet3d net(mo);
   const int64_t params = model::count_parameters(*net);
 
@@ -253,7 +297,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   to.ce_weight_sample_fraction = cfg.ce_weight_sample_fraction;
   to.loader_workers = cfg.dataloader_num_workers;
   to.profiler = &profiler;
-  train::Trainer trainer(net, to, train_set, val_set, device, ctx.comm, grid);
+  train::Trainer trainer(net, to, train_set, val_set, device, ctx.comm, grid, parallel);
   LOG_INFO("model: 3-D U-Net, {} layers, base {} channels, {} classes, {} parameters, on {} with {} thread(s)",
            mo.layers, mo.base_channels, mo.n_classes, params, device.str(), ctx.threads);
   trainer.estimate_class_weights();
@@ -295,6 +339,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
                    e.val_dice, e.duration_s, e.optimizer_steps, e.total_optimizer_steps});
   });
   times.training_s = phase.elapsed_s();
+  const train::CommTimes comm_times = trainer.comm_times();
   const auto energy_rows = energy.finish(run_dir, start.epoch + 1);
   profiler.finish();
   if (profiler.enabled()) {
@@ -314,8 +359,8 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
     const auto records = report::read_train_stats(run_dir / report::kTrainStatsFileName);
     report::write_figures(run_dir, records,
                           fmt::format("v={}, c={}, u={}", cfg.vol_size(), cfg.n_categories, cfg.unet_layers()));
-    log_summary(cfg, result, records, times, mo, params, device);
-    if (energy.active()) log_energy(cfg, result, records, energy_rows);
+    log_summary(cfg, result, records, times, mo, params, device, grid, comm_times);
+    if (energy.active()) log_energy(cfg, result, records, energy_rows, grid.replicas());
   }
   return 0;
 }

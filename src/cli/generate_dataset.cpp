@@ -8,17 +8,23 @@
 
 namespace scaffold::cli {
 
+dataset::DatasetKey dataset_key(const config::Config& cfg) {
+  dataset::DatasetKey key;
+  key.n_categories = cfg.n_categories;
+  key.n_instances_used_per_fractal = cfg.n_instances_used_per_fractal;
+  key.problem_scale = cfg.problem_scale;
+  key.seed = static_cast<uint64_t>(cfg.seed);
+  key.variance_threshold = cfg.variance_threshold;
+  key.n_fracts_per_vol = cfg.n_fracts_per_vol;
+  key.val_split = cfg.val_split;
+  key.dc_num_shards = cfg.dc_num_shards;
+  key.dc_shard_dims = cfg.dc_shard_dims;
+  return key;
+}
+
 dataset::DatasetInfo ensure_dataset(RunContext& ctx, const config::Config& cfg) {
   dataset::DatasetOptions o;
-  o.key.n_categories = cfg.n_categories;
-  o.key.n_instances_used_per_fractal = cfg.n_instances_used_per_fractal;
-  o.key.problem_scale = cfg.problem_scale;
-  o.key.seed = static_cast<uint64_t>(cfg.seed);
-  o.key.variance_threshold = cfg.variance_threshold;
-  o.key.n_fracts_per_vol = cfg.n_fracts_per_vol;
-  o.key.val_split = cfg.val_split;
-  o.key.dc_num_shards = cfg.dc_num_shards;
-  o.key.dc_shard_dims = cfg.dc_shard_dims;
+  o.key = dataset_key(cfg);
   o.dataset_dir = cfg.dataset_dir;
   o.library = fractal_library_layout(cfg);
   o.reuse_requires_same_commit = cfg.dataset_reuse_enforce_commit_id;

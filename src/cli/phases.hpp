@@ -14,6 +14,9 @@ fractal::LibraryLayout fractal_library_layout(const config::Config& config);
 // The fractal library of `config`: categories and instances, generating what is missing.
 void ensure_fractal_library(RunContext& ctx, const config::Config& config);
 
+// The cache key of `config`'s dataset.
+dataset::DatasetKey dataset_key(const config::Config& config);
+
 // The dataset of `config`, cached or new; the fractal library must exist (ensure_fractal_library).
 dataset::DatasetInfo ensure_dataset(RunContext& ctx, const config::Config& config);
 

@@ -413,12 +413,28 @@ std::vector<KeySpec> build_schema() {
                bool_any));
 
   // Distribution.
-  add(bind_key(
-      "dc_num_shards", &Config::dc_num_shards, "spatial shards per sharded dimension",
-      "a list of 1 to 3 integers >= 1", +[](const std::vector<int>& v) {
-        return !v.empty() && v.size() <= 3 &&
-               std::all_of(v.begin(), v.end(), [](int n) { return n >= 1; });
-      }));
+  {
+    const auto i = add(bind_key(
+        "dc_num_shards", &Config::dc_num_shards, "spatial shards per sharded dimension",
+        "a list of 1 to 3 integers >= 1", +[](const std::vector<int>& v) {
+          return !v.empty() && v.size() <= 3 &&
+                 std::all_of(v.begin(), v.end(), [](int n) { return n >= 1; });
+        }));
+    // Every U-Net level halves each local extent: a shard must stay even down to the bottleneck
+    // and hold at least one voxel there (spec §7.2).
+    t[i].depends_on = {"problem_scale", "unet_bottleneck_dim"};
+    t[i].cross_check = [](const Config& c) {
+      const int64_t multiple = int64_t{1} << c.unet_layers();
+      for (int n : c.dc_num_shards) {
+        if (c.vol_size() % (n * multiple) != 0)
+          return fmt::format(
+              "shard counts dividing the volume side {} so that each shard's side ({} / {}) stays "
+              "even at every U-Net level and >= 1 at the bottleneck: a divisor of {} / 2^{} = {}",
+              c.vol_size(), c.vol_size(), n, c.vol_size(), c.unet_layers(), c.vol_size() / multiple);
+      }
+      return std::string();
+    };
+  }
   {
     const auto i = add(bind_key(
         "dc_shard_dims", &Config::dc_shard_dims,
@@ -436,6 +452,14 @@ std::vector<KeySpec> build_schema() {
                  : fmt::format("as many entries as dc_num_shards ({}), got {}",
                                c.dc_num_shards.size(), c.dc_shard_dims.size());
     };
+  }
+  {
+    const auto i = add(bind_key(
+        "dc_groupnorm", &Config::dc_groupnorm,
+        "extension: GroupNorm statistics of a sharded sample: global (all-reduced, equals the "
+        "unsharded model) or local (per shard, as ScaFFold's DistConv)",
+        "one of global, local"));
+    t[i].choices = {"global", "local"};
   }
   add(bind_key("dataloader_num_workers", &Config::dataloader_num_workers,
                "data-loading workers per rank", "an integer >= 0", at_least_0));

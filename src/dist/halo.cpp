@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <atomic>
+#include <chrono>
+
 #include "core/error.hpp"
 
 namespace scaffold::dist {
@@ -12,7 +15,26 @@ constexpr int kUp = 0;        // forward: a slab sent to the hi neighbour
 constexpr int kDown = 1;      // forward: a slab sent to the lo neighbour
 constexpr int kGradDown = 2;  // reverse: the lo halo's gradient sent back to the lo neighbour
 constexpr int kGradUp = 3;    // reverse: the hi halo's gradient sent back to the hi neighbour
+
+std::atomic<int64_t> g_exchanges{0};
+std::atomic<int64_t> g_bytes{0};
+std::atomic<int64_t> g_nanoseconds{0};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t bytes_of(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
 }  // namespace
+
+HaloStats halo_stats() {
+  HaloStats s;
+  s.exchanges = g_exchanges.load();
+  s.bytes_sent = g_bytes.load();
+  s.seconds = static_cast<double>(g_nanoseconds.load()) * 1e-9;
+  return s;
+}
 
 HaloExchange::HaloExchange(TensorComm& comm, HaloNeighbours neighbours, int64_t dim, int64_t width, int tag)
     : comm_(comm), neighbours_(neighbours), dim_(dim), width_(width), tag_(tag) {
@@ -30,10 +52,16 @@ at::Tensor HaloExchange::slab_shape_like(const at::Tensor& x) const {
 void HaloExchange::wait_all() {
   for (auto& w : pending_) w->wait();
   pending_.clear();
+  for (const at::Tensor& t : keep_) bytes_ += bytes_of(t);
   keep_.clear();
+  g_exchanges.fetch_add(1);
+  g_bytes.fetch_add(bytes_);
+  g_nanoseconds.fetch_add(now_ns() - started_ns_);
+  bytes_ = 0;
 }
 
 void HaloExchange::start(const at::Tensor& x) {
+  started_ns_ = now_ns();
   SCAFFOLD_CHECK(dim_ >= 0 && dim_ < x.dim(), fmt::format("halo dimension {} of a {}-d tensor", dim_, x.dim()));
   const int64_t extent = x.size(dim_);
   if (extent < width_)
@@ -66,6 +94,7 @@ std::pair<at::Tensor, at::Tensor> HaloExchange::finish() {
 }
 
 void HaloExchange::start_reverse(const at::Tensor& grad_lo, const at::Tensor& grad_hi) {
+  started_ns_ = now_ns();
   // Our hi halo holds the hi neighbour's first slices: its gradient belongs there, and vice versa.
   from_lo_ = neighbours_.lo >= 0 ? at::empty_like(grad_lo, at::MemoryFormat::Contiguous) : at::Tensor();
   from_hi_ = neighbours_.hi >= 0 ? at::empty_like(grad_hi, at::MemoryFormat::Contiguous) : at::Tensor();

@@ -21,6 +21,14 @@ struct HaloNeighbours {
   int hi = -1;  // the shard after this one
 };
 
+// Process-wide totals of the halo exchanges (forward and reverse): for reports and benchmarks.
+struct HaloStats {
+  int64_t exchanges = 0;  // start()..finish() and start_reverse()..finish_reverse() pairs
+  int64_t bytes_sent = 0;
+  double seconds = 0.0;   // from each start until its messages are done: pack, transfer, wait
+};
+HaloStats halo_stats();
+
 class HaloExchange {
  public:
   // `tag` and tag+1..tag+3 are used for this exchange's messages; every rank of the group must run
@@ -54,6 +62,8 @@ class HaloExchange {
   std::vector<at::Tensor> keep_;  // packed slabs in flight
   at::Tensor from_lo_, from_hi_;  // receive buffers (undefined at an outer boundary)
   at::Tensor template_;           // a slab-shaped tensor for the zero halos
+  int64_t started_ns_ = 0;
+  int64_t bytes_ = 0;
 };
 
 }  // namespace scaffold::dist

@@ -63,9 +63,8 @@ class HaloPadFunction : public torch::autograd::Function<HaloPadFunction> {
 };
 
 struct SumCapsule : torch::CustomClassHolder {
-  SumCapsule(std::shared_ptr<const SpatialContext> c, bool identity) : ctx(std::move(c)), identity_backward(identity) {}
+  explicit SumCapsule(std::shared_ptr<const SpatialContext> c) : ctx(std::move(c)) {}
   std::shared_ptr<const SpatialContext> ctx;
-  bool identity_backward;
 };
 
 at::Tensor summed_over_group(const at::Tensor& x, dist::TensorComm& group) {
@@ -74,27 +73,105 @@ at::Tensor summed_over_group(const at::Tensor& x, dist::TensorComm& group) {
   return out;
 }
 
-class GroupSumFunction : public torch::autograd::Function<GroupSumFunction> {
+// Forward: the sum over the group; backward: the identity (see spatial_sum in the header).
+class SpatialSumFunction : public torch::autograd::Function<SpatialSumFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<SumCapsule> capsule, const at::Tensor& x) {
-    at::Tensor out = summed_over_group(x, *capsule->ctx->group);
-    ctx->saved_data["sum"] = at::IValue::make_capsule(std::move(capsule));
-    return out;
+  static at::Tensor forward(AutogradContext*, c10::intrusive_ptr<SumCapsule> capsule, const at::Tensor& x) {
+    return summed_over_group(x, *capsule->ctx->group);
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const auto holder = ctx->saved_data.at("sum").toCapsule();
-    const auto& capsule = *static_cast<const SumCapsule*>(holder.get());
-    const at::Tensor& g = grad_outputs.at(0);
-    SCAFFOLD_CHECK(g.defined(), "spatial all-reduce: backward without an output gradient");
-    return {at::Tensor(), capsule.identity_backward ? g : summed_over_group(g, *capsule.ctx->group)};
+  static variable_list backward(AutogradContext*, variable_list grad_outputs) {
+    return {at::Tensor(), grad_outputs.at(0)};
   }
 };
 
-at::Tensor group_sum(const at::Tensor& x, const std::shared_ptr<const SpatialContext>& ctx, bool identity_backward) {
-  SCAFFOLD_CHECK(ctx && ctx->group, "spatial all-reduce without a spatial group");
-  return GroupSumFunction::apply(c10::make_intrusive<SumCapsule>(ctx, identity_backward), x);
+
+// GroupNorm over the whole sample with a hand-written backward: two passes over the activation
+// each way (statistics, then output; gradient sums, then input gradient), where composing it
+// from autograd ops took about three times the time of the native GroupNorm. The per-(sample,
+// group) statistics and gradient sums are combined across shards in float64.
+struct GroupNormCapsule : torch::CustomClassHolder {
+  GroupNormCapsule(std::shared_ptr<const SpatialContext> c, int64_t g, double e) : ctx(std::move(c)), groups(g), eps(e) {}
+  std::shared_ptr<const SpatialContext> ctx;
+  int64_t groups;
+  double eps;
+};
+
+// (N, C) per-channel values from (N, G) per-group ones.
+at::Tensor per_channel(const at::Tensor& per_group, int64_t channels) {
+  const int64_t n = per_group.size(0), g = per_group.size(1);
+  return per_group.unsqueeze(2).expand({n, g, channels / g}).reshape({n, channels});
 }
 
+// (N, C, 1, 1, 1)-style view of an (N, C) tensor for broadcasting against x.
+at::Tensor broadcastable(const at::Tensor& nc, int64_t dims) {
+  std::vector<int64_t> shape{nc.size(0), nc.size(1)};
+  shape.resize(static_cast<std::size_t>(dims), 1);
+  return nc.view(shape);
+}
+
+class GlobalGroupNormFunction : public torch::autograd::Function<GlobalGroupNormFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<GroupNormCapsule> capsule, const at::Tensor& x_in,
+                            const at::Tensor& weight, const at::Tensor& bias) {
+    const at::Tensor x = x_in.contiguous();
+    const int64_t n = x.size(0), c = x.size(1), groups = capsule->groups;
+    // Local moments (one Welford pass in x's precision), combined across shards in float64.
+    const auto [var, mean] = at::var_mean(x.view({n, groups, -1}), {2}, /*unbiased=*/false, /*keepdim=*/false);
+    const auto local = static_cast<double>(x.numel() / (n * groups));
+    const at::Tensor m = mean.to(at::kDouble);
+    at::Tensor sums = at::stack({at::full_like(m, local), m * local, (var.to(at::kDouble) + m * m) * local});
+    capsule->ctx->group->allreduce_sum(sums)->wait();
+    const at::Tensor count = sums.select(0, 0);
+    const at::Tensor g_mean = sums.select(0, 1) / count;
+    const at::Tensor g_var = (sums.select(0, 2) / count - g_mean * g_mean).clamp_min(0.0);
+    const at::Tensor rstd = (g_var + capsule->eps).rsqrt();  // (N, G) float64
+    // y = x * a + b per (sample, channel): a = rstd * weight, b = bias - mean * a.
+    const at::Tensor a = per_channel(rstd, c).to(x.scalar_type()) * weight.view({1, c});
+    const at::Tensor b = bias.view({1, c}) - per_channel(g_mean, c).to(x.scalar_type()) * a;
+    ctx->save_for_backward({x, weight, g_mean, rstd, count});
+    ctx->saved_data["norm"] = at::IValue::make_capsule(std::move(capsule));
+    return at::addcmul(broadcastable(b, x.dim()), x, broadcastable(a, x.dim()));
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto holder = ctx->saved_data.at("norm").toCapsule();
+    const auto& capsule = *static_cast<const GroupNormCapsule*>(holder.get());
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const at::Tensor& weight = saved[1];
+    const at::Tensor& mean = saved[2];   // (N, G) float64
+    const at::Tensor& rstd = saved[3];   // (N, G) float64
+    const at::Tensor& count = saved[4];  // (N, G) float64: voxels x channels per group, all shards
+    // Every rank of the group must take part in the all-reduce below, needed here or not.
+    SCAFFOLD_CHECK(grad_outputs.at(0).defined(), "global GroupNorm: backward without an output gradient");
+    const at::Tensor dy = grad_outputs[0].contiguous();
+    const int64_t n = x.size(0), c = x.size(1), groups = capsule.groups;
+    std::vector<int64_t> spatial_dims;
+    for (int64_t d = 2; d < x.dim(); ++d) spatial_dims.push_back(d);
+    // Local per-(sample, channel) sums of dy and dy * x.
+    const at::Tensor sum_dy = dy.sum(spatial_dims).to(at::kDouble);             // (N, C)
+    const at::Tensor sum_dy_x = (dy * x).sum(spatial_dims).to(at::kDouble);     // (N, C)
+    const at::Tensor w = weight.to(at::kDouble).view({1, c});
+    // Per (sample, group), over the whole sample: db = Σ w·dy, ds = Σ w·dy·x.
+    at::Tensor group_sums = at::stack({(sum_dy * w).view({n, groups, -1}).sum(2),
+                                       (sum_dy_x * w).view({n, groups, -1}).sum(2)});  // (2, N, G)
+    capsule.ctx->group->allreduce_sum(group_sums)->wait();
+    const at::Tensor db = group_sums.select(0, 0), ds = group_sums.select(0, 1);
+    // dx = rstd·w·dy + c2·x + c3 with c2 = rstd³ (mean·db − ds) / M, c3 = −c2·mean − rstd·db / M.
+    const at::Tensor c2 = rstd.pow(3) * (mean * db - ds) / count;
+    const at::Tensor c3 = -c2 * mean - rstd * db / count;
+    const auto dtype = x.scalar_type();
+    const int64_t dims = x.dim();
+    at::Tensor dx = at::addcmul(broadcastable(per_channel(c3, c).to(dtype), dims), x,
+                                broadcastable(per_channel(c2, c).to(dtype), dims));
+    dx.addcmul_(dy, broadcastable((per_channel(rstd, c) * w).to(dtype), dims));
+    // This shard's share of the affine parameters' gradients (the gradient reduction sums them).
+    const at::Tensor mean_c = per_channel(mean, c), rstd_c = per_channel(rstd, c);
+    const at::Tensor d_weight = (rstd_c * (sum_dy_x - mean_c * sum_dy)).sum(0).to(weight.scalar_type());
+    const at::Tensor d_bias = sum_dy.sum(0).to(weight.scalar_type());
+    return {at::Tensor(), dx, d_weight, d_bias};
+  }
+};
 }  // namespace
 
 GroupNormMode parse_group_norm_mode(const std::string& value) {
@@ -163,36 +240,17 @@ at::Tensor conv3d_same(const at::Tensor& x, const at::Tensor& weight, const at::
 
 at::Tensor group_norm_global(const at::Tensor& x_in, int64_t groups, const at::Tensor& weight,
                              const at::Tensor& bias, double eps, const std::shared_ptr<const SpatialContext>& ctx) {
+  SCAFFOLD_CHECK(ctx && ctx->group, "global GroupNorm without a spatial group");
   AutocastGuard autocast_off(AutocastState::current().disabled());
   const at::Tensor x = x_in.scalar_type() == weight.scalar_type() ? x_in : x_in.to(weight.scalar_type());
-  const int64_t n = x.size(0), c = x.size(1);
-  SCAFFOLD_CHECK(groups >= 1 && c % groups == 0, fmt::format("GroupNorm: {} groups do not divide {} channels", groups, c));
-  const at::Tensor xg = x.reshape({n, groups, -1});  // (N, G, local voxels x C/G)
-  const auto local_count = static_cast<double>(xg.size(2));
-  // Local moments in x's precision (Welford), combined across shards in float64.
-  const auto [var, mean] = at::var_mean(xg, {2}, /*unbiased=*/false, /*keepdim=*/false);  // (N, G)
-  const at::Tensor m = mean.to(at::kDouble);
-  const at::Tensor sums = at::stack({at::full_like(m, local_count), m * local_count,
-                                     (var.to(at::kDouble) + m * m) * local_count});  // (3, N, G)
-  const at::Tensor total = all_reduce_sum(sums, ctx);
-  const at::Tensor count = total.select(0, 0);
-  const at::Tensor g_mean = total.select(0, 1) / count;
-  const at::Tensor g_var = (total.select(0, 2) / count - g_mean * g_mean).clamp_min(0.0);
-  const at::Tensor rstd = (g_var + eps).rsqrt().to(x.scalar_type());  // (N, G)
-  // y = x * a + b per (sample, channel): a = rstd * weight, b = bias - mean * a.
-  const int64_t per_group = c / groups;
-  const at::Tensor a = (rstd.unsqueeze(2) * weight.view({1, groups, per_group})).reshape({n, c});
-  const at::Tensor b = bias.view({1, c}) - (g_mean.to(x.scalar_type()).unsqueeze(2).expand({n, groups, per_group})
-                                                .reshape({n, c}) * a);
-  return at::addcmul(b.view({n, c, 1, 1, 1}), x, a.view({n, c, 1, 1, 1}));
-}
-
-at::Tensor all_reduce_sum(const at::Tensor& x, const std::shared_ptr<const SpatialContext>& ctx) {
-  return group_sum(x, ctx, /*identity_backward=*/false);
+  SCAFFOLD_CHECK(x.dim() >= 3 && groups >= 1 && x.size(1) % groups == 0,
+                 fmt::format("GroupNorm: {} groups do not divide {} channels", groups, x.dim() >= 2 ? x.size(1) : 0));
+  return GlobalGroupNormFunction::apply(c10::make_intrusive<GroupNormCapsule>(ctx, groups, eps), x, weight, bias);
 }
 
 at::Tensor spatial_sum(const at::Tensor& x, const std::shared_ptr<const SpatialContext>& ctx) {
-  return group_sum(x, ctx, /*identity_backward=*/true);
+  SCAFFOLD_CHECK(ctx && ctx->group, "spatial sum without a spatial group");
+  return SpatialSumFunction::apply(c10::make_intrusive<SumCapsule>(ctx), x);
 }
 
 }  // namespace scaffold::model

@@ -54,14 +54,11 @@ at::Tensor conv3d_same(const at::Tensor& x, const at::Tensor& weight, const at::
                        const std::shared_ptr<const SpatialContext>& ctx);
 
 // GroupNorm whose per-(sample, group) mean and variance are taken over the whole sample: local
-// sums are all-reduced over the spatial group (in float64), and so are their gradients in backward.
-// Runs in weight's dtype (float32), with autocast off.
+// moments are all-reduced over the spatial group (in float64), and so are the per-group gradient
+// sums in backward. Runs in weight's dtype (float32), with autocast off.
 at::Tensor group_norm_global(const at::Tensor& x, int64_t groups, const at::Tensor& weight,
                              const at::Tensor& bias, double eps,
                              const std::shared_ptr<const SpatialContext>& ctx);
-
-// Sum over the spatial group; backward sums the gradients too (the adjoint of an all-reduce).
-at::Tensor all_reduce_sum(const at::Tensor& x, const std::shared_ptr<const SpatialContext>& ctx);
 
 // Sum over the spatial group with an identity backward: for quantities every rank then uses
 // identically (the loss's and Dice's sums), whose gradient w.r.t. each local partial sum is the

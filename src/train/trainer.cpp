@@ -10,8 +10,12 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include <torch/utils.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "core/error.hpp"
@@ -20,6 +24,7 @@
 #include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "dataset/sampler.hpp"
+#include "dist/halo.hpp"
 #include "model/autocast.hpp"
 #include "train/loss.hpp"
 #include "train/schedule.hpp"
@@ -63,6 +68,20 @@ void synchronize(const c10::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
+// Test hook: SCAFFOLD_FAIL_AT="<rank>:<step>" makes that rank throw at the start of its
+// <step>-th training step (1-based, warm-up steps included), to prove that a failure on one rank
+// ends every rank. Not a user option; malformed values are an error, never ignored.
+int64_t injected_failure_step(int rank) {
+  const char* value = std::getenv("SCAFFOLD_FAIL_AT");
+  if (value == nullptr || *value == '\0') return -1;
+  int target_rank = -1;
+  long long step = -1;
+  char tail = 0;
+  if (std::sscanf(value, "%d:%lld%c", &target_rank, &step, &tail) != 2 || target_rank < 0 || step < 1)
+    throw core::Error(fmt::format("SCAFFOLD_FAIL_AT='{}': expected <rank>:<step> with step >= 1", value));
+  return target_rank == rank ? static_cast<int64_t>(step) : -1;
+}
+
 }  // namespace
 
 c10::Device resolve_device(const std::string& key) {
@@ -76,15 +95,28 @@ c10::Device resolve_device(const std::string& key) {
 
 Trainer::Trainer(model::UNet3d model, TrainerOptions options, const dataset::FractalDataset& train_set,
                  const dataset::FractalDataset& val_set, c10::Device device, dist::Communicator& comm,
-                 const dist::ProcessGrid& grid)
+                 const dist::ProcessGrid& grid, Parallelism parallel)
     : model_(std::move(model)),
       options_(std::move(options)),
       train_set_(train_set),
       val_set_(val_set),
       device_(device),
       comm_(comm),
-      grid_(grid) {
+      grid_(grid),
+      parallel_(std::move(parallel)) {
   model_->to(device_);
+  if (parallel_.world && parallel_.world->size() > 1) {
+    // Identical parameters (and buffers) everywhere: rank 0's, whatever each rank initialised.
+    torch::NoGradGuard no_grad;
+    for (const at::Tensor& p : model_->parameters()) parallel_.world->broadcast(p, 0);
+    for (const at::Tensor& b : model_->buffers()) parallel_.world->broadcast(b, 0);
+    reducer_ = std::make_unique<dist::GradientReducer>(
+        model_->parameters(), *parallel_.world, 1.0 / grid_.replicas(), parallel_.bucket_bytes);
+  }
+  if (parallel_.spatial) {
+    spatial_sum_ = [ctx = parallel_.spatial](const at::Tensor& t) { return model::spatial_sum(t, ctx); };
+  }
+  fail_at_step_ = injected_failure_step(comm_.rank());
   optimizer_ = make_optimizer();
   counters_.best_val_loss = std::numeric_limits<double>::infinity();
   // Global batch must fit both splits (spec §6.1 step 9).
@@ -145,6 +177,9 @@ void Trainer::estimate_class_weights() {
 at::Tensor Trainer::train_step(const dataset::Batch& batch) {
   profile::Profiler* prof = options_.profiler;
   SCAFFOLD_PROFILE_REGION(prof, "run_training_batch");
+  if (++steps_taken_ == fail_at_step_)
+    throw core::Error(fmt::format("injected failure (SCAFFOLD_FAIL_AT) at training step {} on rank {}",
+                                  steps_taken_, comm_.rank()));
   at::Tensor image, mask;
   {
     SCAFFOLD_PROFILE_REGION(prof, "image_to_device");
@@ -160,12 +195,17 @@ at::Tensor Trainer::train_step(const dataset::Batch& batch) {
   LossTerms terms;
   {
     SCAFFOLD_PROFILE_REGION(prof, "calculate_loss");
-    terms = segmentation_loss(logits, mask, class_weights_tensor_);
+    terms = segmentation_loss(logits, mask, class_weights_tensor_, spatial_sum_);
   }
   {
     SCAFFOLD_PROFILE_REGION(prof, "backward");
     optimizer_->zero_grad();
-    terms.loss.backward();
+    if (reducer_) reducer_->prepare();
+    terms.loss.backward();  // gradient buckets start all-reducing as they fill
+  }
+  if (reducer_) {
+    SCAFFOLD_PROFILE_REGION(prof, "gradient_allreduce");
+    reducer_->finish();
   }
   SCAFFOLD_PROFILE_REGION(prof, "step_and_update");
   torch::nn::utils::clip_grad_norm_(model_->parameters(), options_.grad_clip_norm);
@@ -196,9 +236,15 @@ Trainer::EpochSums Trainer::train_epoch(int64_t epoch, int64_t max_batches,
     core::Stopwatch clock;
     if (!loader.next(&batch)) break;
     if (options_.profiler && epoch > 0) options_.profiler->step();  // timed batches only
+    const double halo_before = dist::halo_stats().seconds;
+    const double wait_before = reducer_ ? reducer_->wait_s() : 0.0;
     sums += train_step(batch).to(at::kDouble);
     synchronize(device_);
-    if (step_times) step_times->push_back(clock.elapsed_s());
+    if (step_times) {
+      step_times->push_back(clock.elapsed_s());
+      comm_times_.halo_s += dist::halo_stats().seconds - halo_before;
+      comm_times_.gradient_wait_s += (reducer_ ? reducer_->wait_s() : 0.0) - wait_before;
+    }
     out.samples += static_cast<double>(batch.ids.size());
     ++out.steps;
     progress.add();
@@ -231,8 +277,8 @@ Trainer::EpochSums Trainer::validate(int64_t max_batches) {
       model::AutocastGuard amp(forward_autocast(device_, options_.amp_bf16));
       logits = model_->forward(image);
     }
-    const LossTerms terms = segmentation_loss(logits, mask, class_weights_tensor_);
-    const at::Tensor hard = hard_dice_per_sample(logits, mask, options_.n_classes);
+    const LossTerms terms = segmentation_loss(logits, mask, class_weights_tensor_, spatial_sum_);
+    const at::Tensor hard = hard_dice_per_sample(logits, mask, options_.n_classes, spatial_sum_);
     const double b = static_cast<double>(image.size(0));
     sums += at::stack({terms.loss * b, hard.sum()}).to(at::kDouble);
     out.samples += b;

@@ -1,8 +1,9 @@
 // The training loop of `scaffold benchmark` (spec §6): class weights, an untimed warm-up that is
 // undone exactly, then epochs of train -> validate -> LR step until val Dice >= target (or the
 // epoch cap), with checkpoints. It reports each epoch through a callback and never writes CSV
-// or logs results itself. Single replica here; data/spatial parallelism plug in through the
-// communicator and process grid (gradient all-reduce, SpatialSum) without changing the loop.
+// or logs results itself. Multi-rank runs (spec §7) plug in through Parallelism: parameters are
+// broadcast from rank 0, gradients reduced in buckets during backward, and the loss and Dice
+// sums taken over the spatial group, without changing the loop.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,10 @@
 
 #include "dataset/loader.hpp"
 #include "dist/communicator.hpp"
+#include "dist/grad_reducer.hpp"
 #include "dist/process_grid.hpp"
+#include "dist/tensor_comm.hpp"
+#include "model/spatial.hpp"
 #include "model/unet.hpp"
 #include "profile/profiler.hpp"
 #include "train/checkpoint.hpp"
@@ -44,6 +48,24 @@ struct TrainerOptions {
   double ce_weight_sample_fraction = 0.1;
   int loader_workers = 1;
   profile::Profiler* profiler = nullptr;  // named regions and the per-batch step; null: off
+};
+
+// How this rank takes part in a multi-rank run. The defaults are a world of one.
+struct Parallelism {
+  // Gradient reduction and the initial parameter broadcast, over every rank (null or one rank:
+  // none). Gradients are summed over it and divided by the grid's replicas: summed over the
+  // spatial shards of a sample, averaged over data-parallel replicas (spec §7.2).
+  std::shared_ptr<dist::TensorComm> world;
+  // Set when samples are split in space: the model's context, whose group sums the loss and Dice.
+  std::shared_ptr<const model::SpatialContext> spatial;
+  std::size_t bucket_bytes = std::size_t{16} << 20;
+};
+
+// Where communication went in this process's timed training steps (warm-up and validation not
+// counted), cumulative.
+struct CommTimes {
+  double halo_s = 0.0;            // halo exchanges (pack, transfer, unpack), forward and backward
+  double gradient_wait_s = 0.0;   // waiting for gradient all-reduces after backward
 };
 
 // One epoch's results, in the units of train_stats.csv (spec §1.6).
@@ -81,7 +103,7 @@ class Trainer {
  public:
   Trainer(model::UNet3d model, TrainerOptions options, const dataset::FractalDataset& train_set,
           const dataset::FractalDataset& val_set, c10::Device device, dist::Communicator& comm,
-          const dist::ProcessGrid& grid);
+          const dist::ProcessGrid& grid, Parallelism parallel = {});
   ~Trainer();
 
   // CE class weights from ce_weight_sample_fraction of the training masks (spec §6.3), summed
@@ -106,6 +128,7 @@ class Trainer {
   TrainResult run(const std::function<void(const EpochStats&)>& on_epoch);
 
   const TrainCounters& counters() const { return counters_; }
+  const CommTimes& comm_times() const { return comm_times_; }
   model::UNet3d& model() { return model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
 
@@ -127,6 +150,12 @@ class Trainer {
   c10::Device device_;
   dist::Communicator& comm_;
   dist::ProcessGrid grid_;
+  Parallelism parallel_;
+  std::unique_ptr<dist::GradientReducer> reducer_;
+  std::function<at::Tensor(const at::Tensor&)> spatial_sum_;  // empty: whole samples here
+  int64_t fail_at_step_ = -1;  // test hook SCAFFOLD_FAIL_AT (trainer.cpp); -1: never
+  int64_t steps_taken_ = 0;
+  CommTimes comm_times_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<double> class_weights_;
   at::Tensor class_weights_tensor_;  // (K) float32 on device
