@@ -16,6 +16,23 @@ std::size_t element_size(DataType type) {
   return 1;
 }
 
+namespace {
+
+// "0-3,7,9-10" for ascending ranks: short even when thousands of ranks fail alike.
+std::string rank_ranges(const std::vector<int>& ranks) {
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 void agree(Communicator& comm, const std::string& my_error) {
   const std::vector<std::string> errors =
       comm.size() == 1 ? std::vector<std::string>{my_error} : comm.allgather(my_error);
@@ -32,12 +49,13 @@ void agree(Communicator& comm, const std::string& my_error) {
     it->second.push_back(static_cast<int>(r));
   }
   if (distinct.empty()) return;
-  if (comm.size() == 1) throw AgreedError(distinct[0].first);
+  // The same error on every rank (a bad config, a layout check) is said once, as it is.
+  if (distinct.size() == 1 && static_cast<int>(distinct[0].second.size()) == comm.size())
+    throw AgreedError(distinct[0].first);
   std::string message;
   for (const auto& [text, ranks] : distinct) {
     if (!message.empty()) message += "\n";
-    message += fmt::format("{} {}: {}", ranks.size() == 1 ? "rank" : "ranks",
-                           fmt::join(ranks, ","), text);
+    message += fmt::format("{} {}: {}", ranks.size() == 1 ? "rank" : "ranks", rank_ranges(ranks), text);
   }
   throw AgreedError(message);
 }

@@ -69,6 +69,7 @@ void HaloExchange::start(const at::Tensor& x) {
                                   "halo width {} (too many shards for this volume)", dim_, extent, width_));
   template_ = slab_shape_like(x);
   // Receives first, so a neighbour's send finds them posted.
+  comm_.begin_batch();
   from_lo_ = neighbours_.lo >= 0 ? slab_shape_like(x) : at::Tensor();
   from_hi_ = neighbours_.hi >= 0 ? slab_shape_like(x) : at::Tensor();
   if (from_lo_.defined()) pending_.push_back(comm_.recv(from_lo_, neighbours_.lo, tag_ + kUp));
@@ -82,6 +83,7 @@ void HaloExchange::start(const at::Tensor& x) {
     keep_.push_back(x.narrow(dim_, extent - width_, width_).contiguous());
     pending_.push_back(comm_.send(keep_.back(), neighbours_.hi, tag_ + kUp));
   }
+  comm_.end_batch();
 }
 
 std::pair<at::Tensor, at::Tensor> HaloExchange::finish() {
@@ -96,6 +98,7 @@ std::pair<at::Tensor, at::Tensor> HaloExchange::finish() {
 void HaloExchange::start_reverse(const at::Tensor& grad_lo, const at::Tensor& grad_hi) {
   started_ns_ = now_ns();
   // Our hi halo holds the hi neighbour's first slices: its gradient belongs there, and vice versa.
+  comm_.begin_batch();
   from_lo_ = neighbours_.lo >= 0 ? at::empty_like(grad_lo, at::MemoryFormat::Contiguous) : at::Tensor();
   from_hi_ = neighbours_.hi >= 0 ? at::empty_like(grad_hi, at::MemoryFormat::Contiguous) : at::Tensor();
   if (from_lo_.defined()) pending_.push_back(comm_.recv(from_lo_, neighbours_.lo, tag_ + kGradUp));
@@ -108,6 +111,7 @@ void HaloExchange::start_reverse(const at::Tensor& grad_lo, const at::Tensor& gr
     keep_.push_back(grad_hi.contiguous());
     pending_.push_back(comm_.send(keep_.back(), neighbours_.hi, tag_ + kGradUp));
   }
+  comm_.end_batch();
 }
 
 void HaloExchange::finish_reverse(at::Tensor& grad_x) {

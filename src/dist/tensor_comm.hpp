@@ -37,6 +37,11 @@ class TensorComm {
   virtual std::unique_ptr<Work> recv(const at::Tensor& t, int peer, int tag) = 0;
   // Blocking: root's `t` (contiguous) replaces every other rank's.
   virtual void broadcast(const at::Tensor& t, int root) = 0;
+  // Point-to-point operations started between begin_batch() and end_batch() are issued together
+  // (NCCL needs a rank's sends and receives of one exchange in one group, or two neighbours can
+  // each block in a receive). MPI's non-blocking operations need nothing.
+  virtual void begin_batch() {}
+  virtual void end_batch() {}
 };
 
 // Tensor collectives over the ranks of `group` for tensors on `device`: NCCL for CUDA devices

@@ -2,6 +2,8 @@
 // collectives deliver the right bytes, and one failing rank makes every rank throw.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include <string>
 
 #include "dist/communicator.hpp"
@@ -65,9 +67,63 @@ TEST(Dist, IdenticalErrorsAreReportedOnce) {
     agree(comm, "bad config");
     FAIL();
   } catch (const AgreedError& e) {
-    const std::string what = e.what();
-    EXPECT_EQ(what.find("bad config"), what.rfind("bad config")) << what;
+    // Every rank said it: the message as it is, once, without a list of ranks.
+    EXPECT_EQ(std::string(e.what()), "bad config");
   }
+}
+
+TEST(Dist, RanksFailingAlikeAreNamedAsRanges) {
+  Communicator& comm = test::world();
+  if (comm.size() < 4) GTEST_SKIP() << "needs 4 ranks";
+  try {
+    // Ranks 0, 1 and 3 fail alike, rank 2 differently.
+    agree(comm, comm.rank() == 2 ? "out of memory" : "bad shard file");
+    FAIL();
+  } catch (const AgreedError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("ranks 0-1,3: bad shard file"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank 2: out of memory"), std::string::npos) << what;
+  }
+}
+
+// Sub-communicators: collectives stay inside each group, ranks ordered by key.
+TEST(Dist, SplitFormsIndependentGroups) {
+  Communicator& comm = test::world();
+  const int color = comm.rank() % 2;
+  const auto group = comm.split(color, -comm.rank());  // reversed order inside each group
+  int64_t members = 1, rank_sum = comm.rank();
+  group->allreduce_sum(&members, 1);
+  group->allreduce_sum(&rank_sum, 1);
+  const int64_t expected_members = (comm.size() + 1 - color) / 2;
+  EXPECT_EQ(members, expected_members);
+  int64_t expected_sum = 0;
+  for (int r = color; r < comm.size(); r += 2) expected_sum += r;
+  EXPECT_EQ(rank_sum, expected_sum);
+  // Key -rank: the highest world rank of the group is its rank 0.
+  std::string top = group->rank() == 0 ? std::to_string(comm.rank()) : std::string();
+  group->broadcast(top, 0);
+  int highest = color;
+  while (highest + 2 < comm.size()) highest += 2;
+  EXPECT_EQ(top, std::to_string(highest));
+}
+
+// Non-blocking point-to-point and all-reduce on raw buffers: a ring exchange.
+TEST(Dist, NonBlockingRingAndAllreduce) {
+  Communicator& comm = test::world();
+  if (comm.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int next = (comm.rank() + 1) % comm.size(), prev = (comm.rank() + comm.size() - 1) % comm.size();
+  std::vector<float> out(1000, static_cast<float>(comm.rank())), in(1000, -1.0f);
+  auto r = comm.irecv(in.data(), in.size() * sizeof(float), prev, 7);
+  auto s = comm.isend(out.data(), out.size() * sizeof(float), next, 7);
+  std::vector<double> sum(3, static_cast<double>(comm.rank() + 1));
+  auto a = comm.iallreduce_sum(sum.data(), sum.size(), DataType::Float64);
+  r->wait();
+  s->wait();
+  a->wait();
+  EXPECT_EQ(in.front(), static_cast<float>(prev));
+  EXPECT_EQ(in.back(), static_cast<float>(prev));
+  const double n = comm.size();
+  EXPECT_EQ(sum[2], n * (n + 1) / 2);
 }
 
 }  // namespace

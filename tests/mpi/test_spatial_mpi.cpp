@@ -156,8 +156,8 @@ TEST(ShardedUNet, GlobalGroupNormEqualsTheUnshardedModel) {
     const Outcome local = forward_backward(sharded, test::local_slice(data.image, *s.ctx),
                                            test::local_slice(data.labels, *s.ctx, 1), sum);
     s.ctx->group_norm = model::GroupNormMode::Global;
+    // (The logits, not the loss: on random data a scalar aggregate can land close by chance.)
     EXPECT_GT(test::relative_error(local.logits, test::local_slice(ref.logits, *s.ctx)), 1e-3);
-    EXPECT_GT(std::abs(local.loss - ref.loss), 1e-4 * std::abs(ref.loss));
   }
 }
 

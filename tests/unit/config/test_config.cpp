@@ -228,13 +228,13 @@ TEST_F(ConfigTest, DefaultsEqualConfigDefaults) {
 
 TEST_F(ConfigTest, KnownKeysFollowOptionsOrderAndCoverScaffold) {
   const std::vector<std::string> keys = known_keys();
-  EXPECT_EQ(keys.size(), 43u);
+  EXPECT_EQ(keys.size(), 44u);
   EXPECT_EQ(keys.front(), "base_run_dir");
   EXPECT_EQ(keys.back(), "async_save");
   for (const std::string& key : kScaffoldFileKeys)
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   for (const char* extra : {"job_name", "async_save", "dist", "datagen_batch_size",
-                            "unet_base_channels", "device"})
+                            "unet_base_channels", "device", "dc_groupnorm"})
     EXPECT_NE(std::find(keys.begin(), keys.end(), extra), keys.end()) << extra;
 }
 
@@ -439,6 +439,26 @@ TEST_F(ConfigTest, ShardListLengthMismatchRejected) {
   const LoadedConfig ok = load({path, write("b.yml", "dc_shard_dims: [3, 4]\n")});
   EXPECT_EQ(ok.config.dc_num_shards, (std::vector<int>{2, 1}));
   EXPECT_EQ(ok.config.dc_shard_dims, (std::vector<int>{3, 4}));
+}
+
+// Each U-Net level halves a shard's side: it must stay even down to the bottleneck (spec §7.2).
+TEST_F(ConfigTest, ShardCountsMustKeepEveryLevelEven) {
+  // Scale 5 (side 32), bottleneck 3: 2 layers, so side / shards must be a multiple of 4.
+  const std::string ok = write("ok.yml", "problem_scale: 5\ndc_num_shards: [8, 1, 1]\n");
+  EXPECT_EQ(load({ok}).config.dc_num_shards, (std::vector<int>{8, 1, 1}));
+  const std::string path = write("a.yml", "problem_scale: 5\ndc_num_shards: [16, 1, 1]\n");
+  const std::string line = line_with(load_error({path}), "dc_num_shards = [16, 1, 1]");
+  EXPECT_CONTAINS(line, "stays even at every U-Net level");
+  EXPECT_CONTAINS(line, "a divisor of 32 / 2^2 = 8");
+  EXPECT_CONTAINS(line, "problem_scale = 5 from " + path);
+  line_with(load_error({write("b.yml", "problem_scale: 5\ndc_num_shards: [1, 3, 1]\n")}), "dc_num_shards = [1, 3, 1]");
+}
+
+TEST_F(ConfigTest, GroupNormModeIsGlobalOrLocal) {
+  EXPECT_EQ(load({write("a.yml", "problem_scale: 5\n")}).config.dc_groupnorm, "global");
+  EXPECT_EQ(load({write("b.yml", "dc_groupnorm: local\n")}).config.dc_groupnorm, "local");
+  EXPECT_CONTAINS(line_with(load_error({write("c.yml", "dc_groupnorm: shard\n")}), "dc_groupnorm = shard"),
+                  "global, local");
 }
 
 TEST_F(ConfigTest, BadShardDimsRejected) {

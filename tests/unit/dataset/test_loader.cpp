@@ -4,6 +4,8 @@
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -332,8 +334,16 @@ class FakeComm : public dist::Communicator {
   int local_size() const override { return size_; }
   int nodes() const override { return 1; }
   [[noreturn]] void abort(int) override { std::abort(); }
+  // Not used by check_same_ids: any call is a test failure.
+  std::unique_ptr<dist::Communicator> split(int, int) override { unused(); }
+  void broadcast(void*, std::size_t, int) override { unused(); }
+  std::unique_ptr<dist::Request> iallreduce_sum(void*, std::size_t, dist::DataType) override { unused(); }
+  std::unique_ptr<dist::Request> isend(const void*, std::size_t, int, int) override { unused(); }
+  std::unique_ptr<dist::Request> irecv(void*, std::size_t, int, int) override { unused(); }
+  bool device_buffers() const override { return false; }
 
  private:
+  [[noreturn]] static void unused() { throw std::logic_error("FakeComm: unexpected buffer operation"); }
   int size_;
   bool others_differ_;
 };

@@ -1,0 +1,117 @@
+// The NCCL backend of TensorComm, compiled when LibTorch has CUDA and nccl.h is found
+// (SCAFFOLD_WITH_NCCL). Operations are enqueued on the device's current CUDA stream, so they are
+// ordered with the kernels around them and Work::wait() has nothing to wait for on the host; a
+// host read of a result (item(), a copy to the CPU) synchronises as usual. The NCCL communicator
+// is created from a unique id that rank 0 of the group broadcasts over MPI.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <string>
+
+#include "core/error.hpp"
+#include "dist/tensor_comm.hpp"
+
+namespace scaffold::dist {
+namespace {
+
+void check_nccl(ncclResult_t rc, const char* what) {
+  if (rc != ncclSuccess)
+    throw core::Error(fmt::format("NCCL call {} failed: {}", what, ncclGetErrorString(rc)));
+}
+
+ncclDataType_t nccl_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return ncclFloat32;
+    case at::kDouble: return ncclFloat64;
+    case at::kLong: return ncclInt64;
+    default:
+      throw core::Error(fmt::format("NCCL all-reduce of a {} tensor: only float32, float64 and int64 are supported",
+                                    c10::toString(t.scalar_type())));
+  }
+}
+
+// Stream-ordered: done once enqueued. Holds the tensors so the caching allocator cannot hand their
+// memory to another stream before the operation ran.
+class StreamWork final : public Work {
+ public:
+  explicit StreamWork(at::Tensor keep) : keep_(std::move(keep)) {}
+  void wait() override { keep_ = at::Tensor(); }
+
+ private:
+  at::Tensor keep_;
+};
+
+class NcclTensorComm final : public TensorComm {
+ public:
+  NcclTensorComm(Communicator& group, const c10::Device& device) : group_(group), device_(device) {
+    ncclUniqueId id;
+    std::string bytes;
+    if (group_.rank() == 0) {
+      check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      bytes.assign(reinterpret_cast<const char*>(&id), sizeof(id));
+    }
+    group_.broadcast(bytes, 0);
+    SCAFFOLD_CHECK(bytes.size() == sizeof(id), "NCCL unique id of the wrong size");
+    std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(&id));
+    c10::cuda::CUDAGuard guard(device_);
+    check_nccl(ncclCommInitRank(&comm_, group_.size(), id, group_.rank()), "ncclCommInitRank");
+  }
+  ~NcclTensorComm() override { ncclCommDestroy(comm_); }
+  NcclTensorComm(const NcclTensorComm&) = delete;
+  NcclTensorComm& operator=(const NcclTensorComm&) = delete;
+
+  int rank() const override { return group_.rank(); }
+  int size() const override { return group_.size(); }
+  std::string backend() const override { return "nccl"; }
+
+  std::unique_ptr<Work> allreduce_sum(const at::Tensor& t) override {
+    check(t, "all-reduce");
+    check_nccl(ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t), ncclSum,
+                             comm_, stream()),
+               "ncclAllReduce");
+    return std::make_unique<StreamWork>(t);
+  }
+  std::unique_ptr<Work> send(const at::Tensor& t, int peer, int /*tag: NCCL matches by order*/) override {
+    check(t, "send");
+    check_nccl(ncclSend(t.data_ptr(), bytes(t), ncclUint8, peer, comm_, stream()), "ncclSend");
+    return std::make_unique<StreamWork>(t);
+  }
+  std::unique_ptr<Work> recv(const at::Tensor& t, int peer, int /*tag*/) override {
+    check(t, "receive");
+    check_nccl(ncclRecv(t.data_ptr(), bytes(t), ncclUint8, peer, comm_, stream()), "ncclRecv");
+    return std::make_unique<StreamWork>(t);
+  }
+  void broadcast(const at::Tensor& t, int root) override {
+    check(t, "broadcast");
+    check_nccl(ncclBroadcast(t.data_ptr(), t.data_ptr(), bytes(t), ncclUint8, root, comm_, stream()),
+               "ncclBroadcast");
+  }
+  void begin_batch() override { check_nccl(ncclGroupStart(), "ncclGroupStart"); }
+  void end_batch() override { check_nccl(ncclGroupEnd(), "ncclGroupEnd"); }
+
+ private:
+  void check(const at::Tensor& t, const char* what) const {
+    SCAFFOLD_CHECK(t.defined() && t.is_contiguous() && t.device() == device_,
+                   fmt::format("NCCL {}: the tensor must be contiguous and on {}", what, device_.str()));
+  }
+  static size_t bytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+  cudaStream_t stream() const { return c10::cuda::getCurrentCUDAStream(device_.index()).stream(); }
+
+  Communicator& group_;
+  c10::Device device_;
+  ncclComm_t comm_ = nullptr;
+};
+
+}  // namespace
+
+bool nccl_available() { return true; }
+
+std::unique_ptr<TensorComm> make_tensor_comm(Communicator& group, const c10::Device& device) {
+  if (device.is_cuda()) return std::make_unique<NcclTensorComm>(group, device);
+  return make_mpi_tensor_comm(group);
+}
+
+}  // namespace scaffold::dist
