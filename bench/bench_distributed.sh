@@ -20,6 +20,7 @@ ROUNDS=${ROUNDS:-3}
 THREADS=${THREADS:-$(nproc)}
 GROUPNORM=${GROUPNORM:-global}
 WORK=${WORK:-$(mktemp -d)}
+mkdir -p "$WORK"
 LOG=${LOG:-$WORK/runs.log}
 [[ -x "$BIN" ]] || { echo "error: $BIN not found; build first (scripts/build)" >&2; exit 1; }
 (( THREADS % 2 == 0 )) || { echo "error: THREADS=$THREADS must be even (2 ranks share them)" >&2; exit 1; }
