@@ -268,6 +268,12 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
                                                model::parse_group_norm_mode(cfg.dc_groupnorm));
     mo.spatial = spatial;
     parallel.spatial = spatial;
+    const auto& nb = spatial->neighbours;
+    LOG_DEBUG("replica {}, shard {} of {}: D/H/W shard index [{}, {}, {}] of [{}, {}, {}], neighbour ranks "
+              "in the group D {}/{}, H {}/{}, W {}/{} (-1: outer boundary)",
+              grid.replica(), grid.shard_id(), grid.spatial_size(), spatial->coords[0], spatial->coords[1],
+              spatial->coords[2], spatial->shards[0], spatial->shards[1], spatial->shards[2], nb[0].lo, nb[0].hi,
+              nb[1].lo, nb[1].hi, nb[2].lo, nb[2].hi);
   }
   if (ctx.comm.size() > 1)
     LOG_INFO("distributed: {} ranks on {} node(s) = {} data-parallel replica(s) x {} spatial shard(s) "

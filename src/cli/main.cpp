@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   app.fallthrough();  // global flags may also follow the subcommand name
   int verbose = 0;
   bool all_ranks = false;
-  app.add_flag("-v,--verbose", verbose, "more output: -v turns on DEBUG messages");
+  app.add_flag("-v,--verbose", verbose,
+               "more output: -v turns on DEBUG messages on every rank (each line names its rank)");
   app.add_flag("--log-all-ranks", all_ranks, "every rank logs, not only rank 0");
 
   std::vector<cli::Subcommand> subcommands{cli::add_generate_fractals(app),
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
     core::LogOptions log;
     log.level = verbose > 0 ? core::LogLevel::Debug : core::LogLevel::Info;
     log.rank = comm.rank();
-    log.all_ranks = all_ranks;
+    // Debugging a multi-rank run needs every rank's view; each line carries [rank=N].
+    log.all_ranks = all_ranks || verbose > 0;
     core::log_configure(log);
 
     for (auto& sub : subcommands) {

@@ -80,9 +80,12 @@ TEST(DistributedBenchmark, SpatialAndDataParallelRunsReachTheTargetLikeOneProces
   expect_converged_csv(reference, header);
 
   // One sample split in two along D: global batch 2, as the single process.
-  const auto spatial = run_command(mpiexec(2) + kBinary + " benchmark --threads 1 --dc-num-shards 2 1 1 -c " +
+  // -v: every rank logs, each line naming its rank.
+  const auto spatial = run_command(mpiexec(2) + kBinary + " benchmark -v --threads 1 --dc-num-shards 2 1 1 -c " +
                                    write_config(spatial_dir.path(), extra).string());
   ASSERT_EQ(spatial.exit_code, 0) << spatial.output;
+  EXPECT_NE(spatial.output.find("[rank=1][DEBUG] replica 0, shard 1 of 2: D/H/W shard index [1, 0, 0]"),
+            std::string::npos) << spatial.output;
   EXPECT_NE(spatial.output.find("2 ranks on 1 node(s) = 1 data-parallel replica(s) x 2 spatial shard(s)"),
             std::string::npos) << spatial.output;
   const auto spatial_rows = train_stats(spatial_dir.path());
