@@ -7,8 +7,10 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +57,36 @@ inline int run_and_kill(const std::vector<std::string>& args, const std::functio
   int status = 0;
   ::waitpid(pid, &status, 0);
   return status;
+}
+
+// The tiny benchmark config of the benchmark tests, written to dir/tiny.yml: 16^3 volumes (16 of
+// them: 12 training, 4 validation), a 2-layer U-Net of base 8, 2 classes + background; seconds
+// per epoch. Outputs go below `dir` (runs/, lib/, data/). `extra` is appended.
+inline std::filesystem::path write_tiny_benchmark_config(const std::filesystem::path& dir,
+                                                         const std::string& extra = "") {
+  const std::filesystem::path cfg = dir / "tiny.yml";
+  std::ofstream(cfg) << "problem_scale: 4\nunet_bottleneck_dim: 2\nunet_base_channels: 8\n"
+                     << "group_norm_groups: 4\nn_categories: 2\nn_instances_used_per_fractal: 24\n"
+                     << "local_batch_size: 2\nwarmup_batches: 2\nseed: 3\n"
+                     << "starting_learning_rate: 0.01\nmin_learning_rate: 0.001\n"
+                     << "base_run_dir: " << (dir / "runs").string() << "\n"
+                     << "fract_base_dir: " << (dir / "lib").string() << "\n"
+                     << "dataset_dir: " << (dir / "data").string() << "\n"
+                     << extra;
+  return cfg;
+}
+
+// A CSV file's rows, each split at commas (no quoting: scaffold's CSVs have none).
+inline std::vector<std::vector<std::string>> csv_rows(const std::filesystem::path& file) {
+  std::istringstream in(core::read_file(file));
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::stringstream cell_in(line);
+    for (std::string cell; std::getline(cell_in, cell, ',');) cells.push_back(cell);
+    rows.push_back(cells);
+  }
+  return rows;
 }
 
 }  // namespace scaffold::test

@@ -19,37 +19,11 @@ using test::kBinary;
 using test::run_command;
 using test::TempDir;
 
-// 16^3 volumes, a 2-layer U-Net of base 8, 2 classes + background: seconds per epoch.
-fs::path write_config(const fs::path& dir, const std::string& extra = "") {
-  const fs::path cfg = dir / "tiny.yml";
-  std::ofstream(cfg) << "problem_scale: 4\nunet_bottleneck_dim: 2\nunet_base_channels: 8\n"
-                     << "group_norm_groups: 4\nn_categories: 2\nn_instances_used_per_fractal: 24\n"
-                     << "local_batch_size: 2\nwarmup_batches: 2\nseed: 3\n"
-                     << "starting_learning_rate: 0.01\nmin_learning_rate: 0.001\n"
-                     << "base_run_dir: " << (dir / "runs").string() << "\n"
-                     << "fract_base_dir: " << (dir / "lib").string() << "\n"
-                     << "dataset_dir: " << (dir / "data").string() << "\n"
-                     << extra;
-  return cfg;
-}
-
 fs::path only_run_dir(const fs::path& dir) {
   std::vector<fs::path> runs;
   for (const auto& e : fs::directory_iterator(dir / "runs")) runs.push_back(e.path());
   EXPECT_EQ(runs.size(), 1u);
   return runs.empty() ? fs::path() : runs.front();
-}
-
-std::vector<std::vector<std::string>> csv_rows(const fs::path& file) {
-  std::istringstream in(core::read_file(file));
-  std::vector<std::vector<std::string>> rows;
-  for (std::string line; std::getline(in, line);) {
-    std::vector<std::string> cells;
-    std::stringstream cell_in(line);
-    for (std::string cell; std::getline(cell_in, cell, ',');) cells.push_back(cell);
-    rows.push_back(cells);
-  }
-  return rows;
 }
 
 const char* kHeader =
@@ -58,7 +32,7 @@ const char* kHeader =
 
 TEST(Benchmark, TrainsToTheTargetDiceAndWritesTheRunFolder) {
   TempDir dir;
-  const fs::path cfg = write_config(dir.path(), "target_dice: 0.9\nepochs: 60\n");
+  const fs::path cfg = test::write_tiny_benchmark_config(dir.path(), "target_dice: 0.9\nepochs: 60\n");
   const auto r = run_command(kBinary + " benchmark -c " + cfg.string() + " --threads 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Trained to >= 0.9 validation dice score in"), std::string::npos) << r.output;
@@ -74,7 +48,7 @@ TEST(Benchmark, TrainsToTheTargetDiceAndWritesTheRunFolder) {
     EXPECT_TRUE(fs::is_regular_file(run / f)) << f;
   EXPECT_EQ(core::read_file(run / "base_config.yaml"), core::read_file(cfg));
 
-  const auto rows = csv_rows(run / "train_stats.csv");
+  const auto rows = test::csv_rows(run / "train_stats.csv");
   ASSERT_GE(rows.size(), 2u);
   EXPECT_EQ(core::read_file(run / "train_stats.csv").substr(0, std::string(kHeader).size()), kHeader);
   const auto& last = rows.back();
@@ -97,11 +71,11 @@ TEST(Benchmark, RestartFromACheckpointContinuesTheSameRun) {
   const std::string common = "checkpoint_interval: 1\ntarget_dice: 0.999\n";
   // Uninterrupted: 4 epochs.
   auto full = run_command(kBinary + " benchmark --threads 1 --epochs 4 -c " +
-                          write_config(full_dir.path(), common).string());
+                          test::write_tiny_benchmark_config(full_dir.path(), common).string());
   ASSERT_EQ(full.exit_code, 0) << full.output;
   // Interrupted after epoch 2, then resumed by restart.sh up to epoch 4.
   auto cut = run_command(kBinary + " benchmark --threads 1 --epochs 2 -c " +
-                         write_config(cut_dir.path(), common).string());
+                         test::write_tiny_benchmark_config(cut_dir.path(), common).string());
   ASSERT_EQ(cut.exit_code, 0) << cut.output;
   const fs::path run = only_run_dir(cut_dir.path());
   EXPECT_TRUE(fs::is_regular_file(run / "checkpoints" / "checkpoint_last"));
@@ -109,8 +83,8 @@ TEST(Benchmark, RestartFromACheckpointContinuesTheSameRun) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
 
-  const auto a = csv_rows(only_run_dir(full_dir.path()) / "train_stats.csv");
-  const auto b = csv_rows(run / "train_stats.csv");
+  const auto a = test::csv_rows(only_run_dir(full_dir.path()) / "train_stats.csv");
+  const auto b = test::csv_rows(run / "train_stats.csv");
   ASSERT_EQ(a.size(), 5u);
   ASSERT_EQ(b.size(), 5u) << core::read_file(run / "train_stats.csv");
   for (std::size_t i = 0; i < a.size(); ++i)
@@ -122,7 +96,7 @@ TEST(Benchmark, RestartFromACheckpointContinuesTheSameRun) {
 
 TEST(Benchmark, EnergyOverTheTimedWindowsAndAProfileTrace) {
   TempDir dir;
-  const fs::path cfg = write_config(dir.path(), "epochs: 2\n");
+  const fs::path cfg = test::write_tiny_benchmark_config(dir.path(), "epochs: 2\n");
   // The GH200 fixture: two modules at 412.5 + 398.0 W, constant, so energy = 810.5 W x duration.
   const std::string fixture = std::string(SCAFFOLD_SOURCE_DIR) + "/tests/fixtures/energy/gh200/hwmon";
   const auto r = run_command("SCAFFOLD_HWMON_ROOT=" + fixture +
@@ -131,7 +105,7 @@ TEST(Benchmark, EnergyOverTheTimedWindowsAndAProfileTrace) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("energy of the epochs:"), std::string::npos) << r.output;
   const fs::path run = only_run_dir(dir.path());
-  const auto rows = csv_rows(run / "energy_stats.csv");
+  const auto rows = test::csv_rows(run / "energy_stats.csv");
   ASSERT_EQ(rows.size(), 1u + 1u + 2u * 2u) << "header, warm-up, train + validation per epoch";
   EXPECT_EQ(rows[1][0], "warmup");
   EXPECT_EQ(rows[2][0], "train");
@@ -143,7 +117,7 @@ TEST(Benchmark, EnergyOverTheTimedWindowsAndAProfileTrace) {
     EXPECT_NEAR(std::stod(rows[i][6]), 810.5, 1e-6) << "average power, row " << i;
   }
   // The train windows' durations add up with the validation ones to the epoch durations.
-  const auto stats = csv_rows(run / "train_stats.csv");
+  const auto stats = test::csv_rows(run / "train_stats.csv");
   for (int e = 1; e <= 2; ++e)
     EXPECT_NEAR(std::stod(rows[2 * e][3]) + std::stod(rows[2 * e + 1][3]), std::stod(stats[e][7]), 0.05)
         << "epoch " << e;
@@ -162,7 +136,7 @@ TEST(Benchmark, EnergyOverTheTimedWindowsAndAProfileTrace) {
   TempDir plain;
   const auto q = run_command("SCAFFOLD_HWMON_ROOT=/nonexistent SCAFFOLD_POWERCAP_ROOT=/nonexistent "
                              "PROFILE_TORCH=off " + kBinary + " benchmark --threads 1 -c " +
-                             write_config(plain.path(), "epochs: 1\n").string());
+                             test::write_tiny_benchmark_config(plain.path(), "epochs: 1\n").string());
   ASSERT_EQ(q.exit_code, 0) << q.output;
   EXPECT_NE(q.output.find("no power source found"), std::string::npos) << q.output;
   const fs::path plain_run = only_run_dir(plain.path());
@@ -173,7 +147,7 @@ TEST(Benchmark, EnergyOverTheTimedWindowsAndAProfileTrace) {
 
 TEST(Benchmark, UsageAndRestartErrors) {
   TempDir dir;
-  const fs::path cfg = write_config(dir.path());
+  const fs::path cfg = test::write_tiny_benchmark_config(dir.path());
   EXPECT_EQ(run_command(kBinary + " benchmark -c " + cfg.string() + " --restart").exit_code, 2);
   const auto missing = run_command(kBinary + " benchmark -c " + cfg.string() + " --run-dir " +
                                    (dir.path() / "nowhere").string());

@@ -22,34 +22,12 @@ using test::mpiexec;
 using test::run_command;
 using test::TempDir;
 
-// 16^3 volumes (16 of them: 12 training, 4 validation), a 2-layer U-Net of base 8.
-fs::path write_config(const fs::path& dir, const std::string& extra = "") {
-  const fs::path cfg = dir / "tiny.yml";
-  std::ofstream(cfg) << "problem_scale: 4\nunet_bottleneck_dim: 2\nunet_base_channels: 8\n"
-                     << "group_norm_groups: 4\nn_categories: 2\nn_instances_used_per_fractal: 24\n"
-                     << "local_batch_size: 2\nwarmup_batches: 2\nseed: 3\n"
-                     << "starting_learning_rate: 0.01\nmin_learning_rate: 0.001\n"
-                     << "base_run_dir: " << (dir / "runs").string() << "\n"
-                     << "fract_base_dir: " << (dir / "lib").string() << "\n"
-                     << "dataset_dir: " << (dir / "data").string() << "\n"
-                     << extra;
-  return cfg;
-}
-
 std::vector<std::vector<std::string>> train_stats(const fs::path& dir) {
   std::vector<fs::path> runs;
   for (const auto& e : fs::directory_iterator(dir / "runs")) runs.push_back(e.path());
   EXPECT_EQ(runs.size(), 1u) << "one run folder, written by rank 0 only";
   if (runs.empty()) return {};
-  std::istringstream in(core::read_file(runs.front() / "train_stats.csv"));
-  std::vector<std::vector<std::string>> rows;
-  for (std::string line; std::getline(in, line);) {
-    std::vector<std::string> cells;
-    std::stringstream cell_in(line);
-    for (std::string cell; std::getline(cell_in, cell, ',');) cells.push_back(cell);
-    rows.push_back(cells);
-  }
-  return rows;
+  return test::csv_rows(runs.front() / "train_stats.csv");
 }
 
 // The checks every converged run's CSV passes: spec header, one row per epoch numbered from 1,
@@ -72,7 +50,7 @@ void expect_converged_csv(const std::vector<std::vector<std::string>>& rows, con
 TEST(DistributedBenchmark, SpatialAndDataParallelRunsReachTheTargetLikeOneProcess) {
   const std::string extra = "target_dice: 0.9\nepochs: 60\n";
   TempDir single_dir, spatial_dir, data_dir;
-  const auto single = run_command(kBinary + " benchmark --threads 1 -c " + write_config(single_dir.path(), extra).string());
+  const auto single = run_command(kBinary + " benchmark --threads 1 -c " + test::write_tiny_benchmark_config(single_dir.path(), extra).string());
   ASSERT_EQ(single.exit_code, 0) << single.output;
   const auto reference = train_stats(single_dir.path());
   ASSERT_GE(reference.size(), 2u);
@@ -82,7 +60,7 @@ TEST(DistributedBenchmark, SpatialAndDataParallelRunsReachTheTargetLikeOneProces
   // One sample split in two along D: global batch 2, as the single process.
   // -v: every rank logs, each line naming its rank.
   const auto spatial = run_command(mpiexec(2) + kBinary + " benchmark -v --threads 1 --dc-num-shards 2 1 1 -c " +
-                                   write_config(spatial_dir.path(), extra).string());
+                                   test::write_tiny_benchmark_config(spatial_dir.path(), extra).string());
   ASSERT_EQ(spatial.exit_code, 0) << spatial.output;
   EXPECT_NE(spatial.output.find("[rank=1][DEBUG] replica 0, shard 1 of 2: D/H/W shard index [1, 0, 0]"),
             std::string::npos) << spatial.output;
@@ -97,7 +75,7 @@ TEST(DistributedBenchmark, SpatialAndDataParallelRunsReachTheTargetLikeOneProces
 
   // Two replicas of local batch 1: global batch 2, so the same steps per epoch.
   const auto data = run_command(mpiexec(2) + kBinary + " benchmark --threads 1 --local-batch-size 1 -c " +
-                                write_config(data_dir.path(), extra).string());
+                                test::write_tiny_benchmark_config(data_dir.path(), extra).string());
   ASSERT_EQ(data.exit_code, 0) << data.output;
   EXPECT_NE(data.output.find("2 data-parallel replica(s) x 1 spatial shard(s)"), std::string::npos) << data.output;
   expect_converged_csv(train_stats(data_dir.path()), header);
@@ -109,7 +87,7 @@ TEST(DistributedBenchmark, AFailingRankEndsEveryRankWithinSeconds) {
   // Rank 1 throws at its 4th step (the warm-up has 2): rank 0 is then inside a collective.
   const auto r = run_command("SCAFFOLD_FAIL_AT=1:4 " + mpiexec(2) + "-x SCAFFOLD_FAIL_AT " + kBinary +
                              " benchmark --threads 1 --epochs 3 --dc-num-shards 2 1 1 -c " +
-                             write_config(dir.path()).string());
+                             test::write_tiny_benchmark_config(dir.path()).string());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("injected failure (SCAFFOLD_FAIL_AT) at training step 4 on rank 1"), std::string::npos)
@@ -120,7 +98,7 @@ TEST(DistributedBenchmark, AFailingRankEndsEveryRankWithinSeconds) {
 
 TEST(DistributedBenchmark, InvalidLayoutsAreRejectedBeforeAnythingRuns) {
   TempDir dir;
-  const fs::path cfg = write_config(dir.path());
+  const fs::path cfg = test::write_tiny_benchmark_config(dir.path());
   auto nothing_written = [&] {
     EXPECT_FALSE(fs::exists(dir.path() / "runs"));
     EXPECT_FALSE(fs::exists(dir.path() / "lib"));

@@ -12,6 +12,7 @@
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
 #include "model/spatial.hpp"
+#include "model/unet.hpp"
 #include "mpi_test_main.hpp"
 
 namespace scaffold::test {
@@ -50,6 +51,17 @@ inline double relative_error(const at::Tensor& a, const at::Tensor& b) {
   const double scale = b.abs().max().item<double>();
   const double diff = (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
   return scale > 0 ? diff / scale : diff;
+}
+
+// A 2-layer U-Net of base 8 (GroupNorm 4 groups) for 3-channel 16^3 inputs: small and quick.
+inline model::UNetOptions small_unet(int n_classes) {
+  model::UNetOptions o;
+  o.in_channels = 3;
+  o.n_classes = n_classes;
+  o.layers = 2;
+  o.base_channels = 8;
+  o.group_norm_groups = 4;
+  return o;
 }
 
 // The elementwise sum of `t` over the TensorComm's group.

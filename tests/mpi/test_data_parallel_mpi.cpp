@@ -20,16 +20,6 @@ namespace {
 
 using test::world;
 
-model::UNetOptions small_unet() {
-  model::UNetOptions o;
-  o.in_channels = 3;
-  o.n_classes = 3;
-  o.layers = 2;
-  o.base_channels = 8;
-  o.group_norm_groups = 4;
-  return o;
-}
-
 at::Tensor image_of(int index) {
   torch::manual_seed(2000 + index);
   return at::randn({1, 3, 16, 16, 16});
@@ -61,7 +51,7 @@ void run_layout(const std::array<int, 3>& shards) {
 
   // Reference: one process, the whole batch of R samples.
   torch::manual_seed(9);
-  model::UNet3d reference(small_unet());
+  model::UNet3d reference(test::small_unet(3));
   std::vector<at::Tensor> initial;
   for (const auto& p : reference->parameters()) initial.push_back(p.detach().clone());
   std::vector<at::Tensor> images, labels;
@@ -78,7 +68,7 @@ void run_layout(const std::array<int, 3>& shards) {
   const auto ref_after = parameters_after_step(reference);
 
   // Distributed: this rank's shard of sample `replica`, gradients summed over the world / R.
-  model::UNetOptions o = small_unet();
+  model::UNetOptions o = test::small_unet(3);
   if (spatial > 1) o.spatial = s.ctx;
   torch::manual_seed(9);
   model::UNet3d net(o);

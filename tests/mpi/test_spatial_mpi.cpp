@@ -67,16 +67,6 @@ TEST(HaloConvolution, EqualsTheUnshardedConvolution) {
   }
 }
 
-model::UNetOptions small_unet() {
-  model::UNetOptions o;
-  o.in_channels = 3;
-  o.n_classes = 4;
-  o.layers = 2;
-  o.base_channels = 8;
-  o.group_norm_groups = 4;
-  return o;
-}
-
 struct Sample {
   at::Tensor image;   // (1, 3, 16, 16, 16)
   at::Tensor labels;  // (1, 16, 16, 16) int64
@@ -130,10 +120,10 @@ TEST(ShardedUNet, GlobalGroupNormEqualsTheUnshardedModel) {
     test::SpatialSetup s(layout);
     const Sample data = sample(s.grid.replica());
     torch::manual_seed(5);
-    model::UNet3d reference(small_unet());
+    model::UNet3d reference(test::small_unet(4));
     const Outcome ref = forward_backward(reference, data.image, data.labels, {});
 
-    model::UNetOptions sharded_options = small_unet();
+    model::UNetOptions sharded_options = test::small_unet(4);
     sharded_options.spatial = s.ctx;
     model::UNet3d sharded(sharded_options);
     copy_parameters(*reference, *sharded);
