@@ -85,7 +85,7 @@ class SpatialSumFunction : public torch::autograd::Function<SpatialSumFunction> 
 };
 
 
-// GroupNorm over the whole sample with a hand-written backward: two passes over the activation
+// GroupNorm over the whole sample with a hand-written backward: few passes over the activation
 // each way (statistics, then output; gradient sums, then input gradient), where composing it
 // from autograd ops took about three times the time of the native GroupNorm. The per-(sample,
 // group) statistics and gradient sums are combined across shards in float64.
@@ -115,11 +115,15 @@ class GlobalGroupNormFunction : public torch::autograd::Function<GlobalGroupNorm
                             const at::Tensor& weight, const at::Tensor& bias) {
     const at::Tensor x = x_in.contiguous();
     const int64_t n = x.size(0), c = x.size(1), groups = capsule->groups;
-    // Local moments (one Welford pass in x's precision), combined across shards in float64.
-    const auto [var, mean] = at::var_mean(x.view({n, groups, -1}), {2}, /*unbiased=*/false, /*keepdim=*/false);
-    const auto local = static_cast<double>(x.numel() / (n * groups));
+    // Local moments, two-pass (mean, then the norm of the deviations: as accurate as Welford's
+    // var_mean and ~13x faster on LibTorch 1.13's CPU kernels), combined across shards in float64.
+    const at::Tensor xg = x.view({n, groups, -1});
+    const auto local = static_cast<double>(xg.size(2));
+    const at::Tensor mean = xg.sum(2) / local;  // (N, G)
+    const at::Tensor deviation = at::linalg_vector_norm(xg - mean.unsqueeze(2), 2, {2}, false, c10::nullopt);
     const at::Tensor m = mean.to(at::kDouble);
-    at::Tensor sums = at::stack({at::full_like(m, local), m * local, (var.to(at::kDouble) + m * m) * local});
+    const at::Tensor m2 = deviation.to(at::kDouble).square();  // Σ (x - local mean)²
+    at::Tensor sums = at::stack({at::full_like(m, local), m * local, m2 + m * m * local});
     capsule->ctx->group->allreduce_sum(sums)->wait();
     const at::Tensor count = sums.select(0, 0);
     const at::Tensor g_mean = sums.select(0, 1) / count;
