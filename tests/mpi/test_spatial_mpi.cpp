@@ -1,6 +1,7 @@
 // Spatial parallelism against the unsharded computation: the halo convolution (forward, input and
-// weight gradients) and the whole U-Net (logits, loss, every parameter gradient) on every layout
-// the world size allows; `dc_groupnorm: local` shown to differ. Run under mpiexec -n 2, 4 and 8.
+// weight gradients) and the whole U-Net (logits, loss, every parameter gradient; also with
+// activation checkpointing) on every layout the world size allows; `dc_groupnorm: local` shown to
+// differ. Run under mpiexec -n 2, 4 and 8.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
@@ -140,6 +141,18 @@ TEST(ShardedUNet, GlobalGroupNormEqualsTheUnshardedModel) {
       EXPECT_LT(test::relative_error(test::group_sum(*s.group, got.grads[i]), ref.grads[i]), 1e-4)
           << "gradient of " << names[i];
     }
+
+    // Activation checkpointing recomputes each block, halo exchanges and GroupNorm all-reduces
+    // included, in backward: the same gradients.
+    model::UNetOptions recompute_options = sharded_options;
+    recompute_options.activation_checkpointing = true;
+    model::UNet3d recompute(recompute_options);
+    copy_parameters(*reference, *recompute);
+    const Outcome again = forward_backward(recompute, test::local_slice(data.image, *s.ctx),
+                                           test::local_slice(data.labels, *s.ctx, 1), sum);
+    EXPECT_NEAR(again.loss, got.loss, 1e-6 * std::abs(got.loss));
+    for (std::size_t i = 0; i < got.grads.size(); ++i)
+      EXPECT_LT(test::relative_error(again.grads[i], got.grads[i]), 1e-5) << "checkpointed gradient of " << names[i];
 
     // dc_groupnorm: local normalises each shard by its own statistics: a real difference.
     s.ctx->group_norm = model::GroupNormMode::Local;
