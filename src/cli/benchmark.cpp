@@ -23,6 +23,7 @@
 #include "core/sysinfo.hpp"
 #include "core/timer.hpp"
 #include "core/version.hpp"
+#include "core/watchdog.hpp"
 #include "dataset/loader.hpp"
 #include "dataset/plan.hpp"
 #include "dist/process_grid.hpp"
@@ -310,6 +311,15 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   init_model_region.reset();
   times.setup_s = phase.elapsed_s();
 
+  // The last resort against a job that stops without an error: no finished step or validation
+  // batch on this rank for progress_timeout_s ends every rank (MPI_Abort), not a silent hang.
+  std::optional<core::Watchdog> watchdog;
+  watchdog.emplace(cfg.progress_timeout_s, [&ctx, &cfg](double idle_s) {
+    LOG_ERROR("rank {}: no training progress for {:.0f} s (progress_timeout_s = {}): a rank or the file system is "
+              "stuck; ending all {} rank(s)", ctx.comm.rank(), idle_s, cfg.progress_timeout_s, ctx.comm.size());
+    ctx.comm.abort(1);
+  });
+  trainer.set_watchdog(&*watchdog);
   EnergyMeter energy(ctx.comm);
   phase.restart();
   times.warmup_s = trainer.warmup();
@@ -345,6 +355,8 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
                    e.val_dice, e.duration_s, e.optimizer_steps, e.total_optimizer_steps});
   });
   times.training_s = phase.elapsed_s();
+  trainer.set_watchdog(nullptr);
+  watchdog.reset();
   const train::CommTimes comm_times = trainer.comm_times();
   const auto energy_rows = energy.finish(run_dir, start.epoch + 1);
   profiler.finish();

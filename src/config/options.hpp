@@ -37,6 +37,7 @@ struct Config {
   std::vector<int> dc_num_shards{1, 1, 1};  // spatial shards per sharded dimension
   std::vector<int> dc_shard_dims{2, 3, 4};  // NCDHW dimensions to shard (2,3,4 = D,H,W)
   std::string dc_groupnorm = "global";      // extension: global | local GroupNorm statistics
+  int progress_timeout_s = 1800;            // extension: end the job after this long without a step
   int dataloader_num_workers = 1;
 
   // Model and training (spec §5, §6).

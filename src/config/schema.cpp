@@ -461,6 +461,10 @@ std::vector<KeySpec> build_schema() {
         "one of global, local"));
     t[i].choices = {"global", "local"};
   }
+  add(bind_key("progress_timeout_s", &Config::progress_timeout_s,
+               "extension: seconds without a finished training step or validation batch after "
+               "which every rank is ended with an error (a stuck rank or file system); 0: never",
+               "an integer >= 0", at_least_0));
   add(bind_key("dataloader_num_workers", &Config::dataloader_num_workers,
                "data-loading workers per rank", "an integer >= 0", at_least_0));
 

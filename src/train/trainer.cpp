@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <string>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -70,16 +72,27 @@ void synchronize(const c10::Device& device) {
 
 // Test hook: SCAFFOLD_FAIL_AT="<rank>:<step>" makes that rank throw at the start of its
 // <step>-th training step (1-based, warm-up steps included), to prove that a failure on one rank
-// ends every rank. Not a user option; malformed values are an error, never ignored.
-int64_t injected_failure_step(int rank) {
+// ends every rank; "<rank>:<step>:hang" makes it stop there forever instead, without an error (for
+// the progress watchdog). Not a user option; malformed values are an error, never ignored.
+struct InjectedFailure {
+  int64_t step = -1;  // -1: none on this rank
+  bool hang = false;
+};
+
+InjectedFailure injected_failure(int rank) {
   const char* value = std::getenv("SCAFFOLD_FAIL_AT");
-  if (value == nullptr || *value == '\0') return -1;
+  if (value == nullptr || *value == '\0') return {};
   int target_rank = -1;
   long long step = -1;
+  char mode[8] = {0};
   char tail = 0;
-  if (std::sscanf(value, "%d:%lld%c", &target_rank, &step, &tail) != 2 || target_rank < 0 || step < 1)
-    throw core::Error(fmt::format("SCAFFOLD_FAIL_AT='{}': expected <rank>:<step> with step >= 1", value));
-  return target_rank == rank ? static_cast<int64_t>(step) : -1;
+  const int fields = std::sscanf(value, "%d:%lld:%7[a-z]%c", &target_rank, &step, mode, &tail);
+  const bool hang = fields == 3 && std::string(mode) == "hang";
+  if ((fields != 2 && !hang) || target_rank < 0 || step < 1)
+    throw core::Error(
+        fmt::format("SCAFFOLD_FAIL_AT='{}': expected <rank>:<step> or <rank>:<step>:hang with step >= 1", value));
+  if (target_rank != rank) return {};
+  return {static_cast<int64_t>(step), hang};
 }
 
 }  // namespace
@@ -116,7 +129,9 @@ Trainer::Trainer(model::UNet3d model, TrainerOptions options, const dataset::Fra
   if (parallel_.spatial) {
     spatial_sum_ = [ctx = parallel_.spatial](const at::Tensor& t) { return model::spatial_sum(t, ctx); };
   }
-  fail_at_step_ = injected_failure_step(comm_.rank());
+  const InjectedFailure injected = injected_failure(comm_.rank());
+  fail_at_step_ = injected.step;
+  hang_at_step_ = injected.hang;
   optimizer_ = make_optimizer();
   counters_.best_val_loss = std::numeric_limits<double>::infinity();
   // Global batch must fit both splits (spec §6.1 step 9).
@@ -177,9 +192,14 @@ void Trainer::estimate_class_weights() {
 at::Tensor Trainer::train_step(const dataset::Batch& batch) {
   profile::Profiler* prof = options_.profiler;
   SCAFFOLD_PROFILE_REGION(prof, "run_training_batch");
-  if (++steps_taken_ == fail_at_step_)
+  if (++steps_taken_ == fail_at_step_) {
+    if (hang_at_step_) {
+      LOG_ERROR("injected hang (SCAFFOLD_FAIL_AT) at training step {} on rank {}", steps_taken_, comm_.rank());
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
     throw core::Error(fmt::format("injected failure (SCAFFOLD_FAIL_AT) at training step {} on rank {}",
                                   steps_taken_, comm_.rank()));
+  }
   at::Tensor image, mask;
   {
     SCAFFOLD_PROFILE_REGION(prof, "image_to_device");
@@ -240,6 +260,7 @@ Trainer::EpochSums Trainer::train_epoch(int64_t epoch, int64_t max_batches,
     const double wait_before = reducer_ ? reducer_->wait_s() : 0.0;
     sums += train_step(batch).to(at::kDouble);
     synchronize(device_);
+    if (options_.watchdog) options_.watchdog->beat();
     if (step_times) {
       step_times->push_back(clock.elapsed_s());
       comm_times_.halo_s += dist::halo_stats().seconds - halo_before;
@@ -283,6 +304,7 @@ Trainer::EpochSums Trainer::validate(int64_t max_batches) {
     sums += at::stack({terms.loss * b, hard.sum()}).to(at::kDouble);
     out.samples += b;
     ++out.steps;
+    if (options_.watchdog) options_.watchdog->beat();
   }
   at::autocast::clear_cache();  // as leaving PyTorch's autocast context does
   model_->train();

@@ -17,6 +17,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "dataset/loader.hpp"
+#include "core/watchdog.hpp"
 #include "dist/communicator.hpp"
 #include "dist/grad_reducer.hpp"
 #include "dist/process_grid.hpp"
@@ -48,6 +49,7 @@ struct TrainerOptions {
   double ce_weight_sample_fraction = 0.1;
   int loader_workers = 1;
   profile::Profiler* profiler = nullptr;  // named regions and the per-batch step; null: off
+  core::Watchdog* watchdog = nullptr;     // told of every finished step and validation batch
 };
 
 // How this rank takes part in a multi-rank run. The defaults are a world of one.
@@ -129,6 +131,7 @@ class Trainer {
 
   const TrainCounters& counters() const { return counters_; }
   const CommTimes& comm_times() const { return comm_times_; }
+  void set_watchdog(core::Watchdog* watchdog) { options_.watchdog = watchdog; }
   model::UNet3d& model() { return model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
 
@@ -154,6 +157,7 @@ class Trainer {
   std::unique_ptr<dist::GradientReducer> reducer_;
   std::function<at::Tensor(const at::Tensor&)> spatial_sum_;  // empty: whole samples here
   int64_t fail_at_step_ = -1;  // test hook SCAFFOLD_FAIL_AT (trainer.cpp); -1: never
+  bool hang_at_step_ = false;  // the hook hangs instead of throwing
   int64_t steps_taken_ = 0;
   CommTimes comm_times_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;

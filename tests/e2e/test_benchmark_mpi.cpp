@@ -96,6 +96,23 @@ TEST(DistributedBenchmark, AFailingRankEndsEveryRankWithinSeconds) {
   EXPECT_EQ(r.output.find("Trained to"), std::string::npos) << r.output;
 }
 
+// A rank that stops without an error (here: sleeps forever in its 4th step) leaves the others
+// blocked in a collective; the progress watchdog ends every rank.
+TEST(DistributedBenchmark, AStuckRankEndsEveryRankAfterTheProgressTimeout) {
+  TempDir dir;
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_command("SCAFFOLD_FAIL_AT=1:4:hang " + mpiexec(2) + "-x SCAFFOLD_FAIL_AT " + kBinary +
+                             " benchmark --threads 1 --epochs 3 --dc-num-shards 2 1 1 -c " +
+                             test::write_tiny_benchmark_config(dir.path(), "progress_timeout_s: 3\n").string());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("injected hang (SCAFFOLD_FAIL_AT) at training step 4 on rank 1"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("no training progress for"), std::string::npos) << r.output;
+  EXPECT_LT(seconds, 60.0);
+  EXPECT_EQ(r.output.find("Trained to"), std::string::npos) << r.output;
+}
+
 TEST(DistributedBenchmark, InvalidLayoutsAreRejectedBeforeAnythingRuns) {
   TempDir dir;
   const fs::path cfg = test::write_tiny_benchmark_config(dir.path());
