@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.hpp"
@@ -85,6 +86,11 @@ void GradientReducer::launch_ready() {
 void GradientReducer::finish() {
   SCAFFOLD_CHECK(armed_, "gradient reduction: finish() without prepare()");
   armed_ = false;
+  // No gradient reached any hook: the parameters were replaced by new tensors (hooks live on the
+  // tensors), and every rank would silently step on its own gradients.
+  if (std::find(arrived_.begin(), arrived_.end(), true) == arrived_.end())
+    throw core::Error("gradient reduction: backward produced no gradient for any parameter this reducer watches "
+                      "(were the model's parameter tensors replaced after it was set up?)");
   const auto start = std::chrono::steady_clock::now();
   // Buckets with a parameter that got no gradient: its zeros are summed, in bucket order.
   for (; next_launch_ < buckets_.size(); ++next_launch_)

@@ -333,6 +333,39 @@ double Trainer::warmup() {
   return clock.elapsed_s();
 }
 
+void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tensor>& params, const std::string& when,
+                           bool* warned) {
+  // A weighted checksum, its spread over the world.
+  double sum = 0.0;
+  {
+    torch::NoGradGuard no_grad;
+    double weight = 1.0;
+    for (const at::Tensor& p : params) {
+      sum += weight * p.sum(at::kDouble).item<double>();
+      weight += 1.0;
+    }
+  }
+  double extremes[2] = {sum, -sum};
+  comm.allreduce_max(extremes, 2);
+  const double high = extremes[0], low = -extremes[1];
+  const double spread = high - low;
+  const double scale = std::max({std::abs(high), std::abs(low), 1e-30});
+  if (spread > 1e-6 * scale || !std::isfinite(spread))
+    throw dist::AgreedError(fmt::format("the ranks' parameters differ {} (checksums {} to {}): gradient reduction "
+                                        "is broken", when, low, high));
+  if (spread > 0 && warned != nullptr && !*warned) {
+    *warned = true;
+    LOG_WARN("the ranks' parameters differ in the last bits {} (checksum spread {:.3g} relative): the MPI "
+             "library's all-reduce is not bitwise identical on every rank", when, spread / scale);
+  }
+}
+
+void Trainer::check_replicas_agree(int64_t epoch) {
+  // Every rank applies the same reduced gradients to the same broadcast start.
+  if (reducer_)
+    check_same_parameters(comm_, model_->parameters(), fmt::format("after epoch {}", epoch), &warned_replica_drift_);
+}
+
 TrainCounters Trainer::resume(const fs::path& dir) {
   std::string errors;
   for (const char* name : {"checkpoint_last", "checkpoint_best"}) {
@@ -406,6 +439,7 @@ TrainResult Trainer::run(const std::function<void(const EpochStats&)>& on_epoch)
     st.median_step_s = median(step_times);
     result.step_times_s.insert(result.step_times_s.end(), step_times.begin(), step_times.end());
 
+    check_replicas_agree(epoch);
     counters_.epoch = epoch;
     counters_.val_dice = st.val_dice;
     counters_.val_loss_avg = st.val_loss_avg;

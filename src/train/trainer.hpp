@@ -145,6 +145,8 @@ class Trainer {
   EpochSums validate(int64_t max_batches);
   EpochSums train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times);
   void save(const std::string& name);
+  // Multi-rank: throws core::Error when the parameters are not the same on every rank.
+  void check_replicas_agree(int64_t epoch);
 
   model::UNet3d model_;
   TrainerOptions options_;
@@ -160,6 +162,7 @@ class Trainer {
   bool hang_at_step_ = false;  // the hook hangs instead of throwing
   int64_t steps_taken_ = 0;
   CommTimes comm_times_;
+  bool warned_replica_drift_ = false;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<double> class_weights_;
   at::Tensor class_weights_tensor_;  // (K) float32 on device
@@ -168,6 +171,13 @@ class Trainer {
   double warmup_start_mono_s_ = 0.0;
   double warmup_end_mono_s_ = 0.0;
 };
+
+// Multi-rank: whether `params` are the same on every rank of `comm` (collective). Throws
+// dist::AgreedError on every rank when their checksums differ by more than 1e-6 relative; a smaller
+// difference (an all-reduce not bitwise identical on every rank) is logged once through *warned.
+// `when` completes the messages ("after epoch 3").
+void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tensor>& params, const std::string& when,
+                           bool* warned);
 
 // "auto" -> CUDA when LibTorch has it and a GPU is visible, else CPU; "cuda" without a GPU is an
 // error naming the key.

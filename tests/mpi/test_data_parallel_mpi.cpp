@@ -14,6 +14,7 @@
 #include "model/unet.hpp"
 #include "spatial_test_util.hpp"
 #include "train/loss.hpp"
+#include "train/trainer.hpp"
 
 namespace scaffold {
 namespace {
@@ -107,6 +108,22 @@ void run_layout(const std::array<int, 3>& shards) {
   for (std::size_t i = 0; i < after.size(); ++i) {
     const at::Tensor summed = test::group_sum(*world_tensors, after[i]);
     EXPECT_TRUE(summed.equal(after[i] * world().size()) || test::relative_error(summed / world().size(), after[i]) < 1e-7);
+  }
+}
+
+// The trainer's end-of-epoch check: identical parameters pass; one rank's drift fails everywhere.
+TEST(DataParallel, ParameterCheckCatchesARankThatDrifted) {
+  torch::manual_seed(4);
+  std::vector<at::Tensor> params{at::randn({10, 3}), at::randn({7})};
+  bool warned = false;
+  EXPECT_NO_THROW(train::check_same_parameters(world(), params, "in the test", &warned));
+  EXPECT_FALSE(warned);
+  if (world().rank() == world().size() - 1) params[1][3].add_(1e-2);
+  try {
+    train::check_same_parameters(world(), params, "in the test", &warned);
+    FAIL() << "rank " << world().rank() << " did not see the drift";
+  } catch (const dist::AgreedError& e) {
+    EXPECT_NE(std::string(e.what()).find("the ranks' parameters differ in the test"), std::string::npos) << e.what();
   }
 }
 
