@@ -39,7 +39,6 @@ min_learning_rate: 0.001
 warmup_batches: 2
 target_dice: 1.0
 epochs: $EPOCHS
-dc_groupnorm: $GROUPNORM
 base_run_dir: $WORK/runs
 fract_base_dir: $WORK/fractals
 dataset_dir: $WORK/datasets
@@ -66,7 +65,7 @@ for scale in $SCALES; do
     run "$scale A_1x$THREADS" "$BIN" benchmark -c "$WORK/bench.yml" --problem-scale "$scale" --threads "$THREADS" \
         --local-batch-size "$BATCH"
     run "$scale S_2x${HALF}_spatial" $MPI "$BIN" benchmark -c "$WORK/bench.yml" --problem-scale "$scale" \
-        --threads "$HALF" --local-batch-size "$BATCH" --dc-num-shards 2 1 1
+        --threads "$HALF" --local-batch-size "$BATCH" --dc-num-shards 2 1 1 --dc-groupnorm "$GROUPNORM"
     run "$scale D_2x${HALF}_data" $MPI "$BIN" benchmark -c "$WORK/bench.yml" --problem-scale "$scale" \
         --threads "$HALF" --local-batch-size $(( BATCH / 2 ))
   done

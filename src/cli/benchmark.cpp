@@ -411,6 +411,10 @@ Subcommand add_benchmark(CLI::App& app, int argc, char** argv) {
   add_string_override(sub, c, "--device", "device", "auto, cpu or cuda");
   add_int_list_override(sub, c, "--dc-num-shards", "dc_num_shards", 3, "spatial shards per sharded dimension");
   add_int_list_override(sub, c, "--dc-shard-dims", "dc_shard_dims", 3, "tensor dimensions to shard (2,3,4 = D,H,W)");
+  add_string_override(sub, c, "--dc-groupnorm", "dc_groupnorm",
+                      "GroupNorm statistics of a sharded sample: global (as unsharded) or local (per shard)");
+  add_int_override(sub, c, "--progress-timeout-s", "progress_timeout_s",
+                   "end every rank after this many seconds without a finished step (0: never)");
   add_int_override(sub, c, "--epochs", "epochs", "epoch cap (-1: until the target Dice)");
   add_float_override(sub, c, "--starting-learning-rate", "starting_learning_rate", "initial learning rate");
   add_float_override(sub, c, "--min-learning-rate", "min_learning_rate", "eta_min of the cosine schedule");

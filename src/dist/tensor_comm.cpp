@@ -57,9 +57,8 @@ class MpiTensorComm final : public TensorComm {
   explicit MpiTensorComm(Communicator& group) : group_(group) {}
   int rank() const override { return group_.rank(); }
   int size() const override { return group_.size(); }
-  std::string backend() const override {
-    return group_.device_buffers() ? "mpi" : "mpi (device tensors staged through host memory)";
-  }
+  // Device tensors without CUDA-aware MPI are staged through host memory (see the file comment).
+  std::string backend() const override { return group_.device_buffers() ? "mpi (CUDA-aware)" : "mpi"; }
 
   std::unique_ptr<Work> allreduce_sum(const at::Tensor& t) override {
     check_contiguous(t, "all-reduce");

@@ -132,6 +132,11 @@ TEST(DistributedBenchmark, InvalidLayoutsAreRejectedBeforeAnythingRuns) {
   EXPECT_NE(odd_extent.output.find("dc_num_shards"), std::string::npos) << odd_extent.output;
   EXPECT_NE(odd_extent.output.find("stays even at every U-Net level"), std::string::npos) << odd_extent.output;
   nothing_written();
+  // The GroupNorm mode is global or local.
+  const auto bad_mode = run_command(kBinary + " benchmark --threads 1 --dc-groupnorm shard -c " + cfg.string());
+  EXPECT_NE(bad_mode.exit_code, 0);
+  EXPECT_NE(bad_mode.output.find("dc_groupnorm = shard"), std::string::npos) << bad_mode.output;
+  nothing_written();
   // 2 replicas x local batch 3 = 6 samples per step, more than the 4 validation volumes.
   const auto big_batch = run_command(mpiexec(2) + kBinary + " benchmark --threads 1 --local-batch-size 3 -c " + cfg.string());
   EXPECT_NE(big_batch.exit_code, 0);
