@@ -7,6 +7,7 @@
           `scaffold report` rounds them).
   errors  an unknown system tag, a sweep value the benchmark rejects and a rank count the system
           cannot lay out each end in an error that names them, never in a silent empty table.
+  smoke_mpi  the same on 2 ranks with each sample split along D (dc_num_shards 2 1 1).
   slurm   a system added as one table entry renders the strong-scaling job scripts under the tag
           dryrun exactly as tests/jube/expected/ says (paths that vary replaced), without calling
           sbatch; without dryrun the first step is submitted through sbatch.
@@ -113,9 +114,9 @@ def energy_wh(run_dir):
                    if r["window"] in ("train", "validation"))
 
 
-def test_smoke(env):
+def test_smoke(env, campaign=None, ranks="1", shards="1 1 1"):
     out = os.path.join(env.tmp, "out")
-    campaign = os.path.join(env.args.repo, "jube", "smoke.yaml")
+    campaign = campaign or os.path.join(env.args.repo, "jube", "smoke.yaml")
     env.jube("run", "-e", "--hide-animation", campaign, "--tag", "local", "-o", out)
     result = env.jube("result", out, "-i", "last").stdout
     print(result)
@@ -126,6 +127,9 @@ def test_smoke(env):
     check(sorted(r["local_batch_size"] for r in rows) == ["2", "4"],
           "rows are not the sweep's combinations: {0}".format(
               [r["local_batch_size"] for r in rows]))
+    check(all(r["ranks"] == ranks and r["dc_num_shards"] == shards for r in rows),
+          "rows do not show {0} ranks with shards {1}: {2}".format(
+              ranks, shards, [(r["ranks"], r["dc_num_shards"]) for r in rows]))
     for row, shown in zip(rows, pretty):
         check(row["status"] == "ok" and shown["status"] == "ok",
               "status of local batch {0}: {1}".format(row["local_batch_size"], row["status"]))
@@ -161,6 +165,15 @@ def test_smoke(env):
         for name in ("job.out", "job.err", "job.sh", "report.csv"):
             check(os.path.exists(os.path.join(os.path.dirname(found[0]), name)),
                   "{0} missing from the benchmark work package".format(name))
+
+
+def test_smoke_mpi(env):
+    """The smoke campaign on 2 ranks, each sample split along D: the launcher line for several
+    ranks on the local system, and the same agreement with each run folder."""
+    campaign = os.path.join(env.copy_jube("mpi"), "smoke.yaml")
+    edit(campaign, '{name: dc_num_shards, _: "1 1 1"}', '{name: dc_num_shards, _: "2 1 1"}')
+    edit(campaign, '{name: ranks, type: int, _: "1"}', '{name: ranks, type: int, _: "2"}')
+    test_smoke(env, campaign, ranks="2", shards="2 1 1")
 
 
 def test_errors(env):
@@ -320,7 +333,7 @@ def test_slurm(env):
 
 def main():
     parser = argparse.ArgumentParser(description="JUBE campaign tests")
-    parser.add_argument("test", choices=("smoke", "errors", "slurm"))
+    parser.add_argument("test", choices=("smoke", "smoke_mpi", "errors", "slurm"))
     parser.add_argument("--scaffold", required=True)
     parser.add_argument("--jube", required=True)
     parser.add_argument("--repo", required=True)
@@ -328,7 +341,8 @@ def main():
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="scaffold-jube-{0}-".format(args.test))
     try:
-        {"smoke": test_smoke, "errors": test_errors, "slurm": test_slurm}[args.test](
+        {"smoke": test_smoke, "smoke_mpi": test_smoke_mpi, "errors": test_errors,
+         "slurm": test_slurm}[args.test](
             Env(args, tmp))
     except Failure as failure:
         print("FAIL ({0}): {1}\n(temporary folder kept: {2})".format(args.test, failure, tmp))
