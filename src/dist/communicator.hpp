@@ -25,6 +25,9 @@ class Request {
  public:
   virtual ~Request() = default;
   virtual void wait() = 0;
+  // Non-blocking: whether it has completed. Calling it also lets the MPI library progress the
+  // operation (Open MPI moves non-blocking collectives forward only inside MPI calls).
+  virtual bool test() = 0;
 };
 
 class Communicator {

@@ -72,6 +72,10 @@ void GradientReducer::on_gradient(std::size_t param, const at::Tensor& grad) {
     ++b.ready;
   }
   launch_ready();
+  // Drive the all-reduces already in flight: without a progress thread, MPI advances them only
+  // inside MPI calls, and backward makes none otherwise (pure data parallelism).
+  for (std::size_t k = 0; k < next_launch_; ++k)
+    if (buckets_[k].work) buckets_[k].work->poll();
 }
 
 void GradientReducer::launch_ready() {

@@ -54,6 +54,12 @@ class MpiRequest final : public Request {
     if (request_ == MPI_REQUEST_NULL) return;
     check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_);
   }
+  bool test() override {
+    if (request_ == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    check_mpi(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), what_);  // completed: request_ is null
+    return done != 0;
+  }
 
  private:
   MPI_Request request_ = MPI_REQUEST_NULL;

@@ -39,6 +39,7 @@ class StreamWork final : public Work {
  public:
   explicit StreamWork(at::Tensor keep) : keep_(std::move(keep)) {}
   void wait() override { keep_ = at::Tensor(); }
+  bool poll() override { return true; }  // stream-ordered: nothing for the host to drive
 
  private:
   at::Tensor keep_;

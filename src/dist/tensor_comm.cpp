@@ -44,6 +44,7 @@ class MpiWork final : public Work {
     request_.reset();
     if (target_.defined()) target_.copy_(staged_);
   }
+  bool poll() override { return !request_ || request_->test(); }
 
  private:
   std::unique_ptr<Request> request_;

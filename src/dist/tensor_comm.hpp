@@ -21,6 +21,9 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void wait() = 0;
+  // Lets the backend progress the operation without blocking; true when its transfer is done
+  // (wait() is still needed to finish it, e.g. to copy a staged result back).
+  virtual bool poll() = 0;
 };
 
 class TensorComm {

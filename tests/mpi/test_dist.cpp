@@ -2,6 +2,7 @@
 // collectives deliver the right bytes, and one failing rank makes every rank throw.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <vector>
 
 #include <string>
@@ -119,7 +120,13 @@ TEST(Dist, NonBlockingRingAndAllreduce) {
   auto a = comm.iallreduce_sum(sum.data(), sum.size(), DataType::Float64);
   r->wait();
   s->wait();
+  // test() alone drives the all-reduce to completion (bounded, so a bug fails instead of hanging).
+  bool done = false;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done && std::chrono::steady_clock::now() < give_up) done = a->test();
+  EXPECT_TRUE(done);
   a->wait();
+  EXPECT_TRUE(a->test() && r->test());  // completed requests stay completed
   EXPECT_EQ(in.front(), static_cast<float>(prev));
   EXPECT_EQ(in.back(), static_cast<float>(prev));
   const double n = comm.size();
