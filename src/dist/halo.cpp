@@ -60,6 +60,24 @@ void HaloExchange::wait_all() {
   bytes_ = 0;
 }
 
+// One exchange with both neighbours, in one batch: the receives first (so a neighbour's send
+// finds them posted), then the sends. What goes up to the hi neighbour travels with up_tag, what
+// goes down with down_tag; so the lo neighbour's message to us came up, the hi one's came down.
+void HaloExchange::post(const at::Tensor& to_lo, const at::Tensor& to_hi, int up_tag, int down_tag) {
+  comm_.begin_batch();
+  if (neighbours_.lo >= 0) pending_.push_back(comm_.recv(from_lo_, neighbours_.lo, tag_ + up_tag));
+  if (neighbours_.hi >= 0) pending_.push_back(comm_.recv(from_hi_, neighbours_.hi, tag_ + down_tag));
+  if (neighbours_.lo >= 0) {
+    keep_.push_back(to_lo.contiguous());
+    pending_.push_back(comm_.send(keep_.back(), neighbours_.lo, tag_ + down_tag));
+  }
+  if (neighbours_.hi >= 0) {
+    keep_.push_back(to_hi.contiguous());
+    pending_.push_back(comm_.send(keep_.back(), neighbours_.hi, tag_ + up_tag));
+  }
+  comm_.end_batch();
+}
+
 void HaloExchange::start(const at::Tensor& x) {
   started_ns_ = now_ns();
   SCAFFOLD_CHECK(dim_ >= 0 && dim_ < x.dim(), fmt::format("halo dimension {} of a {}-d tensor", dim_, x.dim()));
@@ -67,51 +85,27 @@ void HaloExchange::start(const at::Tensor& x) {
   if (extent < width_)
     throw core::Error(fmt::format("halo exchange along dimension {}: this shard's extent {} is smaller than the "
                                   "halo width {} (too many shards for this volume)", dim_, extent, width_));
-  template_ = slab_shape_like(x);
-  // Receives first, so a neighbour's send finds them posted.
-  comm_.begin_batch();
-  from_lo_ = neighbours_.lo >= 0 ? slab_shape_like(x) : at::Tensor();
-  from_hi_ = neighbours_.hi >= 0 ? slab_shape_like(x) : at::Tensor();
-  if (from_lo_.defined()) pending_.push_back(comm_.recv(from_lo_, neighbours_.lo, tag_ + kUp));
-  if (from_hi_.defined()) pending_.push_back(comm_.recv(from_hi_, neighbours_.hi, tag_ + kDown));
-  // Pack: the first slices go down, the last ones up.
-  if (neighbours_.lo >= 0) {
-    keep_.push_back(x.narrow(dim_, 0, width_).contiguous());
-    pending_.push_back(comm_.send(keep_.back(), neighbours_.lo, tag_ + kDown));
-  }
-  if (neighbours_.hi >= 0) {
-    keep_.push_back(x.narrow(dim_, extent - width_, width_).contiguous());
-    pending_.push_back(comm_.send(keep_.back(), neighbours_.hi, tag_ + kUp));
-  }
-  comm_.end_batch();
+  // Received halos, or zeros at the sample's outer boundary (nothing to receive there).
+  from_lo_ = neighbours_.lo >= 0 ? slab_shape_like(x) : slab_shape_like(x).zero_();
+  from_hi_ = neighbours_.hi >= 0 ? slab_shape_like(x) : slab_shape_like(x).zero_();
+  // The first slices go down, the last ones up.
+  post(x.narrow(dim_, 0, width_), x.narrow(dim_, extent - width_, width_), kUp, kDown);
 }
 
 std::pair<at::Tensor, at::Tensor> HaloExchange::finish() {
   wait_all();
-  at::Tensor lo = from_lo_.defined() ? from_lo_ : at::zeros_like(template_);
-  at::Tensor hi = from_hi_.defined() ? from_hi_ : at::zeros_like(template_);
+  std::pair<at::Tensor, at::Tensor> halos{std::move(from_lo_), std::move(from_hi_)};
   from_lo_ = at::Tensor();
   from_hi_ = at::Tensor();
-  return {lo, hi};
+  return halos;
 }
 
 void HaloExchange::start_reverse(const at::Tensor& grad_lo, const at::Tensor& grad_hi) {
   started_ns_ = now_ns();
   // Our hi halo holds the hi neighbour's first slices: its gradient belongs there, and vice versa.
-  comm_.begin_batch();
   from_lo_ = neighbours_.lo >= 0 ? at::empty_like(grad_lo, at::MemoryFormat::Contiguous) : at::Tensor();
   from_hi_ = neighbours_.hi >= 0 ? at::empty_like(grad_hi, at::MemoryFormat::Contiguous) : at::Tensor();
-  if (from_lo_.defined()) pending_.push_back(comm_.recv(from_lo_, neighbours_.lo, tag_ + kGradUp));
-  if (from_hi_.defined()) pending_.push_back(comm_.recv(from_hi_, neighbours_.hi, tag_ + kGradDown));
-  if (neighbours_.lo >= 0) {
-    keep_.push_back(grad_lo.contiguous());
-    pending_.push_back(comm_.send(keep_.back(), neighbours_.lo, tag_ + kGradDown));
-  }
-  if (neighbours_.hi >= 0) {
-    keep_.push_back(grad_hi.contiguous());
-    pending_.push_back(comm_.send(keep_.back(), neighbours_.hi, tag_ + kGradUp));
-  }
-  comm_.end_batch();
+  post(grad_lo, grad_hi, kGradUp, kGradDown);
 }
 
 void HaloExchange::finish_reverse(at::Tensor& grad_x) {

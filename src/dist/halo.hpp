@@ -51,6 +51,7 @@ class HaloExchange {
 
  private:
   at::Tensor slab_shape_like(const at::Tensor& x) const;
+  void post(const at::Tensor& to_lo, const at::Tensor& to_hi, int up_tag, int down_tag);
   void wait_all();
 
   TensorComm& comm_;
@@ -60,8 +61,9 @@ class HaloExchange {
   int tag_;
   std::vector<std::unique_ptr<Work>> pending_;
   std::vector<at::Tensor> keep_;  // packed slabs in flight
-  at::Tensor from_lo_, from_hi_;  // receive buffers (undefined at an outer boundary)
-  at::Tensor template_;           // a slab-shaped tensor for the zero halos
+  // Forward: the halos (zeros at an outer boundary). Reverse: the neighbours' halo gradients
+  // (undefined at an outer boundary).
+  at::Tensor from_lo_, from_hi_;
   int64_t started_ns_ = 0;
   int64_t bytes_ = 0;
 };
