@@ -260,11 +260,13 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
     LOG_INFO("bf16 autocast: max-pooling and transposed convolution run in fp32 (this LibTorch has no "
              "working bf16 kernels for them on {})", device.str());
   }
-  // Spatial parallelism: ranks of one replica (consecutive ranks) form the sample's group.
-  const std::unique_ptr<dist::Communicator> spatial_comm = ctx.comm.split(grid.replica(), grid.shard_id());
+  // Spatial parallelism: ranks of one replica (consecutive ranks) form the sample's group. Every
+  // rank has the same grid, so all of them split (a collective) or none does.
+  std::unique_ptr<dist::Communicator> spatial_comm;
   train::Parallelism parallel;
   if (ctx.comm.size() > 1) parallel.world = dist::make_tensor_comm(ctx.comm, device);
   if (grid.spatial_size() > 1) {
+    spatial_comm = ctx.comm.split(grid.replica(), grid.shard_id());
     auto spatial = model::make_spatial_context(dist::make_tensor_comm(*spatial_comm, device), grid,
                                                model::parse_group_norm_mode(cfg.dc_groupnorm));
     mo.spatial = spatial;
