@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "core/fs.hpp"
 
 namespace scaffold::test {
@@ -37,19 +39,23 @@ inline std::map<std::string, std::string> snapshot(const std::filesystem::path& 
   return files;
 }
 
+// Starts scaffold with `args` as a child process (no shell). Returns its pid, or -1.
+inline pid_t spawn_scaffold(const std::vector<std::string>& args) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  std::vector<char*> argv{const_cast<char*>(kBinary.c_str())};
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execv(kBinary.c_str(), argv.data());
+  ::_exit(127);
+}
+
 // Runs scaffold with `args`, polls `ready` every 5 ms (at most `max_wait`), then kills it with
 // SIGKILL. Returns the wait status.
 inline int run_and_kill(const std::vector<std::string>& args, const std::function<bool()>& ready,
                         std::chrono::milliseconds max_wait = std::chrono::seconds(5)) {
-  const pid_t pid = ::fork();
+  const pid_t pid = spawn_scaffold(args);
   if (pid < 0) return -1;
-  if (pid == 0) {
-    std::vector<char*> argv{const_cast<char*>(kBinary.c_str())};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(kBinary.c_str(), argv.data());
-    ::_exit(127);
-  }
   const auto deadline = std::chrono::steady_clock::now() + max_wait;
   while (std::chrono::steady_clock::now() < deadline && !ready())
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -74,6 +80,14 @@ inline std::filesystem::path write_tiny_benchmark_config(const std::filesystem::
                      << "dataset_dir: " << (dir / "data").string() << "\n"
                      << extra;
   return cfg;
+}
+
+// The one run folder below dir/runs (a test failure when there are none or several).
+inline std::filesystem::path only_run_dir(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> runs;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "runs")) runs.push_back(e.path());
+  EXPECT_EQ(runs.size(), 1u) << "one run folder below " << (dir / "runs");
+  return runs.empty() ? std::filesystem::path() : runs.front();
 }
 
 // A CSV file's rows, each split at commas (no quoting: scaffold's CSVs have none).

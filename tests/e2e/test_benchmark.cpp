@@ -19,13 +19,6 @@ using test::kBinary;
 using test::run_command;
 using test::TempDir;
 
-fs::path only_run_dir(const fs::path& dir) {
-  std::vector<fs::path> runs;
-  for (const auto& e : fs::directory_iterator(dir / "runs")) runs.push_back(e.path());
-  EXPECT_EQ(runs.size(), 1u);
-  return runs.empty() ? fs::path() : runs.front();
-}
-
 const char* kHeader =
     "epoch,epoch_loss,overall_loss,val_loss_epoch,val_loss_avg,train_dice,val_dice,epoch_duration,"
     "optimizer_steps,total_optimizer_steps";
@@ -39,7 +32,7 @@ TEST(Benchmark, TrainsToTheTargetDiceAndWritesTheRunFolder) {
   EXPECT_NE(r.output.find("FOM = "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("phase wall times: fractals"), std::string::npos) << r.output;
 
-  const fs::path run = only_run_dir(dir.path());
+  const fs::path run = test::only_run_dir(dir.path());
   EXPECT_TRUE(std::regex_match(run.filename().string(), std::regex(R"(benchmark_\d{8}-\d{6})")))
       << run;
   for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh",
@@ -77,13 +70,13 @@ TEST(Benchmark, RestartFromACheckpointContinuesTheSameRun) {
   auto cut = run_command(kBinary + " benchmark --threads 1 --epochs 2 -c " +
                          test::write_tiny_benchmark_config(cut_dir.path(), common).string());
   ASSERT_EQ(cut.exit_code, 0) << cut.output;
-  const fs::path run = only_run_dir(cut_dir.path());
+  const fs::path run = test::only_run_dir(cut_dir.path());
   EXPECT_TRUE(fs::is_regular_file(run / "checkpoints" / "checkpoint_last"));
   const auto resumed = run_command("bash " + (run / "restart.sh").string() + " --epochs 4");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
 
-  const auto a = test::csv_rows(only_run_dir(full_dir.path()) / "train_stats.csv");
+  const auto a = test::csv_rows(test::only_run_dir(full_dir.path()) / "train_stats.csv");
   const auto b = test::csv_rows(run / "train_stats.csv");
   ASSERT_EQ(a.size(), 5u);
   ASSERT_EQ(b.size(), 5u) << core::read_file(run / "train_stats.csv");
@@ -104,7 +97,7 @@ TEST(Benchmark, EnergyOverTheTimedWindowsAndAProfileTrace) {
                              " benchmark --threads 1 -c " + cfg.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("energy of the epochs:"), std::string::npos) << r.output;
-  const fs::path run = only_run_dir(dir.path());
+  const fs::path run = test::only_run_dir(dir.path());
   const auto rows = test::csv_rows(run / "energy_stats.csv");
   ASSERT_EQ(rows.size(), 1u + 1u + 2u * 2u) << "header, warm-up, train + validation per epoch";
   EXPECT_EQ(rows[1][0], "warmup");
@@ -139,7 +132,7 @@ TEST(Benchmark, EnergyOverTheTimedWindowsAndAProfileTrace) {
                              test::write_tiny_benchmark_config(plain.path(), "epochs: 1\n").string());
   ASSERT_EQ(q.exit_code, 0) << q.output;
   EXPECT_NE(q.output.find("no power source found"), std::string::npos) << q.output;
-  const fs::path plain_run = only_run_dir(plain.path());
+  const fs::path plain_run = test::only_run_dir(plain.path());
   EXPECT_FALSE(fs::exists(plain_run / "energy_stats.csv"));
   for (const auto& e : fs::directory_iterator(plain_run))
     EXPECT_NE(e.path().filename().string().rfind("torch-", 0), 0u) << e.path();

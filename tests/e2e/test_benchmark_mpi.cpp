@@ -22,12 +22,10 @@ using test::mpiexec;
 using test::run_command;
 using test::TempDir;
 
+// Rank 0's train_stats.csv (only_run_dir checks that there is exactly one run folder).
 std::vector<std::vector<std::string>> train_stats(const fs::path& dir) {
-  std::vector<fs::path> runs;
-  for (const auto& e : fs::directory_iterator(dir / "runs")) runs.push_back(e.path());
-  EXPECT_EQ(runs.size(), 1u) << "one run folder, written by rank 0 only";
-  if (runs.empty()) return {};
-  return test::csv_rows(runs.front() / "train_stats.csv");
+  const fs::path run = test::only_run_dir(dir);
+  return run.empty() ? std::vector<std::vector<std::string>>{} : test::csv_rows(run / "train_stats.csv");
 }
 
 // The checks every converged run's CSV passes: spec header, one row per epoch numbered from 1,

@@ -128,15 +128,8 @@ TEST(Power, SigtermToTheWrapperReachesTheCommand) {
                                          "sh",
                                          "-c",
                                          script};
-  const pid_t pid = ::fork();
+  const pid_t pid = test::spawn_scaffold(args);
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::vector<char*> argv{const_cast<char*>(kBinary.c_str())};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(kBinary.c_str(), argv.data());
-    ::_exit(127);
-  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!fs::exists(ready) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
