@@ -33,24 +33,24 @@ void check_contiguous(const at::Tensor& t, const char* what) {
 
 std::size_t bytes_of(const at::Tensor& t) { return static_cast<std::size_t>(t.numel()) * t.element_size(); }
 
-// The request plus, when staged, the host copy to write back into the device tensor on wait().
+// The request, the buffer MPI works on (kept alive until done), and, when that buffer is a host
+// copy of a device tensor that receives a result, the device tensor to fill on wait().
 class MpiWork final : public Work {
  public:
-  MpiWork(std::unique_ptr<Request> request, at::Tensor keep, at::Tensor staged, at::Tensor target)
-      : request_(std::move(request)), keep_(std::move(keep)), staged_(std::move(staged)), target_(std::move(target)) {}
+  MpiWork(std::unique_ptr<Request> request, at::Tensor buffer, at::Tensor target)
+      : request_(std::move(request)), buffer_(std::move(buffer)), target_(std::move(target)) {}
   void wait() override {
     if (!request_) return;
     request_->wait();
     request_.reset();
-    if (target_.defined()) target_.copy_(staged_);
+    if (target_.defined()) target_.copy_(buffer_);
   }
   bool poll() override { return !request_ || request_->test(); }
 
  private:
   std::unique_ptr<Request> request_;
-  at::Tensor keep_;    // the buffer the request works on
-  at::Tensor staged_;  // host copy of a device tensor (when staging)
-  at::Tensor target_;  // the device tensor to fill from staged_ on wait() (receive, all-reduce)
+  at::Tensor buffer_;
+  at::Tensor target_;  // undefined unless staged and receiving (receive, all-reduce)
 };
 
 class MpiTensorComm final : public TensorComm {
@@ -101,8 +101,7 @@ class MpiTensorComm final : public TensorComm {
   std::unique_ptr<Work> finish(std::unique_ptr<Request> request, const at::Tensor& buffer, const at::Tensor& t,
                                bool copy_back) const {
     const bool staged = !buffer.is_same(t);
-    return std::make_unique<MpiWork>(std::move(request), staged ? t : buffer, buffer,
-                                     staged && copy_back ? t : at::Tensor());
+    return std::make_unique<MpiWork>(std::move(request), buffer, staged && copy_back ? t : at::Tensor());
   }
 
   Communicator& group_;
