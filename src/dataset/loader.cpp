@@ -25,6 +25,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/npy.hpp"
+#include "core/rng.hpp"
 #include "core/sha256.hpp"
 
 namespace scaffold::dataset {
@@ -141,6 +142,11 @@ Sample FractalDataset::get(std::size_t index) const {
   return sample;
 }
 
+Example FractalDataset::get(std::size_t index, uint64_t /*draw*/) const {
+  Sample s = get(index);
+  return {{std::move(s.image), std::move(s.mask)}, std::move(s.id)};
+}
+
 std::string FractalDataset::ids_digest() const {
   std::string joined;
   for (std::size_t i = 0; i < ids_.size(); ++i) {
@@ -212,8 +218,9 @@ struct BatchLoader::Impl {
     std::exception_ptr error;
   };
 
-  const FractalDataset& dataset;
+  const ExampleSource& dataset;
   std::vector<int64_t> indices;
+  uint64_t draw_key = 0;
   std::size_t batch_size = 1;
   std::size_t num_batches = 0;
   bool pin = false;
@@ -230,7 +237,8 @@ struct BatchLoader::Impl {
   std::exception_ptr error;  // once next() has rethrown it, every later next() does too
   std::vector<std::thread> threads;
 
-  Impl(const FractalDataset& ds, std::vector<int64_t> idx) : dataset(ds), indices(std::move(idx)) {}
+  Impl(const ExampleSource& ds, std::vector<int64_t> idx, uint64_t key)
+      : dataset(ds), indices(std::move(idx)), draw_key(key) {}
 
   ~Impl() {
     {
@@ -245,24 +253,29 @@ struct BatchLoader::Impl {
   bool load(std::size_t b, Batch* out) const {
     const std::size_t begin = b * batch_size;
     const std::size_t end = std::min(indices.size(), begin + batch_size);
-    std::vector<at::Tensor> images, masks;
+    std::vector<std::vector<at::Tensor>> fields;  // [field][example]
     out->ids.clear();
     for (std::size_t i = begin; i < end; ++i) {
       if (stopping.load()) return false;
-      Sample s = dataset.get(static_cast<std::size_t>(indices[i]));
-      images.push_back(std::move(s.image));
-      masks.push_back(std::move(s.mask));
-      out->ids.push_back(std::move(s.id));
+      const auto index = static_cast<uint64_t>(indices[i]);
+      Example e = dataset.get(static_cast<std::size_t>(index), core::stream_key({draw_key, index}));
+      if (fields.empty()) fields.resize(e.fields.size());
+      if (e.fields.size() != fields.size())
+        throw core::Error(fmt::format("example {} has {} fields, the batch's first has {}", e.id,
+                                      e.fields.size(), fields.size()));
+      for (std::size_t f = 0; f < fields.size(); ++f) fields[f].push_back(std::move(e.fields[f]));
+      out->ids.push_back(std::move(e.id));
     }
-    if (pin) {
-      // Stack straight into page-locked memory rather than stacking and then copying to pin.
-      out->image = at::empty(stacked_sizes(images), images[0].options().pinned_memory(true));
-      out->mask = at::empty(stacked_sizes(masks), masks[0].options().pinned_memory(true));
-      at::stack_out(out->image, images, 0);
-      at::stack_out(out->mask, masks, 0);
-    } else {
-      out->image = at::stack(images, 0);
-      out->mask = at::stack(masks, 0);
+    out->fields.clear();
+    for (const auto& items : fields) {
+      if (pin) {
+        // Stack straight into page-locked memory rather than stacking and then copying to pin.
+        at::Tensor stacked = at::empty(stacked_sizes(items), items[0].options().pinned_memory(true));
+        at::stack_out(stacked, items, 0);
+        out->fields.push_back(std::move(stacked));
+      } else {
+        out->fields.push_back(at::stack(items, 0));
+      }
     }
     return true;
   }
@@ -302,15 +315,15 @@ struct BatchLoader::Impl {
   }
 };
 
-BatchLoader::BatchLoader(const FractalDataset& dataset, std::vector<int64_t> indices,
-                         int batch_size, int workers, bool pin_memory)
-    : impl_(std::make_unique<Impl>(dataset, std::move(indices))) {
+BatchLoader::BatchLoader(const ExampleSource& dataset, std::vector<int64_t> indices,
+                         int batch_size, int workers, bool pin_memory, uint64_t draw_key)
+    : impl_(std::make_unique<Impl>(dataset, std::move(indices), draw_key)) {
   if (batch_size < 1) throw core::Error(fmt::format("batch size {} must be >= 1", batch_size));
   if (workers < 0) throw core::Error(fmt::format("dataloader workers {} must be >= 0", workers));
   for (int64_t i : impl_->indices)
     if (i < 0 || i >= static_cast<int64_t>(dataset.size()))
-      throw core::Error(fmt::format("sample index {} is outside the {} samples of the {} split", i,
-                                    dataset.size(), split_dir_name(dataset.split())));
+      throw core::Error(fmt::format("example index {} is outside the {} examples of the source", i,
+                                    dataset.size()));
   Impl& m = *impl_;
   m.batch_size = static_cast<std::size_t>(batch_size);
   m.num_batches = (m.indices.size() + m.batch_size - 1) / m.batch_size;

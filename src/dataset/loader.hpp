@@ -1,7 +1,8 @@
 // Reading a generated dataset for training (spec §4.7): each rank opens only the shard files of
 // its own spatial position; items are float32 images (3, d, h, w) and int64 masks (d, h, w); a
-// missing, truncated or wrongly-shaped file is an error naming the file. BatchLoader prefetches
-// on background threads so loading overlaps compute.
+// missing, truncated or wrongly-shaped file is an error naming the file. BatchLoader reads any
+// ExampleSource (the fractal volumes here, the other workloads' images and sequences) and
+// prefetches on background threads so loading overlaps compute.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "dataset/example_source.hpp"
 #include "dataset/layout.hpp"
 #include "dist/communicator.hpp"
 
@@ -26,7 +28,7 @@ struct Sample {
   std::string id;
 };
 
-class FractalDataset {
+class FractalDataset : public ExampleSource {
  public:
   // One split of the dataset at `paths`, seen from shard `shard_id` of `layout` (the dataset's
   // physical layout). Lists the ids (file stems without the shard suffix, sorted as strings).
@@ -34,11 +36,13 @@ class FractalDataset {
   FractalDataset(DatasetPaths paths, Split split, ShardLayout layout, int shard_id,
                  int64_t volume_side);
 
-  std::size_t size() const { return ids_.size(); }
+  std::size_t size() const override { return ids_.size(); }
   const std::vector<std::string>& ids() const { return ids_; }
   Split split() const { return split_; }
   // Reads item `index` (thread-safe). Throws core::FileError naming the bad file.
   Sample get(std::size_t index) const;
+  // The loader's view: fields {image, mask}; there is no augmentation, so `draw` is unused.
+  Example get(std::size_t index, uint64_t draw) const override;
   // SHA-256 (hex) of the id list, to check every rank sees the same samples.
   std::string ids_digest() const;
   // Test hook: when set, every file this dataset opens is appended to *log (thread-safe).
@@ -61,19 +65,24 @@ void check_same_ids(dist::Communicator& comm, const FractalDataset& dataset);
 // The sorted label values of a split, from {train,val}_unique_mask_vals.json.
 std::vector<int> read_mask_values(const std::filesystem::path& json_file);
 
+// The source's fields stacked along a new first dimension: for the fractal volumes
+// fields[0] = image (B, 3, d, h, w) float32 and fields[1] = mask (B, d, h, w) int64.
 struct Batch {
-  at::Tensor image;  // (B, 3, d, h, w) float32
-  at::Tensor mask;   // (B, d, h, w) int64
+  std::vector<at::Tensor> fields;
   std::vector<std::string> ids;
+  int64_t size() const { return static_cast<int64_t>(ids.size()); }
 };
 
-// Batches of `batch_size` samples in the order of `indices` (the last one may be smaller),
+// Batches of `batch_size` examples in the order of `indices` (the last one may be smaller),
 // loaded ahead by `workers` threads (0: load on the calling thread); pinned host memory when
-// pin_memory is set and CUDA is available. The first loading error is rethrown by next().
+// pin_memory is set and CUDA is available. Example indices[i] is read with the augmentation key
+// core::stream_key({draw_key, indices[i]}), so augmentation depends on the example and the
+// caller's key (seed and epoch), never on the worker that read it. The first loading error is
+// rethrown by next().
 class BatchLoader {
  public:
-  BatchLoader(const FractalDataset& dataset, std::vector<int64_t> indices, int batch_size,
-              int workers, bool pin_memory);
+  BatchLoader(const ExampleSource& source, std::vector<int64_t> indices, int batch_size,
+              int workers, bool pin_memory, uint64_t draw_key = 0);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;

@@ -1,9 +1,9 @@
-// The training loop of `scaffold benchmark` (spec §6): class weights, an untimed warm-up that is
-// undone exactly, then epochs of train -> validate -> LR step until val Dice >= target (or the
-// epoch cap), with checkpoints. It reports each epoch through a callback and never writes CSV
-// or logs results itself. Multi-rank runs (spec §7) plug in through Parallelism: parameters are
-// broadcast from rank 0, gradients reduced in buckets during backward, and the loss and Dice
-// sums taken over the spatial group, without changing the loop.
+// The ScaFFold workload's training (spec §6): SegmentationTask is the U-Net's TrainingTask (the
+// fractal volumes, weighted CE + soft Dice, hard Dice in validation, CE class weights), and
+// Trainer drives it with the shared TrainingLoop (train/loop.hpp): an untimed warm-up undone
+// exactly, then epochs until val Dice >= target (or the epoch cap), with checkpoints. Multi-rank
+// runs (spec §7) plug in through Parallelism: parameters broadcast from rank 0, gradients
+// reduced in buckets during backward, loss and Dice sums taken over the spatial group.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,7 @@
 #include "model/unet.hpp"
 #include "profile/profiler.hpp"
 #include "train/checkpoint.hpp"
+#include "train/loop.hpp"
 
 namespace scaffold::train {
 
@@ -61,13 +62,6 @@ struct Parallelism {
   // Set when samples are split in space: the model's context, whose group sums the loss and Dice.
   std::shared_ptr<const model::SpatialContext> spatial;
   std::size_t bucket_bytes = std::size_t{16} << 20;
-};
-
-// Where communication went in this process's timed training steps (warm-up and validation not
-// counted), cumulative.
-struct CommTimes {
-  double halo_s = 0.0;            // halo exchanges (pack, transfer, unpack), forward and backward
-  double gradient_wait_s = 0.0;   // waiting for gradient all-reduces after backward
 };
 
 // One epoch's results, in the units of train_stats.csv (spec §1.6).
@@ -111,15 +105,15 @@ class Trainer {
   // CE class weights from ce_weight_sample_fraction of the training masks (spec §6.3), summed
   // over the world. Call before warmup() and run().
   void estimate_class_weights();
-  const std::vector<double>& class_weights() const { return class_weights_; }
+  const std::vector<double>& class_weights() const;
 
   // Untimed warm-up steps and a validation pass; afterwards model, optimiser and RNG are exactly
   // as before. Returns the wall time spent.
   double warmup();
-  int64_t warmup_steps() const { return warmup_steps_; }
+  int64_t warmup_steps() const { return loop_->warmup_steps(); }
   // The last warm-up's window on the steady clock (core::monotonic_s).
-  double warmup_start_mono_s() const { return warmup_start_mono_s_; }
-  double warmup_end_mono_s() const { return warmup_end_mono_s_; }
+  double warmup_start_mono_s() const { return loop_->warmup_start_mono_s(); }
+  double warmup_end_mono_s() const { return loop_->warmup_end_mono_s(); }
 
   // Resumes from a checkpoint (last, falling back to best; a corrupt file is renamed *.corrupt).
   // Returns the counters restored; throws core::FileError when neither is usable.
@@ -129,58 +123,18 @@ class Trainer {
   // the checkpoint of that epoch, outside the timed region.
   TrainResult run(const std::function<void(const EpochStats&)>& on_epoch);
 
-  const TrainCounters& counters() const { return counters_; }
-  const CommTimes& comm_times() const { return comm_times_; }
-  void set_watchdog(core::Watchdog* watchdog) { options_.watchdog = watchdog; }
-  model::UNet3d& model() { return model_; }
-  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  const TrainCounters& counters() const { return loop_->counters(); }
+  const CommTimes& comm_times() const { return loop_->comm_times(); }
+  void set_watchdog(core::Watchdog* watchdog) { loop_->set_watchdog(watchdog); }
+  model::UNet3d& model();
+  torch::optim::Optimizer& optimizer() { return loop_->optimizer(); }
 
  private:
-  struct EpochSums;
-  std::unique_ptr<torch::optim::Optimizer> make_optimizer();
-  void set_learning_rate(double lr);
-  double learning_rate_after(int64_t epochs_completed) const;
-  // One optimiser step on a batch; returns (loss x B, soft Dice sum) as a (2) tensor on device.
-  at::Tensor train_step(const dataset::Batch& batch);
-  EpochSums validate(int64_t max_batches);
-  EpochSums train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times);
-  void save(const std::string& name);
-  // Multi-rank: throws core::Error when the parameters are not the same on every rank.
-  void check_replicas_agree(int64_t epoch);
-
-  model::UNet3d model_;
-  TrainerOptions options_;
-  const dataset::FractalDataset& train_set_;
-  const dataset::FractalDataset& val_set_;
-  c10::Device device_;
+  class SegmentationTask;
+  TrainerOptions options_;  // before task_: the task keeps a reference
   dist::Communicator& comm_;
-  dist::ProcessGrid grid_;
-  Parallelism parallel_;
-  std::unique_ptr<dist::GradientReducer> reducer_;
-  std::function<at::Tensor(const at::Tensor&)> spatial_sum_;  // empty: whole samples here
-  int64_t fail_at_step_ = -1;  // test hook SCAFFOLD_FAIL_AT (trainer.cpp); -1: never
-  bool hang_at_step_ = false;  // the hook hangs instead of throwing
-  int64_t steps_taken_ = 0;
-  CommTimes comm_times_;
-  bool warned_replica_drift_ = false;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  std::vector<double> class_weights_;
-  at::Tensor class_weights_tensor_;  // (K) float32 on device
-  TrainCounters counters_;
-  int64_t warmup_steps_ = 0;
-  double warmup_start_mono_s_ = 0.0;
-  double warmup_end_mono_s_ = 0.0;
+  std::unique_ptr<SegmentationTask> task_;
+  std::unique_ptr<TrainingLoop> loop_;
 };
-
-// Multi-rank: whether `params` are the same on every rank of `comm` (collective). Throws
-// dist::AgreedError on every rank when their checksums differ by more than 1e-6 relative; a smaller
-// difference (an all-reduce not bitwise identical on every rank) is logged once through *warned.
-// `when` completes the messages ("after epoch 3").
-void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tensor>& params, const std::string& when,
-                           bool* warned);
-
-// "auto" -> CUDA when LibTorch has it and a GPU is visible, else CPU; "cuda" without a GPU is an
-// error naming the key.
-c10::Device resolve_device(const std::string& device_key);
 
 }  // namespace scaffold::train

@@ -233,10 +233,10 @@ TEST_F(LoaderTest, BatchesKeepIndexOrderWithAndWithoutWorkers) {
     for (std::size_t b = 0; b < batches.size(); ++b) {
       EXPECT_EQ(batches[b].ids, expected_ids[b]);
       const int64_t n = static_cast<int64_t>(expected_ids[b].size());
-      EXPECT_EQ(batches[b].image.sizes().vec(), (std::vector<int64_t>{n, 3, kD, kH, kW}));
-      EXPECT_EQ(batches[b].mask.sizes().vec(), (std::vector<int64_t>{n, kD, kH, kW}));
+      EXPECT_EQ(batches[b].fields[0].sizes().vec(), (std::vector<int64_t>{n, 3, kD, kH, kW}));
+      EXPECT_EQ(batches[b].fields[1].sizes().vec(), (std::vector<int64_t>{n, kD, kH, kW}));
       for (int64_t j = 0; j < n; ++j)
-        expect_item(batches[b].image.select(0, j), batches[b].mask.select(0, j),
+        expect_item(batches[b].fields[0].select(0, j), batches[b].fields[1].select(0, j),
                     std::stoi(expected_ids[b][static_cast<std::size_t>(j)]), 1);
     }
     Batch extra;
@@ -249,9 +249,9 @@ TEST_F(LoaderTest, PinMemoryPinsOnlyWhenCudaIsAvailable) {
   BatchLoader loader(ds, {0, 1}, 2, 1, /*pin_memory=*/true);
   Batch b;
   ASSERT_TRUE(loader.next(&b));
-  EXPECT_EQ(b.image.is_pinned(), at::hasCUDA());
-  EXPECT_EQ(b.mask.is_pinned(), at::hasCUDA());
-  expect_item(b.image.select(0, 1), b.mask.select(0, 1), 1, 0);
+  EXPECT_EQ(b.fields[0].is_pinned(), at::hasCUDA());
+  EXPECT_EQ(b.fields[1].is_pinned(), at::hasCUDA());
+  expect_item(b.fields[0].select(0, 1), b.fields[1].select(0, 1), 1, 0);
 }
 
 TEST_F(LoaderTest, AnErrorInAWorkerIsRethrownByNextInOrder) {

@@ -288,7 +288,7 @@ void warmup_steps_without_restore(Trainer& t, const TrainerOptions& o,
   t.model()->train();
   dataset::Batch batch;
   while (loader.next(&batch)) {
-    const LossTerms terms = segmentation_loss(t.model()->forward(batch.image), batch.mask, weights);
+    const LossTerms terms = segmentation_loss(t.model()->forward(batch.fields[0]), batch.fields[1], weights);
     t.optimizer().zero_grad();
     terms.loss.backward();
     torch::nn::utils::clip_grad_norm_(t.model()->parameters(), o.grad_clip_norm);

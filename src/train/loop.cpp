@@ -1,0 +1,406 @@
+#include "train/loop.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/progress.hpp"
+#include "core/rng.hpp"
+#include "core/stats.hpp"
+#include "core/timer.hpp"
+#include "dataset/sampler.hpp"
+#include "dist/halo.hpp"
+
+namespace scaffold::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+void synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// Test hook: SCAFFOLD_FAIL_AT="<rank>:<step>" makes that rank throw at the start of its
+// <step>-th training step (1-based, warm-up steps included), to prove that a failure on one rank
+// ends every rank; "<rank>:<step>:hang" makes it stop there forever instead, without an error (for
+// the progress watchdog). Not a user option; malformed values are an error, never ignored.
+struct InjectedFailure {
+  int64_t step = -1;  // -1: none on this rank
+  bool hang = false;
+};
+
+InjectedFailure injected_failure(int rank) {
+  const char* value = std::getenv("SCAFFOLD_FAIL_AT");
+  if (value == nullptr || *value == '\0') return {};
+  int target_rank = -1;
+  long long step = -1;
+  char mode[8] = {0};
+  char tail = 0;
+  const int fields = std::sscanf(value, "%d:%lld:%7[a-z]%c", &target_rank, &step, mode, &tail);
+  const bool hang = fields == 3 && std::string(mode) == "hang";
+  if ((fields != 2 && !hang) || target_rank < 0 || step < 1)
+    throw core::Error(
+        fmt::format("SCAFFOLD_FAIL_AT='{}': expected <rank>:<step> or <rank>:<step>:hang with step >= 1", value));
+  if (target_rank != rank) return {};
+  return {static_cast<int64_t>(step), hang};
+}
+
+// Copies a batch's fields to the device (asynchronously from pinned memory on CUDA).
+dataset::Batch to_device(const dataset::Batch& batch, const c10::Device& device) {
+  dataset::Batch out;
+  out.ids = batch.ids;
+  out.fields.reserve(batch.fields.size());
+  for (const at::Tensor& f : batch.fields) out.fields.push_back(f.to(device, /*non_blocking=*/true));
+  return out;
+}
+
+std::vector<double> host_doubles(const at::Tensor& sums) {
+  const at::Tensor host = sums.to(at::kCPU).to(at::kDouble).contiguous();
+  return {host.data_ptr<double>(), host.data_ptr<double>() + host.numel()};
+}
+
+}  // namespace
+
+c10::Device resolve_device(const std::string& key) {
+  const bool cuda = torch::cuda::is_available();
+  if (key == "cpu" || (key == "auto" && !cuda)) return c10::Device(c10::kCPU);
+  if (!cuda)
+    throw core::Error("device: cuda was asked for, but this LibTorch has no CUDA or no GPU is "
+                      "visible; use device: auto or cpu");
+  return c10::Device(c10::kCUDA, 0);
+}
+
+TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device device, dist::Communicator& comm,
+                           const dist::ProcessGrid& grid, LoopParallelism parallel)
+    : task_(task),
+      options_(std::move(options)),
+      device_(device),
+      comm_(comm),
+      grid_(grid),
+      parallel_(std::move(parallel)) {
+  if (!options_.make_optimizer) throw core::Error("TrainingLoop: no optimizer factory given");
+  torch::nn::Module& module = task_.module();
+  module.to(device_);
+  if (parallel_.world && parallel_.world->size() > 1) {
+    // Identical parameters (and buffers) everywhere: rank 0's, whatever each rank initialised.
+    torch::NoGradGuard no_grad;
+    for (const at::Tensor& p : module.parameters()) parallel_.world->broadcast(p, 0);
+    for (const at::Tensor& b : module.buffers()) parallel_.world->broadcast(b, 0);
+    reducer_ = std::make_unique<dist::GradientReducer>(module.parameters(), *parallel_.world, 1.0 / grid_.replicas(),
+                                                       parallel_.bucket_bytes);
+  }
+  const InjectedFailure injected = injected_failure(comm_.rank());
+  fail_at_step_ = injected.step;
+  hang_at_step_ = injected.hang;
+  optimizer_ = options_.make_optimizer(module.parameters());
+  counters_.best_val_loss = std::numeric_limits<double>::infinity();
+  // The global batch must fit both splits (spec §6.1 step 9).
+  const int64_t global_batch = options_.local_batch_size * grid_.replicas();
+  const auto n_train = static_cast<int64_t>(task_.training_set().size());
+  const auto n_val = static_cast<int64_t>(task_.validation_set().size());
+  if (global_batch > n_train || global_batch > n_val)
+    throw core::Error(fmt::format(
+        "global batch {} (local_batch_size {} x {} replicas) is larger than the training ({}) or "
+        "validation ({}) set",
+        global_batch, options_.local_batch_size, grid_.replicas(), n_train, n_val));
+}
+
+TrainingLoop::~TrainingLoop() = default;
+
+double TrainingLoop::learning_rate_after(int64_t epochs_completed) const {
+  return options_.lr_after ? options_.lr_after(epochs_completed)
+                           : optimizer_->param_groups()[0].options().get_lr();
+}
+
+void TrainingLoop::set_learning_rate(double lr) {
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+}
+
+void TrainingLoop::broadcast_buffers() {
+  if (!options_.broadcast_buffers || !parallel_.world || parallel_.world->size() < 2) return;
+  torch::NoGradGuard no_grad;
+  for (const at::Tensor& b : task_.module().buffers()) parallel_.world->broadcast(b, 0);
+}
+
+void TrainingLoop::train_step(const dataset::Batch& host_batch, at::Tensor* sums) {
+  profile::Profiler* prof = options_.profiler;
+  SCAFFOLD_PROFILE_REGION(prof, "run_training_batch");
+  if (++steps_taken_ == fail_at_step_) {
+    if (hang_at_step_) {
+      LOG_ERROR("injected hang (SCAFFOLD_FAIL_AT) at training step {} on rank {}", steps_taken_, comm_.rank());
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    throw core::Error(fmt::format("injected failure (SCAFFOLD_FAIL_AT) at training step {} on rank {}",
+                                  steps_taken_, comm_.rank()));
+  }
+  dataset::Batch batch;
+  {
+    SCAFFOLD_PROFILE_REGION(prof, "image_to_device");
+    batch = to_device(host_batch, device_);
+  }
+  broadcast_buffers();
+  const TrainForward out = task_.train_forward(batch);
+  {
+    SCAFFOLD_PROFILE_REGION(prof, "backward");
+    optimizer_->zero_grad();
+    if (reducer_) reducer_->prepare();
+    out.loss.backward();  // gradient buckets start all-reducing as they fill
+  }
+  if (reducer_) {
+    SCAFFOLD_PROFILE_REGION(prof, "gradient_allreduce");
+    reducer_->finish();
+  }
+  SCAFFOLD_PROFILE_REGION(prof, "step_and_update");
+  if (options_.grad_clip_norm > 0)
+    torch::nn::utils::clip_grad_norm_(task_.module().parameters(), options_.grad_clip_norm);
+  optimizer_->step();
+  task_.after_step();
+  *sums += out.sums.to(at::kDouble);
+}
+
+PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times) {
+  task_.module().train();
+  const dataset::ExampleSource& set = task_.training_set();
+  auto indices = dataset::training_indices(static_cast<int64_t>(set.size()), grid_.replicas(), grid_.replica(),
+                                           options_.seed, epoch);
+  const auto batch_size = options_.local_batch_size;
+  if (max_batches >= 0)
+    indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
+  // Augmentation is keyed by (seed, epoch, example), the same for any number of loader threads.
+  dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers, device_.is_cuda(),
+                              core::stream_key({options_.seed, static_cast<uint64_t>(epoch), 0x747261696eULL}));
+  at::Tensor sums =
+      at::zeros({static_cast<int64_t>(task_.training_sum_names().size())},
+                at::TensorOptions().dtype(at::kDouble).device(device_));
+  PassSums out;
+  dataset::Batch batch;
+  // A progress line on a terminal (and a log line every 30 s elsewhere) for long epochs.
+  core::Progress progress(epoch == 0 ? std::string("warm-up") : fmt::format("epoch {}", epoch), loader.batches());
+  SCAFFOLD_PROFILE_REGION(options_.profiler, "batch_loop");
+  for (;;) {
+    core::Stopwatch clock;
+    if (!loader.next(&batch)) break;
+    if (options_.profiler && epoch > 0) options_.profiler->step();  // timed batches only
+    const double halo_before = dist::halo_stats().seconds;
+    const double wait_before = reducer_ ? reducer_->wait_s() : 0.0;
+    train_step(batch, &sums);
+    synchronize(device_);
+    if (options_.watchdog) options_.watchdog->beat();
+    if (step_times) {
+      step_times->push_back(clock.elapsed_s());
+      comm_times_.halo_s += dist::halo_stats().seconds - halo_before;
+      comm_times_.gradient_wait_s += (reducer_ ? reducer_->wait_s() : 0.0) - wait_before;
+    }
+    out.samples += static_cast<double>(batch.ids.size());
+    ++out.steps;
+    progress.add();
+  }
+  out.sums = host_doubles(sums);
+  return out;
+}
+
+PassSums TrainingLoop::validate(int64_t max_batches) {
+  SCAFFOLD_PROFILE_REGION(options_.profiler, "evaluate");
+  torch::nn::Module& module = task_.module();
+  module.eval();
+  PassSums out;
+  {
+    c10::InferenceMode no_grad;
+    const dataset::ExampleSource& set = task_.validation_set();
+    auto indices =
+        dataset::validation_indices(static_cast<int64_t>(set.size()), grid_.replicas(), grid_.replica());
+    const auto batch_size = options_.local_batch_size;
+    if (max_batches >= 0)
+      indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
+    dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers,
+                                device_.is_cuda(), core::stream_key({options_.seed, 0x76616cULL}));
+    at::Tensor sums = at::zeros({static_cast<int64_t>(task_.validation_sum_names().size())},
+                                at::TensorOptions().dtype(at::kDouble).device(device_));
+    dataset::Batch batch;
+    while (loader.next(&batch)) {
+      sums += task_.validation_sums(to_device(batch, device_)).to(at::kDouble);
+      out.samples += static_cast<double>(batch.ids.size());
+      ++out.steps;
+      if (options_.watchdog) options_.watchdog->beat();
+    }
+    out.sums = host_doubles(sums);
+  }
+  task_.after_validation();
+  module.train();
+  return out;
+}
+
+double TrainingLoop::warmup() {
+  SCAFFOLD_PROFILE_REGION(options_.profiler, "warmup");
+  core::Stopwatch clock;
+  warmup_start_mono_s_ = core::monotonic_s();
+  torch::nn::Module& module = task_.module();
+  const std::string snapshot = serialize_state(module, *optimizer_, counters_);
+  // train_epoch stops after min(warmup_batches, this replica's batches): the spec's
+  // min(warmup_batches, len(train_loader)).
+  if (options_.warmup_batches > 0) {
+    warmup_steps_ = train_epoch(0, options_.warmup_batches, nullptr).steps;  // epoch-0 order
+    validate(options_.warmup_batches);
+  }
+  // Undo every effect: a fresh optimiser, then the snapshot's parameters, state and RNG.
+  optimizer_ = options_.make_optimizer(module.parameters());
+  counters_ = deserialize_state(snapshot, "warm-up snapshot", module, *optimizer_);
+  comm_.barrier();
+  warmup_end_mono_s_ = core::monotonic_s();
+  return clock.elapsed_s();
+}
+
+void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tensor>& params, const std::string& when,
+                           bool* warned) {
+  // A weighted checksum, its spread over the world.
+  double sum = 0.0;
+  {
+    torch::NoGradGuard no_grad;
+    double weight = 1.0;
+    for (const at::Tensor& p : params) {
+      sum += weight * p.sum(at::kDouble).item<double>();
+      weight += 1.0;
+    }
+  }
+  double extremes[2] = {sum, -sum};
+  comm.allreduce_max(extremes, 2);
+  const double high = extremes[0], low = -extremes[1];
+  const double spread = high - low;
+  const double scale = std::max({std::abs(high), std::abs(low), 1e-30});
+  if (spread > 1e-6 * scale || !std::isfinite(spread))
+    throw dist::AgreedError(fmt::format("the ranks' parameters differ {} (checksums {} to {}): gradient reduction "
+                                        "is broken", when, low, high));
+  if (spread > 0 && warned != nullptr && !*warned) {
+    *warned = true;
+    LOG_WARN("the ranks' parameters differ in the last bits {} (checksum spread {:.3g} relative): the MPI "
+             "library's all-reduce is not bitwise identical on every rank", when, spread / scale);
+  }
+}
+
+void TrainingLoop::check_replicas_agree(int64_t epoch) {
+  // Every rank applies the same reduced gradients to the same broadcast start.
+  if (reducer_)
+    check_same_parameters(comm_, task_.module().parameters(), fmt::format("after epoch {}", epoch),
+                          &warned_replica_drift_);
+}
+
+TrainCounters TrainingLoop::resume(const fs::path& dir) {
+  std::string errors;
+  for (const char* name : {"checkpoint_last", "checkpoint_best"}) {
+    const fs::path file = dir / name;
+    std::error_code ec;
+    if (!fs::exists(file, ec)) continue;
+    try {
+      optimizer_ = options_.make_optimizer(task_.module().parameters());
+      counters_ = load_checkpoint(file, task_.module(), *optimizer_);
+      LOG_INFO("resumed from {} (epoch {}, {} {:.4f}, {} optimizer steps)", file.string(), counters_.epoch,
+               options_.target ? "validation metric" : "last metric", counters_.val_dice,
+               counters_.total_optimizer_steps);
+      return counters_;
+    } catch (const core::Error& e) {
+      LOG_WARN("{}; renaming it {}.corrupt", e.what(), file.filename().string());
+      fs::rename(file, fs::path(file.string() + ".corrupt"), ec);
+      errors += std::string("\n  ") + e.what();
+    }
+  }
+  throw core::FileError(dir.string(), "no usable checkpoint_last or checkpoint_best to restart from" + errors);
+}
+
+void TrainingLoop::save(const std::string& name) {
+  SCAFFOLD_PROFILE_REGION(options_.profiler, "checkpoint");
+  if (comm_.rank() == 0) save_checkpoint(options_.checkpoint_dir / name, task_.module(), *optimizer_, counters_);
+}
+
+LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epoch) {
+  SCAFFOLD_PROFILE_REGION(options_.profiler, "train");
+  LoopResult result;
+  result.total_optimizer_steps = counters_.total_optimizer_steps;
+  int64_t epoch = counters_.epoch + 1;
+  double stop_value = counters_.val_dice;
+  set_learning_rate(learning_rate_after(counters_.epoch));
+  bool saved_last_epoch = true;
+  const auto reached = [&](double v) { return options_.target && v >= *options_.target; };
+  double timed_s = 0.0;  // this process's timed epochs, for the time budget
+  while (!reached(stop_value)) {
+    const bool warmup = epoch <= options_.warmup_epochs;
+    if (options_.max_epochs != -1 && epoch > options_.warmup_epochs + options_.max_epochs) break;
+    if (options_.time_budget_s > 0 && timed_s >= options_.time_budget_s) break;
+    core::Stopwatch epoch_clock;
+    LoopEpoch st;
+    st.start_mono_s = core::monotonic_s();
+    st.train = train_epoch(epoch, -1, &st.step_times_s);
+    st.train_s = epoch_clock.elapsed_s();
+    st.validation_start_mono_s = core::monotonic_s();
+    st.val = validate(-1);
+    // Metrics are summed over data-parallel replicas only (each replica counted once).
+    std::vector<double> sums = st.train.sums;
+    sums.insert(sums.end(), st.val.sums.begin(), st.val.sums.end());
+    sums.push_back(st.train.samples);
+    sums.push_back(st.val.samples);
+    comm_.allreduce_sum(sums.data(), sums.size());
+    for (double& s : sums) s /= static_cast<double>(task_.sum_multiplicity());
+    const std::size_t n_train = st.train.sums.size();
+    std::copy(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(n_train), st.train.sums.begin());
+    std::copy(sums.begin() + static_cast<std::ptrdiff_t>(n_train), sums.end() - 2, st.val.sums.begin());
+    st.train.samples = sums[sums.size() - 2];
+    st.val.samples = sums[sums.size() - 1];
+    st.epoch = epoch;
+    st.warmup = warmup;
+    st.metrics = task_.epoch_metrics(epoch, st.train, st.val);
+    st.next_lr = learning_rate_after(epoch);
+    set_learning_rate(st.next_lr);
+    st.duration_s = epoch_clock.elapsed_s();
+    st.end_mono_s = core::monotonic_s();
+    st.validation_s = st.duration_s - st.train_s;
+    st.optimizer_steps = st.train.steps;
+    counters_.total_optimizer_steps += st.train.steps;
+    st.total_optimizer_steps = counters_.total_optimizer_steps;
+    st.median_step_s = core::median(st.step_times_s);
+    if (!warmup) {
+      result.step_times_s.insert(result.step_times_s.end(), st.step_times_s.begin(), st.step_times_s.end());
+      result.timed_s += st.duration_s;
+      timed_s += st.duration_s;
+      ++result.timed_epochs;
+    }
+
+    check_replicas_agree(epoch);
+    counters_.epoch = epoch;
+    counters_.val_dice = st.metrics.stop_value;
+    counters_.val_loss_avg = st.metrics.val_loss;
+    const bool best = st.metrics.val_loss < counters_.best_val_loss;
+    if (best) counters_.best_val_loss = st.metrics.val_loss;
+    on_epoch(st);
+    saved_last_epoch = false;
+    if (options_.checkpoint_interval > 0 && epoch % options_.checkpoint_interval == 0) {
+      save("checkpoint_last");
+      if (best) save("checkpoint_best");
+      saved_last_epoch = true;
+    }
+    stop_value = st.metrics.stop_value;
+    ++result.epochs_run;
+    ++epoch;
+  }
+  if (options_.checkpoint_interval > 0 && !saved_last_epoch) save("checkpoint_last");
+  comm_.barrier();
+  result.converged = reached(stop_value);
+  result.last_epoch = counters_.epoch;
+  result.total_optimizer_steps = counters_.total_optimizer_steps;
+  result.final_stop_value = stop_value;
+  return result;
+}
+
+}  // namespace scaffold::train

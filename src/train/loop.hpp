@@ -1,0 +1,215 @@
+// The one training loop every workload uses: epochs of train -> validate -> LR step until a
+// stopping rule holds, with the parts that do not vary by workload written once — an untimed
+// warm-up that is undone exactly, CARAML-style warm-up epochs excluded by name, resume and the
+// checkpoint cadence, the gradient reducer and the initial broadcast, DDP's buffer broadcast,
+// the replica check, the watchdog, step timing and profile regions. A workload fills in a
+// TrainingTask (data, forward + loss, metric sums, epoch metrics); it never writes files or
+// logs results: epochs are reported through a callback.
+// Legend: B batch; sums are per-pass partial sums kept on the device until the epoch ends.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include "core/watchdog.hpp"
+#include "dataset/loader.hpp"
+#include "dist/communicator.hpp"
+#include "dist/grad_reducer.hpp"
+#include "dist/process_grid.hpp"
+#include "dist/tensor_comm.hpp"
+#include "profile/profiler.hpp"
+#include "train/checkpoint.hpp"
+
+namespace scaffold::train {
+
+// A workload's output for one training batch.
+struct TrainForward {
+  at::Tensor loss;  // () the loss to back-propagate
+  at::Tensor sums;  // (S) this batch's metric sums (training_sum_names order), detached
+};
+
+// One pass's sums after the reduction over data-parallel replicas.
+struct PassSums {
+  std::vector<double> sums;  // task-defined, in the task's *_sum_names order
+  double samples = 0.0;      // examples seen (each replica's counted once)
+  int64_t steps = 0;         // batches on this rank
+};
+
+// The metrics of one epoch as the task defines them.
+struct EpochMetrics {
+  std::vector<std::pair<std::string, double>> values;  // named, in the task's order
+  double stop_value = 0.0;  // what the stopping rule compares with the target (e.g. val_dice)
+  double val_loss = 0.0;    // lower is better: chooses checkpoint_best
+};
+
+// What a workload gives the loop. Called on every rank; all calls are collective where the
+// model's forward is (spatial parallelism).
+class TrainingTask {
+ public:
+  virtual ~TrainingTask() = default;
+  // The model that is trained, reduced, broadcast and checkpointed.
+  virtual torch::nn::Module& module() = 0;
+  virtual const dataset::ExampleSource& training_set() const = 0;
+  virtual const dataset::ExampleSource& validation_set() const = 0;
+  virtual std::vector<std::string> training_sum_names() const = 0;
+  virtual std::vector<std::string> validation_sum_names() const = 0;
+  // Forward and loss of a training batch whose fields are on the training device (train mode).
+  virtual TrainForward train_forward(const dataset::Batch& batch) = 0;
+  // The metric sums (validation_sum_names order) of a validation batch (eval, inference mode).
+  virtual at::Tensor validation_sums(const dataset::Batch& batch) = 0;
+  // After each optimiser step and after each validation pass (e.g. to clear autocast's cache).
+  virtual void after_step() {}
+  virtual void after_validation() {}
+  // Ranks that hold a part of the same samples (spatial shards of one replica): their world
+  // sums count each sample that many times, so the loop divides by it.
+  virtual int sum_multiplicity() const { return 1; }
+  // The epoch's metrics from the reduced sums; throws core::Error when training diverged.
+  virtual EpochMetrics epoch_metrics(int64_t epoch, const PassSums& train, const PassSums& val) const = 0;
+};
+
+struct LoopOptions {
+  int64_t local_batch_size = 1;
+  // Stopping rule: stop once stop_value >= target (when set), after max_epochs timed epochs
+  // (-1: no cap), or after the epoch in which the timed time passed time_budget_s (0: none).
+  std::optional<double> target;
+  int64_t max_epochs = -1;
+  double time_budget_s = 0.0;
+  int64_t warmup_batches = 0;  // untimed steps + a validation pass, undone exactly (ScaFFold)
+  int64_t warmup_epochs = 0;   // real epochs before the timed ones, excluded by name (CARAML)
+  std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)> make_optimizer;
+  std::function<double(int64_t epochs_completed)> lr_after;  // per epoch
+  double grad_clip_norm = 0.0;       // <= 0: no clipping
+  int64_t checkpoint_interval = -1;  // <= 0: no checkpoints
+  std::filesystem::path checkpoint_dir;
+  uint64_t seed = 42;  // data order and augmentation per epoch
+  int loader_workers = 1;
+  // DDP's broadcast_buffers: rank 0's buffers (BatchNorm running statistics) before every step.
+  bool broadcast_buffers = false;
+  profile::Profiler* profiler = nullptr;  // named regions and the per-batch step; null: off
+  core::Watchdog* watchdog = nullptr;     // told of every finished step and validation batch
+};
+
+// How this rank takes part in a multi-rank run. The defaults are a world of one.
+struct LoopParallelism {
+  // Gradient reduction and the initial broadcast, over every rank (null or one rank: none).
+  // Gradients are summed over it and divided by the grid's replicas.
+  std::shared_ptr<dist::TensorComm> world;
+  std::size_t bucket_bytes = std::size_t{16} << 20;
+};
+
+// Where communication went in this process's timed training steps, cumulative.
+struct CommTimes {
+  double halo_s = 0.0;           // halo exchanges (pack, transfer, unpack), forward and backward
+  double gradient_wait_s = 0.0;  // waiting for gradient all-reduces after backward
+};
+
+struct LoopEpoch {
+  int64_t epoch = 0;
+  bool warmup = false;  // a warm-up epoch: trained, reported, excluded from every figure
+  EpochMetrics metrics;
+  PassSums train, val;
+  double duration_s = 0.0;    // epoch start .. after validation and the LR step
+  double train_s = 0.0;
+  double validation_s = 0.0;
+  double next_lr = 0.0;
+  double median_step_s = 0.0;
+  int64_t optimizer_steps = 0;
+  int64_t total_optimizer_steps = 0;
+  std::vector<double> step_times_s;  // this epoch's training steps on this rank
+  // The same windows on the steady clock (core::monotonic_s), for energy measured alongside.
+  double start_mono_s = 0.0;
+  double validation_start_mono_s = 0.0;
+  double end_mono_s = 0.0;
+};
+
+struct LoopResult {
+  bool converged = false;   // the target was set and reached
+  int64_t epochs_run = 0;   // epochs in this process, warm-up epochs included
+  int64_t timed_epochs = 0;
+  int64_t last_epoch = 0;
+  int64_t total_optimizer_steps = 0;
+  double final_stop_value = 0.0;
+  double timed_s = 0.0;              // sum of the timed epochs' durations in this process
+  std::vector<double> step_times_s;  // every timed training step of this process
+};
+
+class TrainingLoop {
+ public:
+  TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device device, dist::Communicator& comm,
+               const dist::ProcessGrid& grid, LoopParallelism parallel = {});
+  ~TrainingLoop();
+
+  // Untimed warm-up steps and a validation pass; afterwards model, optimiser, counters and RNG
+  // are exactly as before. Returns the wall time spent.
+  double warmup();
+  int64_t warmup_steps() const { return warmup_steps_; }
+  double warmup_start_mono_s() const { return warmup_start_mono_s_; }
+  double warmup_end_mono_s() const { return warmup_end_mono_s_; }
+
+  // Resumes from a checkpoint (last, falling back to best; a corrupt file is renamed *.corrupt).
+  TrainCounters resume(const std::filesystem::path& checkpoint_dir);
+
+  // The epoch loop from the resume point (or epoch 1). on_epoch runs after each epoch, before
+  // that epoch's checkpoint, outside the timed region.
+  LoopResult run(const std::function<void(const LoopEpoch&)>& on_epoch);
+
+  const TrainCounters& counters() const { return counters_; }
+  const CommTimes& comm_times() const { return comm_times_; }
+  void set_watchdog(core::Watchdog* watchdog) { options_.watchdog = watchdog; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  const LoopOptions& options() const { return options_; }
+  const dist::ProcessGrid& grid() const { return grid_; }
+
+ private:
+  double learning_rate_after(int64_t epochs_completed) const;
+  void set_learning_rate(double lr);
+  void train_step(const dataset::Batch& batch, at::Tensor* sums);
+  PassSums validate(int64_t max_batches);
+  PassSums train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times);
+  void save(const std::string& name);
+  void check_replicas_agree(int64_t epoch);
+  void broadcast_buffers();
+
+  TrainingTask& task_;
+  LoopOptions options_;
+  c10::Device device_;
+  dist::Communicator& comm_;
+  dist::ProcessGrid grid_;
+  LoopParallelism parallel_;
+  std::unique_ptr<dist::GradientReducer> reducer_;
+  int64_t fail_at_step_ = -1;  // test hook SCAFFOLD_FAIL_AT (loop.cpp); -1: never
+  bool hang_at_step_ = false;  // the hook hangs instead of throwing
+  int64_t steps_taken_ = 0;
+  CommTimes comm_times_;
+  bool warned_replica_drift_ = false;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  TrainCounters counters_;
+  int64_t warmup_steps_ = 0;
+  double warmup_start_mono_s_ = 0.0;
+  double warmup_end_mono_s_ = 0.0;
+};
+
+// Multi-rank: whether `params` are the same on every rank of `comm` (collective). Throws
+// dist::AgreedError on every rank when their checksums differ by more than 1e-6 relative; a smaller
+// difference (an all-reduce not bitwise identical on every rank) is logged once through *warned.
+// `when` completes the messages ("after epoch 3").
+void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tensor>& params, const std::string& when,
+                           bool* warned);
+
+// "auto" -> CUDA when LibTorch has it and a GPU is visible, else CPU; "cuda" without a GPU is an
+// error naming the key.
+c10::Device resolve_device(const std::string& device_key);
+
+}  // namespace scaffold::train
