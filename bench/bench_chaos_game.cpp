@@ -4,10 +4,10 @@
 // side in one run. Usage: bench_chaos_game [point_num=8192] [clouds=2048] [threads=all]
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
+#include "core/stats.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "fractal/chaos_game.hpp"
@@ -50,11 +50,6 @@ double run_lanes(const Workload& w, int64_t n, int threads) {
   return static_cast<double>(w.params.size()) * n / clock.elapsed_s();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,7 +69,7 @@ int main(int argc, char** argv) {
       ref.push_back(run_reference(w, n, threads));
       lanes.push_back(run_lanes(w, n, threads));
     }
-    const double r = median(ref), l = median(lanes);
+    const double r = core::median(ref), l = core::median(lanes);
     fmt::print("{:<28} {:>8} {:>16.4g} {:>18.4g}\n", "reference (1 cloud)", threads, r, r / threads);
     fmt::print("{:<28} {:>8} {:>16.4g} {:>18.4g}\n",
                fmt::format("interleaved ({} clouds)", fractal::kLanes), threads, l, l / threads);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/stats.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "core/version.hpp"
@@ -54,12 +55,6 @@ struct StepPhases {
   double optimizer_s = 0;  // clip + Adam step + loss.item()
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // A "VmXXX:" field of /proc/self/status in bytes (0 when absent). core::peak_rss_bytes gives VmHWM
 // only; the step's delta also needs the resident size before it.
 int64_t proc_status_bytes(const std::string& key) {
@@ -91,7 +86,7 @@ double gemm_rate_gflop_per_s(int64_t n, int reps, Call&& call) {
     call();
     t_s.push_back(clock.elapsed_s());
   }
-  return 2.0 * static_cast<double>(n) * n * n / median(t_s) / 1e9;
+  return 2.0 * static_cast<double>(n) * n * n / core::median(t_s) / 1e9;
 }
 
 // An n x n x n fp32 GEMM two ways. at::mm goes to the BLAS behind libblas.so.3 (OpenBLAS here);
@@ -191,7 +186,7 @@ int run(const BenchOptions& o) {
     std::vector<double> v;
     v.reserve(phases.size());
     for (const StepPhases& ph : phases) v.push_back(ph.*field * 1e3);
-    return median(v);
+    return core::median(v);
   };
   const double forward_ms = phase_ms(&StepPhases::forward_s);
   const double loss_ms = phase_ms(&StepPhases::loss_s);
@@ -200,7 +195,8 @@ int run(const BenchOptions& o) {
   const GemmRates gemm = o.gemm_n > 0 ? measure_gemm(o.gemm_n, o.gemm_reps) : GemmRates{};
   const double gemm_best = std::max(gemm.blas_gflop_per_s, gemm.onednn_gflop_per_s);
 
-  const double step_ms = median(step_s) * 1e3;
+  const core::Spread step_spread = core::spread(step_s);
+  const double step_ms = step_spread.median * 1e3;
   const double flop_step = 3.0 * model::unet_forward_flops(mo, side) * o.batch;  // fwd + 2x bwd
   const double model_rate = flop_step / (step_ms * 1e-3) / 1e9;
   fmt::print(
@@ -212,8 +208,7 @@ int run(const BenchOptions& o) {
   fmt::print(
       "  step: median {:.1f} ms (min {:.1f}, max {:.1f}) of {} after {} warm-up; {:.2f} GFLOP "
       "-> {:.1f} GFLOP/s\n",
-      step_ms, *std::min_element(step_s.begin(), step_s.end()) * 1e3,
-      *std::max_element(step_s.begin(), step_s.end()) * 1e3, o.timed_steps, o.warmup_steps,
+      step_ms, step_spread.min * 1e3, step_spread.max * 1e3, o.timed_steps, o.warmup_steps,
       flop_step / 1e9, model_rate);
   if (o.gemm_n > 0) {
     fmt::print(
@@ -239,10 +234,9 @@ int run(const BenchOptions& o) {
       "peak_rss_mib={:.1f} peak_rss_delta_mib={:.1f} loss0={:.6f} forward_ms={:.2f} loss_ms={:.2f} "
       "backward_ms={:.2f} optimizer_ms={:.2f}\n",
       o.scale, o.base_channels, mo.layers, o.batch, o.bf16 ? "bf16" : "fp32",
-      o.channels_last ? "cl3d" : "ncdhw", threads, params, step_ms,
-      *std::min_element(step_s.begin(), step_s.end()) * 1e3,
-      *std::max_element(step_s.begin(), step_s.end()) * 1e3, flop_step / 1e9, model_rate, o.gemm_n,
-      gemm.blas_gflop_per_s, gemm.onednn_gflop_per_s, rss_before_bytes / kMiB, hwm_bytes / kMiB,
+      o.channels_last ? "cl3d" : "ncdhw", threads, params, step_ms, step_spread.min * 1e3,
+      step_spread.max * 1e3, flop_step / 1e9, model_rate, o.gemm_n, gemm.blas_gflop_per_s,
+      gemm.onednn_gflop_per_s, rss_before_bytes / kMiB, hwm_bytes / kMiB,
       (hwm_bytes - rss_before_bytes) / kMiB, loss0, forward_ms, loss_ms, backward_ms, optimizer_ms);
   return 0;
 }

@@ -41,3 +41,6 @@ if(NOT TARGET fmt::fmt)
   scaffold_fallback_target(scaffold_fmt fmt/format.h LIBRARY fmt)
   add_library(fmt::fmt ALIAS scaffold_fmt)
 endif()
+# OpenSSL's libcrypto for SHA-256 (core/sha256.cpp). CMake's FindOpenSSL already searches
+# CMAKE_PREFIX_PATH, so a staged copy (scripts/gpu-benchmark --stage) needs no fallback here.
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)

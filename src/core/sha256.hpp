@@ -1,35 +1,43 @@
-// SHA-256 (FIPS 180-4) in plain C++17, for content hashes of shards, configs and checkpoints.
-// Streaming: update() any number of times, then finish() once. Deliberately not a general crypto
-// library: no HMAC, no other digest sizes, no constant-time guarantees, no SIMD/SHA-NI paths.
+// SHA-256 (FIPS 180-4) through OpenSSL's EVP interface, for content hashes of shards, configs and
+// checkpoints. Streaming: update() any number of times, then finish() once. Deliberately a thin
+// wrapper, not a crypto library: no HMAC, no other digests; OpenSSL stays out of this header, so
+// callers need neither its headers nor its link flags.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX (openssl/types.h); only held by pointer here
 
 namespace scaffold::core {
 
 class Sha256 {
  public:
   Sha256();
+  // A copy continues from the same point independently (hash a common prefix once).
+  Sha256(const Sha256& other);
+  Sha256& operator=(const Sha256& other);
+  Sha256(Sha256&&) noexcept = default;
+  Sha256& operator=(Sha256&&) noexcept = default;
+  ~Sha256() = default;
 
   // Appends `size` bytes; may be called any number of times, with any split of the message.
   void update(const void* data, std::size_t size);
   void update(std::string_view text);
 
-  // Pads, returns the 32-byte digest and leaves the object finished. Call it once: calling
-  // update() or finish() again afterwards is a bug and aborts (SCAFFOLD_CHECK).
+  // Returns the 32-byte digest and leaves the object finished. Call it once: calling update() or
+  // finish() again afterwards, or using a moved-from object, is a bug and aborts (SCAFFOLD_CHECK).
   std::array<std::uint8_t, 32> finish();
 
  private:
-  void compress(const std::uint8_t* block);  // block: 64 bytes
-
-  std::array<std::uint32_t, 8> state_;
-  std::array<std::uint8_t, 64> buffer_;  // pending bytes of the current, incomplete block
-  std::size_t buffer_bytes_ = 0;
-  std::uint64_t total_bytes_ = 0;  // message length so far; FIPS pads with it in bits
+  struct ContextDeleter {
+    void operator()(evp_md_ctx_st* ctx) const;
+  };
+  std::unique_ptr<evp_md_ctx_st, ContextDeleter> ctx_;
   bool finished_ = false;
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "dist/process_grid.hpp"
 
 namespace scaffold::dataset {
 namespace fs = std::filesystem;
@@ -44,12 +45,10 @@ int ShardLayout::count() const {
 }
 
 std::array<int, 3> ShardLayout::axis_coords(int shard_id) const {
+  // The grid's numbering, so a rank's shard id names the files holding its part of the volume.
+  const std::vector<int> per_entry = dist::shard_coords(shard_id, num_shards_);
   std::array<int, 3> coords{0, 0, 0};
-  int rest = shard_id;
-  for (std::size_t k = num_shards_.size(); k-- > 0;) {
-    coords[shard_dims_[k] - 2] = rest % num_shards_[k];
-    rest /= num_shards_[k];
-  }
+  for (std::size_t k = 0; k < per_entry.size(); ++k) coords[shard_dims_[k] - 2] = per_entry[k];
   return coords;
 }
 

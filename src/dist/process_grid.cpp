@@ -7,6 +7,37 @@
 
 namespace scaffold::dist {
 
+std::vector<int> shard_coords(int shard_id, const std::vector<int>& num_shards) {
+  int count = 1;
+  for (int n : num_shards) {
+    SCAFFOLD_CHECK(n >= 1, fmt::format("shard counts {}: every entry must be >= 1", num_shards));
+    count *= n;
+  }
+  SCAFFOLD_CHECK(shard_id >= 0 && shard_id < count,
+                 fmt::format("shard id {} is outside [0, {}) for the shard counts {}", shard_id,
+                             count, num_shards));
+  std::vector<int> coords(num_shards.size());
+  int rest = shard_id;
+  for (std::size_t k = num_shards.size(); k-- > 0;) {
+    coords[k] = rest % num_shards[k];
+    rest /= num_shards[k];
+  }
+  return coords;
+}
+
+int shard_id_at(const std::vector<int>& coords, const std::vector<int>& num_shards) {
+  SCAFFOLD_CHECK(coords.size() == num_shards.size(),
+                 fmt::format("shard coordinates {} for the shard counts {}", coords, num_shards));
+  int id = 0;
+  for (std::size_t k = 0; k < num_shards.size(); ++k) {
+    SCAFFOLD_CHECK(
+        coords[k] >= 0 && coords[k] < num_shards[k],
+        fmt::format("shard coordinates {} are outside the shard counts {}", coords, num_shards));
+    id = id * num_shards[k] + coords[k];
+  }
+  return id;
+}
+
 ProcessGrid::ProcessGrid(int world_size, int rank, std::vector<int> num_shards,
                          std::vector<int> shard_dims)
     : world_size_(world_size),
@@ -28,13 +59,7 @@ ProcessGrid::ProcessGrid(int world_size, int rank, std::vector<int> num_shards,
 }
 
 std::vector<int> ProcessGrid::shard_coords() const {
-  std::vector<int> coords(num_shards_.size());
-  int rest = shard_id();
-  for (std::size_t k = num_shards_.size(); k-- > 0;) {
-    coords[k] = rest % num_shards_[k];
-    rest /= num_shards_[k];
-  }
-  return coords;
+  return dist::shard_coords(shard_id(), num_shards_);
 }
 
 }  // namespace scaffold::dist

@@ -7,6 +7,15 @@
 
 namespace scaffold::dist {
 
+// The one shard numbering of the tree (spec §4.5, §7.2): shard ids are row-major over the
+// shard-count list in the order given (the last entry varies fastest). The shard files, the
+// process grid and the halo neighbours all number shards this way. The lists are per entry of
+// dc_num_shards, not per axis: dc_shard_dims may name the axes in any order, and the order decides
+// the numbering. Aborts (SCAFFOLD_CHECK) on a count < 1 or an id/coordinate out of range.
+// shard_coords: the index along each entry of shard `shard_id`; shard_id_at: the inverse.
+std::vector<int> shard_coords(int shard_id, const std::vector<int>& num_shards);
+int shard_id_at(const std::vector<int>& coords, const std::vector<int>& num_shards);
+
 class ProcessGrid {
  public:
   // Throws core::Error when world_size is not a multiple of prod(num_shards), when the lists
@@ -21,7 +30,7 @@ class ProcessGrid {
   int replicas() const { return world_size_ / spatial_size_; }  // data-parallel replicas
   int replica() const { return rank_ / spatial_size_; }         // this rank's replica
   int shard_id() const { return rank_ % spatial_size_; }        // row-major id within the group
-  // This rank's index along each sharded dimension (row-major decomposition of shard_id()).
+  // This rank's index along each entry of num_shards(): dist::shard_coords(shard_id(), ...).
   std::vector<int> shard_coords() const;
 
  private:

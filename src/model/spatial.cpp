@@ -197,8 +197,13 @@ std::shared_ptr<SpatialContext> make_spatial_context(std::shared_ptr<dist::Tenso
   const auto& shards = grid.num_shards();
   const auto& dims = grid.shard_dims();
   const std::vector<int> coords = grid.shard_coords();
-  int stride = 1;  // shard-id distance between neighbours along entry k (row-major)
-  for (std::size_t k = shards.size(); k-- > 0;) {
+  // Group rank (= shard id) of the shard one step along entry k; -1 past the volume's edge.
+  auto neighbour = [&](std::size_t k, int step) {
+    std::vector<int> at = coords;
+    at[k] += step;
+    return at[k] >= 0 && at[k] < shards[k] ? dist::shard_id_at(at, shards) : -1;
+  };
+  for (std::size_t k = 0; k < shards.size(); ++k) {
     const int dim = dims[k];
     SCAFFOLD_CHECK(dim >= 2 && dim <= 4, fmt::format("dc_shard_dims entry {} is not a spatial dimension (2, 3 or 4)", dim));
     const auto d = static_cast<std::size_t>(dim - 2);
@@ -206,11 +211,9 @@ std::shared_ptr<SpatialContext> make_spatial_context(std::shared_ptr<dist::Tenso
       SCAFFOLD_CHECK(ctx->shards[d] == 1, fmt::format("dc_shard_dims names dimension {} twice", dim));
       ctx->shards[d] = shards[k];
       ctx->coords[d] = coords[k];
-      const int id = grid.shard_id();
-      ctx->neighbours[d].lo = coords[k] > 0 ? id - stride : -1;
-      ctx->neighbours[d].hi = coords[k] + 1 < shards[k] ? id + stride : -1;
+      ctx->neighbours[d].lo = neighbour(k, -1);
+      ctx->neighbours[d].hi = neighbour(k, +1);
     }
-    stride *= shards[k];
   }
   return ctx;
 }

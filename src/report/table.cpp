@@ -25,6 +25,7 @@
 #include "core/fs.hpp"
 #include "report/gnuplot.hpp"
 #include "core/pyfloat.hpp"
+#include "core/stats.hpp"
 
 
 namespace scaffold::report {
@@ -378,9 +379,7 @@ RunSummary summarize_run(const RunData& run) {
   if (!run.epochs.empty()) {
     s.epochs = run.epochs.back().epoch;
     s.reached_target = run.epochs.back().val_dice >= run.config.target_dice;
-    std::sort(durations.begin(), durations.end());
-    const std::size_t n = durations.size();
-    s.median_epoch_s = n % 2 ? durations[n / 2] : (durations[n / 2 - 1] + durations[n / 2]) / 2;
+    s.median_epoch_s = core::median(durations);
   }
   if (s.reached_target && s.time_to_target_s > 0) s.fom_per_s = 1.0 / s.time_to_target_s;
   if (s.time_to_target_s > 0)

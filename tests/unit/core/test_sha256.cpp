@@ -1,6 +1,8 @@
-// Sha256 against the FIPS 180-2 / NIST example digests, plus the padding boundaries (55/56/64 bytes
-// pending) checked two ways: against digests from Python's hashlib, and streamed-in-pieces versus
-// hashed at once. Not a test of speed or of misuse (finish twice aborts; death tests are not used).
+// The OpenSSL-backed Sha256 against independent reference digests: the FIPS 180-2 / NIST CSRC
+// examples (empty, "abc", the 448-bit two-block message, one million 'a' streamed in uneven
+// pieces), the padding boundaries (55/56/64 bytes pending) against Python's hashlib, streamed-in-
+// pieces versus hashed at once, and copies that continue independently. Not a test of speed or of
+// misuse (finish twice aborts; death tests are not used).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,6 +46,14 @@ TEST(Sha256, Abc) {
 TEST(Sha256, TwoBlockMessage448Bits) {
   EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+TEST(Sha256, Message896Bits) {
+  // FIPS 180-2's SHA-384/512 example message; its SHA-256 is the value in the common SHA-2 test
+  // vector tables, cross-checked with hashlib.sha256(...).hexdigest().
+  EXPECT_EQ(sha256_hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjkl"
+                       "mnopqklmnopqrlmnopqrsmnopqrstnopqrstu"),
+            "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
 }
 
 TEST(Sha256, OneMillionAInUnevenChunks) {
@@ -103,6 +113,31 @@ TEST(Sha256, PiecewiseEqualsWhole) {
     via_view.update(std::string_view(message));
     ASSERT_EQ(to_hex(via_view.finish()), whole) << "length " << size << ", string_view overload";
   }
+}
+
+TEST(Sha256, CopyContinuesIndependently) {
+  // "abc" and the 448-bit message share the prefix "ab": hashed once, copied, each copy finishes
+  // one message, and both must give the NIST digests. sha256("a") is from hashlib.
+  Sha256 prefix;
+  prefix.update("ab");
+  Sha256 copy = prefix;
+  prefix.update("c");
+  copy.update("cdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq");
+  EXPECT_EQ(to_hex(prefix.finish()),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(to_hex(copy.finish()),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+
+  Sha256 assigned;
+  assigned.update("unrelated bytes, replaced by the assignment");
+  Sha256 source;
+  source.update("a");
+  assigned = source;
+  assigned.update("bc");
+  EXPECT_EQ(to_hex(assigned.finish()),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(to_hex(source.finish()),
+            "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb");
 }
 
 }  // namespace

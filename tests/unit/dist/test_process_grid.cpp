@@ -23,6 +23,33 @@ TEST(ProcessGrid, ConsecutiveRanksFormOneSpatialGroup) {
   EXPECT_EQ(single.shard_coords(), (std::vector<int>{0, 0, 0}));
 }
 
+TEST(ShardCoords, RowMajorOverTheGivenOrderLastEntryFastest) {
+  // Counts {2, 3, 4}: strides 12, 4, 1, so id = 12 a + 4 b + c.
+  const std::vector<int> counts{2, 3, 4};
+  EXPECT_EQ(shard_coords(0, counts), (std::vector<int>{0, 0, 0}));
+  EXPECT_EQ(shard_coords(1, counts), (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(shard_coords(4, counts), (std::vector<int>{0, 1, 0}));
+  EXPECT_EQ(shard_coords(12, counts), (std::vector<int>{1, 0, 0}));
+  EXPECT_EQ(shard_coords(17, counts), (std::vector<int>{1, 1, 1}));  // 12 + 4 + 1
+  EXPECT_EQ(shard_coords(23, counts), (std::vector<int>{1, 2, 3}));  // the last shard
+  EXPECT_EQ(shard_id_at({1, 2, 3}, counts), 23);
+  EXPECT_EQ(shard_id_at({0, 2, 1}, counts), 9);  // 8 + 1
+  for (int id = 0; id < 24; ++id)
+    EXPECT_EQ(shard_id_at(shard_coords(id, counts), counts), id) << id;
+
+  EXPECT_EQ(shard_coords(3, {5}), (std::vector<int>{3}));
+  EXPECT_EQ(shard_coords(0, {1, 1, 1}), (std::vector<int>{0, 0, 0}));
+  EXPECT_EQ(shard_coords(0, {}), (std::vector<int>{}));  // unsharded: one shard, no entries
+}
+
+TEST(ShardCoords, TheProcessGridUsesThem) {
+  // 6 ranks in one group over counts {3, 2}: rank r has the coordinates of shard id r.
+  for (int rank = 0; rank < 6; ++rank) {
+    const ProcessGrid g(6, rank, {3, 2}, {4, 2});
+    EXPECT_EQ(g.shard_coords(), (std::vector<int>{rank / 2, rank % 2})) << "rank " << rank;
+  }
+}
+
 TEST(ProcessGrid, RejectsWorldsThatAreNotAMultipleOfTheShards) {
   try {
     ProcessGrid(6, 0, {4, 1, 1}, {2, 3, 4});

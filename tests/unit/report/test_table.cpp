@@ -270,6 +270,14 @@ TEST(Summary, ReachedTargetGivesTimeFomMedianAndThroughput) {
   EXPECT_FALSE(s.samples_per_wh);
 }
 
+TEST(Summary, MedianEpochOfAnEvenCountAveragesTheTwoMiddleEpochs) {
+  RunData run = sample_run();
+  run.epochs.push_back(epoch(4, 0.95, 6.0, 10));  // durations 4 2 3 6: sorted 2 3 4 6
+  const RunSummary s = summarize_run(run);
+  ASSERT_TRUE(s.median_epoch_s);
+  EXPECT_DOUBLE_EQ(*s.median_epoch_s, 3.5);  // (3 + 4) / 2, numpy.median's definition
+}
+
 TEST(Summary, MissedTargetHasNoFomAndWithoutSystemJsonOneRank) {
   RunData run = sample_run();
   run.epochs.back().val_dice = 0.899;
