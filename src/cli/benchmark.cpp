@@ -23,6 +23,7 @@
 #include "core/sysinfo.hpp"
 #include "core/timer.hpp"
 #include "core/version.hpp"
+#include "core/stats.hpp"
 #include "core/watchdog.hpp"
 #include "dataset/loader.hpp"
 #include "dataset/plan.hpp"
@@ -34,11 +35,15 @@
 #include "report/system_info.hpp"
 #include "report/restart.hpp"
 #include "report/run_dir.hpp"
+#include "report/run_record.hpp"
 #include "report/train_stats.hpp"
 #include "profile/options.hpp"
 #include "profile/profiler.hpp"
 #include "profile/torch_ops.hpp"
 #include "profile/trace.hpp"
+#include "suite/phases.hpp"
+#include "suite/record.hpp"
+#include "suite/run_folder.hpp"
 #include "train/device_memory.hpp"
 #include "train/trainer.hpp"
 
@@ -53,10 +58,6 @@ struct BenchmarkArgs {
   std::vector<std::string> argv;  // the command line after the executable, for restart.sh
 };
 
-struct PhaseTimes {
-  double fractals_s = 0, dataset_s = 0, setup_s = 0, warmup_s = 0, training_s = 0;
-};
-
 std::string flag_value_yaml(const config::FlagValue& v) {
   struct Visitor {
     std::string operator()(int64_t x) const { return std::to_string(x); }
@@ -67,46 +68,22 @@ std::string flag_value_yaml(const config::FlagValue& v) {
   return std::visit(Visitor{}, v);
 }
 
-// Rank 0: the run folder and what makes it reproducible (config.yaml reloads as a config).
-fs::path prepare_run_dir(RunContext& ctx, const config::Config& cfg, const BenchmarkArgs& args) {
-  std::string path;
-  dist::run_agreed(ctx.comm, [&] {
-    if (ctx.comm.rank() != 0) return;
-    fs::path dir;
-    if (!args.run_dir.empty()) {
-      dir = fs::absolute(args.run_dir).lexically_normal();
-      const fs::path ckpt = dir / cfg.checkpoint_dir;
-      std::error_code ec;
-      if (!fs::exists(ckpt / "checkpoint_last", ec) && !fs::exists(ckpt / "checkpoint_best", ec))
-        throw core::FileError(dir.string(), "cannot restart: no " + (ckpt / "checkpoint_last").string() +
-                                                " or checkpoint_best (was checkpoint_interval > 0?)");
-    } else {
-      dir = report::create_run_dir(cfg.base_run_dir, cfg.job_name, std::chrono::system_clock::now());
-      core::write_file_atomic(dir / "base_config.yaml", core::read_file(args.config.files.front()));
-    }
-    core::write_file_atomic(dir / "config.yaml", config::to_yaml(cfg));
-    std::string overrides = "# command-line flags of this run\n";
-    for (const auto& f : args.config.given_flags()) overrides += f.key + ": " + flag_value_yaml(f.value) + "\n";
-    if (args.restart) overrides += "restart: 1\n";
-    if (!args.run_dir.empty()) overrides += "run_dir: " + report::shell_quote(dir.string()) + "\n";
-    core::write_file_atomic(dir / "overrides.yaml", overrides);
-    report::RestartSpec spec;
-    spec.run_dir = dir;
-    spec.executable = core::executable_path();
-    spec.argv = args.argv;
-    spec.world_size = ctx.comm.size();
-    spec.launcher = std::getenv("SLURM_JOB_ID") ? "srun" : "mpirun";
-    for (const char* var : {"PROFILE_TORCH", "PROFILE_TORCH_WAIT", "PROFILE_TORCH_WARMUP", "PROFILE_TORCH_ACTIVE", "OMP_NUM_THREADS"})
-      if (const char* value = std::getenv(var)) spec.env.emplace_back(var, value);
-    report::write_restart_script(spec);
-    path = dir.string();
-  });
-  ctx.comm.broadcast(path, 0);
-  return path;
+// The run folder request of this run (suite/run_folder.hpp).
+suite::RunFolderRequest run_folder_request(const config::Config& cfg, const BenchmarkArgs& args) {
+  suite::RunFolderRequest r;
+  r.base_run_dir = cfg.base_run_dir;
+  r.job_name = cfg.job_name;
+  r.checkpoint_dir = cfg.checkpoint_dir;
+  r.config_yaml = config::to_yaml(cfg);
+  r.base_config_file = args.config.files.front();
+  for (const auto& f : args.config.given_flags()) r.flag_lines.push_back(f.key + ": " + flag_value_yaml(f.value));
+  r.resume_dir = args.run_dir;
+  r.argv = args.argv;
+  return r;
 }
 
 void log_summary(const config::Config& cfg, const train::TrainResult& result,
-                 const std::vector<report::EpochRecord>& records, const PhaseTimes& t,
+                 const std::vector<report::EpochRecord>& records, const suite::PhaseDriver& phases,
                  const model::UNetOptions& model_options, int64_t params, const c10::Device& device,
                  const dist::ProcessGrid& grid, const train::CommTimes& comm) {
   const double total_s = std::accumulate(records.begin(), records.end(), 0.0,
@@ -131,12 +108,7 @@ void log_summary(const config::Config& cfg, const train::TrainResult& result,
   else
     LOG_INFO("Completed in {:.2f} seconds, {} epochs, {} optimizer steps (validation dice {:.4f} < target {}).",
              total_s, epochs, steps, result.final_val_dice, core::python_float_str(cfg.target_dice));
-  std::vector<double> steps_s = result.step_times_s;
-  double median_s = 0;
-  if (!steps_s.empty()) {
-    std::sort(steps_s.begin(), steps_s.end());
-    median_s = steps_s[steps_s.size() / 2];
-  }
+  const double median_s = core::median(result.step_times_s);
   const double flops_fwd = model::unet_forward_flops(model_options, cfg.vol_size());
   // A step trains the global batch (fwd + 2x bwd); with spatial shards each rank does a share.
   const double flops_step = 3.0 * flops_fwd * static_cast<double>(cfg.local_batch_size * grid.replicas());
@@ -158,7 +130,8 @@ void log_summary(const config::Config& cfg, const train::TrainResult& result,
                             : std::string());
   LOG_INFO("phase wall times: fractals {:.2f} s, dataset {:.2f} s, model set-up {:.2f} s, warm-up {:.2f} s, "
            "training {:.2f} s",
-           t.fractals_s, t.dataset_s, t.setup_s, t.warmup_s, t.training_s);
+           phases.seconds("fractals"), phases.seconds("get_dataset"), phases.seconds("init_model"),
+           phases.seconds("warmup_phase"), phases.seconds("training"));
 }
 
 // Energy to the target and efficiency, over the same windows as the time to solution.
@@ -204,52 +177,29 @@ dist::ProcessGrid checked_process_grid(dist::Communicator& comm, const config::C
   return *grid;
 }
 
-int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
-  at::set_num_threads(ctx.threads);
-  PhaseTimes times;
-  const config::Config cfg = load_config_everywhere(ctx.comm, args.config);
-  const dist::ProcessGrid grid = checked_process_grid(ctx.comm, cfg);
-  const fs::path run_dir = prepare_run_dir(ctx, cfg, args);
-  LOG_INFO("benchmark: run folder {}", run_dir.string());
-  const c10::Device device = train::resolve_device(cfg.device);
-  if (ctx.comm.rank() == 0) {  // the run's context, so results can be compared across systems
-    report::SystemInfo info = report::collect_host_info();
-    info.gpu_model = train::device_model_name(device);
-    info.mpi_version = dist::mpi_library_version();
-    info.device = device.str();
-    info.world_size = ctx.comm.size();
-    info.nodes = ctx.comm.nodes();
-    info.threads = ctx.threads;
-    info.dc_num_shards = cfg.dc_num_shards;
-    report::write_system_json(run_dir, info);
-  }
-  // PROFILE_TORCH=1: the first rank of each node records the named regions (spec §9).
-  const profile::ProfileOptions profile_options = profile::profile_options_from_env();
-  profile::Profiler profiler(profile::profiles_this_rank(profile_options, ctx.comm.local_rank()),
-                             profile_options.schedule);
-  if (profiler.enabled()) profile::record_torch_operators(profiler, profile_options);
+// Everything the model phase builds: the datasets, the U-Net, its parallel context and trainer.
+struct BenchmarkModel {
+  std::unique_ptr<dataset::FractalDataset> train_set, val_set;
+  model::UNetOptions options;
+  int64_t params = 0;
+  std::unique_ptr<dist::Communicator> spatial_comm;
+  std::unique_ptr<train::Trainer> trainer;
+};
 
-  core::Stopwatch phase;
-  ensure_fractal_library(ctx, cfg);
-  times.fractals_s = phase.elapsed_s();
-  phase.restart();
-  dataset::DatasetInfo data;
-  {
-    SCAFFOLD_PROFILE_REGION(&profiler, "get_dataset");
-    data = ensure_dataset(ctx, cfg);
-  }
-  times.dataset_s = phase.elapsed_s();
-
-  phase.restart();
-  std::optional<profile::ScopedRegion> init_model_region(std::in_place, &profiler, "init_model");
+BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dataset::DatasetInfo& data,
+                           const dist::ProcessGrid& grid, const c10::Device& device, const fs::path& run_dir,
+                           profile::Profiler* profiler) {
+  BenchmarkModel m;
   const dataset::ShardLayout layout(data.meta.dc_num_shards, data.meta.dc_shard_dims);
   const dataset::DatasetPaths paths{data.root};
-  const dataset::FractalDataset train_set(paths, dataset::Split::Training, layout, grid.shard_id(), cfg.vol_size());
-  const dataset::FractalDataset val_set(paths, dataset::Split::Validation, layout, grid.shard_id(), cfg.vol_size());
-  dataset::check_same_ids(ctx.comm, train_set);
-  dataset::check_same_ids(ctx.comm, val_set);
+  m.train_set = std::make_unique<dataset::FractalDataset>(paths, dataset::Split::Training, layout, grid.shard_id(),
+                                                          cfg.vol_size());
+  m.val_set = std::make_unique<dataset::FractalDataset>(paths, dataset::Split::Validation, layout, grid.shard_id(),
+                                                        cfg.vol_size());
+  dataset::check_same_ids(ctx.comm, *m.train_set);
+  dataset::check_same_ids(ctx.comm, *m.val_set);
 
-  model::UNetOptions mo;
+  model::UNetOptions& mo = m.options;
   mo.n_classes = cfg.n_categories + 1;
   mo.layers = cfg.unet_layers();
   mo.base_channels = cfg.unet_base_channels;
@@ -262,12 +212,11 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   }
   // Spatial parallelism: ranks of one replica (consecutive ranks) form the sample's group. Every
   // rank has the same grid, so all of them split (a collective) or none does.
-  std::unique_ptr<dist::Communicator> spatial_comm;
   train::Parallelism parallel;
   if (ctx.comm.size() > 1) parallel.world = dist::make_tensor_comm(ctx.comm, device);
   if (grid.spatial_size() > 1) {
-    spatial_comm = ctx.comm.split(grid.replica(), grid.shard_id());
-    auto spatial = model::make_spatial_context(dist::make_tensor_comm(*spatial_comm, device), grid,
+    m.spatial_comm = ctx.comm.split(grid.replica(), grid.shard_id());
+    auto spatial = model::make_spatial_context(dist::make_tensor_comm(*m.spatial_comm, device), grid,
                                                model::parse_group_norm_mode(cfg.dc_groupnorm));
     mo.spatial = spatial;
     parallel.spatial = spatial;
@@ -285,7 +234,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
              fmt::join(cfg.dc_shard_dims, ", "), cfg.dc_groupnorm, parallel.world->backend());
   torch::manual_seed(cfg.seed);  // identical initial weights (rank 0's are broadcast as well)
   model::UNet3d net(mo);
-  const int64_t params = model::count_parameters(*net);
+  m.params = model::count_parameters(*net);
 
   train::TrainerOptions to;
   to.local_batch_size = cfg.local_batch_size;
@@ -305,13 +254,90 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   to.n_classes = mo.n_classes;
   to.ce_weight_sample_fraction = cfg.ce_weight_sample_fraction;
   to.loader_workers = cfg.dataloader_num_workers;
-  to.profiler = &profiler;
-  train::Trainer trainer(net, to, train_set, val_set, device, ctx.comm, grid, parallel);
+  to.profiler = profiler;
+  m.trainer = std::make_unique<train::Trainer>(net, to, *m.train_set, *m.val_set, device, ctx.comm, grid, parallel);
   LOG_INFO("model: 3-D U-Net, {} layers, base {} channels, {} classes, {} parameters, on {} with {} thread(s)",
-           mo.layers, mo.base_channels, mo.n_classes, params, device.str(), ctx.threads);
-  trainer.estimate_class_weights();
-  init_model_region.reset();
-  times.setup_s = phase.elapsed_s();
+           mo.layers, mo.base_channels, mo.n_classes, m.params, device.str(), ctx.threads);
+  m.trainer->estimate_class_weights();
+  return m;
+}
+
+// The run record of a finished benchmark (summary.json), from the rows of train_stats.csv.
+report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& run_dir,
+                                   const train::TrainResult& result, const std::vector<report::EpochRecord>& records,
+                                   const std::vector<report::EnergyWindowRecord>& energy_rows, bool energy_active,
+                                   const dist::ProcessGrid& grid, const c10::Device& device, int threads,
+                                   int64_t params, double flops_per_sample, const suite::PhaseDriver& phases) {
+  report::RunRecord r = suite::base_record("benchmark", run_dir, grid.world_size(), threads, device.str());
+  double total_s = 0.0;
+  for (const auto& e : records) total_s += e.epoch_duration_s;
+  const int64_t steps = records.empty() ? 0 : records.back().total_optimizer_steps;
+  const int64_t global_batch = int64_t{cfg.local_batch_size} * grid.replicas();
+  r.status = result.converged ? "reached_target" : "not_reached";
+  r.global_batch = global_batch;
+  r.local_batch = cfg.local_batch_size;
+  r.precision = cfg.torch_amp ? "bf16" : "fp32";
+  r.epochs = records.empty() ? 0 : records.back().epoch;
+  r.time_s = total_s;
+  r.runtime_s = 0.0;
+  for (const auto& p : phases.phases()) r.runtime_s += p.seconds;
+  double wh = 0.0;
+  for (const auto& w : energy_rows)
+    if (w.window == "train" || w.window == "validation") wh += w.energy_wh;
+  if (energy_active) r.energy_wh = wh;
+  r.params = {{"model", "unet3d"},
+              {"problem_scale", std::to_string(cfg.problem_scale)},
+              {"unet_base_channels", std::to_string(cfg.unet_base_channels)},
+              {"dc_num_shards", fmt::format("{}", fmt::join(cfg.dc_num_shards, "x"))},
+              {"dc_groupnorm", grid.spatial_size() > 1 ? cfg.dc_groupnorm : std::string("-")},
+              {"target_dice", core::python_float_str(cfg.target_dice)}};
+  const double samples = static_cast<double>(steps * global_batch);
+  const double median_s = core::median(result.step_times_s);
+  r.counters.push_back({"val_dice", result.final_val_dice, "", "validation Dice of the last epoch"});
+  if (result.converged && total_s > 0)
+    r.counters.push_back({"fom", 1.0 / total_s, "1/s", "1 / time to solution (ScaFFold's figure of merit)"});
+  r.counters.push_back({"time_to_solution_s", total_s, "s", "sum of the epoch durations"});
+  r.counters.push_back({"samples_per_s", total_s > 0 ? samples / total_s : 0.0, "samples/s",
+                        "training samples / sum of the epoch durations"});
+  r.counters.push_back({"median_step_s", median_s, "s", "median timed training step on rank 0"});
+  r.counters.push_back({"parameters", static_cast<double>(params), "", "trainable parameters"});
+  r.counters.push_back({"achieved_flop_per_s",
+                        median_s > 0 ? 3.0 * flops_per_sample * static_cast<double>(global_batch) / median_s : 0.0,
+                        "FLOP/s", "3 x forward FLOPs x global batch / median step"});
+  if (energy_active && wh > 0)
+    r.counters.push_back({"samples_per_wh", samples / wh, "samples/Wh", "training samples / energy of the epochs"});
+  return r;
+}
+
+int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
+  at::set_num_threads(ctx.threads);
+  // PROFILE_TORCH=1: the first rank of each node records the named regions (spec §9).
+  const profile::ProfileOptions profile_options = profile::profile_options_from_env();
+  profile::Profiler profiler(profile::profiles_this_rank(profile_options, ctx.comm.local_rank()),
+                             profile_options.schedule);
+  if (profiler.enabled()) profile::record_torch_operators(profiler, profile_options);
+  suite::PhaseDriver phases(&profiler);
+
+  // init: the config, the process grid, the run folder and its context.
+  const config::Config cfg = load_config_everywhere(ctx.comm, args.config);
+  const dist::ProcessGrid grid = checked_process_grid(ctx.comm, cfg);
+  const fs::path run_dir = suite::prepare_run_folder(ctx.comm, run_folder_request(cfg, args));
+  LOG_INFO("benchmark: run folder {}", run_dir.string());
+  const c10::Device device = train::resolve_device(cfg.device);
+  {
+    report::SystemInfo info;
+    info.gpu_model = train::device_model_name(device);
+    info.device = device.str();
+    info.threads = ctx.threads;
+    info.dc_num_shards = cfg.dc_num_shards;
+    suite::write_run_context(ctx.comm, run_dir, info);
+  }
+
+  phases.run("fractals", [&] { ensure_fractal_library(ctx, cfg); });
+  const dataset::DatasetInfo data = phases.run("get_dataset", [&] { return ensure_dataset(ctx, cfg); });
+  BenchmarkModel m =
+      phases.run("init_model", [&] { return build_model(ctx, cfg, data, grid, device, run_dir, &profiler); });
+  train::Trainer& trainer = *m.trainer;
 
   // The last resort against a job that stops without an error: no finished step or validation
   // batch on this rank for progress_timeout_s ends every rank (MPI_Abort), not a silent hang.
@@ -323,14 +349,14 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   });
   trainer.set_watchdog(&*watchdog);
   EnergyMeter energy(ctx.comm);
-  phase.restart();
-  times.warmup_s = trainer.warmup();
+  phases.set_energy_meter(&energy);
+  const double warmup_s = phases.run("warmup_phase", [&] { return trainer.warmup(); });
   energy.add_window("warmup", 0, trainer.warmup_start_mono_s(), trainer.warmup_end_mono_s());
   LOG_INFO("warm-up: {} steps and a validation pass in {:.2f} s (untimed, state restored)",
-           trainer.warmup_steps(), times.warmup_s);
+           trainer.warmup_steps(), warmup_s);
 
   train::TrainCounters start;
-  if (!args.run_dir.empty()) start = trainer.resume(to.checkpoint_dir);
+  if (!args.run_dir.empty()) start = trainer.resume(run_dir / cfg.checkpoint_dir);
   std::optional<report::TrainStatsCsv> csv;
   if (ctx.comm.rank() == 0)
     csv.emplace(args.run_dir.empty() ? report::TrainStatsCsv::open_fresh(run_dir)
@@ -339,27 +365,28 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   if (ctx.comm.rank() == 0)
     for (const auto& r : report::read_train_stats(run_dir / report::kTrainStatsFileName)) total_s += r.epoch_duration_s;
 
-  phase.restart();
-  const train::TrainResult result = trainer.run([&](const train::EpochStats& e) {
-    total_s += e.duration_s;
-    LOG_INFO("epoch {}: train_loss {:.6f}, val_loss {:.6f}, train_dice_score {:.4f}, val_dice_score {:.4f}, "
-             "lr {:.6g}, optimizer_steps {}, total_optimizer_steps {}",
-             e.epoch, e.overall_loss, e.val_loss_avg, e.train_dice, e.val_dice, e.next_lr, e.optimizer_steps,
-             e.total_optimizer_steps);
-    LOG_INFO("epoch {}: {:.2f} s (train {:.2f} s, validation {:.2f} s), total train time {:.2f} s, median "
-             "minibatch {:.1f} ms, steps {} this epoch, {} in total",
-             e.epoch, e.duration_s, e.train_s, e.validation_s, total_s, e.median_step_s * 1e3, e.optimizer_steps,
-             e.total_optimizer_steps);
-    energy.add_window("train", e.epoch, e.start_mono_s, e.validation_start_mono_s);
-    energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
-    if (csv)
-      csv->append({e.epoch, e.epoch_loss, e.overall_loss, e.val_loss_epoch, e.val_loss_avg, e.train_dice,
-                   e.val_dice, e.duration_s, e.optimizer_steps, e.total_optimizer_steps});
+  const train::TrainResult result = phases.run("training", [&] {
+    return trainer.run([&](const train::EpochStats& e) {
+      total_s += e.duration_s;
+      LOG_INFO("epoch {}: train_loss {:.6f}, val_loss {:.6f}, train_dice_score {:.4f}, val_dice_score {:.4f}, "
+               "lr {:.6g}, optimizer_steps {}, total_optimizer_steps {}",
+               e.epoch, e.overall_loss, e.val_loss_avg, e.train_dice, e.val_dice, e.next_lr, e.optimizer_steps,
+               e.total_optimizer_steps);
+      LOG_INFO("epoch {}: {:.2f} s (train {:.2f} s, validation {:.2f} s), total train time {:.2f} s, median "
+               "minibatch {:.1f} ms, steps {} this epoch, {} in total",
+               e.epoch, e.duration_s, e.train_s, e.validation_s, total_s, e.median_step_s * 1e3, e.optimizer_steps,
+               e.total_optimizer_steps);
+      energy.add_window("train", e.epoch, e.start_mono_s, e.validation_start_mono_s);
+      energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
+      if (csv)
+        csv->append({e.epoch, e.epoch_loss, e.overall_loss, e.val_loss_epoch, e.val_loss_avg, e.train_dice,
+                     e.val_dice, e.duration_s, e.optimizer_steps, e.total_optimizer_steps});
+    });
   });
-  times.training_s = phase.elapsed_s();
   trainer.set_watchdog(nullptr);
   watchdog.reset();
   const train::CommTimes comm_times = trainer.comm_times();
+  phases.set_energy_meter(nullptr);
   const auto energy_rows = energy.finish(run_dir, start.epoch + 1);
   profiler.finish();
   if (profiler.enabled()) {
@@ -375,12 +402,16 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
     profiler.export_chrome_trace(run_dir / profile::trace_file_name(name));  // logs where, or why not
   }
 
+  // report: figures, the final lines and summary.json, all from the files the run wrote.
   if (ctx.comm.rank() == 0) {
     const auto records = report::read_train_stats(run_dir / report::kTrainStatsFileName);
     report::write_figures(run_dir, records,
                           fmt::format("v={}, c={}, u={}", cfg.vol_size(), cfg.n_categories, cfg.unet_layers()));
-    log_summary(cfg, result, records, times, mo, params, device, grid, comm_times);
+    log_summary(cfg, result, records, phases, m.options, m.params, device, grid, comm_times);
     if (energy.active()) log_energy(cfg, result, records, energy_rows, grid.replicas());
+    report::write_summary_json(
+        run_dir, benchmark_record(cfg, run_dir, result, records, energy_rows, energy.active(), grid, device,
+                                  ctx.threads, m.params, model::unet_forward_flops(m.options, cfg.vol_size()), phases));
   }
   return 0;
 }

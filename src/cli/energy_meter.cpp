@@ -50,7 +50,11 @@ EnergyMeter::~EnergyMeter() {
 }
 
 void EnergyMeter::add_window(const std::string& name, int64_t epoch, double t0_s, double t1_s) {
-  windows_.push_back({name, epoch, t0_s, t1_s});
+  windows_.push_back({name, epoch, t0_s, t1_s, false});
+}
+
+void EnergyMeter::add_phase(const std::string& name, double t0_s, double t1_s) {
+  windows_.push_back({name, 0, t0_s, t1_s, true});
 }
 
 std::vector<report::EnergyWindowRecord> EnergyMeter::finish(const fs::path& run_dir, int64_t first_epoch) {
@@ -74,7 +78,7 @@ std::vector<report::EnergyWindowRecord> EnergyMeter::finish(const fs::path& run_
   comm_.allreduce_sum(sums.data(), sums.size());
   if (comm_.rank() != 0) return {};
 
-  std::vector<report::EnergyWindowRecord> rows;
+  std::vector<report::EnergyWindowRecord> rows, phases;
   const fs::path file = run_dir / report::kEnergyStatsFileName;
   std::error_code ec;
   if (first_epoch > 1 && fs::exists(file, ec))
@@ -92,7 +96,7 @@ std::vector<report::EnergyWindowRecord> EnergyMeter::finish(const fs::path& run_
     r.avg_power_w = r.duration_s > 0 ? r.energy_j / r.duration_s : 0.0;
     r.peak_power_w = sums[w * fields + 1];
     r.samples = static_cast<int64_t>(sums[w * fields + 2]);
-    rows.push_back(r);
+    (windows_[w].phase ? phases : rows).push_back(r);
   }
   std::string text = report::energy_stats_header() + "\n";
   auto f = [](double v) { return core::python_float_str(v); };
@@ -100,6 +104,13 @@ std::vector<report::EnergyWindowRecord> EnergyMeter::finish(const fs::path& run_
     text += fmt::format("{},{},{},{},{},{},{},{},{}\n", r.window, r.epoch, f(r.start_s), f(r.duration_s),
                         f(r.energy_j), f(r.energy_wh), f(r.avg_power_w), f(r.peak_power_w), r.samples);
   core::write_file_atomic(file, text);
+  if (!phases.empty()) {
+    std::string p = "phase,start_s,duration_s,energy_j,energy_wh,avg_power_w,peak_power_w,samples\n";
+    for (const auto& r : phases)
+      p += fmt::format("{},{},{},{},{},{},{},{}\n", r.window, f(r.start_s), f(r.duration_s), f(r.energy_j),
+                       f(r.energy_wh), f(r.avg_power_w), f(r.peak_power_w), r.samples);
+    core::write_file_atomic(run_dir / "energy_phases.csv", p);
+  }
   return rows;
 }
 
