@@ -2,16 +2,18 @@
 // names and shapes (fixtures written by torchvision_names.py), logits for formula-set weights
 // (fixture written by torchvision_reference.py), initialisation, zero_init_residual, output
 // shapes, channels-last against contiguous, validation, and the FLOP count against torchvision's
-// documented GMACs, a hand count and a count measured on the model's own convs.
+// documented GMACs, its hooked count, a hand count and a count measured on our own convs.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -206,6 +208,9 @@ TEST(ResNet, OutputShapes) {
   model->eval();
   EXPECT_EQ(model(at::randn({2, 3, 32, 45})).sizes(), (std::vector<int64_t>{2, 10}));
   EXPECT_EQ(model(at::randn({1, 3, 33, 32})).sizes(), (std::vector<int64_t>{1, 10}));
+  // Below 32 pixels every stage still has at least one: the header promises any H, W >= 1.
+  EXPECT_EQ(model(at::randn({2, 3, 7, 5})).sizes(), (std::vector<int64_t>{2, 10}));
+  EXPECT_EQ(model(at::randn({2, 3, 1, 1})).sizes(), (std::vector<int64_t>{2, 10}));
 }
 
 TEST(ResNet, ValidationNamesTheKeyTheValueAndTheChoices) {
@@ -342,6 +347,16 @@ TEST(ResNet, ForwardFlopsMatchTorchvisionsDocumentedGmacs) {
   EXPECT_NEAR(static_cast<double>(resnet_forward_flops(options(18), 224, 224)) / 3.64e9, 1.0, 0.01);
 }
 
+TEST(ResNet, ForwardFlopsEqualTorchvisionsHookedConvAndFcCount) {
+  // Multiply-adds of every Conv2d and Linear of torchvision 0.14's models at 224x224, counted
+  // with forward hooks on a real forward pass (printed by torchvision_names.py).
+  const std::map<int, int64_t> macs{
+      {18, 1814073344}, {34, 3663761408}, {50, 4089184256}, {101, 7801405440}, {152, 11513626624}};
+  for (const auto& [depth, m] : macs) {
+    EXPECT_EQ(resnet_forward_flops(options(depth), 224, 224), 2 * m) << "ResNet-" << depth;
+  }
+}
+
 TEST(ResNet, ForwardFlopsOfResNet18At32By32MatchAHandCount) {
   // conv1 7x7 s2 -> 16x16, maxpool -> 8x8; layer1 8x8, layer2 4x4, layer3 2x2, layer4 1x1.
   const int64_t stem = 64 * 3 * 49 * 16 * 16;
@@ -393,7 +408,7 @@ TEST(ResNet, ForwardFlopsMatchTheModelsOwnConvShapes) {
     ResNet model(options(depth, 7));
     model->eval();
     for (const auto& [h, w] :
-         std::vector<std::pair<int64_t, int64_t>>{{32, 32}, {45, 37}, {67, 100}}) {
+         std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 5}, {32, 32}, {45, 37}, {67, 100}}) {
       EXPECT_EQ(resnet_forward_flops(options(depth, 7), h, w), 2 * measured_macs(model, h, w))
           << "ResNet-" << depth << " " << h << "x" << w;
     }
