@@ -1,0 +1,243 @@
+// ResNet blocks and model (torchvision 0.14's resnet.py), option validation, the analytic FLOP
+// count and the memory-format conversion. The FLOP count walks the same stage table as the model
+// but never builds one, so it is cheap for any size. No pretrained weights, no ResNeXt widths.
+#include "workloads/image_classification/resnet.hpp"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/nn/init.h>
+
+#include <string>
+
+#include "core/error.hpp"
+
+namespace scaffold::imgcls {
+namespace {
+
+namespace nn = torch::nn;
+
+// torchvision's table: blocks per stage, and whether the blocks are bottlenecks.
+struct StageLayout {
+  std::array<int, 4> blocks;
+  bool bottleneck;
+};
+
+// Only called after validate().
+StageLayout stage_layout(int depth) {
+  switch (depth) {
+    case 18:
+      return {{2, 2, 2, 2}, false};
+    case 34:
+      return {{3, 4, 6, 3}, false};
+    case 50:
+      return {{3, 4, 6, 3}, true};
+    case 101:
+      return {{3, 4, 23, 3}, true};
+    default:
+      return {{3, 8, 36, 3}, true};  // 152
+  }
+}
+
+nn::Conv2d conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding).bias(false));
+}
+
+nn::BatchNorm2d batch_norm(int64_t channels) {
+  return nn::BatchNorm2d(nn::BatchNorm2dOptions(channels).eps(1e-5).momentum(0.1));
+}
+
+// torchvision's downsample: 1x1 conv with the block's stride, then BN. Null when the shortcut
+// is the identity.
+nn::Sequential make_downsample(int64_t in, int64_t out, int64_t stride) {
+  if (stride == 1 && in == out) return nn::Sequential(nullptr);
+  return nn::Sequential(conv2d(in, out, 1, stride, 0), batch_norm(out));
+}
+
+int64_t conv_out(int64_t size, int64_t kernel, int64_t stride, int64_t padding) {
+  return (size + 2 * padding - kernel) / stride + 1;
+}
+
+std::string shape_string(at::IntArrayRef sizes) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+void validate(const ResNetOptions& o) {
+  auto fail = [](const std::string& what) { throw core::Error("ResNetOptions." + what); };
+  if (o.depth != 18 && o.depth != 34 && o.depth != 50 && o.depth != 101 && o.depth != 152) {
+    fail(fmt::format("depth must be one of 18, 34, 50, 101, 152, got {}", o.depth));
+  }
+  if (o.num_classes < 1) fail(fmt::format("num_classes must be >= 1, got {}", o.num_classes));
+}
+
+// --- BasicBlock ----------------------------------------------------------------------------------
+
+BasicBlockImpl::BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stride) {
+  conv1_ = register_module("conv1", conv2d(in_channels, planes, 3, stride, 1));
+  bn1_ = register_module("bn1", batch_norm(planes));
+  conv2_ = register_module("conv2", conv2d(planes, planes, 3, 1, 1));
+  bn2_ = register_module("bn2", batch_norm(planes));
+  downsample_ = make_downsample(in_channels, planes * kExpansion, stride);
+  if (downsample_) register_module("downsample", downsample_);
+}
+
+at::Tensor BasicBlockImpl::forward(const at::Tensor& x) {
+  // In-place ReLU and add: BatchNorm's backward needs its input and statistics, not its output.
+  at::Tensor out = bn1_(conv1_(x)).relu_();
+  out = bn2_(conv2_(out));
+  out += downsample_ ? downsample_->forward(x) : x;
+  return out.relu_();
+}
+
+void BasicBlockImpl::zero_init_last_bn() {
+  torch::NoGradGuard no_grad;
+  bn2_->weight.zero_();
+}
+
+// --- Bottleneck ----------------------------------------------------------------------------------
+
+BottleneckImpl::BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stride) {
+  conv1_ = register_module("conv1", conv2d(in_channels, planes, 1, 1, 0));
+  bn1_ = register_module("bn1", batch_norm(planes));
+  conv2_ = register_module("conv2", conv2d(planes, planes, 3, stride, 1));
+  bn2_ = register_module("bn2", batch_norm(planes));
+  conv3_ = register_module("conv3", conv2d(planes, planes * kExpansion, 1, 1, 0));
+  bn3_ = register_module("bn3", batch_norm(planes * kExpansion));
+  downsample_ = make_downsample(in_channels, planes * kExpansion, stride);
+  if (downsample_) register_module("downsample", downsample_);
+}
+
+at::Tensor BottleneckImpl::forward(const at::Tensor& x) {
+  at::Tensor out = bn1_(conv1_(x)).relu_();
+  out = bn2_(conv2_(out)).relu_();
+  out = bn3_(conv3_(out));
+  out += downsample_ ? downsample_->forward(x) : x;
+  return out.relu_();
+}
+
+void BottleneckImpl::zero_init_last_bn() {
+  torch::NoGradGuard no_grad;
+  bn3_->weight.zero_();
+}
+
+// --- ResNet --------------------------------------------------------------------------------------
+
+ResNetImpl::ResNetImpl(const ResNetOptions& options) : options_(options) {
+  validate(options_);
+  const StageLayout layout = stage_layout(options_.depth);
+  const int64_t expansion =
+      layout.bottleneck ? BottleneckImpl::kExpansion : BasicBlockImpl::kExpansion;
+  conv1_ = register_module("conv1", conv2d(3, 64, 7, 2, 3));
+  bn1_ = register_module("bn1", batch_norm(64));
+  maxpool_ =
+      register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+  int64_t in_channels = 64;
+  for (int s = 0; s < 4; ++s) {
+    const int64_t planes = int64_t{64} << s;
+    nn::Sequential layer;
+    for (int b = 0; b < layout.blocks[s]; ++b) {
+      const int64_t stride = (s > 0 && b == 0) ? 2 : 1;
+      if (layout.bottleneck) {
+        layer->push_back(Bottleneck(in_channels, planes, stride));
+      } else {
+        layer->push_back(BasicBlock(in_channels, planes, stride));
+      }
+      in_channels = planes * expansion;
+    }
+    layers_[s] = register_module("layer" + std::to_string(s + 1), layer);
+  }
+  avgpool_ = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
+  fc_ = register_module("fc", nn::Linear(nn::LinearOptions(in_channels, options_.num_classes)));
+
+  // torchvision's loop over self.modules(); Linear keeps its default initialisation.
+  torch::NoGradGuard no_grad;
+  for (const auto& m : modules(/*include_self=*/false)) {
+    if (auto* conv = m->as<nn::Conv2dImpl>()) {
+      nn::init::kaiming_normal_(conv->weight, /*a=*/0, torch::kFanOut, torch::kReLU);
+    } else if (auto* bn = m->as<nn::BatchNorm2dImpl>()) {
+      nn::init::ones_(bn->weight);
+      nn::init::zeros_(bn->bias);
+    }
+  }
+  // Each residual branch then starts as zero, so every block starts as relu(shortcut)
+  // (Goyal et al. 2017, "Accurate, Large Minibatch SGD").
+  if (options_.zero_init_residual) {
+    for (const auto& m : modules(/*include_self=*/false)) {
+      if (auto* block = m->as<BottleneckImpl>()) block->zero_init_last_bn();
+      if (auto* block = m->as<BasicBlockImpl>()) block->zero_init_last_bn();
+    }
+  }
+}
+
+at::Tensor ResNetImpl::forward(const at::Tensor& x) {
+  if (x.dim() != 4 || x.size(1) != 3) {
+    throw core::Error(
+        fmt::format("ResNet input of shape {}: expected (N, 3, H, W)", shape_string(x.sizes())));
+  }
+  at::Tensor h = maxpool_(bn1_(conv1_(x)).relu_());
+  for (auto& layer : layers_) h = layer->forward(h);
+  return fc_(avgpool_(h).flatten(1));
+}
+
+// --- FLOPs ---------------------------------------------------------------------------------------
+
+int64_t resnet_forward_flops(const ResNetOptions& options, int64_t height, int64_t width) {
+  validate(options);
+  if (height < 1 || width < 1) {
+    throw core::Error(
+        fmt::format("ResNet FLOPs: image of {}x{} pixels: height and width must be "
+                    ">= 1",
+                    height, width));
+  }
+  const StageLayout layout = stage_layout(options.depth);
+  int64_t h = conv_out(height, 7, 2, 3);
+  int64_t w = conv_out(width, 7, 2, 3);
+  int64_t macs = 64 * 3 * 7 * 7 * h * w;  // stem conv1
+  h = conv_out(h, 3, 2, 1);               // maxpool
+  w = conv_out(w, 3, 2, 1);
+  int64_t in = 64;
+  for (int s = 0; s < 4; ++s) {
+    const int64_t planes = int64_t{64} << s;
+    for (int b = 0; b < layout.blocks[s]; ++b) {
+      const int64_t stride = (s > 0 && b == 0) ? 2 : 1;
+      // The 3x3 (pad 1) and the 1x1 shortcut (pad 0) with this stride give the same size.
+      const int64_t ho = conv_out(h, 3, stride, 1);
+      const int64_t wo = conv_out(w, 3, stride, 1);
+      int64_t out;
+      if (layout.bottleneck) {
+        out = planes * BottleneckImpl::kExpansion;
+        macs += planes * in * h * w;            // conv1 1x1, stride 1
+        macs += planes * planes * 9 * ho * wo;  // conv2 3x3, stride
+        macs += out * planes * ho * wo;         // conv3 1x1
+      } else {
+        out = planes * BasicBlockImpl::kExpansion;
+        macs += planes * in * 9 * ho * wo;      // conv1 3x3, stride
+        macs += planes * planes * 9 * ho * wo;  // conv2 3x3
+      }
+      if (stride != 1 || in != out) macs += out * in * ho * wo;  // downsample 1x1
+      in = out;
+      h = ho;
+      w = wo;
+    }
+  }
+  macs += in * options.num_classes;  // fc; average pooling leaves `in` features
+  return 2 * macs;
+}
+
+// --- memory format -------------------------------------------------------------------------------
+
+void set_memory_format(torch::nn::Module& module, at::MemoryFormat format) {
+  torch::NoGradGuard no_grad;
+  for (at::Tensor& p : module.parameters()) {
+    if (p.dim() == 4) p.set_data(p.contiguous(format));
+  }
+  for (at::Tensor& b : module.buffers()) {
+    if (b.dim() == 4) b.set_data(b.contiguous(format));
+  }
+}
+
+}  // namespace scaffold::imgcls

@@ -1,0 +1,112 @@
+// ResNet-18/34/50/101/152 as torchvision 0.14 builds them (v1.5: a bottleneck strides on its 3x3
+// conv), for CARAML's image-classification workload. Submodule names equal torchvision's
+// state_dict keys (conv1, bn1, layer1.0.downsample.0.weight, fc.bias, ...). Not here: ResNeXt /
+// wide variants (groups, width_per_group), dilation, a configurable stem or input channel count.
+// Legend: N batch, C channels, H/W spatial sizes; tensors are NCHW (contiguous or channels-last).
+#pragma once
+
+#include <c10/core/MemoryFormat.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
+#include <torch/nn/pimpl.h>
+
+#include <array>
+#include <cstdint>
+
+namespace scaffold::imgcls {
+
+// The input always has 3 channels (RGB), as torchvision's ResNet.
+struct ResNetOptions {
+  int depth = 50;                   // 18, 34 (basic blocks) or 50, 101, 152 (bottlenecks)
+  int64_t num_classes = 1000;       // width of fc
+  bool zero_init_residual = false;  // zero the last BN weight of every residual branch
+};
+
+// Throws core::Error naming the first invalid option, its value and what is allowed.
+void validate(const ResNetOptions& options);
+
+// Two 3x3 convs: conv1 (stride) -> bn1 -> relu -> conv2 -> bn2, plus the shortcut, then relu.
+// The shortcut is `downsample` (0: conv1x1 with the stride, 1: BatchNorm2d) when the stride is not
+// 1 or the channel count changes, the identity otherwise.
+class BasicBlockImpl : public torch::nn::Module {
+ public:
+  static constexpr int64_t kExpansion = 1;  // out channels = planes * kExpansion
+  BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stride);
+  // (N, Cin, H, W) -> (N, planes, ceil(H / stride), ceil(W / stride))
+  at::Tensor forward(const at::Tensor& x);
+  // Zeroes bn2's weight, so the residual branch starts as zero (zero_init_residual).
+  void zero_init_last_bn();
+
+ private:
+  torch::nn::Conv2d conv1_{nullptr};           // weight (planes, Cin, 3, 3)
+  torch::nn::BatchNorm2d bn1_{nullptr};        // weight, bias, running_mean, running_var (planes)
+  torch::nn::Conv2d conv2_{nullptr};           // weight (planes, planes, 3, 3)
+  torch::nn::BatchNorm2d bn2_{nullptr};        // (planes)
+  torch::nn::Sequential downsample_{nullptr};  // 0: weight (planes, Cin, 1, 1); 1: BN (planes)
+};
+TORCH_MODULE(BasicBlock);
+
+// conv1 1x1 -> bn1 -> relu -> conv2 3x3 (stride) -> bn2 -> relu -> conv3 1x1 -> bn3, plus the
+// shortcut (as BasicBlock's, to planes * 4 channels), then relu. The stride sits on the 3x3 conv
+// (torchvision's "v1.5"; the original paper's v1 strides the first 1x1).
+class BottleneckImpl : public torch::nn::Module {
+ public:
+  static constexpr int64_t kExpansion = 4;  // out channels = planes * kExpansion
+  BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stride);
+  // (N, Cin, H, W) -> (N, 4 * planes, ceil(H / stride), ceil(W / stride))
+  at::Tensor forward(const at::Tensor& x);
+  // Zeroes bn3's weight, so the residual branch starts as zero (zero_init_residual).
+  void zero_init_last_bn();
+
+ private:
+  torch::nn::Conv2d conv1_{nullptr};           // weight (planes, Cin, 1, 1)
+  torch::nn::BatchNorm2d bn1_{nullptr};        // (planes)
+  torch::nn::Conv2d conv2_{nullptr};           // weight (planes, planes, 3, 3)
+  torch::nn::BatchNorm2d bn2_{nullptr};        // (planes)
+  torch::nn::Conv2d conv3_{nullptr};           // weight (4 * planes, planes, 1, 1)
+  torch::nn::BatchNorm2d bn3_{nullptr};        // (4 * planes)
+  torch::nn::Sequential downsample_{nullptr};  // 0: weight (4 * planes, Cin, 1, 1); 1: BN
+};
+TORCH_MODULE(Bottleneck);
+
+// Submodules: conv1, bn1, maxpool, layer1..layer4 (Sequentials of blocks "0", "1", ...), avgpool,
+// fc. Stage s has planes 64 * 2^s and strides 2 in its first block except in layer1.
+// Initialisation as torchvision: convs kaiming_normal_(fan_out, relu), BN weight 1 and bias 0
+// (eps 1e-5, momentum 0.1), fc LibTorch's Linear default (= PyTorch's), then zero_init_residual.
+class ResNetImpl : public torch::nn::Module {
+ public:
+  explicit ResNetImpl(const ResNetOptions& options);
+  // (N, 3, H, W) -> logits (N, num_classes). Any H, W >= 1 (every stage needs >= 1 pixel);
+  // core::Error for another rank or channel count.
+  at::Tensor forward(const at::Tensor& x);
+  const ResNetOptions& options() const { return options_; }
+
+ private:
+  ResNetOptions options_;
+  torch::nn::Conv2d conv1_{nullptr};       // weight (64, 3, 7, 7), stride 2, pad 3
+  torch::nn::BatchNorm2d bn1_{nullptr};    // (64)
+  torch::nn::MaxPool2d maxpool_{nullptr};  // 3x3, stride 2, pad 1
+  std::array<torch::nn::Sequential, 4> layers_{nullptr, nullptr, nullptr, nullptr};  // layer1..4
+  torch::nn::AdaptiveAvgPool2d avgpool_{nullptr};                                    // to 1x1
+  torch::nn::Linear fc_{nullptr};  // weight (num_classes, 512 * expansion), bias (num_classes)
+};
+TORCH_MODULE(ResNet);
+
+// Model FLOPs of one forward pass of one (3, height, width) image: 2 FLOPs per multiply-add of
+// every Conv2d (stem, blocks, downsample shortcuts) and of fc. Not counted, as is usual: BatchNorm,
+// ReLU, max and average pooling, the residual adds and fc's bias. A conv's multiply-adds are
+// Cout * Cin * kh * kw * Hout * Wout, with Hout = floor((H + 2 pad - k) / stride) + 1.
+// torchvision documents 1.81 (18), 3.66 (34), 4.09 (50), 7.80 (101), 11.51 (152) GMACs at 224x224,
+// i.e. twice that in GFLOP. A training step is counted elsewhere as 3 forward passes.
+// Throws core::Error for invalid options or a height or width below 1.
+int64_t resnet_forward_flops(const ResNetOptions& options, int64_t height, int64_t width);
+
+// Converts every 4-D parameter and buffer of `module` to `format` in place (LibTorch 1.13's
+// Module::to has no memory-format overload). With ChannelsLast, feed channels-last inputs too.
+void set_memory_format(torch::nn::Module& module, at::MemoryFormat format);
+
+}  // namespace scaffold::imgcls

@@ -1,0 +1,511 @@
+// ResNet against torchvision 0.14: parameter counts (torchvision's published numbers), state_dict
+// names and shapes (fixtures written by torchvision_names.py), logits for formula-set weights
+// (fixture written by torchvision_reference.py), initialisation, zero_init_residual, output
+// shapes, channels-last against contiguous, validation, and the FLOP count against torchvision's
+// documented GMACs, its hooked count, a hand count and a count measured on our own convs.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+#include "model/unet.hpp"
+#include "unit/model/tensor_compare.hpp"
+#include "workloads/image_classification/resnet.hpp"
+
+namespace scaffold::imgcls {
+namespace {
+
+namespace fs = std::filesystem;
+namespace nn = torch::nn;
+using model::count_parameters;
+using model::test::tensors_close;
+
+const fs::path kFixtures = fs::path(SCAFFOLD_SOURCE_DIR) / "tests" / "fixtures" / "resnet";
+const std::vector<int> kDepths{18, 34, 50, 101, 152};
+
+ResNetOptions options(int depth, int64_t num_classes = 1000, bool zero_init = false) {
+  ResNetOptions o;
+  o.depth = depth;
+  o.num_classes = num_classes;
+  o.zero_init_residual = zero_init;
+  return o;
+}
+
+std::string shape_string(at::IntArrayRef sizes) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < sizes.size(); ++i) s += (i ? "," : "") + std::to_string(sizes[i]);
+  return s + ")";
+}
+
+using NamedShapes = std::vector<std::pair<std::string, std::string>>;  // (name, "(d0,d1,...)")
+
+NamedShapes named_shapes(const torch::OrderedDict<std::string, at::Tensor>& tensors) {
+  NamedShapes out;
+  for (const auto& item : tensors) out.emplace_back(item.key(), shape_string(item.value().sizes()));
+  return out;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_buffer_name(const std::string& name) {
+  return ends_with(name, ".running_mean") || ends_with(name, ".running_var") ||
+         ends_with(name, ".num_batches_tracked");
+}
+
+// A fixture of torchvision's state_dict, split into parameters and buffers, each in order.
+std::pair<NamedShapes, NamedShapes> read_state_fixture(const fs::path& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "cannot open " << path;
+  NamedShapes params, buffers;
+  std::string name, shape;
+  while (in >> name >> shape) (is_buffer_name(name) ? buffers : params).emplace_back(name, shape);
+  return {params, buffers};
+}
+
+// Element-by-element comparison that names the first difference.
+::testing::AssertionResult same_entries(const NamedShapes& actual, const NamedShapes& expected) {
+  for (std::size_t i = 0; i < std::min(actual.size(), expected.size()); ++i) {
+    if (actual[i] != expected[i]) {
+      return ::testing::AssertionFailure()
+             << "entry " << i << ": " << actual[i].first << " " << actual[i].second
+             << ", torchvision has " << expected[i].first << " " << expected[i].second;
+    }
+  }
+  if (actual.size() != expected.size()) {
+    return ::testing::AssertionFailure()
+           << actual.size() << " entries, torchvision has " << expected.size();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+void copy_state(nn::Module& from, nn::Module& to) {
+  torch::NoGradGuard no_grad;
+  auto to_params = to.named_parameters();
+  for (const auto& item : from.named_parameters()) to_params[item.key()].copy_(item.value());
+  auto to_buffers = to.named_buffers();
+  for (const auto& item : from.named_buffers()) to_buffers[item.key()].copy_(item.value());
+}
+
+// --- 1. parameter counts -------------------------------------------------------------------------
+
+TEST(ResNet, ParameterCountsMatchTorchvision) {
+  // torchvision.models documentation, "num_params" of each weights enum.
+  const std::map<int, int64_t> published{
+      {18, 11689512}, {34, 21797672}, {50, 25557032}, {101, 44549160}, {152, 60192808}};
+  for (const auto& [depth, expected] : published) {
+    EXPECT_EQ(count_parameters(*ResNet(options(depth))), expected) << "ResNet-" << depth;
+  }
+}
+
+// --- 2. names and shapes -------------------------------------------------------------------------
+
+TEST(ResNet, ParameterAndBufferNamesAndShapesMatchTorchvision) {
+  for (int depth : {18, 50}) {
+    const auto [params, buffers] =
+        read_state_fixture(kFixtures / ("resnet" + std::to_string(depth) + "_state.txt"));
+    ASSERT_FALSE(params.empty());
+    ResNet model(options(depth));
+    // In order, too: the numerical test below sets weights by their index in this order.
+    EXPECT_TRUE(same_entries(named_shapes(model->named_parameters()), params))
+        << "ResNet-" << depth << " parameters";
+    EXPECT_TRUE(same_entries(named_shapes(model->named_buffers()), buffers))
+        << "ResNet-" << depth << " buffers";
+  }
+}
+
+TEST(ResNet, NumClassesChangesOnlyFc) {
+  for (int depth : {18, 50}) {
+    const NamedShapes base = named_shapes(ResNet(options(depth, 1000))->named_parameters());
+    const NamedShapes ten = named_shapes(ResNet(options(depth, 10))->named_parameters());
+    ASSERT_EQ(base.size(), ten.size());
+    const std::string features = depth == 18 ? "512" : "2048";
+    for (std::size_t i = 0; i < base.size(); ++i) {
+      ASSERT_EQ(base[i].first, ten[i].first);
+      if (base[i].first == "fc.weight") {
+        EXPECT_EQ(base[i].second, "(1000," + features + ")");
+        EXPECT_EQ(ten[i].second, "(10," + features + ")");
+      } else if (base[i].first == "fc.bias") {
+        EXPECT_EQ(base[i].second, "(1000)");
+        EXPECT_EQ(ten[i].second, "(10)");
+      } else {
+        EXPECT_EQ(base[i].second, ten[i].second) << base[i].first;
+      }
+    }
+  }
+}
+
+// --- initialisation ------------------------------------------------------------------------------
+
+TEST(ResNet, InitialisationIsTorchvisions) {
+  at::manual_seed(0);
+  ResNet model(options(18));
+  const auto params = model->named_parameters();
+  // kaiming_normal_(mode=fan_out, relu): std = sqrt(2 / (Cout * kh * kw)).
+  for (const char* name : {"layer4.0.conv2.weight", "layer3.1.conv1.weight", "conv1.weight"}) {
+    const at::Tensor w = params[name];
+    const double expected = std::sqrt(2.0 / static_cast<double>(w.size(0) * w.size(2) * w.size(3)));
+    const double measured = w.std().item<double>();
+    EXPECT_NEAR(measured / expected, 1.0, 0.03) << name << ": std " << measured;
+    EXPECT_NEAR(w.mean().item<double>() / expected, 0.0, 0.03) << name;
+  }
+  // BatchNorm weight 1, bias 0; running statistics 0 and 1.
+  for (const auto& item : model->named_modules()) {
+    if (auto* bn = item.value()->as<nn::BatchNorm2dImpl>()) {
+      EXPECT_TRUE(bn->weight.eq(1).all().item<bool>()) << item.key();
+      EXPECT_TRUE(bn->bias.eq(0).all().item<bool>()) << item.key();
+      EXPECT_TRUE(bn->running_mean.eq(0).all().item<bool>()) << item.key();
+      EXPECT_TRUE(bn->running_var.eq(1).all().item<bool>()) << item.key();
+      EXPECT_DOUBLE_EQ(bn->options.eps(), 1e-5) << item.key();
+      EXPECT_DOUBLE_EQ(bn->options.momentum().value(), 0.1) << item.key();
+    }
+    if (auto* conv = item.value()->as<nn::Conv2dImpl>()) {
+      EXPECT_FALSE(conv->bias.defined()) << item.key() << " has a bias";
+    }
+  }
+  // fc: torch.nn.Linear's default, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias.
+  const double bound = 1.0 / std::sqrt(512.0);
+  for (const char* name : {"fc.weight", "fc.bias"}) {
+    const at::Tensor t = params[name];
+    EXPECT_LE(t.abs().max().item<double>(), bound) << name;
+    EXPECT_GT(t.abs().max().item<double>(), 0.9 * bound) << name;
+  }
+  EXPECT_NEAR(params["fc.weight"].std().item<double>(), bound / std::sqrt(3.0), 0.03 * bound);
+}
+
+// --- 3. output shapes and validation -------------------------------------------------------------
+
+TEST(ResNet, OutputShapes) {
+  torch::NoGradGuard no_grad;
+  at::manual_seed(0);
+  for (int depth : kDepths) {
+    ResNet model(options(depth));
+    model->eval();
+    std::vector<int64_t> sides{64};
+    if (depth == 18 || depth == 50) sides.push_back(224);
+    for (int64_t side : sides) {
+      const at::Tensor y = model(at::randn({2, 3, side, side}));
+      EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 1000})) << "ResNet-" << depth << " " << side;
+      EXPECT_TRUE(y.isfinite().all().item<bool>()) << "ResNet-" << depth << " " << side;
+    }
+  }
+  // Small and non-square images, and another class count.
+  ResNet model(options(18, 10));
+  model->eval();
+  EXPECT_EQ(model(at::randn({2, 3, 32, 45})).sizes(), (std::vector<int64_t>{2, 10}));
+  EXPECT_EQ(model(at::randn({1, 3, 33, 32})).sizes(), (std::vector<int64_t>{1, 10}));
+  // Below 32 pixels every stage still has at least one: the header promises any H, W >= 1.
+  EXPECT_EQ(model(at::randn({2, 3, 7, 5})).sizes(), (std::vector<int64_t>{2, 10}));
+  EXPECT_EQ(model(at::randn({2, 3, 1, 1})).sizes(), (std::vector<int64_t>{2, 10}));
+}
+
+TEST(ResNet, ValidationNamesTheKeyTheValueAndTheChoices) {
+  for (int bad : {0, 42, 200}) {
+    try {
+      validate(options(bad));
+      ADD_FAILURE() << "depth " << bad << " accepted";
+    } catch (const core::Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("depth"), std::string::npos) << what;
+      EXPECT_NE(what.find("got " + std::to_string(bad)), std::string::npos) << what;
+      EXPECT_NE(what.find("18, 34, 50, 101, 152"), std::string::npos) << what;
+    }
+    EXPECT_THROW(ResNet{options(bad)}, core::Error);
+    EXPECT_THROW(resnet_forward_flops(options(bad), 224, 224), core::Error);
+  }
+  for (int depth : kDepths) EXPECT_NO_THROW(validate(options(depth)));
+  EXPECT_THROW(validate(options(18, 0)), core::Error);
+  EXPECT_THROW(resnet_forward_flops(options(18), 0, 224), core::Error);
+
+  ResNet model(options(18));
+  try {
+    model(at::zeros({2, 1, 32, 32}));
+    ADD_FAILURE() << "a 1-channel input was accepted";
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 1, 32, 32]"), std::string::npos) << e.what();
+  }
+}
+
+// --- 4. channels-last ----------------------------------------------------------------------------
+
+// Relative tolerances (of max |contiguous output|). float32: 1e-4, except ResNet-50 in train mode:
+// batch statistics over the 2x2x2 values per channel of layer4 amplify rounding, and torchvision
+// itself differs by 0.9-1.4e-4 there between layouts (same LibTorch, measured on 2-8 images of
+// 64-128 px), so 5e-4. float64: 1e-10 everywhere (measured < 1e-12), which shows the float32
+// differences are rounding, not a layout-dependent computation.
+double channels_last_tolerance(at::ScalarType dtype, int depth, bool train) {
+  if (dtype == at::kDouble) return 1e-10;
+  return (train && depth == 50) ? 5e-4 : 1e-4;
+}
+
+TEST(ResNet, ChannelsLastMatchesContiguous) {
+  at::manual_seed(0);
+  for (int depth : {18, 50}) {
+    for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+      ResNet contiguous(options(depth, 10));
+      ResNet channels_last(options(depth, 10));
+      contiguous->to(dtype);
+      channels_last->to(dtype);
+      copy_state(*contiguous, *channels_last);
+      set_memory_format(*channels_last, at::MemoryFormat::ChannelsLast);
+      ASSERT_TRUE(channels_last->named_parameters()["layer1.0.conv1.weight"].is_contiguous(
+          at::MemoryFormat::ChannelsLast));
+      const at::Tensor x = at::randn({2, 3, 64, 64}, dtype);
+      const at::Tensor x_cl = x.contiguous(at::MemoryFormat::ChannelsLast);
+      const std::string tag =
+          "ResNet-" + std::to_string(depth) + " " + std::string(c10::toString(dtype));
+      {
+        torch::NoGradGuard no_grad;
+        contiguous->eval();
+        channels_last->eval();
+        EXPECT_TRUE(tensors_close(channels_last(x_cl), contiguous(x),
+                                  channels_last_tolerance(dtype, depth, false), tag + " eval"));
+      }
+      // Train mode: batch statistics, and the running statistics they update.
+      contiguous->train();
+      channels_last->train();
+      const double tol = channels_last_tolerance(dtype, depth, true);
+      EXPECT_TRUE(tensors_close(channels_last(x_cl), contiguous(x), tol, tag + " train"));
+      EXPECT_TRUE(tensors_close(channels_last->named_buffers()["layer4.1.bn2.running_var"],
+                                contiguous->named_buffers()["layer4.1.bn2.running_var"], tol,
+                                tag + " layer4.1.bn2.running_var after a train step"));
+    }
+  }
+}
+
+// --- 5. zero_init_residual -----------------------------------------------------------------------
+
+TEST(ResNet, ZeroInitResidualZeroesTheLastBnOfEveryBranch) {
+  for (int depth : {18, 50}) {
+    const std::string last_bn = depth == 18 ? ".bn2.weight" : ".bn3.weight";
+    for (bool zero_init : {false, true}) {
+      ResNet model(options(depth, 1000, zero_init));
+      int zeroed = 0;
+      for (const auto& item : model->named_parameters()) {
+        const std::string& name = item.key();
+        const bool is_bn_weight = name.find("bn") != std::string::npos ||
+                                  name.find("downsample.1.weight") != std::string::npos;
+        if (!is_bn_weight || name.find(".weight") == std::string::npos) continue;
+        const bool branch_end = name.rfind("layer", 0) == 0 && ends_with(name, last_bn);
+        const double expected = (zero_init && branch_end) ? 0.0 : 1.0;
+        EXPECT_TRUE(item.value().eq(expected).all().item<bool>())
+            << "ResNet-" << depth << " zero_init " << zero_init << ": " << name;
+        if (item.value().eq(0).all().item<bool>()) ++zeroed;
+      }
+      const int blocks = depth == 18 ? 8 : 16;
+      EXPECT_EQ(zeroed, zero_init ? blocks : 0) << "ResNet-" << depth;
+    }
+  }
+}
+
+TEST(ResNet, ZeroInitResidualMakesABlockItsShortcut) {
+  at::manual_seed(0);
+  torch::NoGradGuard no_grad;
+  for (int depth : {18, 50}) {
+    for (bool zero_init : {true, false}) {
+      ResNet model(options(depth, 1000, zero_init));
+      const auto block = model->named_modules()["layer1.1"];  // no downsample
+      ASSERT_FALSE(block->named_children().contains("downsample"));
+      const int64_t channels = depth == 18 ? 64 : 256;
+      const at::Tensor x = at::randn({2, channels, 8, 8});
+      for (bool train : {true, false}) {
+        block->train(train);
+        at::Tensor y = depth == 18 ? block->as<BasicBlockImpl>()->forward(x)
+                                   : block->as<BottleneckImpl>()->forward(x);
+        // Zero BN weight and bias give an exact zero branch, so relu(x + 0) is exact.
+        EXPECT_EQ(at::equal(y, x.relu()), zero_init)
+            << "ResNet-" << depth << " zero_init " << zero_init << " train " << train;
+      }
+    }
+  }
+}
+
+// --- 6. FLOPs ------------------------------------------------------------------------------------
+
+TEST(ResNet, ForwardFlopsMatchTorchvisionsDocumentedGmacs) {
+  // torchvision.models documentation "GFLOPS" at 224x224, which are multiply-adds.
+  const std::map<int, double> gmacs{{18, 1.81}, {34, 3.66}, {50, 4.09}, {101, 7.80}, {152, 11.51}};
+  for (const auto& [depth, g] : gmacs) {
+    const double flops = static_cast<double>(resnet_forward_flops(options(depth), 224, 224));
+    EXPECT_NEAR(flops / (2e9 * g), 1.0, 0.01) << "ResNet-" << depth << ": " << flops << " FLOP";
+  }
+  EXPECT_NEAR(static_cast<double>(resnet_forward_flops(options(50), 224, 224)) / 8.18e9, 1.0, 0.01);
+  EXPECT_NEAR(static_cast<double>(resnet_forward_flops(options(18), 224, 224)) / 3.64e9, 1.0, 0.01);
+}
+
+TEST(ResNet, ForwardFlopsEqualTorchvisionsHookedConvAndFcCount) {
+  // Multiply-adds of every Conv2d and Linear of torchvision 0.14's models at 224x224, counted
+  // with forward hooks on a real forward pass (printed by torchvision_names.py).
+  const std::map<int, int64_t> macs{
+      {18, 1814073344}, {34, 3663761408}, {50, 4089184256}, {101, 7801405440}, {152, 11513626624}};
+  for (const auto& [depth, m] : macs) {
+    EXPECT_EQ(resnet_forward_flops(options(depth), 224, 224), 2 * m) << "ResNet-" << depth;
+  }
+}
+
+TEST(ResNet, ForwardFlopsOfResNet18At32By32MatchAHandCount) {
+  // conv1 7x7 s2 -> 16x16, maxpool -> 8x8; layer1 8x8, layer2 4x4, layer3 2x2, layer4 1x1.
+  const int64_t stem = 64 * 3 * 49 * 16 * 16;
+  const int64_t layer1 = 4 * (64 * 64 * 9 * 64);
+  const int64_t layer2 = 128 * 64 * 9 * 16 + 3 * (128 * 128 * 9 * 16) + 128 * 64 * 16;
+  const int64_t layer3 = 256 * 128 * 9 * 4 + 3 * (256 * 256 * 9 * 4) + 256 * 128 * 4;
+  const int64_t layer4 = 512 * 256 * 9 * 1 + 3 * (512 * 512 * 9 * 1) + 512 * 256 * 1;
+  const int64_t fc = 512 * 10;
+  EXPECT_EQ(resnet_forward_flops(options(18, 10), 32, 32),
+            2 * (stem + layer1 + layer2 + layer3 + layer4 + fc));
+}
+
+// Multiply-adds of `conv` on x, from its weight and the output it really produces.
+int64_t conv_macs(const std::shared_ptr<nn::Module>& module, at::Tensor& x) {
+  auto* conv = module->as<nn::Conv2dImpl>();
+  x = conv->forward(x);
+  return conv->weight.numel() * x.size(2) * x.size(3);
+}
+
+// Runs the model's own modules one by one on a (1, 3, height, width) image and adds up the
+// multiply-adds of every conv and fc from the shapes they produce: independent of the formula.
+int64_t measured_macs(ResNet& model, int64_t height, int64_t width) {
+  auto top = model->named_children();
+  at::Tensor x = at::randn({1, 3, height, width});
+  int64_t macs = conv_macs(top["conv1"], x);
+  x = top["maxpool"]->as<nn::MaxPool2dImpl>()->forward(x);
+  for (const char* layer : {"layer1", "layer2", "layer3", "layer4"}) {
+    for (const auto& item : top[layer]->named_children()) {
+      auto children = item.value()->named_children();
+      at::Tensor h = x;
+      for (const char* conv : {"conv1", "conv2", "conv3"}) {
+        if (children.contains(conv)) macs += conv_macs(children[conv], h);  // BN, ReLU keep shapes
+      }
+      if (children.contains("downsample")) {
+        at::Tensor s = x;
+        macs += conv_macs(children["downsample"]->named_children()["0"], s);
+      }
+      x = model->options().depth < 50 ? item.value()->as<BasicBlockImpl>()->forward(x)
+                                      : item.value()->as<BottleneckImpl>()->forward(x);
+    }
+  }
+  return macs + top["fc"]->as<nn::LinearImpl>()->weight.numel();
+}
+
+TEST(ResNet, ForwardFlopsMatchTheModelsOwnConvShapes) {
+  torch::NoGradGuard no_grad;
+  at::manual_seed(0);
+  for (int depth : {18, 50}) {
+    ResNet model(options(depth, 7));
+    model->eval();
+    for (const auto& [h, w] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 5}, {32, 32}, {45, 37}, {67, 100}}) {
+      EXPECT_EQ(resnet_forward_flops(options(depth, 7), h, w), 2 * measured_macs(model, h, w))
+          << "ResNet-" << depth << " " << h << "x" << w;
+    }
+  }
+}
+
+// --- 7. numerical equivalence with torchvision ---------------------------------------------------
+
+// torchvision_reference.py's formula; the two must stay identical.
+void set_reference_values(nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  int64_t k = 0;
+  for (const auto& item : model.named_parameters()) {
+    at::Tensor p = item.value();
+    const at::Tensor s =
+        at::sin(at::arange(p.numel(), at::kDouble) + 0.1 * static_cast<double>(k++));
+    at::Tensor v;
+    if (p.dim() >= 2) {
+      v = s * (2.0 / std::sqrt(static_cast<double>(p.numel() / p.size(0))));
+    } else if (ends_with(item.key(), "weight")) {
+      v = s * 0.1 + 1.0;
+    } else {
+      v = s * 0.1;
+    }
+    p.copy_(v.view(p.sizes()));
+  }
+  int64_t b = 0;
+  for (const auto& item : model.named_buffers()) {
+    at::Tensor t = item.value();
+    const at::Tensor s =
+        at::sin(at::arange(t.numel(), at::kDouble) + 0.1 * static_cast<double>(b++));
+    if (ends_with(item.key(), "running_mean")) {
+      t.copy_((s * 0.1).view(t.sizes()));
+    } else if (ends_with(item.key(), "running_var")) {
+      t.copy_((s * 0.25 + 1.0).view(t.sizes()));
+    }
+  }
+}
+
+// Floating-point parameters and buffers to float64, as PyTorch's Module.double()
+// (num_batches_tracked stays int64).
+void to_double(nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (at::Tensor& p : model.parameters()) p.set_data(p.to(at::kDouble));
+  for (at::Tensor& t : model.buffers()) {
+    if (t.is_floating_point()) t.set_data(t.to(at::kDouble));
+  }
+}
+
+std::map<std::string, std::vector<double>> read_reference(const fs::path& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "cannot open " << path;
+  std::map<std::string, std::vector<double>> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ss(line);
+    std::string model_name, quantity;
+    ss >> model_name >> quantity;
+    std::vector<double>& values = out[model_name + " " + quantity];
+    for (double v; ss >> v;) values.push_back(v);
+  }
+  return out;
+}
+
+at::Tensor as_tensor(const std::vector<double>& values) {
+  return at::tensor(values, at::kDouble);
+}
+
+TEST(ResNet, MatchesTorchvisionWithFormulaWeights) {
+  // Both sides run float64 on the same formula-set values: only summation order can differ.
+  constexpr double kRelTol = 1e-9;
+  const auto reference = read_reference(kFixtures / "torchvision_logits.txt");
+  const int64_t n = 2 * 3 * 64 * 48;
+  const at::Tensor x = at::sin(at::arange(n, at::kDouble) * 0.7).view({2, 3, 64, 48});
+  torch::NoGradGuard no_grad;
+  for (int depth : {18, 50}) {
+    const std::string name = "resnet" + std::to_string(depth);
+    ASSERT_EQ(reference.count(name + " eval_logits"), 1u) << name;
+    ResNet model(options(depth, 4));
+    to_double(*model);
+    set_reference_values(*model);
+    model->eval();
+    EXPECT_TRUE(tensors_close(model(x).flatten(), as_tensor(reference.at(name + " eval_logits")),
+                              kRelTol, name + " eval logits"));
+    model->train();
+    EXPECT_TRUE(tensors_close(model(x).flatten(), as_tensor(reference.at(name + " train_logits")),
+                              kRelTol, name + " train logits"));
+    const auto buffers = model->named_buffers();
+    EXPECT_TRUE(tensors_close(buffers["bn1.running_mean"].slice(0, 0, 4),
+                              as_tensor(reference.at(name + " train_bn1_running_mean")), kRelTol,
+                              name + " bn1.running_mean after the train-mode forward"));
+    EXPECT_TRUE(tensors_close(buffers["bn1.running_var"].slice(0, 0, 4),
+                              as_tensor(reference.at(name + " train_bn1_running_var")), kRelTol,
+                              name + " bn1.running_var after the train-mode forward"));
+  }
+}
+
+}  // namespace
+}  // namespace scaffold::imgcls
