@@ -58,16 +58,6 @@ struct BenchmarkArgs {
   std::vector<std::string> argv;  // the command line after the executable, for restart.sh
 };
 
-std::string flag_value_yaml(const config::FlagValue& v) {
-  struct Visitor {
-    std::string operator()(int64_t x) const { return std::to_string(x); }
-    std::string operator()(double x) const { return core::python_float_str(x); }
-    std::string operator()(const std::string& x) const { return report::shell_quote(x); }
-    std::string operator()(const std::vector<int64_t>& x) const { return fmt::format("[{}]", fmt::join(x, ", ")); }
-  };
-  return std::visit(Visitor{}, v);
-}
-
 // The run folder request of this run (suite/run_folder.hpp).
 suite::RunFolderRequest run_folder_request(const config::Config& cfg, const BenchmarkArgs& args) {
   suite::RunFolderRequest r;
@@ -76,7 +66,7 @@ suite::RunFolderRequest run_folder_request(const config::Config& cfg, const Benc
   r.checkpoint_dir = cfg.checkpoint_dir;
   r.config_yaml = config::to_yaml(cfg);
   r.base_config_file = args.config.files.front();
-  for (const auto& f : args.config.given_flags()) r.flag_lines.push_back(f.key + ": " + flag_value_yaml(f.value));
+  r.flag_lines = suite::override_lines(args.config.given_flags());
   r.resume_dir = args.run_dir;
   r.argv = args.argv;
   return r;
@@ -266,9 +256,10 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
 report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& run_dir,
                                    const train::TrainResult& result, const std::vector<report::EpochRecord>& records,
                                    const std::vector<report::EnergyWindowRecord>& energy_rows, bool energy_active,
-                                   const dist::ProcessGrid& grid, const c10::Device& device, int threads,
-                                   int64_t params, double flops_per_sample, const suite::PhaseDriver& phases) {
-  report::RunRecord r = suite::base_record("benchmark", run_dir, grid.world_size(), threads, device.str());
+                                   dist::Communicator& comm, const dist::ProcessGrid& grid, const c10::Device& device,
+                                   int threads, int64_t params, double flops_per_sample,
+                                   const suite::PhaseDriver& phases) {
+  report::RunRecord r = suite::base_record("benchmark", run_dir, comm, threads, device.str());
   double total_s = 0.0;
   for (const auto& e : records) total_s += e.epoch_duration_s;
   const int64_t steps = records.empty() ? 0 : records.back().total_optimizer_steps;
@@ -410,7 +401,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
     log_summary(cfg, result, records, phases, m.options, m.params, device, grid, comm_times);
     if (energy.active()) log_energy(cfg, result, records, energy_rows, grid.replicas());
     report::write_summary_json(
-        run_dir, benchmark_record(cfg, run_dir, result, records, energy_rows, energy.active(), grid, device,
+        run_dir, benchmark_record(cfg, run_dir, result, records, energy_rows, energy.active(), ctx.comm, grid, device,
                                   ctx.threads, m.params, model::unet_forward_flops(m.options, cfg.vol_size()), phases));
   }
   return 0;

@@ -1,11 +1,16 @@
 #include "suite/run_folder.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <chrono>
+#include <type_traits>
 #include <cstdlib>
 #include <system_error>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/pyfloat.hpp"
 #include "core/sysinfo.hpp"
 #include "dist/process_grid.hpp"
 #include "report/restart.hpp"
@@ -13,6 +18,23 @@
 
 namespace scaffold::suite {
 namespace fs = std::filesystem;
+
+std::vector<std::string> override_lines(const std::vector<config::FlagOverride>& flags) {
+  std::vector<std::string> lines;
+  for (const auto& f : flags) {
+    const std::string value = std::visit(
+        [](const auto& x) -> std::string {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, double>) return core::python_float_str(x);
+          else if constexpr (std::is_same_v<T, std::string>) return report::shell_quote(x);
+          else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return fmt::format("[{}]", fmt::join(x, ", "));
+          else return fmt::format("{}", x);
+        },
+        f.value);
+    lines.push_back(f.key + ": " + value);
+  }
+  return lines;
+}
 
 fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& request) {
   std::string path;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "config/load.hpp"
 #include "dist/communicator.hpp"
 #include "report/system_info.hpp"
 
@@ -24,6 +25,9 @@ struct RunFolderRequest {
   std::string resume_dir;                // non-empty: restart in this folder (--run-dir)
   std::vector<std::string> argv;         // the command line after the executable, for restart.sh
 };
+
+// "key: value" lines (YAML) for overrides.yaml, one per explicit flag.
+std::vector<std::string> override_lines(const std::vector<config::FlagOverride>& flags);
 
 // Collective: rank 0 creates (or, for a restart, checks) the folder and writes its files; every
 // rank returns its absolute path. Errors are agreed (every rank throws dist::AgreedError).

@@ -136,6 +136,34 @@ void TrainingLoop::broadcast_buffers() {
   for (const at::Tensor& b : task_.module().buffers()) parallel_.world->broadcast(b, 0);
 }
 
+bool TrainingLoop::unscale_gradients() {
+  // After the all-reduce every replica holds the same gradients, so every rank decides alike
+  // without communicating. One host read per step: only with loss scaling (fp16).
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : task_.module().parameters())
+    if (p.grad().defined()) grads.push_back(p.grad());
+  bool finite = true;
+  if (!grads.empty()) {
+    at::Tensor bad = at::zeros({}, grads[0].options().dtype(at::kBool));
+    for (const at::Tensor& g : grads) bad = bad.logical_or(g.isfinite().logical_not().any());
+    finite = !bad.item<bool>();
+  }
+  if (!finite) {
+    loss_scale_ *= 0.5;
+    good_steps_ = 0;
+    ++skipped_steps_;
+    LOG_DEBUG("loss scaling: non-finite gradients, step skipped, scale now {}", loss_scale_);
+    return false;
+  }
+  for (at::Tensor& g : grads) g.mul_(1.0 / loss_scale_);
+  if (++good_steps_ == 2000) {
+    loss_scale_ *= 2.0;
+    good_steps_ = 0;
+  }
+  return true;
+}
+
 void TrainingLoop::train_step(const dataset::Batch& host_batch, at::Tensor* sums) {
   profile::Profiler* prof = options_.profiler;
   SCAFFOLD_PROFILE_REGION(prof, "run_training_batch");
@@ -158,13 +186,18 @@ void TrainingLoop::train_step(const dataset::Batch& host_batch, at::Tensor* sums
     SCAFFOLD_PROFILE_REGION(prof, "backward");
     optimizer_->zero_grad();
     if (reducer_) reducer_->prepare();
-    out.loss.backward();  // gradient buckets start all-reducing as they fill
+    // gradient buckets start all-reducing as they fill
+    (options_.loss_scaling ? out.loss * loss_scale_ : out.loss).backward();
   }
   if (reducer_) {
     SCAFFOLD_PROFILE_REGION(prof, "gradient_allreduce");
     reducer_->finish();
   }
   SCAFFOLD_PROFILE_REGION(prof, "step_and_update");
+  if (options_.loss_scaling && !unscale_gradients()) {
+    *sums += out.sums.to(at::kDouble);
+    return;  // skipped: the parameters stay, the scale was lowered
+  }
   if (options_.grad_clip_norm > 0)
     torch::nn::utils::clip_grad_norm_(task_.module().parameters(), options_.grad_clip_norm);
   optimizer_->step();
@@ -400,6 +433,7 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
   result.last_epoch = counters_.epoch;
   result.total_optimizer_steps = counters_.total_optimizer_steps;
   result.final_stop_value = stop_value;
+  result.skipped_steps = skipped_steps_;
   return result;
 }
 

@@ -97,6 +97,9 @@ struct LoopOptions {
   int loader_workers = 1;
   // DDP's broadcast_buffers: rank 0's buffers (BatchNorm running statistics) before every step.
   bool broadcast_buffers = false;
+  // Dynamic loss scaling for fp16 (torch.cuda.amp.GradScaler's defaults: scale 2^16, halved and
+  // the step skipped when a gradient is not finite, doubled after 2000 good steps).
+  bool loss_scaling = false;
   profile::Profiler* profiler = nullptr;  // named regions and the per-batch step; null: off
   core::Watchdog* watchdog = nullptr;     // told of every finished step and validation batch
 };
@@ -136,6 +139,7 @@ struct LoopEpoch {
 
 struct LoopResult {
   bool converged = false;   // the target was set and reached
+  int64_t skipped_steps = 0;  // steps the loss scaler skipped (non-finite gradients)
   int64_t epochs_run = 0;   // epochs in this process, warm-up epochs included
   int64_t timed_epochs = 0;
   int64_t last_epoch = 0;
@@ -171,6 +175,8 @@ class TrainingLoop {
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const LoopOptions& options() const { return options_; }
   const dist::ProcessGrid& grid() const { return grid_; }
+  double loss_scale() const { return loss_scale_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
 
  private:
   double learning_rate_after(int64_t epochs_completed) const;
@@ -181,6 +187,8 @@ class TrainingLoop {
   void save(const std::string& name);
   void check_replicas_agree(int64_t epoch);
   void broadcast_buffers();
+  // Loss scaling: false (and the scale lowered) when a gradient is not finite; else unscales them.
+  bool unscale_gradients();
 
   TrainingTask& task_;
   LoopOptions options_;
@@ -197,6 +205,9 @@ class TrainingLoop {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   TrainCounters counters_;
   int64_t warmup_steps_ = 0;
+  double loss_scale_ = 65536.0;
+  int64_t good_steps_ = 0;     // since the loss scale last changed
+  int64_t skipped_steps_ = 0;
   double warmup_start_mono_s_ = 0.0;
   double warmup_end_mono_s_ = 0.0;
 };

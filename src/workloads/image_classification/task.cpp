@@ -1,0 +1,138 @@
+#include "workloads/image_classification/task.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "model/autocast.hpp"
+
+namespace scaffold::imgcls {
+
+DeviceSyntheticLabels::DeviceSyntheticLabels(int64_t count, int64_t num_classes, uint64_t seed, int64_t offset)
+    : count_(count), num_classes_(num_classes), seed_(seed), offset_(offset) {}
+
+dataset::Example DeviceSyntheticLabels::get(std::size_t index, uint64_t /*draw*/) const {
+  const uint64_t key = core::stream_key({seed_, 0x6465766963ULL, static_cast<uint64_t>(offset_) + index});
+  core::Xoshiro256p rng(key);
+  const auto label = static_cast<int64_t>(rng.below(static_cast<uint64_t>(num_classes_)));
+  // The seed is kept in 62 bits so it survives the int64 tensor.
+  const auto seed = static_cast<int64_t>(key >> 2);
+  return {{at::scalar_tensor(label, at::kLong), at::scalar_tensor(seed, at::kLong)},
+          fmt::format("synthetic_device:{}", offset_ + static_cast<int64_t>(index))};
+}
+
+at::Tensor topk_correct(const at::Tensor& logits, const at::Tensor& labels, int64_t k) {
+  const int64_t kk = std::min<int64_t>(k, logits.size(1));
+  const at::Tensor top = std::get<1>(logits.topk(kk, /*dim=*/1));  // (B, k)
+  return top.eq(labels.unsqueeze(1)).any(1).sum().to(at::kDouble);
+}
+
+ClassificationTask::ClassificationTask(ResNet model, const dataset::ExampleSource& train_set,
+                                       const dataset::ExampleSource& val_set, c10::Device device,
+                                       ClassificationTaskOptions options)
+    : model_(std::move(model)), train_set_(train_set), val_set_(val_set), device_(device), options_(std::move(options)) {
+  const std::string& p = options_.precision;
+  if (p != "fp32" && p != "bf16" && p != "tf32" && p != "fp16")
+    throw core::Error(fmt::format("precision: '{}' is not one of fp32, bf16, tf32, fp16", p));
+  if ((p == "tf32" || p == "fp16") && !device_.is_cuda())
+    throw core::Error(fmt::format("precision: {} needs a CUDA device (this run trains on {}); use fp32 or bf16", p,
+                                  device_.str()));
+  if (p == "tf32") {
+    at::globalContext().setAllowTF32CuBLAS(true);
+    at::globalContext().setAllowTF32CuDNN(true);
+  } else if (device_.is_cuda()) {
+    // fp32 means fp32: LibTorch lets cuDNN use TF32 convolutions unless told otherwise.
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setAllowTF32CuDNN(false);
+  }
+  if (options_.channels_last) set_memory_format(*model_, at::MemoryFormat::ChannelsLast);
+}
+
+std::pair<at::Tensor, at::Tensor> ClassificationTask::inputs(const dataset::Batch& batch) const {
+  // Image sources give {image (B, 3, S, S), label (B)}; synthetic_device gives {label, seed}.
+  at::Tensor images;
+  const at::Tensor labels = options_.synthetic_device ? batch.fields[0] : batch.fields[1];
+  if (options_.synthetic_device) {
+    // One generator draw per batch, seeded by the batch's first example: deterministic for a
+    // given batch composition, and drawn where it is used.
+    const int64_t seed = batch.fields[1][0].item<int64_t>();
+    at::Generator gen = at::globalContext().defaultGenerator(device_);
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_current_seed(static_cast<uint64_t>(seed));
+    }
+    const int64_t b = batch.fields[0].size(0), s = options_.image_size;
+    images = at::randn({b, 3, s, s}, gen, at::TensorOptions().device(device_));
+  } else {
+    images = batch.fields[0];
+  }
+  if (options_.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
+  return {images, labels};
+}
+
+at::Tensor ClassificationTask::logits(const at::Tensor& images) {
+  model::AutocastState s = model::AutocastState::current().disabled();
+  if (options_.precision == "bf16") {
+    (device_.is_cuda() ? s.cuda_enabled : s.cpu_enabled) = true;
+    (device_.is_cuda() ? s.cuda_dtype : s.cpu_dtype) = at::kBFloat16;
+  } else if (options_.precision == "fp16") {
+    s.cuda_enabled = true;
+    s.cuda_dtype = at::kHalf;
+  }
+  model::AutocastGuard amp(s);
+  return model_->forward(images);
+}
+
+train::TrainForward ClassificationTask::train_forward(const dataset::Batch& batch) {
+  const auto [images, labels] = inputs(batch);
+  at::Tensor out;
+  {
+    SCAFFOLD_PROFILE_REGION(options_.profiler, "predict");
+    out = logits(images).to(at::kFloat);  // (B, K)
+  }
+  SCAFFOLD_PROFILE_REGION(options_.profiler, "calculate_loss");
+  const at::Tensor loss = at::cross_entropy_loss(out, labels);
+  const double b = static_cast<double>(images.size(0));
+  return {loss, at::stack({loss.detach().to(at::kDouble) * b, topk_correct(out.detach(), labels, 1)})};
+}
+
+at::Tensor ClassificationTask::validation_sums(const dataset::Batch& batch) {
+  const auto [images, labels] = inputs(batch);
+  const at::Tensor out = logits(images).to(at::kFloat);
+  const at::Tensor loss = at::cross_entropy_loss(out, labels);
+  const double b = static_cast<double>(images.size(0));
+  return at::stack({loss.to(at::kDouble) * b, topk_correct(out, labels, 1), topk_correct(out, labels, 5)});
+}
+
+void ClassificationTask::after_step() {
+  at::autocast::clear_cache();
+}
+
+void ClassificationTask::after_validation() {
+  at::autocast::clear_cache();
+}
+
+train::EpochMetrics ClassificationTask::epoch_metrics(int64_t epoch, const train::PassSums& train,
+                                                      const train::PassSums& val) const {
+  const double n_train = std::max(train.samples, 1.0), n_val = std::max(val.samples, 1.0);
+  if (!std::isfinite(train.sums[0]) || !std::isfinite(val.sums[0]))
+    throw core::Error(fmt::format("training diverged at epoch {}: training loss {}, validation loss {} (lower "
+                                  "learning_rate, or use fp32)",
+                                  epoch, train.sums[0] / n_train, val.sums[0] / n_val));
+  train::EpochMetrics m;
+  m.values = {{"train_loss", train.sums[0] / n_train},
+              {"train_top1", train.sums[1] / n_train},
+              {"val_loss", val.sums[0] / n_val},
+              {"val_top1", val.sums[1] / n_val},
+              {"val_top5", val.sums[2] / n_val}};
+  m.stop_value = val.sums[1] / n_val;
+  m.val_loss = val.sums[0] / n_val;
+  return m;
+}
+
+}  // namespace scaffold::imgcls

@@ -1,0 +1,81 @@
+// CARAML's image-classification workload as a TrainingTask (train/loop.hpp): a ResNet on
+// (B, 3, S, S) images with integer labels, mean cross-entropy, top-1 accuracy in training and
+// top-1/top-5 in validation. Precision fp32, bf16 (autocast), tf32 and fp16 (CUDA only; fp16
+// with the loop's dynamic loss scaling); channels-last inputs when the model is channels-last.
+// With synthetic_device the sources carry only labels and per-example seeds, and the images are
+// drawn on the training device (no host-to-device image traffic, CARAML's device-side data).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dataset/example_source.hpp"
+#include "profile/profiler.hpp"
+#include "train/loop.hpp"
+#include "workloads/image_classification/resnet.hpp"
+
+namespace scaffold::imgcls {
+
+struct ClassificationTaskOptions {
+  std::string precision = "fp32";  // fp32 | bf16 | tf32 | fp16
+  bool channels_last = true;
+  bool synthetic_device = false;  // fields are {label, seed}: draw the images on the device
+  int64_t image_size = 224;       // S, for synthetic_device
+  profile::Profiler* profiler = nullptr;
+};
+
+// Labels and per-example seeds for synthetic_device: fields {label () int64, seed () int64}.
+// Example i is deterministic from (seed, offset + i), like SyntheticImages.
+class DeviceSyntheticLabels : public dataset::ExampleSource {
+ public:
+  DeviceSyntheticLabels(int64_t count, int64_t num_classes, uint64_t seed, int64_t offset);
+  std::size_t size() const override { return static_cast<std::size_t>(count_); }
+  dataset::Example get(std::size_t index, uint64_t draw) const override;
+
+ private:
+  int64_t count_, num_classes_;
+  uint64_t seed_;
+  int64_t offset_;
+};
+
+class ClassificationTask : public train::TrainingTask {
+ public:
+  ClassificationTask(ResNet model, const dataset::ExampleSource& train_set, const dataset::ExampleSource& val_set,
+                     c10::Device device, ClassificationTaskOptions options);
+
+  torch::nn::Module& module() override { return *model_; }
+  const dataset::ExampleSource& training_set() const override { return train_set_; }
+  const dataset::ExampleSource& validation_set() const override { return val_set_; }
+  std::vector<std::string> training_sum_names() const override { return {"loss_x_batch", "top1"}; }
+  std::vector<std::string> validation_sum_names() const override { return {"loss_x_batch", "top1", "top5"}; }
+  train::TrainForward train_forward(const dataset::Batch& batch) override;
+  at::Tensor validation_sums(const dataset::Batch& batch) override;
+  void after_step() override;
+  void after_validation() override;
+  // train_loss, train_top1, val_loss, val_top1, val_top5 (accuracies as fractions); the stop
+  // value is val_top1. Throws core::Error when a loss is not finite.
+  train::EpochMetrics epoch_metrics(int64_t epoch, const train::PassSums& train,
+                                    const train::PassSums& val) const override;
+
+  ResNet& model() { return model_; }
+
+ private:
+  // (B, 3, S, S) on the device in the model's memory format, and the labels (B).
+  std::pair<at::Tensor, at::Tensor> inputs(const dataset::Batch& batch) const;
+  at::Tensor logits(const at::Tensor& images);
+
+  ResNet model_;
+  const dataset::ExampleSource& train_set_;
+  const dataset::ExampleSource& val_set_;
+  c10::Device device_;
+  ClassificationTaskOptions options_;
+};
+
+// Correct predictions among the k highest logits, summed over the batch: logits (B, K), labels (B).
+at::Tensor topk_correct(const at::Tensor& logits, const at::Tensor& labels, int64_t k);
+
+}  // namespace scaffold::imgcls
