@@ -1,15 +1,24 @@
-// `scaffold report RUN_DIR...`: one result table over run folders (pretty, csv, markdown or json
-// on stdout), rows ordered by (scale, ranks) for scaling studies, and with --plot a PNG of time
-// and energy to target against ranks. Reads only what `scaffold benchmark` wrote; trains nothing.
+// `scaffold report RUN_DIR...`: result tables over run folders (pretty, csv, markdown or json on
+// stdout). Folders of `scaffold benchmark` (ScaFFold) make one table ordered by (scale, ranks),
+// with --plot a PNG of time and energy to target against ranks; folders whose summary.json names
+// another workload are grouped by workload and printed through that workload's columns
+// (suite/result_tables). Reads only what the runs wrote; trains nothing.
 // Rank 0 does the work; under mpirun the other ranks only agree on success or failure.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <memory>
 
 #include "cli/common.hpp"
 #include "config/load.hpp"
 #include "core/error.hpp"
+#include "report/record_table.hpp"
+#include "report/run_record.hpp"
 #include "report/table.hpp"
+#include "suite/result_tables.hpp"
 
 namespace scaffold::cli {
 namespace {
@@ -32,16 +41,85 @@ report::RunConfigFacts read_config_facts(const std::string& text, const std::str
   return facts;
 }
 
+// The folders sorted by how they are reported.
+struct Runs {
+  std::vector<report::RunSummary> benchmark;                          // ScaFFold's table
+  std::map<std::string, std::vector<report::RunRecord>> by_workload;  // the other workloads
+};
+
+Runs read_runs(const std::vector<std::string>& run_dirs) {
+  Runs runs;
+  for (const std::string& dir : run_dirs) {
+    const fs::path summary = fs::path(dir) / report::kSummaryFileName;
+    std::error_code ec;
+    if (fs::is_regular_file(summary, ec)) {
+      report::RunRecord record = report::read_summary_json(summary);
+      if (record.workload != report::kBenchmarkWorkload) {
+        if (suite::find_workload_table(record.workload) == nullptr) {
+          std::vector<std::string> known{report::kBenchmarkWorkload};
+          for (const std::string& name : suite::workload_table_names()) known.push_back(name);
+          throw core::FileError(
+              dir, fmt::format("its summary.json is of workload \"{}\", which scaffold report has "
+                               "no table for (known workloads: {})",
+                               record.workload, fmt::join(known, ", ")));
+        }
+        runs.by_workload[record.workload].push_back(std::move(record));
+        continue;
+      }
+    }
+    runs.benchmark.push_back(
+        report::summarize_run(report::read_run_folder(dir, read_config_facts)));
+  }
+  report::sort_for_scaling(runs.benchmark);
+  return runs;
+}
+
+// Every table in `format`: ScaFFold's first (headed only when other workloads follow, so its
+// output alone is what it always was), then one per workload in the suite's order, a blank line
+// between tables. json: ScaFFold's rows, or else every record in one array.
+std::string format_runs(const Runs& runs, const std::string& format) {
+  if (format == "json") {
+    if (!runs.benchmark.empty() && !runs.by_workload.empty())
+      throw core::Error(
+          "--format json: `scaffold benchmark` folders and other workloads' folders (" +
+          runs.by_workload.begin()->first +
+          ") have different records; report them in separate calls");
+    if (runs.by_workload.empty()) return report::format_table(runs.benchmark, format);
+  }
+  std::string out;
+  std::vector<report::RunRecord> all_records;
+  if (!runs.benchmark.empty()) {
+    if (!runs.by_workload.empty())
+      out += report::workload_heading(report::kBenchmarkWorkload, format);
+    out += report::format_table(runs.benchmark, format);
+  }
+  for (const report::WorkloadTable& table : suite::workload_tables()) {
+    const auto it = runs.by_workload.find(table.workload);
+    if (it == runs.by_workload.end()) continue;
+    if (format == "json") {
+      std::vector<report::RunRecord> records = it->second;
+      report::sort_records(table, records);
+      all_records.insert(all_records.end(), records.begin(), records.end());
+      continue;
+    }
+    out += (out.empty() ? "" : "\n") + report::format_workload_table(table, it->second, format);
+  }
+  return format == "json" ? report::run_records_json(all_records) : out;
+}
+
 int run_report(RunContext& ctx, const ReportArgs& args) {
   dist::run_agreed(ctx.comm, [&] {
     if (ctx.comm.rank() != 0) return;
-    std::vector<report::RunSummary> rows;
-    for (const std::string& dir : args.run_dirs)
-      rows.push_back(report::summarize_run(report::read_run_folder(dir, read_config_facts)));
-    report::sort_for_scaling(rows);
+    const Runs runs = read_runs(args.run_dirs);
+    const std::string table = format_runs(runs, args.format);
     // The plot first: a failed --plot must not leave a table on stdout that looks like success.
-    if (!args.plot.empty()) report::write_scaling_plot(args.plot, rows);
-    const std::string table = report::format_table(rows, args.format);
+    if (!args.plot.empty()) {
+      if (runs.benchmark.empty() && !runs.by_workload.empty())
+        throw core::Error("--plot " + args.plot +
+                          ": the plot is of `scaffold benchmark` runs (time to target against "
+                          "ranks), and none of the folders is one");
+      report::write_scaling_plot(args.plot, runs.benchmark);
+    }
     if (std::fwrite(table.data(), 1, table.size(), stdout) != table.size() ||
         std::fflush(stdout) != 0)
       throw core::Error("cannot write the table to standard output");
@@ -53,18 +131,19 @@ int run_report(RunContext& ctx, const ReportArgs& args) {
 
 Subcommand add_report(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "report", "print one result table over benchmark run folders (scaling studies: --plot)");
+      "report", "print result tables over run folders, one per workload (scaling studies: --plot)");
   auto args = std::make_shared<ReportArgs>();
   sub->add_option("run_dirs", args->run_dirs,
-                  "run folders written by `scaffold benchmark` (config.yaml, train_stats.csv, and "
-                  "energy_stats.csv and system.json when present)")
+                  "run folders: written by `scaffold benchmark` (config.yaml, train_stats.csv, and "
+                  "energy_stats.csv and system.json when present), or by another workload "
+                  "(summary.json)")
       ->required();
   sub->add_option("--format", args->format, "table format")
       ->check(CLI::IsMember(report::table_format_names()))
       ->capture_default_str();
-  sub->add_option(
-      "--plot", args->plot,
-      "also draw time (and energy) to target against ranks into this PNG (needs gnuplot)");
+  sub->add_option("--plot", args->plot,
+                  "also draw time (and energy) to target against ranks of the `scaffold "
+                  "benchmark` runs into this PNG (needs gnuplot)");
   return {sub, [args](RunContext& ctx) { return run_report(ctx, *args); }};
 }
 

@@ -94,6 +94,8 @@ std::string allocator() {
   return "glibc";
 }
 
+}  // namespace
+
 std::string utc_now_iso8601() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -102,8 +104,6 @@ std::string utc_now_iso8601() {
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
-
-}  // namespace
 
 SystemInfo collect_host_info() {
   SystemInfo info;

@@ -35,6 +35,10 @@ struct SystemInfo {
 // was built with, and created_at (now); everything else keeps its default for the caller to fill.
 SystemInfo collect_host_info();
 
+// Now in UTC, ISO 8601 to the second: "2025-03-12T10:15:00Z" (created_at of system.json and
+// summary.json).
+std::string utc_now_iso8601();
+
 // Writes <run_dir>/system.json atomically (keys in SystemInfo's order). Throws core::FileError.
 void write_system_json(const std::filesystem::path& run_dir, const SystemInfo& info);
 

@@ -23,10 +23,10 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
-#include "report/gnuplot.hpp"
 #include "core/pyfloat.hpp"
 #include "core/stats.hpp"
-
+#include "report/gnuplot.hpp"
+#include "report/text_table.hpp"
 
 namespace scaffold::report {
 namespace fs = std::filesystem;
@@ -120,13 +120,9 @@ std::string human_text(const Column& column, const Cell& cell) {
   return cell.lower_bound ? ">" + text : text;
 }
 
+// Unquoted: layout_csv quotes the fields that need it.
 std::string csv_text(const Cell& cell) {
-  if (const auto* s = std::get_if<std::string>(&cell.value)) {
-    if (s->find_first_of(",\"\r\n") == std::string::npos) return *s;
-    std::string quoted = "\"";
-    for (char c : *s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return quoted + "\"";
-  }
+  if (const auto* s = std::get_if<std::string>(&cell.value)) return *s;
   if (const auto* i = std::get_if<int64_t>(&cell.value)) return std::to_string(*i);
   if (const auto* b = std::get_if<bool>(&cell.value)) return *b ? "true" : "false";
   if (const auto* d = std::get_if<double>(&cell.value)) return core::python_float_str(*d);
@@ -153,101 +149,46 @@ bool any_not_reached(const std::vector<RunSummary>& rows) {
                      [](const RunSummary& r) { return !r.reached_target; });
 }
 
-// The cells people see, per row, and each column's width (title included).
-struct HumanGrid {
-  std::vector<const Column*> columns;
-  std::vector<std::vector<std::string>> cells;
-  std::vector<std::size_t> widths;
-};
-
-HumanGrid human_grid(const std::vector<RunSummary>& rows, std::string (*escape)(std::string)) {
-  HumanGrid g;
-  g.columns = human_columns();
-  for (const Column* c : g.columns) g.widths.push_back(std::string_view(c->title).size());
+// The columns people see (those with a title) and each row's cells as people read them.
+TextGrid human_grid(const std::vector<RunSummary>& rows) {
+  TextGrid g;
+  const std::vector<const Column*> columns = human_columns();
+  for (const Column* c : columns) {
+    g.titles.emplace_back(c->title);
+    g.align.push_back(c->left ? Align::kLeft : Align::kRight);
+  }
   for (const RunSummary& r : rows) {
     std::vector<std::string> line;
-    for (std::size_t i = 0; i < g.columns.size(); ++i) {
-      line.push_back(escape(human_text(*g.columns[i], g.columns[i]->cell(r))));
-      g.widths[i] = std::max(g.widths[i], line.back().size());
-    }
-    g.cells.push_back(std::move(line));
+    for (const Column* c : columns) line.push_back(human_text(*c, c->cell(r)));
+    g.rows.push_back(std::move(line));
   }
   return g;
 }
 
-std::string pad(const std::string& text, std::size_t width, bool left) {
-  const std::string fill(width > text.size() ? width - text.size() : 0, ' ');
-  return left ? text + fill : fill + text;
-}
-
-std::string rstrip(std::string line) {
-  while (!line.empty() && (line.back() == ' ' || line.back() == '\n')) line.pop_back();
-  return line;
-}
-
-std::string unescaped(std::string text) {
-  return text;
-}
-
-// Markdown cells: a '|' would end the cell.
-std::string markdown_escaped(std::string text) {
-  std::string out;
-  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
-  return out;
+std::string with_note(std::string table, const std::vector<RunSummary>& rows) {
+  if (any_not_reached(rows)) table += std::string("\n") + kNotReachedNote + "\n";
+  return table;
 }
 
 // ------------------------------------------------------------------------------- writers
 
 std::string write_pretty(const std::vector<RunSummary>& rows) {
-  const HumanGrid g = human_grid(rows, unescaped);
-  const auto line = [&g](const std::vector<std::string>& cells) {
-    std::string out;
-    for (std::size_t i = 0; i < cells.size(); ++i)
-      out += (i ? "  " : "") + pad(cells[i], g.widths[i], g.columns[i]->left);
-    return rstrip(out) + "\n";
-  };
-  std::vector<std::string> titles, rules;
-  for (std::size_t i = 0; i < g.columns.size(); ++i) {
-    titles.push_back(g.columns[i]->title);
-    rules.push_back(std::string(g.widths[i], '-'));
-  }
-  std::string out = line(titles) + line(rules);
-  for (const auto& cells : g.cells) out += line(cells);
-  if (any_not_reached(rows)) out += std::string("\n") + kNotReachedNote + "\n";
-  return out;
+  return with_note(layout_pretty(human_grid(rows)), rows);
 }
 
 std::string write_markdown(const std::vector<RunSummary>& rows) {
-  const HumanGrid g = human_grid(rows, markdown_escaped);
-  const auto line = [&g](const std::vector<std::string>& cells) {
-    std::string out = "|";
-    for (std::size_t i = 0; i < cells.size(); ++i)
-      out += " " + pad(cells[i], g.widths[i], g.columns[i]->left) + " |";
-    return out + "\n";
-  };
-  std::vector<std::string> titles;
-  std::string rule = "|";
-  for (std::size_t i = 0; i < g.columns.size(); ++i) {
-    titles.push_back(g.columns[i]->title);
-    const std::string dashes(g.widths[i] + 1, '-');
-    rule += (g.columns[i]->left ? ":" + dashes : dashes + ":") + "|";
-  }
-  std::string out = line(titles) + rule + "\n";
-  for (const auto& cells : g.cells) out += line(cells);
-  if (any_not_reached(rows)) out += std::string("\n") + kNotReachedNote + "\n";
-  return out;
+  return with_note(layout_markdown(human_grid(rows)), rows);
 }
 
 std::string write_csv(const std::vector<RunSummary>& rows) {
-  std::string out;
-  for (const Column& c : kColumns) out += (out.empty() ? "" : ",") + std::string(c.key);
-  out += "\n";
+  std::vector<std::string> header;
+  for (const Column& c : kColumns) header.emplace_back(c.key);
+  std::vector<std::vector<std::string>> lines;
   for (const RunSummary& r : rows) {
-    for (std::size_t i = 0; i < kColumns.size(); ++i)
-      out += (i ? "," : "") + csv_text(kColumns[i].cell(r));
-    out += "\n";
+    lines.emplace_back();
+    for (const Column& c : kColumns) lines.back().push_back(csv_text(c.cell(r)));
   }
-  return out;
+  return layout_csv(header, lines);
 }
 
 std::string write_json(const std::vector<RunSummary>& rows) {
@@ -282,6 +223,11 @@ struct Cleanup {
     for (const fs::path& p : paths) fs::remove_all(p, ec);
   }
 };
+
+std::string rstrip(std::string text) {
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\n')) text.pop_back();
+  return text;
+}
 
 std::string plot_value(const std::optional<double>& x) {
   return x && std::isfinite(*x) ? fmt::format("{:.17g}", *x) : "?";

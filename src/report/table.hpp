@@ -20,6 +20,11 @@ namespace scaffold::report {
 
 inline constexpr const char* kEnergyStatsFileName = "energy_stats.csv";
 
+// RunRecord::workload of `scaffold benchmark` (ScaFFold) runs. `scaffold report` reads their
+// folders through this table (config.yaml, train_stats.csv), whether or not they hold a
+// summary.json.
+inline constexpr const char* kBenchmarkWorkload = "benchmark";
+
 // One row of energy_stats.csv: one measurement window. Energies and powers are totals over all
 // measured sensors and nodes.
 struct EnergyWindowRecord {

@@ -1,10 +1,15 @@
 // End-to-end tests of `scaffold report` on the two fixture run folders in tests/fixtures/runs/
 // (scale 5: one rank that reached the target with energy_stats.csv; two ranks capped at 4 epochs,
-// without energy): the whole stdout of each format, --plot's PNG, and the errors users see.
+// without energy): the whole stdout of each format, --plot's PNG, and the errors users see. Then
+// on two hand-written image-classification summary.json folders: CARAML's CSV line by line, the
+// other formats, mixing them with benchmark folders, and their errors.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/fs.hpp"
 #include "e2e/e2e_util.hpp"
@@ -179,6 +184,242 @@ TEST(Report, BadFormatIsAUsageError) {
   const Report r = report(kReached.string() + " --format xml");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("pretty,csv,markdown,json"), std::string::npos) << r.err;
+}
+
+// ------------------------------------------------------------ image classification records
+
+// Two hand-written summary.json files: a 2-node, 8-GPU run in Slurm with every value, and a
+// laptop run (no job, no queue, no energy, no accuracy, no worker count).
+constexpr const char* kJediSummary = R"({
+  "schema": "scaffold-run/1",
+  "workload": "image_classification",
+  "status": "completed",
+  "run": "imgcls_20250312-101500",
+  "created_at": "2025-03-12T10:15:00Z",
+  "system": "JEDI",
+  "host": "jpbo-001-01",
+  "job_id": "123456",
+  "queue": "all",
+  "scaffold_version": "0.2.0",
+  "git_commit": "5a4d3becec78",
+  "ranks": 8,
+  "nodes": 2,
+  "devices": 8,
+  "tasks_per_node": 4,
+  "threads_per_task": 72,
+  "device": "cuda:0",
+  "global_batch": 256,
+  "local_batch": 32,
+  "precision": "bf16",
+  "epochs": 100,
+  "warmup_epochs": 5,
+  "time_s": 1300.5,
+  "runtime_s": 1400.256,
+  "energy_wh": 987.6543,
+  "params": {"model": "resnet50", "dataset": "synthetic", "workers": "18", "channels_last": "true"},
+  "counters": [
+    {"name": "images_per_s", "value": 8100.1234, "unit": "images/s", "help": "10 000 images / epoch time"},
+    {"name": "train_images_per_s", "value": 9000.5, "unit": "images/s", "help": "training only"},
+    {"name": "val_top1", "value": 0.7512, "unit": "", "help": "last epoch"},
+    {"name": "val_top5", "value": 0.92, "unit": "", "help": "last epoch"},
+    {"name": "images_per_wh", "value": 10237.44, "unit": "images/Wh", "help": ""},
+    {"name": "j_per_image", "value": 0.3516, "unit": "J/image", "help": ""}
+  ]
+}
+)";
+
+constexpr const char* kLaptopSummary = R"({
+  "schema": "scaffold-run/1",
+  "workload": "image_classification",
+  "status": "time_limit",
+  "run": "imgcls_laptop",
+  "created_at": "2025-03-13T08:00:00Z",
+  "system": "laptop",
+  "host": "laptop",
+  "job_id": "",
+  "queue": "",
+  "scaffold_version": "0.2.0",
+  "git_commit": "5a4d3becec78",
+  "ranks": 1,
+  "nodes": 1,
+  "devices": 1,
+  "tasks_per_node": 1,
+  "threads_per_task": 8,
+  "device": "cpu",
+  "global_batch": 32,
+  "local_batch": 32,
+  "precision": "fp32",
+  "epochs": 2,
+  "warmup_epochs": 1,
+  "time_s": 50,
+  "runtime_s": 61,
+  "energy_wh": null,
+  "params": {"model": "resnet18", "dataset": "synthetic", "channels_last": "false"},
+  "counters": [
+    {"name": "images_per_s", "value": 12.345, "unit": "images/s", "help": ""},
+    {"name": "train_images_per_s", "value": 14, "unit": "images/s", "help": ""}
+  ]
+}
+)";
+
+// A run folder holding only `summary` as summary.json.
+fs::path summary_folder(const fs::path& parent, const std::string& name,
+                        const std::string& summary) {
+  const fs::path dir = parent / name;
+  fs::create_directories(dir);
+  std::ofstream(dir / "summary.json") << summary;
+  return dir;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// The two image-classification folders, the larger run first (the table sorts by devices).
+struct ImgclsRuns {
+  TempDir tmp;
+  fs::path jedi = summary_folder(tmp.path(), "jedi", kJediSummary);
+  fs::path laptop = summary_folder(tmp.path(), "laptop", kLaptopSummary);
+  std::string both() const { return jedi.string() + " " + laptop.string(); }
+};
+
+TEST(ReportRecords, ImageClassificationCsvHasCaramlsColumnsLineByLine) {
+  const ImgclsRuns runs;
+  const Report r = report(runs.both() + " --format csv");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err, "");
+  const std::vector<std::string> csv = lines(r.out);
+  ASSERT_EQ(csv.size(), 3u) << r.out;
+  EXPECT_EQ(csv[0],
+            "JobID,System,Version,Queue,Runtime(s),Model,Dataset,Nodes,Devices,Tasks/Node,"
+            "Threads/Task,Workers,GlobalBatchSize,BatchSize/Device,Epoch,Precision,Compiler,"
+            "CompilerMode,ChannelLast,Images/second,TrainImages/second,Top1(%),Top5(%),"
+            "Energy(Wh),Images/Wh,J/image");
+  EXPECT_EQ(csv[1],
+            "imgcls_laptop,laptop,0.2.0,,61.00,resnet18,synthetic,1,1,1,8,,32,32,2,fp32,native,-,"
+            "false,12.35,14.00,,,,,");
+  EXPECT_EQ(csv[2],
+            "123456,JEDI,0.2.0,all,1400.26,resnet50,synthetic,2,8,4,72,18,256,32,100,bf16,native,-,"
+            "true,8100.12,9000.50,75.12,92.00,987.654,10237.4,0.3516");
+  EXPECT_EQ(r.out.back(), '\n');
+}
+
+TEST(ReportRecords, PrettyAndMarkdownAreHeadedByTheWorkload) {
+  const ImgclsRuns runs;
+  const Report pretty = report(runs.both());
+  ASSERT_EQ(pretty.exit_code, 0) << pretty.out << pretty.err;
+  const std::vector<std::string> p = lines(pretty.out);
+  ASSERT_EQ(p.size(), 5u) << pretty.out;
+  EXPECT_EQ(p[0], "== image_classification ==");
+  EXPECT_EQ(p[1].rfind("JobID          System  Version  Queue  Runtime(s)  Model     Dataset", 0),
+            0u)
+      << p[1];
+  EXPECT_EQ(p[2].rfind("-------------  ------  -------  -----  ----------  --------  ---------", 0),
+            0u)
+      << p[2];
+  EXPECT_EQ(p[3].rfind("imgcls_laptop  laptop  0.2.0    -           61.00  resnet18  synthetic", 0),
+            0u)
+      << p[3];
+  EXPECT_EQ(p[4].rfind("123456         JEDI    0.2.0    all       1400.26  resnet50  synthetic", 0),
+            0u)
+      << p[4];
+
+  const Report md = report(runs.both() + " --format markdown");
+  ASSERT_EQ(md.exit_code, 0) << md.out << md.err;
+  const std::vector<std::string> m = lines(md.out);
+  ASSERT_EQ(m.size(), 6u) << md.out;
+  EXPECT_EQ(m[0], "### image_classification");
+  EXPECT_EQ(m[1], "");
+  EXPECT_EQ(m[2].rfind("| JobID         | System | Version | Queue | Runtime(s) |", 0), 0u) << m[2];
+  EXPECT_EQ(m[3].rfind("|:--------------|:-------|:--------|:------|-----------:|", 0), 0u) << m[3];
+}
+
+TEST(ReportRecords, JsonPrintsTheRecordsInTableOrder) {
+  const ImgclsRuns runs;
+  const Report r = report(runs.both() + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::vector<std::string> j = lines(r.out);
+  ASSERT_GT(j.size(), 60u) << r.out;
+  EXPECT_EQ(j[0], "[");
+  EXPECT_EQ(j[1], "  {");
+  EXPECT_EQ(j[2], R"(    "schema": "scaffold-run/1",)");
+  EXPECT_EQ(j[3], R"(    "workload": "image_classification",)");
+  EXPECT_EQ(j[4], R"(    "status": "time_limit",)");
+  EXPECT_EQ(j[5], R"(    "run": "imgcls_laptop",)");
+  EXPECT_NE(r.out.find(R"("energy_wh": 987.6543,)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(R"("value": 8100.1234,)"), std::string::npos) << r.out;  // full precision
+  EXPECT_EQ(j.back(), "]");
+}
+
+TEST(ReportRecords, BenchmarkFoldersKeepTheirTableAheadOfTheOtherWorkloads) {
+  const ImgclsRuns runs;
+  const Report r = report(runs.laptop.string() + " " + both() + " --format csv");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string benchmark = report(both() + " --format csv").out;
+  ASSERT_EQ(r.out.substr(0, benchmark.size()), benchmark);
+  const std::vector<std::string> rest = lines(r.out.substr(benchmark.size()));
+  ASSERT_EQ(rest.size(), 3u) << r.out;
+  EXPECT_EQ(rest[0], "");  // a blank line between the tables
+  EXPECT_EQ(rest[1].rfind("JobID,System,", 0), 0u);
+  EXPECT_EQ(rest[2].rfind("imgcls_laptop,laptop,", 0), 0u);
+
+  const Report pretty = report(runs.laptop.string() + " " + both());
+  ASSERT_EQ(pretty.exit_code, 0) << pretty.out << pretty.err;
+  EXPECT_EQ(pretty.out.rfind("== benchmark ==\nrun  ", 0), 0u) << pretty.out;
+  EXPECT_NE(pretty.out.find("\n\n== image_classification ==\nJobID "), std::string::npos)
+      << pretty.out;
+
+  const Report json = report(runs.laptop.string() + " " + both() + " --format json");
+  EXPECT_EQ(json.exit_code, 1);
+  EXPECT_EQ(json.out, "");
+  EXPECT_NE(json.err.find("--format json: `scaffold benchmark` folders and other workloads'"),
+            std::string::npos)
+      << json.err;
+}
+
+TEST(ReportRecords, AnUnknownWorkloadIsAnErrorNamingTheFolderAndTheWorkload) {
+  const ImgclsRuns runs;
+  std::string gpt = kLaptopSummary;
+  gpt.replace(gpt.find("image_classification"), 20, "gpt_pretrain");
+  const fs::path dir = summary_folder(runs.tmp.path(), "gpt", gpt);
+  const Report r = report(runs.both() + " " + dir.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(
+      r.err.find(dir.string() +
+                 ": its summary.json is of workload \"gpt_pretrain\", which scaffold "
+                 "report has no table for (known workloads: benchmark, image_classification)"),
+      std::string::npos)
+      << r.err;
+}
+
+TEST(ReportRecords, AMalformedSummaryNamesTheFileAndTheKey) {
+  const ImgclsRuns runs;
+  std::string bad = kLaptopSummary;
+  bad.replace(bad.find("\"devices\": 1"), 12, "\"devices\": \"1\"");
+  const fs::path dir = summary_folder(runs.tmp.path(), "bad", bad);
+  const Report r = report(dir.string() + " --format csv");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find((dir / "summary.json").string() +
+                       ": key \"devices\" is \"1\", expected an integer >= 1"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(ReportRecords, PlotNeedsBenchmarkRuns) {
+  const ImgclsRuns runs;
+  const fs::path png = runs.tmp.path() / "scaling.png";
+  const Report r = report(runs.both() + " --plot " + png.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("--plot " + png.string() + ": the plot is of `scaffold benchmark` runs"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(png));
 }
 
 }  // namespace

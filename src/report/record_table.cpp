@@ -1,0 +1,84 @@
+// Run records -> one workload's table. The writers only call each column's value() and hand the
+// cells to text_table's layouts, so a workload adds a column in one place and it appears in
+// every format.
+#include "report/record_table.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "report/table.hpp"
+
+namespace scaffold::report {
+
+namespace {
+
+// The cells as people read them: "" (no value) becomes "-".
+TextGrid human_grid(const WorkloadTable& table, const std::vector<RunRecord>& records) {
+  TextGrid g;
+  for (const Column& c : table.columns) {
+    g.titles.push_back(c.title);
+    g.align.push_back(c.align);
+  }
+  for (const RunRecord& r : records) {
+    std::vector<std::string> line;
+    for (const Column& c : table.columns) {
+      std::string text = c.value(r);
+      line.push_back(text.empty() ? "-" : std::move(text));
+    }
+    g.rows.push_back(std::move(line));
+  }
+  return g;
+}
+
+std::string csv(const WorkloadTable& table, const std::vector<RunRecord>& records) {
+  std::vector<std::string> header;
+  for (const Column& c : table.columns) header.push_back(c.title);
+  std::vector<std::vector<std::string>> rows;
+  for (const RunRecord& r : records) {
+    rows.emplace_back();
+    for (const Column& c : table.columns) rows.back().push_back(c.value(r));
+  }
+  return layout_csv(header, rows);
+}
+
+}  // namespace
+
+std::string fixed_text(const std::optional<double>& x, int decimals) {
+  if (!x || !std::isfinite(*x)) return "";
+  return fmt::format("{:.{}f}", *x, decimals);
+}
+
+void sort_records(const WorkloadTable& table, std::vector<RunRecord>& records) {
+  std::stable_sort(records.begin(), records.end(),
+                   [&table](const RunRecord& a, const RunRecord& b) {
+                     if (table.less) {
+                       if (table.less(a, b)) return true;
+                       if (table.less(b, a)) return false;
+                     }
+                     return a.run < b.run;
+                   });
+}
+
+std::string workload_heading(const std::string& workload, const std::string& format) {
+  if (format == "pretty") return "== " + workload + " ==\n";
+  if (format == "markdown") return "### " + workload + "\n\n";
+  return "";
+}
+
+std::string format_workload_table(const WorkloadTable& table, std::vector<RunRecord> records,
+                                  const std::string& format) {
+  sort_records(table, records);
+  if (format == "pretty")
+    return workload_heading(table.workload, format) + layout_pretty(human_grid(table, records));
+  if (format == "markdown")
+    return workload_heading(table.workload, format) + layout_markdown(human_grid(table, records));
+  if (format == "csv") return csv(table, records);
+  if (format == "json") return run_records_json(records);
+  throw core::Error(fmt::format("unknown table format '{}'; available: {}", format,
+                                fmt::join(table_format_names(), ", ")));
+}
+
+}  // namespace scaffold::report
