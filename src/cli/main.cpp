@@ -13,6 +13,9 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/version.hpp"
+#ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION
+#include "workloads/image_classification/workload.hpp"
+#endif
 
 namespace {
 
@@ -37,12 +40,15 @@ int main(int argc, char** argv) {
                "more output: -v turns on DEBUG messages on every rank (each line names its rank)");
   app.add_flag("--log-all-ranks", all_ranks, "every rank logs, not only rank 0");
 
-  std::vector<cli::Subcommand> subcommands{cli::add_generate_fractals(app),
-                                          cli::add_generate_dataset(app),
-                                          cli::add_benchmark(app, argc, argv),
-                                          cli::add_report(app),
-                                          cli::add_power(app)};
-
+  // The workloads and tools, in one explicit list (no static registration): the ScaFFold
+  // benchmark and its data steps, CARAML's workloads, then report and power.
+  std::vector<cli::Subcommand> subcommands{cli::add_generate_fractals(app), cli::add_generate_dataset(app),
+                                          cli::add_benchmark(app, argc, argv)};
+#ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION  // needs libjpeg and libpng (scripts/install-deps)
+  subcommands.push_back(imgcls::add_image_classification(app, argc, argv));
+#endif
+  subcommands.push_back(cli::add_report(app));
+  subcommands.push_back(cli::add_power(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
