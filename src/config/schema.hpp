@@ -86,8 +86,8 @@ struct SchemaT {
   std::map<std::string, std::string, std::less<>> moved_keys;
 };
 
-// The schema of C, built once. Instantiated for the structs
-// (schema_build.hpp lists the structs).
+// The schema of C, built once. Instantiated for each struct in SCAFFOLD_CONFIG_STRUCTS
+// (schema_rules.hpp).
 template <class C>
 const SchemaT<C>& schema_table();
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/image_classification_options.hpp"
 #include "config/options.hpp"
 #include "config/schema.hpp"
 
@@ -18,7 +19,9 @@ namespace scaffold::config {
 
 // Every option struct with a schema: X(Struct) once each. Adding a workload adds one entry here
 // and one build_schema overload below.
-#define SCAFFOLD_CONFIG_STRUCTS(X) X(Config)
+#define SCAFFOLD_CONFIG_STRUCTS(X) \
+  X(Config)                        \
+  X(ImageClassificationConfig)
 
 namespace rules {
 
@@ -107,5 +110,7 @@ bool bool_any(const bool& v);
 template <class C>
 struct SchemaFor {};
 SchemaT<Config> build_schema(SchemaFor<Config>);  // schema.cpp
+SchemaT<ImageClassificationConfig> build_schema(
+    SchemaFor<ImageClassificationConfig>);  // image_classification_schema.cpp
 
 }  // namespace scaffold::config
