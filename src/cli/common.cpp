@@ -1,7 +1,10 @@
 #include "cli/common.hpp"
 
+#include <algorithm>
 #include <memory>
+#include <stdexcept>
 
+#include "config/image_classification_options.hpp"
 #include "core/log.hpp"
 #include "core/threads.hpp"
 
@@ -25,42 +28,104 @@ void add_config_files_option(CLI::App* sub, ConfigArgs* args) {
 
 namespace {
 
+// `help` is the whole help text. The value is read after parsing, so it outlives this call.
 template <typename T>
-void add_override(CLI::App* sub, ConfigArgs* args, const std::string& flag, const std::string& key,
-                  const std::string& help, std::size_t count = 1) {
-  auto value = std::make_shared<T>();  // outlives this call: read after parsing
-  CLI::Option* opt = sub->add_option(flag, *value, help + " (config key '" + key + "')");
-  if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-    opt->expected(static_cast<int>(count));
-  } else {
-    // A flag given twice keeps the last value, so `restart.sh --epochs 10` can override the
-    // --epochs of the original command line.
+CLI::Option* add_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
+                          const std::string& key, const std::string& help) {
+  auto value = std::make_shared<T>();
+  CLI::Option* opt = sub->add_option(flag, *value, help);
+  // A flag given twice keeps the last value, so `restart.sh --epochs 10` can override the
+  // --epochs of the original command line.
+  if constexpr (!std::is_same_v<T, std::vector<int64_t>>)
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  }
   const std::string name = flag.substr(0, flag.find(','));
   args->readers.push_back([opt, value, key, name]() -> std::optional<config::FlagOverride> {
     if (opt->count() == 0) return std::nullopt;
     return config::FlagOverride{key, name, *value};
   });
+  return opt;
+}
+
+std::string key_help(const std::string& key, const std::string& help) {
+  return help + " (config key '" + key + "')";
 }
 
 }  // namespace
 
 void add_int_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
                       const std::string& key, const std::string& help) {
-  add_override<int64_t>(sub, args, flag, key, help);
+  add_override<int64_t>(sub, args, flag, key, key_help(key, help));
 }
 void add_float_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
                         const std::string& key, const std::string& help) {
-  add_override<double>(sub, args, flag, key, help);
+  add_override<double>(sub, args, flag, key, key_help(key, help));
 }
 void add_string_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
                          const std::string& key, const std::string& help) {
-  add_override<std::string>(sub, args, flag, key, help);
+  add_override<std::string>(sub, args, flag, key, key_help(key, help));
 }
 void add_int_list_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
                            const std::string& key, std::size_t count, const std::string& help) {
-  add_override<std::vector<int64_t>>(sub, args, flag, key, help, count);
+  add_override<std::vector<int64_t>>(sub, args, flag, key, key_help(key, help))
+      ->expected(static_cast<int>(count));
+}
+
+std::string schema_flag_name(const std::string& key) {
+  std::string flag = "--" + key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+void add_schema_flag(CLI::App* sub, ConfigArgs* args, const config::KeyInfo& key) {
+  const std::string flag = schema_flag_name(key.name);
+  const std::string help = key.help + " (" + key.allowed + ")";
+  switch (key.kind) {
+    case config::Kind::kInteger:
+      add_override<int64_t>(sub, args, flag, key.name, help);
+      return;
+    case config::Kind::kNumber:
+      add_override<double>(sub, args, flag, key.name, help);
+      return;
+    case config::Kind::kString:
+      add_override<std::string>(sub, args, flag, key.name, help);
+      return;
+    case config::Kind::kIntList: {
+      // As many values as the key allows; a wrong count, or values out of range, are the
+      // loader's to report with the other problems.
+      const int most =
+          key.list_max > 0 ? static_cast<int>(key.list_max) : CLI::detail::expected_max_vector_size;
+      add_override<std::vector<int64_t>>(sub, args, flag, key.name, help)
+          ->expected(std::max(1, static_cast<int>(key.list_min)), most);
+      return;
+    }
+    case config::Kind::kBool: {
+      // Taken as text and handed to the loader as 0/1 when it is what a config file may write
+      // for a boolean (0, 1, true, false), so a flag reads like the file; other text is passed
+      // on for the loader to reject by name.
+      auto text = std::make_shared<std::string>();
+      CLI::Option* opt = sub->add_option(flag, *text, help)->type_name("BOOL");
+      opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+      args->readers.push_back(
+          [opt, text, key = key.name, flag]() -> std::optional<config::FlagOverride> {
+            if (opt->count() == 0) return std::nullopt;
+            return config::FlagOverride{key, flag, config::bool_flag_value(*text)};
+          });
+      return;
+    }
+  }
+}
+
+template <class C>
+void add_schema_flags(CLI::App* sub, ConfigArgs* args, const std::vector<std::string>& skip) {
+  const auto& keys = config::schema_of<C>();
+  for (const std::string& name : skip) {
+    if (config::find_key<C>(name) == nullptr)
+      throw std::invalid_argument("add_schema_flags: '" + name + "' is not a config key");
+  }
+  for (const auto& key : keys) {
+    if (std::find(skip.begin(), skip.end(), key.name) == skip.end())
+      add_schema_flag(sub, args, key);
+  }
 }
 
 std::vector<config::FlagOverride> ConfigArgs::given_flags() const {
@@ -70,14 +135,15 @@ std::vector<config::FlagOverride> ConfigArgs::given_flags() const {
   return flags;
 }
 
-config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs& args) {
+template <class C>
+C load_config_everywhere_as(dist::Communicator& comm, const ConfigArgs& args) {
   std::string payload, error;
   if (comm.rank() == 0) {
     try {
       config::LoadRequest request;
       request.config_files = args.files;
       request.flags = args.given_flags();
-      const config::LoadedConfig loaded = config::load_config(request);
+      const config::LoadedConfigT<C> loaded = config::load_config_as<C>(request);
       for (const auto& w : loaded.warnings) LOG_WARN("{}", w);
       payload = config::to_yaml(loaded.config);
     } catch (const std::exception& e) {
@@ -92,7 +158,19 @@ config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs
     throw dist::AgreedError(error);
   }
   comm.broadcast(payload, 0);
-  return config::config_from_yaml_text(payload, "configuration broadcast by rank 0");
+  return config::from_yaml_text<C>(payload, "configuration broadcast by rank 0");
 }
+
+config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs& args) {
+  return load_config_everywhere_as<config::Config>(comm, args);
+}
+
+#define SCAFFOLD_INSTANTIATE_CLI_CONFIG(C)                                 \
+  template void add_schema_flags<C>(CLI::App * sub, ConfigArgs * args,     \
+                                    const std::vector<std::string>& skip); \
+  template C load_config_everywhere_as<C>(dist::Communicator & comm, const ConfigArgs& args);
+SCAFFOLD_INSTANTIATE_CLI_CONFIG(config::Config)
+SCAFFOLD_INSTANTIATE_CLI_CONFIG(config::ImageClassificationConfig)
+#undef SCAFFOLD_INSTANTIATE_CLI_CONFIG
 
 }  // namespace scaffold::cli

@@ -1,5 +1,6 @@
 // What every subcommand shares: the run context (communicator, threads), the --threads and
-// config-flag plumbing, and loading the config once on rank 0 and broadcasting it.
+// config-flag plumbing (flags generated from a config schema, or declared one by one), and
+// loading the config once on rank 0 and broadcasting it.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "config/load.hpp"
+#include "config/schema.hpp"
 #include "dist/communicator.hpp"
 
 namespace scaffold::cli {
@@ -44,8 +46,25 @@ void add_string_override(CLI::App* sub, ConfigArgs* args, const std::string& fla
 void add_int_list_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
                            const std::string& key, std::size_t count, const std::string& help);
 
-// Rank 0 loads and validates; every rank gets the same Config, or every rank throws the same
-// dist::AgreedError. Warnings are logged once.
+// The flag of config key `key`: "--" + key with '_' written '-' (problem_scale -> --problem-scale,
+// T_0 -> --T-0).
+std::string schema_flag_name(const std::string& key);
+
+// One override flag for `key` (schema_flag_name), typed by its kind: integer, number, string,
+// boolean (0, 1, true or false) or a list of list_min to list_max integers. Help: the key's help
+// and, in parentheses, what it allows.
+void add_schema_flag(CLI::App* sub, ConfigArgs* args, const config::KeyInfo& key);
+
+// add_schema_flag for every key of C's schema (config::schema_of<C>()) except those in `skip`,
+// in schema order. A name in `skip` that is not a key of C throws std::invalid_argument.
+// Instantiated for config::Config and config::ImageClassificationConfig.
+template <class C>
+void add_schema_flags(CLI::App* sub, ConfigArgs* args, const std::vector<std::string>& skip = {});
+
+// Rank 0 loads and validates; every rank gets the same C, or every rank throws the same
+// dist::AgreedError. Warnings are logged once. Instantiated for the structs add_schema_flags is.
+template <class C>
+C load_config_everywhere_as(dist::Communicator& comm, const ConfigArgs& args);
 config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs& args);
 
 // Subcommand registration: each returns the CLI11 subcommand and a runner to call after parsing.
