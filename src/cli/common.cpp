@@ -4,7 +4,6 @@
 #include <memory>
 #include <stdexcept>
 
-#include "config/image_classification_options.hpp"
 #include "core/log.hpp"
 #include "core/threads.hpp"
 
@@ -115,16 +114,11 @@ void add_schema_flag(CLI::App* sub, ConfigArgs* args, const config::KeyInfo& key
   }
 }
 
-template <class C>
-void add_schema_flags(CLI::App* sub, ConfigArgs* args, const std::vector<std::string>& skip) {
-  const auto& keys = config::schema_of<C>();
+void check_skipped_keys(const std::vector<std::string>& skip,
+                        const std::vector<std::string>& keys) {
   for (const std::string& name : skip) {
-    if (config::find_key<C>(name) == nullptr)
+    if (std::find(keys.begin(), keys.end(), name) == keys.end())
       throw std::invalid_argument("add_schema_flags: '" + name + "' is not a config key");
-  }
-  for (const auto& key : keys) {
-    if (std::find(skip.begin(), skip.end(), key.name) == skip.end())
-      add_schema_flag(sub, args, key);
   }
 }
 
@@ -135,17 +129,21 @@ std::vector<config::FlagOverride> ConfigArgs::given_flags() const {
   return flags;
 }
 
-template <class C>
-C load_config_everywhere_as(dist::Communicator& comm, const ConfigArgs& args) {
+config::LoadRequest ConfigArgs::request() const {
+  config::LoadRequest request;
+  request.config_files = files;
+  request.flags = given_flags();
+  return request;
+}
+
+std::string broadcast_config_yaml(dist::Communicator& comm,
+                                  const std::function<LoadedYaml()>& load_on_rank0) {
   std::string payload, error;
   if (comm.rank() == 0) {
     try {
-      config::LoadRequest request;
-      request.config_files = args.files;
-      request.flags = args.given_flags();
-      const config::LoadedConfigT<C> loaded = config::load_config_as<C>(request);
+      const LoadedYaml loaded = load_on_rank0();
       for (const auto& w : loaded.warnings) LOG_WARN("{}", w);
-      payload = config::to_yaml(loaded.config);
+      payload = loaded.yaml;
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -158,19 +156,11 @@ C load_config_everywhere_as(dist::Communicator& comm, const ConfigArgs& args) {
     throw dist::AgreedError(error);
   }
   comm.broadcast(payload, 0);
-  return config::from_yaml_text<C>(payload, "configuration broadcast by rank 0");
+  return payload;
 }
 
 config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs& args) {
   return load_config_everywhere_as<config::Config>(comm, args);
 }
-
-#define SCAFFOLD_INSTANTIATE_CLI_CONFIG(C)                                 \
-  template void add_schema_flags<C>(CLI::App * sub, ConfigArgs * args,     \
-                                    const std::vector<std::string>& skip); \
-  template C load_config_everywhere_as<C>(dist::Communicator & comm, const ConfigArgs& args);
-SCAFFOLD_INSTANTIATE_CLI_CONFIG(config::Config)
-SCAFFOLD_INSTANTIATE_CLI_CONFIG(config::ImageClassificationConfig)
-#undef SCAFFOLD_INSTANTIATE_CLI_CONFIG
 
 }  // namespace scaffold::cli
