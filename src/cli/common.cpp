@@ -93,8 +93,14 @@ void add_schema_flag(CLI::App* sub, ConfigArgs* args, const config::KeyInfo& key
       // loader's to report with the other problems.
       const int most =
           key.list_max > 0 ? static_cast<int>(key.list_max) : CLI::detail::expected_max_vector_size;
+      const int fewest = std::max(1, static_cast<int>(key.list_min));
+      std::string shown = "INT ...";
+      if (key.list_max > 0) shown = "INT x " + std::to_string(most);
+      if (key.list_max > 0 && fewest < most)
+        shown = "INT x " + std::to_string(fewest) + "-" + std::to_string(most);
       add_override<std::vector<int64_t>>(sub, args, flag, key.name, help)
-          ->expected(std::max(1, static_cast<int>(key.list_min)), most);
+          ->expected(fewest, most)
+          ->type_name(shown);
       return;
     }
     case config::Kind::kBool: {

@@ -90,7 +90,7 @@ std::vector<Spec> image_classification_keys() {
 
   // Training.
   add(bind_key("global_batch_size", &IC::global_batch_size,
-               "images per optimizer step over all data-parallel ranks (a multiple of the ranks)",
+               "images per optimizer step, split evenly over the data-parallel ranks",
                "an integer >= 1", at_least_1));
   add(bind_key("epochs", &IC::epochs, "timed epochs", "an integer >= 1", at_least_1));
   add(bind_key("warmup_epochs", &IC::warmup_epochs,
@@ -100,9 +100,9 @@ std::vector<Spec> image_classification_keys() {
   add(bind_key(
       "time_budget_s", &IC::time_budget_s,
       "stop after the epoch in which the timed training time passes this many seconds; 0: none",
-      "a number >= 0 (0: no budget)", +[](const double& v) { return v >= 0.0; }));
+      "a number >= 0", +[](const double& v) { return v >= 0.0; }));
   add_choice(
-      bind_key("optimizer", &IC::optimizer, "optimizer", "SGD (the only one so far; any case)"),
+      bind_key("optimizer", &IC::optimizer, "optimizer", "SGD, in any case: the only one so far"),
       {"SGD"});
   add(bind_key(
       "learning_rate", &IC::learning_rate, "initial learning rate", "a number > 0",
@@ -139,8 +139,8 @@ std::vector<Spec> image_classification_keys() {
       {"auto", "cpu", "cuda"});
   add(bind_key(
       "checkpoint_interval", &IC::checkpoint_interval,
-      "checkpoint every N epochs; -1 or 0 disables checkpoints",
-      "an integer >= -1 (-1 or 0: no checkpoints)", +[](const int& v) { return v >= -1; }));
+      "checkpoint every N epochs; -1 or 0 disables checkpoints", "an integer >= -1",
+      +[](const int& v) { return v >= -1; }));
   add(bind_key("progress_timeout_s", &IC::progress_timeout_s,
                "seconds without a finished training step or validation batch after which every "
                "rank is ended with an error; 0: never",
