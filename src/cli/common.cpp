@@ -1,6 +1,8 @@
 #include "cli/common.hpp"
 
+#include <algorithm>
 #include <memory>
+#include <stdexcept>
 
 #include "core/log.hpp"
 #include "core/threads.hpp"
@@ -25,42 +27,105 @@ void add_config_files_option(CLI::App* sub, ConfigArgs* args) {
 
 namespace {
 
+// `help` is the whole help text. The value is read after parsing, so it outlives this call.
 template <typename T>
-void add_override(CLI::App* sub, ConfigArgs* args, const std::string& flag, const std::string& key,
-                  const std::string& help, std::size_t count = 1) {
-  auto value = std::make_shared<T>();  // outlives this call: read after parsing
-  CLI::Option* opt = sub->add_option(flag, *value, help + " (config key '" + key + "')");
-  if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-    opt->expected(static_cast<int>(count));
-  } else {
-    // A flag given twice keeps the last value, so `restart.sh --epochs 10` can override the
-    // --epochs of the original command line.
+CLI::Option* add_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
+                          const std::string& key, const std::string& help) {
+  auto value = std::make_shared<T>();
+  CLI::Option* opt = sub->add_option(flag, *value, help);
+  // A flag given twice keeps the last value, so `restart.sh --epochs 10` can override the
+  // --epochs of the original command line.
+  if constexpr (!std::is_same_v<T, std::vector<int64_t>>)
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  }
   const std::string name = flag.substr(0, flag.find(','));
   args->readers.push_back([opt, value, key, name]() -> std::optional<config::FlagOverride> {
     if (opt->count() == 0) return std::nullopt;
     return config::FlagOverride{key, name, *value};
   });
+  return opt;
+}
+
+std::string key_help(const std::string& key, const std::string& help) {
+  return help + " (config key '" + key + "')";
 }
 
 }  // namespace
 
 void add_int_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
                       const std::string& key, const std::string& help) {
-  add_override<int64_t>(sub, args, flag, key, help);
+  add_override<int64_t>(sub, args, flag, key, key_help(key, help));
 }
 void add_float_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
                         const std::string& key, const std::string& help) {
-  add_override<double>(sub, args, flag, key, help);
+  add_override<double>(sub, args, flag, key, key_help(key, help));
 }
 void add_string_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
                          const std::string& key, const std::string& help) {
-  add_override<std::string>(sub, args, flag, key, help);
+  add_override<std::string>(sub, args, flag, key, key_help(key, help));
 }
 void add_int_list_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
                            const std::string& key, std::size_t count, const std::string& help) {
-  add_override<std::vector<int64_t>>(sub, args, flag, key, help, count);
+  add_override<std::vector<int64_t>>(sub, args, flag, key, key_help(key, help))
+      ->expected(static_cast<int>(count));
+}
+
+std::string schema_flag_name(const std::string& key) {
+  std::string flag = "--" + key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+void add_schema_flag(CLI::App* sub, ConfigArgs* args, const config::KeyInfo& key) {
+  const std::string flag = schema_flag_name(key.name);
+  const std::string help = key.help + " (" + key.allowed + ")";
+  switch (key.kind) {
+    case config::Kind::kInteger:
+      add_override<int64_t>(sub, args, flag, key.name, help);
+      return;
+    case config::Kind::kNumber:
+      add_override<double>(sub, args, flag, key.name, help);
+      return;
+    case config::Kind::kString:
+      add_override<std::string>(sub, args, flag, key.name, help);
+      return;
+    case config::Kind::kIntList: {
+      // As many values as the key allows; a wrong count, or values out of range, are the
+      // loader's to report with the other problems.
+      const int most =
+          key.list_max > 0 ? static_cast<int>(key.list_max) : CLI::detail::expected_max_vector_size;
+      const int fewest = std::max(1, static_cast<int>(key.list_min));
+      std::string shown = "INT ...";
+      if (key.list_max > 0) shown = "INT x " + std::to_string(most);
+      if (key.list_max > 0 && fewest < most)
+        shown = "INT x " + std::to_string(fewest) + "-" + std::to_string(most);
+      add_override<std::vector<int64_t>>(sub, args, flag, key.name, help)
+          ->expected(fewest, most)
+          ->type_name(shown);
+      return;
+    }
+    case config::Kind::kBool: {
+      // Taken as text and handed to the loader as 0/1 when it is what a config file may write
+      // for a boolean (0, 1, true, false), so a flag reads like the file; other text is passed
+      // on for the loader to reject by name.
+      auto text = std::make_shared<std::string>();
+      CLI::Option* opt = sub->add_option(flag, *text, help)->type_name("BOOL");
+      opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+      args->readers.push_back(
+          [opt, text, key = key.name, flag]() -> std::optional<config::FlagOverride> {
+            if (opt->count() == 0) return std::nullopt;
+            return config::FlagOverride{key, flag, config::bool_flag_value(*text)};
+          });
+      return;
+    }
+  }
+}
+
+void check_skipped_keys(const std::vector<std::string>& skip,
+                        const std::vector<std::string>& keys) {
+  for (const std::string& name : skip) {
+    if (std::find(keys.begin(), keys.end(), name) == keys.end())
+      throw std::invalid_argument("add_schema_flags: '" + name + "' is not a config key");
+  }
 }
 
 std::vector<config::FlagOverride> ConfigArgs::given_flags() const {
@@ -70,16 +135,21 @@ std::vector<config::FlagOverride> ConfigArgs::given_flags() const {
   return flags;
 }
 
-config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs& args) {
+config::LoadRequest ConfigArgs::request() const {
+  config::LoadRequest request;
+  request.config_files = files;
+  request.flags = given_flags();
+  return request;
+}
+
+std::string broadcast_config_yaml(dist::Communicator& comm,
+                                  const std::function<LoadedYaml()>& load_on_rank0) {
   std::string payload, error;
   if (comm.rank() == 0) {
     try {
-      config::LoadRequest request;
-      request.config_files = args.files;
-      request.flags = args.given_flags();
-      const config::LoadedConfig loaded = config::load_config(request);
+      const LoadedYaml loaded = load_on_rank0();
       for (const auto& w : loaded.warnings) LOG_WARN("{}", w);
-      payload = config::to_yaml(loaded.config);
+      payload = loaded.yaml;
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -92,7 +162,11 @@ config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs
     throw dist::AgreedError(error);
   }
   comm.broadcast(payload, 0);
-  return config::config_from_yaml_text(payload, "configuration broadcast by rank 0");
+  return payload;
+}
+
+config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs& args) {
+  return load_config_everywhere_as<config::Config>(comm, args);
 }
 
 }  // namespace scaffold::cli

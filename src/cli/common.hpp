@@ -1,15 +1,18 @@
 // What every subcommand shares: the run context (communicator, threads), the --threads and
-// config-flag plumbing, and loading the config once on rank 0 and broadcasting it.
+// config-flag plumbing (flags generated from a config schema, or declared one by one), and
+// loading the config once on rank 0 and broadcasting it.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "config/load.hpp"
+#include "config/schema.hpp"
 #include "dist/communicator.hpp"
 
 namespace scaffold::cli {
@@ -25,6 +28,7 @@ struct ConfigArgs {
   // One reader per declared override flag: yields the override when the flag was given.
   std::vector<std::function<std::optional<config::FlagOverride>()>> readers;
   std::vector<config::FlagOverride> given_flags() const;
+  config::LoadRequest request() const;  // the files and the given flags
 };
 
 // --threads N (default: OMP_NUM_THREADS or the CPUs available to this process).
@@ -44,8 +48,50 @@ void add_string_override(CLI::App* sub, ConfigArgs* args, const std::string& fla
 void add_int_list_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
                            const std::string& key, std::size_t count, const std::string& help);
 
-// Rank 0 loads and validates; every rank gets the same Config, or every rank throws the same
-// dist::AgreedError. Warnings are logged once.
+// The flag of config key `key`: "--" + key with '_' written '-' (problem_scale -> --problem-scale,
+// T_0 -> --T-0).
+std::string schema_flag_name(const std::string& key);
+
+// One override flag for `key` (schema_flag_name), typed by its kind: integer, number, string,
+// boolean (0, 1, true or false) or a list of list_min to list_max integers. Help: the key's help
+// and, in parentheses, what it allows.
+void add_schema_flag(CLI::App* sub, ConfigArgs* args, const config::KeyInfo& key);
+
+// Throws std::invalid_argument unless every name in `skip` is one of `keys`.
+void check_skipped_keys(const std::vector<std::string>& skip, const std::vector<std::string>& keys);
+
+// add_schema_flag for every key of C's schema (config::schema_of<C>()) except those in `skip`,
+// in schema order. A name in `skip` that is not a key of C throws std::invalid_argument.
+template <class C>
+void add_schema_flags(CLI::App* sub, ConfigArgs* args, const std::vector<std::string>& skip = {}) {
+  check_skipped_keys(skip, config::known_keys<C>());
+  for (const auto& key : config::schema_of<C>()) {
+    if (std::find(skip.begin(), skip.end(), key.name) == skip.end())
+      add_schema_flag(sub, args, key);
+  }
+}
+
+// What rank 0 loaded, as the text every rank parses.
+struct LoadedYaml {
+  std::string yaml;                   // config::to_yaml of the loaded struct
+  std::vector<std::string> warnings;  // logged once, by rank 0
+};
+
+// Rank 0 runs `load_on_rank0`; its YAML, or its error, is broadcast. Returns the YAML on every
+// rank, or throws the same dist::AgreedError on every rank.
+std::string broadcast_config_yaml(dist::Communicator& comm,
+                                  const std::function<LoadedYaml()>& load_on_rank0);
+
+// Rank 0 loads and validates; every rank gets the same C, or every rank throws the same
+// dist::AgreedError. Warnings are logged once. C is any struct config/ has a schema for.
+template <class C>
+C load_config_everywhere_as(dist::Communicator& comm, const ConfigArgs& args) {
+  const std::string yaml = broadcast_config_yaml(comm, [&args] {
+    const config::LoadedConfigT<C> loaded = config::load_config_as<C>(args.request());
+    return LoadedYaml{config::to_yaml(loaded.config), loaded.warnings};
+  });
+  return config::from_yaml_text<C>(yaml, "configuration broadcast by rank 0");
+}
 config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs& args);
 
 // Subcommand registration: each returns the CLI11 subcommand and a runner to call after parsing.

@@ -1,7 +1,7 @@
 // Loading the configuration: defaults < each -c file in order (key by key) < explicit flags, then
 // one validation pass that collects every problem and throws them as one core::Error. Also
-// writes a Config back as YAML and reads that text again. The only yaml-cpp user in scaffold;
-// per-key rules (kinds, ranges) live in schema.cpp, not here.
+// writes an option struct back as YAML and reads that text again. Generic over the struct; the
+// only yaml-cpp user in scaffold. Per-key rules (kinds, ranges) live in the schema tables.
 #include "config/load.hpp"
 
 #include <fmt/format.h>
@@ -20,7 +20,7 @@
 #include <variant>
 #include <vector>
 
-#include "config/schema.hpp"
+#include "config/schema_rules.hpp"
 #include "core/error.hpp"
 #include "core/pyfloat.hpp"
 
@@ -121,6 +121,7 @@ const char* node_kind(const YAML::Node& node) {
   }
 }
 
+template <class C>
 class Merge {
  public:
   // Reads one YAML document; later calls override earlier ones key by key.
@@ -169,8 +170,8 @@ class Merge {
                                         name, value.shown));
         continue;
       }
-      if (is_aux_key(name)) continue;  // written by ScaFFold or our run folders; not settings
-      if (find_key(name) == nullptr) {
+      if (is_aux_key<C>(name)) continue;  // written by ScaFFold or our run folders; not settings
+      if (find_key<C>(name) == nullptr) {
         unknown_key(where, name, value);
         continue;
       }
@@ -180,20 +181,20 @@ class Merge {
 
   void add_flag(const FlagOverride& flag) {
     const RawValue value = flag_to_raw(flag.value);
-    if (find_key(flag.key) == nullptr) {
+    if (find_key<C>(flag.key) == nullptr) {
       unknown_key(flag.flag, flag.key, value);
       return;
     }
     given_[flag.key] = Given{value, flag.flag, flag.flag};
   }
 
-  // Builds and validates the Config; throws core::Error listing every problem.
-  LoadedConfig finish(bool resolve_paths) {
+  // Builds and validates the struct; throws core::Error listing every problem.
+  LoadedConfigT<C> finish(bool resolve_paths) {
     if (sources_broken_) throw_problems();
-    LoadedConfig out;
-    Config& config = out.config;
+    LoadedConfigT<C> out;
+    C& config = out.config;
     std::set<std::string> bad;
-    for (const KeySpec& spec : schema()) {
+    for (const KeySpecT<C>& spec : schema_of<C>()) {
       out.origin[spec.name] = "default";
       const auto it = given_.find(spec.name);
       if (it != given_.end()) {
@@ -214,7 +215,7 @@ class Merge {
         bad.insert(spec.name);
       }
     }
-    for (const KeySpec& spec : schema()) {
+    for (const KeySpecT<C>& spec : schema_of<C>()) {
       if (!spec.cross_check || bad.count(spec.name) > 0) continue;
       bool deps_ok = true;
       for (const std::string& dep : spec.depends_on) deps_ok = deps_ok && bad.count(dep) == 0;
@@ -224,15 +225,16 @@ class Merge {
       // Name every key the check read, with its value and origin, so both ends are visible.
       std::string deps;
       for (const std::string& dep : spec.depends_on)
-        deps += (deps.empty() ? "" : ", ") + describe(*find_key(dep), config);
+        deps += (deps.empty() ? "" : ", ") + describe(*find_key<C>(dep), config);
       problem(spec, config, fmt::format("expected {} ({})", expected, deps));
       bad.insert(spec.name);  // later checks that read this key would only repeat the problem
     }
     if (!problems_.empty()) throw_problems();
     if (resolve_paths) {
-      resolve(config.base_run_dir);
-      resolve(config.dataset_dir);
-      resolve(config.fract_base_dir);
+      for (const KeySpecT<C>& spec : schema_of<C>()) {
+        // An empty optional path (data_dir when unused) stays empty, not the cwd.
+        if (spec.absolute_path && !spec.path(config).empty()) resolve(spec.path(config));
+      }
     }
     out.warnings = warnings_;
     return out;
@@ -246,13 +248,13 @@ class Merge {
 
  private:
   void unknown_key(const std::string& where, const std::string& name, const RawValue& value) {
-    const std::string hint = unknown_key_hint(name);
+    const std::string hint = unknown_key_hint<C>(name);
     problems_.push_back(fmt::format("  {}: {} = {}: unknown key{}", where, name, value.shown,
                                     hint.empty() ? "" : "; " + hint));
   }
 
   // `where: key = value as given: what is expected`; a default value is shown as YAML.
-  void problem(const KeySpec& spec, const Config& config, const std::string& what) {
+  void problem(const KeySpecT<C>& spec, const C& config, const std::string& what) {
     const auto it = given_.find(spec.name);
     if (it != given_.end())
       problems_.push_back(fmt::format("  {}: {} = {}: {}", it->second.where, spec.name,
@@ -262,7 +264,7 @@ class Merge {
           fmt::format("  default: {} = {}: {}", spec.name, spec.yaml(config), what));
   }
 
-  std::string describe(const KeySpec& spec, const Config& config) const {
+  std::string describe(const KeySpecT<C>& spec, const C& config) const {
     const auto it = given_.find(spec.name);
     if (it != given_.end())
       return fmt::format("{} = {} from {}", spec.name, it->second.value.shown, it->second.where);
@@ -318,8 +320,9 @@ bool read_file(const std::string& path, std::string& text, std::string& problem)
 
 }  // namespace
 
-LoadedConfig load_config(const LoadRequest& request) {
-  Merge merge;
+template <class C>
+LoadedConfigT<C> load_config_as(const LoadRequest& request) {
+  Merge<C> merge;
   for (const std::string& path : request.config_files) {
     std::string text;
     std::string problem;
@@ -332,24 +335,50 @@ LoadedConfig load_config(const LoadRequest& request) {
   return merge.finish(request.resolve_paths);
 }
 
-std::string to_yaml(const Config& config) {
-  std::string out =
+LoadedConfig load_config(const LoadRequest& request) {
+  return load_config_as<Config>(request);
+}
+
+template <class C>
+std::string to_yaml(const C& config) {
+  std::string out = fmt::format(
       "# scaffold configuration: every key, fully merged (defaults < -c files < flags).\n"
-      "# Reload it with `scaffold benchmark -c <this file>`; see docs/config.md for the keys.\n";
-  for (const KeySpec& spec : schema()) out += spec.name + ": " + spec.yaml(config) + "\n";
+      "# Reload it with `scaffold {} -c <this file>`; see docs/config.md for the keys.\n",
+      schema_table<C>().command);
+  for (const KeySpecT<C>& spec : schema_of<C>()) out += spec.name + ": " + spec.yaml(config) + "\n";
   return out;
 }
 
-Config config_from_yaml_text(const std::string& text, const std::string& source) {
-  Merge merge;
+template <class C>
+C from_yaml_text(const std::string& text, const std::string& source) {
+  Merge<C> merge;
   merge.add_yaml(source, text);
   return merge.finish(/*resolve_paths=*/false).config;
 }
 
+Config config_from_yaml_text(const std::string& text, const std::string& source) {
+  return from_yaml_text<Config>(text, source);
+}
+
+template <class C>
 std::vector<std::string> known_keys() {
   std::vector<std::string> names;
-  for (const KeySpec& spec : schema()) names.push_back(spec.name);
+  for (const KeySpecT<C>& spec : schema_of<C>()) names.push_back(spec.name);
   return names;
 }
+
+FlagValue bool_flag_value(const std::string& text) {
+  bool value = false;
+  if (rules::bool_text(text, value)) return int64_t{value ? 1 : 0};
+  return text;
+}
+
+#define SCAFFOLD_INSTANTIATE_LOAD(C)                                                \
+  template LoadedConfigT<C> load_config_as<C>(const LoadRequest& request);          \
+  template std::string to_yaml<C>(const C& config);                                 \
+  template C from_yaml_text<C>(const std::string& text, const std::string& source); \
+  template std::vector<std::string> known_keys<C>();
+SCAFFOLD_CONFIG_STRUCTS(SCAFFOLD_INSTANTIATE_LOAD)
+#undef SCAFFOLD_INSTANTIATE_LOAD
 
 }  // namespace scaffold::config

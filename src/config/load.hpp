@@ -1,6 +1,8 @@
 // Loading and validating configuration: built-in defaults < config files (several -c, later
 // ones override key by key) < explicit command-line flags. One validation pass collects every
 // problem, then throws one core::Error naming each file/flag, key, value and what is allowed.
+// Generic over the option struct (Config, ...): every struct with a schema
+// (schema.hpp) loads, validates and round-trips through YAML by the same rules.
 #pragma once
 
 #include <cstdint>
@@ -28,24 +30,39 @@ struct LoadRequest {
   bool resolve_paths = true;              // make path keys absolute against the cwd
 };
 
-struct LoadedConfig {
-  Config config;
+template <class C>
+struct LoadedConfigT {
+  C config;
   // Where each key's final value came from: "default", a file path, or a flag.
   std::map<std::string, std::string> origin;
   std::vector<std::string> warnings;  // e.g. a non-integer problem_scale that was floored
 };
+using LoadedConfig = LoadedConfigT<Config>;
+
+// The templates below are instantiated for each struct in SCAFFOLD_CONFIG_STRUCTS
+// (schema_rules.hpp): Config, ImageClassificationConfig.
 
 // Throws core::Error (all problems listed, one per line) on any invalid input.
-LoadedConfig load_config(const LoadRequest& request);
+template <class C>
+LoadedConfigT<C> load_config_as(const LoadRequest& request);
+LoadedConfig load_config(const LoadRequest& request);  // load_config_as<Config>
 
-// The fully merged config as YAML: every key in schema order, reloadable by load_config and
-// load_config_text. Floats are written so they read back to the identical double.
-std::string to_yaml(const Config& config);
+// The fully merged config as YAML: every key in schema order, reloadable by load_config_as and
+// from_yaml_text. Floats are written so they read back to the identical double.
+template <class C>
+std::string to_yaml(const C& config);
 
 // Parses YAML text produced by to_yaml (e.g. broadcast from rank 0); `source` names it in errors.
+template <class C>
+C from_yaml_text(const std::string& text, const std::string& source);
 Config config_from_yaml_text(const std::string& text, const std::string& source);
 
 // The key names in schema order (for docs, --help and tests).
+template <class C = Config>
 std::vector<std::string> known_keys();
+
+// A boolean key's flag text as a FlagValue: 0 or 1 for what a YAML file may write for a boolean
+// key (0, 1, true, false, True, ...), else the text itself, which loading rejects by name.
+FlagValue bool_flag_value(const std::string& text);
 
 }  // namespace scaffold::config

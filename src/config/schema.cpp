@@ -1,306 +1,27 @@
-// The schema table: every Config key with its kind, help, allowed values and range checks, and
-// the scalar rules shared by files and flags (what counts as an integer, a number, a boolean).
-// Scalars follow YAML 1.2's core schema, not PyYAML's 1.1 quirks: 1e-3 is a number here, and
-// yes/no/on/off are not booleans. Merging sources and reporting problems live in load.cpp.
-#include "config/schema.hpp"
-
+// Config's schema table (`scaffold benchmark`): every key with its kind, help, allowed values and
+// range checks, in options.hpp order, plus the keys ScaFFold's files hold besides them (auxiliary,
+// renamed). The scalar rules shared by every struct's table are in schema_rules.cpp.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
-#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <set>
 #include <string>
-#include <system_error>
-#include <type_traits>
 #include <vector>
 
-#include "core/pyfloat.hpp"
+#include "config/schema_rules.hpp"
 
 namespace scaffold::config {
 namespace {
 
-// ---- scalar classification ------------------------------------------------------------------
-
-enum class ScalarType { kInteger, kFloat, kNonFinite, kBool, kString };
-
-struct Scalar {
-  ScalarType type = ScalarType::kString;
-  int64_t i = 0;
-  double d = 0.0;
-  bool b = false;
-  bool overflow = false;  // an integer literal outside int64
-};
-
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// [-+]? ( digits ( . digits? )? | . digits ) ( [eE] [-+]? digits )?
-bool looks_like_float(std::string_view s) {
-  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
-  const std::size_t e = s.find_first_of("eE");
-  std::string_view mantissa = s.substr(0, e);
-  if (e != std::string_view::npos) {
-    std::string_view exponent = s.substr(e + 1);
-    if (!exponent.empty() && (exponent[0] == '-' || exponent[0] == '+')) exponent.remove_prefix(1);
-    if (!all_digits(exponent)) return false;
-  }
-  const std::size_t dot = mantissa.find('.');
-  if (dot == std::string_view::npos) return all_digits(mantissa);
-  const std::string_view whole = mantissa.substr(0, dot);
-  const std::string_view frac = mantissa.substr(dot + 1);
-  if (whole.empty() && frac.empty()) return false;
-  return (whole.empty() || all_digits(whole)) && (frac.empty() || all_digits(frac));
-}
-
-Scalar classify(const RawValue& v) {
-  Scalar out;
-  if (v.quoted) return out;  // a quoted YAML scalar or a string flag is always a string
-  std::string_view s = v.scalar;
-  if (s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE") {
-    out.type = ScalarType::kBool;
-    out.b = s[0] == 't' || s[0] == 'T';
-    return out;
-  }
-  std::string_view unsigned_part = s;
-  if (!s.empty() && (s[0] == '-' || s[0] == '+')) unsigned_part.remove_prefix(1);
-  if (unsigned_part == ".inf" || unsigned_part == ".Inf" || unsigned_part == ".INF" ||
-      s == ".nan" || s == ".NaN" || s == ".NAN") {
-    out.type = ScalarType::kNonFinite;
-    return out;
-  }
-  // std::from_chars takes no leading '+'.
-  std::string_view digits = (!s.empty() && s[0] == '+') ? s.substr(1) : s;
-  if (all_digits(unsigned_part)) {
-    out.type = ScalarType::kInteger;
-    const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), out.i);
-    out.overflow = r.ec == std::errc::result_out_of_range;
-    if (out.overflow) std::from_chars(digits.data(), digits.data() + digits.size(), out.d);
-    return out;
-  }
-  if (looks_like_float(s)) {
-    const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), out.d);
-    out.type =
-        (r.ec == std::errc() && std::isfinite(out.d)) ? ScalarType::kFloat : ScalarType::kNonFinite;
-    return out;
-  }
-  return out;
-}
-
-std::string got(const Scalar& s) {
-  switch (s.type) {
-    case ScalarType::kBool:
-      return " (got a boolean)";
-    case ScalarType::kFloat:
-      return " (got a non-integer number)";
-    case ScalarType::kNonFinite:
-      return " (got a non-finite number)";
-    case ScalarType::kInteger:
-      return " (out of range)";
-    case ScalarType::kString:
-      return " (got a string)";
-  }
-  return "";
-}
-
-// Null, list and mapping values for a single-valued key; "" when `v` is a scalar.
-std::string shape_error(const KeySpec& spec, const RawValue& v) {
-  switch (v.form) {
-    case RawValue::Form::kScalar:
-      return "";
-    case RawValue::Form::kNull:
-      return "no value given; expected " + spec.allowed;
-    case RawValue::Form::kList:
-      return "parameter sweeps are not supported: give a single value and launch one run per "
-             "setting (e.g. with the JUBE campaigns)";
-    case RawValue::Form::kMap:
-      return "expected " + spec.allowed + ", not a mapping";
-  }
-  return "";
-}
-
-// ---- storing a RawValue into each member type -----------------------------------------------
-
-Assigned store(const KeySpec& spec, int64_t& out, const RawValue& v) {
-  if (auto e = shape_error(spec, v); !e.empty()) return {e, ""};
-  const Scalar s = classify(v);
-  if (s.type == ScalarType::kInteger && !s.overflow) {
-    out = s.i;
-    return {};
-  }
-  if (s.type == ScalarType::kFloat && spec.floor_numbers) {
-    const double floored = std::floor(s.d);
-    if (floored < -9.0e18 || floored > 9.0e18)
-      return {"expected " + spec.allowed + " (out of range)", ""};
-    out = static_cast<int64_t>(floored);
-    if (floored == s.d) return {};
-    return {"", fmt::format("not an integer; floored to {} (as ScaFFold does)", out)};
-  }
-  return {"expected " + spec.allowed + got(s), ""};
-}
-
-Assigned store(const KeySpec& spec, int& out, const RawValue& v) {
-  int64_t wide = 0;
-  Assigned a = store(spec, wide, v);
-  if (!a.error.empty()) return a;
-  if (wide < INT_MIN || wide > INT_MAX) return {"expected " + spec.allowed + " (out of range)", ""};
-  out = static_cast<int>(wide);
-  return a;
-}
-
-Assigned store(const KeySpec& spec, double& out, const RawValue& v) {
-  if (auto e = shape_error(spec, v); !e.empty()) return {e, ""};
-  const Scalar s = classify(v);
-  if (s.type == ScalarType::kInteger) {
-    out = s.overflow ? s.d : static_cast<double>(s.i);
-    return {};
-  }
-  if (s.type == ScalarType::kFloat) {
-    out = s.d;
-    return {};
-  }
-  return {"expected " + spec.allowed + got(s), ""};
-}
-
-Assigned store(const KeySpec& spec, bool& out, const RawValue& v) {
-  if (auto e = shape_error(spec, v); !e.empty()) return {e, ""};
-  const Scalar s = classify(v);
-  if (s.type == ScalarType::kBool) {
-    out = s.b;
-    return {};
-  }
-  if (s.type == ScalarType::kInteger && !s.overflow && (s.i == 0 || s.i == 1)) {
-    out = s.i == 1;
-    return {};
-  }
-  return {"expected " + spec.allowed, ""};
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-Assigned store(const KeySpec& spec, std::string& out, const RawValue& v) {
-  if (auto e = shape_error(spec, v); !e.empty()) return {e, ""};
-  if (spec.choices.empty()) {
-    out = v.scalar;
-    return {};
-  }
-  // Any spelling is accepted; the canonical one is stored so later code compares exactly.
-  for (const std::string& choice : spec.choices) {
-    if (lower(choice) == lower(v.scalar)) {
-      out = choice;
-      return {};
-    }
-  }
-  return {"expected " + spec.allowed, ""};
-}
-
-Assigned store(const KeySpec& spec, std::vector<int>& out, const RawValue& v) {
-  switch (v.form) {
-    case RawValue::Form::kNull:
-      return {"no value given; expected " + spec.allowed, ""};
-    case RawValue::Form::kScalar:
-      return {"expected " + spec.allowed + " (got a single value)", ""};
-    case RawValue::Form::kMap:
-      return {"expected " + spec.allowed + ", not a mapping", ""};
-    case RawValue::Form::kList:
-      break;
-  }
-  std::vector<int> values;
-  for (std::size_t n = 0; n < v.items.size(); ++n) {
-    const RawValue& item = v.items[n];
-    const Scalar s = item.form == RawValue::Form::kScalar ? classify(item) : Scalar{};
-    if (item.form != RawValue::Form::kScalar || s.type != ScalarType::kInteger || s.overflow ||
-        s.i < INT_MIN || s.i > INT_MAX) {
-      return {fmt::format("expected {} (entry {}, {}, is not an integer)", spec.allowed, n + 1,
-                          item.shown),
-              ""};
-    }
-    values.push_back(static_cast<int>(s.i));
-  }
-  out = std::move(values);
-  return {};
-}
-
-// ---- writing each member type as YAML -------------------------------------------------------
-
-std::string format_value(const KeySpec&, int64_t v) {
-  return std::to_string(v);
-}
-std::string format_value(const KeySpec&, int v) {
-  return std::to_string(v);
-}
-std::string format_value(const KeySpec&, double v) {
-  return yaml_float(v);
-}
-std::string format_value(const KeySpec& spec, bool v) {
-  if (spec.bool_as_word) return v ? "true" : "false";
-  return v ? "1" : "0";
-}
-std::string format_value(const KeySpec&, const std::string& v) {
-  return yaml_string(v);
-}
-std::string format_value(const KeySpec&, const std::vector<int>& v) {
-  return fmt::format("[{}]", fmt::join(v, ", "));
-}
-
-template <typename T>
-constexpr Kind kind_of() {
-  if constexpr (std::is_same_v<T, bool>)
-    return Kind::kBool;
-  else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, int64_t>)
-    return Kind::kInteger;
-  else if constexpr (std::is_same_v<T, double>)
-    return Kind::kNumber;
-  else if constexpr (std::is_same_v<T, std::string>)
-    return Kind::kString;
-  else {
-    static_assert(std::is_same_v<T, std::vector<int>>, "no config kind for this member type");
-    return Kind::kIntList;
-  }
-}
-
-constexpr const char* kBoolAllowed = "0, 1, true or false";
-
-// One table entry bound to `member`; `ok` is the key's own range check (nullptr: any value).
-template <typename T>
-KeySpec bind_key(const char* name, T Config::*member, const char* help, std::string allowed,
-                 bool (*ok)(const T&) = nullptr) {
-  KeySpec spec;
-  spec.name = name;
-  spec.kind = kind_of<T>();
-  spec.help = help;
-  spec.allowed = std::move(allowed);
-  spec.assign = [member](const KeySpec& s, Config& c, const RawValue& v) {
-    return store(s, c.*member, v);
-  };
-  // format receives the final entry, so flags set after bind_key (bool_as_word) take effect.
-  spec.format = [member](const KeySpec& s, const Config& c) { return format_value(s, c.*member); };
-  spec.check = [member, ok, text = spec.allowed](const Config& c) {
-    return ok == nullptr || ok(c.*member) ? std::string() : text;
-  };
-  return spec;
-}
-
-bool non_empty(const std::string& s) {
-  return !s.empty();
-}
-bool at_least_0(const int& v) {
-  return v >= 0;
-}
-bool at_least_1(const int& v) {
-  return v >= 1;
-}
-bool bool_any(const bool&) {
-  return true;
-}
+using rules::at_least_0;
+using rules::at_least_1;
+using rules::bind_key;
+using rules::bind_path;
+using rules::bool_any;
+using rules::kBoolAllowed;
+using rules::non_empty;
 
 // Volumes in the dataset (spec §4.1): instances per class rounded down to a multiple of
 // n_fracts_per_vol, n_fracts_per_vol fractals per volume.
@@ -308,7 +29,7 @@ int64_t volume_count(const Config& c) {
   return int64_t{c.n_categories} * (c.n_instances_used_per_fractal / c.n_fracts_per_vol);
 }
 
-std::vector<KeySpec> build_schema() {
+std::vector<KeySpec> scaffold_keys() {
   std::vector<KeySpec> t;
   const auto add = [&t](KeySpec spec) {
     t.push_back(std::move(spec));
@@ -316,16 +37,14 @@ std::vector<KeySpec> build_schema() {
   };
 
   // Paths.
-  add(bind_key("base_run_dir", &Config::base_run_dir, "parent directory of the run directories",
-               "a non-empty path", non_empty));
-  add(bind_key("dataset_dir", &Config::dataset_dir, "dataset cache root", "a non-empty path",
-               non_empty));
-  add(bind_key("fract_base_dir", &Config::fract_base_dir, "root of the fractal library",
-               "a non-empty path", non_empty));
-  add(bind_key(
-      "job_name", &Config::job_name, "prefix of the run directory name",
-      "a non-empty name without '/'",
-      +[](const std::string& s) { return !s.empty() && s.find('/') == std::string::npos; }));
+  add(bind_path("base_run_dir", &Config::base_run_dir, "parent directory of the run directories",
+                "a non-empty path", non_empty));
+  add(bind_path("dataset_dir", &Config::dataset_dir, "dataset cache root", "a non-empty path",
+                non_empty));
+  add(bind_path("fract_base_dir", &Config::fract_base_dir, "root of the fractal library",
+                "a non-empty path", non_empty));
+  add(bind_key("job_name", &Config::job_name, "prefix of the run directory name",
+               "a non-empty name without '/'", rules::plain_name));
   add(bind_key("checkpoint_dir", &Config::checkpoint_dir,
                "checkpoint subdirectory of the run directory", "a non-empty path", non_empty));
 
@@ -420,6 +139,8 @@ std::vector<KeySpec> build_schema() {
           return !v.empty() && v.size() <= 3 &&
                  std::all_of(v.begin(), v.end(), [](int n) { return n >= 1; });
         }));
+    t[i].list_min = 1;
+    t[i].list_max = 3;
     // Every U-Net level halves each local extent: a shard must stay even down to the bottleneck
     // and hold at least one voxel there (spec §7.2).
     t[i].depends_on = {"problem_scale", "unet_bottleneck_dim"};
@@ -430,7 +151,8 @@ std::vector<KeySpec> build_schema() {
           return fmt::format(
               "shard counts dividing the volume side {} so that each shard's side ({} / {}) stays "
               "even at every U-Net level and >= 1 at the bottleneck: a divisor of {} / 2^{} = {}",
-              c.vol_size(), c.vol_size(), n, c.vol_size(), c.unet_layers(), c.vol_size() / multiple);
+              c.vol_size(), c.vol_size(), n, c.vol_size(), c.unet_layers(),
+              c.vol_size() / multiple);
       }
       return std::string();
     };
@@ -445,6 +167,8 @@ std::vector<KeySpec> build_schema() {
           return !v.empty() && v.size() <= 3 && distinct.size() == v.size() &&
                  std::all_of(v.begin(), v.end(), [](int d) { return d >= 2 && d <= 4; });
         }));
+    t[i].list_min = 1;
+    t[i].list_max = 3;
     t[i].depends_on = {"dc_num_shards"};
     t[i].cross_check = [](const Config& c) {
       return c.dc_shard_dims.size() == c.dc_num_shards.size()
@@ -485,9 +209,10 @@ std::vector<KeySpec> build_schema() {
     };
   }
   {
-    const auto i = add(bind_key("device", &Config::device,
-                                "extension: where to train: auto (CUDA when available), cpu or cuda",
-                                "one of auto, cpu, cuda"));
+    const auto i =
+        add(bind_key("device", &Config::device,
+                     "extension: where to train: auto (CUDA when available), cpu or cuda",
+                     "one of auto, cpu, cuda"));
     t[i].choices = {"auto", "cpu", "cuda"};
   }
   add(bind_key("activation_checkpointing", &Config::activation_checkpointing,
@@ -566,110 +291,30 @@ std::vector<KeySpec> build_schema() {
   return t;
 }
 
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// Case and '-' vs '_' differences count as nothing when looking for a near miss.
-std::string fold(std::string_view s) {
-  std::string out = lower(s);
-  std::replace(out.begin(), out.end(), '-', '_');
-  return out;
-}
-
 }  // namespace
 
-const std::vector<KeySpec>& schema() {
-  static const std::vector<KeySpec> table = build_schema();
-  return table;
-}
-
-const KeySpec* find_key(std::string_view name) {
-  for (const KeySpec& spec : schema())
-    if (spec.name == name) return &spec;
-  return nullptr;
-}
-
-bool is_aux_key(std::string_view name) {
-  static const std::set<std::string, std::less<>> aux = {"command",
-                                                         "config",
-                                                         "verbose",
-                                                         "restart",
-                                                         "run_dir",
-                                                         "run_iter",
-                                                         "benchmark_run_dir",
-                                                         "unet_layers",
-                                                         "vol_size",
-                                                         "point_num",
-                                                         "scheduler_metadata",
-                                                         "machine_name",
-                                                         "scale"};
-  return aux.count(name) > 0;
-}
-
-std::string unknown_key_hint(std::string_view name) {
-  if (name == "batch_size") return "it was renamed 'local_batch_size'";
-  if (name == "dataset_num_shards")
-    return "it was replaced by 'dc_num_shards' (shards per sharded dimension)";
-  if (name == "dataset_shard_dims")
-    return "it was replaced by 'dc_shard_dims' (the dimensions to shard)";
-  const std::string folded = fold(name);
-  const KeySpec* best = nullptr;
-  std::size_t best_distance = 3;
-  for (const KeySpec& spec : schema()) {
-    const std::size_t d = edit_distance(folded, fold(spec.name));
-    if (d < best_distance) {
-      best_distance = d;
-      best = &spec;
-    }
-  }
-  return best != nullptr ? "did you mean '" + best->name + "'?" : "";
-}
-
-std::string yaml_float(double value) {
-  std::string text = core::python_float_str(value);
-  const std::size_t e = text.find('e');
-  if (e != std::string::npos && text.find('.') == std::string::npos) text.insert(e, ".0");
-  return text;
-}
-
-std::string yaml_string(const std::string& value) {
-  // Plain only for names and paths that YAML cannot read as anything but this string.
-  static const std::set<std::string> reserved = {"true", "false", "yes", "no", "on",
-                                                 "off",  "null",  "y",   "n",  "~"};
-  const auto safe_char = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' ||
-           c == '-' || c == '+';
-  };
-  const bool plain =
-      !value.empty() &&
-      (std::isalpha(static_cast<unsigned char>(value[0])) || value[0] == '_' || value[0] == '/') &&
-      std::all_of(value.begin(), value.end(), safe_char) && reserved.count(lower(value)) == 0;
-  if (plain) return value;
-  std::string out = "\"";
-  for (const char c : value) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20 || u == 0x7f) {
-      out += fmt::format("\\x{:02x}", u);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+SchemaT<Config> build_schema(SchemaFor<Config>) {
+  SchemaT<Config> s;
+  s.command = "benchmark";
+  s.keys = scaffold_keys();
+  s.aux_keys = {"command",
+                "config",
+                "verbose",
+                "restart",
+                "run_dir",
+                "run_iter",
+                "benchmark_run_dir",
+                "unet_layers",
+                "vol_size",
+                "point_num",
+                "scheduler_metadata",
+                "machine_name",
+                "scale"};
+  s.moved_keys = {
+      {"batch_size", "it was renamed 'local_batch_size'"},
+      {"dataset_num_shards", "it was replaced by 'dc_num_shards' (shards per sharded dimension)"},
+      {"dataset_shard_dims", "it was replaced by 'dc_shard_dims' (the dimensions to shard)"}};
+  return s;
 }
 
 }  // namespace scaffold::config

@@ -1,10 +1,14 @@
-// The config schema (internal to config/): one table entry per Config member, in options.hpp
-// order, each bound to its member so defaults come from Config{} and are never written twice.
-// An entry turns a value as the user gave it (RawValue) into the member, checks its range, and
-// writes it back as YAML. YAML syntax itself stays in load.cpp; this header has no yaml-cpp.
+// The config schema: one table entry per member of an option struct (Config for `scaffold
+// benchmark`, ImageClassificationConfig, ...), in the struct's order, each bound to its member so
+// defaults come from the struct's initialisers and are never written twice. An entry turns a
+// value as the user gave it (RawValue) into the member, checks its range, and writes it back as
+// YAML. The loader (load.cpp) holds the YAML syntax; the CLI reads the entries to generate flags.
+// This header has no yaml-cpp.
 #pragma once
 
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,7 +37,8 @@ struct Assigned {
   std::string warning;
 };
 
-struct KeySpec {
+// What a key is, independent of the struct it belongs to (enough for docs and flags).
+struct KeyInfo {
   std::string name;
   Kind kind = Kind::kString;
   std::string help;                  // one line, for docs and --help
@@ -41,35 +46,71 @@ struct KeySpec {
   std::vector<std::string> choices;  // string keys with a fixed set, in canonical spelling
   bool floor_numbers = false;        // problem_scale: a non-integer number is floored (as ScaFFold)
   bool bool_as_word = false;         // to_yaml writes true/false; otherwise 0/1 as ScaFFold's files
+  bool absolute_path = false;        // a path made absolute against the cwd at load (when not "")
+  std::size_t list_min = 0;          // kIntList: fewest and most entries (for flags)
+  std::size_t list_max = 0;
   std::vector<std::string> depends_on;  // keys that cross_check reads
+};
 
+template <class C>
+struct KeySpecT : KeyInfo {
   // assign and format take the entry itself, so settings made after binding (floor_numbers,
   // bool_as_word, choices) apply.
-  std::function<Assigned(const KeySpec&, Config&, const RawValue&)> assign;
-  std::function<std::string(const KeySpec&, const Config&)> format;  // the member as YAML text
+  std::function<Assigned(const KeySpecT&, C&, const RawValue&)> assign;
+  std::function<std::string(const KeySpecT&, const C&)> format;  // the member as YAML text
   // Both return "" when the value is fine, otherwise what is expected ("an integer >= 1").
   // check looks at this key alone; cross_check runs only when this key and every key in
   // depends_on passed check, so a bad problem_scale does not also blame unet_bottleneck_dim.
-  std::function<std::string(const Config&)> check;
-  std::function<std::string(const Config&)> cross_check;
+  std::function<std::string(const C&)> check;
+  std::function<std::string(const C&)> cross_check;
+  // absolute_path keys: the member itself, so the loader can resolve it.
+  std::function<std::string&(C&)> path;
 
-  Assigned assign_to(Config& config, const RawValue& value) const {
+  Assigned assign_to(C& config, const RawValue& value) const {
     return assign(*this, config, value);
   }
-  std::string yaml(const Config& config) const { return format(*this, config); }
+  std::string yaml(const C& config) const { return format(*this, config); }
 };
 
-// Every key in options.hpp order.
+using KeySpec = KeySpecT<Config>;
+
+// One option struct's schema: its keys, and what its files may hold besides them.
+template <class C>
+struct SchemaT {
+  std::string command;            // the subcommand that reads it, named in to_yaml's header
+  std::vector<KeySpecT<C>> keys;  // in the struct's order
+  // Keys that our run folders (and, for Config, ScaFFold's CLI) write into config.yaml:
+  // accepted and ignored.
+  std::set<std::string, std::less<>> aux_keys;
+  // Old names with why they are unknown now ("it was renamed 'local_batch_size'").
+  std::map<std::string, std::string, std::less<>> moved_keys;
+};
+
+// The schema of C, built once. Instantiated for each struct in SCAFFOLD_CONFIG_STRUCTS
+// (schema_rules.hpp).
+template <class C>
+const SchemaT<C>& schema_table();
+
+// Every key of C in the struct's order.
+template <class C>
+const std::vector<KeySpecT<C>>& schema_of() {
+  return schema_table<C>().keys;
+}
+
+// Config's keys in options.hpp order.
 const std::vector<KeySpec>& schema();
 
 // The entry for `name`, or nullptr.
-const KeySpec* find_key(std::string_view name);
+template <class C = Config>
+const KeySpecT<C>* find_key(std::string_view name);
 
-// Keys that ScaFFold's CLI and our run folders write into config.yaml; accepted and ignored.
+// Keys that run folders write into config.yaml; accepted and ignored.
+template <class C = Config>
 bool is_aux_key(std::string_view name);
 
 // Why an unknown key is unknown: a rename or replacement note, or a "did you mean" hint for a
 // known key within edit distance 2; "" when nothing is close.
+template <class C = Config>
 std::string unknown_key_hint(std::string_view name);
 
 // Float text that reads back to the identical double: Python's repr, with ".0" added before an

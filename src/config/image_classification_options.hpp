@@ -1,0 +1,55 @@
+// The image-classification configuration: CARAML's PyTorch ResNet benchmark (spec caraml.md
+// §1.5) with its defaults: SGD lr 0.01 with StepLR(10, 0.1), 5 warm-up and 100 timed epochs over
+// 9 000 + 1 000 synthetic 224x224 images. Built only by config/load (YAML + flags -> validated
+// struct); immutable afterwards. Checks that need the rank count or the device (the global batch
+// dividing over the ranks, tf32/fp16 needing CUDA) are the driver's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace scaffold::config {
+
+struct ImageClassificationConfig {
+  // Paths. base_run_dir and data_dir are resolved against the working directory at load time.
+  std::string base_run_dir = "image_classification_runs";  // parent of the run directories
+  std::string job_name = "image_classification";           // run directory prefix
+  std::string checkpoint_dir = "checkpoints";              // subdirectory of the run directory
+  std::string data_dir;  // dataset: folder: root holding train/ and val/ (one folder per class)
+
+  int64_t seed = 42;  // the single seed for everything
+
+  // Model and data.
+  std::string model = "resnet50";  // resnet18 | resnet34 | resnet50 | resnet101 | resnet152
+  int num_classes = 1000;          // classifier outputs
+  int image_size = 224;            // square input side, pixels
+  // synthetic (made on the host, CARAML's FakeData) | synthetic_device | folder (data_dir)
+  std::string dataset = "synthetic";
+  int synthetic_train_images = 9000;  // CARAML: 10 000 FakeData images split 9 000 / 1 000
+  int synthetic_val_images = 1000;
+  bool synthetic_separable = false;  // add a class-dependent signal (FakeData has none)
+  bool skip_bad_images = false;      // folder: skip unreadable images instead of failing
+
+  // Training.
+  int global_batch_size = 64;  // over all data-parallel ranks (the driver checks it divides)
+  int epochs = 100;            // timed epochs
+  int warmup_epochs = 5;       // trained (train + val) before the timed epochs, in no figure
+  double time_budget_s = 0.0;  // 0: none; else stop after the epoch in which it is passed
+  std::string optimizer = "SGD";
+  double learning_rate = 0.01;
+  double momentum = 0.9;
+  double weight_decay = 0.0001;
+  int lr_step_size = 10;            // StepLR: epochs between decays
+  double lr_gamma = 0.1;            // StepLR: decay factor
+  std::string precision = "fp32";   // fp32 | bf16 | tf32 | fp16 (tf32 and fp16 need CUDA)
+  bool channels_last = true;        // NHWC memory format (CARAML: on)
+  bool zero_init_residual = false;  // zero the last BatchNorm weight of each residual block
+
+  // Run.
+  int dataloader_num_workers = 2;  // data-loading workers per rank
+  std::string device = "auto";     // auto | cpu | cuda
+  int checkpoint_interval = -1;    // checkpoint every N epochs; <= 0 disables
+  int progress_timeout_s = 1800;   // end the job after this long without a step; 0: never
+};
+
+}  // namespace scaffold::config

@@ -1,0 +1,116 @@
+// Internal to config/: what every schema table is built from. bind_key ties a key to a member of
+// an option struct; the store/format rules (what counts as an integer, a number, a boolean, how
+// each type is written back) are shared by every struct, so all workloads read their files and
+// flags alike. Also the list of option structs the generic functions are instantiated for.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "config/image_classification_options.hpp"
+#include "config/options.hpp"
+#include "config/schema.hpp"
+
+namespace scaffold::config {
+
+// Every option struct with a schema: X(Struct) once each. Adding a workload adds one entry here
+// and one build_schema overload below.
+#define SCAFFOLD_CONFIG_STRUCTS(X) \
+  X(Config)                        \
+  X(ImageClassificationConfig)
+
+namespace rules {
+
+// ---- storing a RawValue into each member type (the error names what is expected) ----------
+Assigned store(const KeyInfo& spec, int64_t& out, const RawValue& v);
+Assigned store(const KeyInfo& spec, int& out, const RawValue& v);
+Assigned store(const KeyInfo& spec, double& out, const RawValue& v);
+Assigned store(const KeyInfo& spec, bool& out, const RawValue& v);
+Assigned store(const KeyInfo& spec, std::string& out, const RawValue& v);
+Assigned store(const KeyInfo& spec, std::vector<int>& out, const RawValue& v);
+
+// ---- writing each member type as YAML --------------------------------------------------------
+std::string format_value(const KeyInfo& spec, int64_t v);
+std::string format_value(const KeyInfo& spec, int v);
+std::string format_value(const KeyInfo& spec, double v);
+std::string format_value(const KeyInfo& spec, bool v);
+std::string format_value(const KeyInfo& spec, const std::string& v);
+std::string format_value(const KeyInfo& spec, const std::vector<int>& v);
+
+// The boolean a scalar's text stands for, as a boolean key reads it unquoted (0, 1, true, False,
+// ...); false when it is none of them.
+bool bool_text(std::string_view text, bool& value);
+
+// Lower case (ASCII), for choices given in any case.
+std::string lower(std::string_view s);
+
+template <typename T>
+constexpr Kind kind_of() {
+  if constexpr (std::is_same_v<T, bool>)
+    return Kind::kBool;
+  else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, int64_t>)
+    return Kind::kInteger;
+  else if constexpr (std::is_same_v<T, double>)
+    return Kind::kNumber;
+  else if constexpr (std::is_same_v<T, std::string>)
+    return Kind::kString;
+  else {
+    static_assert(std::is_same_v<T, std::vector<int>>, "no config kind for this member type");
+    return Kind::kIntList;
+  }
+}
+
+inline constexpr const char* kBoolAllowed = "0, 1, true or false";
+
+// One table entry bound to `member`; `ok` is the key's own range check (nullptr: any value).
+template <class C, typename T>
+KeySpecT<C> bind_key(const char* name, T C::*member, const char* help, std::string allowed,
+                     bool (*ok)(const T&) = nullptr) {
+  KeySpecT<C> spec;
+  spec.name = name;
+  spec.kind = kind_of<T>();
+  spec.help = help;
+  spec.allowed = std::move(allowed);
+  spec.assign = [member](const KeySpecT<C>& s, C& c, const RawValue& v) {
+    return store(s, c.*member, v);
+  };
+  // format receives the final entry, so flags set after bind_key (bool_as_word) take effect.
+  spec.format = [member](const KeySpecT<C>& s, const C& c) { return format_value(s, c.*member); };
+  spec.check = [member, ok, text = spec.allowed](const C& c) {
+    return ok == nullptr || ok(c.*member) ? std::string() : text;
+  };
+  if constexpr (std::is_same_v<T, std::string>)
+    spec.path = [member](C& c) -> std::string& { return c.*member; };
+  return spec;
+}
+
+// A path key: bound like any string key, and made absolute at load when not empty.
+template <class C>
+KeySpecT<C> bind_path(const char* name, std::string C::*member, const char* help,
+                      std::string allowed, bool (*ok)(const std::string&) = nullptr) {
+  KeySpecT<C> spec = bind_key(name, member, help, std::move(allowed), ok);
+  spec.absolute_path = true;
+  return spec;
+}
+
+// Range checks several tables share.
+bool non_empty(const std::string& s);
+bool plain_name(const std::string& s);  // non-empty, no '/': one path component
+bool at_least_0(const int& v);
+bool at_least_1(const int& v);
+bool bool_any(const bool& v);
+
+}  // namespace rules
+
+// Each struct's table, in its own file; schema_table<C>() builds it once.
+template <class C>
+struct SchemaFor {};
+SchemaT<Config> build_schema(SchemaFor<Config>);  // schema.cpp
+SchemaT<ImageClassificationConfig> build_schema(
+    SchemaFor<ImageClassificationConfig>);  // image_classification_schema.cpp
+
+}  // namespace scaffold::config
