@@ -1,0 +1,169 @@
+// End-to-end tests of `scaffold image_classification` at a tiny size: a ResNet-18 on separable
+// synthetic 32x32 images learns (validation accuracy far above chance), the run folder holds
+// epoch_stats.csv and summary.json whose figures follow CARAML's definitions from the rows, and
+// `scaffold report` prints the same numbers in CARAML's columns. Also: an image folder of PNG
+// files trains, and bad input fails with one clear message and no run folder.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "core/fs.hpp"
+#include "e2e/e2e_util.hpp"
+#include "workloads/image_classification/image_decode.hpp"
+#include "test_util.hpp"
+
+namespace scaffold {
+namespace {
+namespace fs = std::filesystem;
+using test::kBinary;
+using test::run_command;
+using test::TempDir;
+
+// 256 training and 64 validation images of 4 separable classes; 2 warm-up + 3 timed epochs.
+fs::path write_tiny_config(const fs::path& dir, const std::string& extra = "") {
+  const fs::path cfg = dir / "tiny_ic.yml";
+  std::ofstream(cfg) << "model: resnet18\nnum_classes: 4\nimage_size: 32\ndataset: synthetic\n"
+                     << "synthetic_train_images: 256\nsynthetic_val_images: 64\nsynthetic_separable: 1\n"
+                     << "global_batch_size: 32\nepochs: 3\nwarmup_epochs: 2\nlearning_rate: 0.05\n"
+                     << "dataloader_num_workers: 1\nchannels_last: 0\n"
+                     << "base_run_dir: " << (dir / "runs").string() << "\n"
+                     << extra;
+  return cfg;
+}
+
+double counter(const nlohmann::json& summary, const std::string& name) {
+  for (const auto& c : summary.at("counters"))
+    if (c.at("name") == name) return c.at("value").get<double>();
+  ADD_FAILURE() << "no counter " << name;
+  return 0.0;
+}
+
+TEST(ImageClassification, LearnsSeparableImagesAndRecordsCaramlFigures) {
+  TempDir dir;
+  const auto r = run_command(kBinary + " image_classification --threads 2 -c " + write_tiny_config(dir.path()).string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Average Images/s: "), std::string::npos) << r.output;
+  const fs::path run = test::only_run_dir(dir.path());
+  for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh", "system.json",
+                        "summary.json", "epoch_stats.csv"})
+    EXPECT_TRUE(fs::is_regular_file(run / f)) << f;
+
+  const auto rows = test::csv_rows(run / "epoch_stats.csv");
+  ASSERT_EQ(rows.size(), 1u + 2u + 3u) << "header, 2 warm-up and 3 timed epochs";
+  // Columns: epoch,warmup,train_loss,train_top1,val_loss,val_top1,val_top5,lr,duration_s,train_s,
+  // validation_s,train_images,val_images,median_step_s
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][0], std::to_string(i));
+    EXPECT_EQ(rows[i][1], i <= 2 ? "1" : "0") << "row " << i;
+    EXPECT_EQ(rows[i][11], "256");
+    EXPECT_EQ(rows[i][12], "64");
+  }
+  // Chance is 25 %: the separable set must be learnt.
+  const double last_top1 = std::stod(rows.back()[5]);
+  EXPECT_GT(last_top1, 0.6) << core::read_file(run / "epoch_stats.csv");
+  EXPECT_LT(std::stod(rows.back()[2]), std::stod(rows[1][2])) << "training loss falls";
+
+  // summary.json: CARAML's images/s recomputed here from the timed rows.
+  const nlohmann::json s = nlohmann::json::parse(core::read_file(run / "summary.json"));
+  EXPECT_EQ(s.at("workload"), "image_classification");
+  EXPECT_EQ(s.at("epochs"), 3);
+  EXPECT_EQ(s.at("warmup_epochs"), 2);
+  EXPECT_EQ(s.at("global_batch"), 32);
+  EXPECT_EQ(s.at("local_batch"), 32);
+  std::vector<double> per_epoch, train_per_epoch;
+  double time_s = 0;
+  for (std::size_t i = 3; i < rows.size(); ++i) {
+    per_epoch.push_back((256.0 + 64.0) / std::stod(rows[i][8]));
+    train_per_epoch.push_back(256.0 / std::stod(rows[i][9]));
+    time_s += std::stod(rows[i][8]);
+  }
+  const double mean = std::accumulate(per_epoch.begin(), per_epoch.end(), 0.0) / 3.0;
+  EXPECT_NEAR(counter(s, "images_per_s"), mean, 1e-9 * mean);
+  std::sort(train_per_epoch.begin(), train_per_epoch.end());
+  EXPECT_NEAR(counter(s, "train_images_per_s"), train_per_epoch[1], 1e-9 * train_per_epoch[1]);
+  EXPECT_NEAR(s.at("time_s").get<double>(), time_s, 1e-9 * time_s);
+  EXPECT_NEAR(counter(s, "val_top1"), last_top1, 1e-12);
+  EXPECT_EQ(counter(s, "parameters"), 11178564.0) << "ResNet-18 with 4 classes: 11,689,512 - 508 x 996";
+  EXPECT_NE(r.output.find(fmt::format("Average Images/s: {}", static_cast<long long>(mean))), std::string::npos)
+      << r.output;
+
+  // scaffold report: CARAML's columns with the same numbers.
+  const auto rep = run_command(kBinary + " report --format csv " + run.string());
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  std::istringstream lines(rep.output);
+  std::string header, row;
+  std::getline(lines, header);
+  std::getline(lines, row);
+  EXPECT_EQ(header.substr(0, 60), std::string("JobID,System,Version,Queue,Runtime(s),Model,Dataset,Nodes,Devices,").substr(0, 60));
+  EXPECT_NE(row.find(fmt::format(",{:.2f},", mean)), std::string::npos) << header << "\n" << row;
+  EXPECT_NE(row.find(",resnet18,synthetic,"), std::string::npos) << row;
+}
+
+TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
+  TempDir dir;
+  // Two classes told apart by brightness, 8 training and 4 validation images each.
+  const fs::path data = dir.path() / "images";
+  for (const char* split : {"train", "val"})
+    for (const char* cls : {"dark", "light"}) fs::create_directories(data / split / cls);
+  const auto write_png = [](const fs::path& file, int value) {
+    imgcls::Image image;
+    image.width = 40;
+    image.height = 30;
+    image.channels = 3;
+    image.pixels.assign(40 * 30 * 3, static_cast<uint8_t>(value));
+    imgcls::encode_png(image, file);
+  };
+  for (int i = 0; i < 8; ++i) {
+    write_png(data / "train" / "dark" / fmt::format("{}.png", i), 20 + i);
+    write_png(data / "train" / "light" / fmt::format("{}.png", i), 220 - i);
+  }
+  for (int i = 0; i < 4; ++i) {
+    write_png(data / "val" / "dark" / fmt::format("{}.png", i), 30 + i);
+    write_png(data / "val" / "light" / fmt::format("{}.png", i), 210 - i);
+  }
+  const fs::path cfg = write_tiny_config(dir.path(), "dataset: folder\ndata_dir: " + data.string() +
+                                                         "\nnum_classes: 2\nglobal_batch_size: 4\n");
+  const auto r = run_command(kBinary + " image_classification --threads 2 --epochs 2 --warmup-epochs 1 -c " +
+                             cfg.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = test::csv_rows(test::only_run_dir(dir.path()) / "epoch_stats.csv");
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[1][11], "16");
+  EXPECT_EQ(rows[1][12], "8");
+
+  // A class count that does not match the folders, and a corrupt image: one clear error each.
+  const auto wrong = run_command(kBinary + " image_classification --threads 1 --num-classes 3 -c " + cfg.string());
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("holds 2 class folders but num_classes is 3"), std::string::npos) << wrong.output;
+  std::ofstream(data / "train" / "dark" / "broken.png") << "not a png";
+  const auto broken = run_command(kBinary + " image_classification --threads 1 --epochs 1 --warmup-epochs 0 -c " +
+                                  cfg.string());
+  EXPECT_EQ(broken.exit_code, 1) << broken.output;
+  EXPECT_NE(broken.output.find("broken.png"), std::string::npos) << broken.output;
+  const auto skipped = run_command(kBinary + " image_classification --threads 1 --epochs 1 --warmup-epochs 0 "
+                                   "--skip-bad-images 1 -c " + cfg.string());
+  EXPECT_EQ(skipped.exit_code, 0) << skipped.output;
+  EXPECT_NE(skipped.output.find("unreadable image(s) were skipped"), std::string::npos) << skipped.output;
+}
+
+TEST(ImageClassification, BadInputIsOneClearErrorAndNoRunFolder) {
+  TempDir dir;
+  const fs::path cfg = write_tiny_config(dir.path());
+  const auto model = run_command(kBinary + " image_classification --model resnet19 -c " + cfg.string());
+  EXPECT_EQ(model.exit_code, 1) << model.output;
+  EXPECT_NE(model.output.find("model"), std::string::npos) << model.output;
+  EXPECT_NE(model.output.find("resnet19"), std::string::npos) << model.output;
+  const auto batch = run_command(test::mpiexec(2) + kBinary + " image_classification --global-batch-size 33 -c " +
+                                 cfg.string());
+  EXPECT_NE(batch.exit_code, 0) << batch.output;
+  EXPECT_NE(batch.output.find("global_batch_size 33 does not split over 2"), std::string::npos) << batch.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "runs")) << "nothing written before the checks";
+}
+
+}  // namespace
+}  // namespace scaffold
