@@ -213,6 +213,8 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
   const auto batch_size = options_.local_batch_size;
   if (max_batches >= 0)
     indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
+  // Every replica holds the same number of indices (DistributedSampler pads), so all drop alike.
+  if (options_.drop_last) indices.resize(indices.size() / static_cast<std::size_t>(batch_size) * batch_size);
   // Augmentation is keyed by (seed, epoch, example), the same for any number of loader threads.
   dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers, device_.is_cuda(),
                               core::stream_key({options_.seed, static_cast<uint64_t>(epoch), 0x747261696eULL}));

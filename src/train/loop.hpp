@@ -94,6 +94,9 @@ struct LoopOptions {
   int64_t checkpoint_interval = -1;  // <= 0: no checkpoints
   std::filesystem::path checkpoint_dir;
   uint64_t seed = 42;  // data order and augmentation per epoch
+  // torch DataLoader's drop_last for the training pass: a last partial batch is not trained on
+  // (BatchNorm cannot train on one example; every step then has the configured batch).
+  bool drop_last = false;
   int loader_workers = 1;
   // DDP's broadcast_buffers: rank 0's buffers (BatchNorm running statistics) before every step.
   bool broadcast_buffers = false;

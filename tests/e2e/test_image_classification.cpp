@@ -5,6 +5,7 @@
 // files trains, and bad input fails with one clear message and no run folder.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -126,10 +127,11 @@ TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
     write_png(data / "val" / "dark" / fmt::format("{}.png", i), 30 + i);
     write_png(data / "val" / "light" / fmt::format("{}.png", i), 210 - i);
   }
-  const fs::path cfg = write_tiny_config(dir.path(), "dataset: folder\ndata_dir: " + data.string() +
-                                                         "\nnum_classes: 2\nglobal_batch_size: 4\n");
-  const auto r = run_command(kBinary + " image_classification --threads 2 --epochs 2 --warmup-epochs 1 -c " +
-                             cfg.string());
+  // A second config file layered over the tiny one (later files win key by key).
+  const fs::path folder_cfg = dir.path() / "folder.yml";
+  std::ofstream(folder_cfg) << "dataset: folder\ndata_dir: " << data.string() << "\nnum_classes: 2\nglobal_batch_size: 4\n";
+  const std::string cfg = write_tiny_config(dir.path()).string() + " -c " + folder_cfg.string();
+  const auto r = run_command(kBinary + " image_classification --threads 2 --epochs 2 --warmup-epochs 1 -c " + cfg);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto rows = test::csv_rows(test::only_run_dir(dir.path()) / "epoch_stats.csv");
   ASSERT_EQ(rows.size(), 4u);
@@ -137,16 +139,15 @@ TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
   EXPECT_EQ(rows[1][12], "8");
 
   // A class count that does not match the folders, and a corrupt image: one clear error each.
-  const auto wrong = run_command(kBinary + " image_classification --threads 1 --num-classes 3 -c " + cfg.string());
+  const auto wrong = run_command(kBinary + " image_classification --threads 1 --num-classes 3 -c " + cfg);
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
   EXPECT_NE(wrong.output.find("holds 2 class folders but num_classes is 3"), std::string::npos) << wrong.output;
   std::ofstream(data / "train" / "dark" / "broken.png") << "not a png";
-  const auto broken = run_command(kBinary + " image_classification --threads 1 --epochs 1 --warmup-epochs 0 -c " +
-                                  cfg.string());
+  const auto broken = run_command(kBinary + " image_classification --threads 1 --epochs 1 --warmup-epochs 0 -c " + cfg);
   EXPECT_EQ(broken.exit_code, 1) << broken.output;
   EXPECT_NE(broken.output.find("broken.png"), std::string::npos) << broken.output;
   const auto skipped = run_command(kBinary + " image_classification --threads 1 --epochs 1 --warmup-epochs 0 "
-                                   "--skip-bad-images 1 -c " + cfg.string());
+                                   "--skip-bad-images 1 -c " + cfg);
   EXPECT_EQ(skipped.exit_code, 0) << skipped.output;
   EXPECT_NE(skipped.output.find("unreadable image(s) were skipped"), std::string::npos) << skipped.output;
 }

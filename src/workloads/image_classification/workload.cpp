@@ -215,6 +215,7 @@ int run(cli::RunContext& ctx, const Args& args) {
     lo.seed = static_cast<uint64_t>(cfg.seed);
     lo.loader_workers = cfg.dataloader_num_workers;
     lo.broadcast_buffers = true;
+    lo.drop_last = true;  // a last partial training batch is skipped (BatchNorm needs > 1 example)
     lo.loss_scaling = cfg.precision == "fp16";
     lo.profiler = &profiler;
     train::LoopParallelism lp;
