@@ -59,20 +59,6 @@ struct BenchmarkArgs {
   std::vector<std::string> argv;  // the command line after the executable, for restart.sh
 };
 
-// The run folder request of this run (suite/run_folder.hpp).
-suite::RunFolderRequest run_folder_request(const config::Config& cfg, const BenchmarkArgs& args) {
-  suite::RunFolderRequest r;
-  r.base_run_dir = cfg.base_run_dir;
-  r.job_name = cfg.job_name;
-  r.checkpoint_dir = cfg.checkpoint_dir;
-  r.config_yaml = config::to_yaml(cfg);
-  r.base_config_file = args.config.files.front();
-  r.flag_lines = suite::override_lines(args.config.given_flags());
-  r.resume_dir = args.run_dir;
-  r.argv = args.argv;
-  return r;
-}
-
 void log_summary(const config::Config& cfg, const train::TrainResult& result,
                  const std::vector<report::EpochRecord>& records, const suite::PhaseDriver& phases,
                  const model::UNetOptions& model_options, int64_t params, const c10::Device& device,
@@ -315,7 +301,8 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   // init: the config, the process grid, the run folder and its context.
   const config::Config cfg = load_config_everywhere(ctx.comm, args.config);
   const dist::ProcessGrid grid = checked_process_grid(ctx.comm, cfg);
-  const fs::path run_dir = suite::prepare_run_folder(ctx.comm, run_folder_request(cfg, args));
+  const fs::path run_dir = suite::prepare_run_folder(
+      ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
   LOG_INFO("benchmark: run folder {}", run_dir.string());
   const c10::Device device = train::resolve_device(cfg.device);
   {
