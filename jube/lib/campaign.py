@@ -112,17 +112,20 @@ def run_tags(rundir):
     return sorted((tag.text or "").strip() for tag in selection.findall("tag"))
 
 
-def select_system(rundir, table_path):
-    """The system named by the run's tags: exactly one table entry, or none for `local`."""
+def select_system(rundir, table_path, campaign_tags=""):
+    """The system named by the run's tags: exactly one table entry, or none for `local`.
+    `campaign_tags` (space separated) are the tags the campaign accepts besides a system name
+    and the MODIFIER_TAGS; any other tag is an error."""
     table = load_table(table_path)
     tags = run_tags(rundir)
+    known = list(MODIFIER_TAGS) + [t for t in str(campaign_tags).split() if t not in MODIFIER_TAGS]
     systems = [tag for tag in tags if tag in table]
-    unknown = [tag for tag in tags if tag not in table and tag not in MODIFIER_TAGS]
+    unknown = [tag for tag in tags if tag not in table and tag not in known]
     if unknown:
         _fail("unknown tag(s) {0}: not a system of {1} (systems: {2}) nor a campaign tag ({3}). "
               "Add an entry to the table to benchmark a new system.".format(
                   ", ".join("'{0}'".format(t) for t in unknown), table_path,
-                  ", ".join(sorted(table)), ", ".join(MODIFIER_TAGS)))
+                  ", ".join(sorted(table)), ", ".join(known)))
     if len(systems) > 1:
         _fail("tags select several systems ({0}); give one".format(", ".join(systems)))
     if systems:
