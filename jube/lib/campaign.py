@@ -16,6 +16,7 @@ import yaml
 MODIFIER_TAGS = ("dryrun",)
 DEFAULT_SYSTEM = "local"
 SCHEDULERS = ("none", "slurm")
+DEVICES = ("auto", "cpu", "cuda")  # scaffold's --device values
 
 # field: (type, default); a default of None marks a required field.
 FIELDS = {
@@ -37,6 +38,8 @@ FIELDS = {
     "setup": (list, []),
     "data_dir": (str, ""),
     "scaffold": (str, ""),
+    "nodes": (int, 1),
+    "device": (str, "auto"),
 }
 OPTIONAL_NONE = ("launcher_one_rank",)
 
@@ -80,8 +83,12 @@ def _check_entry(path, name, entry):
     if out["scheduler"] not in SCHEDULERS:
         _fail("{0}: scheduler '{1}' is not one of {2}".format(
             where, out["scheduler"], ", ".join(SCHEDULERS)))
-    if out["devices_per_node"] < 1 or out["prep_ranks"] < 1 or out["cpus_per_rank"] < 0:
-        _fail("{0}: devices_per_node and prep_ranks must be >= 1, cpus_per_rank >= 0".format(where))
+    if out["devices_per_node"] < 1 or out["prep_ranks"] < 1 or out["cpus_per_rank"] < 0 or \
+            out["nodes"] < 1:
+        _fail("{0}: devices_per_node, prep_ranks and nodes must be >= 1, cpus_per_rank >= 0".format(
+            where))
+    if out["device"] not in DEVICES:
+        _fail("{0}: device '{1}' is not one of {2}".format(where, out["device"], ", ".join(DEVICES)))
     return out
 
 
@@ -187,13 +194,53 @@ def replicas(ranks, shards):
     return int(ranks) // product
 
 
+def split_batch(global_batch, parts, over):
+    """global_batch / parts, which must divide evenly; `over` says what the parts are."""
+    if int(parts) < 1 or int(global_batch) < 1 or int(global_batch) % int(parts):
+        _fail("the global batch {0} does not split over {1} {2}".format(global_batch, parts, over))
+    return int(global_batch) // int(parts)
+
+
 def local_batch_for_global(global_batch, ranks, shards):
     """Strong scaling: the local batch that keeps the global batch constant."""
     reps = replicas(ranks, shards)
-    if int(global_batch) % reps:
-        _fail("the global batch {0} does not split over {1} data-parallel replicas "
-              "(ranks={2}, dc_num_shards '{3}')".format(global_batch, reps, ranks, shards))
-    return int(global_batch) // reps
+    return split_batch(global_batch, reps, "data-parallel replicas (ranks={0}, dc_num_shards "
+                       "'{1}')".format(ranks, shards))
+
+
+def whole_node_ranks(table_path, system):
+    """Ranks of a campaign on whole nodes (image classification, as CARAML sizes it): the
+    system's `nodes` x `devices_per_node`, one rank per device."""
+    sysentry = entry(table_path, system)
+    return sysentry["nodes"] * sysentry["devices_per_node"]
+
+
+def batch_per_device(global_batch, ranks, table_path, system):
+    """CARAML's BatchSize/Device = global batch / devices (one rank per device), a whole
+    number >= 1."""
+    node_count, per_node = layout(table_path, system, ranks)
+    return split_batch(global_batch, ranks, "devices ({0} node(s) x {1} of system '{2}'): "
+                       "BatchSize/Device = GlobalBatchSize / devices must be a whole number "
+                       ">= 1".format(node_count, per_node, system))
+
+
+def default_precision(table_path, system):
+    """CARAML's default fp16 where the system trains on CUDA devices, else fp32 (fp16 and tf32
+    need CUDA)."""
+    return "fp16" if entry(table_path, system)["device"] == "cuda" else "fp32"
+
+
+def device_flag(table_path, system):
+    """--device of the system ('' for auto: scaffold picks CUDA when there is one)."""
+    device = entry(table_path, system)["device"]
+    return "" if device == "auto" else "--device " + device
+
+
+def workers_flag(table_path, system):
+    """CARAML's data-loader workers, threads / 4 per rank ('' without cpus_per_rank: the
+    config's dataloader_num_workers)."""
+    cpus = entry(table_path, system)["cpus_per_rank"]
+    return "--dataloader-num-workers {0}".format(max(1, cpus // 4)) if cpus > 0 else ""
 
 
 def layout(table_path, system, ranks):
