@@ -1,6 +1,7 @@
 """System table and job-script pieces for the scaffold JUBE campaigns.
 
-JUBE evaluates the python-mode parameters of jube/scaffold.yaml by calling these functions
+JUBE evaluates the python-mode parameters of jube/common.yaml, jube/scaffold.yaml and
+jube/image_classification.yaml by calling these functions
 (`runpy.run_path` of this file) inside its own interpreter, which always has PyYAML because
 JUBE's YAML input needs it. Everything here is a pure function of its arguments, the system
 table and the run's stored tags; every user mistake raises ValueError with a message that
@@ -12,7 +13,8 @@ import xml.etree.ElementTree as ET
 
 import yaml
 
-# Tags the campaign files understand besides the system names of the table.
+# Tags every campaign understands besides the system names of the table; a campaign adds its
+# own through select_system's campaign_tags.
 MODIFIER_TAGS = ("dryrun",)
 DEFAULT_SYSTEM = "local"
 SCHEDULERS = ("none", "slurm")
