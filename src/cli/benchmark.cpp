@@ -44,6 +44,7 @@
 #include "suite/phases.hpp"
 #include "suite/record.hpp"
 #include "suite/run_folder.hpp"
+#include "suite/stop_signals.hpp"
 #include "train/device_memory.hpp"
 #include "train/trainer.hpp"
 
@@ -264,7 +265,8 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
   for (const auto& e : records) total_s += e.epoch_duration_s;
   const int64_t steps = records.empty() ? 0 : records.back().total_optimizer_steps;
   const int64_t global_batch = int64_t{cfg.local_batch_size} * grid.replicas();
-  r.status = result.converged ? "reached_target" : "not_reached";
+  r.status = result.converged ? report::kStatusReachedTarget
+                              : (result.stopped ? report::kStatusTimeLimit : report::kStatusNotReached);
   r.global_batch = global_batch;
   r.local_batch = cfg.local_batch_size;
   r.precision = cfg.torch_amp ? "bf16" : "fp32";
@@ -308,6 +310,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
                              profile_options.schedule);
   if (profiler.enabled()) profile::record_torch_operators(profiler, profile_options);
   suite::PhaseDriver phases(&profiler);
+  suite::install_stop_signals();
 
   // init: the config, the process grid, the run folder and its context.
   const config::Config cfg = load_config_everywhere(ctx.comm, args.config);
@@ -400,11 +403,14 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
                           fmt::format("v={}, c={}, u={}", cfg.vol_size(), cfg.n_categories, cfg.unet_layers()));
     log_summary(cfg, result, records, phases, m.options, m.params, device, grid, comm_times);
     if (energy.active()) log_energy(cfg, result, records, energy_rows, grid.replicas());
+    if (result.stopped)
+      LOG_WARN("stopped by {} after epoch {}: the files are complete up to that epoch; {} resumes the run",
+               suite::signal_name(result.stop_signal), result.last_epoch, (run_dir / "restart.sh").string());
     report::write_summary_json(
         run_dir, benchmark_record(cfg, run_dir, result, records, energy_rows, energy.active(), ctx.comm, grid, device,
                                   ctx.threads, m.params, model::unet_forward_flops(m.options, cfg.vol_size()), phases));
   }
-  return 0;
+  return result.stopped ? suite::kExitStoppedBySignal : 0;
 }
 
 }  // namespace

@@ -17,9 +17,11 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
 #include "core/rng.hpp"
+#include "core/stop.hpp"
 #include "core/stats.hpp"
 #include "core/timer.hpp"
 #include "dataset/sampler.hpp"
@@ -164,6 +166,13 @@ bool TrainingLoop::unscale_gradients() {
   return true;
 }
 
+bool TrainingLoop::stop_agreed() {
+  double signal = core::stop_signal();
+  if (comm_.size() > 1) comm_.allreduce_max(&signal, 1);
+  stop_signal_ = static_cast<int>(signal);
+  return stop_signal_ != 0;
+}
+
 void TrainingLoop::train_step(const dataset::Batch& host_batch, at::Tensor* sums) {
   profile::Profiler* prof = options_.profiler;
   SCAFFOLD_PROFILE_REGION(prof, "run_training_batch");
@@ -213,6 +222,8 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
   const auto batch_size = options_.local_batch_size;
   if (max_batches >= 0)
     indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
+  // Every replica holds the same number of indices (DistributedSampler pads), so all drop alike.
+  if (options_.drop_last) indices.resize(indices.size() / static_cast<std::size_t>(batch_size) * batch_size);
   // Augmentation is keyed by (seed, epoch, example), the same for any number of loader threads.
   dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers, device_.is_cuda(),
                               core::stream_key({options_.seed, static_cast<uint64_t>(epoch), 0x747261696eULL}));
@@ -241,6 +252,7 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
     out.samples += static_cast<double>(batch.ids.size());
     ++out.steps;
     progress.add();
+    if (stop_agreed()) break;  // the step in flight is done; the rest of the epoch is not run
   }
   out.sums = host_doubles(sums);
   return out;
@@ -376,6 +388,7 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
     LoopEpoch st;
     st.start_mono_s = core::monotonic_s();
     st.train = train_epoch(epoch, -1, &st.step_times_s);
+    if (stop_signal_ != 0) break;  // stopped mid-epoch: not validated, not reported
     st.train_s = epoch_clock.elapsed_s();
     st.validation_start_mono_s = core::monotonic_s();
     st.val = validate(-1);
@@ -422,12 +435,27 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
       save("checkpoint_last");
       if (best) save("checkpoint_best");
       saved_last_epoch = true;
+      unsaved_epoch_state_.clear();
+    } else if (options_.checkpoint_interval > 1 && comm_.rank() == 0) {
+      unsaved_epoch_state_ = serialize_state(task_.module(), *optimizer_, counters_);
     }
     stop_value = st.metrics.stop_value;
     ++result.epochs_run;
     ++epoch;
   }
-  if (options_.checkpoint_interval > 0 && !saved_last_epoch) save("checkpoint_last");
+  if (stop_signal_ != 0) {
+    // The last completed epoch's state, not the partial epoch's: a restart then continues
+    // exactly as an uninterrupted run would from that epoch.
+    // (With checkpoint_interval 1 every completed epoch is already saved.)
+    if (!unsaved_epoch_state_.empty()) {
+      core::create_directories(options_.checkpoint_dir);
+      core::write_file_atomic(options_.checkpoint_dir / "checkpoint_last", unsaved_epoch_state_);
+    }
+    result.stopped = true;
+    result.stop_signal = stop_signal_;
+  } else if (options_.checkpoint_interval > 0 && !saved_last_epoch) {
+    save("checkpoint_last");
+  }
   comm_.barrier();
   result.converged = reached(stop_value);
   result.last_epoch = counters_.epoch;

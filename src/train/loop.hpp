@@ -94,6 +94,9 @@ struct LoopOptions {
   int64_t checkpoint_interval = -1;  // <= 0: no checkpoints
   std::filesystem::path checkpoint_dir;
   uint64_t seed = 42;  // data order and augmentation per epoch
+  // torch DataLoader's drop_last for the training pass: a last partial batch is not trained on
+  // (BatchNorm cannot train on one example; every step then has the configured batch).
+  bool drop_last = false;
   int loader_workers = 1;
   // DDP's broadcast_buffers: rank 0's buffers (BatchNorm running statistics) before every step.
   bool broadcast_buffers = false;
@@ -139,6 +142,10 @@ struct LoopEpoch {
 
 struct LoopResult {
   bool converged = false;   // the target was set and reached
+  // A stop was requested (core/stop.hpp: the scheduler's warning signal) and agreed by every
+  // rank: the step in flight finished, the rest of that epoch was not run and is not reported.
+  bool stopped = false;
+  int stop_signal = 0;
   int64_t skipped_steps = 0;  // steps the loss scaler skipped (non-finite gradients)
   int64_t epochs_run = 0;   // epochs in this process, warm-up epochs included
   int64_t timed_epochs = 0;
@@ -187,6 +194,8 @@ class TrainingLoop {
   void save(const std::string& name);
   void check_replicas_agree(int64_t epoch);
   void broadcast_buffers();
+  // Whether any rank was asked to stop (collective on multi-rank runs: one small all-reduce).
+  bool stop_agreed();
   // Loss scaling: false (and the scale lowered) when a gradient is not finite; else unscales them.
   bool unscale_gradients();
 
@@ -208,6 +217,10 @@ class TrainingLoop {
   double loss_scale_ = 65536.0;
   int64_t good_steps_ = 0;     // since the loss scale last changed
   int64_t skipped_steps_ = 0;
+  int stop_signal_ = 0;  // agreed stop request (0: none)
+  // The state after the last completed epoch that no checkpoint holds yet (checkpoint_interval
+  // > 1), so a stop mid-epoch can still save it; empty otherwise.
+  std::string unsaved_epoch_state_;
   double warmup_start_mono_s_ = 0.0;
   double warmup_end_mono_s_ = 0.0;
 };

@@ -238,6 +238,8 @@ TrainResult Trainer::run(const std::function<void(const EpochStats&)>& on_epoch)
   });
   TrainResult result;
   result.converged = r.converged;
+  result.stopped = r.stopped;
+  result.stop_signal = r.stop_signal;
   result.epochs_run = r.epochs_run;
   result.last_epoch = r.last_epoch;
   result.total_optimizer_steps = r.total_optimizer_steps;

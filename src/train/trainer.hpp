@@ -88,6 +88,8 @@ struct EpochStats {
 
 struct TrainResult {
   bool converged = false;
+  bool stopped = false;  // stopped early by a signal (core/stop.hpp); see LoopResult
+  int stop_signal = 0;
   int64_t epochs_run = 0;            // epochs in this process (after a restart: since it)
   int64_t last_epoch = 0;
   int64_t total_optimizer_steps = 0;

@@ -3,8 +3,13 @@
 // epoch k and restarted through restart.sh writes the same rows as an uninterrupted run.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <regex>
 #include <sstream>
 
@@ -76,6 +81,52 @@ TEST(Benchmark, RestartFromACheckpointContinuesTheSameRun) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
 
+  const auto a = test::csv_rows(test::only_run_dir(full_dir.path()) / "train_stats.csv");
+  const auto b = test::csv_rows(run / "train_stats.csv");
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u) << core::read_file(run / "train_stats.csv");
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t c = 0; c < a[i].size(); ++c) {
+      if (i > 0 && c == 7) continue;  // epoch_duration is a wall time
+      EXPECT_EQ(a[i][c], b[i][c]) << "row " << i << " column " << c;
+    }
+}
+
+// SIGTERM (or the scheduler's warning signal) mid-epoch: the step in flight finishes, the run
+// exits 3 with train_stats.csv and summary.json complete up to the last finished epoch, whose
+// state is saved although checkpoint_interval (3) did not fall on it; restart.sh then writes the
+// same rows as an uninterrupted run.
+TEST(Benchmark, ASignalStopsCleanlyAndTheRestartEqualsAnUninterruptedRun) {
+  TempDir full_dir, cut_dir;
+  const std::string common = "checkpoint_interval: 3\ntarget_dice: 0.999\n";
+  auto full = run_command(kBinary + " benchmark --threads 1 --epochs 4 -c " +
+                          test::write_tiny_benchmark_config(full_dir.path(), common).string());
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const pid_t pid = test::spawn_scaffold(
+      {"benchmark", "--threads", "1", "-c", test::write_tiny_benchmark_config(cut_dir.path(), common).string()});
+  ASSERT_GT(pid, 0);
+  fs::path run;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(cut_dir.path() / "runs"))
+      for (const auto& e : fs::directory_iterator(cut_dir.path() / "runs")) run = e.path();
+    if (!run.empty() && fs::exists(run / "train_stats.csv") && test::csv_rows(run / "train_stats.csv").size() >= 3)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(run.empty());
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping";
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  const auto cut = test::csv_rows(run / "train_stats.csv");
+  ASSERT_GE(cut.size(), 3u);
+  ASSERT_LE(cut.size(), 4u) << "stopped in epoch 3 or just after it";
+  EXPECT_NE(core::read_file(run / "summary.json").find("\"status\": \"time_limit\""), std::string::npos)
+      << core::read_file(run / "summary.json");
+  const auto resumed = run_command("bash " + (run / "restart.sh").string() + " --epochs 4");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   const auto a = test::csv_rows(test::only_run_dir(full_dir.path()) / "train_stats.csv");
   const auto b = test::csv_rows(run / "train_stats.csv");
   ASSERT_EQ(a.size(), 5u);

@@ -5,10 +5,16 @@
 // files trains, and bad input fails with one clear message and no run folder.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/wait.h>
+
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <numeric>
 
@@ -126,10 +132,11 @@ TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
     write_png(data / "val" / "dark" / fmt::format("{}.png", i), 30 + i);
     write_png(data / "val" / "light" / fmt::format("{}.png", i), 210 - i);
   }
-  const fs::path cfg = write_tiny_config(dir.path(), "dataset: folder\ndata_dir: " + data.string() +
-                                                         "\nnum_classes: 2\nglobal_batch_size: 4\n");
-  const auto r = run_command(kBinary + " image_classification --threads 2 --epochs 2 --warmup-epochs 1 -c " +
-                             cfg.string());
+  // A second config file layered over the tiny one (later files win key by key).
+  const fs::path folder_cfg = dir.path() / "folder.yml";
+  std::ofstream(folder_cfg) << "dataset: folder\ndata_dir: " << data.string() << "\nnum_classes: 2\nglobal_batch_size: 4\n";
+  const std::string cfg = write_tiny_config(dir.path()).string() + " -c " + folder_cfg.string();
+  const auto r = run_command(kBinary + " image_classification --threads 2 --epochs 2 --warmup-epochs 1 -c " + cfg);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto rows = test::csv_rows(test::only_run_dir(dir.path()) / "epoch_stats.csv");
   ASSERT_EQ(rows.size(), 4u);
@@ -137,18 +144,67 @@ TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
   EXPECT_EQ(rows[1][12], "8");
 
   // A class count that does not match the folders, and a corrupt image: one clear error each.
-  const auto wrong = run_command(kBinary + " image_classification --threads 1 --num-classes 3 -c " + cfg.string());
+  const auto wrong = run_command(kBinary + " image_classification --threads 1 --num-classes 3 -c " + cfg);
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
   EXPECT_NE(wrong.output.find("holds 2 class folders but num_classes is 3"), std::string::npos) << wrong.output;
   std::ofstream(data / "train" / "dark" / "broken.png") << "not a png";
-  const auto broken = run_command(kBinary + " image_classification --threads 1 --epochs 1 --warmup-epochs 0 -c " +
-                                  cfg.string());
+  const auto broken = run_command(kBinary + " image_classification --threads 1 --epochs 1 --warmup-epochs 0 -c " + cfg);
   EXPECT_EQ(broken.exit_code, 1) << broken.output;
   EXPECT_NE(broken.output.find("broken.png"), std::string::npos) << broken.output;
   const auto skipped = run_command(kBinary + " image_classification --threads 1 --epochs 1 --warmup-epochs 0 "
-                                   "--skip-bad-images 1 -c " + cfg.string());
+                                   "--skip-bad-images 1 -c " + cfg);
   EXPECT_EQ(skipped.exit_code, 0) << skipped.output;
   EXPECT_NE(skipped.output.find("unreadable image(s) were skipped"), std::string::npos) << skipped.output;
+}
+
+// The scheduler's warning signal (SIGUSR2) mid-run: the step in flight finishes, the epochs done
+// so far are complete on disk, the record says time_limit, the exit status is 3, and restart.sh
+// continues from the last completed epoch (saved at the stop although checkpoint_interval is 2).
+TEST(ImageClassification, AWarningSignalStopsCleanlyAndRestartResumes) {
+  TempDir dir;
+  const fs::path cfg = write_tiny_config(dir.path(), "checkpoint_interval: 2\n");
+  const pid_t pid = test::spawn_scaffold({"image_classification", "--threads", "1", "--epochs", "50", "-c",
+                                          cfg.string()});
+  ASSERT_GT(pid, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  fs::path run;
+  // Wait for epoch 3 (the first timed one) to be on disk, then send the warning.
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(dir.path() / "runs")) {
+      for (const auto& e : fs::directory_iterator(dir.path() / "runs")) run = e.path();
+      if (!run.empty() && fs::exists(run / "epoch_stats.csv") && test::csv_rows(run / "epoch_stats.csv").size() >= 4)
+        break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(run.empty());
+  ::kill(pid, SIGUSR2);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal instead of stopping";
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  const auto rows = test::csv_rows(run / "epoch_stats.csv");
+  ASSERT_GE(rows.size(), 4u);
+  const long long done = std::stoll(rows.back()[0]);
+  EXPECT_EQ(done, static_cast<long long>(rows.size() - 1)) << "consecutive epochs";
+  EXPECT_LT(done, 52) << "stopped before the end";
+  const nlohmann::json s = nlohmann::json::parse(core::read_file(run / "summary.json"));
+  EXPECT_EQ(s.at("status"), "time_limit");
+  EXPECT_EQ(s.at("epochs").get<long long>(), done - 2);
+  EXPECT_TRUE(fs::exists(run / "checkpoints" / "checkpoint_last"));
+
+  // Resume: the epochs continue from the stop (2 warm-up + 50 timed in the original command,
+  // here capped at done + 1 timed epoch more).
+  const auto resumed =
+      run_command("bash " + (run / "restart.sh").string() + " --epochs " + std::to_string(done - 2 + 1));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find(fmt::format("resumed from {}", (run / "checkpoints" / "checkpoint_last").string())),
+            std::string::npos)
+      << resumed.output;
+  const auto after = test::csv_rows(run / "epoch_stats.csv");
+  ASSERT_EQ(after.size(), rows.size() + 1) << core::read_file(run / "epoch_stats.csv");
+  EXPECT_EQ(std::stoll(after.back()[0]), done + 1);
+  for (std::size_t i = 1; i < rows.size(); ++i) EXPECT_EQ(after[i], rows[i]) << "row " << i << " kept";
 }
 
 TEST(ImageClassification, BadInputIsOneClearErrorAndNoRunFolder) {

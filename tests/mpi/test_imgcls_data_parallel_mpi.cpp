@@ -44,7 +44,7 @@ TEST(ImageClassificationDataParallel, ReplicasEqualOneProcessAveragingTheirHalfB
   constexpr int64_t kLocal = 2;
   imgcls::SyntheticImagesOptions so;
   so.count = P * kLocal;  // one step per epoch
-  so.image_size = 32;
+  so.image_size = 64;  // 2x2 at the last stage: BatchNorm over 8 values, not 2
   so.num_classes = 5;
   so.seed = kSeed;
   const imgcls::SyntheticImages train_set(so);

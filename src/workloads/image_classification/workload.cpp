@@ -9,6 +9,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -32,6 +33,7 @@
 #include "suite/phases.hpp"
 #include "suite/record.hpp"
 #include "suite/run_folder.hpp"
+#include "suite/stop_signals.hpp"
 #include "train/device_memory.hpp"
 #include "train/loop.hpp"
 #include "workloads/image_classification/image_folder.hpp"
@@ -147,6 +149,7 @@ int run(cli::RunContext& ctx, const Args& args) {
   profile::Profiler profiler(profile::profiles_this_rank(profile_options, ctx.comm.local_rank()),
                              profile_options.schedule);
   suite::PhaseDriver phases(&profiler);
+  suite::install_stop_signals();
 
   // init: config, layout, run folder, context.
   const ImageClassificationConfig cfg = cli::load_config_everywhere_as<ImageClassificationConfig>(ctx.comm, args.config);
@@ -215,6 +218,7 @@ int run(cli::RunContext& ctx, const Args& args) {
     lo.seed = static_cast<uint64_t>(cfg.seed);
     lo.loader_workers = cfg.dataloader_num_workers;
     lo.broadcast_buffers = true;
+    lo.drop_last = true;  // a last partial training batch is skipped (BatchNorm needs > 1 example)
     lo.loss_scaling = cfg.precision == "fp16";
     lo.profiler = &profiler;
     train::LoopParallelism lp;
@@ -281,7 +285,22 @@ int run(cli::RunContext& ctx, const Args& args) {
   const auto energy_rows = energy.finish(run_dir, start.epoch + 1);
   profiler.finish();
 
-  if (ctx.comm.rank() == 0) {
+  const bool any_timed = std::any_of(rows.begin(), rows.end(), [](const EpochRow& r) { return !r.warmup; });
+  if (ctx.comm.rank() == 0 && !any_timed) {
+    // Stopped before the first timed epoch ended: nothing to report but the reason.
+    LOG_WARN("stopped by {} before any timed epoch finished: no figures; {} resumes the run",
+             suite::signal_name(result.stop_signal), (run_dir / "restart.sh").string());
+    report::RunRecord rec = suite::base_record("image_classification", run_dir, ctx.comm, ctx.threads, device.str());
+    rec.status = report::kStatusTimeLimit;
+    rec.global_batch = cfg.global_batch_size;
+    rec.local_batch = batch;
+    rec.precision = cfg.precision;
+    rec.warmup_epochs = cfg.warmup_epochs;
+    for (const auto& p : phases.phases()) rec.runtime_s += p.seconds;
+    rec.params = {{"model", cfg.model}, {"dataset", cfg.dataset}};
+    report::write_summary_json(run_dir, rec);
+  }
+  if (ctx.comm.rank() == 0 && any_timed) {
     std::optional<double> wh;
     if (energy.active()) {
       double sum = 0.0;
@@ -291,8 +310,7 @@ int run(cli::RunContext& ctx, const Args& args) {
     }
     const ImageClassificationFigures f = image_classification_figures(rows, forward_flops, wh);
     report::RunRecord rec = suite::base_record("image_classification", run_dir, ctx.comm, ctx.threads, device.str());
-    rec.status = "completed";
-    if (cfg.time_budget_s > 0 && f.timed_epochs < cfg.epochs) rec.status = "time_budget";
+    rec.status = result.stopped ? report::kStatusTimeLimit : report::kStatusCompleted;
     rec.global_batch = cfg.global_batch_size;
     rec.local_batch = batch;
     rec.precision = cfg.precision;
@@ -347,10 +365,13 @@ int run(cli::RunContext& ctx, const Args& args) {
              peak >= 0 ? fmt::format(", {} allocated {:.2f} GiB", device.str(), static_cast<double>(peak) / (1 << 30))
                        : std::string(),
              phases.summary());
+    if (result.stopped)
+      LOG_WARN("stopped by {} after epoch {}: the files are complete up to that epoch; {} resumes the run",
+               suite::signal_name(result.stop_signal), result.last_epoch, (run_dir / "restart.sh").string());
     // CARAML's last line, which its JUBE pattern parses.
     LOG_INFO("Average Images/s: {}", static_cast<int64_t>(f.images_per_s.mean));
   }
-  return 0;
+  return result.stopped ? suite::kExitStoppedBySignal : 0;
 }
 
 }  // namespace
