@@ -10,7 +10,11 @@
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <fstream>
@@ -60,6 +64,41 @@ int64_t proc_status_bytes(const std::string& key) {
 }
 
 constexpr double kMiB = 1024.0 * 1024.0;
+
+// CPU time of the whole machine (all CPUs, not idle or iowait; steal included, since the host
+// taking a vCPU away slows us as much as a neighbour does) and of this process (all threads), in
+// seconds, plus the wall clock. Two samples give the share of the machine other processes used
+// meanwhile: this machine is shared, and a timed step that competed for its two cores is not a
+// measurement of the step (OpenMP's spinning barriers make it 2-10x slower, not 10%).
+struct CpuSample {
+  double machine_busy_s = 0;
+  double self_s = 0;
+  double wall_s = 0;
+};
+
+CpuSample sample_cpu() {
+  CpuSample s;
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  s.machine_busy_s =
+      (user + nice + system + irq + softirq + steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  s.self_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+             static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+  s.wall_s = core::monotonic_s();
+  return s;
+}
+
+// Share of all CPUs' time between a and b that other processes (or the hypervisor) took, in
+// [0, 1]; /proc/stat counts in 10 ms ticks, so a few hundredths are noise.
+double other_cpu_share(const CpuSample& a, const CpuSample& b) {
+  const double capacity_s = (b.wall_s - a.wall_s) * static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
+  const double other_s = (b.machine_busy_s - a.machine_busy_s) - (b.self_s - a.self_s);
+  return capacity_s > 0 ? std::clamp(other_s / capacity_s, 0.0, 1.0) : 0.0;
+}
 
 int run(const BenchOptions& o) {
   const int threads = o.threads > 0 ? o.threads : core::default_thread_count();
@@ -119,11 +158,13 @@ int run(const BenchOptions& o) {
   const int64_t rss_before_bytes = proc_status_bytes("VmRSS");
   for (int i = 0; i < o.warmup_steps; ++i) step();
   std::vector<double> step_s;
+  const CpuSample cpu_before = sample_cpu();
   for (int i = 0; i < o.timed_steps; ++i) {
     core::Stopwatch clock;
     step();
     step_s.push_back(clock.elapsed_s());
   }
+  const double other_cpu = other_cpu_share(cpu_before, sample_cpu());
   const int64_t hwm_bytes = proc_status_bytes("VmHWM");
   phases.erase(phases.begin(), phases.begin() + o.warmup_steps);
   auto phase_ms = [&](double StepPhases::*field) {
@@ -165,17 +206,19 @@ int run(const BenchOptions& o) {
       "  memory: VmRSS before the first step {:.0f} MiB, VmHWM after the steps {:.0f} MiB "
       "(+{:.0f} MiB); first-step loss {:.6f}\n",
       rss_before_bytes / kMiB, hwm_bytes / kMiB, (hwm_bytes - rss_before_bytes) / kMiB, loss0);
+  fmt::print("  other processes used {:.0f}% of the machine's CPU time during the timed steps\n",
+             other_cpu * 100);
   // One machine-readable line; resnet_step.py prints the same keys.
   fmt::print(
       "result impl=cpp depth={} batch={} image={} classes={} dtype={} layout={} threads={} "
       "params={} step_ms={:.2f} step_ms_min={:.2f} step_ms_max={:.2f} images_per_s={:.2f} "
       "step_gflop={:.3f} model_gflop_per_s={:.2f} rss_before_mib={:.1f} peak_rss_mib={:.1f} "
       "peak_rss_delta_mib={:.1f} loss0={:.6f} forward_ms={:.2f} loss_ms={:.2f} backward_ms={:.2f} "
-      "optimizer_ms={:.2f}\n",
+      "optimizer_ms={:.2f} other_cpu={:.3f}\n",
       o.depth, o.batch, o.image_size, o.classes, o.precision, layout, threads, params, step_ms,
       spread.min * 1e3, spread.max * 1e3, images_per_s, flop_step / 1e9, rate,
       rss_before_bytes / kMiB, hwm_bytes / kMiB, (hwm_bytes - rss_before_bytes) / kMiB, loss0,
-      forward_ms, loss_ms, backward_ms, optimizer_ms);
+      forward_ms, loss_ms, backward_ms, optimizer_ms, other_cpu);
   return 0;
 }
 

@@ -26,6 +26,23 @@ def proc_status_bytes(key):
     return 0
 
 
+def sample_cpu():
+    """(machine busy CPU s, this process's CPU s, wall s): bench_resnet_step.cpp's sample_cpu."""
+    with open("/proc/stat") as f:
+        v = [float(x) for x in f.readline().split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = v
+    t = os.times()
+    return ((user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK"),
+            t.user + t.system, time.monotonic())
+
+
+def other_cpu_share(a, b):
+    """Share of all CPUs' time between samples a and b that other processes took, in [0, 1]."""
+    capacity = (b[2] - a[2]) * os.sysconf("SC_NPROCESSORS_ONLN")
+    other = (b[0] - a[0]) - (b[1] - a[1])
+    return min(max(other / capacity, 0.0), 1.0) if capacity > 0 else 0.0
+
+
 def resnet_forward_flops(model, size):
     """imgcls::resnet_forward_flops: 2 x multiply-adds of every Conv2d and of fc, counted with
     forward hooks on one (1, 3, size, size) image (BN, ReLU, pools, adds and biases not counted)."""
@@ -102,10 +119,12 @@ def main():
     losses, step_s = [], []
     for _ in range(a.warmup):
         losses.append(step())
+    cpu_before = sample_cpu()
     for _ in range(a.steps):
         t0 = time.perf_counter()
         losses.append(step())
         step_s.append(time.perf_counter() - t0)
+    other_cpu = other_cpu_share(cpu_before, sample_cpu())
     loss0 = losses[0]
     hwm = proc_status_bytes("VmHWM")
     fwd_ms, loss_ms, bwd_ms, opt_ms = (
@@ -126,6 +145,8 @@ def main():
           f"{bwd_ms:.1f} ms, SGD + item {opt_ms:.1f} ms")
     print(f"  memory: VmRSS before the first step {rss_before / MIB:.0f} MiB, VmHWM after the steps "
           f"{hwm / MIB:.0f} MiB (+{(hwm - rss_before) / MIB:.0f} MiB); first-step loss {loss0:.6f}")
+    print(f"  other processes used {other_cpu * 100:.0f}% of the machine's CPU time during the "
+          f"timed steps")
     print(f"result impl=py depth={a.depth} batch={a.batch} image={a.image_size} classes={a.classes} "
           f"dtype={a.precision} layout={layout} threads={threads} params={params} "
           f"step_ms={step_ms:.2f} step_ms_min={min(step_s) * 1e3:.2f} "
@@ -134,7 +155,7 @@ def main():
           f"rss_before_mib={rss_before / MIB:.1f} peak_rss_mib={hwm / MIB:.1f} "
           f"peak_rss_delta_mib={(hwm - rss_before) / MIB:.1f} loss0={loss0:.6f} "
           f"forward_ms={fwd_ms:.2f} loss_ms={loss_ms:.2f} backward_ms={bwd_ms:.2f} "
-          f"optimizer_ms={opt_ms:.2f}")
+          f"optimizer_ms={opt_ms:.2f} other_cpu={other_cpu:.3f}")
 
 
 if __name__ == "__main__":
