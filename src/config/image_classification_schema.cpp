@@ -137,6 +137,10 @@ std::vector<Spec> image_classification_keys() {
       bind_key("device", &IC::device, "where to train: auto (CUDA when available), cpu or cuda",
                "one of auto, cpu, cuda"),
       {"auto", "cpu", "cuda"});
+  add(bind_key("device_sharing", &IC::device_sharing,
+               "1 lets several ranks of a node train on one GPU; 0 stops a run whose node has more "
+               "ranks than visible GPUs",
+               kBoolAllowed, bool_any));
   add(bind_key(
       "checkpoint_interval", &IC::checkpoint_interval,
       "checkpoint every N epochs; -1 or 0 disables checkpoints", "an integer >= -1",

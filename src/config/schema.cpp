@@ -180,10 +180,11 @@ std::vector<KeySpec> scaffold_keys() {
   {
     const auto i = add(bind_key(
         "dc_groupnorm", &Config::dc_groupnorm,
-        "extension: GroupNorm statistics of a sharded sample: global (all-reduced, equals the "
-        "unsharded model) or local (per shard, as ScaFFold's DistConv)",
-        "one of global, local"));
-    t[i].choices = {"global", "local"};
+        "extension: GroupNorm statistics of a sharded sample: local (per shard, as ScaFFold's "
+        "DistConv: comparable with ScaFFold) or global (all-reduced: the sharded model equals the "
+        "unsharded one)",
+        "one of local, global"));
+    t[i].choices = {"local", "global"};
   }
   add(bind_key("progress_timeout_s", &Config::progress_timeout_s,
                "extension: seconds without a finished training step or validation batch after "
@@ -214,6 +215,18 @@ std::vector<KeySpec> scaffold_keys() {
                      "extension: where to train: auto (CUDA when available), cpu or cuda",
                      "one of auto, cpu, cuda"));
     t[i].choices = {"auto", "cpu", "cuda"};
+  }
+  add(bind_key("device_sharing", &Config::device_sharing,
+               "extension: 1 lets several ranks of a node train on one GPU; 0 stops a run whose "
+               "node has more ranks than visible GPUs",
+               kBoolAllowed, bool_any));
+  {
+    const auto i = add(bind_key(
+        "memory_format", &Config::memory_format,
+        "extension: layout of the U-Net's 5-D parameters and inputs: auto (channels-last on CUDA, "
+        "contiguous on the CPU, where it measures no faster), channels_last or contiguous",
+        "one of auto, channels_last, contiguous"));
+    t[i].choices = {"auto", "channels_last", "contiguous"};
   }
   add(bind_key("activation_checkpointing", &Config::activation_checkpointing,
                "1 recomputes every U-Net block in the backward pass", kBoolAllowed, bool_any));
