@@ -45,6 +45,7 @@
 #include "suite/record.hpp"
 #include "suite/run_folder.hpp"
 #include "suite/stop_signals.hpp"
+#include "train/device.hpp"
 #include "train/device_memory.hpp"
 #include "train/trainer.hpp"
 
@@ -304,11 +305,16 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   const fs::path run_dir = suite::prepare_run_folder(
       ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
   LOG_INFO("benchmark: run folder {}", run_dir.string());
-  const c10::Device device = train::resolve_device(cfg.device);
+  // ScaFFold's worker set-up (spec §6.1, §7.1): each rank's GPU, then cuDNN autotuning or
+  // deterministic algorithms.
+  const train::DeviceChoice device_choice = train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
+  const c10::Device device = device_choice.device;
+  train::apply_determinism(cfg.more_determinism);
   {
     report::SystemInfo info;
     info.gpu_model = train::device_model_name(device);
     info.device = device.str();
+    info.rank_devices = device_choice.rank_devices;
     info.threads = ctx.threads;
     info.dc_num_shards = cfg.dc_num_shards;
     suite::write_run_context(ctx.comm, run_dir, info);

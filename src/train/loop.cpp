@@ -77,15 +77,6 @@ std::vector<double> host_doubles(const at::Tensor& sums) {
 
 }  // namespace
 
-c10::Device resolve_device(const std::string& key) {
-  const bool cuda = torch::cuda::is_available();
-  if (key == "cpu" || (key == "auto" && !cuda)) return c10::Device(c10::kCPU);
-  if (!cuda)
-    throw core::Error("device: cuda was asked for, but this LibTorch has no CUDA or no GPU is "
-                      "visible; use device: auto or cpu");
-  return c10::Device(c10::kCUDA, 0);
-}
-
 TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device device, dist::Communicator& comm,
                            const dist::ProcessGrid& grid, LoopParallelism parallel)
     : task_(task),

@@ -232,8 +232,4 @@ class TrainingLoop {
 void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tensor>& params, const std::string& when,
                            bool* warned);
 
-// "auto" -> CUDA when LibTorch has it and a GPU is visible, else CPU; "cuda" without a GPU is an
-// error naming the key.
-c10::Device resolve_device(const std::string& device_key);
-
 }  // namespace scaffold::train

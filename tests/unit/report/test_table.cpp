@@ -491,6 +491,7 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
   info.nodes = 4;
   info.threads = 8;
   info.dc_num_shards = {2, 2, 1};
+  info.rank_devices = {"node001 cuda:0 visible=2 pci=0000:41:00.0", "node001 cuda:1"};
   info.created_at = "2025-03-12T10:15:00Z";
   test::TempDir tmp;
   write_system_json(tmp.path(), info);
@@ -513,6 +514,10 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
     2,
     1
   ],
+  "rank_devices": [
+    "node001 cuda:0 visible=2 pci=0000:41:00.0",
+    "node001 cuda:1"
+  ],
   "created_at": "2025-03-12T10:15:00Z"
 }
 )");
@@ -529,6 +534,7 @@ TEST(SystemJson, MissingKeysKeepDefaultsAndBadValuesNameTheKey) {
   EXPECT_EQ(info.world_size, 2);
   EXPECT_EQ(info.nodes, 1);
   EXPECT_TRUE(info.dc_num_shards.empty());
+  EXPECT_TRUE(info.rank_devices.empty());  // system.json files from before the field
 
   const auto error = [&file](const std::string& text) -> std::string {
     core::write_file_atomic(file, text);
@@ -545,6 +551,8 @@ TEST(SystemJson, MissingKeysKeepDefaultsAndBadValuesNameTheKey) {
             file.string() + ": key \"world_size\" is 4.5, expected an integer");
   EXPECT_EQ(error(R"({"dc_num_shards": [1, "2"]})"),
             file.string() + ": key \"dc_num_shards\" is [1,\"2\"], expected a list of integers");
+  EXPECT_EQ(error(R"({"rank_devices": ["h cpu", 3]})"),
+            file.string() + ": key \"rank_devices\" is [\"h cpu\",3], expected a list of strings");
   EXPECT_EQ(error("[1, 2]"), file.string() + ": expected a JSON object");
   EXPECT_EQ(error("{").rfind(file.string() + ": not valid JSON: ", 0), 0u);
 }
