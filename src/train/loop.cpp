@@ -3,8 +3,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
-#include <torch/cuda.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/utils.h>
 
 #include <algorithm>
@@ -26,15 +24,12 @@
 #include "core/timer.hpp"
 #include "dataset/sampler.hpp"
 #include "dist/halo.hpp"
+#include "train/grad_clip.hpp"
 
 namespace scaffold::train {
 namespace fs = std::filesystem;
 
 namespace {
-
-void synchronize(const c10::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
-}
 
 // Test hook: SCAFFOLD_FAIL_AT="<rank>:<step>" makes that rank throw at the start of its
 // <step>-th training step (1-based, warm-up steps included), to prove that a failure on one rank
@@ -140,7 +135,7 @@ bool TrainingLoop::unscale_gradients() {
   if (!grads.empty()) {
     at::Tensor bad = at::zeros({}, grads[0].options().dtype(at::kBool));
     for (const at::Tensor& g : grads) bad = bad.logical_or(g.isfinite().logical_not().any());
-    finite = !bad.item<bool>();
+    finite = !bad.item<bool>();  // hot-path-allowed: fp16 loss scaling's one host read per step
   }
   if (!finite) {
     loss_scale_ *= 0.5;
@@ -164,7 +159,7 @@ bool TrainingLoop::stop_agreed() {
   return stop_signal_ != 0;
 }
 
-void TrainingLoop::train_step(const dataset::Batch& host_batch, at::Tensor* sums) {
+void TrainingLoop::train_step(DeviceFeeder& feeder, at::Tensor* sums) {
   profile::Profiler* prof = options_.profiler;
   SCAFFOLD_PROFILE_REGION(prof, "run_training_batch");
   if (++steps_taken_ == fail_at_step_) {
@@ -178,7 +173,7 @@ void TrainingLoop::train_step(const dataset::Batch& host_batch, at::Tensor* sums
   dataset::Batch batch;
   {
     SCAFFOLD_PROFILE_REGION(prof, "image_to_device");
-    batch = to_device(host_batch, device_);
+    batch = feeder.take();  // copied while the previous step computed; the device waits, not the host
   }
   broadcast_buffers();
   const TrainForward out = task_.train_forward(batch);
@@ -198,8 +193,8 @@ void TrainingLoop::train_step(const dataset::Batch& host_batch, at::Tensor* sums
     *sums += out.sums.to(at::kDouble);
     return;  // skipped: the parameters stay, the scale was lowered
   }
-  if (options_.grad_clip_norm > 0)
-    torch::nn::utils::clip_grad_norm_(task_.module().parameters(), options_.grad_clip_norm);
+  // The norm stays on the device (1.13's clip_grad_norm_ returns it to the host: a sync).
+  if (options_.grad_clip_norm > 0) clip_grad_norm(task_.module().parameters(), options_.grad_clip_norm);
   optimizer_->step();
   task_.after_step();
   *sums += out.sums.to(at::kDouble);
@@ -222,30 +217,44 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
       at::zeros({static_cast<int64_t>(task_.training_sum_names().size())},
                 at::TensorOptions().dtype(at::kDouble).device(device_));
   PassSums out;
-  dataset::Batch batch;
   // A progress line on a terminal (and a log line every 30 s elsewhere) for long epochs.
   core::Progress progress(epoch == 0 ? std::string("warm-up") : fmt::format("epoch {}", epoch), loader.batches());
+  // Steps are marked on the device's timeline and read once, after the epoch; batches are copied
+  // one ahead, so the host never waits for the device inside the loop (spec §8, §10).
+  const std::unique_ptr<StepClock> step_clock = make_step_clock(device_);
+  const std::unique_ptr<DeviceFeeder> feeder = make_device_feeder(device_);
   SCAFFOLD_PROFILE_REGION(options_.profiler, "batch_loop");
-  for (;;) {
-    core::Stopwatch clock;
-    if (!loader.next(&batch)) break;
+  dataset::Batch batch;  // the next batch, on the host
+  bool more = loader.next(&batch);
+  if (more) feeder->prefetch(batch);
+  while (more) {
     if (options_.profiler && epoch > 0) options_.profiler->step();  // timed batches only
+    const auto examples = static_cast<double>(batch.ids.size());
     const double halo_before = dist::halo_stats().seconds;
     const double wait_before = reducer_ ? reducer_->wait_s() : 0.0;
-    train_step(batch, &sums);
-    synchronize(device_);
+    if (step_times) step_clock->start();
+    train_step(*feeder, &sums);
+    if (step_times) step_clock->stop();
+    // The next batch's copy starts while this step still runs on the device.
+    more = loader.next(&batch);
+    if (more) feeder->prefetch(batch);
     if (options_.watchdog) options_.watchdog->beat();
     if (step_times) {
-      step_times->push_back(clock.elapsed_s());
       comm_times_.halo_s += dist::halo_stats().seconds - halo_before;
       comm_times_.gradient_wait_s += (reducer_ ? reducer_->wait_s() : 0.0) - wait_before;
     }
-    out.samples += static_cast<double>(batch.ids.size());
+    out.samples += examples;
     ++out.steps;
     progress.add();
     if (stop_agreed()) break;  // the step in flight is done; the rest of the epoch is not run
   }
+  // hot-path-allowed: begin (once per epoch, after the last step: the step times and the sums)
+  if (step_times) {
+    const std::vector<double> times_s = step_clock->collect_s();
+    step_times->insert(step_times->end(), times_s.begin(), times_s.end());
+  }
   out.sums = host_doubles(sums);
+  // hot-path-allowed: end
   return out;
 }
 

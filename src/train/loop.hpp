@@ -31,6 +31,7 @@
 #include "dist/tensor_comm.hpp"
 #include "profile/profiler.hpp"
 #include "train/checkpoint.hpp"
+#include "train/device_stream.hpp"
 
 namespace scaffold::train {
 
@@ -188,7 +189,9 @@ class TrainingLoop {
  private:
   double learning_rate_after(int64_t epochs_completed) const;
   void set_learning_rate(double lr);
-  void train_step(const dataset::Batch& batch, at::Tensor* sums);
+  // One step on the batch `feeder` prefetched (train/device_stream.hpp). No host wait for the
+  // device in here: tests/unit/train/test_hot_path.cpp checks the source and counts host reads.
+  void train_step(DeviceFeeder& feeder, at::Tensor* sums);
   PassSums validate(int64_t max_batches);
   PassSums train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times);
   void save(const std::string& name);
