@@ -226,6 +226,7 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
   to.T_mult = cfg.T_mult;
   to.disable_scheduler = cfg.disable_scheduler;
   to.amp_bf16 = cfg.torch_amp;
+  to.channels_last = train::use_channels_last(cfg.memory_format, device);
   to.checkpoint_interval = cfg.checkpoint_interval;
   to.checkpoint_dir = run_dir / cfg.checkpoint_dir;
   to.seed = static_cast<uint64_t>(cfg.seed);
@@ -234,8 +235,10 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
   to.loader_workers = cfg.dataloader_num_workers;
   to.profiler = profiler;
   m.trainer = std::make_unique<train::Trainer>(net, to, *m.train_set, *m.val_set, device, ctx.comm, grid, parallel);
-  LOG_INFO("model: 3-D U-Net, {} layers, base {} channels, {} classes, {} parameters, on {} with {} thread(s)",
-           mo.layers, mo.base_channels, mo.n_classes, m.params, device.str(), ctx.threads);
+  LOG_INFO("model: 3-D U-Net, {} layers, base {} channels, {} classes, {} parameters, on {} with {} thread(s), "
+           "{} (memory_format: {})",
+           mo.layers, mo.base_channels, mo.n_classes, m.params, device.str(), ctx.threads,
+           to.channels_last ? "channels-last 3-D" : "contiguous NCDHW", cfg.memory_format);
   m.trainer->estimate_class_weights();
   return m;
 }
@@ -270,6 +273,7 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
               {"unet_base_channels", std::to_string(cfg.unet_base_channels)},
               {"dc_num_shards", fmt::format("{}", fmt::join(cfg.dc_num_shards, "x"))},
               {"dc_groupnorm", grid.spatial_size() > 1 ? cfg.dc_groupnorm : std::string("-")},
+              {"memory_format", train::use_channels_last(cfg.memory_format, device) ? "channels_last" : "contiguous"},
               {"target_dice", core::python_float_str(cfg.target_dice)}};
   const double samples = static_cast<double>(steps * global_batch);
   const double median_s = core::median(result.step_times_s);

@@ -655,7 +655,35 @@ TEST_F(TrainerTest, AbsurdLearningRateDiverges) {
   EXPECT_NE(message.find("diverged"), std::string::npos) << "message: " << message;
 }
 
-// ---- 5. no host reads in the hot path (issue 14) -------------------------------------------------
+// ---- 5. channels-last 3-D (memory_format) ------------------------------------------------------
+
+// The same training in ChannelsLast3d: the same epochs up to kernel rounding, and the weights stay
+// channels-last through the warm-up's snapshot and restore.
+TEST_F(TrainerTest, ChannelsLastTrainsLikeContiguousAndStaysChannelsLast) {
+  TrainerOptions options = tiny_options();
+  options.epochs = 2;
+  auto plain = make_trainer(options);
+  plain->warmup();
+  const auto reference = run_collect(*plain);
+  options.channels_last = true;
+  auto cl = make_trainer(options);
+  cl->warmup();
+  const auto stats = run_collect(*cl);
+  ASSERT_EQ(stats.size(), reference.size());
+  for (std::size_t i = 0; i < stats.size(); ++i) {
+    EXPECT_NEAR(stats[i].epoch_loss, reference[i].epoch_loss, 1e-4 * std::abs(reference[i].epoch_loss)) << i;
+    EXPECT_NEAR(stats[i].val_dice, reference[i].val_dice, 1e-4) << i;
+  }
+  int five_d = 0;
+  for (const auto& p : cl->model()->named_parameters()) {
+    if (p.value().dim() != 5) continue;
+    ++five_d;
+    EXPECT_TRUE(p.value().is_contiguous(at::MemoryFormat::ChannelsLast3d)) << p.key();
+  }
+  EXPECT_GT(five_d, 0);
+}
+
+// ---- 6. no host reads in the hot path (issue 14) -------------------------------------------------
 
 // Counts item() (aten::_local_scalar_dense, what every host read of a device scalar goes through)
 // on this thread while alive. On a GPU each would be a device synchronisation.
