@@ -229,6 +229,7 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
   to.channels_last = train::use_channels_last(cfg.memory_format, device);
   to.checkpoint_interval = cfg.checkpoint_interval;
   to.checkpoint_dir = run_dir / cfg.checkpoint_dir;
+  to.async_save = cfg.async_save;
   to.seed = static_cast<uint64_t>(cfg.seed);
   to.n_classes = mo.n_classes;
   to.ce_weight_sample_fraction = cfg.ce_weight_sample_fraction;

@@ -273,7 +273,9 @@ std::vector<KeySpec> scaffold_keys() {
   add(bind_key("torch_amp", &Config::torch_amp, "1 runs the forward pass under bf16 autocast",
                kBoolAllowed, bool_any));
   add(bind_key("more_determinism", &Config::more_determinism,
-               "1 selects deterministic kernels (slower)", kBoolAllowed, bool_any));
+               "1 selects deterministic algorithms (warn_only) and turns cuDNN's autotuner off "
+               "(slower); 0 lets cuDNN autotune its convolutions",
+               kBoolAllowed, bool_any));
   add(bind_key("loss_freq", &Config::loss_freq,
                "accepted for compatibility; unused (as in ScaFFold)", "an integer >= 1",
                at_least_1));
@@ -292,11 +294,13 @@ std::vector<KeySpec> scaffold_keys() {
       "checkpoint every N epochs; -1 or 0 disables checkpoints",
       "an integer >= -1 (-1 or 0: no checkpoints)", +[](const int& v) { return v >= -1; }));
   add(bind_key("train_from_scratch", &Config::train_from_scratch,
-               "1 deletes checkpoints and train_stats.csv in the run directory at start",
+               "accepted, no effect: a fresh run always starts in a new, empty run directory and "
+               "--run-dir resumes (ScaFFold forces 0 there), so there is nothing to delete",
                kBoolAllowed, bool_any));
   {
     const auto i = add(bind_key("async_save", &Config::async_save,
-                                "write checkpoints from a background thread on rank 0",
+                                "1 writes checkpoint files from a background thread on rank 0 "
+                                "(the state is copied first; the write overlaps the next epoch)",
                                 kBoolAllowed, bool_any));
     t[i].bool_as_word = true;  // ScaFFold writes this one as a Python bool
   }

@@ -79,7 +79,8 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
       device_(device),
       comm_(comm),
       grid_(grid),
-      parallel_(std::move(parallel)) {
+      parallel_(std::move(parallel)),
+      checkpoint_writer_(options_.async_save) {
   if (!options_.make_optimizer) throw core::Error("TrainingLoop: no optimizer factory given");
   torch::nn::Module& module = task_.module();
   module.to(device_);
@@ -367,7 +368,9 @@ TrainCounters TrainingLoop::resume(const fs::path& dir) {
 
 void TrainingLoop::save(const std::string& name) {
   SCAFFOLD_PROFILE_REGION(options_.profiler, "checkpoint");
-  if (comm_.rank() == 0) save_checkpoint(options_.checkpoint_dir / name, task_.module(), *optimizer_, counters_);
+  // The state is copied here; with async_save only the file write runs on while training goes on.
+  if (comm_.rank() == 0)
+    checkpoint_writer_.write(options_.checkpoint_dir / name, serialize_state(task_.module(), *optimizer_, counters_));
 }
 
 LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epoch) {
@@ -447,15 +450,14 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
     // The last completed epoch's state, not the partial epoch's: a restart then continues
     // exactly as an uninterrupted run would from that epoch.
     // (With checkpoint_interval 1 every completed epoch is already saved.)
-    if (!unsaved_epoch_state_.empty()) {
-      core::create_directories(options_.checkpoint_dir);
-      core::write_file_atomic(options_.checkpoint_dir / "checkpoint_last", unsaved_epoch_state_);
-    }
+    if (!unsaved_epoch_state_.empty())
+      checkpoint_writer_.write(options_.checkpoint_dir / "checkpoint_last", std::move(unsaved_epoch_state_));
     result.stopped = true;
     result.stop_signal = stop_signal_;
   } else if (options_.checkpoint_interval > 0 && !saved_last_epoch) {
     save("checkpoint_last");
   }
+  checkpoint_writer_.wait();  // every file on disk before run() returns
   comm_.barrier();
   result.converged = reached(stop_value);
   result.last_epoch = counters_.epoch;

@@ -94,6 +94,7 @@ struct LoopOptions {
   double grad_clip_norm = 0.0;       // <= 0: no clipping
   int64_t checkpoint_interval = -1;  // <= 0: no checkpoints
   std::filesystem::path checkpoint_dir;
+  bool async_save = false;  // write checkpoint files on a background thread (ScaFFold's async_save)
   uint64_t seed = 42;  // data order and augmentation per epoch
   // torch DataLoader's drop_last for the training pass: a last partial batch is not trained on
   // (BatchNorm cannot train on one example; every step then has the configured batch).
@@ -215,6 +216,7 @@ class TrainingLoop {
   CommTimes comm_times_;
   bool warned_replica_drift_ = false;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  CheckpointWriter checkpoint_writer_;  // rank 0's checkpoint files, in the background with async_save
   TrainCounters counters_;
   int64_t warmup_steps_ = 0;
   double loss_scale_ = 65536.0;

@@ -188,6 +188,7 @@ Trainer::Trainer(model::UNet3d model, TrainerOptions options, const dataset::Fra
   lo.grad_clip_norm = options_.grad_clip_norm;
   lo.checkpoint_interval = options_.checkpoint_interval;
   lo.checkpoint_dir = options_.checkpoint_dir;
+  lo.async_save = options_.async_save;
   lo.seed = options_.seed;
   lo.loader_workers = options_.loader_workers;
   lo.profiler = options_.profiler;

@@ -683,6 +683,32 @@ TEST_F(TrainerTest, ChannelsLastTrainsLikeContiguousAndStaysChannelsLast) {
   EXPECT_GT(five_d, 0);
 }
 
+// async_save: the checkpoints are the same files as with synchronous saving, on disk when run()
+// returns, and a resume from them continues alike.
+TEST_F(TrainerTest, AsyncSaveWritesTheSameCheckpoints) {
+  test::TempDir sync_dir, async_dir;
+  TrainerOptions options = tiny_options();
+  options.epochs = 2;
+  options.checkpoint_interval = 1;
+  options.checkpoint_dir = sync_dir.path();
+  auto sync = make_trainer(options);
+  run_collect(*sync);
+  options.checkpoint_dir = async_dir.path();
+  options.async_save = true;
+  auto async = make_trainer(options);
+  run_collect(*async);
+  // Not byte-compared: the archives name their TorchScript classes with a process-wide counter.
+  for (const char* name : {"checkpoint_last", "checkpoint_best"}) {
+    ASSERT_TRUE(fs::exists(async_dir.path() / name)) << name;
+    auto from_sync = make_trainer(options, 99), from_async = make_trainer(options, 98);
+    const TrainCounters a = load_checkpoint(async_dir.path() / name, *from_async->model(), from_async->optimizer());
+    const TrainCounters e = load_checkpoint(sync_dir.path() / name, *from_sync->model(), from_sync->optimizer());
+    expect_same_counters(a, e, name);
+    expect_same_parameters(*from_async->model(), clone_parameters(*from_sync->model()), name);
+    expect_same_adam(*from_async->model(), from_async->optimizer(), *from_sync->model(), from_sync->optimizer());
+  }
+}
+
 // ---- 6. no host reads in the hot path (issue 14) -------------------------------------------------
 
 // Counts item() (aten::_local_scalar_dense, what every host read of a device scalar goes through)
