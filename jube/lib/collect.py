@@ -103,6 +103,8 @@ def collect(args):
         "host": system.get("host", "") or "-",
         "git_commit": system.get("git_commit", "") or "-",
         "threads": int(system.get("threads", 0)),
+        # Sharded runs: whose GroupNorm statistics (local: ScaFFold's; global: = unsharded).
+        "dc_groupnorm": report.get("dc_groupnorm") or "-",
         "reached_target": report["reached_target"],
         "epochs": epochs,
         "time_to_target_s": report["time_to_target_s"],
