@@ -179,6 +179,8 @@ def collect_benchmark(args):
         "host": summary.get("host", "") or "-",
         "git_commit": summary.get("git_commit", "") or "-",
         "threads": int(summary["threads_per_task"]),
+        # Sharded runs: whose GroupNorm statistics (local: ScaFFold's; global: = unsharded).
+        "dc_groupnorm": report.get("dc_groupnorm") or "-",
         "reached_target": report["reached_target"],
         "epochs": epochs,
         "time_to_target_s": report["time_to_target_s"],

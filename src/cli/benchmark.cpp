@@ -45,6 +45,7 @@
 #include "suite/record.hpp"
 #include "suite/run_folder.hpp"
 #include "suite/stop_signals.hpp"
+#include "train/device.hpp"
 #include "train/device_memory.hpp"
 #include "train/trainer.hpp"
 
@@ -225,16 +226,20 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
   to.T_mult = cfg.T_mult;
   to.disable_scheduler = cfg.disable_scheduler;
   to.amp_bf16 = cfg.torch_amp;
+  to.channels_last = train::use_channels_last(cfg.memory_format, device);
   to.checkpoint_interval = cfg.checkpoint_interval;
   to.checkpoint_dir = run_dir / cfg.checkpoint_dir;
+  to.async_save = cfg.async_save;
   to.seed = static_cast<uint64_t>(cfg.seed);
   to.n_classes = mo.n_classes;
   to.ce_weight_sample_fraction = cfg.ce_weight_sample_fraction;
   to.loader_workers = cfg.dataloader_num_workers;
   to.profiler = profiler;
   m.trainer = std::make_unique<train::Trainer>(net, to, *m.train_set, *m.val_set, device, ctx.comm, grid, parallel);
-  LOG_INFO("model: 3-D U-Net, {} layers, base {} channels, {} classes, {} parameters, on {} with {} thread(s)",
-           mo.layers, mo.base_channels, mo.n_classes, m.params, device.str(), ctx.threads);
+  LOG_INFO("model: 3-D U-Net, {} layers, base {} channels, {} classes, {} parameters, on {} with {} thread(s), "
+           "{} (memory_format: {})",
+           mo.layers, mo.base_channels, mo.n_classes, m.params, device.str(), ctx.threads,
+           to.channels_last ? "channels-last 3-D" : "contiguous NCDHW", cfg.memory_format);
   m.trainer->estimate_class_weights();
   return m;
 }
@@ -269,6 +274,7 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
               {"unet_base_channels", std::to_string(cfg.unet_base_channels)},
               {"dc_num_shards", fmt::format("{}", fmt::join(cfg.dc_num_shards, "x"))},
               {"dc_groupnorm", grid.spatial_size() > 1 ? cfg.dc_groupnorm : std::string("-")},
+              {"memory_format", train::use_channels_last(cfg.memory_format, device) ? "channels_last" : "contiguous"},
               {"target_dice", core::python_float_str(cfg.target_dice)}};
   const double samples = static_cast<double>(steps * global_batch);
   const double median_s = core::median(result.step_times_s);
@@ -304,11 +310,16 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   const fs::path run_dir = suite::prepare_run_folder(
       ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
   LOG_INFO("benchmark: run folder {}", run_dir.string());
-  const c10::Device device = train::resolve_device(cfg.device);
+  // ScaFFold's worker set-up (spec §6.1, §7.1): each rank's GPU, then cuDNN autotuning or
+  // deterministic algorithms.
+  const train::DeviceChoice device_choice = train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
+  const c10::Device device = device_choice.device;
+  train::apply_determinism(cfg.more_determinism);
   {
     report::SystemInfo info;
     info.gpu_model = train::device_model_name(device);
     info.device = device.str();
+    info.rank_devices = device_choice.rank_devices;
     info.threads = ctx.threads;
     info.dc_num_shards = cfg.dc_num_shards;
     suite::write_run_context(ctx.comm, run_dir, info);

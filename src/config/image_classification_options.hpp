@@ -48,6 +48,7 @@ struct ImageClassificationConfig {
   // Run.
   int dataloader_num_workers = 2;  // data-loading workers per rank
   std::string device = "auto";     // auto | cpu | cuda
+  bool device_sharing = false;     // 1 lets ranks of a node share a GPU
   int checkpoint_interval = -1;    // checkpoint every N epochs; <= 0 disables
   int progress_timeout_s = 1800;   // end the job after this long without a step; 0: never
 };

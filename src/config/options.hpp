@@ -36,7 +36,7 @@ struct Config {
   // Distribution (spec §7).
   std::vector<int> dc_num_shards{1, 1, 1};  // spatial shards per sharded dimension
   std::vector<int> dc_shard_dims{2, 3, 4};  // NCDHW dimensions to shard (2,3,4 = D,H,W)
-  std::string dc_groupnorm = "global";      // extension: global | local GroupNorm statistics
+  std::string dc_groupnorm = "local";       // extension: local (ScaFFold) | global GroupNorm statistics
   int progress_timeout_s = 1800;            // extension: end the job after this long without a step
   int dataloader_num_workers = 1;
 
@@ -44,6 +44,8 @@ struct Config {
   int local_batch_size = 1;
   int group_norm_groups = 8;
   std::string device = "auto";          // extension: auto | cpu | cuda
+  bool device_sharing = false;          // extension: 1 lets ranks of a node share a GPU
+  std::string memory_format = "auto";   // extension: auto | channels_last | contiguous
   bool activation_checkpointing = false;
   std::string optimizer = "ADAM";       // ADAM | RMSProp | SGD
   double starting_learning_rate = 0.001;

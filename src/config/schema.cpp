@@ -175,10 +175,11 @@ std::vector<KeySpec> scaffold_keys() {
   {
     const auto i = add(bind_key(
         "dc_groupnorm", &Config::dc_groupnorm,
-        "extension: GroupNorm statistics of a sharded sample: global (all-reduced, equals the "
-        "unsharded model) or local (per shard, as ScaFFold's DistConv)",
-        "one of global, local"));
-    t[i].choices = {"global", "local"};
+        "extension: GroupNorm statistics of a sharded sample: local (per shard, as ScaFFold's "
+        "DistConv: comparable with ScaFFold) or global (all-reduced: the sharded model equals the "
+        "unsharded one)",
+        "one of local, global"));
+    t[i].choices = {"local", "global"};
   }
   add(rules::progress_timeout_key<Config>(/*extension=*/true));
   add(rules::dataloader_workers_key<Config>());
@@ -200,6 +201,18 @@ std::vector<KeySpec> scaffold_keys() {
     };
   }
   add(rules::device_key<Config>(/*extension=*/true));
+  add(bind_key("device_sharing", &Config::device_sharing,
+               "extension: 1 lets several ranks of a node train on one GPU; 0 stops a run whose "
+               "node has more ranks than visible GPUs",
+               kBoolAllowed, bool_any));
+  {
+    const auto i = add(bind_key(
+        "memory_format", &Config::memory_format,
+        "extension: layout of the U-Net's 5-D parameters and inputs: auto (channels-last on CUDA, "
+        "contiguous on the CPU, where it measures no faster), channels_last or contiguous",
+        "one of auto, channels_last, contiguous"));
+    t[i].choices = {"auto", "channels_last", "contiguous"};
+  }
   add(bind_key("activation_checkpointing", &Config::activation_checkpointing,
                "1 recomputes every U-Net block in the backward pass", kBoolAllowed, bool_any));
   {
@@ -245,7 +258,9 @@ std::vector<KeySpec> scaffold_keys() {
   add(bind_key("torch_amp", &Config::torch_amp, "1 runs the forward pass under bf16 autocast",
                kBoolAllowed, bool_any));
   add(bind_key("more_determinism", &Config::more_determinism,
-               "1 selects deterministic kernels (slower)", kBoolAllowed, bool_any));
+               "1 selects deterministic algorithms (warn_only) and turns cuDNN's autotuner off "
+               "(slower); 0 lets cuDNN autotune its convolutions",
+               kBoolAllowed, bool_any));
   add(bind_key("loss_freq", &Config::loss_freq,
                "accepted for compatibility; unused (as in ScaFFold)", "an integer >= 1",
                at_least_1));
@@ -261,11 +276,13 @@ std::vector<KeySpec> scaffold_keys() {
   // Run folder and checkpoints.
   add(rules::checkpoint_interval_key<Config>());
   add(bind_key("train_from_scratch", &Config::train_from_scratch,
-               "1 deletes checkpoints and train_stats.csv in the run directory at start",
+               "accepted, no effect: a fresh run always starts in a new, empty run directory and "
+               "--run-dir resumes (ScaFFold forces 0 there), so there is nothing to delete",
                kBoolAllowed, bool_any));
   {
     const auto i = add(bind_key("async_save", &Config::async_save,
-                                "write checkpoints from a background thread on rank 0",
+                                "1 writes checkpoint files from a background thread on rank 0 "
+                                "(the state is copied first; the write overlaps the next epoch)",
                                 kBoolAllowed, bool_any));
     t[i].bool_as_word = true;  // ScaFFold writes this one as a Python bool
   }

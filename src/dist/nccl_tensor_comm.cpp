@@ -69,7 +69,7 @@ class NcclTensorComm final : public TensorComm {
   std::string backend() const override { return "nccl"; }
 
   std::unique_ptr<Work> allreduce_sum(const at::Tensor& t) override {
-    check(t, "all-reduce");
+    check(t, "all-reduce", /*any_dense_layout=*/true);
     check_nccl(ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t), ncclSum,
                              comm_, stream()),
                "ncclAllReduce");
@@ -86,7 +86,7 @@ class NcclTensorComm final : public TensorComm {
     return std::make_unique<StreamWork>(t);
   }
   void broadcast(const at::Tensor& t, int root) override {
-    check(t, "broadcast");
+    check(t, "broadcast", /*any_dense_layout=*/true);
     check_nccl(ncclBroadcast(t.data_ptr(), t.data_ptr(), bytes(t), ncclUint8, root, comm_, stream()),
                "ncclBroadcast");
   }
@@ -94,9 +94,13 @@ class NcclTensorComm final : public TensorComm {
   void end_batch() override { check_nccl(ncclGroupEnd(), "ncclGroupEnd"); }
 
  private:
-  void check(const at::Tensor& t, const char* what) const {
-    SCAFFOLD_CHECK(t.defined() && t.is_contiguous() && t.device() == device_,
-                   fmt::format("NCCL {}: the tensor must be contiguous and on {}", what, device_.str()));
+  // All-reduce and broadcast see one block of elements: any dense layout (channels-last weights)
+  // works when every rank holds the same one. Point-to-point messages must be contiguous.
+  void check(const at::Tensor& t, const char* what, bool any_dense_layout = false) const {
+    const bool layout_ok = any_dense_layout ? t.is_non_overlapping_and_dense() : t.is_contiguous();
+    SCAFFOLD_CHECK(t.defined() && layout_ok && t.device() == device_,
+                   fmt::format("NCCL {}: the tensor must be {} and on {}", what,
+                               any_dense_layout ? "dense" : "contiguous", device_.str()));
   }
   static size_t bytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
   cudaStream_t stream() const { return c10::cuda::getCurrentCUDAStream(device_.index()).stream(); }

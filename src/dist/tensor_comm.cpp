@@ -31,6 +31,13 @@ void check_contiguous(const at::Tensor& t, const char* what) {
   SCAFFOLD_CHECK(t.defined() && t.is_contiguous(), std::string(what) + ": the tensor must be defined and contiguous");
 }
 
+// All-reduce and broadcast treat the tensor as one block of elements, so any dense layout works
+// when every rank holds the same one (channels-last weights: the same model on every rank).
+void check_dense(const at::Tensor& t, const char* what) {
+  SCAFFOLD_CHECK(t.defined() && t.is_non_overlapping_and_dense(),
+                 std::string(what) + ": the tensor must be defined and dense (contiguous in some memory format)");
+}
+
 std::size_t bytes_of(const at::Tensor& t) { return static_cast<std::size_t>(t.numel()) * t.element_size(); }
 
 // The request, the buffer MPI works on (kept alive until done), and, when that buffer is a host
@@ -62,7 +69,7 @@ class MpiTensorComm final : public TensorComm {
   std::string backend() const override { return group_.device_buffers() ? "mpi (CUDA-aware)" : "mpi"; }
 
   std::unique_ptr<Work> allreduce_sum(const at::Tensor& t) override {
-    check_contiguous(t, "all-reduce");
+    check_dense(t, "all-reduce");
     const DataType type = data_type(t);
     at::Tensor buffer = host_view(t, /*copy_in=*/true);
     auto request = group_.iallreduce_sum(buffer.data_ptr(), static_cast<std::size_t>(t.numel()), type);
@@ -81,7 +88,7 @@ class MpiTensorComm final : public TensorComm {
     return finish(std::move(request), buffer, t, /*copy_back=*/true);
   }
   void broadcast(const at::Tensor& t, int root) override {
-    check_contiguous(t, "broadcast");
+    check_dense(t, "broadcast");
     at::Tensor buffer = host_view(t, /*copy_in=*/true);
     group_.broadcast(buffer.data_ptr(), bytes_of(t), root);
     if (!buffer.is_same(t)) t.copy_(buffer);

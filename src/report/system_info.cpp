@@ -24,15 +24,15 @@ namespace fs = std::filesystem;
 namespace {
 
 using Json = nlohmann::ordered_json;
-using Member =
-    std::variant<std::string SystemInfo::*, int SystemInfo::*, std::vector<int> SystemInfo::*>;
+using Member = std::variant<std::string SystemInfo::*, int SystemInfo::*, std::vector<int> SystemInfo::*,
+                            std::vector<std::string> SystemInfo::*>;
 struct Field {
   const char* key;
   Member member;
 };
 
 // The one declaration of system.json's keys, in file order.
-const std::array<Field, 15> kFields{{
+const std::array<Field, 16> kFields{{
     {"host", &SystemInfo::host},
     {"cpu_model", &SystemInfo::cpu_model},
     {"gpu_model", &SystemInfo::gpu_model},
@@ -47,6 +47,7 @@ const std::array<Field, 15> kFields{{
     {"nodes", &SystemInfo::nodes},
     {"threads", &SystemInfo::threads},
     {"dc_num_shards", &SystemInfo::dc_num_shards},
+    {"rank_devices", &SystemInfo::rank_devices},
     {"created_at", &SystemInfo::created_at},
 }};
 
@@ -145,9 +146,10 @@ SystemInfo read_system_json(const fs::path& path) {
     std::visit(
         [&](auto member) {
           using T = std::decay_t<decltype(info.*member)>;
-          const char* expected = std::is_same_v<T, std::string> ? "a string"
-                                 : std::is_same_v<T, int>       ? "an integer"
-                                                                : "a list of integers";
+          const char* expected = std::is_same_v<T, std::string>                ? "a string"
+                                 : std::is_same_v<T, int>                      ? "an integer"
+                                 : std::is_same_v<T, std::vector<std::string>> ? "a list of strings"
+                                                                               : "a list of integers";
           try {
             info.*member = it->template get<T>();
           } catch (const nlohmann::json::exception&) {

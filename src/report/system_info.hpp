@@ -28,6 +28,9 @@ struct SystemInfo {
   int nodes = 1;                   // distinct hosts among the ranks
   int threads = 1;                 // compute threads per rank
   std::vector<int> dc_num_shards;  // spatial shards per sharded dimension
+  // Every rank's training device in world rank order, "<host> <device>" and on CUDA the physical
+  // GPU: "node1 cuda:1 visible=3 pci=0000:41:00.0" (train::select_device).
+  std::vector<std::string> rank_devices;
   std::string created_at;          // UTC, ISO 8601: "2025-03-12T10:15:00Z"
 };
 

@@ -78,7 +78,7 @@ Cell maybe(const std::optional<double>& x, bool lower_bound = false) {
 }
 
 // The one declaration of the table's columns, in order.
-const std::array<Column, 13> kColumns{{
+const std::array<Column, 14> kColumns{{
     {"run", "run", "", true, [](const RunSummary& r) { return Cell{r.run}; }},
     {"problem_scale", "scale", "", false,
      [](const RunSummary& r) { return Cell{int64_t{r.problem_scale}}; }},
@@ -103,6 +103,10 @@ const std::array<Column, 13> kColumns{{
      [](const RunSummary& r) { return maybe(r.energy_to_target_wh, !r.reached_target); }},
     {"samples_per_wh", "samples/Wh", "{:.1f}", false,
      [](const RunSummary& r) { return maybe(r.samples_per_wh); }},
+    // Machines get the mode here (last, so the columns before keep their places); people read
+    // it in the shards cell of a sharded run (human_cell).
+    {"dc_groupnorm", "", "", false,
+     [](const RunSummary& r) { return r.dc_groupnorm.empty() ? Cell{} : Cell{r.dc_groupnorm}; }},
 }};
 
 constexpr const char* kNotReachedNote =
@@ -149,6 +153,14 @@ bool any_not_reached(const std::vector<RunSummary>& rows) {
                      [](const RunSummary& r) { return !r.reached_target; });
 }
 
+// A cell as people read it: a sharded run's shard count says whose GroupNorm statistics it used
+// ("2 (local GN)": per shard, as ScaFFold; "global": the sharded model equals the unsharded one).
+std::string human_cell(const Column& column, const RunSummary& r) {
+  std::string text = human_text(column, column.cell(r));
+  if (std::string_view(column.key) == "shards" && !r.dc_groupnorm.empty()) text += " (" + r.dc_groupnorm + " GN)";
+  return text;
+}
+
 // The columns people see (those with a title) and each row's cells as people read them.
 TextGrid human_grid(const std::vector<RunSummary>& rows) {
   TextGrid g;
@@ -159,7 +171,7 @@ TextGrid human_grid(const std::vector<RunSummary>& rows) {
   }
   for (const RunSummary& r : rows) {
     std::vector<std::string> line;
-    for (const Column* c : columns) line.push_back(human_text(*c, c->cell(r)));
+    for (const Column* c : columns) line.push_back(human_cell(*c, r));
     g.rows.push_back(std::move(line));
   }
   return g;
@@ -312,6 +324,8 @@ RunSummary summarize_run(const RunData& run) {
                                        : run.config.dc_num_shards;
   s.shards = 1;
   for (int n : shards) s.shards *= n;
+  // config.yaml of a run from before the key: global, then the only mode.
+  if (s.shards > 1) s.dc_groupnorm = run.config.dc_groupnorm.empty() ? "global" : run.config.dc_groupnorm;
   // Each sample is split over `shards` ranks, so ranks / shards replicas each take a local batch.
   const int replicas = std::max(1, s.shards > 0 ? s.ranks / s.shards : 1);
   s.global_batch = int64_t{run.config.local_batch_size} * replicas;

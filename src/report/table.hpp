@@ -53,6 +53,7 @@ struct RunConfigFacts {
   int local_batch_size = 1;
   std::vector<int> dc_num_shards{1, 1, 1};
   double target_dice = 0.95;
+  std::string dc_groupnorm;  // GroupNorm statistics of a sharded sample: local | global
 };
 
 // Turns config.yaml's text into RunConfigFacts; `source` (the file's path) names it in errors.
@@ -78,6 +79,7 @@ struct RunSummary {
   int problem_scale = 0;
   int ranks = 1;                    // system.json world_size; 1 without system.json
   int shards = 1;                   // prod(dc_num_shards): spatial shards per sample
+  std::string dc_groupnorm;         // sharded runs: local | global GroupNorm statistics; "" unsharded
   int64_t global_batch = 0;         // local_batch_size × max(1, ranks / shards)
   int64_t epochs = 0;               // last epoch in train_stats.csv
   bool reached_target = false;      // last row's val_dice >= target_dice

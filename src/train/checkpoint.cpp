@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/log.hpp"
 
 namespace scaffold::train {
 namespace {
@@ -120,6 +121,38 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
 TrainCounters load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
                               torch::optim::Optimizer& optimizer) {
   return deserialize_state(core::read_file(file), file.string(), model, optimizer);
+}
+
+void CheckpointWriter::write(const std::filesystem::path& file, std::string bytes) {
+  wait();
+  auto job = [file, bytes = std::move(bytes)] {
+    core::create_directories(file.parent_path());
+    core::write_file_atomic(file, bytes);
+  };
+  if (!background_) {
+    job();
+    return;
+  }
+  thread_ = std::thread([this, job = std::move(job)] {
+    try {
+      job();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+}
+
+void CheckpointWriter::wait() {
+  if (thread_.joinable()) thread_.join();
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    LOG_ERROR("background checkpoint write failed: {}", e.what());
+  }
 }
 
 }  // namespace scaffold::train

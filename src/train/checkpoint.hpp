@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -33,5 +35,27 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
 // Throws core::FileError naming the file when it is missing, truncated or not a checkpoint.
 TrainCounters load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
                               torch::optim::Optimizer& optimizer);
+
+// Writes checkpoint files (atomically, creating the folder), on a background thread when asked:
+// ScaFFold's async_save. The caller serialises the state first (serialize_state: a CPU copy taken
+// at once, so training may change the model afterwards); only the file write overlaps the next
+// epoch. Writes stay in order: each waits for the one before. wait() rethrows the error of a
+// failed background write (a core::FileError naming the file).
+class CheckpointWriter {
+ public:
+  explicit CheckpointWriter(bool background = false) : background_(background) {}
+  ~CheckpointWriter();  // waits for a write in flight; its error, if any, is logged
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  void write(const std::filesystem::path& file, std::string bytes);
+  void wait();
+  bool background() const { return background_; }
+
+ private:
+  bool background_;
+  std::thread thread_;
+  std::exception_ptr error_;
+};
 
 }  // namespace scaffold::train

@@ -3,8 +3,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
-#include <torch/cuda.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/utils.h>
 
 #include <algorithm>
@@ -26,15 +24,12 @@
 #include "core/timer.hpp"
 #include "dataset/sampler.hpp"
 #include "dist/halo.hpp"
+#include "train/grad_clip.hpp"
 
 namespace scaffold::train {
 namespace fs = std::filesystem;
 
 namespace {
-
-void synchronize(const c10::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
-}
 
 // Test hook: SCAFFOLD_FAIL_AT="<rank>:<step>" makes that rank throw at the start of its
 // <step>-th training step (1-based, warm-up steps included), to prove that a failure on one rank
@@ -77,15 +72,6 @@ std::vector<double> host_doubles(const at::Tensor& sums) {
 
 }  // namespace
 
-c10::Device resolve_device(const std::string& key) {
-  const bool cuda = torch::cuda::is_available();
-  if (key == "cpu" || (key == "auto" && !cuda)) return c10::Device(c10::kCPU);
-  if (!cuda)
-    throw core::Error("device: cuda was asked for, but this LibTorch has no CUDA or no GPU is "
-                      "visible; use device: auto or cpu");
-  return c10::Device(c10::kCUDA, 0);
-}
-
 TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device device, dist::Communicator& comm,
                            const dist::ProcessGrid& grid, LoopParallelism parallel)
     : task_(task),
@@ -93,7 +79,8 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
       device_(device),
       comm_(comm),
       grid_(grid),
-      parallel_(std::move(parallel)) {
+      parallel_(std::move(parallel)),
+      checkpoint_writer_(options_.async_save) {
   if (!options_.make_optimizer) throw core::Error("TrainingLoop: no optimizer factory given");
   torch::nn::Module& module = task_.module();
   module.to(device_);
@@ -149,7 +136,7 @@ bool TrainingLoop::unscale_gradients() {
   if (!grads.empty()) {
     at::Tensor bad = at::zeros({}, grads[0].options().dtype(at::kBool));
     for (const at::Tensor& g : grads) bad = bad.logical_or(g.isfinite().logical_not().any());
-    finite = !bad.item<bool>();
+    finite = !bad.item<bool>();  // hot-path-allowed: fp16 loss scaling's one host read per step
   }
   if (!finite) {
     loss_scale_ *= 0.5;
@@ -173,7 +160,7 @@ bool TrainingLoop::stop_agreed() {
   return stop_signal_ != 0;
 }
 
-void TrainingLoop::train_step(const dataset::Batch& host_batch, at::Tensor* sums) {
+void TrainingLoop::train_step(DeviceFeeder& feeder, at::Tensor* sums) {
   profile::Profiler* prof = options_.profiler;
   SCAFFOLD_PROFILE_REGION(prof, "run_training_batch");
   if (++steps_taken_ == fail_at_step_) {
@@ -187,7 +174,7 @@ void TrainingLoop::train_step(const dataset::Batch& host_batch, at::Tensor* sums
   dataset::Batch batch;
   {
     SCAFFOLD_PROFILE_REGION(prof, "image_to_device");
-    batch = to_device(host_batch, device_);
+    batch = feeder.take();  // copied while the previous step computed; the device waits, not the host
   }
   broadcast_buffers();
   const TrainForward out = task_.train_forward(batch);
@@ -207,8 +194,8 @@ void TrainingLoop::train_step(const dataset::Batch& host_batch, at::Tensor* sums
     *sums += out.sums.to(at::kDouble);
     return;  // skipped: the parameters stay, the scale was lowered
   }
-  if (options_.grad_clip_norm > 0)
-    torch::nn::utils::clip_grad_norm_(task_.module().parameters(), options_.grad_clip_norm);
+  // The norm stays on the device (1.13's clip_grad_norm_ returns it to the host: a sync).
+  if (options_.grad_clip_norm > 0) clip_grad_norm(task_.module().parameters(), options_.grad_clip_norm);
   optimizer_->step();
   task_.after_step();
   *sums += out.sums.to(at::kDouble);
@@ -231,30 +218,44 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
       at::zeros({static_cast<int64_t>(task_.training_sum_names().size())},
                 at::TensorOptions().dtype(at::kDouble).device(device_));
   PassSums out;
-  dataset::Batch batch;
   // A progress line on a terminal (and a log line every 30 s elsewhere) for long epochs.
   core::Progress progress(epoch == 0 ? std::string("warm-up") : fmt::format("epoch {}", epoch), loader.batches());
+  // Steps are marked on the device's timeline and read once, after the epoch; batches are copied
+  // one ahead, so the host never waits for the device inside the loop (spec §8, §10).
+  const std::unique_ptr<StepClock> step_clock = make_step_clock(device_);
+  const std::unique_ptr<DeviceFeeder> feeder = make_device_feeder(device_);
   SCAFFOLD_PROFILE_REGION(options_.profiler, "batch_loop");
-  for (;;) {
-    core::Stopwatch clock;
-    if (!loader.next(&batch)) break;
+  dataset::Batch batch;  // the next batch, on the host
+  bool more = loader.next(&batch);
+  if (more) feeder->prefetch(batch);
+  while (more) {
     if (options_.profiler && epoch > 0) options_.profiler->step();  // timed batches only
+    const auto examples = static_cast<double>(batch.ids.size());
     const double halo_before = dist::halo_stats().seconds;
     const double wait_before = reducer_ ? reducer_->wait_s() : 0.0;
-    train_step(batch, &sums);
-    synchronize(device_);
+    if (step_times) step_clock->start();
+    train_step(*feeder, &sums);
+    if (step_times) step_clock->stop();
+    // The next batch's copy starts while this step still runs on the device.
+    more = loader.next(&batch);
+    if (more) feeder->prefetch(batch);
     if (options_.watchdog) options_.watchdog->beat();
     if (step_times) {
-      step_times->push_back(clock.elapsed_s());
       comm_times_.halo_s += dist::halo_stats().seconds - halo_before;
       comm_times_.gradient_wait_s += (reducer_ ? reducer_->wait_s() : 0.0) - wait_before;
     }
-    out.samples += static_cast<double>(batch.ids.size());
+    out.samples += examples;
     ++out.steps;
     progress.add();
     if (stop_agreed()) break;  // the step in flight is done; the rest of the epoch is not run
   }
+  // hot-path-allowed: begin (once per epoch, after the last step: the step times and the sums)
+  if (step_times) {
+    const std::vector<double> times_s = step_clock->collect_s();
+    step_times->insert(step_times->end(), times_s.begin(), times_s.end());
+  }
   out.sums = host_doubles(sums);
+  // hot-path-allowed: end
   return out;
 }
 
@@ -367,7 +368,9 @@ TrainCounters TrainingLoop::resume(const fs::path& dir) {
 
 void TrainingLoop::save(const std::string& name) {
   SCAFFOLD_PROFILE_REGION(options_.profiler, "checkpoint");
-  if (comm_.rank() == 0) save_checkpoint(options_.checkpoint_dir / name, task_.module(), *optimizer_, counters_);
+  // The state is copied here; with async_save only the file write runs on while training goes on.
+  if (comm_.rank() == 0)
+    checkpoint_writer_.write(options_.checkpoint_dir / name, serialize_state(task_.module(), *optimizer_, counters_));
 }
 
 LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epoch) {
@@ -447,15 +450,14 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
     // The last completed epoch's state, not the partial epoch's: a restart then continues
     // exactly as an uninterrupted run would from that epoch.
     // (With checkpoint_interval 1 every completed epoch is already saved.)
-    if (!unsaved_epoch_state_.empty()) {
-      core::create_directories(options_.checkpoint_dir);
-      core::write_file_atomic(options_.checkpoint_dir / "checkpoint_last", unsaved_epoch_state_);
-    }
+    if (!unsaved_epoch_state_.empty())
+      checkpoint_writer_.write(options_.checkpoint_dir / "checkpoint_last", std::move(unsaved_epoch_state_));
     result.stopped = true;
     result.stop_signal = stop_signal_;
   } else if (options_.checkpoint_interval > 0 && !saved_last_epoch) {
     save("checkpoint_last");
   }
+  checkpoint_writer_.wait();  // every file on disk before run() returns
   comm_.barrier();
   result.converged = reached(stop_value);
   result.last_epoch = counters_.epoch;

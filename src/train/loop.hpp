@@ -31,6 +31,7 @@
 #include "dist/tensor_comm.hpp"
 #include "profile/profiler.hpp"
 #include "train/checkpoint.hpp"
+#include "train/device_stream.hpp"
 
 namespace scaffold::train {
 
@@ -93,6 +94,7 @@ struct LoopOptions {
   double grad_clip_norm = 0.0;       // <= 0: no clipping
   int64_t checkpoint_interval = -1;  // <= 0: no checkpoints
   std::filesystem::path checkpoint_dir;
+  bool async_save = false;  // write checkpoint files on a background thread (ScaFFold's async_save)
   uint64_t seed = 42;  // data order and augmentation per epoch
   // torch DataLoader's drop_last for the training pass: a last partial batch is not trained on
   // (BatchNorm cannot train on one example; every step then has the configured batch).
@@ -188,7 +190,9 @@ class TrainingLoop {
  private:
   double learning_rate_after(int64_t epochs_completed) const;
   void set_learning_rate(double lr);
-  void train_step(const dataset::Batch& batch, at::Tensor* sums);
+  // One step on the batch `feeder` prefetched (train/device_stream.hpp). No host wait for the
+  // device in here: tests/unit/train/test_hot_path.cpp checks the source and counts host reads.
+  void train_step(DeviceFeeder& feeder, at::Tensor* sums);
   PassSums validate(int64_t max_batches);
   PassSums train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times);
   void save(const std::string& name);
@@ -212,6 +216,7 @@ class TrainingLoop {
   CommTimes comm_times_;
   bool warned_replica_drift_ = false;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  CheckpointWriter checkpoint_writer_;  // rank 0's checkpoint files, in the background with async_save
   TrainCounters counters_;
   int64_t warmup_steps_ = 0;
   double loss_scale_ = 65536.0;
@@ -231,9 +236,5 @@ class TrainingLoop {
 // `when` completes the messages ("after epoch 3").
 void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tensor>& params, const std::string& when,
                            bool* warned);
-
-// "auto" -> CUDA when LibTorch has it and a GPU is visible, else CPU; "cuda" without a GPU is an
-// error naming the key.
-c10::Device resolve_device(const std::string& device_key);
 
 }  // namespace scaffold::train

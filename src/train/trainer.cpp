@@ -26,6 +26,7 @@
 #include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "model/autocast.hpp"
+#include "model/memory_format.hpp"
 #include "train/loss.hpp"
 #include "train/schedule.hpp"
 
@@ -64,6 +65,12 @@ class Trainer::SegmentationTask : public TrainingTask {
     if (parallel.spatial) {
       spatial_sum_ = [ctx = parallel.spatial](const at::Tensor& t) { return model::spatial_sum(t, ctx); };
     }
+    if (options_.channels_last) model::set_memory_format(*model_, at::MemoryFormat::ChannelsLast3d);
+  }
+
+  // The image in the model's memory format (a layout change on the device, no copy to the host).
+  at::Tensor input(const at::Tensor& image) const {
+    return options_.channels_last ? image.contiguous(at::MemoryFormat::ChannelsLast3d) : image;
   }
 
   torch::nn::Module& module() override { return *model_; }
@@ -75,8 +82,8 @@ class Trainer::SegmentationTask : public TrainingTask {
 
   TrainForward train_forward(const dataset::Batch& batch) override {
     profile::Profiler* prof = options_.profiler;
-    const at::Tensor& image = batch.fields[0];  // (B, 3, D, H, W)
-    const at::Tensor& mask = batch.fields[1];   // (B, D, H, W)
+    const at::Tensor image = input(batch.fields[0]);  // (B, 3, D, H, W)
+    const at::Tensor& mask = batch.fields[1];          // (B, D, H, W)
     at::Tensor logits;
     {
       SCAFFOLD_PROFILE_REGION(prof, "predict");
@@ -90,7 +97,7 @@ class Trainer::SegmentationTask : public TrainingTask {
   }
 
   at::Tensor validation_sums(const dataset::Batch& batch) override {
-    const at::Tensor& image = batch.fields[0];
+    const at::Tensor image = input(batch.fields[0]);
     const at::Tensor& mask = batch.fields[1];
     at::Tensor logits;
     {
@@ -181,6 +188,7 @@ Trainer::Trainer(model::UNet3d model, TrainerOptions options, const dataset::Fra
   lo.grad_clip_norm = options_.grad_clip_norm;
   lo.checkpoint_interval = options_.checkpoint_interval;
   lo.checkpoint_dir = options_.checkpoint_dir;
+  lo.async_save = options_.async_save;
   lo.seed = options_.seed;
   lo.loader_workers = options_.loader_workers;
   lo.profiler = options_.profiler;

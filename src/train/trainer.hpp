@@ -42,9 +42,11 @@ struct TrainerOptions {
   int64_t T_mult = 2;
   bool disable_scheduler = false;
   bool amp_bf16 = true;           // bf16 autocast for the forward passes
+  bool channels_last = false;     // ChannelsLast3d weights and inputs (train::use_channels_last)
   double grad_clip_norm = 1.0;
   int64_t checkpoint_interval = -1;  // <= 0: no checkpoints
   std::filesystem::path checkpoint_dir;
+  bool async_save = false;        // checkpoint files written on a background thread
   uint64_t seed = 42;             // data order per epoch
   int64_t n_classes = 6;
   double ce_weight_sample_fraction = 0.1;

@@ -56,8 +56,10 @@ TEST(DistributedBenchmark, SpatialAndDataParallelRunsReachTheTargetLikeOneProces
   expect_converged_csv(reference, header);
 
   // One sample split in two along D: global batch 2, as the single process.
-  // -v: every rank logs, each line naming its rank.
-  const auto spatial = run_command(mpiexec(2) + kBinary + " benchmark -v --threads 1 --dc-num-shards 2 1 1 -c " +
+  // -v: every rank logs, each line naming its rank. Global GroupNorm (not the default, local):
+  // the option that makes the sharded model compute what the unsharded one does.
+  const auto spatial = run_command(mpiexec(2) + kBinary + " benchmark -v --threads 1 --dc-num-shards 2 1 1 "
+                                   "--dc-groupnorm global -c " +
                                    test::write_tiny_benchmark_config(spatial_dir.path(), extra).string());
   ASSERT_EQ(spatial.exit_code, 0) << spatial.output;
   EXPECT_NE(spatial.output.find("[rank=1][DEBUG] replica 0, shard 1 of 2: D/H/W shard index [1, 0, 0]"),

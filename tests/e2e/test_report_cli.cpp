@@ -68,9 +68,9 @@ TEST(Report, Csv) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(
       r.out,
-      R"(run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh
-benchmark_20250312-101500,5,1,1,2,6,true,19.399,0.05154904892004742,3.2015000000000002,8.660240218567967,0.8016209999999999,209.57534795121387
-benchmark_20250312-113000,5,2,1,4,4,false,7.353000000000001,,1.8115,15.23187814497484,,
+      R"(run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,dc_groupnorm
+benchmark_20250312-101500,5,1,1,2,6,true,19.399,0.05154904892004742,3.2015000000000002,8.660240218567967,0.8016209999999999,209.57534795121387,
+benchmark_20250312-113000,5,2,1,4,4,false,7.353000000000001,,1.8115,15.23187814497484,,,
 )");
 }
 
@@ -105,7 +105,8 @@ TEST(Report, Json) {
     "median_epoch_s": 3.2015000000000002,
     "samples_per_s": 8.660240218567967,
     "energy_to_target_wh": 0.8016209999999999,
-    "samples_per_wh": 209.57534795121387
+    "samples_per_wh": 209.57534795121387,
+    "dc_groupnorm": null
   },
   {
     "run": "benchmark_20250312-113000",
@@ -120,7 +121,8 @@ TEST(Report, Json) {
     "median_epoch_s": 1.8115,
     "samples_per_s": 15.23187814497484,
     "energy_to_target_wh": null,
-    "samples_per_wh": null
+    "samples_per_wh": null,
+    "dc_groupnorm": null
   }
 ]
 )");

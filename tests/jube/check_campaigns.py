@@ -26,6 +26,8 @@
           precision, 28) job scripts, each equal line by line to the one written out by hand in
           GPU_JOB_SCRIPT below; a CPU system gets fp32 and --device cpu; without dryrun the 7
           jobs go to sbatch.
+  slurm also renders the shipped GPU systems' strong-scaling job scripts: each binds one GPU per
+          task (hand-written launcher lines below).
 
 Usage: check_campaigns.py TEST --scaffold BIN --jube JUBE --repo DIR [--keep]
 """
@@ -807,6 +809,41 @@ def test_imgcls_slurm(env):
 TESTS = {"smoke": test_smoke, "smoke_mpi": test_smoke_mpi, "errors": test_errors,
          "slurm": test_slurm, "imgcls": test_imgcls, "imgcls_errors": test_imgcls_errors,
          "imgcls_slurm": test_imgcls_slurm}
+# The launcher lines the shipped GPU systems' strong-scaling benchmark jobs must start with, written
+# by hand from jube/systems.yaml (issue 14): one GPU per task, task i of a node on its i-th GPU.
+GPU_BENCHMARK_LAUNCHERS = {
+    "jureca-dc-gpu": [
+        "srun --ntasks=4 --ntasks-per-node=4 --cpus-per-task=32 --cpu-bind=socket --gpus-per-task=1 --gpu-bind=per_task:1 ",
+        "srun --ntasks=8 --ntasks-per-node=4 --cpus-per-task=32 --cpu-bind=socket --gpus-per-task=1 --gpu-bind=per_task:1 ",
+        "srun --ntasks=16 --ntasks-per-node=4 --cpus-per-task=32 --cpu-bind=socket --gpus-per-task=1 --gpu-bind=per_task:1 ",
+    ],
+    "jedi": [
+        "srun --ntasks=4 --ntasks-per-node=4 --cpus-per-task=72 --cpu-bind=socket --gpus-per-task=1 --gpu-bind=per_task:1 ",
+        "srun --ntasks=8 --ntasks-per-node=4 --cpus-per-task=72 --cpu-bind=socket --gpus-per-task=1 --gpu-bind=per_task:1 ",
+        "srun --ntasks=16 --ntasks-per-node=4 --cpus-per-task=72 --cpu-bind=socket --gpus-per-task=1 --gpu-bind=per_task:1 ",
+    ],
+}
+
+
+def test_gpu_binding(env):
+    """The shipped GPU systems render benchmark jobs that give each task one GPU of its own."""
+    for system, expected in sorted(GPU_BENCHMARK_LAUNCHERS.items()):
+        out = os.path.join(env.tmp, "gpu-" + system)
+        env.jube("run", "-e", "--hide-animation",
+                 os.path.join(env.args.repo, "jube", "strong-scaling.yaml"),
+                 "--tag", system, "dryrun", "-o", out)
+        scripts = sorted(glob.glob(os.path.join(out, "000000", "*_benchmark", "work", "job.sh")))
+        check(len(scripts) == len(expected), "{0}: expected {1} benchmark job scripts, got {2}".format(
+            system, len(expected), len(scripts)))
+        for path, prefix in zip(scripts, expected):
+            with open(path) as handle:
+                lines = handle.read().splitlines()
+            launch = [l for l in lines if l.startswith("srun ") and " benchmark " in l]
+            check(len(launch) == 1 and launch[0].startswith(prefix),
+                  "{0}: {1} does not launch with\n  {2}\ngot\n  {3}".format(
+                      system, path, prefix, "\n  ".join(launch) or "(no srun benchmark line)"))
+            check("#SBATCH --gres=gpu:4" in lines, "{0}: {1} requests no GPUs".format(system, path))
+            print("{0}: {1} launches with one GPU per task".format(system, path))
 
 
 def main():
@@ -819,7 +856,10 @@ def main():
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="scaffold-jube-{0}-".format(args.test))
     try:
-        TESTS[args.test](Env(args, tmp))
+        env = Env(args, tmp)
+        TESTS[args.test](env)
+        if args.test == "slurm":
+            test_gpu_binding(env)
     except Failure as failure:
         print("FAIL ({0}): {1}\n(temporary folder kept: {2})".format(args.test, failure, tmp))
         return 1

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dist/grad_reducer.hpp"
+#include "model/memory_format.hpp"
 #include "model/unet.hpp"
 #include "spatial_test_util.hpp"
 #include "train/loss.hpp"
@@ -41,7 +42,9 @@ std::vector<at::Tensor> parameters_after_step(model::UNet3d& net) {
   return out;
 }
 
-void run_layout(const std::array<int, 3>& shards) {
+// channels_last: the distributed model trains ChannelsLast3d (weights, input, gradients), the
+// reference stays NCDHW; broadcasts and all-reduces then carry channels-last tensors.
+void run_layout(const std::array<int, 3>& shards, bool channels_last = false) {
   const int spatial = shards[0] * shards[1] * shards[2];
   ASSERT_EQ(world().size() % spatial, 0);
   SCOPED_TRACE("shards [" + std::to_string(shards[0]) + "," + std::to_string(shards[1]) + "," +
@@ -73,6 +76,7 @@ void run_layout(const std::array<int, 3>& shards) {
   if (spatial > 1) o.spatial = s.ctx;
   torch::manual_seed(9);
   model::UNet3d net(o);
+  if (channels_last) model::set_memory_format(*net, at::MemoryFormat::ChannelsLast3d);
   train::SpatialSum sum;
   if (spatial > 1) {
     const std::shared_ptr<const model::SpatialContext> ctx = s.ctx;
@@ -90,6 +94,7 @@ void run_layout(const std::array<int, 3>& shards) {
     image = test::local_slice(image, *s.ctx);
     mask = test::local_slice(mask, *s.ctx, 1);
   }
+  if (channels_last) image = image.contiguous(at::MemoryFormat::ChannelsLast3d);
   reducer.prepare();
   train::segmentation_loss(net->forward(image), mask, unit_weights(), sum).loss.backward();
   reducer.finish();
@@ -129,6 +134,30 @@ TEST(DataParallel, ParameterCheckCatchesARankThatDrifted) {
 
 TEST(DataParallel, ReplicasWithBatchOneEqualOneProcessWithTheWholeBatch) {
   run_layout({1, 1, 1});
+}
+
+TEST(DataParallel, ChannelsLast3dReplicasEqualOneContiguousProcess) {
+  run_layout({1, 1, 1}, /*channels_last=*/true);
+}
+
+// Broadcast and all-reduce take any dense layout (the same on every rank): a channels-last
+// tensor arrives with its values where they belong.
+TEST(DataParallel, ChannelsLastTensorsBroadcastAndAllReduce) {
+  auto comm = dist::make_mpi_tensor_comm(world());
+  const auto make = [](int seed) {
+    torch::manual_seed(seed);
+    return at::randn({4, 3, 3, 3, 3});
+  };
+  at::Tensor mine = make(100 + world().rank()).contiguous(at::MemoryFormat::ChannelsLast3d);
+  ASSERT_FALSE(mine.is_contiguous());
+  comm->broadcast(mine, 0);
+  EXPECT_TRUE(mine.is_contiguous(at::MemoryFormat::ChannelsLast3d));
+  EXPECT_TRUE(at::equal(mine, make(100)));
+  at::Tensor summed = make(200 + world().rank()).contiguous(at::MemoryFormat::ChannelsLast3d);
+  comm->allreduce_sum(summed)->wait();
+  at::Tensor expected = at::zeros({4, 3, 3, 3, 3});
+  for (int r = 0; r < world().size(); ++r) expected += make(200 + r);
+  EXPECT_LT(test::relative_error(summed, expected), 1e-6);
 }
 
 TEST(DataParallel, SpatialAndDataParallelTogether) {

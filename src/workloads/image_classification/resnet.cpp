@@ -228,16 +228,4 @@ int64_t resnet_forward_flops(const ResNetOptions& options, int64_t height, int64
   return 2 * macs;
 }
 
-// --- memory format -------------------------------------------------------------------------------
-
-void set_memory_format(torch::nn::Module& module, at::MemoryFormat format) {
-  torch::NoGradGuard no_grad;
-  for (at::Tensor& p : module.parameters()) {
-    if (p.dim() == 4) p.set_data(p.contiguous(format));
-  }
-  for (at::Tensor& b : module.buffers()) {
-    if (b.dim() == 4) b.set_data(b.contiguous(format));
-  }
-}
-
 }  // namespace scaffold::imgcls

@@ -17,6 +17,8 @@
 #include <array>
 #include <cstdint>
 
+#include "model/memory_format.hpp"
+
 namespace scaffold::imgcls {
 
 // The input always has 3 channels (RGB), as torchvision's ResNet.
@@ -106,7 +108,8 @@ TORCH_MODULE(ResNet);
 int64_t resnet_forward_flops(const ResNetOptions& options, int64_t height, int64_t width);
 
 // Converts every 4-D parameter and buffer of `module` to `format` in place (LibTorch 1.13's
-// Module::to has no memory-format overload). With ChannelsLast, feed channels-last inputs too.
-void set_memory_format(torch::nn::Module& module, at::MemoryFormat format);
+// Module::to has no memory-format overload): the shared helper of model/memory_format.hpp. With
+// ChannelsLast, feed channels-last inputs too.
+using model::set_memory_format;
 
 }  // namespace scaffold::imgcls

@@ -16,8 +16,18 @@ namespace scaffold::imgcls {
 DeviceSyntheticLabels::DeviceSyntheticLabels(int64_t count, int64_t num_classes, uint64_t seed, int64_t offset)
     : count_(count), num_classes_(num_classes), seed_(seed), offset_(offset) {}
 
+uint64_t DeviceSyntheticLabels::key_of(int64_t example) const {
+  return core::stream_key({seed_, 0x6465766963ULL, static_cast<uint64_t>(example)});
+}
+
+int64_t DeviceSyntheticLabels::image_seed(const std::string& id) const {
+  constexpr const char* kPrefix = "synthetic_device:";
+  if (id.rfind(kPrefix, 0) != 0) throw core::Error(fmt::format("'{}' is not a synthetic_device example", id));
+  return static_cast<int64_t>(key_of(std::stoll(id.substr(std::string(kPrefix).size()))) >> 2);
+}
+
 dataset::Example DeviceSyntheticLabels::get(std::size_t index, uint64_t /*draw*/) const {
-  const uint64_t key = core::stream_key({seed_, 0x6465766963ULL, static_cast<uint64_t>(offset_) + index});
+  const uint64_t key = key_of(offset_ + static_cast<int64_t>(index));
   core::Xoshiro256p rng(key);
   const auto label = static_cast<int64_t>(rng.below(static_cast<uint64_t>(num_classes_)));
   // The seed is kept in 62 bits so it survives the int64 tensor.
@@ -59,8 +69,10 @@ std::pair<at::Tensor, at::Tensor> ClassificationTask::inputs(const dataset::Batc
   const at::Tensor labels = options_.synthetic_device ? batch.fields[0] : batch.fields[1];
   if (options_.synthetic_device) {
     // One generator draw per batch, seeded by the batch's first example: deterministic for a
-    // given batch composition, and drawn where it is used.
-    const int64_t seed = batch.fields[1][0].item<int64_t>();
+    // given batch composition, and drawn where it is used. The seed comes from the example's
+    // host-side id (the same value as its seed field), so no step reads a device value.
+    const auto& source = dynamic_cast<const DeviceSyntheticLabels&>(train_set_);
+    const int64_t seed = source.image_seed(batch.ids.at(0));
     at::Generator gen = at::globalContext().defaultGenerator(device_);
     {
       std::lock_guard<std::mutex> lock(gen.mutex());

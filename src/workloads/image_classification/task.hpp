@@ -35,8 +35,13 @@ class DeviceSyntheticLabels : public dataset::ExampleSource {
   DeviceSyntheticLabels(int64_t count, int64_t num_classes, uint64_t seed, int64_t offset);
   std::size_t size() const override { return static_cast<std::size_t>(count_); }
   dataset::Example get(std::size_t index, uint64_t draw) const override;
+  // The seed field of the example whose id is `id` ("synthetic_device:<n>"), from the id alone:
+  // the task draws a batch's images from it without reading the field back from the device (a
+  // host synchronisation in every step). Throws core::Error on an id of another source.
+  int64_t image_seed(const std::string& id) const;
 
  private:
+  uint64_t key_of(int64_t example) const;
   int64_t count_, num_classes_;
   uint64_t seed_;
   int64_t offset_;

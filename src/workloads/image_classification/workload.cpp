@@ -34,6 +34,7 @@
 #include "suite/record.hpp"
 #include "suite/run_folder.hpp"
 #include "suite/stop_signals.hpp"
+#include "train/device.hpp"
 #include "train/device_memory.hpp"
 #include "train/loop.hpp"
 #include "workloads/image_classification/image_folder.hpp"
@@ -158,11 +159,14 @@ int run(cli::RunContext& ctx, const Args& args) {
   const fs::path run_dir = suite::prepare_run_folder(
       ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
   LOG_INFO("image_classification: run folder {}", run_dir.string());
-  const c10::Device device = train::resolve_device(cfg.device);
+  const train::DeviceChoice device_choice = train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
+  const c10::Device device = device_choice.device;
+  train::apply_determinism(false);  // cuDNN autotuning on, as torchvision's reference trainer
   {
     report::SystemInfo info;
     info.gpu_model = train::device_model_name(device);
     info.device = device.str();
+    info.rank_devices = device_choice.rank_devices;
     info.threads = ctx.threads;
     suite::write_run_context(ctx.comm, run_dir, info);
   }

@@ -150,6 +150,8 @@ void expect_same(const Config& a, const Config& b) {
   EXPECT_EQ(a.group_norm_groups, b.group_norm_groups);
   EXPECT_EQ(a.unet_base_channels, b.unet_base_channels);
   EXPECT_EQ(a.device, b.device);
+  EXPECT_EQ(a.device_sharing, b.device_sharing);
+  EXPECT_EQ(a.memory_format, b.memory_format);
   EXPECT_EQ(a.activation_checkpointing, b.activation_checkpointing);
   EXPECT_EQ(a.optimizer, b.optimizer);
   EXPECT_EQ(a.starting_learning_rate, b.starting_learning_rate);
@@ -196,6 +198,8 @@ Config non_default_config() {
   c.dataloader_num_workers = 3;
   c.local_batch_size = 2;
   c.group_norm_groups = 16;
+  c.device_sharing = true;
+  c.memory_format = "channels_last";
   c.activation_checkpointing = true;
   c.optimizer = "RMSProp";
   c.starting_learning_rate = 0.003;
@@ -228,14 +232,14 @@ TEST_F(ConfigTest, DefaultsEqualConfigDefaults) {
 
 TEST_F(ConfigTest, KnownKeysFollowOptionsOrderAndCoverScaffold) {
   const std::vector<std::string> keys = known_keys();
-  EXPECT_EQ(keys.size(), 45u);
+  EXPECT_EQ(keys.size(), 47u);
   EXPECT_EQ(keys.front(), "base_run_dir");
   EXPECT_EQ(keys.back(), "async_save");
   for (const std::string& key : kScaffoldFileKeys)
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   for (const char* extra : {"job_name", "async_save", "dist", "datagen_batch_size",
                             "unet_base_channels", "device", "dc_groupnorm",
-                            "progress_timeout_s"})
+                            "progress_timeout_s", "device_sharing", "memory_format"})
     EXPECT_NE(std::find(keys.begin(), keys.end(), extra), keys.end()) << extra;
 }
 
@@ -252,6 +256,7 @@ TEST_F(ConfigTest, BenchmarkDefaultHasScaffoldKeysInOrderWithDefaults) {
   // ScaFFold's keys in ScaFFold's order, then scaffold's extension keys.
   std::vector<std::string> expected = kScaffoldFileKeys;
   expected.push_back("unet_base_channels");
+  expected.push_back("dc_groupnorm");
   EXPECT_EQ(keys, expected);
   const LoadedConfig loaded = load({path});
   expect_same(loaded.config, Config{});
@@ -455,11 +460,13 @@ TEST_F(ConfigTest, ShardCountsMustKeepEveryLevelEven) {
   line_with(load_error({write("b.yml", "problem_scale: 5\ndc_num_shards: [1, 3, 1]\n")}), "dc_num_shards = [1, 3, 1]");
 }
 
-TEST_F(ConfigTest, GroupNormModeIsGlobalOrLocal) {
-  EXPECT_EQ(load({write("a.yml", "problem_scale: 5\n")}).config.dc_groupnorm, "global");
-  EXPECT_EQ(load({write("b.yml", "dc_groupnorm: local\n")}).config.dc_groupnorm, "local");
+// The default is ScaFFold's per-shard statistics (issue 14: comparable with ScaFFold by default);
+// global is the option that makes a sharded model equal the unsharded one.
+TEST_F(ConfigTest, GroupNormModeIsLocalByDefaultOrGlobal) {
+  EXPECT_EQ(load({write("a.yml", "problem_scale: 5\n")}).config.dc_groupnorm, "local");
+  EXPECT_EQ(load({write("b.yml", "dc_groupnorm: global\n")}).config.dc_groupnorm, "global");
   EXPECT_CONTAINS(line_with(load_error({write("c.yml", "dc_groupnorm: shard\n")}), "dc_groupnorm = shard"),
-                  "global, local");
+                  "local, global");
 }
 
 TEST_F(ConfigTest, BadShardDimsRejected) {

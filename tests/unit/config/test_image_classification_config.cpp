@@ -116,6 +116,7 @@ void expect_same(const IC& a, const IC& b) {
   EXPECT_EQ(a.zero_init_residual, b.zero_init_residual);
   EXPECT_EQ(a.dataloader_num_workers, b.dataloader_num_workers);
   EXPECT_EQ(a.device, b.device);
+  EXPECT_EQ(a.device_sharing, b.device_sharing);
   EXPECT_EQ(a.checkpoint_interval, b.checkpoint_interval);
   EXPECT_EQ(a.progress_timeout_s, b.progress_timeout_s);
 }
@@ -150,6 +151,7 @@ void expect_caraml_defaults(const IC& c) {
   EXPECT_FALSE(c.zero_init_residual);
   EXPECT_EQ(c.dataloader_num_workers, 2);
   EXPECT_EQ(c.device, "auto");
+  EXPECT_FALSE(c.device_sharing);
   EXPECT_EQ(c.checkpoint_interval, -1);
   EXPECT_EQ(c.progress_timeout_s, 1800);
 }
@@ -182,6 +184,7 @@ const std::vector<std::string> kKeys = {"base_run_dir",
                                         "zero_init_residual",
                                         "dataloader_num_workers",
                                         "device",
+                                        "device_sharing",
                                         "checkpoint_interval",
                                         "progress_timeout_s"};
 
@@ -215,6 +218,7 @@ IC non_default_config() {
   c.zero_init_residual = true;
   c.dataloader_num_workers = 0;
   c.device = "cpu";
+  c.device_sharing = true;
   c.checkpoint_interval = 5;
   c.progress_timeout_s = 0;
   return c;
@@ -235,7 +239,7 @@ TEST_F(ImageClassificationConfigTest, KnownKeysInStructOrder) {
   EXPECT_EQ(known_keys<IC>(), kKeys);
   EXPECT_EQ(schema_of<IC>().size(), kKeys.size());
   // Config's keys are untouched by the new schema.
-  EXPECT_EQ(known_keys().size(), 45u);
+  EXPECT_EQ(known_keys().size(), 47u);
   EXPECT_EQ(known_keys<Config>(), known_keys());
 }
 

@@ -45,6 +45,7 @@ std::vector<RunSummary> sample_rows() {
   b.problem_scale = 7;
   b.ranks = 4;
   b.shards = 2;
+  b.dc_groupnorm = "local";
   b.global_batch = 8;
   b.epochs = 10;
   b.reached_target = false;
@@ -58,6 +59,7 @@ std::vector<RunSummary> sample_rows() {
   c.problem_scale = 8;
   c.ranks = 8;
   c.shards = 8;
+  c.dc_groupnorm = "global";
   c.global_batch = 1;
   c.epochs = 30;
   c.reached_target = true;
@@ -92,11 +94,11 @@ void expect_same_lines(const std::string& actual, const std::string& expected) {
 TEST(TableFormat, PrettyAlignsColumnsWithUnitsAndMarksMissedTargets) {
   expect_same_lines(
       format_table(sample_rows(), "pretty"),
-      R"(run            scale  ranks  shards  global batch  epochs  time to target [s]  FOM [1/s]  median epoch [s]  samples/s  energy to target [Wh]  samples/Wh
--------------  -----  -----  ------  ------------  ------  ------------------  ---------  ----------------  ---------  ---------------------  ----------
-scale7_1rank       7      1       1             4      12              250.00      0.004             20.50       9.60                 12.500       192.0
-scale7_4ranks      7      4       2             8      10              >80.25          -              8.00      12.50                      -           -
-scale8_8ranks      8      8       8             1      30             1234.57    0.00081             41.15       3.46                      -           -
+      R"(run            scale  ranks         shards  global batch  epochs  time to target [s]  FOM [1/s]  median epoch [s]  samples/s  energy to target [Wh]  samples/Wh
+-------------  -----  -----  -------------  ------------  ------  ------------------  ---------  ----------------  ---------  ---------------------  ----------
+scale7_1rank       7      1              1             4      12              250.00      0.004             20.50       9.60                 12.500       192.0
+scale7_4ranks      7      4   2 (local GN)             8      10              >80.25          -              8.00      12.50                      -           -
+scale8_8ranks      8      8  8 (global GN)             1      30             1234.57    0.00081             41.15       3.46                      -           -
 
 > target_dice not reached: time and energy are the whole run's (a lower bound), and there is no FOM.
 )");
@@ -105,21 +107,21 @@ scale8_8ranks      8      8       8             1      30             1234.57   
 TEST(TableFormat, CsvHasEveryNumberAtFullPrecisionAndEmptyCellsForMissingValues) {
   expect_same_lines(
       format_table(sample_rows(), "csv"),
-      R"(run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh
-scale7_1rank,7,1,1,4,12,true,250.0,0.004,20.5,9.6,12.5,192.0
-scale7_4ranks,7,4,2,8,10,false,80.25,,8.0,12.5,,
-scale8_8ranks,8,8,8,1,30,true,1234.5678,0.0008100000664200054,41.15226,3.4567,,
+      R"(run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,dc_groupnorm
+scale7_1rank,7,1,1,4,12,true,250.0,0.004,20.5,9.6,12.5,192.0,
+scale7_4ranks,7,4,2,8,10,false,80.25,,8.0,12.5,,,local
+scale8_8ranks,8,8,8,1,30,true,1234.5678,0.0008100000664200054,41.15226,3.4567,,,global
 )");
 }
 
 TEST(TableFormat, MarkdownIsAPipeTableWithRightAlignedNumbers) {
   expect_same_lines(
       format_table(sample_rows(), "markdown"),
-      R"(| run           | scale | ranks | shards | global batch | epochs | time to target [s] | FOM [1/s] | median epoch [s] | samples/s | energy to target [Wh] | samples/Wh |
-|:--------------|------:|------:|-------:|-------------:|-------:|-------------------:|----------:|-----------------:|----------:|----------------------:|-----------:|
-| scale7_1rank  |     7 |     1 |      1 |            4 |     12 |             250.00 |     0.004 |            20.50 |      9.60 |                12.500 |      192.0 |
-| scale7_4ranks |     7 |     4 |      2 |            8 |     10 |             >80.25 |         - |             8.00 |     12.50 |                     - |          - |
-| scale8_8ranks |     8 |     8 |      8 |            1 |     30 |            1234.57 |   0.00081 |            41.15 |      3.46 |                     - |          - |
+      R"(| run           | scale | ranks |        shards | global batch | epochs | time to target [s] | FOM [1/s] | median epoch [s] | samples/s | energy to target [Wh] | samples/Wh |
+|:--------------|------:|------:|--------------:|-------------:|-------:|-------------------:|----------:|-----------------:|----------:|----------------------:|-----------:|
+| scale7_1rank  |     7 |     1 |             1 |            4 |     12 |             250.00 |     0.004 |            20.50 |      9.60 |                12.500 |      192.0 |
+| scale7_4ranks |     7 |     4 |  2 (local GN) |            8 |     10 |             >80.25 |         - |             8.00 |     12.50 |                     - |          - |
+| scale8_8ranks |     8 |     8 | 8 (global GN) |            1 |     30 |            1234.57 |   0.00081 |            41.15 |      3.46 |                     - |          - |
 
 > target_dice not reached: time and energy are the whole run's (a lower bound), and there is no FOM.
 )");
@@ -140,7 +142,8 @@ TEST(TableFormat, JsonIsAnArrayOfObjectsWithNullForMissingValues) {
     "median_epoch_s": 20.5,
     "samples_per_s": 9.6,
     "energy_to_target_wh": 12.5,
-    "samples_per_wh": 192.0
+    "samples_per_wh": 192.0,
+    "dc_groupnorm": null
   },
   {
     "run": "scale7_4ranks",
@@ -155,7 +158,8 @@ TEST(TableFormat, JsonIsAnArrayOfObjectsWithNullForMissingValues) {
     "median_epoch_s": 8.0,
     "samples_per_s": 12.5,
     "energy_to_target_wh": null,
-    "samples_per_wh": null
+    "samples_per_wh": null,
+    "dc_groupnorm": "local"
   },
   {
     "run": "scale8_8ranks",
@@ -170,7 +174,8 @@ TEST(TableFormat, JsonIsAnArrayOfObjectsWithNullForMissingValues) {
     "median_epoch_s": 41.15226,
     "samples_per_s": 3.4567,
     "energy_to_target_wh": null,
-    "samples_per_wh": null
+    "samples_per_wh": null,
+    "dc_groupnorm": "global"
   }
 ]
 )");
@@ -197,7 +202,7 @@ TEST(TableFormat, NamesAreQuotedInCsvAndPipesEscapedInMarkdown) {
 TEST(TableFormat, NoRowsGivesHeadersOnly) {
   EXPECT_EQ(format_table({}, "csv"),
             "run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,"
-            "fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh\n");
+            "fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,dc_groupnorm\n");
   EXPECT_EQ(format_table({}, "json"), "[]\n");
   const std::string pretty = format_table({}, "pretty");
   EXPECT_EQ(std::count(pretty.begin(), pretty.end(), '\n'), 2) << pretty;
@@ -268,6 +273,19 @@ TEST(Summary, ReachedTargetGivesTimeFomMedianAndThroughput) {
   EXPECT_DOUBLE_EQ(*s.samples_per_s, 360.0 / 9.0);
   EXPECT_FALSE(s.energy_to_target_wh);  // no energy_stats.csv
   EXPECT_FALSE(s.samples_per_wh);
+}
+
+// A sharded run names its GroupNorm mode (config.yaml's dc_groupnorm; a config.yaml without the
+// key is from before it, when global was the only mode); an unsharded run has none.
+TEST(Summary, ShardedRunsNameTheirGroupNormMode) {
+  RunData run = sample_run();  // dc_num_shards [2, 1, 1]
+  run.config.dc_groupnorm = "local";
+  EXPECT_EQ(summarize_run(run).dc_groupnorm, "local");
+  run.config.dc_groupnorm = "";
+  EXPECT_EQ(summarize_run(run).dc_groupnorm, "global");
+  run.config.dc_num_shards = {1, 1, 1};
+  run.config.dc_groupnorm = "local";
+  EXPECT_EQ(summarize_run(run).dc_groupnorm, "");
 }
 
 TEST(Summary, MedianEpochOfAnEvenCountAveragesTheTwoMiddleEpochs) {
@@ -491,6 +509,7 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
   info.nodes = 4;
   info.threads = 8;
   info.dc_num_shards = {2, 2, 1};
+  info.rank_devices = {"node001 cuda:0 visible=2 pci=0000:41:00.0", "node001 cuda:1"};
   info.created_at = "2025-03-12T10:15:00Z";
   test::TempDir tmp;
   write_system_json(tmp.path(), info);
@@ -513,6 +532,10 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
     2,
     1
   ],
+  "rank_devices": [
+    "node001 cuda:0 visible=2 pci=0000:41:00.0",
+    "node001 cuda:1"
+  ],
   "created_at": "2025-03-12T10:15:00Z"
 }
 )");
@@ -529,6 +552,7 @@ TEST(SystemJson, MissingKeysKeepDefaultsAndBadValuesNameTheKey) {
   EXPECT_EQ(info.world_size, 2);
   EXPECT_EQ(info.nodes, 1);
   EXPECT_TRUE(info.dc_num_shards.empty());
+  EXPECT_TRUE(info.rank_devices.empty());  // system.json files from before the field
 
   const auto error = [&file](const std::string& text) -> std::string {
     core::write_file_atomic(file, text);
@@ -545,6 +569,8 @@ TEST(SystemJson, MissingKeysKeepDefaultsAndBadValuesNameTheKey) {
             file.string() + ": key \"world_size\" is 4.5, expected an integer");
   EXPECT_EQ(error(R"({"dc_num_shards": [1, "2"]})"),
             file.string() + ": key \"dc_num_shards\" is [1,\"2\"], expected a list of integers");
+  EXPECT_EQ(error(R"({"rank_devices": ["h cpu", 3]})"),
+            file.string() + ": key \"rank_devices\" is [\"h cpu\",3], expected a list of strings");
   EXPECT_EQ(error("[1, 2]"), file.string() + ": expected a JSON object");
   EXPECT_EQ(error("{").rfind(file.string() + ": not valid JSON: ", 0), 0u);
 }

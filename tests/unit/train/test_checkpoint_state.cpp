@@ -243,5 +243,31 @@ TEST(CheckpointState, MissingAndTruncatedFilesNameTheFile) {
   EXPECT_EQ(t.rfind(cut.string() + ": ", 0), 0u) << t;
 }
 
+// async_save's writer: the background write lands the same bytes, in order (the second write to
+// a file wins), creating the folder; a failed write is rethrown by wait() naming the file.
+TEST(CheckpointWriter, BackgroundWritesLandInOrderAndFailuresSurface) {
+  test::TempDir dir;
+  for (bool background : {false, true}) {
+    CheckpointWriter writer(background);
+    EXPECT_EQ(writer.background(), background);
+    const fs::path file = dir.path() / (background ? "bg" : "fg") / "checkpoint_last";
+    writer.write(file, "first");
+    writer.write(file, std::string(1 << 20, 'x'));  // waits for the first
+    writer.wait();
+    EXPECT_EQ(core::read_file(file), std::string(1 << 20, 'x')) << background;
+  }
+  CheckpointWriter writer(true);
+  const fs::path blocked = dir.path() / "a_file";
+  core::write_file_atomic(blocked, "not a folder");
+  writer.write(blocked / "checkpoint_last", "bytes");
+  try {
+    writer.wait();
+    FAIL() << "no error";
+  } catch (const core::FileError& e) {
+    EXPECT_NE(std::string(e.what()).find(blocked.string()), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(writer.wait());  // reported once
+}
+
 }  // namespace
 }  // namespace scaffold::train

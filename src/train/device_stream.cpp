@@ -1,0 +1,60 @@
+// The CPU side of the step seam: the steady clock (CPU kernels are synchronous, so a host
+// stopwatch times the step exactly) and plain copies (to a CPU device: none at all).
+#include "train/device_stream.hpp"
+
+#include <deque>
+
+#include "core/error.hpp"
+#include "core/timer.hpp"
+
+namespace scaffold::train {
+
+namespace {
+
+class HostStepClock : public StepClock {
+ public:
+  void start() override { clock_.restart(); }
+  void stop() override { steps_s_.push_back(clock_.elapsed_s()); }
+  std::vector<double> collect_s() override {
+    std::vector<double> out;
+    out.swap(steps_s_);
+    return out;
+  }
+
+ private:
+  core::Stopwatch clock_;
+  std::vector<double> steps_s_;
+};
+
+class HostDeviceFeeder : public DeviceFeeder {
+ public:
+  explicit HostDeviceFeeder(c10::Device device) : device_(device) {}
+  void prefetch(const dataset::Batch& host) override {
+    dataset::Batch b;
+    b.ids = host.ids;
+    b.fields.reserve(host.fields.size());
+    for (const at::Tensor& f : host.fields) b.fields.push_back(f.to(device_));
+    pending_.push_back(std::move(b));
+  }
+  dataset::Batch take() override {
+    SCAFFOLD_CHECK(!pending_.empty(), "DeviceFeeder::take() before prefetch()");
+    dataset::Batch b = std::move(pending_.front());
+    pending_.pop_front();
+    return b;
+  }
+  bool empty() const override { return pending_.empty(); }
+
+ private:
+  c10::Device device_;
+  std::deque<dataset::Batch> pending_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepClock> make_host_step_clock() { return std::make_unique<HostStepClock>(); }
+
+std::unique_ptr<DeviceFeeder> make_host_device_feeder(const c10::Device& device) {
+  return std::make_unique<HostDeviceFeeder>(device);
+}
+
+}  // namespace scaffold::train
