@@ -234,7 +234,14 @@ Subcommand add_power(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--interval", args->interval_ms, "sampling interval in milliseconds")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      // Not CLI::PositiveNumber: its message prints the largest double in 309 digits.
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double ms = 0;
+            if (CLI::detail::lexical_cast(text, ms) && ms > 0 && ms <= 3.6e6) return "";
+            return "--interval " + text + ": expected milliseconds above 0 and at most 3600000";
+          },
+          "MS", "MS"));
   sub->add_option("--out", args->out, "directory for power.csv and energy.csv (created)")
       ->capture_default_str();
   sub->add_option("--hwmon-root", args->hwmon_root,
