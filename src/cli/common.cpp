@@ -22,7 +22,8 @@ CLI::Validator threads_validator() {
       [](std::string& text) -> std::string {
         int n = 0;
         if (CLI::detail::lexical_cast(text, n) && n >= 1 && n <= core::kMaxThreads) return "";
-        return "--threads " + text + ": expected an integer from 1 to " +
+        // CLI11 puts "--threads: " before this.
+        return text + ": expected an integer from 1 to " +
                std::to_string(core::kMaxThreads) +
                " compute threads per process (more than the node's hardware threads only slows "
                "the run)";

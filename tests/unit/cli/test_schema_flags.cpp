@@ -391,7 +391,7 @@ TEST(ThreadsFlag, BoundedWithAShortMessage) {
       ADD_FAILURE() << "--threads " << bad << " accepted as " << threads;
     } catch (const CLI::ParseError& e) {
       const std::string message = e.what();
-      EXPECT_CONTAINS(message, std::string("--threads ") + bad);
+      EXPECT_CONTAINS(message, std::string("--threads: ") + bad + ": expected");
       EXPECT_CONTAINS(message, "1 to 1024");
       EXPECT_LT(message.size(), 300u) << message;
     }
