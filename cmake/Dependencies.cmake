@@ -26,6 +26,9 @@ find_package(yaml-cpp QUIET)
 if(NOT TARGET yaml-cpp)
   scaffold_fallback_target(yaml-cpp yaml-cpp/yaml.h LIBRARY yaml-cpp)
 endif()
+# libyaml (Debian libyaml-dev): the strict syntax pass before yaml-cpp reads a config
+# (config/yaml_strict.cpp). No CMake package; header and library found directly.
+scaffold_fallback_target(scaffold_libyaml yaml.h LIBRARY yaml)
 find_package(CLI11 QUIET)
 if(NOT TARGET CLI11::CLI11)
   scaffold_fallback_target(scaffold_cli11 CLI/CLI.hpp)

@@ -352,7 +352,8 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   std::optional<report::TrainStatsCsv> csv;
   if (ctx.comm.rank() == 0)
     csv.emplace(args.run_dir.empty() ? report::TrainStatsCsv::open_fresh(run_dir)
-                                     : report::TrainStatsCsv::open_resume(run_dir, start.epoch + 1));
+                                     : report::TrainStatsCsv::open_resume(run_dir, start.epoch + 1,
+                                                                         start.total_optimizer_steps));
   double total_s = 0;
   if (ctx.comm.rank() == 0)
     for (const auto& r : report::read_train_stats(run_dir / report::kTrainStatsFileName)) total_s += r.epoch_duration_s;

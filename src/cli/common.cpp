@@ -13,8 +13,22 @@ void add_threads_option(CLI::App* sub, int* threads) {
   *threads = core::default_thread_count();
   sub->add_option("--threads", *threads,
                   "compute threads per process (default: OMP_NUM_THREADS, else the CPUs available)")
-      ->check(CLI::PositiveNumber)
+      ->check(threads_validator())
       ->capture_default_str();
+}
+
+CLI::Validator threads_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int n = 0;
+        if (CLI::detail::lexical_cast(text, n) && n >= 1 && n <= core::kMaxThreads) return "";
+        // CLI11 puts "--threads: " before this.
+        return text + ": expected an integer from 1 to " +
+               std::to_string(core::kMaxThreads) +
+               " compute threads per process (more than the node's hardware threads only slows "
+               "the run)";
+      },
+      "1.." + std::to_string(core::kMaxThreads), "THREADS");
 }
 
 void add_config_files_option(CLI::App* sub, ConfigArgs* args) {

@@ -33,6 +33,8 @@ struct ConfigArgs {
 
 // --threads N (default: OMP_NUM_THREADS or the CPUs available to this process).
 void add_threads_option(CLI::App* sub, int* threads);
+// Its check: an integer in [1, core::kMaxThreads], with a message that says why.
+CLI::Validator threads_validator();
 
 // -c/--config, repeatable and required.
 void add_config_files_option(CLI::App* sub, ConfigArgs* args);

@@ -8,10 +8,12 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/common.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/threads.hpp"
 #include "core/version.hpp"
 #ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION
 #include "workloads/image_classification/workload.hpp"
@@ -49,6 +51,23 @@ int main(int argc, char** argv) {
 #endif
   subcommands.push_back(cli::add_report(app));
   subcommands.push_back(cli::add_power(app));
+  // CLI11 says only "A subcommand is required" for a mistyped one: name it and the choices.
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (!word.empty() && word[0] == '-') continue;  // the global flags take no value
+    bool known = false;
+    std::string names;
+    for (const auto& sub : subcommands) {
+      known = known || sub.app->check_name(word);
+      names += (names.empty() ? "" : ", ") + sub.app->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "scaffold: unknown subcommand '%s'; available: %s (scaffold --help)\n",
+                   word.c_str(), names.c_str());
+      return 2;
+    }
+    break;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -65,6 +84,7 @@ int main(int argc, char** argv) {
     // Debugging a multi-rank run needs every rank's view; each line carries [rank=N].
     log.all_ranks = all_ranks || verbose > 0;
     core::log_configure(log);
+    if (const std::string w = core::omp_num_threads_warning(); !w.empty()) LOG_WARN("{}", w);
 
     for (auto& sub : subcommands) {
       if (!sub.app->parsed()) continue;

@@ -4,7 +4,8 @@
 // loses it). Reads no config and does no collective work: one wrapper per node is the user's
 // launch choice.
 #include <signal.h>
-#include <spawn.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -130,21 +131,51 @@ std::string shell_quote(const std::vector<std::string>& words) {
 }
 
 // Starts the command with the launch environment and the original signal mask. Returns the
-// pid, or -1 with errno-style `error`.
+// pid, or -1 with errno-style `error`. fork + exec rather than posix_spawn: the child must get
+// PR_SET_PDEATHSIG, so that a wrapper killed by SIGKILL (which it cannot forward) still ends the
+// command with SIGTERM instead of leaving it running unmeasured.
 pid_t spawn(const PowerArgs& args, const sigset_t& mask, int* error) {
   std::vector<char*> argv, envp;
   for (const auto& a : args.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (const auto& e : args.environment) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setsigmask(&attr, &mask);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = -1;
-  *error = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  return *error == 0 ? pid : -1;
+  int report[2];  // the child writes exec's errno here; closed on a successful exec
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    *error = errno;
+    return -1;
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    *error = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    return -1;
+  }
+  if (pid == 0) {  // only async-signal-safe calls from here to exec
+    ::close(report[0]);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(128 + SIGTERM);  // the wrapper died before prctl
+    ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    const int e = errno;
+    [[maybe_unused]] const ssize_t n = ::write(report[1], &e, sizeof e);
+    ::_exit(127);
+  }
+  ::close(report[1]);
+  int child_errno = 0;
+  ssize_t n = 0;
+  while ((n = ::read(report[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {
+  }
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof child_errno)) {  // exec failed: reap the child
+    ::waitpid(pid, nullptr, 0);
+    *error = child_errno;
+    return -1;
+  }
+  *error = 0;
+  return pid;
 }
 
 // The shell's convention: the exit status, or 128 + the signal that ended the child.
@@ -234,7 +265,14 @@ Subcommand add_power(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--interval", args->interval_ms, "sampling interval in milliseconds")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      // Not CLI::PositiveNumber: its message prints the largest double in 309 digits.
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double ms = 0;
+            if (CLI::detail::lexical_cast(text, ms) && ms > 0 && ms <= 3.6e6) return "";
+            return "--interval " + text + ": expected milliseconds above 0 and at most 3600000";
+          },
+          "MS", "MS"));
   sub->add_option("--out", args->out, "directory for power.csv and energy.csv (created)")
       ->capture_default_str();
   sub->add_option("--hwmon-root", args->hwmon_root,

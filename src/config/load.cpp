@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "config/schema_rules.hpp"
+#include "config/yaml_strict.hpp"
 #include "core/error.hpp"
 #include "core/pyfloat.hpp"
 
@@ -126,6 +127,12 @@ class Merge {
  public:
   // Reads one YAML document; later calls override earlier ones key by key.
   void add_yaml(const std::string& origin, const std::string& text) {
+    // libyaml first: yaml-cpp would read an unclosed quote as one long string and drop every
+    // key after it, and would expand nested aliases without bound.
+    if (std::string strict = strict_yaml_problem(text, origin); !strict.empty()) {
+      source_problem(std::move(strict));
+      return;
+    }
     std::vector<YAML::Node> documents;
     try {
       documents = YAML::LoadAll(text);
@@ -143,8 +150,13 @@ class Merge {
                       documents.size()));
       return;
     }
-    if (documents.empty() || documents[0].IsNull()) {
-      warnings_.push_back(fmt::format("{}: the file sets no keys", origin));
+    // An empty file is most often a wrong path or a file cut short: running on defaults while
+    // the user believes their settings were read is the failure to avoid.
+    if (documents.empty() || documents[0].IsNull() ||
+        (documents[0].IsMap() && documents[0].size() == 0)) {
+      source_problem(fmt::format(
+          "  {0}: the file sets no keys; give at least one key: value (or leave out -c {0})",
+          origin));
       return;
     }
     const YAML::Node& top = documents[0];
@@ -310,7 +322,17 @@ bool read_file(const std::string& path, std::string& text, std::string& problem)
     problem = fmt::format("  {}: cannot be opened for reading", path);
     return false;
   }
-  text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  // At most one byte past the cap: /dev/zero or a mistyped multi-GB path must not be read whole.
+  text.resize(kMaxConfigBytes + 1);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) {
+    problem = fmt::format(
+        "  {}: larger than {} bytes; a config file is a few KiB (is this the "
+        "right file?)",
+        path, kMaxConfigBytes);
+    return false;
+  }
   if (in.bad()) {
     problem = fmt::format("  {}: read error", path);
     return false;

@@ -1,9 +1,9 @@
 #include "core/npy.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <fstream>
-#include <regex>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -107,6 +107,155 @@ void write_npy(const std::filesystem::path& path, DType dtype, const std::vector
   write_file_atomic(path, {ByteSpan{header.data(), header.size()}, ByteSpan{data, bytes}});
 }
 
+namespace {
+
+// The header dict as numpy.load reads it (numpy's _read_array_header: ast.literal_eval, then
+// exactly the keys descr, fortran_order and shape; shape a tuple of ints >= 0; fortran_order a
+// bool). This is the subset of Python literal syntax those values use: quoted strings without
+// escapes, True and False, tuples of integers (with '+' and '_' as Python allows), trailing
+// commas, whitespace; a repeated key keeps its last value, as in a Python dict.
+class HeaderParser {
+ public:
+  HeaderParser(const std::string& text, const std::string& path) : t_(text), path_(path) {}
+
+  void parse(NpyInfo* info) {
+    bool has_descr = false, has_order = false, has_shape = false;
+    std::string descr;
+    bool fortran = false;
+    std::vector<int64_t> shape;
+    expect('{');
+    while (skip_space(), peek() != '}') {
+      const std::string key = string_literal();
+      skip_space();
+      expect(':');
+      skip_space();
+      if (key == "descr") {
+        if (peek() != '\'' && peek() != '"') fail("'descr' is not a string");
+        descr = string_literal();
+        has_descr = true;
+      } else if (key == "fortran_order") {
+        if (word("True")) fortran = true;
+        else if (word("False")) fortran = false;
+        else fail("'fortran_order' is not True or False");
+        has_order = true;
+      } else if (key == "shape") {
+        shape = tuple_of_ints();
+        has_shape = true;
+      } else {
+        fail("unexpected key '" + key + "' (a .npy header holds exactly descr, fortran_order and shape)");
+      }
+      skip_space();
+      if (peek() == ',') {
+        ++i_;
+      } else if (peek() != '}') {
+        fail("expected ',' or '}'");
+      }
+    }
+    ++i_;
+    skip_space();
+    if (i_ != t_.size()) fail("text after the header's closing '}'");
+    if (!has_descr || !has_order || !has_shape)
+      fail("the header lacks " + std::string(!has_descr ? "'descr'" : !has_order ? "'fortran_order'" : "'shape'"));
+    info->dtype = dtype_from_descr(descr, path_);
+    if (fortran) throw FileError(path_, ".npy file is not C-ordered");
+    info->shape = shape;
+    std::size_t bytes = dtype_size(info->dtype);
+    for (const int64_t d : shape) {
+      if (d > 0 && bytes > (std::size_t{1} << 62) / static_cast<std::size_t>(d))
+        throw FileError(path_, ".npy shape " + shape_text(shape) + " is too large");
+      bytes *= static_cast<std::size_t>(d);
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw FileError(path_, "cannot parse the .npy header (" + what + " at character " + std::to_string(i_ + 1) +
+                               "): " + t_.substr(0, 120));
+  }
+  char peek() const { return i_ < t_.size() ? t_[i_] : '\0'; }
+  void skip_space() {
+    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) ++i_;
+  }
+  void expect(char c) {
+    if (peek() != c) fail(std::string("expected '") + c + "'");
+    ++i_;
+  }
+  bool word(const char* w) {
+    const std::size_t n = std::strlen(w);
+    if (t_.compare(i_, n, w) != 0) return false;
+    const char next = i_ + n < t_.size() ? t_[i_ + n] : '\0';
+    if (std::isalnum(static_cast<unsigned char>(next)) || next == '_') return false;
+    i_ += n;
+    return true;
+  }
+  std::string string_literal() {
+    const char quote = peek();
+    if (quote != '\'' && quote != '"') fail("expected a quoted key");
+    const std::size_t end = t_.find(quote, i_ + 1);
+    if (end == std::string::npos) fail("unclosed string");
+    std::string out = t_.substr(i_ + 1, end - i_ - 1);
+    if (out.find('\\') != std::string::npos || out.find('\n') != std::string::npos) fail("unexpected escape in a string");
+    i_ = end + 1;
+    return out;
+  }
+  // A Python int literal: [+|-] then "0" or a non-zero digit and digits, '_' only between digits.
+  int64_t integer() {
+    bool negative = false;
+    while (peek() == '+' || peek() == '-') {
+      negative = negative != (peek() == '-');
+      ++i_;
+      skip_space();
+    }
+    if (!std::isdigit(static_cast<unsigned char>(peek()))) fail("shape is not valid: expected an integer");
+    const std::size_t first = i_;
+    int64_t value = 0;
+    while (std::isdigit(static_cast<unsigned char>(peek())) ||
+           (peek() == '_' && i_ + 1 < t_.size() && std::isdigit(static_cast<unsigned char>(t_[i_ + 1])) &&
+            i_ > first)) {
+      if (peek() != '_') {
+        if (value > (int64_t{1} << 55)) fail("shape is not valid: a dimension is too large");
+        value = value * 10 + (peek() - '0');
+      }
+      ++i_;
+    }
+    if (t_[first] == '0' && i_ - first > 1) fail("leading zero in an integer");
+    if (peek() == '.' || peek() == 'e' || peek() == 'E' || peek() == 'j' || std::isalpha(static_cast<unsigned char>(peek())))
+      fail("shape is not valid: not an integer");
+    if (negative && value != 0) throw FileError(path_, ".npy header: negative dimensions are not allowed");
+    return value;
+  }
+  std::vector<int64_t> tuple_of_ints() {
+    if (peek() != '(') fail("shape is not valid: not a tuple");
+    ++i_;
+    std::vector<int64_t> out;
+    bool comma = false;  // "(6)" is the int 6, not a tuple
+    while (skip_space(), peek() != ')') {
+      out.push_back(integer());
+      skip_space();
+      if (peek() == ',') {
+        ++i_;
+        comma = true;
+      } else if (peek() != ')') {
+        fail("expected ',' or ')' in shape");
+      } else if (out.size() == 1 && !comma) {
+        fail("shape is not valid: (n) is an int, not a tuple; write (n,)");
+      }
+    }
+    ++i_;
+    return out;
+  }
+
+  const std::string& t_;
+  const std::string& path_;
+  std::size_t i_ = 0;
+};
+
+void parse_header_dict(const std::string& dict, const std::string& path, NpyInfo* info) {
+  HeaderParser(dict, path).parse(info);
+}
+
+}  // namespace
+
 NpyInfo read_npy_info(const std::filesystem::path& path) {
   const std::string p = path.string();
   std::ifstream in(path, std::ios::binary);
@@ -122,21 +271,8 @@ NpyInfo read_npy_info(const std::filesystem::path& path) {
   if (!in.read(dict.data(), static_cast<std::streamsize>(hlen)))
     throw FileError(p, "truncated .npy header");
 
-  static const std::regex descr_re(R"('descr'\s*:\s*'([^']*)')");
-  static const std::regex order_re(R"('fortran_order'\s*:\s*(True|False))");
-  static const std::regex shape_re(R"('shape'\s*:\s*\(([^)]*)\))");
-  std::smatch m;
   NpyInfo info;
-  if (!std::regex_search(dict, m, descr_re)) throw FileError(p, "no 'descr' in .npy header");
-  info.dtype = dtype_from_descr(m[1].str(), p);
-  if (!std::regex_search(dict, m, order_re) || m[1].str() != "False")
-    throw FileError(p, ".npy file is not C-ordered");
-  if (!std::regex_search(dict, m, shape_re)) throw FileError(p, "no 'shape' in .npy header");
-  const std::string dims = m[1].str();
-  static const std::regex int_re(R"(\d+)");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), int_re); it != std::sregex_iterator();
-       ++it)
-    info.shape.push_back(std::stoll(it->str()));
+  parse_header_dict(dict, p, &info);
   info.data_offset = kPreambleLen + hlen;
 
   std::error_code ec;

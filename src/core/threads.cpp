@@ -2,7 +2,9 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -12,20 +14,39 @@
 
 namespace scaffold::core {
 
+namespace {
+
+// OMP_NUM_THREADS as a usable count, or 0.
+int omp_num_threads() {
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  if (env == nullptr) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(env, &end, 10);
+  if (end == env || *end != '\0' || errno == ERANGE || n < 1 || n > kMaxThreads) return 0;
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+std::string omp_num_threads_warning() {
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  if (env == nullptr || omp_num_threads() > 0) return "";
+  return "OMP_NUM_THREADS='" + std::string(env) + "' is not an integer from 1 to " +
+         std::to_string(kMaxThreads) +
+         ": ignored; using the CPUs available (set it to a positive integer or pass --threads N)";
+}
+
 int default_thread_count() {
-  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && n > 0) return static_cast<int>(n);
-  }
+  if (const int n = omp_num_threads(); n > 0) return n;
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0) {
     const int n = CPU_COUNT(&set);
-    if (n > 0) return n;
+    if (n > 0) return std::min(n, kMaxThreads);
   }
   const unsigned hw = std::thread::hardware_concurrency();
-  return hw > 0 ? static_cast<int>(hw) : 1;
+  return hw > 0 ? std::min(static_cast<int>(hw), kMaxThreads) : 1;
 }
 
 void parallel_for(std::size_t count, int threads,

@@ -13,6 +13,7 @@
 #include "core/progress.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
+#include "dataset/manifest.hpp"
 #include "dataset/render.hpp"
 
 namespace scaffold::dataset {
@@ -120,6 +121,9 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
     info.reused = true;
     dist::run_agreed(comm, [&] {
       info.meta = parse_meta(core::read_file(info.root / "meta.yaml"), (info.root / "meta.yaml").string());
+      // Rank 0 checks the files against the plan: they, not meta.yaml, are what the run trains on.
+      if (comm.rank() == 0)
+        check_dataset_files(DatasetPaths{info.root}, info.meta, o.key, make_plan(plan_options(o.key)), layout, grid);
     });
     LOG_INFO("dataset: reusing {} ({} volumes: {} training, {} validation; created {}, commit {})",
              info.root.string(), info.meta.n_volumes, info.meta.n_train, info.meta.n_val,

@@ -23,6 +23,9 @@ struct RestartSpec {
   int world_size = 1;               // > 1: the command is prefixed by `<launcher> -n <world_size>`
   std::string launcher = "mpirun";  // or "srun"
   std::vector<std::pair<std::string, std::string>> env;  // exported first, e.g. PROFILE_TORCH
+  // The run's working directory: the script changes to it first, so relative paths in argv
+  // resolve as they did for the run, wherever the script is started from. Empty: no cd.
+  std::filesystem::path working_dir;
 };
 
 // Quotes one word for bash the way Python's shlex.quote does: words of only [A-Za-z0-9_@%+=:,./-]

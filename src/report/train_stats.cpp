@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <charconv>
 #include <cstring>
 #include <string_view>
@@ -119,6 +120,33 @@ std::string line_error(std::size_t index, const std::string& what) {
   return "line " + std::to_string(index + 1) + ": " + what;
 }
 
+// What a row must hold beyond parsing, given the row before it (nullptr for the first): epochs
+// 1, 2, 3, ... in order; finite, non-negative durations (time to target adds them up); Dice in
+// [0, 1] (NaN allowed: a diverged epoch is recorded as it was); step counts that add up. Losses
+// may be NaN or Inf for the same reason. Returns why not, or "".
+std::string row_problem(const EpochRecord& r, const EpochRecord* previous) {
+  const int64_t want_epoch = previous != nullptr ? previous->epoch + 1 : 1;
+  if (r.epoch != want_epoch)
+    return "epoch " + std::to_string(r.epoch) + " where epoch " + std::to_string(want_epoch) +
+           " was expected (epochs must run 1, 2, 3, ... without gaps or repeats)";
+  if (!std::isfinite(r.epoch_duration_s) || r.epoch_duration_s < 0)
+    return "epoch_duration " + core::python_float_str(r.epoch_duration_s) +
+           ": expected a finite number of seconds >= 0";
+  for (const auto& [name, value] : {std::pair{"train_dice", r.train_dice}, {"val_dice", r.val_dice}})
+    if (!std::isnan(value) && (value < 0 || value > 1))
+      return std::string(name) + " " + core::python_float_str(value) + ": a Dice score is in [0, 1]";
+  if (r.optimizer_steps < 0)
+    return "optimizer_steps " + std::to_string(r.optimizer_steps) + ": expected >= 0";
+  if (previous != nullptr && r.total_optimizer_steps != previous->total_optimizer_steps + r.optimizer_steps)
+    return "total_optimizer_steps " + std::to_string(r.total_optimizer_steps) + " is not the previous row's " +
+           std::to_string(previous->total_optimizer_steps) + " + optimizer_steps " +
+           std::to_string(r.optimizer_steps);
+  if (previous == nullptr && r.total_optimizer_steps < r.optimizer_steps)
+    return "total_optimizer_steps " + std::to_string(r.total_optimizer_steps) + " is below optimizer_steps " +
+           std::to_string(r.optimizer_steps);
+  return "";
+}
+
 // The text split into lines, after checking the first one is our header.
 std::vector<std::string_view> checked_lines(const fs::path& path, std::string_view text,
                                             bool* torn) {
@@ -171,15 +199,26 @@ TrainStatsCsv TrainStatsCsv::open_fresh(const fs::path& run_dir) {
   return TrainStatsCsv(path);
 }
 
-TrainStatsCsv TrainStatsCsv::open_resume(const fs::path& run_dir, int64_t resume_epoch) {
+TrainStatsCsv TrainStatsCsv::open_resume(const fs::path& run_dir, int64_t resume_epoch,
+                                         int64_t checkpoint_total_steps) {
   SCAFFOLD_CHECK(resume_epoch >= 1, "resume epoch must be 1-based");
   const fs::path path = run_dir / kTrainStatsFileName;
   std::error_code ec;
-  if (!fs::exists(path, ec)) return open_fresh(run_dir);
+  if (!fs::exists(path, ec)) {
+    // The rows of the epochs before the checkpoint are the run's time to solution: without
+    // them a resumed run would report only the time since the restart.
+    if (resume_epoch > 1)
+      throw core::FileError(path.string(),
+                            "missing, but the checkpoint is at epoch " + std::to_string(resume_epoch - 1) +
+                                ": the run's history (its time to solution) is lost; restore the file "
+                                "or start a new run");
+    return open_fresh(run_dir);
+  }
   const std::string text = core::read_file(path);
   bool torn = false;
   const std::vector<std::string_view> lines = checked_lines(path, text, &torn);
   std::string kept = std::string(lines[0]) + "\n";
+  std::vector<EpochRecord> kept_records;
   for (std::size_t i = 1; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
     if (torn && i + 1 == lines.size()) {
@@ -197,9 +236,27 @@ TrainStatsCsv TrainStatsCsv::open_resume(const fs::path& run_dir, int64_t resume
     std::string why;
     if (!parse_row(lines[i], &record, &why))
       throw core::FileError(path.string(), line_error(i, why));
+    if (why = row_problem(record, kept_records.empty() ? nullptr : &kept_records.back()); !why.empty())
+      throw core::FileError(path.string(), line_error(i, why));
+    kept_records.push_back(record);
     kept.append(lines[i]);
     kept += '\n';
   }
+  // The kept rows must be the whole history up to the checkpoint, and agree with it.
+  const int64_t last_kept = kept_records.empty() ? 0 : kept_records.back().epoch;
+  if (last_kept != resume_epoch - 1)
+    throw core::FileError(path.string(),
+                          "holds epochs up to " + std::to_string(last_kept) + " but the checkpoint is at epoch " +
+                              std::to_string(resume_epoch - 1) +
+                              ": the run's history was cut or belongs to another run; restore the file "
+                              "or start a new run");
+  const int64_t kept_steps = kept_records.empty() ? 0 : kept_records.back().total_optimizer_steps;
+  if (checkpoint_total_steps >= 0 && kept_steps != checkpoint_total_steps)
+    throw core::FileError(path.string(),
+                          "epoch " + std::to_string(last_kept) + " has total_optimizer_steps " +
+                              std::to_string(kept_steps) + " but the checkpoint has " +
+                              std::to_string(checkpoint_total_steps) +
+                              ": the history belongs to another run; restore the file or start a new run");
   core::write_file_atomic(path, kept);
   return TrainStatsCsv(path);
 }
@@ -241,6 +298,8 @@ std::vector<EpochRecord> read_train_stats(const fs::path& path) {
     EpochRecord record;
     std::string why;
     if (!parse_row(lines[i], &record, &why))
+      throw core::FileError(path.string(), line_error(i, why));
+    if (why = row_problem(record, records.empty() ? nullptr : &records.back()); !why.empty())
       throw core::FileError(path.string(), line_error(i, why));
     records.push_back(record);
   }

@@ -41,10 +41,14 @@ class TrainStatsCsv {
   // A fresh run: the file is replaced by one holding only the header.
   static TrainStatsCsv open_fresh(const std::filesystem::path& run_dir);
   // A run resuming at `resume_epoch` (checkpoint epoch + 1): keeps the header and the rows with
-  // epoch < resume_epoch, drops the rest (rewritten atomically). A missing file starts fresh; a
-  // torn last line (no newline: the run died mid-write) is dropped with a warning. A different
-  // header or a malformed kept row is a core::FileError naming the file (and line).
-  static TrainStatsCsv open_resume(const std::filesystem::path& run_dir, int64_t resume_epoch);
+  // epoch < resume_epoch, drops the rest (rewritten atomically). A torn last line (no newline:
+  // the run died mid-write) is dropped with a warning. A core::FileError naming the file (and
+  // line), before anything is rewritten: a different header, a malformed or invalid kept row
+  // (as read_train_stats checks), kept rows that are not exactly epochs 1 .. resume_epoch - 1, a
+  // missing file when resume_epoch > 1, and (when `checkpoint_total_steps` >= 0) a last kept
+  // row whose total_optimizer_steps differs from the checkpoint's.
+  static TrainStatsCsv open_resume(const std::filesystem::path& run_dir, int64_t resume_epoch,
+                                   int64_t checkpoint_total_steps = -1);
 
   TrainStatsCsv(TrainStatsCsv&& other) noexcept;
   TrainStatsCsv& operator=(TrainStatsCsv&& other) noexcept;
@@ -64,7 +68,9 @@ class TrainStatsCsv {
 };
 
 // Parses a train_stats.csv back (e.g. for the final summary and the figures). Throws
-// core::FileError naming the file, and the line for a bad header or row.
+// core::FileError naming the file, and the line for a bad header or row: a value that does not
+// parse, epochs other than 1, 2, 3, ... in order, a duration that is negative or not finite, a
+// Dice outside [0, 1], step counts that do not add up.
 std::vector<EpochRecord> read_train_stats(const std::filesystem::path& path);
 
 }  // namespace scaffold::report

@@ -3,7 +3,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
 #include <type_traits>
 #include <cstdlib>
 #include <system_error>
@@ -36,6 +46,76 @@ std::vector<std::string> override_lines(const std::vector<config::FlagOverride>&
   return lines;
 }
 
+const std::vector<std::string>& restart_changeable_keys() {
+  static const std::vector<std::string> keys = {
+      "epochs", "target_dice", "time_budget_s",                   // when to stop
+      "checkpoint_interval", "async_save",                        // how often to save
+      "progress_timeout_s", "dataloader_num_workers", "device",   // how to run
+      "loss_freq", "base_run_dir", "job_name",                    // unused or ignored on restart
+      "train_from_scratch", "datagen_from_scratch", "dataset_reuse_enforce_commit_id"};
+  return keys;
+}
+
+namespace {
+
+// "key: value" lines of to_yaml's text (comments skipped), by key.
+std::map<std::string, std::string> yaml_lines(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    const std::size_t colon = line.find(": ");
+    if (line.empty() || line[0] == '#' || colon == std::string::npos) continue;
+    out[line.substr(0, colon)] = line.substr(colon + 2);
+  }
+  return out;
+}
+
+// The run folder's lock, held by this process until it ends (never closed: the kernel releases
+// an flock when its last descriptor closes, which is when the process exits, however it exits).
+void lock_run_folder(const fs::path& dir) {
+  static std::mutex mutex;
+  static std::set<std::string> held;
+  const std::lock_guard<std::mutex> guard(mutex);
+  if (held.count(dir.string()) > 0) return;
+  const fs::path path = dir / ".lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw core::FileError(path.string(), std::string("cannot open the run folder's lock: ") + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    std::string holder = core::read_file(path);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(fd);
+    throw core::FileError(dir.string(), "the run folder is in use by another scaffold process" +
+                                            (holder.empty() ? std::string() : " (" + holder + ")") +
+                                            "; wait for it to end: two processes writing one run folder would "
+                                            "interleave its checkpoints and train_stats.csv");
+  }
+  const std::string me = fmt::format("pid {} on {}\n", ::getpid(), core::host_name());
+  if (::ftruncate(fd, 0) != 0 || ::write(fd, me.data(), me.size()) != static_cast<ssize_t>(me.size())) {
+    // The lock holds without the note; the note only names the holder.
+  }
+  held.insert(dir.string());
+}
+
+}  // namespace
+
+std::vector<std::string> restart_config_changes(const std::string& run_yaml, const std::string& command_yaml) {
+  const std::map<std::string, std::string> run = yaml_lines(run_yaml);
+  const std::map<std::string, std::string> command = yaml_lines(command_yaml);
+  const std::vector<std::string>& free = restart_changeable_keys();
+  std::vector<std::string> changes;
+  for (const auto& [key, value] : command) {
+    const auto it = run.find(key);
+    if (it == run.end() || it->second == value) continue;
+    if (std::find(free.begin(), free.end(), key) != free.end()) continue;
+    changes.push_back(fmt::format("{} is {} in the run's config.yaml but {} in this command", key, it->second, value));
+  }
+  return changes;
+}
+
 fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& request) {
   std::string path;
   dist::run_agreed(comm, [&] {
@@ -48,20 +128,44 @@ fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& re
       if (!fs::exists(ckpt / "checkpoint_last", ec) && !fs::exists(ckpt / "checkpoint_best", ec))
         throw core::FileError(dir.string(), "cannot restart: no " + (ckpt / "checkpoint_last").string() +
                                                 " or checkpoint_best (was checkpoint_interval > 0?)");
+      lock_run_folder(dir);
+      // Before any file is written: a refused restart leaves the run as it was.
+      if (!fs::exists(dir / "config.yaml", ec))
+        throw core::FileError(dir.string(), "cannot restart: the run folder has no config.yaml");
+      const std::vector<std::string> changes =
+          restart_config_changes(core::read_file(dir / "config.yaml"), request.config_yaml);
+      if (!changes.empty()) {
+        std::string message = "cannot restart: a restart continues the same run, so the keys that set its data, "
+                              "model and training recipe cannot change:";
+        for (const std::string& change : changes) message += "\n  " + change;
+        message += "\nDrop those flags (the run's restart.sh passes none), or start a new run for other values.";
+        throw core::FileError(dir.string(), message);
+      }
     } else {
       dir = report::create_run_dir(request.base_run_dir, request.job_name, std::chrono::system_clock::now());
+      lock_run_folder(dir);
       core::write_file_atomic(dir / "base_config.yaml", core::read_file(request.base_config_file));
     }
     core::write_file_atomic(dir / "config.yaml", request.config_yaml);
-    std::string overrides = "# command-line flags of this run\n";
-    for (const auto& line : request.flag_lines) overrides += line + "\n";
-    if (!request.resume_dir.empty())
-      overrides += "restart: 1\nrun_dir: " + report::shell_quote(dir.string()) + "\n";
-    core::write_file_atomic(dir / "overrides.yaml", overrides);
+    if (request.resume_dir.empty()) {
+      std::string overrides = "# command-line flags of this run\n";
+      for (const auto& line : request.flag_lines) overrides += line + "\n";
+      core::write_file_atomic(dir / "overrides.yaml", overrides);
+    } else {
+      // The original flags stay; each restart adds its own as comments, so the file still loads
+      // as the first run's overrides.
+      std::error_code ec;
+      std::string overrides = fs::exists(dir / "overrides.yaml", ec) ? core::read_file(dir / "overrides.yaml") : "";
+      overrides += "# restart " + report::utc_now_iso8601() + ":";
+      for (const auto& line : request.flag_lines) overrides += " " + line + ";";
+      overrides += "\n";
+      core::write_file_atomic(dir / "overrides.yaml", overrides);
+    }
     report::RestartSpec spec;
     spec.run_dir = dir;
     spec.executable = core::executable_path();
     spec.argv = request.argv;
+    spec.working_dir = fs::current_path();  // relative flags in argv resolve as they did
     spec.world_size = comm.size();
     spec.launcher = std::getenv("SLURM_JOB_ID") ? "srun" : "mpirun";
     for (const char* var : {"PROFILE_TORCH", "PROFILE_TORCH_WAIT", "PROFILE_TORCH_WARMUP", "PROFILE_TORCH_ACTIVE",

@@ -48,8 +48,24 @@ RunFolderRequest run_folder_request(const C& cfg, const std::vector<std::string>
   return r;
 }
 
+// The keys a restart may give other values than the run's config.yaml holds: when to stop, how
+// often to checkpoint, where and how fast to run. Every other key sets the run's data, model or
+// training recipe, and a restart that changed one would continue the same run on other terms.
+const std::vector<std::string>& restart_changeable_keys();
+
+// One line per key whose value differs between the run's config.yaml text (`run_yaml`) and this
+// command's merged config (`command_yaml`), both as config::to_yaml writes them, for every key
+// not in restart_changeable_keys(); empty when the restart may go ahead. A key only one of them
+// has (written by another scaffold version) is not compared.
+std::vector<std::string> restart_config_changes(const std::string& run_yaml, const std::string& command_yaml);
+
 // Collective: rank 0 creates (or, for a restart, checks) the folder and writes its files; every
 // rank returns its absolute path. Errors are agreed (every rank throws dist::AgreedError).
+// Rank 0 holds an exclusive flock on <folder>/.lock until the process ends, so a second process
+// (two restart.sh at once, or a restart while the run still runs) is refused, naming the holder.
+// A restart is refused, before any file is written, when a key outside restart_changeable_keys()
+// differs from the run's config.yaml; it keeps overrides.yaml (the original flags), appending its
+// own flags as a comment.
 std::filesystem::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& request);
 
 // The run's context as system.json records it: host facts plus what the caller knows of the

@@ -9,10 +9,12 @@
 #include <c10/util/StringUtil.h>
 
 #include <sstream>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
+#include "core/sha256.hpp"
 
 namespace scaffold::train {
 namespace {
@@ -43,9 +45,9 @@ void check_shapes(torch::serialize::InputArchive& archive, const torch::nn::Modu
   auto check = [&](const std::string& name, const at::Tensor& mine, bool is_buffer) {
     at::Tensor stored;
     if (!archive.try_read(name, stored, is_buffer))
-      throw core::FileError(source, "checkpoint has no " + prefix + name + ": it is of another model");
+      throw CheckpointMismatch(source, "checkpoint has no " + prefix + name + ": it is of another model");
     if (stored.sizes() != mine.sizes() || stored.scalar_type() != mine.scalar_type())
-      throw core::FileError(source, c10::str(prefix, name, " is ", stored.scalar_type(), stored.sizes(),
+      throw CheckpointMismatch(source, c10::str(prefix, name, " is ", stored.scalar_type(), stored.sizes(),
                                              " in the checkpoint but ", mine.scalar_type(), mine.sizes(),
                                              " in this model (was the model configuration changed?)"));
   };
@@ -54,9 +56,66 @@ void check_shapes(torch::serialize::InputArchive& archive, const torch::nn::Modu
   for (const auto& child : module.named_children()) {
     torch::serialize::InputArchive child_archive;
     if (!archive.try_read(child.key(), child_archive))
-      throw core::FileError(source, "checkpoint has no module " + prefix + child.key() + ": it is of another model");
+      throw CheckpointMismatch(source, "checkpoint has no module " + prefix + child.key() + ": it is of another model");
     check_shapes(child_archive, *child.value(), prefix + child.key() + ".", source);
   }
+}
+
+// "scaffold-checkpoint sha256=<64 hex> bytes=<n>\n" then the archive. A LibTorch archive is a
+// zip whose reader tolerates some damage (and a flipped byte in stored tensor data is not seen at
+// all), so the digest is the only check that the weights are the ones written.
+constexpr std::string_view kEnvelopeMagic = "scaffold-checkpoint sha256=";
+
+std::string with_envelope(const std::string& archive) {
+  return std::string(kEnvelopeMagic) + core::sha256_hex(archive) +
+         " bytes=" + std::to_string(archive.size()) + "\n" + archive;
+}
+
+// The archive inside `bytes` after checking its length and digest; throws FileError otherwise.
+std::string_view open_envelope(const std::string& bytes, const std::string& source) {
+  const std::string_view all(bytes);
+  if (all.substr(0, 4) == std::string_view("PK\x03\x04", 4)) {
+    // A bare archive: an older scaffold's checkpoint (intact, not this format) or a damaged or
+    // foreign one. Only the first is not for setting aside.
+    bool older_scaffold = false;
+    try {
+      torch::serialize::InputArchive archive;
+      archive.load_from(bytes.data(), bytes.size());
+      at::Tensor version;
+      older_scaffold = archive.try_read("version", version);
+    } catch (const std::exception&) {
+    }
+    if (older_scaffold)
+      throw CheckpointMismatch(source, "written by an older scaffold version, without a digest; resume "
+                                       "it with that version, or start a new run");
+    throw core::FileError(source, "not a scaffold checkpoint (a bare archive without its header line)");
+  }
+  if (all.substr(0, kEnvelopeMagic.size()) != kEnvelopeMagic)
+    throw core::FileError(source, "not a scaffold checkpoint (no 'scaffold-checkpoint' header line; "
+                                  "written by another program or damaged at its start)");
+  const std::size_t eol = all.find('\n');
+  const std::size_t hex_at = kEnvelopeMagic.size();
+  const std::string_view bytes_tag = " bytes=";
+  if (eol == std::string_view::npos || eol < hex_at + 64 + bytes_tag.size() ||
+      all.substr(hex_at + 64, bytes_tag.size()) != bytes_tag)
+    throw core::FileError(source, "damaged checkpoint header line");
+  const std::string_view digest = all.substr(hex_at, 64);
+  const std::string_view length_text = all.substr(hex_at + 64 + bytes_tag.size(), eol - hex_at - 64 - bytes_tag.size());
+  std::size_t length = 0;
+  for (const char ch : length_text) {
+    if (ch < '0' || ch > '9' || length > (std::size_t{1} << 50))
+      throw core::FileError(source, "damaged checkpoint header line");
+    length = length * 10 + static_cast<std::size_t>(ch - '0');
+  }
+  const std::string_view archive = all.substr(eol + 1);
+  if (archive.size() != length)
+    throw core::FileError(source, c10::str("truncated or extended checkpoint: ", archive.size(),
+                                           " bytes after the header, the header says ", length));
+  const std::string actual = core::sha256_hex(archive);
+  if (actual != digest)
+    throw core::FileError(source, c10::str("checkpoint fails its SHA-256 check (damaged on disk or in "
+                                           "transfer): recorded ", digest, ", content ", actual));
+  return archive;
 }
 
 }  // namespace
@@ -77,21 +136,28 @@ std::string serialize_state(torch::nn::Module& model, const torch::optim::Optimi
   archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
   std::ostringstream out;
   archive.save_to(out);
-  return out.str();
+  return with_envelope(out.str());
 }
 
 TrainCounters deserialize_state(const std::string& bytes, const std::string& source,
                                 torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
   try {
     torch::serialize::InputArchive archive, model_archive, optimizer_archive;
-    archive.load_from(bytes.data(), bytes.size());
+    const std::string_view payload = open_envelope(bytes, source);
+    archive.load_from(payload.data(), payload.size());
     if (get_int(archive, "version") != kCheckpointVersion)
-      throw core::FileError(source, "checkpoint format version differs from this scaffold's");
+      throw CheckpointMismatch(source, "checkpoint format version differs from this scaffold's");
     archive.read("model", model_archive);
     archive.read("optimizer", optimizer_archive);
     check_shapes(model_archive, model, "", source);
     model.load(model_archive);
-    optimizer.load(optimizer_archive);
+    try {
+      optimizer.load(optimizer_archive);
+    } catch (const c10::Error& e) {  // the file passed its digest: another optimiser's state
+      throw CheckpointMismatch(source, std::string("its optimiser state does not fit this optimizer "
+                                                   "(was the optimizer changed?): ") +
+                                           e.what_without_backtrace());
+    }
     TrainCounters c;
     c.epoch = get_int(archive, "epoch");
     c.total_optimizer_steps = get_int(archive, "total_optimizer_steps");

@@ -2,7 +2,12 @@
 // written atomically. There is no scheduler or sampler state to save: the learning rate is a
 // closed form of the epoch, and the data order is keyed by (seed, epoch). The CPU generator's
 // state is saved anyway, so nothing random added later is lost on restart.
+// Each archive is preceded by one line carrying the SHA-256 and length of the archive, checked
+// before LibTorch reads a byte of it, so flipped bytes are a refused file, not corrupt weights.
 #pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
 
 #include <cstdint>
 #include <exception>
@@ -10,8 +15,7 @@
 #include <string>
 #include <thread>
 
-#include <torch/nn/module.h>
-#include <torch/optim/optimizer.h>
+#include "core/error.hpp"
 
 namespace scaffold::train {
 
@@ -30,9 +34,18 @@ std::string serialize_state(torch::nn::Module& model, const torch::optim::Optimi
 TrainCounters deserialize_state(const std::string& bytes, const std::string& source,
                                 torch::nn::Module& model, torch::optim::Optimizer& optimizer);
 
+// A checkpoint that is intact but does not fit the model or optimiser of this command (another
+// unet_base_channels, another optimizer): the command is wrong, not the file, so a restart must
+// not set the file aside as corrupt.
+class CheckpointMismatch : public core::FileError {
+ public:
+  using core::FileError::FileError;
+};
+
 void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
                      const torch::optim::Optimizer& optimizer, const TrainCounters& counters);
-// Throws core::FileError naming the file when it is missing, truncated or not a checkpoint.
+// Throws core::FileError naming the file when it is missing, truncated, fails its digest or is
+// not a checkpoint; CheckpointMismatch when it is intact but of another model or optimiser.
 TrainCounters load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
                               torch::optim::Optimizer& optimizer);
 

@@ -357,6 +357,12 @@ TrainCounters TrainingLoop::resume(const fs::path& dir) {
                options_.target ? "validation metric" : "last metric", counters_.val_dice,
                counters_.total_optimizer_steps);
       return counters_;
+    } catch (const CheckpointMismatch& e) {
+      // Intact but not this command's model or optimiser: the command is wrong. Leave every
+      // checkpoint as it is, so the run resumes once the flags are put right.
+      throw core::FileError(dir.string(), std::string("cannot restart with this command: ") + e.what() +
+                                              "; the checkpoints are unchanged (restart with the run's "
+                                              "own config.yaml, as its restart.sh does)");
     } catch (const core::Error& e) {
       LOG_WARN("{}; renaming it {}.corrupt", e.what(), file.filename().string());
       fs::rename(file, fs::path(file.string() + ".corrupt"), ec);
@@ -436,12 +442,13 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
     saved_last_epoch = false;
     if (options_.checkpoint_interval > 0 && epoch % options_.checkpoint_interval == 0) {
       save("checkpoint_last");
-      if (best) save("checkpoint_best");
       saved_last_epoch = true;
       unsaved_epoch_state_.clear();
     } else if (options_.checkpoint_interval > 1 && comm_.rank() == 0) {
       unsaved_epoch_state_ = serialize_state(task_.module(), *optimizer_, counters_);
     }
+    // Whenever it improves, not only on checkpoint epochs, so it cannot miss the best epoch.
+    if (best && options_.checkpoint_interval > 0) save("checkpoint_best");
     stop_value = st.metrics.stop_value;
     ++result.epochs_run;
     ++epoch;

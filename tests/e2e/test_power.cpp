@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -145,6 +147,43 @@ TEST(Power, SigtermToTheWrapperReachesTheCommand) {
   EXPECT_TRUE(fs::exists(got));
   EXPECT_LT(waited_s, 10.0);
   EXPECT_TRUE(fs::exists(dir.path() / "out" / "energy.csv")) << "files are still written";
+}
+
+// Running (not a zombie waiting for its parent to reap it): /proc/<pid>/stat's state field.
+bool process_running(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z' &&
+         text[close + 2] != 'X';
+}
+
+// SIGKILL cannot be caught or forwarded: the command gets SIGTERM from the kernel
+// (PR_SET_PDEATHSIG) instead of running on unmeasured (issue 16, item 11).
+TEST(Power, SigkillToTheWrapperEndsTheCommand) {
+  TempDir dir;
+  const fs::path pid_file = dir.path() / "pid";
+  const std::vector<std::string> args = {
+      "power", "--methods", "hwmon", "--hwmon-root", (kFixtures / "gh200" / "hwmon").string(),
+      "--out", (dir.path() / "out").string(), "--", "sh", "-c",
+      "echo $$ > " + pid_file.string() + ".tmp && mv " + pid_file.string() + ".tmp " + pid_file.string() +
+          " && exec sleep 60"};
+  const pid_t wrapper = test::spawn_scaffold(args);
+  ASSERT_GE(wrapper, 0);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!fs::exists(pid_file) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(fs::exists(pid_file));
+  const pid_t command = static_cast<pid_t>(std::stol(core::read_file(pid_file)));
+  ASSERT_TRUE(process_running(command));
+  ::kill(wrapper, SIGKILL);
+  ::waitpid(wrapper, nullptr, 0);
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (process_running(command) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const bool still = process_running(command);
+  if (still) ::kill(command, SIGKILL);
+  EXPECT_FALSE(still) << "the command outlived its SIGKILLed wrapper by 10 s";
 }
 
 TEST(Power, TheCommandGetsTheEnvironmentScaffoldWasStartedWith) {

@@ -377,5 +377,34 @@ TEST_F(SchemaFlagsLoad, ARankZeroErrorIsEveryRanksError) {
   EXPECT_EQ(e0, e1);
 }
 
+// --threads is bounded (issue 16, item 4): 100000 used to be accepted and hung the run; the
+// message names the flag, the value and the bound in a few words, not the 309 digits of the
+// largest double that CLI::PositiveNumber printed.
+TEST(ThreadsFlag, BoundedWithAShortMessage) {
+  for (const char* bad : {"100000", "1025", "0", "-2", "two", "1.5"}) {
+    CLI::App app;
+    int threads = 0;
+    add_threads_option(&app, &threads);
+    const char* argv[] = {"scaffold", "--threads", bad};
+    try {
+      app.parse(3, const_cast<char**>(argv));
+      ADD_FAILURE() << "--threads " << bad << " accepted as " << threads;
+    } catch (const CLI::ParseError& e) {
+      const std::string message = e.what();
+      EXPECT_CONTAINS(message, std::string("--threads: ") + bad + ": expected");
+      EXPECT_CONTAINS(message, "1 to 1024");
+      EXPECT_LT(message.size(), 300u) << message;
+    }
+  }
+  for (const char* good : {"1", "7", "1024"}) {
+    CLI::App app;
+    int threads = 0;
+    add_threads_option(&app, &threads);
+    const char* argv[] = {"scaffold", "--threads", good};
+    app.parse(3, const_cast<char**>(argv));
+    EXPECT_EQ(threads, std::atoi(good));
+  }
+}
+
 }  // namespace
 }  // namespace scaffold::cli

@@ -593,12 +593,11 @@ TEST_F(ConfigTest, TopLevelMustBeMapping) {
   EXPECT_CONTAINS(line_with(load_error({two}), two), "2 YAML documents");
 }
 
-TEST_F(ConfigTest, EmptyFileWarnsAndSetsNothing) {
+// An empty file is an error (issue 16): most often a wrong or truncated file, never a wish to
+// run on defaults. More cases in test_config_strict.cpp.
+TEST_F(ConfigTest, EmptyFileIsAnError) {
   const std::string path = write("empty.yml", "# nothing here\n");
-  const LoadedConfig loaded = load({path});
-  expect_same(loaded.config, Config{});
-  ASSERT_EQ(loaded.warnings.size(), 1u);
-  EXPECT_CONTAINS(loaded.warnings[0], path);
+  EXPECT_CONTAINS(line_with(load_error({path}), path), "sets no keys");
 }
 
 // ---- merge order and origins ----------------------------------------------------------------

@@ -36,5 +36,25 @@ TEST(Threads, DefaultHonoursOmpNumThreads) {
   EXPECT_GE(default_thread_count(), 1);
 }
 
+// A set OMP_NUM_THREADS that is not used is a warning naming the value (issue 16, item 4); a
+// usable one, or none, says nothing. The values are what users have typed.
+TEST(Threads, UnusableOmpNumThreadsWarnsWithItsValue) {
+  for (const char* bad : {"junk", "0", "-3", "4x", "", "100000", "99999999999999999999"}) {
+    ::setenv("OMP_NUM_THREADS", bad, 1);
+    const std::string w = omp_num_threads_warning();
+    EXPECT_NE(w.find(std::string("OMP_NUM_THREADS='") + bad + "'"), std::string::npos)
+        << "value '" << bad << "': " << w;
+    EXPECT_GE(default_thread_count(), 1);
+    EXPECT_LE(default_thread_count(), 1024) << bad;
+  }
+  for (const char* good : {"1", "3", "1024"}) {
+    ::setenv("OMP_NUM_THREADS", good, 1);
+    EXPECT_EQ(omp_num_threads_warning(), "") << good;
+    EXPECT_EQ(default_thread_count(), std::atoi(good));
+  }
+  ::unsetenv("OMP_NUM_THREADS");
+  EXPECT_EQ(omp_num_threads_warning(), "");
+}
+
 }  // namespace
 }  // namespace scaffold::core

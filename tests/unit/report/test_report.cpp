@@ -156,18 +156,107 @@ TEST(TrainStats, ResumeKeepsEarlierRowsAndDropsTheRest) {
   EXPECT_EQ(back[2].val_loss_avg, 1.5);  // the new epoch 3, not the dropped one (0.75)
 }
 
-TEST(TrainStats, ResumeWithoutAFileStartsFresh) {
+// Resuming at epoch 1 (a checkpoint of no epoch) needs no history; resuming later without the
+// file used to start it afresh, and the resumed run then reported only the time since the
+// restart as its time to solution (issue 16, item 8).
+TEST(TrainStats, ResumeWithoutAFileIsRefusedUnlessNothingWasTrained) {
   test::TempDir tmp;
-  const TrainStatsCsv csv = TrainStatsCsv::open_resume(tmp.path(), 4);
+  const fs::path path = tmp.path() / "train_stats.csv";
+  try {
+    TrainStatsCsv::open_resume(tmp.path(), 4);
+    FAIL() << "resumed at epoch 4 without a history";
+  } catch (const core::FileError& e) {
+    EXPECT_TRUE(contains(e.what(), path.string() + ": missing, but the checkpoint is at epoch 3"))
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path)) << "nothing is written before refusing";
+  const TrainStatsCsv csv = TrainStatsCsv::open_resume(tmp.path(), 1);
   EXPECT_EQ(core::read_file(csv.path()), kHeader + "\n");
 }
 
+// Rows cut short, or of another run (step counts not the checkpoint's), are refused and the
+// file is left as it was.
+TEST(TrainStats, ResumeRefusesAHistoryThatDoesNotReachTheCheckpoint) {
+  test::TempDir tmp;
+  const fs::path path = tmp.path() / "train_stats.csv";
+  const std::string two_rows = kHeader + "\n" + train_stats_row(record_for(1)) + "\n" +
+                               train_stats_row(record_for(2)) + "\n";
+  core::write_file_atomic(path, two_rows);
+  try {
+    TrainStatsCsv::open_resume(tmp.path(), 5);
+    FAIL() << "resumed at epoch 5 with rows up to epoch 2";
+  } catch (const core::FileError& e) {
+    EXPECT_TRUE(contains(e.what(), "holds epochs up to 2 but the checkpoint is at epoch 4")) << e.what();
+  }
+  EXPECT_EQ(core::read_file(path), two_rows);
+  // record_for(2) has total_optimizer_steps 8; a checkpoint with 9 is of another run.
+  try {
+    TrainStatsCsv::open_resume(tmp.path(), 3, 9);
+    FAIL() << "resumed with step counts that differ from the checkpoint's";
+  } catch (const core::FileError& e) {
+    EXPECT_TRUE(contains(e.what(), "total_optimizer_steps 8 but the checkpoint has 9")) << e.what();
+  }
+  EXPECT_EQ(core::read_file(path), two_rows);
+  const TrainStatsCsv csv = TrainStatsCsv::open_resume(tmp.path(), 3, 8);
+  EXPECT_EQ(core::read_file(csv.path()), two_rows);
+}
+
+// A torn row is the one being written when the run died, before its epoch's checkpoint: the
+// checkpoint is of the epoch before it.
 TEST(TrainStats, ResumeDropsATornLastLine) {
   test::TempDir tmp;
   const std::string row1 = train_stats_row(record_for(1));
   core::write_file_atomic(tmp.path() / "train_stats.csv", kHeader + "\n" + row1 + "\n2,0.5,0.");
-  const TrainStatsCsv csv = TrainStatsCsv::open_resume(tmp.path(), 3);
+  const TrainStatsCsv csv = TrainStatsCsv::open_resume(tmp.path(), 2);
   EXPECT_EQ(core::read_file(csv.path()), kHeader + "\n" + row1 + "\n");
+}
+
+// Each row of train_stats.csv is checked when read (issue 16, item 10): the report adds up
+// durations and finds the first epoch at the target, so a bad row would be a wrong figure of
+// merit. Each case names the file and the line (line 1 is the header).
+TEST(TrainStats, ImpossibleRowsAreErrorsNamingFileAndLine) {
+  test::TempDir tmp;
+  const fs::path path = tmp.path() / "train_stats.csv";
+  auto row = [](int64_t epoch, auto edit) {
+    EpochRecord r = record_for(epoch);
+    edit(r);
+    return train_stats_row(r) + "\n";
+  };
+  auto same = [](EpochRecord&) {};
+  struct Case {
+    std::string name, text, expected;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<Case> cases = {
+      {"negative duration", row(1, same) + row(2, [](EpochRecord& r) { r.epoch_duration_s = -3.0; }),
+       "line 3: epoch_duration -3.0"},
+      {"NaN duration", row(1, [&](EpochRecord& r) { r.epoch_duration_s = nan; }), "line 2: epoch_duration nan"},
+      {"missing epoch", row(1, same) + row(3, [](EpochRecord& r) { r.total_optimizer_steps = 8; }),
+       "line 3: epoch 3 where epoch 2 was expected"},
+      {"duplicate epoch", row(1, same) + row(1, [](EpochRecord& r) { r.total_optimizer_steps = 8; }),
+       "line 3: epoch 1 where epoch 2 was expected"},
+      {"out of order", row(2, [](EpochRecord& r) { r.total_optimizer_steps = 4; }) + row(1, same),
+       "line 2: epoch 2 where epoch 1 was expected"},
+      {"Dice 7.5", row(1, same) + row(2, [](EpochRecord& r) { r.val_dice = 7.5; }), "line 3: val_dice 7.5"},
+      {"negative Dice", row(1, [](EpochRecord& r) { r.train_dice = -0.5; }), "line 2: train_dice -0.5"},
+      {"steps do not add up", row(1, same) + row(2, [](EpochRecord& r) { r.total_optimizer_steps = 100; }),
+       "line 3: total_optimizer_steps 100 is not the previous row's 4 + optimizer_steps 4"},
+  };
+  for (const Case& c : cases) {
+    core::write_file_atomic(path, kHeader + "\n" + c.text);
+    try {
+      const auto rows = read_train_stats(path);
+      ADD_FAILURE() << c.name << ": accepted " << rows.size() << " rows";
+    } catch (const core::FileError& e) {
+      EXPECT_TRUE(contains(e.what(), path.string() + ": " + c.expected)) << c.name << ": " << e.what();
+    }
+  }
+  // NaN losses and a NaN Dice are what a diverged epoch records: kept, not refused.
+  core::write_file_atomic(path, kHeader + "\n" + row(1, [&](EpochRecord& r) {
+                                  r.overall_loss = nan;
+                                  r.train_dice = nan;
+                                }));
+  EXPECT_EQ(read_train_stats(path).size(), 1u);
 }
 
 TEST(TrainStats, RoundTripIsExact) {
@@ -177,7 +266,8 @@ TEST(TrainStats, RoundTripIsExact) {
   records[1].overall_loss = 1e-300;
   records[2].epoch_loss = 123456789.125;
   records[3].val_loss_epoch = std::numeric_limits<double>::quiet_NaN();
-  records[3].total_optimizer_steps = int64_t{1} << 40;
+  records[3].total_optimizer_steps = int64_t{1} << 40;  // steps that add up to it (item 10's check)
+  records[3].optimizer_steps = (int64_t{1} << 40) - records[2].total_optimizer_steps;
   {
     TrainStatsCsv csv = TrainStatsCsv::open_fresh(tmp.path());
     for (const EpochRecord& r : records) csv.append(r);

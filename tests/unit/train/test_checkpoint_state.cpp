@@ -17,6 +17,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/sha256.hpp"
 #include "model/unet.hpp"
 #include "test_util.hpp"
 #include "unit/train/tensor_identical.hpp"
@@ -193,6 +194,14 @@ TEST(CheckpointState, ForeignArchiveOtherVersionAndOtherArchitectureAreFileError
       [&] { deserialize_state(archive_bytes(2, true), "v2", *target.model, target.adam); });
   EXPECT_EQ(version.rfind("v2: ", 0), 0u) << version;
   EXPECT_NE(version.find("version"), std::string::npos) << version;
+  // The same archive in this format's envelope (header written here by hand) reaches the
+  // version check itself.
+  const std::string v2 = archive_bytes(2, true);
+  const std::string enveloped = "scaffold-checkpoint sha256=" + core::sha256_hex(v2) +
+                                " bytes=" + std::to_string(v2.size()) + "\n" + v2;
+  const std::string version2 = file_error_of(
+      [&] { deserialize_state(enveloped, "v2e", *target.model, target.adam); });
+  EXPECT_EQ(version2, "v2e: checkpoint format version differs from this scaffold's");
 
   // A checkpoint of a deeper U-Net does not fit this one.
   auto deep = small_model(9, /*layers=*/2);
@@ -225,6 +234,66 @@ TEST(CheckpointState, CheckpointOfAWiderModelIsAFileError) {
   EXPECT_EQ(msg.rfind("wide: ", 0), 0u) << msg;
   EXPECT_EQ(target.model->parameters()[0].sizes().vec(), first_shape)
       << "the model took the checkpoint's shapes";
+}
+
+// The file is one header line, "scaffold-checkpoint sha256=<hex> bytes=<n>", then the LibTorch
+// archive; the digest is SHA-256 of exactly the archive bytes (checked here with the project's
+// FIPS-tested SHA-256 on the bytes after the first newline).
+TEST(CheckpointState, FileCarriesTheSha256OfItsArchive) {
+  Trained source(12);
+  const std::string bytes = serialize_state(*source.model, source.adam, sample_counters());
+  const std::size_t eol = bytes.find('\n');
+  ASSERT_NE(eol, std::string::npos);
+  const std::string archive = bytes.substr(eol + 1);
+  EXPECT_EQ(archive.substr(0, 4), std::string("PK\x03\x04", 4)) << "the archive follows the header";
+  EXPECT_EQ(bytes.substr(0, eol), "scaffold-checkpoint sha256=" + core::sha256_hex(archive) +
+                                      " bytes=" + std::to_string(archive.size()));
+}
+
+// A flipped byte anywhere in the archive (here: in the middle, inside stored tensor data, and in
+// the last byte) is refused before any weight is read (issue 16, item 7); before the digest a
+// flip inside tensor data loaded silently as different weights.
+TEST(CheckpointState, FlippedByteIsRefusedByTheDigestAndLeavesTheModelAlone) {
+  Trained source(13);
+  const std::string bytes = serialize_state(*source.model, source.adam, sample_counters());
+  Trained target(14);
+  const std::vector<at::Tensor> before = [&] {
+    std::vector<at::Tensor> out;
+    for (const auto& p : target.model->parameters()) out.push_back(p.detach().clone());
+    return out;
+  }();
+  const std::size_t eol = bytes.find('\n');
+  for (std::size_t at : {eol + 1 + (bytes.size() - eol) / 2, bytes.size() - 1, eol + 40}) {
+    std::string flipped = bytes;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x10);
+    const std::string msg = file_error_of(
+        [&] { deserialize_state(flipped, "flipped", *target.model, target.adam); });
+    EXPECT_EQ(msg.rfind("flipped: checkpoint fails its SHA-256 check", 0), 0u) << "byte " << at << ": " << msg;
+  }
+  const auto after = target.model->parameters();
+  for (std::size_t i = 0; i < before.size(); ++i)
+    EXPECT_TRUE(at::equal(before[i], after[i])) << "parameter " << i << " changed";
+}
+
+// Intact but of another model: a CheckpointMismatch (the command is wrong, not the file), which a
+// restart must not set aside as corrupt.
+TEST(CheckpointState, AnotherModelIsAMismatchNotDamage) {
+  Trained target(15);
+  auto deep = small_model(16, /*layers=*/2);
+  torch::optim::Adam deep_adam(deep->parameters(), torch::optim::AdamOptions(1e-3));
+  const std::string deep_bytes = serialize_state(*deep, deep_adam, sample_counters());
+  EXPECT_THROW(deserialize_state(deep_bytes, "deep", *target.model, target.adam), CheckpointMismatch);
+  Trained source(17);
+  std::string cut = serialize_state(*source.model, source.adam, sample_counters());
+  cut.resize(cut.size() - 10);
+  try {
+    deserialize_state(cut, "cut", *target.model, target.adam);
+    ADD_FAILURE() << "a cut checkpoint loaded";
+  } catch (const CheckpointMismatch& e) {
+    ADD_FAILURE() << "a cut checkpoint is damage, not a mismatch: " << e.what();
+  } catch (const core::FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CheckpointState, MissingAndTruncatedFilesNameTheFile) {

@@ -516,6 +516,32 @@ TEST_F(TrainerTest, ResumeFromAConvergedCheckpointRunsNoEpoch) {
   EXPECT_EQ(result.last_epoch, 1);
 }
 
+// checkpoint_best holds the epoch of lowest val_loss_avg even when that epoch is not a checkpoint
+// epoch (issue 16, item 8): it used to be written only on checkpoint epochs, so with
+// checkpoint_interval 3 and 4 epochs it held epoch 3 at best, whichever epoch was best. The best
+// epoch is found here from the reported epochs.
+TEST_F(TrainerTest, CheckpointBestIsTheBestEpochWhateverTheInterval) {
+  test::TempDir dir;
+  TrainerOptions options = tiny_options();
+  options.epochs = 4;
+  options.checkpoint_interval = 3;
+  options.checkpoint_dir = dir.path();
+  auto t = make_trainer(options);
+  const auto stats = run_collect(*t);
+  ASSERT_EQ(stats.size(), 4u);
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < stats.size(); ++i)
+    if (stats[i].val_loss_avg < stats[best].val_loss_avg) best = i;
+  // With this seed the best epoch is 4, not the checkpoint epoch 3 (the case that failed).
+  EXPECT_EQ(stats[best].epoch, 4) << "the data or seed changed: pick a case whose best epoch is not 3";
+  ASSERT_TRUE(fs::exists(dir.path() / "checkpoint_best"));
+  auto reader = make_trainer(options, 99);
+  const TrainCounters c = load_checkpoint(dir.path() / "checkpoint_best", *reader->model(), reader->optimizer());
+  EXPECT_EQ(c.epoch, stats[best].epoch);
+  EXPECT_EQ(c.val_loss_avg, stats[best].val_loss_avg);
+  EXPECT_EQ(c.best_val_loss, stats[best].val_loss_avg);
+}
+
 // ---- 3. corrupt checkpoints ---------------------------------------------------------------------
 
 // Checkpoints with distinct counters (epoch 9 in last, 7 in best) so the one loaded is visible.
@@ -567,6 +593,47 @@ TEST_F(ResumeFallbackTest, TruncatedLastFallsBackToBestAndIsRenamed) {
   EXPECT_FALSE(fs::exists(last()));
   EXPECT_TRUE(fs::exists(dir_.path() / "checkpoint_last.corrupt"));
   EXPECT_TRUE(fs::exists(best()));
+}
+
+// A checkpoint with one flipped byte fails its digest and is treated like a truncated one
+// (issue 16, item 7): set aside, and the previous good checkpoint used.
+TEST_F(ResumeFallbackTest, FlippedByteInLastFallsBackToBestAndIsRenamed) {
+  std::string bytes = core::read_file(last());
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x01);
+  core::write_file_atomic(last(), bytes);
+  auto t = make_trainer(options_);
+  EXPECT_EQ(t->resume(dir_.path()).epoch, 7);
+  expect_same_parameters(*t->model(), best_params_, "resumed from checkpoint_best:");
+  EXPECT_TRUE(fs::exists(dir_.path() / "checkpoint_last.corrupt"));
+}
+
+// A restart whose model does not fit the checkpoints (another unet_base_channels) fails naming
+// the mismatch and leaves both checkpoints as they are (issue 16, item 8): they used to be
+// renamed *.corrupt, so the run could never resume.
+TEST_F(ResumeFallbackTest, ModelThatDoesNotFitRenamesNothing) {
+  const std::string last_bytes = core::read_file(last());
+  const std::string best_bytes = core::read_file(best());
+  torch::manual_seed(13);
+  model::UNetOptions wide;
+  wide.in_channels = 3;
+  wide.n_classes = kClasses;
+  wide.layers = 1;
+  wide.base_channels = 8;
+  wide.group_norm_groups = 2;
+  Trainer t(model::UNet3d(wide), options_, *data_.train, *data_.val, c10::Device(c10::kCPU), world(),
+            single_grid());
+  std::string message;
+  try {
+    t.resume(dir_.path());
+  } catch (const core::FileError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("in this model"), std::string::npos) << message;
+  EXPECT_NE(message.find("the checkpoints are unchanged"), std::string::npos) << message;
+  EXPECT_EQ(core::read_file(last()), last_bytes);
+  EXPECT_EQ(core::read_file(best()), best_bytes);
+  EXPECT_FALSE(fs::exists(dir_.path() / "checkpoint_last.corrupt"));
+  EXPECT_FALSE(fs::exists(dir_.path() / "checkpoint_best.corrupt"));
 }
 
 TEST_F(ResumeFallbackTest, MissingLastFallsBackToBest) {

@@ -1,0 +1,24 @@
+// Checking a cached dataset folder against what it should hold before a run trains on it. The
+// loader trains on whatever files sit in the split folders, so a deleted volume would silently
+// train on fewer samples, a stray file on one more, and an edited meta.yaml would be believed.
+// The truth is recomputed, not read: the plan (which volume is in which split) follows from the
+// dataset key, and each shard file's exact size from its shape. No content digest: reading every
+// byte of a large dataset at each start would cost more than generating it.
+#pragma once
+
+#include <cstdint>
+
+#include "dataset/cache.hpp"
+#include "dataset/layout.hpp"
+#include "dataset/plan.hpp"
+
+namespace scaffold::dataset {
+
+// Throws core::FileError naming the dataset folder and every problem (up to a few dozen, then a
+// count): meta.yaml's counts or id differing from the plan's and the key's, a missing volume or
+// mask file, one whose size is not its shape's, and a file in a split folder that the plan does
+// not hold. `side` is the volume's side in voxels (2^problem_scale).
+void check_dataset_files(const DatasetPaths& paths, const DatasetMeta& meta, const DatasetKey& key,
+                         const DatasetPlan& plan, const ShardLayout& layout, int64_t side);
+
+}  // namespace scaffold::dataset

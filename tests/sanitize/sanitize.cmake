@@ -1,0 +1,40 @@
+# Sanitizer runs of a subset of the suite under ctest, included from tests/CMakeLists.txt. Each
+# kind builds this project again in a tree of its own (SCAFFOLD_SANITIZE, see
+# cmake/ScaffoldTarget.cmake) but only the test binaries listed here, the torch-free ones whose
+# code reads untrusted files or runs threads, then runs them:
+#   asan  AddressSanitizer + UndefinedBehaviorSanitizer: core (npy, fs, sha256, watchdog),
+#         config (the YAML loader), report (train_stats.csv, restart.sh), the run folder and its
+#         lock, the dataset plan/cache/manifest, energy (sysfs, sampler thread)   label asan
+#   tsan  ThreadSanitizer: core's parallel_for and watchdog, the energy sampler thread  label tsan
+# -Werror is off there: GCC 12 reports false maybe-uninitialized warnings under the sanitizers.
+# The LibTorch loader's prefetch threads are not in the TSan run: LibTorch itself is not built
+# with TSan, and its thread pool then reports races that are not ours.
+set(SCAFFOLD_SANITIZE_SUITES ON CACHE BOOL "register the sanitizer runs (labels asan, tsan) with ctest")
+if(NOT SCAFFOLD_SANITIZE_SUITES OR SCAFFOLD_SANITIZE)
+  return()  # not from inside a sanitizer tree itself
+endif()
+set(asan_binaries test_core test_config test_report test_run_folder test_dataset test_energy)
+set(tsan_binaries test_core test_energy)
+foreach(kind asan tsan)
+  if(kind STREQUAL "asan")
+    set(flags address,undefined)
+    set(env "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0;UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+  else()
+    set(flags thread)
+    set(env "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1")
+  endif()
+  set(tree ${PROJECT_BINARY_DIR}/sanitize-${kind})
+  set(targets ${${kind}_binaries})
+  list(JOIN targets " " target_words)
+  add_test(NAME sanitize.${kind}.build
+           COMMAND sh -c "${CMAKE_COMMAND} -S ${PROJECT_SOURCE_DIR} -B ${tree} -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCAFFOLD_SANITIZE=${flags} -DSCAFFOLD_BUILD_BENCH=OFF -DSCAFFOLD_SANITIZE_SUITES=OFF -DSCAFFOLD_WERROR=OFF >/dev/null && ${CMAKE_COMMAND} --build ${tree} -j2 --target ${target_words}")
+  set_tests_properties(sanitize.${kind}.build PROPERTIES LABELS ${kind} FIXTURES_SETUP scaffold_${kind}_build
+                       TIMEOUT 1200)
+  foreach(binary ${targets})
+    add_test(NAME sanitize.${kind}.${binary}
+             COMMAND ${tree}/tests/unit/${binary} --gtest_brief=1)
+    set_tests_properties(sanitize.${kind}.${binary} PROPERTIES LABELS ${kind}
+                         FIXTURES_REQUIRED scaffold_${kind}_build TIMEOUT 600
+                         ENVIRONMENT "${SCAFFOLD_TEST_ENV};${env}")
+  endforeach()
+endforeach()
