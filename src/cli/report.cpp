@@ -40,7 +40,8 @@ report::RunConfigFacts read_config_facts(const std::string& text, const std::str
   facts.target_dice = cfg.target_dice;
   // A config.yaml from before the key has none: those runs had global statistics, the only mode
   // then (the table says so); the loaded default (local) would misname them.
-  const bool has_key = text.rfind("dc_groupnorm:", 0) == 0 || text.find("\ndc_groupnorm:") != std::string::npos;
+  const bool has_key =
+      text.rfind("dc_groupnorm:", 0) == 0 || text.find("\ndc_groupnorm:") != std::string::npos;
   facts.dc_groupnorm = has_key ? cfg.dc_groupnorm : "";
   return facts;
 }

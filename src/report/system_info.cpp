@@ -24,8 +24,8 @@ namespace fs = std::filesystem;
 namespace {
 
 using Json = nlohmann::ordered_json;
-using Member = std::variant<std::string SystemInfo::*, int SystemInfo::*, std::vector<int> SystemInfo::*,
-                            std::vector<std::string> SystemInfo::*>;
+using Member = std::variant<std::string SystemInfo::*, int SystemInfo::*,
+                            std::vector<int> SystemInfo::*, std::vector<std::string> SystemInfo::*>;
 struct Field {
   const char* key;
   Member member;
@@ -146,10 +146,11 @@ SystemInfo read_system_json(const fs::path& path) {
     std::visit(
         [&](auto member) {
           using T = std::decay_t<decltype(info.*member)>;
-          const char* expected = std::is_same_v<T, std::string>                ? "a string"
-                                 : std::is_same_v<T, int>                      ? "an integer"
-                                 : std::is_same_v<T, std::vector<std::string>> ? "a list of strings"
-                                                                               : "a list of integers";
+          const char* expected = std::is_same_v<T, std::string> ? "a string"
+                                 : std::is_same_v<T, int>       ? "an integer"
+                                 : std::is_same_v<T, std::vector<std::string>>
+                                     ? "a list of strings"
+                                     : "a list of integers";
           try {
             info.*member = it->template get<T>();
           } catch (const nlohmann::json::exception&) {

@@ -31,7 +31,7 @@ struct SystemInfo {
   // Every rank's training device in world rank order, "<host> <device>" and on CUDA the physical
   // GPU: "node1 cuda:1 visible=3 pci=0000:41:00.0" (train::select_device).
   std::vector<std::string> rank_devices;
-  std::string created_at;          // UTC, ISO 8601: "2025-03-12T10:15:00Z"
+  std::string created_at;  // UTC, ISO 8601: "2025-03-12T10:15:00Z"
 };
 
 // Host, CPU model, compiler, allocator, scaffold version and commit, LibTorch version scaffold

@@ -157,7 +157,8 @@ bool any_not_reached(const std::vector<RunSummary>& rows) {
 // ("2 (local GN)": per shard, as ScaFFold; "global": the sharded model equals the unsharded one).
 std::string human_cell(const Column& column, const RunSummary& r) {
   std::string text = human_text(column, column.cell(r));
-  if (std::string_view(column.key) == "shards" && !r.dc_groupnorm.empty()) text += " (" + r.dc_groupnorm + " GN)";
+  if (std::string_view(column.key) == "shards" && !r.dc_groupnorm.empty())
+    text += " (" + r.dc_groupnorm + " GN)";
   return text;
 }
 
@@ -325,7 +326,8 @@ RunSummary summarize_run(const RunData& run) {
   s.shards = 1;
   for (int n : shards) s.shards *= n;
   // config.yaml of a run from before the key: global, then the only mode.
-  if (s.shards > 1) s.dc_groupnorm = run.config.dc_groupnorm.empty() ? "global" : run.config.dc_groupnorm;
+  if (s.shards > 1)
+    s.dc_groupnorm = run.config.dc_groupnorm.empty() ? "global" : run.config.dc_groupnorm;
   // Each sample is split over `shards` ranks, so ranks / shards replicas each take a local batch.
   const int replicas = std::max(1, s.shards > 0 ? s.ranks / s.shards : 1);
   s.global_batch = int64_t{run.config.local_batch_size} * replicas;

@@ -77,14 +77,14 @@ RunData read_run_folder(const std::filesystem::path& run_dir, const RunConfigRea
 struct RunSummary {
   std::string run;  // run folder name
   int problem_scale = 0;
-  int ranks = 1;                    // system.json world_size; 1 without system.json
-  int shards = 1;                   // prod(dc_num_shards): spatial shards per sample
-  std::string dc_groupnorm;         // sharded runs: local | global GroupNorm statistics; "" unsharded
-  int64_t global_batch = 0;         // local_batch_size × max(1, ranks / shards)
-  int64_t epochs = 0;               // last epoch in train_stats.csv
-  bool reached_target = false;      // last row's val_dice >= target_dice
-  double time_to_target_s = 0.0;    // Σ epoch_duration; only a lower bound when !reached_target
-  std::optional<double> fom_per_s;  // 1 / time_to_target_s; only when reached
+  int ranks = 1;                  // system.json world_size; 1 without system.json
+  int shards = 1;                 // prod(dc_num_shards): spatial shards per sample
+  std::string dc_groupnorm;       // sharded runs: local | global GroupNorm statistics; "" unsharded
+  int64_t global_batch = 0;       // local_batch_size × max(1, ranks / shards)
+  int64_t epochs = 0;             // last epoch in train_stats.csv
+  bool reached_target = false;    // last row's val_dice >= target_dice
+  double time_to_target_s = 0.0;  // Σ epoch_duration; only a lower bound when !reached_target
+  std::optional<double> fom_per_s;            // 1 / time_to_target_s; only when reached
   std::optional<double> median_epoch_s;       // median epoch_duration; none without rows
   int64_t training_samples = 0;               // Σ optimizer_steps × global_batch
   std::optional<double> samples_per_s;        // training_samples / Σ epoch_duration

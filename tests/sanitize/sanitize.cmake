@@ -31,10 +31,17 @@ foreach(kind asan tsan)
   set_tests_properties(sanitize.${kind}.build PROPERTIES LABELS ${kind} FIXTURES_SETUP scaffold_${kind}_build
                        TIMEOUT 1200)
   foreach(binary ${targets})
+    set(binary_env "${env}")
+    # test_run_folder starts MPI: Open MPI's initialisation leaks in plugins it has unloaded by
+    # exit (frames LeakSanitizer cannot name, so no suppression can match them). Addresses and
+    # undefined behaviour are still checked there; leaks in every other binary.
+    if(kind STREQUAL "asan" AND binary STREQUAL "test_run_folder")
+      string(REPLACE "detect_leaks=1" "detect_leaks=0" binary_env "${env}")
+    endif()
     add_test(NAME sanitize.${kind}.${binary}
              COMMAND ${tree}/tests/unit/${binary} --gtest_brief=1)
     set_tests_properties(sanitize.${kind}.${binary} PROPERTIES LABELS ${kind}
                          FIXTURES_REQUIRED scaffold_${kind}_build TIMEOUT 600
-                         ENVIRONMENT "${SCAFFOLD_TEST_ENV};${env}")
+                         ENVIRONMENT "${SCAFFOLD_TEST_ENV};${binary_env}")
   endforeach()
 endforeach()

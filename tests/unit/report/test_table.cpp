@@ -200,9 +200,10 @@ TEST(TableFormat, NamesAreQuotedInCsvAndPipesEscapedInMarkdown) {
 }
 
 TEST(TableFormat, NoRowsGivesHeadersOnly) {
-  EXPECT_EQ(format_table({}, "csv"),
-            "run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,"
-            "fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,dc_groupnorm\n");
+  EXPECT_EQ(
+      format_table({}, "csv"),
+      "run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,"
+      "fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,dc_groupnorm\n");
   EXPECT_EQ(format_table({}, "json"), "[]\n");
   const std::string pretty = format_table({}, "pretty");
   EXPECT_EQ(std::count(pretty.begin(), pretty.end(), '\n'), 2) << pretty;
