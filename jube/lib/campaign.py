@@ -42,6 +42,7 @@ FIELDS = {
     "scaffold": (str, ""),
     "nodes": (int, 1),
     "device": (str, "auto"),
+    "signal": (str, "USR2@120"),  # sbatch --signal of training jobs; "" for none
 }
 OPTIONAL_NONE = ("launcher_one_rank",)
 
@@ -91,7 +92,44 @@ def _check_entry(path, name, entry):
             where))
     if out["device"] not in DEVICES:
         _fail("{0}: device '{1}' is not one of {2}".format(where, out["device"], ", ".join(DEVICES)))
+    _check_signal(where, out)
     return out
+
+
+# Signals scaffold can stop on (its --stop-signals); USR2 and TERM are its default.
+STOP_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "QUIT", "XCPU")
+DEFAULT_STOP_SIGNALS = ("USR2", "TERM")
+
+
+def _parse_signal(text):
+    """'USR2@120' -> ('USR2', 120); None for ''. Raises ValueError with the reason."""
+    if text == "":
+        return None
+    name, at, seconds = text.partition("@")
+    if name.upper().startswith("B:"):
+        raise ValueError("'B:' would signal only the batch shell, which does not pass it on; "
+                         "write '{0}' so Slurm signals scaffold's tasks (srun steps)".format(
+                             text[2:]))
+    name = name.upper()[3:] if name.upper().startswith("SIG") else name.upper()
+    if name not in STOP_SIGNALS or not at or not seconds.isdigit() or int(seconds) < 1:
+        raise ValueError("expected NAME@SECONDS, NAME one of {0} (e.g. USR2@120: SIGUSR2 120 s "
+                         "before the time limit), or \"\" for none".format(", ".join(STOP_SIGNALS)))
+    return name, int(seconds)
+
+
+def _check_signal(where, sysentry):
+    """The time-limit signal of a system: valid, and able to reach scaffold. Slurm signals job
+    steps (srun's tasks) but not the batch script, so a one-rank job run without srun would
+    never see it."""
+    try:
+        parsed = _parse_signal(sysentry["signal"])
+    except ValueError as error:
+        _fail("{0}: field 'signal' '{1}': {2}".format(where, sysentry["signal"], error))
+    if parsed and sysentry["scheduler"] == "slurm" and sysentry["launcher_one_rank"] == "":
+        _fail("{0}: field 'signal' '{1}' cannot reach a one-rank job that runs scaffold without "
+              "srun (launcher_one_rank \"\"): Slurm signals job steps only. Drop "
+              "launcher_one_rank (srun for one rank too) or set signal: \"\"".format(
+                  where, sysentry["signal"]))
 
 
 def load_table(path):
@@ -307,6 +345,9 @@ def sbatch_header(table_path, system, job_name, ranks, workdir, prep):
                       ("account", sysentry["account"]), ("gres", sysentry["gres"])):
         if name:
             options.append((key, name))
+    signal = _parse_signal(sysentry["signal"])
+    if str(prep) != "1" and signal:  # the time-limit warning to scaffold (docs/campaigns.md)
+        options.append(("signal", "{0}@{1}".format(*signal)))
     options += [("output", os.path.join(workdir, "job.out")),
                 ("error", os.path.join(workdir, "job.err"))]
     lines = ["#SBATCH --{0}={1}".format(key, value) for key, value in options]
@@ -325,3 +366,19 @@ def setup_block(table_path, system):
     lines += sysentry["setup"]
     return "\n".join(lines) if lines else "# system '{0}' sets no modules or environment".format(
         system)
+
+
+def stop_signals_flag(table_path, system):
+    """`--stop-signals NAME` when the system's time-limit signal is not one scaffold stops on
+    anyway (USR2, TERM); '' otherwise."""
+    parsed = _parse_signal(entry(table_path, system)["signal"])
+    if parsed is None or parsed[0] in DEFAULT_STOP_SIGNALS:
+        return ""
+    return "--stop-signals {0},TERM".format(parsed[0])
+
+
+def job_done_file(table_path, system):
+    """JUBE's done file of a job step: `ready`, written by the job when it runs here; under
+    Slurm `submitted`, written once sbatch took it, so the next step is submitted at once with
+    a dependency on it and one `jube run` submits the whole campaign (lib/submit)."""
+    return "submitted" if entry(table_path, system)["scheduler"] == "slurm" else "ready"

@@ -130,6 +130,29 @@ def fixed(value, digits):
     return "{0:.{1}f}".format(float(value), digits)
 
 
+def benchmark_status(summary, reached):
+    """The row's status of a benchmark run that has its numbers."""
+    if reached:
+        return "ok"
+    if summary["status"] == "time_limit":
+        return ("stopped by the time limit after {0} epochs: time is a lower bound "
+                "(restart.sh in the run folder resumes it)".format(summary["epochs"]))
+    return "ok; target Dice not reached (epoch cap): time is a lower bound"
+
+
+def job_failure(step_dir):
+    """The job step's failure as its status.txt says it (lib/finish-job; or lib/submit and a
+    failed job marking a step that never ran), None when it did not fail."""
+    try:
+        with open(os.path.join(step_dir, "status.txt")) as handle:
+            for line in handle:
+                if line.startswith("status: failed"):
+                    return line[len("status: "):].strip()
+    except OSError:
+        pass
+    return None
+
+
 def collect_benchmark(args):
     """ScaFFold's benchmark step (jube/scaffold.yaml)."""
     bench = args.step_dir
@@ -174,7 +197,7 @@ def collect_benchmark(args):
 
     measured = report["energy_to_target_wh"] != ""
     return {
-        "status": "ok" if reached else "ok; target Dice not reached (epoch cap): time is a lower bound",
+        "status": benchmark_status(summary, reached),
         "run": os.path.basename(run_dir),
         "host": summary.get("host", "") or "-",
         "git_commit": summary.get("git_commit", "") or "-",
@@ -300,12 +323,15 @@ def main():
     imgcls.set_defaults(collect=collect_image_classification)
     args = parser.parse_args()
     code = 0
+    failure = job_failure(args.step_dir)
     try:
+        if failure:  # under Slurm collect waits for the job whatever its end
+            raise CollectError(failure)
         result = args.collect(args)
     except (CollectError, KeyError, ValueError, TypeError) as error:
         if isinstance(error, KeyError):
             error = "report.csv or summary.json lacks the key {0}".format(error)
-        result = {"status": "failed at collect: {0}".format(str(error))}
+        result = {"status": failure or "failed at collect: {0}".format(str(error))}
         print("collect: {0}".format(error), file=sys.stderr)
         code = 1
     # JUBE's CSV tables do not quote cells, and a pattern reads one line.

@@ -302,7 +302,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
                              profile_options.schedule);
   if (profiler.enabled()) profile::record_torch_operators(profiler, profile_options);
   suite::PhaseDriver phases(&profiler);
-  suite::install_stop_signals();
+  suite::install_stop_signals(ctx.stop_signals);
 
   // init: the config, the process grid, the run folder and its context.
   const config::Config cfg = load_config_everywhere(ctx.comm, args.config);

@@ -20,6 +20,8 @@ namespace scaffold::cli {
 struct RunContext {
   dist::Communicator& comm;
   int threads = 1;  // compute threads in this process
+  // Signals that stop a training run cleanly (--stop-signals; suite::install_stop_signals).
+  std::vector<int> stop_signals = {};
 };
 
 // Flags shared by the subcommands that read a config.
@@ -93,10 +95,12 @@ C load_config_everywhere_as(dist::Communicator& comm, const ConfigArgs& args) {
 }
 config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs& args);
 
-// Subcommand registration: each returns the CLI11 subcommand and a runner to call after parsing.
+// Subcommand registration: each returns the CLI11 subcommand and a runner to call after parsing:
+// `run` inside MPI, or `run_without_mpi` for a subcommand that must not start it.
 struct Subcommand {
   CLI::App* app = nullptr;
   std::function<int(RunContext&)> run;
+  std::function<int()> run_without_mpi = {};
 };
 Subcommand add_generate_fractals(CLI::App& app);
 Subcommand add_generate_dataset(CLI::App& app);

@@ -1,8 +1,10 @@
 // scaffold: entry point. Parses the command line (CLI11), starts MPI (a single process is a
-// world of one), configures logging and threads, runs one subcommand, and turns every failure
-// into one clear message and a non-zero exit on every rank, never a hang:
-//   usage errors -> 2; errors all ranks agreed on -> 1 on each rank; anything else on a
-//   multi-rank job -> MPI_Abort (every rank ends).
+// world of one; a launch MPI cannot join, or one that makes N singletons, is refused first),
+// configures logging and threads, runs one subcommand, and turns every failure into one clear
+// message and a non-zero exit on every rank, never a hang:
+//   usage errors -> 2; launch mistakes and errors all ranks agreed on -> 1 on each rank; anything
+//   else on a multi-rank job -> MPI_Abort (every rank ends).
+// `scaffold power` starts no MPI: the command it wraps is the MPI program.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -15,6 +17,8 @@
 #include "core/log.hpp"
 #include "core/threads.hpp"
 #include "core/version.hpp"
+#include "dist/launcher.hpp"
+#include "suite/stop_signals.hpp"
 #ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION
 #include "workloads/image_classification/workload.hpp"
 #endif
@@ -41,6 +45,14 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose,
                "more output: -v turns on DEBUG messages on every rank (each line names its rank)");
   app.add_flag("--log-all-ranks", all_ranks, "every rank logs, not only rank 0");
+  std::vector<std::string> stop_signal_names = suite::kDefaultStopSignals;
+  app.add_option("--stop-signals", stop_signal_names,
+                 "signals that stop a training run cleanly after the step in flight (exit 3, files "
+                 "complete, restart.sh resumes it), e.g. the one a scheduler sends before its time "
+                 "limit (sbatch --signal=USR2@120); names or numbers, comma separated: " +
+                     suite::stop_signal_choices())
+      ->delimiter(',')
+      ->capture_default_str();
 
   // The workloads and tools, in one explicit list (no static registration): the ScaFFold
   // benchmark and its data steps, CARAML's workloads, then report and power.
@@ -75,6 +87,28 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
+  std::vector<int> stop_signals;
+  try {
+    stop_signals = suite::parse_stop_signals(stop_signal_names);
+  } catch (const core::UsageError& e) {
+    std::fprintf(stderr, "scaffold: --stop-signals: %s\n", e.what());
+    return 2;
+  }
+  for (auto& sub : subcommands) {
+    if (!sub.app->parsed() || !sub.run_without_mpi) continue;
+    core::LogOptions log;
+    log.level = verbose > 0 ? core::LogLevel::Debug : core::LogLevel::Info;
+    log.rank = dist::read_launch_environment(dist::process_environment()).rank;
+    log.all_ranks = all_ranks || verbose > 0;
+    core::log_configure(log);
+    try {
+      return sub.run_without_mpi();
+    } catch (const std::exception& e) {
+      LOG_ERROR("{}", e.what());
+      return 1;
+    }
+  }
+
   try {
     dist::Runtime runtime(&argc, &argv);
     dist::Communicator& comm = runtime.world();
@@ -90,6 +124,7 @@ int main(int argc, char** argv) {
       if (!sub.app->parsed()) continue;
       try {
         cli::RunContext ctx{comm};
+        ctx.stop_signals = stop_signals;
         return sub.run(ctx);
       } catch (const dist::AgreedError& e) {
         // Every rank threw this; rank 0 says it once and all exit normally with 1.
@@ -108,6 +143,10 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
+  } catch (const dist::LaunchError& e) {
+    // Every process of the launch fails alike; the launcher's rank 0 says it, once.
+    if (e.report_here()) std::fprintf(stderr, "scaffold: %s\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "scaffold: %s\n", e.what());
     return 1;

@@ -1,8 +1,10 @@
 // `scaffold power [--methods ...] [--interval MS] [--out DIR] -- COMMAND ARGS...`: jpwr's wrapper
 // mode. Samples the node's power sources while COMMAND runs, forwards signals to it, writes
 // power.csv and energy.csv, prints a summary table and returns COMMAND's exit status (jpwr
-// loses it). Reads no config and does no collective work: one wrapper per node is the user's
-// launch choice.
+// loses it). Starts no MPI and reads no config: COMMAND is the MPI program. Under a launcher
+// with several tasks (`srun -n 8 scaffold power -- scaffold benchmark ...`) the first task of
+// each node samples and writes OUT/<host>/, the others become COMMAND (exec), so a node is
+// measured once and every task still runs its rank.
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -22,6 +24,8 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
+#include "core/sysinfo.hpp"
+#include "dist/launcher.hpp"
 #include "energy/output.hpp"
 #include "energy/sampler.hpp"
 #include "energy/sources.hpp"
@@ -39,8 +43,7 @@ struct PowerArgs {
   std::string hwmon_root = "/sys/class/hwmon";
   std::string powercap_root = "/sys/class/powercap";
   std::vector<std::string> command;
-  // The environment as scaffold was started, copied before MPI_Init adds its own variables,
-  // so a wrapped MPI program does not take itself for part of scaffold's singleton job.
+  // The environment as scaffold was started: the wrapped program gets it unchanged.
   std::vector<std::string> environment;
 };
 
@@ -178,6 +181,20 @@ pid_t spawn(const PowerArgs& args, const sigset_t& mask, int* error) {
   return pid;
 }
 
+// Replaces this process by the command (a task that does not sample). Returns only on failure,
+// with the shell's code for it.
+int exec_command(const PowerArgs& args) {
+  std::vector<char*> argv, envp;
+  for (const auto& a : args.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : args.environment) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  ::execvpe(argv[0], argv.data(), envp.data());
+  const int error = errno;
+  LOG_ERROR("cannot run '{}': {}", args.command.front(), std::strerror(error));
+  return error == ENOENT ? 127 : 126;
+}
+
 // The shell's convention: the exit status, or 128 + the signal that ended the child.
 int wait_exit_code(pid_t pid) {
   int status = 0;
@@ -191,7 +208,13 @@ int wait_exit_code(pid_t pid) {
 
 // ------------------------------------------------------------------------------ run
 
-int run_power(const PowerArgs& args, RunContext& ctx) {
+int run_power(const PowerArgs& args) {
+  // One sampler per node: the launcher's first task on each node. The launcher's numbers are
+  // all there is, since this process is not part of an MPI job.
+  const dist::LaunchEnvironment launch = dist::read_launch_environment(dist::process_environment());
+  const bool several_tasks = launch.announced_size > 1;
+  if (several_tasks && launch.local_rank != 0) return exec_command(args);
+
   energy::SourceOptions source_options;
   source_options.methods = energy::parse_methods(args.methods);
   source_options.hwmon.root = args.hwmon_root;
@@ -199,9 +222,15 @@ int run_power(const PowerArgs& args, RunContext& ctx) {
   energy::SamplerOptions sampler_options;
   sampler_options.interval_s = args.interval_ms * 1e-3;
 
-  // With several ranks each runs its own wrapper: keep their files apart.
+  // Several tasks: one folder per node, named after it, so nodes sharing a file system keep
+  // their files apart.
   std::filesystem::path out = args.out;
-  if (ctx.comm.size() > 1) out /= "rank" + std::to_string(ctx.comm.rank());
+  if (several_tasks) {
+    const char* node = std::getenv("SLURMD_NODENAME");
+    out /= node != nullptr && *node != '\0' ? std::string(node) : core::host_name();
+    LOG_INFO("task {} of {} ({}): the first on its node, so it samples this node's power",
+             launch.rank, launch.announced_size, launch.size_variable);
+  }
   core::create_directories(out);  // fail before the command runs, not after
 
   auto opened = energy::open_sources(source_options);
@@ -282,7 +311,8 @@ Subcommand add_power(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("command", args->command, "the command to run and its arguments (after --)")
       ->required();
-  return {sub, [args](RunContext& ctx) { return run_power(*args, ctx); }};
+  Subcommand power{sub, nullptr, [args] { return run_power(*args); }};
+  return power;
 }
 
 }  // namespace scaffold::cli

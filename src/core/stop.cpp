@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 #include "core/error.hpp"
@@ -11,11 +13,27 @@ namespace scaffold::core {
 namespace {
 
 std::atomic<int> g_stop_signal{0};
+std::atomic<int64_t> g_first_ns{0};  // CLOCK_MONOTONIC of the request, from the handler
 static_assert(std::atomic<int>::is_always_lock_free, "the stop flag must be usable from a signal handler");
+static_assert(std::atomic<int64_t>::is_always_lock_free,
+              "the stop time must be usable from a signal handler");
+
+// A repeat this soon after the first delivery is the same request arriving twice: Slurm signals
+// every process of a job step, so a wrapper that forwards it (scaffold power) doubles it.
+constexpr int64_t kRepeatWindowNs = 2'000'000'000;
+
+int64_t monotonic_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
 
 extern "C" void on_stop_signal(int signal_number) {
   int expected = 0;
-  if (!g_stop_signal.compare_exchange_strong(expected, signal_number) && expected == signal_number) {
+  const int64_t now = monotonic_ns();
+  if (g_stop_signal.compare_exchange_strong(expected, signal_number)) {
+    g_first_ns.store(now);
+  } else if (expected == signal_number && now - g_first_ns.load() > kRepeatWindowNs) {
     std::signal(signal_number, SIG_DFL);  // asked twice: end the process as the signal would
     std::raise(signal_number);
   }

@@ -14,8 +14,10 @@ int stop_signal() noexcept;
 void reset_stop() noexcept;
 
 // Installs request_stop as the handler of each of `signals` (e.g. SIGUSR2, SIGTERM). A second
-// delivery of the same signal ends the process as the signal's default action would, so a user
-// can still interrupt a run that does not stop in time. Throws core::Error naming a signal that cannot be caught.
+// delivery of the same signal, more than 2 s after the first, ends the process as the signal's
+// default action would, so a user can still interrupt a run that does not stop in time; sooner,
+// it is the same request delivered twice (a launcher signalling every process of a job step,
+// and a wrapper forwarding it). Throws core::Error naming a signal that cannot be caught.
 void install_stop_signals(const int* signals, int count);
 
 }  // namespace scaffold::core

@@ -1,7 +1,9 @@
 // Communicators over MPI_COMM_WORLD and its splits. MPI is initialised with MPI_THREAD_SERIALIZED:
 // one thread communicates at a time; data-loader and sampler threads never do. A process started
-// without a launcher is an MPI singleton, i.e. a world of one. Errors come back as return codes
-// (MPI_ERRORS_RETURN on every communicator), so they are reported and agreed on like any other.
+// without a launcher is an MPI singleton, i.e. a world of one; a launch that Open MPI cannot join,
+// or that makes several singletons, is refused before any work (dist/launcher.hpp). Errors come
+// back as return codes (MPI_ERRORS_RETURN on every communicator), so they are reported and agreed
+// on like any other.
 #include <mpi.h>
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // Open MPI: MPIX_Query_cuda_support
@@ -13,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
+#include "dist/launcher.hpp"
 
 namespace scaffold::dist {
 namespace {
@@ -195,17 +198,6 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-namespace {
-
-// True when a launcher (mpirun, srun, a PMI/PMIx server) started this process.
-bool started_by_launcher() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
-    if (std::getenv(var) != nullptr) return true;
-  return false;
-}
-
-}  // namespace
-
 std::string mpi_library_version() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
@@ -219,14 +211,33 @@ Runtime::Runtime(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    // The launch checks come first, before anything is written (spec §1.4).
+    const LaunchEnvironment launch = read_launch_environment(process_environment());
+#ifdef OPEN_MPI
+    // Open MPI takes a process in an srun step for a direct launch and aborts in MPI_Init when
+    // no PMIx server is there (srun --mpi=none): several tasks are a mistake to name, a single
+    // one is simply a world of one once Open MPI no longer sees the step.
+    if (const std::string why = srun_without_mpi_plugin(launch); !why.empty())
+      throw LaunchError(why, launch.rank == 0);
+    if (launch.in_srun_step && !launch.has_pmi) ::unsetenv("SLURM_STEP_ID");
+#endif
     // A plain `scaffold ...` is an MPI singleton. Open MPI would start a helper daemon for it
     // (~0.2 s); an isolated singleton skips that, and scaffold never spawns processes.
-    if (!started_by_launcher()) ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+    if (!launch.has_pmi) ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
     // SERIALIZED: with CUDA tensors LibTorch runs backward (and so the gradient hooks that start
     // all-reduces) on its device threads while the main thread waits: one caller at a time.
     int provided = 0;
     check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     finalize_ = true;
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (const std::string why = world_size_mismatch(launch, size); !why.empty()) {
+      // N singletons: each would run the whole job alone. Each is rank 0 of its own world, so
+      // the launcher's rank decides who says it.
+      MPI_Finalize();
+      finalize_ = false;
+      throw LaunchError(why, launch.rank == 0);
+    }
   }
   world_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
 }

@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 
 #include "dist/communicator.hpp"
+#include "dist/launcher.hpp"
 
 namespace scaffold::dist {
 namespace {
@@ -49,7 +50,12 @@ class SerialCommunicator final : public Communicator {
 
 std::string mpi_library_version() { return "none"; }
 
-Runtime::Runtime(int*, char***) : world_(std::make_unique<SerialCommunicator>()) {}
+Runtime::Runtime(int*, char***) : world_(std::make_unique<SerialCommunicator>()) {
+  // Without MPI every process is a world of one: several from a launcher would each run alone.
+  const LaunchEnvironment launch = read_launch_environment(process_environment());
+  if (std::string why = world_size_mismatch(launch, 1); !why.empty())
+    throw LaunchError(why + " (this scaffold was built without MPI)", launch.rank == 0);
+}
 Runtime::~Runtime() = default;
 
 }  // namespace scaffold::dist

@@ -26,6 +26,7 @@
 #include "core/pyfloat.hpp"
 #include "core/stats.hpp"
 #include "report/gnuplot.hpp"
+#include "report/run_record.hpp"
 #include "report/text_table.hpp"
 
 namespace scaffold::report {
@@ -78,7 +79,7 @@ Cell maybe(const std::optional<double>& x, bool lower_bound = false) {
 }
 
 // The one declaration of the table's columns, in order.
-const std::array<Column, 14> kColumns{{
+const std::array<Column, 15> kColumns{{
     {"run", "run", "", true, [](const RunSummary& r) { return Cell{r.run}; }},
     {"problem_scale", "scale", "", false,
      [](const RunSummary& r) { return Cell{int64_t{r.problem_scale}}; }},
@@ -103,6 +104,8 @@ const std::array<Column, 14> kColumns{{
      [](const RunSummary& r) { return maybe(r.energy_to_target_wh, !r.reached_target); }},
     {"samples_per_wh", "samples/Wh", "{:.1f}", false,
      [](const RunSummary& r) { return maybe(r.samples_per_wh); }},
+    {"status", "status", "", true,
+     [](const RunSummary& r) { return r.status.empty() ? Cell{} : Cell{r.status}; }},
     // Machines get the mode here (last, so the columns before keep their places); people read
     // it in the shards cell of a sharded run (human_cell).
     {"dc_groupnorm", "", "", false,
@@ -112,6 +115,9 @@ const std::array<Column, 14> kColumns{{
 constexpr const char* kNotReachedNote =
     "> target_dice not reached: time and energy are the whole run's (a lower bound), and there is "
     "no FOM.";
+constexpr const char* kTimeLimitNote =
+    "> time_limit: stopped by the scheduler's signal before its time limit; the files are complete "
+    "up to the last epoch, and restart.sh in the run folder resumes the run.";
 
 std::string human_text(const Column& column, const Cell& cell) {
   std::string text;
@@ -180,6 +186,9 @@ TextGrid human_grid(const std::vector<RunSummary>& rows) {
 
 std::string with_note(std::string table, const std::vector<RunSummary>& rows) {
   if (any_not_reached(rows)) table += std::string("\n") + kNotReachedNote + "\n";
+  if (std::any_of(rows.begin(), rows.end(),
+                  [](const RunSummary& r) { return r.status == kStatusTimeLimit; }))
+    table += std::string(any_not_reached(rows) ? "" : "\n") + kTimeLimitNote + "\n";
   return table;
 }
 
@@ -309,6 +318,8 @@ RunData read_run_folder(const fs::path& run_dir, const RunConfigReader& read_con
     run.energy = read_energy_stats(run_dir / kEnergyStatsFileName);
   if (fs::exists(run_dir / kSystemInfoFileName, ec))
     run.system = read_system_json(run_dir / kSystemInfoFileName);
+  if (fs::exists(run_dir / kSummaryFileName, ec))
+    run.status = read_summary_json(run_dir / kSummaryFileName).status;
   return run;
 }
 
@@ -343,6 +354,7 @@ RunSummary summarize_run(const RunData& run) {
     s.reached_target = run.epochs.back().val_dice >= run.config.target_dice;
     s.median_epoch_s = core::median(durations);
   }
+  s.status = run.status ? *run.status : s.reached_target ? kStatusReachedTarget : kStatusNotReached;
   if (s.reached_target && s.time_to_target_s > 0) s.fom_per_s = 1.0 / s.time_to_target_s;
   if (s.time_to_target_s > 0)
     s.samples_per_s = static_cast<double>(s.training_samples) / s.time_to_target_s;

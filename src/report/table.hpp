@@ -67,6 +67,7 @@ struct RunData {
   std::vector<EpochRecord> epochs;                        // train_stats.csv
   std::optional<std::vector<EnergyWindowRecord>> energy;  // nullopt: no energy_stats.csv
   std::optional<SystemInfo> system;                       // nullopt: no system.json
+  std::optional<std::string> status;                      // summary.json's; nullopt: none there
 };
 
 // Reads a run folder. A path that is not a folder, or a folder without config.yaml or
@@ -90,6 +91,9 @@ struct RunSummary {
   std::optional<double> samples_per_s;        // training_samples / Σ epoch_duration
   std::optional<double> energy_to_target_wh;  // Σ energy_wh of train + validation windows
   std::optional<double> samples_per_wh;       // training_samples / energy_to_target_wh
+  // How the run ended (RunRecord::status: reached_target, not_reached, time_limit, ...), from
+  // summary.json; a folder without one (older runs) gets reached_target or not_reached.
+  std::string status;
 };
 
 RunSummary summarize_run(const RunData& run);

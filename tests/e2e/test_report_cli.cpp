@@ -52,10 +52,10 @@ TEST(Report, PrettyIsTheDefault) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(
       r.out,
-      R"(run                        scale  ranks  shards  global batch  epochs  time to target [s]  FOM [1/s]  median epoch [s]  samples/s  energy to target [Wh]  samples/Wh
--------------------------  -----  -----  ------  ------------  ------  ------------------  ---------  ----------------  ---------  ---------------------  ----------
-benchmark_20250312-101500      5      1       1             2       6               19.40    0.05155              3.20       8.66                  0.802       209.6
-benchmark_20250312-113000      5      2       1             4       4               >7.35          -              1.81      15.23                      -           -
+      R"(run                        scale  ranks  shards  global batch  epochs  time to target [s]  FOM [1/s]  median epoch [s]  samples/s  energy to target [Wh]  samples/Wh  status
+-------------------------  -----  -----  ------  ------------  ------  ------------------  ---------  ----------------  ---------  ---------------------  ----------  --------------
+benchmark_20250312-101500      5      1       1             2       6               19.40    0.05155              3.20       8.66                  0.802       209.6  reached_target
+benchmark_20250312-113000      5      2       1             4       4               >7.35          -              1.81      15.23                      -           -  not_reached
 
 > target_dice not reached: time and energy are the whole run's (a lower bound), and there is no FOM.
 )");
@@ -68,9 +68,9 @@ TEST(Report, Csv) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(
       r.out,
-      R"(run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,dc_groupnorm
-benchmark_20250312-101500,5,1,1,2,6,true,19.399,0.05154904892004742,3.2015000000000002,8.660240218567967,0.8016209999999999,209.57534795121387,
-benchmark_20250312-113000,5,2,1,4,4,false,7.353000000000001,,1.8115,15.23187814497484,,,
+      R"(run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,status,dc_groupnorm
+benchmark_20250312-101500,5,1,1,2,6,true,19.399,0.05154904892004742,3.2015000000000002,8.660240218567967,0.8016209999999999,209.57534795121387,reached_target,
+benchmark_20250312-113000,5,2,1,4,4,false,7.353000000000001,,1.8115,15.23187814497484,,,not_reached,
 )");
 }
 
@@ -79,10 +79,10 @@ TEST(Report, Markdown) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(
       r.out,
-      R"(| run                       | scale | ranks | shards | global batch | epochs | time to target [s] | FOM [1/s] | median epoch [s] | samples/s | energy to target [Wh] | samples/Wh |
-|:--------------------------|------:|------:|-------:|-------------:|-------:|-------------------:|----------:|-----------------:|----------:|----------------------:|-----------:|
-| benchmark_20250312-101500 |     5 |     1 |      1 |            2 |      6 |              19.40 |   0.05155 |             3.20 |      8.66 |                 0.802 |      209.6 |
-| benchmark_20250312-113000 |     5 |     2 |      1 |            4 |      4 |              >7.35 |         - |             1.81 |     15.23 |                     - |          - |
+      R"(| run                       | scale | ranks | shards | global batch | epochs | time to target [s] | FOM [1/s] | median epoch [s] | samples/s | energy to target [Wh] | samples/Wh | status         |
+|:--------------------------|------:|------:|-------:|-------------:|-------:|-------------------:|----------:|-----------------:|----------:|----------------------:|-----------:|:---------------|
+| benchmark_20250312-101500 |     5 |     1 |      1 |            2 |      6 |              19.40 |   0.05155 |             3.20 |      8.66 |                 0.802 |      209.6 | reached_target |
+| benchmark_20250312-113000 |     5 |     2 |      1 |            4 |      4 |              >7.35 |         - |             1.81 |     15.23 |                     - |          - | not_reached    |
 
 > target_dice not reached: time and energy are the whole run's (a lower bound), and there is no FOM.
 )");
@@ -106,6 +106,7 @@ TEST(Report, Json) {
     "samples_per_s": 8.660240218567967,
     "energy_to_target_wh": 0.8016209999999999,
     "samples_per_wh": 209.57534795121387,
+    "status": "reached_target",
     "dc_groupnorm": null
   },
   {
@@ -122,6 +123,7 @@ TEST(Report, Json) {
     "samples_per_s": 15.23187814497484,
     "energy_to_target_wh": null,
     "samples_per_wh": null,
+    "status": "not_reached",
     "dc_groupnorm": null
   }
 ]
@@ -180,7 +182,7 @@ TEST(Report, WithoutSystemJsonTheRunCountsAsOneRank) {
   // One rank: one replica of local batch 2, so half the samples of the 2-rank original; the last
   // column (dc_groupnorm) is empty for an unsharded run.
   EXPECT_EQ(r.out.substr(r.out.find('\n') + 1),
-            "copy,5,1,1,2,4,false,7.353000000000001,,1.8115,7.61593907248742,,,\n");
+            "copy,5,1,1,2,4,false,7.353000000000001,,1.8115,7.61593907248742,,,not_reached,\n");
 }
 
 TEST(Report, BadFormatIsAUsageError) {

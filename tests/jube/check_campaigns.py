@@ -10,7 +10,8 @@
   smoke_mpi  the same on 2 ranks with each sample split along D (dc_num_shards 2 1 1).
   slurm   a system added as one table entry renders the strong-scaling job scripts under the tag
           dryrun exactly as tests/jube/expected/ says (paths that vary replaced), without calling
-          sbatch; without dryrun the first step is submitted through sbatch.
+          sbatch; without dryrun every job is submitted through a fake sbatch, each with a
+          dependency on its parent's job (tests/slurm/ runs campaigns on a real Slurm).
   The smoke tests also check that collect reads each run's summary.json: a record that
   disagrees with report.csv or the parameters, or none, fails.
 
@@ -345,9 +346,12 @@ testcluster:
   scaffold: /opt/scaffold/bin/scaffold
 """
 
+# Job ids from 4242 on, one per call, so that the dependencies can be told apart.
 FAKE_SBATCH = """#!/bin/sh
+id=$(( $(cat "{log}.id" 2>/dev/null || echo 4241) + 1 ))
+echo "$id" > "{log}.id"
 echo "$(pwd) $*" >> "{log}"
-echo "Submitted batch job 4242"
+echo "Submitted batch job $id"
 """
 
 
@@ -403,21 +407,28 @@ def test_slurm(env):
     check(all(r["status"].startswith("dry run") and r["system"] == "testcluster" for r in rows),
           "dry-run rows do not say so")
 
-    # Without dryrun the first step goes to sbatch, and JUBE waits for the job.
+    # Without dryrun one `jube run` submits the whole campaign, each job after the one it needs
+    # (afterok), and collect waits for the benchmark jobs.
     out = os.path.join(env.tmp, "submit")
     proc = env.jube("run", "-e", "--hide-animation", os.path.join(jube_dir, "smoke.yaml"),
                     "--tag", "testcluster", "-o", out)
     check(os.path.exists(log), "sbatch was not called")
     with open(log) as handle:
         calls = handle.read().splitlines()
-    check(len(calls) == 1 and calls[0].endswith("_fractals/work job.sh"),
-          "expected one sbatch job.sh from the fractals step, got {0}".format(calls))
-    check("wait" in proc.stdout, "the submitted step is not waiting")
+    print("\n".join(calls))
+    after = "--kill-on-invalid-dep=yes job.sh"
+    check(len(calls) == 4 and calls[0].endswith("_fractals/work job.sh") and
+          calls[1].endswith("_dataset/work --dependency=afterok:4242 " + after) and
+          all(c.split()[0].endswith("_benchmark/work") and
+              c.endswith(" --dependency=afterok:4243 " + after) for c in calls[2:]),
+          "expected sbatch of fractals, dataset after 4242, 2 benchmarks after 4243, got "
+          "{0}".format(calls))
+    check("wait" in proc.stdout, "collect is not waiting for the jobs")
     result = env.jube("result", out, "-i", "last").stdout
     _, rows = result_tables(result)
-    check(len(rows) == 1 and rows[0]["slurm_job"] == "4242" and
-          rows[0]["status"].startswith("submitted to Slurm"),
-          "the submitted job's row: {0}".format(rows))
+    check(sorted(r["slurm_job"] for r in rows) == ["4244", "4245"] and
+          all(r["status"].startswith("submitted to Slurm") for r in rows),
+          "the submitted jobs' rows: {0}".format([(r["slurm_job"], r["status"]) for r in rows]))
 
 
 # ---- image classification (jube/image_classification.yaml) ----
@@ -671,20 +682,21 @@ GPU_JOB_SCRIPT = """#!/bin/bash
 #SBATCH --partition=gpu
 #SBATCH --account=proj42
 #SBATCH --gres=gpu:4
+#SBATCH --signal=USR2@120
 #SBATCH --output={work}/job.out
 #SBATCH --error={work}/job.err
 #SBATCH --constraint=ib
 # scaffold campaign 'imgcls', step 'train', system 'testgpu': rendered by JUBE from
 # jube/job.sh.in. To repeat this step by hand: bash job.sh >job.out 2>job.err (or submit it).
 cd "{work}" || exit 1
-rm -f ready error
+rm -f ready error finished
 # A scheduler's kill (time limit, scancel) still ends the step for JUBE: status, then `error`.
 trap '"{repo}/jube/lib/finish-job" train 143 "killed by SIGTERM"; exit 143' TERM
 module load GCC OpenMPI CUDA
 export SCAFFOLD_SYSTEM="testgpu"
 
-srun --ntasks=8 --ntasks-per-node=4 --cpus-per-task=16 /opt/scaffold/bin/scaffold image_classification -c {repo}/configs/image_classification.yml --model resnet50 --dataset synthetic --global-batch-size {g} --precision {p} --epochs 100 --warmup-epochs 5 --device cuda --dataloader-num-workers 4 --base-run-dir {work} --job-name image_classification --threads 16 \\
-  && /opt/scaffold/bin/scaffold report --format csv {work}/image_classification_*/ > report.csv
+srun --ntasks=8 --ntasks-per-node=4 --cpus-per-task=16 /opt/scaffold/bin/scaffold image_classification -c {repo}/configs/image_classification.yml --model resnet50 --dataset synthetic --global-batch-size {g} --precision {p} --epochs 100 --warmup-epochs 5 --device cuda --dataloader-num-workers 4 --base-run-dir {work} --job-name image_classification --threads 16
+"{repo}/jube/lib/report-run" $? /opt/scaffold/bin/scaffold {work}/image_classification_*/
 "{repo}/jube/lib/finish-job" train $?
 """
 
@@ -790,7 +802,7 @@ def test_imgcls_slurm(env):
                  "image_classification -c {0}/configs/image_classification.yml --model resnet50 "
                  "--dataset synthetic --global-batch-size 256 --precision fp32 --epochs 100 "
                  "--warmup-epochs 5 --device cpu --dataloader-num-workers 6 --base-run-dir {1} "
-                 "--job-name image_classification --threads 24 \\".format(repo, work)):
+                 "--job-name image_classification --threads 24".format(repo, work)):
         check(line in lines, "{0}/job.sh lacks the line\n{1}\n{2}".format(work, line, text))
 
     # Without dryrun every train job goes to sbatch; the rows show the job ids.
@@ -801,8 +813,8 @@ def test_imgcls_slurm(env):
     check(len(calls) == 7 and all(c.endswith("_train/work job.sh") for c in calls),
           "expected 7 sbatch job.sh from the train steps, got {0}".format(calls))
     _, rows = imgcls_tables(env.jube("result", out, "-i", "last").stdout)
-    check(len(rows) == 7 and all(r["SlurmJob"] == "4242" and
-                                 r["Status"].startswith("submitted to Slurm") for r in rows),
+    check(sorted(r["SlurmJob"] for r in rows) == [str(4242 + i) for i in range(7)] and
+          all(r["Status"].startswith("submitted to Slurm") for r in rows),
           "the submitted jobs' rows: {0}".format([(r["SlurmJob"], r["Status"]) for r in rows]))
 
 

@@ -150,7 +150,7 @@ int run(cli::RunContext& ctx, const Args& args) {
   profile::Profiler profiler(profile::profiles_this_rank(profile_options, ctx.comm.local_rank()),
                              profile_options.schedule);
   suite::PhaseDriver phases(&profiler);
-  suite::install_stop_signals();
+  suite::install_stop_signals(ctx.stop_signals);
 
   // init: config, layout, run folder, context.
   const ImageClassificationConfig cfg = cli::load_config_everywhere_as<ImageClassificationConfig>(ctx.comm, args.config);

@@ -14,7 +14,7 @@
 # scaffold campaign 'strong', step 'fractals', system 'testcluster': rendered by JUBE from
 # jube/job.sh.in. To repeat this step by hand: bash job.sh >job.out 2>job.err (or submit it).
 cd "@OUT@/000000/000000_fractals/work" || exit 1
-rm -f ready error
+rm -f ready error finished
 # A scheduler's kill (time limit, scancel) still ends the step for JUBE: status, then `error`.
 trap '"@REPO@/jube/lib/finish-job" fractals 143 "killed by SIGTERM"; exit 143' TERM
 module load GCC OpenMPI CUDA

@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "report/run_record.hpp"
 #include "report/system_info.hpp"
 #include "report/table.hpp"
 #include "test_util.hpp"
@@ -22,7 +23,7 @@ namespace scaffold::report {
 namespace {
 namespace fs = std::filesystem;
 
-// Three rows: reached with energy; missed the target, no energy; reached, no energy.
+// Three rows: reached with energy; stopped by the time limit, no energy; reached, no energy.
 std::vector<RunSummary> sample_rows() {
   RunSummary a;
   a.run = "scale7_1rank";
@@ -39,6 +40,7 @@ std::vector<RunSummary> sample_rows() {
   a.samples_per_s = 9.6;
   a.energy_to_target_wh = 12.5;
   a.samples_per_wh = 192.0;
+  a.status = "reached_target";
 
   RunSummary b;
   b.run = "scale7_4ranks";
@@ -53,6 +55,7 @@ std::vector<RunSummary> sample_rows() {
   b.median_epoch_s = 8.0;
   b.training_samples = 1003;
   b.samples_per_s = 12.5;
+  b.status = "time_limit";
 
   RunSummary c;
   c.run = "scale8_8ranks";
@@ -67,6 +70,7 @@ std::vector<RunSummary> sample_rows() {
   c.fom_per_s = 1.0 / 1234.5678;
   c.median_epoch_s = 41.15226;
   c.samples_per_s = 3.4567;
+  c.status = "reached_target";
   return {a, b, c};
 }
 
@@ -91,39 +95,41 @@ void expect_same_lines(const std::string& actual, const std::string& expected) {
 
 // ---------------------------------------------------------------------------------- writers
 
-TEST(TableFormat, PrettyAlignsColumnsWithUnitsAndMarksMissedTargets) {
+TEST(TableFormat, PrettyAlignsColumnsWithUnitsAndMarksMissedTargetsAndTimeLimits) {
   expect_same_lines(
       format_table(sample_rows(), "pretty"),
-      R"(run            scale  ranks         shards  global batch  epochs  time to target [s]  FOM [1/s]  median epoch [s]  samples/s  energy to target [Wh]  samples/Wh
--------------  -----  -----  -------------  ------------  ------  ------------------  ---------  ----------------  ---------  ---------------------  ----------
-scale7_1rank       7      1              1             4      12              250.00      0.004             20.50       9.60                 12.500       192.0
-scale7_4ranks      7      4   2 (local GN)             8      10              >80.25          -              8.00      12.50                      -           -
-scale8_8ranks      8      8  8 (global GN)             1      30             1234.57    0.00081             41.15       3.46                      -           -
+      R"(run            scale  ranks         shards  global batch  epochs  time to target [s]  FOM [1/s]  median epoch [s]  samples/s  energy to target [Wh]  samples/Wh  status
+-------------  -----  -----  -------------  ------------  ------  ------------------  ---------  ----------------  ---------  ---------------------  ----------  --------------
+scale7_1rank       7      1              1             4      12              250.00      0.004             20.50       9.60                 12.500       192.0  reached_target
+scale7_4ranks      7      4   2 (local GN)             8      10              >80.25          -              8.00      12.50                      -           -  time_limit
+scale8_8ranks      8      8  8 (global GN)             1      30             1234.57    0.00081             41.15       3.46                      -           -  reached_target
 
 > target_dice not reached: time and energy are the whole run's (a lower bound), and there is no FOM.
+> time_limit: stopped by the scheduler's signal before its time limit; the files are complete up to the last epoch, and restart.sh in the run folder resumes the run.
 )");
 }
 
 TEST(TableFormat, CsvHasEveryNumberAtFullPrecisionAndEmptyCellsForMissingValues) {
   expect_same_lines(
       format_table(sample_rows(), "csv"),
-      R"(run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,dc_groupnorm
-scale7_1rank,7,1,1,4,12,true,250.0,0.004,20.5,9.6,12.5,192.0,
-scale7_4ranks,7,4,2,8,10,false,80.25,,8.0,12.5,,,local
-scale8_8ranks,8,8,8,1,30,true,1234.5678,0.0008100000664200054,41.15226,3.4567,,,global
+      R"(run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,status,dc_groupnorm
+scale7_1rank,7,1,1,4,12,true,250.0,0.004,20.5,9.6,12.5,192.0,reached_target,
+scale7_4ranks,7,4,2,8,10,false,80.25,,8.0,12.5,,,time_limit,local
+scale8_8ranks,8,8,8,1,30,true,1234.5678,0.0008100000664200054,41.15226,3.4567,,,reached_target,global
 )");
 }
 
 TEST(TableFormat, MarkdownIsAPipeTableWithRightAlignedNumbers) {
   expect_same_lines(
       format_table(sample_rows(), "markdown"),
-      R"(| run           | scale | ranks |        shards | global batch | epochs | time to target [s] | FOM [1/s] | median epoch [s] | samples/s | energy to target [Wh] | samples/Wh |
-|:--------------|------:|------:|--------------:|-------------:|-------:|-------------------:|----------:|-----------------:|----------:|----------------------:|-----------:|
-| scale7_1rank  |     7 |     1 |             1 |            4 |     12 |             250.00 |     0.004 |            20.50 |      9.60 |                12.500 |      192.0 |
-| scale7_4ranks |     7 |     4 |  2 (local GN) |            8 |     10 |             >80.25 |         - |             8.00 |     12.50 |                     - |          - |
-| scale8_8ranks |     8 |     8 | 8 (global GN) |            1 |     30 |            1234.57 |   0.00081 |            41.15 |      3.46 |                     - |          - |
+      R"(| run           | scale | ranks |        shards | global batch | epochs | time to target [s] | FOM [1/s] | median epoch [s] | samples/s | energy to target [Wh] | samples/Wh | status         |
+|:--------------|------:|------:|--------------:|-------------:|-------:|-------------------:|----------:|-----------------:|----------:|----------------------:|-----------:|:---------------|
+| scale7_1rank  |     7 |     1 |             1 |            4 |     12 |             250.00 |     0.004 |            20.50 |      9.60 |                12.500 |      192.0 | reached_target |
+| scale7_4ranks |     7 |     4 |  2 (local GN) |            8 |     10 |             >80.25 |         - |             8.00 |     12.50 |                     - |          - | time_limit     |
+| scale8_8ranks |     8 |     8 | 8 (global GN) |            1 |     30 |            1234.57 |   0.00081 |            41.15 |      3.46 |                     - |          - | reached_target |
 
 > target_dice not reached: time and energy are the whole run's (a lower bound), and there is no FOM.
+> time_limit: stopped by the scheduler's signal before its time limit; the files are complete up to the last epoch, and restart.sh in the run folder resumes the run.
 )");
 }
 
@@ -143,6 +149,7 @@ TEST(TableFormat, JsonIsAnArrayOfObjectsWithNullForMissingValues) {
     "samples_per_s": 9.6,
     "energy_to_target_wh": 12.5,
     "samples_per_wh": 192.0,
+    "status": "reached_target",
     "dc_groupnorm": null
   },
   {
@@ -159,6 +166,7 @@ TEST(TableFormat, JsonIsAnArrayOfObjectsWithNullForMissingValues) {
     "samples_per_s": 12.5,
     "energy_to_target_wh": null,
     "samples_per_wh": null,
+    "status": "time_limit",
     "dc_groupnorm": "local"
   },
   {
@@ -175,6 +183,7 @@ TEST(TableFormat, JsonIsAnArrayOfObjectsWithNullForMissingValues) {
     "samples_per_s": 3.4567,
     "energy_to_target_wh": null,
     "samples_per_wh": null,
+    "status": "reached_target",
     "dc_groupnorm": "global"
   }
 ]
@@ -203,7 +212,7 @@ TEST(TableFormat, NoRowsGivesHeadersOnly) {
   EXPECT_EQ(
       format_table({}, "csv"),
       "run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,"
-      "fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,dc_groupnorm\n");
+      "fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,status,dc_groupnorm\n");
   EXPECT_EQ(format_table({}, "json"), "[]\n");
   const std::string pretty = format_table({}, "pretty");
   EXPECT_EQ(std::count(pretty.begin(), pretty.end(), '\n'), 2) << pretty;
@@ -464,6 +473,30 @@ TEST(RunFolder, ReadsConfigStatsEnergyAndSystem) {
   EXPECT_TRUE(data.energy->empty());
   ASSERT_TRUE(data.system);
   EXPECT_EQ(data.system->world_size, 4);
+}
+
+// The status column: summary.json's when the folder has one (a run stopped by its time limit),
+// else what train_stats.csv says against the target.
+TEST(RunFolder, StatusComesFromSummaryJsonElseFromTheTarget) {
+  test::TempDir tmp;
+  const fs::path run = tmp.path() / "benchmark_20250101-000000";
+  core::create_directories(run);
+  core::write_file_atomic(run / "config.yaml", "problem_scale: 9\n");
+  core::write_file_atomic(run / "train_stats.csv",
+                          std::string(kTrainHeader) + "1,1.0,0.5,1.0,0.5,0.3,0.4,2.5,4,4\n");
+  std::string text, source;
+  EXPECT_EQ(summarize_run(read_run_folder(run, FakeConfigReader{&text, &source})).status, "not_reached");
+  RunRecord record = collect_run_context();
+  record.workload = "benchmark";
+  record.status = "time_limit";
+  record.run = run.filename().string();
+  record.device = "cpu";
+  record.precision = "fp32";
+  write_summary_json(run, record);
+  const RunData data = read_run_folder(run, FakeConfigReader{&text, &source});
+  ASSERT_TRUE(data.status);
+  EXPECT_EQ(*data.status, "time_limit");
+  EXPECT_EQ(summarize_run(data).status, "time_limit");
 }
 
 std::string folder_error(const fs::path& dir) {
