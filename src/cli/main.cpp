@@ -103,6 +103,9 @@ int main(int argc, char** argv) {
     core::log_configure(log);
     try {
       return sub.run_without_mpi();
+    } catch (const core::UsageError& e) {
+      LOG_ERROR("{}", e.what());
+      return 2;  // as every other subcommand's usage errors
     } catch (const std::exception& e) {
       LOG_ERROR("{}", e.what());
       return 1;

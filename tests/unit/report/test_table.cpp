@@ -209,10 +209,10 @@ TEST(TableFormat, NamesAreQuotedInCsvAndPipesEscapedInMarkdown) {
 }
 
 TEST(TableFormat, NoRowsGivesHeadersOnly) {
-  EXPECT_EQ(
-      format_table({}, "csv"),
-      "run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,"
-      "fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,status,dc_groupnorm\n");
+  EXPECT_EQ(format_table({}, "csv"),
+            "run,problem_scale,ranks,shards,global_batch,epochs,reached_target,time_to_target_s,"
+            "fom_per_s,median_epoch_s,samples_per_s,energy_to_target_wh,samples_per_wh,status,dc_"
+            "groupnorm\n");
   EXPECT_EQ(format_table({}, "json"), "[]\n");
   const std::string pretty = format_table({}, "pretty");
   EXPECT_EQ(std::count(pretty.begin(), pretty.end(), '\n'), 2) << pretty;
@@ -485,7 +485,8 @@ TEST(RunFolder, StatusComesFromSummaryJsonElseFromTheTarget) {
   core::write_file_atomic(run / "train_stats.csv",
                           std::string(kTrainHeader) + "1,1.0,0.5,1.0,0.5,0.3,0.4,2.5,4,4\n");
   std::string text, source;
-  EXPECT_EQ(summarize_run(read_run_folder(run, FakeConfigReader{&text, &source})).status, "not_reached");
+  EXPECT_EQ(summarize_run(read_run_folder(run, FakeConfigReader{&text, &source})).status,
+            "not_reached");
   RunRecord record = collect_run_context();
   record.workload = "benchmark";
   record.status = "time_limit";
