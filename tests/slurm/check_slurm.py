@@ -1,0 +1,512 @@
+#!/usr/bin/env python3
+"""Tests on a real one-node Slurm cluster (tests/slurm/cluster.sh, started by the ctest fixture
+slurm_cluster; label slurm). Each test is one ctest case:
+
+  launcher     srun --mpi=pmix -n 2 runs one 2-rank benchmark; srun --mpi=none -n 2 is one line
+               naming --mpi=pmix and writes nothing; srun --mpi=none -n 1 is a world of one.
+  power        srun -n 2 scaffold power -- scaffold benchmark: the wrapped program is one 2-rank
+               MPI job, one sampler writes OUT/<node>/, and the tasks' exit status comes back.
+  smoke        jube/smoke.yaml --tag local-slurm: one `jube run` submits all four jobs chained
+               with afterok; `jube continue` until finished; each row equals its run folder.
+  strong       jube/strong-scaling.yaml at scale 4 on 1 and 2 ranks, the same checks.
+  failure      a fractals job that fails: Slurm cancels its dependants and every row says why.
+  time_limit   a benchmark job whose time limit (1 min, signal USR2@10) is shorter than its
+               training: summary.json complete with status time_limit, exit code 3 in Slurm's
+               record, the row says so, and restart.sh resumes the run.
+Without a cluster (the fixture could not start one) a test prints why and exits 77 (skipped).
+The tests that need no cluster (launcher checks under mpirun and a torchrun-style WORLD_SIZE)
+are `launcher_mpirun`.
+
+Usage: check_slurm.py TEST --scaffold BIN --jube JUBE --repo DIR --state FILE [--keep]
+"""
+
+import argparse
+import csv
+import glob
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Failure(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def read(path):
+    with open(path, errors="replace") as handle:
+        return handle.read()
+
+
+class Env:
+    def __init__(self, args, tmp, cluster):
+        self.args = args
+        self.tmp = tmp
+        self.environ = dict(os.environ, SCAFFOLD_BIN=args.scaffold, OMP_NUM_THREADS="1",
+                            OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        if cluster:
+            self.environ["SLURM_CONF"] = os.path.join(cluster, "slurm.conf")
+            self.environ["PATH"] = self.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+        self.cluster = cluster
+
+    def run(self, cmd, cwd=None, timeout=300, quiet=False):
+        proc = subprocess.run(cmd, cwd=cwd or self.tmp, env=self.environ, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout)
+        shown = " ".join(cmd)
+        print("$ {0}  -> exit {1}".format(shown if len(shown) < 300 else shown[:300] + " ...",
+                                        proc.returncode))
+        if not quiet and proc.returncode != 0:
+            print(proc.stdout[-3000:] + proc.stderr[-3000:])
+        return proc
+
+    def jube(self, *argv, expect_ok=True):
+        proc = self.run([self.args.jube] + list(argv), quiet=not expect_ok)
+        if expect_ok and proc.returncode != 0:
+            raise Failure("jube {0} exited with {1}".format(argv[0], proc.returncode))
+        return proc
+
+    def copy_jube(self, name):
+        """A copy of jube/ in <tmp>/<name>/jube with configs/ beside it, for edited campaigns."""
+        root = os.path.join(self.tmp, name)
+        shutil.copytree(os.path.join(self.args.repo, "jube"), os.path.join(root, "jube"),
+                        ignore=shutil.ignore_patterns("*_run", "__pycache__"))
+        os.symlink(os.path.join(self.args.repo, "configs"), os.path.join(root, "configs"))
+        return os.path.join(root, "jube")
+
+    def tiny_config(self, name, extra=""):
+        """The e2e tests' tiny benchmark config (tests/e2e/e2e_util.hpp), in <tmp>/<name>/."""
+        folder = os.path.join(self.tmp, name)
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, "tiny.yml")
+        with open(path, "w") as handle:
+            handle.write("problem_scale: 4\nunet_bottleneck_dim: 2\nunet_base_channels: 8\n"
+                         "group_norm_groups: 4\nn_categories: 2\nn_instances_used_per_fractal: 24\n"
+                         "local_batch_size: 2\nwarmup_batches: 2\nseed: 3\n"
+                         "starting_learning_rate: 0.01\nmin_learning_rate: 0.001\n"
+                         "base_run_dir: {0}/runs\nfract_base_dir: {0}/lib\ndataset_dir: {0}/data\n"
+                         "{1}".format(folder, extra))
+        return path
+
+
+def edit(path, old, new):
+    text = read(path)
+    check(text.count(old) == 1, "{0}: expected one '{1}' to edit".format(path, old))
+    with open(path, "w") as handle:
+        handle.write(text.replace(old, new))
+
+
+def run_folders(parent):
+    return sorted(d for d in glob.glob(os.path.join(parent, "*_*")) if os.path.isdir(d))
+
+
+def summary(run_dir):
+    return json.loads(read(os.path.join(run_dir, "summary.json")))
+
+
+def train_stats(run_dir):
+    """(epochs, time to target): the last epoch and Σ epoch_duration in row order (spec §8)."""
+    with open(os.path.join(run_dir, "train_stats.csv"), newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    check(rows, run_dir + "/train_stats.csv has no rows")
+    total = 0.0
+    for row in rows:
+        total += float(row["epoch_duration"])
+    return int(rows[-1]["epoch"]), total
+
+
+def slurm_job(env, job_id):
+    """`scontrol show job` of a job (finished jobs stay for the cluster's MinJobAge) as a dict."""
+    proc = env.run(["scontrol", "show", "job", str(job_id)], quiet=True)
+    check(proc.returncode == 0, "scontrol show job {0}: {1}".format(job_id, proc.stderr.strip()))
+    return dict(item.split("=", 1) for item in proc.stdout.split() if "=" in item)
+
+
+# ---------------------------------------------------------------------------- campaigns
+
+def result_rows(output):
+    """The CSV table of `jube result` as dicts."""
+    lines = output.splitlines()
+    start = [i for i, line in enumerate(lines) if line.startswith("campaign,system,")]
+    check(len(start) == 1, "no CSV table in jube result:\n" + output)
+    block = []
+    for line in lines[start[0]:]:
+        if not line.strip():
+            break
+        block.append(line)
+    return list(csv.DictReader(io.StringIO("\n".join(block))))
+
+
+def run_campaign(env, campaign, out, tag="local-slurm", timeout_s=240):
+    """jube run (which submits every job), then jube continue until nothing is pending.
+    Returns (the final `jube status`, the CSV rows of `jube result`)."""
+    env.jube("run", "--hide-animation", campaign, "--tag", tag, "-o", out)
+    steps = glob.glob(os.path.join(out, "000000", "*_*", "work"))
+    job_steps = [s for s in steps if not s.split(os.sep)[-2].endswith("_collect")]
+    check(job_steps and all(os.path.exists(os.path.join(s, "job_id")) or
+                            os.path.exists(os.path.join(s, "error")) for s in job_steps),
+          "jube run did not submit every job step: {0}".format(
+              [s for s in job_steps if not os.path.exists(os.path.join(s, "job_id"))]))
+    print("jube run submitted {0} jobs: {1}".format(len(job_steps), ", ".join(
+        read(os.path.join(s, "job_id")).strip() for s in sorted(job_steps)
+        if os.path.exists(os.path.join(s, "job_id")))))
+    deadline = time.time() + timeout_s
+    status = "RUNNING"
+    while time.time() < deadline:
+        env.run([env.args.jube, "continue", "--hide-animation", out, "-i", "last"], quiet=True)
+        status = env.run([env.args.jube, "status", out, "-i", "last"],
+                         quiet=True).stdout.strip()
+        if status != "RUNNING":
+            break
+        time.sleep(2)
+    print("jube status: " + status)
+    result = env.jube("result", out, "-i", "last").stdout
+    print(result)
+    return status, result_rows(result)
+
+
+def check_row_against_folder(out, row):
+    """A finished row's numbers are its run folder's, recomputed here from train_stats.csv."""
+    # The row's collect work package links its benchmark's (run folder names may repeat: jobs
+    # that start in the same second).
+    found = [os.path.realpath(p) for p in glob.glob(os.path.join(
+        out, "*", "{0:06d}_collect".format(int(row["jube_wp_id"])), "work", "benchmark", row["run"]))]
+    check(len(found) == 1, "run folder {0} of work package {1} not found: {2}".format(
+        row["run"], row["jube_wp_id"], found))
+    epochs, seconds = train_stats(found[0])
+    print("{0}: train_stats.csv {1} epochs, {2!r} s; row {3}, {4}, FOM {5}".format(
+        row["run"], epochs, seconds, row["epochs"], row["time_to_target_s"], row["fom_per_s"]))
+    check(row["epochs"] == str(epochs), "epochs: row {0}, train_stats.csv {1}".format(
+        row["epochs"], epochs))
+    check(row["time_to_target_s"] == repr(seconds), "time to target: row {0}, train_stats.csv "
+          "{1!r}".format(row["time_to_target_s"], seconds))
+    if row["reached_target"] == "true":
+        check(row["fom_per_s"] == repr(1.0 / seconds), "FOM: row {0}, 1/time {1!r}".format(
+            row["fom_per_s"], 1.0 / seconds))
+    record = summary(found[0])
+    check(record["ranks"] == int(row["ranks"]), "ranks: row {0}, summary.json {1}".format(
+        row["ranks"], record["ranks"]))
+    check(record["job_id"] == row["slurm_job"], "the run's SLURM_JOB_ID {0} is not the row's "
+          "job {1}".format(record["job_id"], row["slurm_job"]))
+    return found[0]
+
+
+def test_smoke(env):
+    out = os.path.join(env.tmp, "out")
+    status, rows = run_campaign(env, os.path.join(env.args.repo, "jube", "smoke.yaml"), out)
+    check(status == "FINISHED", "jube status {0}, expected FINISHED".format(status))
+    check(sorted(r["local_batch_size"] for r in rows) == ["2", "4"], "rows: {0}".format(rows))
+    for row in rows:
+        check(row["status"] == "ok" and row["system"] == "local-slurm",
+              "row of local batch {0}: {1}".format(row["local_batch_size"], row["status"]))
+        check_row_against_folder(out, row)
+    # The chain: all four were submitted by `jube run` (run_campaign), and each job started only
+    # after the one it depends on ended (afterok).
+    def job_of(step):
+        works = glob.glob(os.path.join(out, "000000", "*_" + step, "work"))
+        return [slurm_job(env, read(os.path.join(w, "job_id")).strip()) for w in works]
+    fractals, dataset = job_of("fractals")[0], job_of("dataset")[0]
+    for parent, child in [(fractals, dataset)] + [(dataset, b) for b in job_of("benchmark")]:
+        print("job {0} ({1}) ended {2}; job {3} ({4}) started {5}, dependency {6}".format(
+            parent["JobId"], parent["JobName"], parent["EndTime"], child["JobId"],
+            child["JobName"], child["StartTime"], child.get("Dependency")))
+        check(child["StartTime"] >= parent["EndTime"] and child["JobState"] == "COMPLETED" and
+              child["ExitCode"] == "0:0", "job {0} did not run after job {1}".format(
+                  child["JobId"], parent["JobId"]))
+    print("PASS: 2 rows, each equal to its run folder")
+
+
+def test_strong(env):
+    jube_dir = env.copy_jube("strong")
+    campaign = os.path.join(jube_dir, "strong-scaling.yaml")
+    edit(campaign, '$scaffold_repo/configs/benchmark_default.yml', '$scaffold_repo/configs/quickstart.yml')
+    edit(campaign, '{name: problem_scale, type: int, _: "7"}', '{name: problem_scale, type: int, _: "4"}')
+    edit(campaign, '{name: ranks, type: int, _: "4,8,16"}', '{name: ranks, type: int, _: "1,2"}')
+    edit(campaign, '{name: fixed_global_batch, type: int, _: "16"}',
+         '{name: fixed_global_batch, type: int, _: "4"}')
+    out = os.path.join(env.tmp, "out")
+    status, rows = run_campaign(env, campaign, out)
+    check(status == "FINISHED", "jube status {0}, expected FINISHED".format(status))
+    check([(r["ranks"], r["local_batch_size"], r["global_batch"]) for r in rows] ==
+          [("1", "4", "4"), ("2", "2", "4")],
+          "rows (ranks, local batch, global batch): {0}".format(
+              [(r["ranks"], r["local_batch_size"], r["global_batch"]) for r in rows]))
+    for row in rows:
+        check(row["status"] == "ok" or row["status"].startswith("ok; target Dice not reached"),
+              "row of {0} ranks: {1}".format(row["ranks"], row["status"]))
+        run_dir = check_row_against_folder(out, row)
+        system = json.loads(read(os.path.join(run_dir, "system.json")))
+        check(system["world_size"] == int(row["ranks"]),
+              "system.json world_size {0} for {1} ranks".format(system["world_size"], row["ranks"]))
+        script = read(os.path.join(os.path.dirname(run_dir), "job.sh"))
+        check("srun --mpi=pmix --ntasks={0} ".format(row["ranks"]) in script,
+              "the job script does not launch {0} ranks with srun --mpi=pmix".format(row["ranks"]))
+    print("PASS: 1 and 2 ranks at global batch 4, each row equal to its run folder")
+
+
+BROKEN_SYSTEM = """
+# Added by tests/slurm/check_slurm.py: the data folder cannot be created (below a file).
+broken-slurm:
+  scheduler: slurm
+  devices_per_node: 2
+  cpus_per_rank: 1
+  launcher: "srun --mpi=pmix --ntasks={{ranks}} --cpus-per-task={{cpus_per_rank}}"
+  partition: scaffold
+  data_dir: {data_dir}
+"""
+
+
+def test_failure(env):
+    jube_dir = env.copy_jube("failure")
+    blocker = os.path.join(env.tmp, "a-file")
+    open(blocker, "w").close()
+    with open(os.path.join(jube_dir, "systems.yaml"), "a") as handle:
+        handle.write(BROKEN_SYSTEM.format(data_dir=os.path.join(blocker, "data")))
+    out = os.path.join(env.tmp, "out")
+    status, rows = run_campaign(env, os.path.join(jube_dir, "smoke.yaml"), out,
+                                tag="broken-slurm")
+    check(status == "ERROR", "jube status {0}, expected ERROR".format(status))
+    check(len(rows) == 2, "expected a row per benchmark, got {0}".format(len(rows)))
+    for row in rows:
+        check(row["status"].startswith("failed at fractals (exit 1): ") and
+              "cannot create directory" in row["status"] and
+              row["status"].endswith("; benchmark not run"),
+              "the row does not give the fractals job's reason: '{0}'".format(row["status"]))
+        check(row["time_to_target_s"] == "", "a failed row shows a time")
+    # Slurm cancelled the dependants: they never ran.
+    for step in ("dataset", "benchmark"):
+        for work in glob.glob(os.path.join(out, "000000", "*_" + step, "work")):
+            job_id = read(os.path.join(work, "job_id")).strip()
+            # slurmctld cancels a job whose dependency can never be met on a later scheduling
+            # pass than the one that saw its parent fail: give it up to 60 s.
+            deadline = time.time() + 60
+            job = slurm_job(env, job_id)
+            while job.get("JobState") == "PENDING" and time.time() < deadline:
+                time.sleep(1)
+                job = slurm_job(env, job_id)
+            check(job.get("JobState") == "CANCELLED" and not os.path.exists(
+                os.path.join(work, "job.out")),
+                  "{0} job {1} is {2}, expected CANCELLED without running".format(
+                      step, job.get("JobId"), job.get("JobState")))
+    print("PASS: the dependants were cancelled and every row names the fractals failure")
+
+
+TIME_LIMIT = ('  time_limit: "00:10:00"\n  prep_time_limit: "00:05:00"\n  signal: "USR2@120"\n',
+              '  time_limit: "00:01:00"\n  prep_time_limit: "00:05:00"\n  signal: "USR2@10"\n')
+
+
+def test_time_limit(env):
+    """Slurm sends the signal 10 s (+ up to 30 s: its timer's period) before the 1-minute limit,
+    so 20-50 s into a training that would take many minutes (learning rate 1e-7, target 1)."""
+    jube_dir = env.copy_jube("time-limit")
+    edit(os.path.join(jube_dir, "systems.yaml"), *TIME_LIMIT)
+    campaign = os.path.join(jube_dir, "smoke.yaml")
+    edit(campaign, '{name: local_batch_size, type: int, _: "2,4"}',
+         '{name: local_batch_size, type: int, _: "2"}')
+    edit(campaign, '{name: epochs, type: int, _: "-1"}', '{name: epochs, type: int, _: "5000"}')
+    edit(campaign, '{name: benchmark_flags, _: ""}',
+         '{name: benchmark_flags, _: "--target-dice 1 --starting-learning-rate 1e-7 '
+         '--min-learning-rate 1e-8 --checkpoint-interval 50"}')
+    out = os.path.join(env.tmp, "out")
+    status, rows = run_campaign(env, campaign, out)
+    check(status == "FINISHED", "jube status {0}, expected FINISHED".format(status))
+    check(len(rows) == 1, "expected one row, got {0}".format(len(rows)))
+    row = rows[0]
+    check(row["status"].startswith("stopped by the time limit after {0} epochs".format(
+        row["epochs"])) and "restart.sh" in row["status"],
+          "the row does not say the time limit stopped it: '{0}'".format(row["status"]))
+    run_dir = check_row_against_folder(out, row)
+    work = os.path.dirname(run_dir)
+    script = read(os.path.join(work, "job.sh"))
+    check("#SBATCH --time=00:01:00" in script and "#SBATCH --signal=USR2@10" in script,
+          "job.sh lacks the time limit or the signal:\n" + script)
+    record = summary(run_dir)
+    epochs, _ = train_stats(run_dir)
+    check(record["status"] == "time_limit" and record["epochs"] == epochs and epochs >= 1,
+          "summary.json: status {0}, epochs {1}; train_stats.csv {2} epochs".format(
+              record["status"], record["epochs"], epochs))
+    check("stopped by SIGUSR2 (12)" in read(os.path.join(work, "job.err")),
+          "job.err does not say SIGUSR2 stopped the run")
+    job = slurm_job(env, row["slurm_job"])
+    print("Slurm: job {0} {1} ExitCode={2} RunTime={3}".format(
+        job.get("JobId"), job.get("JobState"), job.get("ExitCode"), job.get("RunTime")))
+    check(job.get("ExitCode") == "3:0", "the job's exit code is {0}, expected 3:0".format(
+        job.get("ExitCode")))
+    jobcomp = os.path.join(env.cluster, "log", "jobcomp.txt")
+    check(re.search(r"JobId={0} .*ExitCode=3:0".format(row["slurm_job"]), read(jobcomp)),
+          "the job completion log has no ExitCode=3:0 for job {0}".format(row["slurm_job"]))
+    report = env.run([env.args.scaffold, "report", run_dir])
+    check(report.returncode == 0 and "time_limit" in report.stdout and "restart.sh" in report.stdout,
+          "scaffold report does not show the time limit:\n" + report.stdout)
+
+    # restart.sh resumes it, here as a one-task job step: two more epochs, then the epoch cap.
+    resumed = env.run(["srun", "--ntasks=1", "--time=00:05:00", "bash",
+                       os.path.join(run_dir, "restart.sh"), "--epochs", str(epochs + 2)])
+    check(resumed.returncode == 0, "restart.sh exited with {0}".format(resumed.returncode))
+    check("resumed from" in resumed.stdout + resumed.stderr, "restart.sh did not resume")
+    after, _ = train_stats(run_dir)
+    record = summary(run_dir)
+    check(after == epochs + 2 and record["status"] == "not_reached",
+          "after restart.sh: {0} epochs (expected {1}), status {2}".format(
+              after, epochs + 2, record["status"]))
+    print("PASS: stopped after {0} epochs by the time limit's SIGUSR2, exit 3, resumed to {1}".format(
+        epochs, after))
+
+
+# ---------------------------------------------------------------------------- launchers
+
+def one_line_error(proc, text):
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("scaffold: ")]
+    check(len(lines) == 1 and text in lines[0],
+          "expected one line 'scaffold: ...{0}...', got:\n{1}".format(text, proc.stderr))
+    check("MPI_Init" not in proc.stderr.replace(lines[0], ""),
+          "Open MPI's own abort text is still there:\n" + proc.stderr)
+
+
+def test_launcher(env):
+    config = env.tiny_config("pmix", "epochs: 1\n")
+    proc = env.run(["srun", "--mpi=pmix", "--ntasks=2", env.args.scaffold, "benchmark", "-c",
+                    config, "--threads", "1"])
+    check(proc.returncode == 0, "srun --mpi=pmix -n 2 benchmark exited {0}".format(proc.returncode))
+    runs = run_folders(os.path.join(env.tmp, "pmix", "runs"))
+    check(len(runs) == 1, "expected one run folder from 2 ranks, got {0}".format(runs))
+    world = json.loads(read(os.path.join(runs[0], "system.json")))["world_size"]
+    check(world == 2, "system.json world_size {0}, expected 2".format(world))
+
+    config = env.tiny_config("none", "epochs: 1\n")
+    proc = env.run(["srun", "--mpi=none", "--ntasks=2", env.args.scaffold, "benchmark", "-c",
+                    config, "--threads", "1"], quiet=True)
+    print(proc.stderr)
+    check(proc.returncode == 1, "srun --mpi=none -n 2 exited {0}, expected 1".format(proc.returncode))
+    one_line_error(proc, "srun started 2 tasks without an MPI plugin (srun --mpi=none)")
+    check("srun --mpi=pmix" in proc.stderr, "the error does not say what to type instead")
+    check(not os.path.exists(os.path.join(env.tmp, "none", "runs")),
+          "the refused launch wrote a run folder")
+
+    fixture = os.path.join(env.args.repo, "tests", "fixtures", "runs", "benchmark_20250312-101500")
+    proc = env.run(["srun", "--mpi=none", "--ntasks=1", env.args.scaffold, "report", fixture])
+    check(proc.returncode == 0 and "benchmark_20250312-101500" in proc.stdout,
+          "srun --mpi=none -n 1 (a world of one) failed: {0}".format(proc.stderr))
+    print("PASS: --mpi=pmix runs 2 ranks; --mpi=none -n 2 is one line; --mpi=none -n 1 runs")
+
+
+def test_launcher_mpirun(env):
+    """The checks where no cluster is needed: mpirun's world agrees; WORLD_SIZE does not."""
+    fixture = os.path.join(env.args.repo, "tests", "fixtures", "runs", "benchmark_20250312-101500")
+    proc = env.run(["mpirun", "-n", "2", "--oversubscribe", env.args.scaffold, "report", fixture])
+    check(proc.returncode == 0 and proc.stdout.count("benchmark_20250312-101500") == 1,
+          "mpirun -n 2 report: exit {0}\n{1}".format(proc.returncode, proc.stdout))
+    env.environ.update(WORLD_SIZE="2", RANK="0")
+    proc = env.run([env.args.scaffold, "report", fixture], quiet=True)
+    check(proc.returncode == 1 and proc.stdout == "", "WORLD_SIZE=2 singleton: exit {0}".format(
+        proc.returncode))
+    one_line_error(proc, "the launcher started 2 processes (WORLD_SIZE=2) but MPI sees a world of 1")
+    env.environ.update(RANK="1")
+    proc = env.run([env.args.scaffold, "report", fixture], quiet=True)
+    check(proc.returncode == 1 and proc.stderr == "",
+          "the launcher's rank 1 should fail quietly, said: " + proc.stderr)
+    print("PASS: mpirun agrees with MPI; N singletons are one line from rank 0")
+
+
+def test_power(env):
+    config = env.tiny_config("power", "epochs: 1\n")
+    hwmon = os.path.join(env.args.repo, "tests", "fixtures", "energy", "gh200", "hwmon")
+    out = os.path.join(env.tmp, "power-out")
+    proc = env.run(["srun", "--mpi=pmix", "--ntasks=2", env.args.scaffold, "power", "--methods",
+                    "hwmon", "--hwmon-root", hwmon, "--out", out, "--", env.args.scaffold,
+                    "benchmark", "-c", config, "--threads", "1"])
+    check(proc.returncode == 0, "srun -n 2 scaffold power -- benchmark exited {0}".format(
+        proc.returncode))
+    runs = run_folders(os.path.join(env.tmp, "power", "runs"))
+    check(len(runs) == 1, "the wrapped benchmark was not one job: run folders {0}".format(runs))
+    world = json.loads(read(os.path.join(runs[0], "system.json")))["world_size"]
+    check(world == 2, "the wrapped benchmark's world_size is {0}, expected 2".format(world))
+    nodes = sorted(os.listdir(out))
+    check(len(nodes) == 1, "expected one node folder in {0}, got {1}".format(out, nodes))
+    files = sorted(os.listdir(os.path.join(out, nodes[0])))
+    check(files == ["energy.csv", "power.csv"], "{0}/{1}: {2}".format(out, nodes[0], files))
+    samples = read(os.path.join(out, nodes[0], "power.csv")).count("\n") - 1
+    check(samples >= 2, "power.csv has {0} samples".format(samples))
+    check(proc.stdout.count("scaffold power: ") == 1,
+          "expected one sampler's summary, got {0}".format(proc.stdout.count("scaffold power: ")))
+
+    proc = env.run(["srun", "--ntasks=2", env.args.scaffold, "power", "--out",
+                    os.path.join(env.tmp, "codes"), "--", "sh", "-c", "exit $((5 + SLURM_PROCID))"],
+                   quiet=True)
+    check(proc.returncode == 6, "srun returned {0}, expected task 1's 6".format(proc.returncode))
+    proc = env.run(["srun", "--ntasks=1", env.args.scaffold, "power", "--out",
+                    os.path.join(env.tmp, "one"), "--", "sh", "-c", "exit 5"], quiet=True)
+    check(proc.returncode == 5 and os.path.exists(os.path.join(env.tmp, "one", "power.csv")),
+          "one task: exit {0}, files {1}".format(proc.returncode,
+                                                 os.listdir(os.path.join(env.tmp, "one"))))
+    print("PASS: one sampler on node {0} ({1} samples), the wrapped benchmark had 2 ranks, "
+          "exit statuses returned".format(nodes[0], samples))
+
+
+TESTS = {"launcher": test_launcher, "launcher_mpirun": test_launcher_mpirun, "power": test_power,
+         "smoke": test_smoke, "strong": test_strong, "failure": test_failure,
+         "time_limit": test_time_limit}
+NO_CLUSTER = ("launcher_mpirun",)
+
+
+def cluster_folder(state):
+    """The running cluster's folder, or Skip with the reason the fixture wrote."""
+    try:
+        text = read(state)
+    except OSError:
+        raise Skip("no Slurm test cluster: {0} is missing (the ctest fixture slurm_cluster "
+                   "starts one: tests/slurm/cluster.sh start {0})".format(state))
+    for line in text.splitlines():
+        if line.startswith("unavailable: "):
+            raise Skip("no Slurm test cluster: " + line[len("unavailable: "):])
+        if line.startswith("dir: "):
+            folder = line[len("dir: "):]
+            if os.path.exists(os.path.join(folder, "slurm.conf")):
+                return folder
+    raise Skip("no Slurm test cluster recorded in {0}: {1!r}".format(state, text))
+
+
+def main():
+    parser = argparse.ArgumentParser(description="tests on a real one-node Slurm cluster")
+    parser.add_argument("test", choices=sorted(TESTS))
+    parser.add_argument("--scaffold", required=True)
+    parser.add_argument("--jube", required=True)
+    parser.add_argument("--repo", required=True)
+    parser.add_argument("--state", required=True, help="the cluster's state file (cluster.sh)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    args = parser.parse_args()
+    args.scaffold = os.path.abspath(args.scaffold)
+    try:
+        cluster = None if args.test in NO_CLUSTER else cluster_folder(args.state)
+    except Skip as skip:
+        print("SKIP ({0}): {1}".format(args.test, skip))
+        return SKIP
+    tmp = tempfile.mkdtemp(prefix="scaffold-slurm-{0}-".format(args.test))
+    try:
+        TESTS[args.test](Env(args, tmp, cluster))
+    except (Failure, subprocess.TimeoutExpired) as failure:
+        print("FAIL ({0}): {1}\n(temporary folder kept: {2})".format(args.test, failure, tmp))
+        return 1
+    if not args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
