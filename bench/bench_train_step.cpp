@@ -1,14 +1,17 @@
 // One U-Net training step (forward, loss, backward, clip, Adam) timed in isolation, exactly as
-// train::Trainer::train_step runs it, on random input and labels; plus a large fp32 GEMM measured
-// in the same process, so the step's model FLOP/s has a ceiling to be compared with. One scale per
-// process, so VmHWM is that scale's peak. bench/train_step.py is the PyTorch twin; the driver
-// bench/bench_train_step.sh alternates the two. No data loading, no validation, no MPI.
+// train::Trainer::train_step runs it, on random input and labels; plus a large GEMM measured in the
+// same process (fp32, or bf16 with --bf16 on CUDA), so the step's model FLOP/s has a ceiling to be
+// compared with (on a GPU: the MFU against a measured bf16 matrix multiply). On the CPU or, with
+// --device cuda, on a GPU (cuDNN autotuning on, as scaffold benchmark; each timed step ends in a
+// device synchronisation, here only). One scale per process, so VmHWM is that scale's peak.
+// bench/train_step.py is the PyTorch twin; the drivers bench/bench_train_step.sh (CPU) and
+// scripts/gpu-check (GPU) run the two. No data loading, no validation, no MPI.
 // Legend: N batch, C channels, D/H/W spatial sizes.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <fmt/format.h>
-#include <torch/nn/module.h>  // before clip_grad.h, which uses torch::Tensor undeclared (1.13)
-#include <torch/nn/utils/clip_grad.h>
+#include <torch/cuda.h>
+#include <torch/nn/module.h>
 #include <torch/optim/adam.h>
 #include <torch/utils.h>
 
@@ -26,6 +29,7 @@
 #include "core/version.hpp"
 #include "model/autocast.hpp"
 #include "model/unet.hpp"
+#include "train/grad_clip.hpp"
 #include "train/loss.hpp"
 
 using namespace scaffold;
@@ -42,9 +46,10 @@ struct BenchOptions {
   int threads = 0;             // 0: core::default_thread_count()
   bool bf16 = false;           // bf16 autocast in the forward pass
   bool channels_last = false;  // 5-D parameters and the input in ChannelsLast3d
-  int gemm_n = 4096;           // square fp32 GEMM side (even); 0 skips it
+  int gemm_n = 4096;           // square GEMM side (even); 0 skips it
   int gemm_reps = 3;
   uint64_t seed = 0;
+  std::string device = "cpu";  // cpu | cuda
 };
 
 // Wall time of each part of one step.
@@ -68,22 +73,35 @@ int64_t proc_status_bytes(const std::string& key) {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// The trainer's forward autocast state on the CPU: bf16 when asked for, else off.
-model::AutocastState forward_autocast(bool bf16) {
+// The trainer's forward autocast state: bf16 on the training device when asked for, else off.
+model::AutocastState forward_autocast(bool bf16, const c10::Device& device) {
   model::AutocastState s = model::AutocastState::current().disabled();
-  s.cpu_enabled = bf16;
-  s.cpu_dtype = at::kBFloat16;
+  if (device.is_cuda()) {
+    s.cuda_enabled = bf16;
+    s.cuda_dtype = at::kBFloat16;
+  } else {
+    s.cpu_enabled = bf16;
+    s.cpu_dtype = at::kBFloat16;
+  }
   return s;
 }
 
-// Median GFLOP/s (2n^3 FLOPs per call) of `call` after one untimed call.
-template <typename Call>
-double gemm_rate_gflop_per_s(int64_t n, int reps, Call&& call) {
+// Waits for the device (CUDA kernels are asynchronous): ends each timed region here. The bench
+// times steps one by one; the training loop itself never does this (it reads events per epoch).
+void wait_for(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// Median GFLOP/s (2n^3 FLOPs per call) of `call` after one untimed call; `wait` ends each call.
+template <typename Call, typename Wait>
+double gemm_rate_gflop_per_s(int64_t n, int reps, Call&& call, Wait&& wait) {
   call();
+  wait();
   std::vector<double> t_s;
   for (int r = 0; r < reps; ++r) {
     core::Stopwatch clock;
     call();
+    wait();
     t_s.push_back(clock.elapsed_s());
   }
   return 2.0 * static_cast<double>(n) * n * n / core::median(t_s) / 1e9;
@@ -104,17 +122,41 @@ GemmRates measure_gemm(int64_t n, int reps) {
   const at::Tensor a = at::randn({n, n});
   const at::Tensor b = at::randn({n, n});
   at::Tensor c = at::empty({n, n});
-  r.blas_gflop_per_s = gemm_rate_gflop_per_s(n, reps, [&] { at::mm_out(c, a, b); });
+  r.blas_gflop_per_s = gemm_rate_gflop_per_s(n, reps, [&] { at::mm_out(c, a, b); }, [] {});
   const at::Tensor x = at::randn({2, n, 1, 1, n / 2});  // (N, Cin, D, H, W): 2 * n/2 = n voxels
   const at::Tensor w = at::randn({n, n, 1, 1, 1});      // (Cout, Cin, 1, 1, 1)
-  r.onednn_gflop_per_s = gemm_rate_gflop_per_s(n, reps, [&] { at::conv3d(x, w); });
+  r.onednn_gflop_per_s = gemm_rate_gflop_per_s(n, reps, [&] { at::conv3d(x, w); }, [] {});
   return r;
+}
+
+// On a GPU: an n x n x n GEMM in `dtype` through cuBLAS (at::mm), the ceiling of the step's
+// convolutions in that precision; MFU = the step's model FLOP/s over this rate, both measured in
+// the same process on the same GPU.
+double measure_device_gemm(int64_t n, int reps, at::ScalarType dtype, const c10::Device& device) {
+  torch::NoGradGuard no_grad;
+  const auto options = at::TensorOptions().device(device).dtype(dtype);
+  const at::Tensor a = at::randn({n, n}, options);
+  const at::Tensor b = at::randn({n, n}, options);
+  at::Tensor c = at::empty({n, n}, options);
+  return gemm_rate_gflop_per_s(
+      n, reps,
+      [&] {
+        for (int i = 0; i < 10; ++i) at::mm_out(c, a, b);  // 10 per timed call: well above launch latency
+      },
+      [&] { wait_for(device); }) *
+         10.0;
 }
 
 int run(const BenchOptions& o) {
   const int threads = o.threads > 0 ? o.threads : core::default_thread_count();
   at::set_num_threads(threads);
   const int64_t side = int64_t{1} << o.scale;
+  const c10::Device device = o.device == "cuda" ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  if (device.is_cuda() && !torch::cuda::is_available()) {
+    fmt::print(stderr, "error: --device cuda, but this LibTorch has no CUDA or no GPU is visible\n");
+    return 2;
+  }
+  if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);  // as scaffold benchmark
 
   model::UNetOptions mo;
   mo.in_channels = 3;
@@ -123,7 +165,7 @@ int run(const BenchOptions& o) {
   mo.base_channels = o.base_channels;
   mo.group_norm_groups = 8;
   // As scaffold benchmark does: 1.13's CPU bf16 max_pool3d / conv_transpose3d are missing or wrong.
-  mo.fp32_pool_and_upsample = o.bf16 && !model::bf16_pool_and_upsample_work(c10::Device(c10::kCPU));
+  mo.fp32_pool_and_upsample = o.bf16 && !model::bf16_pool_and_upsample_work(device);
 
   // Model, then input, then labels from one seed: train_step.py draws them in the same order from
   // the same generator, so both start from the same weights and data (checked through loss0).
@@ -140,13 +182,18 @@ int run(const BenchOptions& o) {
     image = image.contiguous(at::MemoryFormat::ChannelsLast3d);
   }
   const at::Tensor class_weights =
-      train::ce_class_weights(train::class_counts(labels, mo.n_classes));
+      train::ce_class_weights(train::class_counts(labels, mo.n_classes)).to(device);
+  // Drawn on the CPU (the Python twin draws the same numbers), then moved: strides are kept.
+  net->to(device);
+  image = image.to(device);
+  const at::Tensor device_labels = labels.to(device);
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(1e-3));
-  const model::AutocastState amp_state = forward_autocast(o.bf16);
+  const model::AutocastState amp_state = forward_autocast(o.bf16, device);
   const int64_t params = model::count_parameters(*net);
 
   // train::Trainer::train_step, step for step; loss.item() ends the step as the trainer's
-  // host-side epoch sums eventually do. CPU ops are synchronous, so the phase clocks are exact.
+  // host-side epoch sums eventually do. CPU ops are synchronous, so the phase clocks are exact; on
+  // a GPU each phase ends with a device wait (so the phases add up to a slightly longer step).
   std::vector<StepPhases> phases;
   double loss0 = 0.0;  // loss of the first step, before any update
   auto step = [&]() {
@@ -157,13 +204,16 @@ int run(const BenchOptions& o) {
       model::AutocastGuard amp(amp_state);
       logits = net->forward(image);
     }
+    wait_for(device);
     ph.forward_s = clock.elapsed_s();
-    const train::LossTerms terms = train::segmentation_loss(logits, labels, class_weights);
+    const train::LossTerms terms = train::segmentation_loss(logits, device_labels, class_weights);
+    wait_for(device);
     ph.loss_s = clock.elapsed_s() - ph.forward_s;
     optimizer.zero_grad();
     terms.loss.backward();
+    wait_for(device);
     ph.backward_s = clock.elapsed_s() - ph.forward_s - ph.loss_s;
-    torch::nn::utils::clip_grad_norm_(net->parameters(), 1.0);
+    train::clip_grad_norm(net->parameters(), 1.0);
     optimizer.step();
     at::autocast::clear_cache();
     const double loss = terms.loss.item<double>();
@@ -192,7 +242,12 @@ int run(const BenchOptions& o) {
   const double loss_ms = phase_ms(&StepPhases::loss_s);
   const double backward_ms = phase_ms(&StepPhases::backward_s);
   const double optimizer_ms = phase_ms(&StepPhases::optimizer_s);
-  const GemmRates gemm = o.gemm_n > 0 ? measure_gemm(o.gemm_n, o.gemm_reps) : GemmRates{};
+  GemmRates gemm;
+  if (o.gemm_n > 0 && device.is_cuda())
+    gemm.blas_gflop_per_s = measure_device_gemm(o.gemm_n, o.gemm_reps, o.bf16 ? at::kBFloat16 : at::kFloat, device);
+  else if (o.gemm_n > 0)
+    gemm = measure_gemm(o.gemm_n, o.gemm_reps);
+  const char* gemm_dtype = device.is_cuda() && o.bf16 ? "bf16" : "fp32";
   const double gemm_best = std::max(gemm.blas_gflop_per_s, gemm.onednn_gflop_per_s);
 
   const core::Spread step_spread = core::spread(step_s);
@@ -201,16 +256,20 @@ int run(const BenchOptions& o) {
   const double model_rate = flop_step / (step_ms * 1e-3) / 1e9;
   fmt::print(
       "bench_train_step (C++ LibTorch {}, scaffold {} {}): scale {} ({}^3), {} layers, base {}, "
-      "batch {}, {}, {}, {} threads, {} parameters\n",
+      "batch {}, {}, {}, on {}, {} threads, {} parameters\n",
       core::torch_version_built_with(), core::version(), core::git_commit(), o.scale, side,
       mo.layers, o.base_channels, o.batch, o.bf16 ? "bf16 autocast" : "fp32",
-      o.channels_last ? "ChannelsLast3d" : "NCDHW", threads, params);
+      o.channels_last ? "ChannelsLast3d" : "NCDHW", device.str(), threads, params);
   fmt::print(
       "  step: median {:.1f} ms (min {:.1f}, max {:.1f}) of {} after {} warm-up; {:.2f} GFLOP "
       "-> {:.1f} GFLOP/s\n",
       step_ms, step_spread.min * 1e3, step_spread.max * 1e3, o.timed_steps, o.warmup_steps,
       flop_step / 1e9, model_rate);
-  if (o.gemm_n > 0) {
+  if (o.gemm_n > 0 && device.is_cuda()) {
+    fmt::print("  GEMM {}^3 {} on {}: at::mm (cuBLAS) {:.1f} GFLOP/s; the step reaches {:.3f} of it (MFU against "
+               "the measured matrix multiply)\n",
+               o.gemm_n, gemm_dtype, device.str(), gemm.blas_gflop_per_s, model_rate / gemm_best);
+  } else if (o.gemm_n > 0) {
     fmt::print(
         "  GEMM {}^3 fp32: at::mm (BLAS) {:.1f} GFLOP/s, oneDNN (1^3 conv) {:.1f} GFLOP/s; the "
         "step "
@@ -227,14 +286,14 @@ int run(const BenchOptions& o) {
       rss_before_bytes / kMiB, hwm_bytes / kMiB, (hwm_bytes - rss_before_bytes) / kMiB, loss0);
   // One machine-readable line; train_step.py prints the same keys (gemm_* excepted).
   fmt::print(
-      "result impl=cpp scale={} base={} layers={} batch={} dtype={} layout={} threads={} "
+      "result impl=cpp device={} gemm_dtype={} scale={} base={} layers={} batch={} dtype={} layout={} threads={} "
       "params={} step_ms={:.2f} step_ms_min={:.2f} step_ms_max={:.2f} step_gflop={:.3f} "
       "model_gflop_per_s={:.2f} gemm_n={} gemm_blas_gflop_per_s={:.2f} "
       "gemm_onednn_gflop_per_s={:.2f} rss_before_mib={:.1f} "
       "peak_rss_mib={:.1f} peak_rss_delta_mib={:.1f} loss0={:.6f} forward_ms={:.2f} loss_ms={:.2f} "
       "backward_ms={:.2f} optimizer_ms={:.2f}\n",
-      o.scale, o.base_channels, mo.layers, o.batch, o.bf16 ? "bf16" : "fp32",
-      o.channels_last ? "cl3d" : "ncdhw", threads, params, step_ms, step_spread.min * 1e3,
+      device.is_cuda() ? "cuda" : "cpu", gemm_dtype, o.scale, o.base_channels, mo.layers, o.batch,
+      o.bf16 ? "bf16" : "fp32", o.channels_last ? "cl3d" : "ncdhw", threads, params, step_ms, step_spread.min * 1e3,
       step_spread.max * 1e3, flop_step / 1e9, model_rate, o.gemm_n, gemm.blas_gflop_per_s,
       gemm.onednn_gflop_per_s, rss_before_bytes / kMiB, hwm_bytes / kMiB,
       (hwm_bytes - rss_before_bytes) / kMiB, loss0, forward_ms, loss_ms, backward_ms, optimizer_ms);
@@ -263,6 +322,8 @@ int parse_and_run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--gemm-reps", o.gemm_reps, "timed GEMMs (median)")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "seed of the weights, input and labels");
+  app.add_option("--device", o.device, "cpu, or cuda (cuda:0; the GEMM is then cuBLAS in the step's precision)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);
   if (o.gemm_n % 2 != 0) {
     fmt::print(

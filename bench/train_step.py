@@ -1,6 +1,8 @@
 """The PyTorch eager twin of bench_train_step.cpp: the same 3-D U-Net, loss, Adam and clipping,
-timed the same way, printing the same `result` line. Run it with Debian's interpreter
-(/usr/bin/python3 + python3-torch); bench/bench_train_step.sh alternates it with the C++ bench.
+timed the same way, printing the same `result` line. On the CPU run it with Debian's interpreter
+(/usr/bin/python3 + python3-torch): bench/bench_train_step.sh alternates it with the C++ bench.
+With --device cuda it runs on a GPU (cuDNN autotuning on, each timed step ended by a device
+synchronisation), as scripts/gpu-check does with the PyTorch whose LibTorch the C++ side uses.
 The model mirrors src/model/unet.cpp module for module and in construction order, so from the
 same seed both draw the same initial weights, input and labels (compare loss0). No GEMM here.
 Legend: N batch, C channels, D/H/W spatial sizes; tensors are NCDHW.
@@ -28,8 +30,9 @@ def proc_status_bytes(key):
 
 def in_fp32(x, op):
     """op(x as float32) with autocast off; kept float32 under autocast, else cast back (unet.cpp)."""
-    autocast_on = torch.is_autocast_cpu_enabled()
-    with torch.autocast("cpu", enabled=False):
+    kind = x.device.type
+    autocast_on = torch.is_autocast_enabled() if kind == "cuda" else torch.is_autocast_cpu_enabled()
+    with torch.autocast(kind, enabled=False):
         y = op(x.float())
     return y if autocast_on else y.to(x.dtype)
 
@@ -122,7 +125,7 @@ def segmentation_loss(logits, target, class_weights):
     w_y = class_weights.index_select(0, target.reshape(-1))
     ce = (-log_p_y * w_y).sum() / w_y.sum().clamp_min(torch.finfo(torch.float32).eps)
     p_fg = x.softmax(1).narrow(1, 1, k - 1)  # (N, K-1, D, H, W)
-    g_fg = target.unsqueeze(1) == torch.arange(1, k).view(1, k - 1, 1, 1, 1)
+    g_fg = target.unsqueeze(1) == torch.arange(1, k, device=target.device).view(1, k - 1, 1, 1, 1)
     dims = (2, 3, 4)
     inter = 2.0 * (p_fg * g_fg).sum(dims)
     set_sum = p_fg.sum(dims) + g_fg.sum(dims, dtype=torch.float32)
@@ -131,11 +134,11 @@ def segmentation_loss(logits, target, class_weights):
     return ce + (1.0 - dice.mean())
 
 
-def bf16_pool_and_upsample_work():
+def bf16_pool_and_upsample_work(device):
     """Whether bf16 max_pool3d and conv_transpose3d run (a coarse version of the C++ probe)."""
     try:
-        x = torch.randn(1, 2, 4, 4, 4)
-        w = torch.randn(2, 3, 2, 2, 2)
+        x = torch.randn(1, 2, 4, 4, 4, device=device)
+        w = torch.randn(2, 3, 2, 2, 2, device=device)
         torch.max_pool3d(x.bfloat16(), 2)
         y = F.conv_transpose3d(x.bfloat16(), w.bfloat16(), stride=2).float()
         return torch.allclose(y, F.conv_transpose3d(x, w, stride=2), rtol=5e-2, atol=5e-2)
@@ -156,14 +159,22 @@ def main():
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--channels-last", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     a = ap.parse_args()
+    device = torch.device("cuda:0" if a.device == "cuda" else "cpu")
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True  # as scaffold benchmark (more_determinism 0)
+
+    def wait():  # CUDA kernels are asynchronous: each timed region ends here
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
     threads = a.threads or int(os.environ.get("OMP_NUM_THREADS", 0)) or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
     side = 1 << a.scale
     layers = a.scale - a.bottleneck_dim
     n_classes, in_channels = 6, 3
 
-    fp32_pool_up = a.bf16 and not bf16_pool_and_upsample_work()
+    fp32_pool_up = a.bf16 and not bf16_pool_and_upsample_work(device)
     torch.manual_seed(a.seed)  # model, input, labels: the C++ bench's order
     net = UNet3d(in_channels, n_classes, layers, a.base, 8, fp32_pool_up).train()
     image = torch.randn(a.batch, in_channels, side, side, side)  # (N, 3, D, H, W)
@@ -171,7 +182,9 @@ def main():
     if a.channels_last:
         net = net.to(memory_format=torch.channels_last_3d)
         image = image.contiguous(memory_format=torch.channels_last_3d)
-    class_weights = ce_class_weights(labels, n_classes)
+    class_weights = ce_class_weights(labels, n_classes).to(device)
+    # Drawn on the CPU (the C++ bench draws the same numbers), then moved: strides are kept.
+    net, image, labels = net.to(device), image.to(device), labels.to(device)
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
     params = sum(p.numel() for p in net.parameters())
 
@@ -179,13 +192,16 @@ def main():
 
     def step():  # train::Trainer::train_step
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.bf16):
             logits = net(image)
+        wait()
         t1 = time.perf_counter()
         loss = segmentation_loss(logits, labels, class_weights)
+        wait()
         t2 = time.perf_counter()
         optimizer.zero_grad()
         loss.backward()
+        wait()
         t3 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         optimizer.step()
@@ -218,14 +234,15 @@ def main():
     rate = step_gflop / (step_ms * 1e-3)
     print(f"train_step.py (PyTorch {torch.__version__}): scale {a.scale} ({side}^3), {layers} layers, "
           f"base {a.base}, batch {a.batch}, {'bf16 autocast' if a.bf16 else 'fp32'}, "
-          f"{'ChannelsLast3d' if a.channels_last else 'NCDHW'}, {threads} threads, {params} parameters")
+          f"{'ChannelsLast3d' if a.channels_last else 'NCDHW'}, on {device}, {threads} threads, "
+          f"{params} parameters")
     print(f"  step: median {step_ms:.1f} ms (min {min(step_s) * 1e3:.1f}, max {max(step_s) * 1e3:.1f}) "
           f"of {a.steps} after {a.warmup} warm-up; {step_gflop:.2f} GFLOP -> {rate:.1f} GFLOP/s")
     print(f"  phases (medians): forward {fwd_ms:.1f} ms, loss {loss_ms:.1f} ms, zero_grad + backward "
           f"{bwd_ms:.1f} ms, clip + Adam {opt_ms:.1f} ms")
     print(f"  memory: VmRSS before the first step {rss_before / MIB:.0f} MiB, VmHWM after the steps "
           f"{hwm / MIB:.0f} MiB (+{(hwm - rss_before) / MIB:.0f} MiB); first-step loss {loss0:.6f}")
-    print(f"result impl=py scale={a.scale} base={a.base} layers={layers} batch={a.batch} "
+    print(f"result impl=py device={device.type} scale={a.scale} base={a.base} layers={layers} batch={a.batch} "
           f"dtype={'bf16' if a.bf16 else 'fp32'} layout={'cl3d' if a.channels_last else 'ncdhw'} "
           f"threads={threads} params={params} step_ms={step_ms:.2f} "
           f"step_ms_min={min(step_s) * 1e3:.2f} step_ms_max={max(step_s) * 1e3:.2f} "

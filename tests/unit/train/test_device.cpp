@@ -1,8 +1,10 @@
 // The device choice and backend settings of train/device.hpp on a CPU build: the cpu and auto
 // keys give the CPU with every rank's device listed for system.json, cuda without a GPU is an
 // error naming the key, more_determinism switches deterministic algorithms on and the cuDNN
-// autotuner off (and back), and memory_format's auto means channels-last on CUDA only. The
-// rank -> GPU rule itself is tested without LibTorch in tests/unit/dist/test_device_map.cpp.
+// autotuner off (and back), and memory_format's auto means channels-last on CUDA only; the step
+// seam's clock and feeder (on a GPU too, where one is visible: scripts/gpu-check). The rank -> GPU
+// rule itself is tested without LibTorch in tests/unit/dist/test_device_map.cpp.
+#include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -15,6 +17,7 @@
 #include "core/sysinfo.hpp"
 #include "dist/communicator.hpp"
 #include "train/device.hpp"
+#include "train/device_stream.hpp"
 
 namespace scaffold::train {
 namespace {
@@ -74,6 +77,86 @@ TEST(MemoryFormat, AutoIsChannelsLastOnCudaOnly) {
   EXPECT_TRUE(use_channels_last("channels_last", cpu));
   EXPECT_FALSE(use_channels_last("contiguous", cuda));
   EXPECT_THROW(use_channels_last("nhwc", cpu), core::Error);
+}
+
+// ---- the step seam (train/device_stream.hpp) ---------------------------------------------------
+
+dataset::Batch batch_of(int64_t first, bool pinned) {
+  dataset::Batch b;
+  at::Tensor image = at::arange(first, first + 24, at::kFloat).reshape({2, 3, 4});
+  at::Tensor label = at::arange(first, first + 2, at::kLong);
+  if (pinned) {
+    image = image.pin_memory();
+    label = label.pin_memory();
+  }
+  b.fields = {image, label};
+  b.ids = {"example" + std::to_string(first), "example" + std::to_string(first + 1)};
+  return b;
+}
+
+void expect_batch(const dataset::Batch& got, int64_t first, const c10::Device& device) {
+  ASSERT_EQ(got.fields.size(), 2u);
+  EXPECT_EQ(got.fields[0].device(), device);
+  EXPECT_EQ(got.ids, batch_of(first, false).ids);
+  EXPECT_TRUE(at::equal(got.fields[0].cpu(), batch_of(first, false).fields[0])) << "batch " << first;
+  EXPECT_TRUE(at::equal(got.fields[1].cpu(), batch_of(first, false).fields[1])) << "batch " << first;
+}
+
+void check_feeder(const c10::Device& device, bool pinned) {
+  const auto feeder = make_device_feeder(device);
+  EXPECT_TRUE(feeder->empty());
+  {
+    // Prefetched two ahead; the host batches are gone before the copies are used.
+    feeder->prefetch(batch_of(0, pinned));
+    feeder->prefetch(batch_of(100, pinned));
+  }
+  EXPECT_FALSE(feeder->empty());
+  expect_batch(feeder->take(), 0, device);
+  feeder->prefetch(batch_of(200, pinned));
+  expect_batch(feeder->take(), 100, device);
+  expect_batch(feeder->take(), 200, device);
+  EXPECT_TRUE(feeder->empty());
+}
+
+void check_clock(const c10::Device& device) {
+  const auto clock = make_step_clock(device);
+  const at::Tensor a = at::randn({256, 256}, at::TensorOptions().device(device));
+  at::Tensor c;
+  for (int step = 0; step < 3; ++step) {
+    clock->start();
+    for (int i = 0; i < 20; ++i) c = at::mm(a, a).tanh_();
+    clock->stop();
+  }
+  const std::vector<double> steps_s = clock->collect_s();
+  ASSERT_EQ(steps_s.size(), 3u);
+  for (double s : steps_s) {
+    EXPECT_GT(s, 0.0);
+    EXPECT_LT(s, 10.0);
+  }
+  EXPECT_TRUE(clock->collect_s().empty());  // read once: forgotten afterwards
+}
+
+TEST(StepSeam, HostClockAndFeederOnTheCpu) {
+  check_clock(c10::Device(c10::kCPU));
+  check_feeder(c10::Device(c10::kCPU), /*pinned=*/false);
+}
+
+TEST(StepSeam, CudaEventsAndTheCopyStreamOnAGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU (the CUDA seam runs in scripts/gpu-check)";
+  const c10::Device gpu(c10::kCUDA, 0);
+  check_clock(gpu);
+  check_feeder(gpu, /*pinned=*/true);
+  check_feeder(gpu, /*pinned=*/false);  // pageable host memory: still correct, only not overlapped
+}
+
+TEST(SelectDevice, CudaGivesEachRankItsGpuAndNamesIt) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU";
+  const DeviceChoice c = select_device("cuda", false, world());
+  EXPECT_TRUE(c.device.is_cuda());
+  ASSERT_EQ(c.rank_devices.size(), static_cast<std::size_t>(world().size()));
+  EXPECT_NE(c.rank_devices[0].find(" cuda:"), std::string::npos) << c.rank_devices[0];
+  EXPECT_NE(c.rank_devices[0].find("pci="), std::string::npos) << c.rank_devices[0];
+  EXPECT_EQ(select_device("auto", false, world()).device, c.device);
 }
 
 }  // namespace
