@@ -122,10 +122,12 @@ GemmRates measure_gemm(int64_t n, int reps) {
   const at::Tensor a = at::randn({n, n});
   const at::Tensor b = at::randn({n, n});
   at::Tensor c = at::empty({n, n});
-  r.blas_gflop_per_s = gemm_rate_gflop_per_s(n, reps, [&] { at::mm_out(c, a, b); }, [] {});
+  r.blas_gflop_per_s = gemm_rate_gflop_per_s(
+      n, reps, [&] { at::mm_out(c, a, b); }, [] {});
   const at::Tensor x = at::randn({2, n, 1, 1, n / 2});  // (N, Cin, D, H, W): 2 * n/2 = n voxels
   const at::Tensor w = at::randn({n, n, 1, 1, 1});      // (Cout, Cin, 1, 1, 1)
-  r.onednn_gflop_per_s = gemm_rate_gflop_per_s(n, reps, [&] { at::conv3d(x, w); }, [] {});
+  r.onednn_gflop_per_s = gemm_rate_gflop_per_s(
+      n, reps, [&] { at::conv3d(x, w); }, [] {});
   return r;
 }
 
@@ -139,11 +141,12 @@ double measure_device_gemm(int64_t n, int reps, at::ScalarType dtype, const c10:
   const at::Tensor b = at::randn({n, n}, options);
   at::Tensor c = at::empty({n, n}, options);
   return gemm_rate_gflop_per_s(
-      n, reps,
-      [&] {
-        for (int i = 0; i < 10; ++i) at::mm_out(c, a, b);  // 10 per timed call: well above launch latency
-      },
-      [&] { wait_for(device); }) *
+             n, reps,
+             [&] {
+               for (int i = 0; i < 10; ++i)
+                 at::mm_out(c, a, b);  // 10 per timed call: well above launch latency
+             },
+             [&] { wait_for(device); }) *
          10.0;
 }
 
@@ -151,9 +154,11 @@ int run(const BenchOptions& o) {
   const int threads = o.threads > 0 ? o.threads : core::default_thread_count();
   at::set_num_threads(threads);
   const int64_t side = int64_t{1} << o.scale;
-  const c10::Device device = o.device == "cuda" ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  const c10::Device device =
+      o.device == "cuda" ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   if (device.is_cuda() && !torch::cuda::is_available()) {
-    fmt::print(stderr, "error: --device cuda, but this LibTorch has no CUDA or no GPU is visible\n");
+    fmt::print(stderr,
+               "error: --device cuda, but this LibTorch has no CUDA or no GPU is visible\n");
     return 2;
   }
   if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);  // as scaffold benchmark
@@ -244,7 +249,8 @@ int run(const BenchOptions& o) {
   const double optimizer_ms = phase_ms(&StepPhases::optimizer_s);
   GemmRates gemm;
   if (o.gemm_n > 0 && device.is_cuda())
-    gemm.blas_gflop_per_s = measure_device_gemm(o.gemm_n, o.gemm_reps, o.bf16 ? at::kBFloat16 : at::kFloat, device);
+    gemm.blas_gflop_per_s =
+        measure_device_gemm(o.gemm_n, o.gemm_reps, o.bf16 ? at::kBFloat16 : at::kFloat, device);
   else if (o.gemm_n > 0)
     gemm = measure_gemm(o.gemm_n, o.gemm_reps);
   const char* gemm_dtype = device.is_cuda() && o.bf16 ? "bf16" : "fp32";
@@ -266,9 +272,11 @@ int run(const BenchOptions& o) {
       step_ms, step_spread.min * 1e3, step_spread.max * 1e3, o.timed_steps, o.warmup_steps,
       flop_step / 1e9, model_rate);
   if (o.gemm_n > 0 && device.is_cuda()) {
-    fmt::print("  GEMM {}^3 {} on {}: at::mm (cuBLAS) {:.1f} GFLOP/s; the step reaches {:.3f} of it (MFU against "
-               "the measured matrix multiply)\n",
-               o.gemm_n, gemm_dtype, device.str(), gemm.blas_gflop_per_s, model_rate / gemm_best);
+    fmt::print(
+        "  GEMM {}^3 {} on {}: at::mm (cuBLAS) {:.1f} GFLOP/s; the step reaches {:.3f} of it (MFU "
+        "against "
+        "the measured matrix multiply)\n",
+        o.gemm_n, gemm_dtype, device.str(), gemm.blas_gflop_per_s, model_rate / gemm_best);
   } else if (o.gemm_n > 0) {
     fmt::print(
         "  GEMM {}^3 fp32: at::mm (BLAS) {:.1f} GFLOP/s, oneDNN (1^3 conv) {:.1f} GFLOP/s; the "
@@ -286,16 +294,17 @@ int run(const BenchOptions& o) {
       rss_before_bytes / kMiB, hwm_bytes / kMiB, (hwm_bytes - rss_before_bytes) / kMiB, loss0);
   // One machine-readable line; train_step.py prints the same keys (gemm_* excepted).
   fmt::print(
-      "result impl=cpp device={} gemm_dtype={} scale={} base={} layers={} batch={} dtype={} layout={} threads={} "
+      "result impl=cpp device={} gemm_dtype={} scale={} base={} layers={} batch={} dtype={} "
+      "layout={} threads={} "
       "params={} step_ms={:.2f} step_ms_min={:.2f} step_ms_max={:.2f} step_gflop={:.3f} "
       "model_gflop_per_s={:.2f} gemm_n={} gemm_blas_gflop_per_s={:.2f} "
       "gemm_onednn_gflop_per_s={:.2f} rss_before_mib={:.1f} "
       "peak_rss_mib={:.1f} peak_rss_delta_mib={:.1f} loss0={:.6f} forward_ms={:.2f} loss_ms={:.2f} "
       "backward_ms={:.2f} optimizer_ms={:.2f}\n",
       device.is_cuda() ? "cuda" : "cpu", gemm_dtype, o.scale, o.base_channels, mo.layers, o.batch,
-      o.bf16 ? "bf16" : "fp32", o.channels_last ? "cl3d" : "ncdhw", threads, params, step_ms, step_spread.min * 1e3,
-      step_spread.max * 1e3, flop_step / 1e9, model_rate, o.gemm_n, gemm.blas_gflop_per_s,
-      gemm.onednn_gflop_per_s, rss_before_bytes / kMiB, hwm_bytes / kMiB,
+      o.bf16 ? "bf16" : "fp32", o.channels_last ? "cl3d" : "ncdhw", threads, params, step_ms,
+      step_spread.min * 1e3, step_spread.max * 1e3, flop_step / 1e9, model_rate, o.gemm_n,
+      gemm.blas_gflop_per_s, gemm.onednn_gflop_per_s, rss_before_bytes / kMiB, hwm_bytes / kMiB,
       (hwm_bytes - rss_before_bytes) / kMiB, loss0, forward_ms, loss_ms, backward_ms, optimizer_ms);
   return 0;
 }
@@ -322,7 +331,8 @@ int parse_and_run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--gemm-reps", o.gemm_reps, "timed GEMMs (median)")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "seed of the weights, input and labels");
-  app.add_option("--device", o.device, "cpu, or cuda (cuda:0; the GEMM is then cuBLAS in the step's precision)")
+  app.add_option("--device", o.device,
+                 "cpu, or cuda (cuda:0; the GEMM is then cuBLAS in the step's precision)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);
   if (o.gemm_n % 2 != 0) {
