@@ -139,6 +139,25 @@ TEST(ImageClassification, EnergyOfTheTimedEpochsAndImagesPerWh) {
   EXPECT_TRUE(fs::exists(run / "energy_phases.csv")) << "the phases are measured too";
 }
 
+// synthetic_device: only labels come from the loader, the images are drawn on the device from
+// seeds that follow from the example ids; the run is deterministic for the seed.
+TEST(ImageClassification, SyntheticImagesDrawnOnTheDeviceAreDeterministic) {
+  std::vector<std::vector<std::vector<std::string>>> runs;
+  for (int i = 0; i < 2; ++i) {
+    TempDir dir;
+    const auto r = run_command(kBinary + " image_classification --threads 1 --dataset synthetic_device --epochs 1 "
+                               "--warmup-epochs 0 --synthetic-train-images 64 --synthetic-val-images 32 -c " +
+                               write_tiny_config(dir.path()).string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    runs.push_back(test::csv_rows(test::only_run_dir(dir.path()) / "epoch_stats.csv"));
+  }
+  ASSERT_EQ(runs[0].size(), 2u);
+  EXPECT_EQ(runs[0][1][11], "64");
+  EXPECT_EQ(runs[0][1][12], "32");
+  for (std::size_t c : {2u, 3u, 4u, 5u, 6u})  // losses and accuracies; not the wall times
+    EXPECT_EQ(runs[0][1][c], runs[1][1][c]) << "column " << c << " differs between two runs of one seed";
+}
+
 TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
   TempDir dir;
   // Two classes told apart by brightness, 8 training and 4 validation images each.

@@ -23,6 +23,7 @@ uint64_t DeviceSyntheticLabels::key_of(int64_t example) const {
 int64_t DeviceSyntheticLabels::image_seed(const std::string& id) const {
   constexpr const char* kPrefix = "synthetic_device:";
   if (id.rfind(kPrefix, 0) != 0) throw core::Error(fmt::format("'{}' is not a synthetic_device example", id));
+  // 62 bits: a non-negative int64 for the generator.
   return static_cast<int64_t>(key_of(std::stoll(id.substr(std::string(kPrefix).size()))) >> 2);
 }
 
@@ -30,10 +31,7 @@ dataset::Example DeviceSyntheticLabels::get(std::size_t index, uint64_t /*draw*/
   const uint64_t key = key_of(offset_ + static_cast<int64_t>(index));
   core::Xoshiro256p rng(key);
   const auto label = static_cast<int64_t>(rng.below(static_cast<uint64_t>(num_classes_)));
-  // The seed is kept in 62 bits so it survives the int64 tensor.
-  const auto seed = static_cast<int64_t>(key >> 2);
-  return {{at::scalar_tensor(label, at::kLong), at::scalar_tensor(seed, at::kLong)},
-          fmt::format("synthetic_device:{}", offset_ + static_cast<int64_t>(index))};
+  return {{at::scalar_tensor(label, at::kLong)}, fmt::format("synthetic_device:{}", offset_ + static_cast<int64_t>(index))};
 }
 
 at::Tensor topk_correct(const at::Tensor& logits, const at::Tensor& labels, int64_t k) {
@@ -64,13 +62,13 @@ ClassificationTask::ClassificationTask(ResNet model, const dataset::ExampleSourc
 }
 
 std::pair<at::Tensor, at::Tensor> ClassificationTask::inputs(const dataset::Batch& batch) const {
-  // Image sources give {image (B, 3, S, S), label (B)}; synthetic_device gives {label, seed}.
+  // Image sources give {image (B, 3, S, S), label (B)}; synthetic_device gives {label}.
   at::Tensor images;
   const at::Tensor labels = options_.synthetic_device ? batch.fields[0] : batch.fields[1];
   if (options_.synthetic_device) {
     // One generator draw per batch, seeded by the batch's first example: deterministic for a
-    // given batch composition, and drawn where it is used. The seed comes from the example's
-    // host-side id (the same value as its seed field), so no step reads a device value.
+    // given batch composition, and drawn where it is used. The seed follows from the example's
+    // host-side id, so no step reads a device value.
     const auto& source = dynamic_cast<const DeviceSyntheticLabels&>(train_set_);
     const int64_t seed = source.image_seed(batch.ids.at(0));
     at::Generator gen = at::globalContext().defaultGenerator(device_);

@@ -2,8 +2,9 @@
 // (B, 3, S, S) images with integer labels, mean cross-entropy, top-1 accuracy in training and
 // top-1/top-5 in validation. Precision fp32, bf16 (autocast), tf32 and fp16 (CUDA only; fp16
 // with the loop's dynamic loss scaling); channels-last inputs when the model is channels-last.
-// With synthetic_device the sources carry only labels and per-example seeds, and the images are
-// drawn on the training device (no host-to-device image traffic, CARAML's device-side data).
+// With synthetic_device the sources carry only labels (the image seeds follow from the ids), and
+// the images are drawn on the training device (no host-to-device image traffic, CARAML's
+// device-side data).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -23,20 +24,20 @@ namespace scaffold::imgcls {
 struct ClassificationTaskOptions {
   std::string precision = "fp32";  // fp32 | bf16 | tf32 | fp16
   bool channels_last = true;
-  bool synthetic_device = false;  // fields are {label, seed}: draw the images on the device
+  bool synthetic_device = false;  // fields are {label}: draw the images on the device
   int64_t image_size = 224;       // S, for synthetic_device
   profile::Profiler* profiler = nullptr;
 };
 
-// Labels and per-example seeds for synthetic_device: fields {label () int64, seed () int64}.
-// Example i is deterministic from (seed, offset + i), like SyntheticImages.
+// Labels for synthetic_device: fields {label () int64}, id "synthetic_device:<offset + i>".
+// Example i is deterministic from (seed, offset + i), like SyntheticImages; so is its image seed.
 class DeviceSyntheticLabels : public dataset::ExampleSource {
  public:
   DeviceSyntheticLabels(int64_t count, int64_t num_classes, uint64_t seed, int64_t offset);
   std::size_t size() const override { return static_cast<std::size_t>(count_); }
   dataset::Example get(std::size_t index, uint64_t draw) const override;
-  // The seed field of the example whose id is `id` ("synthetic_device:<n>"), from the id alone:
-  // the task draws a batch's images from it without reading the field back from the device (a
+  // The image seed of the example whose id is `id` ("synthetic_device:<n>"), from the id alone:
+  // the task draws a batch's images from it without reading anything back from the device (a
   // host synchronisation in every step). Throws core::Error on an id of another source.
   int64_t image_seed(const std::string& id) const;
 
