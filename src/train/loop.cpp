@@ -190,15 +190,12 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, at::Tensor* sums) {
     reducer_->finish();
   }
   SCAFFOLD_PROFILE_REGION(prof, "step_and_update");
-  if (options_.loss_scaling && !unscale_gradients()) {
-    *sums += out.sums.to(at::kDouble);
-    return;  // skipped: the parameters stay, the scale was lowered
-  }
+  *sums += out.sums.to(at::kDouble);  // the batch counts whether or not the step is taken
+  if (options_.loss_scaling && !unscale_gradients()) return;  // skipped: parameters stay, scale lowered
   // The norm stays on the device (1.13's clip_grad_norm_ returns it to the host: a sync).
   if (options_.grad_clip_norm > 0) clip_grad_norm(task_.module().parameters(), options_.grad_clip_norm);
   optimizer_->step();
   task_.after_step();
-  *sums += out.sums.to(at::kDouble);
 }
 
 PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times) {
