@@ -16,6 +16,7 @@
 #ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION
 #include "workloads/image_classification/workload.hpp"
 #endif
+#include "workloads/llm_training/data/preprocess_command.hpp"
 
 namespace {
 
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   subcommands.push_back(imgcls::add_image_classification(app, argc, argv));
 #endif
   subcommands.push_back(cli::add_report(app));
+  subcommands.push_back(llm::add_preprocess_data(app));  // the LLM workload's data step
   subcommands.push_back(cli::add_power(app));
   try {
     app.parse(argc, argv);
