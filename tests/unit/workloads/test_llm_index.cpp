@@ -150,7 +150,7 @@ TEST(LlmSampleIndex, MatchesTheReferenceIndexAndSamples) {
     std::vector<std::array<int64_t, 2>> starts;
     for (const SampleStart& s : index.sample_idx) starts.push_back({s.doc_position, s.offset});
     EXPECT_EQ(starts, (ref["sample_idx"].get<std::vector<std::array<int64_t, 2>>>()));
-    EXPECT_EQ(index.shuffle_idx, ref["shuffle_idx"].get<std::vector<int64_t>>());
+    EXPECT_EQ(index.shuffle_idx, ref["shuffle_idx"].get<std::vector<uint32_t>>());
 
     const auto expected = ref["samples"].get<std::vector<std::vector<int64_t>>>();
     ASSERT_EQ(static_cast<int64_t>(expected.size()), c.samples);

@@ -58,10 +58,10 @@ std::vector<int32_t> build_doc_idx(const std::vector<int32_t>& documents, int64_
   return idx;
 }
 
-std::vector<int64_t> arange_shuffled(int64_t begin, int64_t end, NumpyRandomState& rng) {
-  std::vector<int64_t> v;
+std::vector<uint32_t> arange_shuffled(int64_t begin, int64_t end, NumpyRandomState& rng) {
+  std::vector<uint32_t> v;
   v.reserve(static_cast<std::size_t>(end - begin));
-  for (int64_t i = begin; i < end; ++i) v.push_back(i);
+  for (int64_t i = begin; i < end; ++i) v.push_back(static_cast<uint32_t>(i));
   rng.shuffle(v.data(), v.size());
   return v;
 }
@@ -138,9 +138,12 @@ GptSampleIndex build_gpt_sample_index(const std::vector<int32_t>& documents,
         documents.size(), tokens, seq + 1));
 
   // _num_epochs: -1 because consecutive samples share one token, except past the last sample.
-  int64_t epochs = 0;
-  do ++epochs;
-  while ((epochs * tokens - 1) / seq < options.num_samples);
+  // The smallest e with (e * tokens - 1) / seq >= num_samples, i.e. e * tokens >= num_samples * seq
+  // + 1.
+  if (options.num_samples > std::numeric_limits<int64_t>::max() / (4 * seq))
+    throw core::Error(fmt::format("{} samples of {} tokens are more than an index can hold",
+                                  options.num_samples, seq + 1));
+  const int64_t epochs = (options.num_samples * seq + 1 + tokens - 1) / tokens;
   index.num_epochs = epochs;
 
   int64_t samples_before_last = 0;
@@ -154,6 +157,13 @@ GptSampleIndex build_gpt_sample_index(const std::vector<int32_t>& documents,
         last_epoch_samples < static_cast<int64_t>(0.80 * static_cast<double>(samples_per_epoch));
   }
 
+  const int64_t total = (epochs * tokens - 1) / seq;
+  if (epochs * static_cast<int64_t>(documents.size()) > std::numeric_limits<int32_t>::max() ||
+      total >= static_cast<int64_t>(std::numeric_limits<uint32_t>::max()))
+    throw core::Error(fmt::format(
+        "{} samples of {} tokens take {} epochs of the {} document(s): more than a 32-bit "
+        "sample index holds; ask for fewer samples",
+        options.num_samples, seq + 1, epochs, documents.size()));
   NumpyRandomState rng(options.seed);
   if (!index.separate_last_epoch) {
     index.doc_idx = build_doc_idx(documents, epochs, rng);
@@ -164,7 +174,6 @@ GptSampleIndex build_gpt_sample_index(const std::vector<int32_t>& documents,
   }
 
   // build_sample_idx: walk the shuffled documents, seq_length + 1 tokens per sample.
-  const int64_t total = (epochs * tokens - 1) / seq;
   index.sample_idx.resize(static_cast<std::size_t>(total + 1));
   int64_t position = 0, offset = 0;
   index.sample_idx[0] = {0, 0};
@@ -182,13 +191,14 @@ GptSampleIndex build_gpt_sample_index(const std::vector<int32_t>& documents,
         offset = 0;
       }
     }
-    index.sample_idx[static_cast<std::size_t>(s)] = {position, offset};
+    index.sample_idx[static_cast<std::size_t>(s)] = {static_cast<int32_t>(position),
+                                                     static_cast<int32_t>(offset)};
   }
 
   const int64_t first_part = index.separate_last_epoch ? samples_before_last : total;
   index.shuffle_idx = arange_shuffled(0, first_part, rng);
   if (first_part < total) {
-    const std::vector<int64_t> rest = arange_shuffled(first_part, total, rng);
+    const std::vector<uint32_t> rest = arange_shuffled(first_part, total, rng);
     index.shuffle_idx.insert(index.shuffle_idx.end(), rest.begin(), rest.end());
   }
   return index;
