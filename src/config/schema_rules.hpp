@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/image_classification_options.hpp"
+#include "config/llm_training_options.hpp"
 #include "config/options.hpp"
 #include "config/schema.hpp"
 
@@ -21,7 +22,8 @@ namespace scaffold::config {
 // and one build_schema overload below.
 #define SCAFFOLD_CONFIG_STRUCTS(X) \
   X(Config)                        \
-  X(ImageClassificationConfig)
+  X(ImageClassificationConfig)     \
+  X(LlmTrainingConfig)
 
 namespace rules {
 
@@ -166,5 +168,6 @@ struct SchemaFor {};
 SchemaT<Config> build_schema(SchemaFor<Config>);  // schema.cpp
 SchemaT<ImageClassificationConfig> build_schema(
     SchemaFor<ImageClassificationConfig>);  // image_classification_schema.cpp
+SchemaT<LlmTrainingConfig> build_schema(SchemaFor<LlmTrainingConfig>);  // llm_training_schema.cpp
 
 }  // namespace scaffold::config
