@@ -47,7 +47,7 @@ LLM_CSV_COLUMNS = LLM_REPORT_COLUMNS[:19] + ["EnergyFile"] + LLM_REPORT_COLUMNS[
     "Status", "Campaign", "JubeSystem", "Tags", "JubeWP", "SlurmJob", "Run", "Host", "GitCommit"]
 
 TINY_SEQ_LENGTH = 128  # the tiny preset (configs/llm_training_quickstart.yml, model_size tiny)
-TINY_ITERATIONS = 40   # the quickstart's train_iters
+TINY_ITERATIONS = 20   # the quickstart's train_iters
 
 
 def llm_tables(output):
@@ -80,10 +80,10 @@ def test_llm(env):
         summary = json.load(handle)
     params = summary["params"]
 
-    # What the campaign asked for: the tiny preset on 1 rank, TP 1, PP 1, DP 1, global batch 16
-    # of micro-batches of 8, fp32, the quickstart's 40 iterations.
+    # What the campaign asked for: the tiny preset on 1 rank, TP 1, PP 1, DP 1, global batch 8
+    # of micro-batches of 4, fp32, the quickstart's 20 iterations.
     asked = {"workload": "llm_training", "ranks": 1, "devices": 1, "nodes": 1,
-             "global_batch": 16, "local_batch": 8, "precision": "fp32", "status": "completed"}
+             "global_batch": 8, "local_batch": 4, "precision": "fp32", "status": "completed"}
     check(all(summary[k] == v for k, v in asked.items()),
           "summary.json is not the run asked for: {0}".format({k: summary[k] for k in asked}))
     check((params["model_size"], params["tensor_parallel"], params["pipeline_parallel"],
@@ -96,13 +96,13 @@ def test_llm(env):
     # CARAML's Tokens/second = GlobalBatchSize x sequence length / mean time per iteration,
     # evaluated here from the record's time per iteration.
     t_iter = counter(summary, "time_per_iteration_s")
-    tokens = 16 * TINY_SEQ_LENGTH / t_iter
+    tokens = 8 * TINY_SEQ_LENGTH / t_iter
     check(abs(counter(summary, "tokens_per_s") - tokens) <= 1e-9 * tokens,
-          "tokens_per_s {0}, 16 x 128 / {1} = {2}".format(counter(summary, "tokens_per_s"), t_iter,
+          "tokens_per_s {0}, 8 x 128 / {1} = {2}".format(counter(summary, "tokens_per_s"), t_iter,
                                                         tokens))
     expected = {
         "Tokens/second": fixed(tokens, 2), "Time/iteration(s)": fixed(t_iter, 4),
-        "Iterations": str(TINY_ITERATIONS), "GlobalBatchSize": "16", "Devices": "1",
+        "Iterations": str(TINY_ITERATIONS), "GlobalBatchSize": "8", "Devices": "1",
         "Nodes": "1", "TensorParallel": "1", "PipelineParallel": "1", "DataParallel": "1",
         "ModelSize": "tiny", "Precision": "fp32", "Dataset": "synthetic",
         "Runtime(min)": fixed(summary["runtime_s"] / 60.0, 2),
@@ -140,8 +140,8 @@ def test_llm(env):
 
     # collect refuses a run that is not the one asked for, and a report.csv that disagrees.
     step = os.path.dirname(run_dir)
-    argv = ["--ranks", 1, "--nodes", 1, "--tasks-per-node", 1, "--global-batch", 16,
-            "--micro-batch", 8, "--tensor-parallel", 1, "--pipeline-parallel", 1,
+    argv = ["--ranks", 1, "--nodes", 1, "--tasks-per-node", 1, "--global-batch", 8,
+            "--micro-batch", 4, "--tensor-parallel", 1, "--pipeline-parallel", 1,
             "--data-parallel", 1, "--precision", "fp32", "--model-size", "tiny", "--data-path", ""]
     code, result, stderr = run_collect(env, "llm_training", step, argv)
     check(code == 0 and result["status"] == "ok" and result["tokens_per_s"] == row["Tokens/second"],
@@ -154,8 +154,8 @@ def test_llm(env):
         return changed
     expect_refused(env, "llm_training", step, asking(model_size="800M"),
                    "model_size=tiny (asked 800M)", "a run of another size")
-    expect_refused(env, "llm_training", step, asking(global_batch=32),
-                   "global_batch=16 (asked 32)", "a run of another global batch")
+    expect_refused(env, "llm_training", step, asking(global_batch=16),
+                   "global_batch=8 (asked 16)", "a run of another global batch")
     expect_refused(env, "llm_training", step, asking(tensor_parallel=2, data_parallel=1, ranks=2),
                    "tensor_parallel=1 (asked 2)", "a run of another layout")
     expect_refused(env, "llm_training", step, asking(data_path="/data/oscar_text_document"),
@@ -214,14 +214,14 @@ def test_llm_errors(env):
               "--tag {0} still rendered a job script".format(" ".join(tags)))
 
     # A global batch the micro-batches cannot fill is found before any job starts.
-    edit(campaign, '{name: global_batch_size, tag: tiny, _: "16"}',
-         '{name: global_batch_size, tag: tiny, _: "12"}')
+    edit(campaign, '{name: global_batch_size, tag: tiny, _: "8"}',
+         '{name: global_batch_size, tag: tiny, _: "6"}')
     proc = env.jube("run", "-e", "--hide-animation", campaign, "--tag", "local", "tiny", "-o",
                     os.path.join(env.tmp, "gbs"), expect_ok=False)
-    check(proc.returncode != 0 and "global batch 12 is not a multiple of micro-batch 8" in proc.stdout,
-          "a global batch of 12 with micro-batches of 8 did not fail naming both")
-    edit(campaign, '{name: global_batch_size, tag: tiny, _: "12"}',
-         '{name: global_batch_size, tag: tiny, _: "16"}')
+    check(proc.returncode != 0 and "global batch 6 is not a multiple of micro-batch 4" in proc.stdout,
+          "a global batch of 6 with micro-batches of 4 did not fail naming both")
+    edit(campaign, '{name: global_batch_size, tag: tiny, _: "6"}',
+         '{name: global_batch_size, tag: tiny, _: "8"}')
 
     # A combination scaffold rejects still has a row that says why.
     edit(campaign, '{name: train_flags, _: ""}', '{name: train_flags, _: "--lr -1"}')

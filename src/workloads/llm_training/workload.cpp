@@ -40,7 +40,7 @@
 #include "train/device_memory.hpp"
 #include "train/loop.hpp"
 #include "workloads/llm_training/gpt.hpp"
-#include "workloads/llm_training/interim_synthetic_tokens.hpp"
+#include "workloads/llm_training/data/gpt_sources.hpp"
 #include "workloads/llm_training/metrics.hpp"
 #include "workloads/llm_training/result_columns.hpp"
 #include "workloads/llm_training/task.hpp"
@@ -104,18 +104,31 @@ struct Sources {
   std::string name;  // the Dataset column
 };
 
+// The data (data/gpt_sources.hpp): synthetic tokens cycled through synthetic_*_samples, or the
+// splits of the indexed dataset at data_path with Megatron's sample counts, train_iters x global
+// batch for training and (train_iters / eval_interval + 1) x eval_iters x global batch for
+// validation (each pass reads its first eval_iters global batches).
 Sources make_sources(const LlmTrainingConfig& cfg, const config::GptDims& dims) {
+  GptDataOptions o;
+  o.data_path = cfg.data_path;
+  o.split = cfg.split;
+  o.seq_length = dims.seq_length;
+  o.seed = static_cast<uint64_t>(cfg.seed);
+  o.vocab_size = cfg.vocab_size;
+  if (cfg.data_path.empty()) {
+    o.train_samples = cfg.synthetic_train_samples;
+    o.valid_samples = cfg.synthetic_valid_samples;
+  } else {
+    const int64_t passes = cfg.eval_interval > 0 ? cfg.train_iters / cfg.eval_interval + 1 : 1;
+    o.train_samples = cfg.train_iters * cfg.global_batch_size;
+    o.valid_samples = passes * cfg.eval_iters * cfg.global_batch_size;
+  }
+  GptSources g = make_gpt_sources(o);
+  LOG_INFO("data: {}", g.description);
   Sources s;
-  if (!cfg.data_path.empty())
-    throw core::Error(fmt::format("data_path '{}': indexed datasets (.bin/.idx) come with the GPT data side, not "
-                                  "merged into this build yet; leave data_path empty for synthetic tokens",
-                                  cfg.data_path));
-  const auto seed = static_cast<uint64_t>(cfg.seed);
-  s.train = std::make_unique<InterimSyntheticTokens>(cfg.synthetic_train_samples, dims.seq_length, cfg.vocab_size,
-                                                     seed, 0);
-  s.val = std::make_unique<InterimSyntheticTokens>(cfg.synthetic_valid_samples, dims.seq_length, cfg.vocab_size, seed,
-                                                   cfg.synthetic_train_samples);
-  s.name = "synthetic";
+  s.train = std::move(g.train);
+  s.val = std::move(g.valid);
+  s.name = g.name;
   return s;
 }
 

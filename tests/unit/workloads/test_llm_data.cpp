@@ -182,11 +182,29 @@ TEST_F(LlmIndexedSources, SamplesAreTheReferenceSamples) {
   EXPECT_EQ(s.train->get(7, 0).id, "train/7");
 }
 
+TEST_F(LlmIndexedSources, MoreSamplesThanTheCapIndexTheCapsWorth) {
+  // 30 training samples asked, at most 12 indexed: the source is the reference index of 12
+  // samples (not the first 12 of an index of 30: the epochs, hence the shuffles, differ).
+  GptDataOptions o = options();
+  o.max_index_samples = 12;
+  const GptSources s = make_gpt_sources(o);
+  ASSERT_EQ(s.train->size(), 12u);
+  ASSERT_EQ(s.valid->size(), 4u);
+  const nlohmann::json ref = test::run_reference(
+      fmt::format("index {} 10,1,1 0 {} {} 12", prefix_.string(), o.seq_length, o.seed));
+  const auto expected = ref["samples"].get<std::vector<std::vector<int64_t>>>();
+  ASSERT_EQ(expected.size(), 12u);
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(tokens_of(*s.train, i), expected[i]) << i;
+  EXPECT_EQ(s.name, "corpus_text_document");
+}
+
 TEST_F(LlmIndexedSources, SyntheticWhenNoDataPath) {
   GptDataOptions o = options();
   o.data_path.clear();
   const GptSources s = make_gpt_sources(o);
   EXPECT_TRUE(s.synthetic);
+  EXPECT_EQ(s.name, "synthetic");
   EXPECT_EQ(s.train->size(), 30u);
   EXPECT_EQ(s.valid->size(), 4u);
   EXPECT_EQ(s.valid->get(0, 0).id, "synthetic/30") << "validation follows the training samples";

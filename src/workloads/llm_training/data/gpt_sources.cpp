@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <limits>
 
 #include "core/error.hpp"
@@ -43,6 +45,7 @@ GptSources synthetic_sources(const GptDataOptions& o) {
   so.count = o.valid_samples;
   so.offset = o.train_samples;  // disjoint from the training samples
   s.valid = std::make_unique<SyntheticTokens>(so);
+  s.name = "synthetic";
   s.description =
       fmt::format("synthetic tokens ({}{}, vocabulary {})", pattern_name(o.synthetic_pattern),
                   o.synthetic_pattern == SyntheticTokenPattern::kRepeatedCorpus
@@ -60,6 +63,8 @@ GptSources make_gpt_sources(const GptDataOptions& o) {
   if (o.valid_samples < 0)
     throw core::Error(fmt::format("valid_samples {} must be >= 0", o.valid_samples));
   if (o.seq_length < 1) throw core::Error(fmt::format("seq_length {} must be >= 1", o.seq_length));
+  if (o.max_index_samples < 1)
+    throw core::Error(fmt::format("max_index_samples {} must be >= 1", o.max_index_samples));
   if (o.data_path.empty()) return synthetic_sources(o);
   if (o.seed > std::numeric_limits<uint32_t>::max())
     throw core::Error(fmt::format(
@@ -88,9 +93,16 @@ GptSources make_gpt_sources(const GptDataOptions& o) {
              b[i + 1] - b[i]);
   }
 
-  const auto make_split = [&](int which, int64_t samples,
+  const auto make_split = [&](int which, int64_t asked,
                               int64_t* epochs) -> std::unique_ptr<dataset::ExampleSource> {
-    if (samples == 0) return std::make_unique<EmptySource>();
+    if (asked == 0) return std::make_unique<EmptySource>();
+    const int64_t samples = std::min(asked, o.max_index_samples);
+    if (samples < asked)
+      LOG_WARN(
+          "{} samples of the {} split asked for; indexing {} (max_index_samples), which the "
+          "run repeats: Megatron indexes all {} (about {:.1f} GB per rank), so from the first "
+          "sample on the order differs from Megatron's",
+          asked, names[which], samples, asked, 14.0 * static_cast<double>(asked) / 1e9);
     if (b[which + 1] <= b[which])
       throw core::FileError(
           data->index_path().string(),
@@ -118,6 +130,7 @@ GptSources make_gpt_sources(const GptDataOptions& o) {
   };
   s.train = make_split(0, o.train_samples, &s.train_epochs);
   s.valid = make_split(1, o.valid_samples, &s.valid_epochs);
+  s.name = std::filesystem::path(o.data_path).filename().string();
   s.description = fmt::format(
       "Megatron indexed dataset {} ({} documents, {} tokens, split {} -> train [{}, {}), "
       "validation [{}, {}))",

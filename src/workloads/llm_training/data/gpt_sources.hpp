@@ -22,20 +22,26 @@ struct GptDataOptions {
   int64_t train_samples = 0;   // samples the run trains on (Megatron: train_iters x global batch)
   int64_t valid_samples = 0;   // samples of all validation passes (0: no validation source data)
   int64_t vocab_size = 50257;  // the model's vocabulary: every token must be below it
+  // Indexed dataset: at most this many samples are indexed per split (about 14 bytes each per
+  // rank); asking for more indexes this many, logs a warning, and the training stream repeats
+  // them (the order is then not Megatron's, whose index has every sample it was asked for).
+  int64_t max_index_samples = 10000000;
   // Synthetic data only.
   SyntheticTokenPattern synthetic_pattern = SyntheticTokenPattern::kUniform;
   int64_t synthetic_corpus_length = 64;
 };
 
 struct GptSources {
-  std::unique_ptr<dataset::ExampleSource> train;  // train_samples examples
-  std::unique_ptr<dataset::ExampleSource> valid;  // valid_samples examples (possibly none)
-  std::string description;                        // one line for the log: what the data is
+  // train_samples and valid_samples examples (each at most max_index_samples; valid may be none).
+  std::unique_ptr<dataset::ExampleSource> train, valid;
+  std::string description;  // one line for the log: what the data is
+  std::string name;         // the Dataset column: "synthetic", or the data path's file name
   bool synthetic = true;
-  int64_t documents = 0;                  // indexed dataset: its documents
-  std::array<int64_t, 4> split_bounds{};  // indexed dataset: Megatron's split boundaries
-  int64_t train_epochs = 0,
-          valid_epochs = 0;  // indexed dataset: passes over each split's documents
+  // Indexed dataset only: its documents, Megatron's split boundaries, and the passes over each
+  // split's documents that the sample indices span.
+  int64_t documents = 0;
+  std::array<int64_t, 4> split_bounds{};
+  int64_t train_epochs = 0, valid_epochs = 0;
 };
 
 // Throws core::Error for options out of range (train_samples < 1, valid_samples < 0,
