@@ -74,6 +74,10 @@ class GptBlockImpl : public torch::nn::Module {
  public:
   GptBlockImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp);
   at::Tensor forward(const at::Tensor& x);  // (B, S, h) -> (B, S, h)
+  // The two sublayers without their LayerNorm and residual (forward is x + attention(ln1(x)),
+  // then + mlp(ln2(.))); public for the benchmark's time breakdown.
+  at::Tensor attention(const at::Tensor& x);  // (B, S, h) normalised -> (B, S, h)
+  at::Tensor mlp(const at::Tensor& x);
 
   torch::nn::LayerNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   at::Tensor qkv_weight;    // (3h/t, h): per head [q; k; v] rows, this rank's a/t heads
@@ -86,8 +90,6 @@ class GptBlockImpl : public torch::nn::Module {
   at::Tensor fc2_bias;      // (h)
 
  private:
-  at::Tensor attention(const at::Tensor& x);  // (B, S, h) normalised -> (B, S, h)
-  at::Tensor mlp(const at::Tensor& x);
   GptOptions options_;
   std::shared_ptr<const TensorParallel> tp_;
 };
