@@ -4,6 +4,9 @@
   collect.py benchmark STEP_DIR --ranks R --nodes N --problem-scale S --shards P --global-batch G
   collect.py image_classification STEP_DIR --ranks R --nodes N --tasks-per-node T
              --global-batch G --batch-per-device B --precision P --model M --dataset D --epochs E
+  collect.py llm_training STEP_DIR --ranks R --nodes N --tasks-per-node T --global-batch G
+             --micro-batch M --tensor-parallel TP --pipeline-parallel PP --data-parallel DP
+             --precision P --model-size S --data-path PATH
 
 STEP_DIR is the job step's work folder (the symlink JUBE makes in the collect work package).
 It holds the one run folder scaffold wrote there, with its run record summary.json (schema
@@ -304,6 +307,109 @@ def collect_image_classification(args):
     return result
 
 
+# result.txt key -> the column of `scaffold report --format csv` for LLM training.
+LLM_CELLS = (
+    ("job_id", "JobID"), ("system", "System"), ("version", "Version"), ("queue", "Queue"),
+    ("job_time", "JobTime"), ("runtime_min", "Runtime(min)"), ("model", "Model"),
+    ("model_size", "ModelSize"), ("dataset", "Dataset"), ("nodes", "Nodes"),
+    ("devices", "Devices"), ("global_batch", "GlobalBatchSize"),
+    ("pipeline_parallel", "PipelineParallel"), ("tensor_parallel", "TensorParallel"),
+    ("data_parallel", "DataParallel"), ("iterations", "Iterations"),
+    ("time_per_iteration_s", "Time/iteration(s)"), ("tokens_per_s", "Tokens/second"),
+    ("tflops_per_device", "Avg_TFLOPs/GPU"), ("precision", "Precision"),
+    ("recompute", "Recompute"), ("steady_time_per_iteration_s", "SteadyTime/iteration(s)"),
+    ("steady_tokens_per_s", "SteadyTokens/second"),
+    ("steady_tflops_per_device", "SteadyTFLOPs/device"), ("mfu_percent", "MFU(%)"),
+    ("energy_wh", "Energy(Wh)"), ("tokens_per_wh", "Tokens/Wh"), ("j_per_token", "J/token"),
+)
+
+
+def finite_or_none(value):
+    """A counter as `scaffold report` shows it: no value and a non-finite one are both blank."""
+    return None if value is None or not math.isfinite(float(value)) else value
+
+
+def collect_llm_training(args):
+    """The train step of jube/llm_training.yaml."""
+    step = args.step_dir
+    if dry_run(step):
+        return dict(DRY_RUN)
+    run_dir = find_run(step, "llm_training")
+    report = read_report(os.path.join(step, "report.csv"))
+    summary = read_summary(run_dir, "llm_training")
+    params = summary["params"]
+
+    recorded = {
+        "ranks": int(summary["ranks"]), "devices": int(summary["devices"]),
+        "nodes": int(summary["nodes"]), "tasks_per_node": int(summary["tasks_per_node"]),
+        "global_batch": int(summary["global_batch"]),
+        "micro_batch": int(summary["local_batch"]), "precision": summary["precision"],
+        "model_size": params.get("model_size"),
+        "tensor_parallel": int(params.get("tensor_parallel", -1)),
+        "pipeline_parallel": int(params.get("pipeline_parallel", -1)),
+        "data_parallel": int(params.get("data_parallel", -1)),
+        "synthetic": params.get("dataset") == "synthetic",
+    }
+    asked = {"ranks": args.ranks, "devices": args.ranks, "nodes": args.nodes,
+             "tasks_per_node": args.tasks_per_node, "global_batch": args.global_batch,
+             "micro_batch": args.micro_batch, "precision": args.precision,
+             "model_size": args.model_size, "tensor_parallel": args.tensor_parallel,
+             "pipeline_parallel": args.pipeline_parallel, "data_parallel": args.data_parallel,
+             "synthetic": args.data_path == ""}
+    check_asked(run_dir, asked, recorded)
+
+    missing = [title for _, title in LLM_CELLS if title not in report]
+    if missing:
+        raise CollectError("report.csv lacks the column(s) {0}".format(", ".join(missing)))
+    exact = (("Nodes", summary["nodes"]), ("Devices", summary["devices"]),
+             ("GlobalBatchSize", summary["global_batch"]), ("Precision", summary["precision"]),
+             ("ModelSize", params.get("model_size")), ("Model", params.get("model")),
+             ("Dataset", params.get("dataset")), ("Recompute", params.get("recompute")),
+             ("JobTime", params.get("job_time")),
+             ("PipelineParallel", params.get("pipeline_parallel")),
+             ("TensorParallel", params.get("tensor_parallel")),
+             ("DataParallel", params.get("data_parallel")))
+    numbers = (("Runtime(min)", summary["runtime_s"], 2, 1 / 60.0),
+               ("Iterations", counter(summary, "iterations"), 0, 1.0),
+               ("Time/iteration(s)", counter(summary, "time_per_iteration_s"), 4, 1.0),
+               ("Tokens/second", counter(summary, "tokens_per_s"), 2, 1.0),
+               ("Avg_TFLOPs/GPU", counter(summary, "tflops_per_device"), 2, 1.0),
+               ("SteadyTime/iteration(s)", counter(summary, "steady_time_per_iteration_s"), 4,
+                1.0),
+               ("SteadyTokens/second", counter(summary, "steady_tokens_per_s"), 2, 1.0),
+               ("SteadyTFLOPs/device", counter(summary, "steady_tflops_per_device"), 2, 1.0),
+               ("MFU(%)", counter(summary, "mfu"), 2, 100.0),
+               ("Energy(Wh)", summary["energy_wh"], 3, 1.0),
+               ("Tokens/Wh", counter(summary, "tokens_per_wh"), 1, 1.0),
+               ("J/token", counter(summary, "j_per_token"), 6, 1.0))
+    check_agreement(run_dir, [
+        None if report[title] == ("" if value is None else str(value)) else
+        "{0}: report.csv '{1}', summary.json {2!r}".format(title, report[title], value)
+        for title, value in exact] + [
+        disagree(title, report[title], finite_or_none(value), decimals, scale)
+        for title, value, decimals, scale in numbers])
+
+    if summary["status"] == "completed":
+        status = "ok"
+    else:
+        status = "ok; run status {0} after {1} iterations".format(
+            summary["status"], report["Iterations"] or 0)
+    result = {"status": status}
+    for key, title in LLM_CELLS:
+        result[key] = report[title]
+    for key, title in (("energy_wh", "Energy(Wh)"), ("tokens_per_wh", "Tokens/Wh"),
+                       ("j_per_token", "J/token")):
+        result[key + "_shown"] = report[title] or NOT_MEASURED
+    # CARAML's EnergyFile column: its per-run energy table, here the run folder's.
+    energy = os.path.join(os.path.realpath(run_dir), "energy_stats.csv")
+    result["energy_file"] = energy if os.path.exists(energy) else ""
+    result["energy_file_shown"] = result["energy_file"] or NOT_MEASURED
+    result["run"] = os.path.basename(run_dir)
+    result["host"] = summary.get("host", "") or "-"
+    result["git_commit"] = summary.get("git_commit", "") or "-"
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     workloads = parser.add_subparsers(dest="workload")
@@ -321,6 +427,14 @@ def main():
     for name in ("precision", "model", "dataset"):
         imgcls.add_argument("--" + name, required=True)
     imgcls.set_defaults(collect=collect_image_classification)
+    llm = workloads.add_parser("llm_training", help="an LLM-training step")
+    llm.add_argument("step_dir", help="the train step's work folder")
+    for name in ("ranks", "nodes", "tasks-per-node", "global-batch", "micro-batch",
+                 "tensor-parallel", "pipeline-parallel", "data-parallel"):
+        llm.add_argument("--" + name, type=int, required=True)
+    for name in ("precision", "model-size", "data-path"):
+        llm.add_argument("--" + name, required=True)
+    llm.set_defaults(collect=collect_llm_training)
     args = parser.parse_args()
     code = 0
     failure = job_failure(args.step_dir)

@@ -22,6 +22,8 @@
 #ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION
 #include "workloads/image_classification/workload.hpp"
 #endif
+#include "workloads/llm_training/data/preprocess_command.hpp"
+#include "workloads/llm_training/workload.hpp"
 
 namespace {
 
@@ -61,7 +63,9 @@ int main(int argc, char** argv) {
 #ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION  // needs libjpeg and libpng (scripts/install-deps)
   subcommands.push_back(imgcls::add_image_classification(app, argc, argv));
 #endif
+  subcommands.push_back(llm::add_llm_training(app, argc, argv));
   subcommands.push_back(cli::add_report(app));
+  subcommands.push_back(llm::add_preprocess_data(app));  // the LLM workload's data step
   subcommands.push_back(cli::add_power(app));
   // CLI11 says only "A subcommand is required" for a mistyped one: name it and the choices.
   for (int i = 1; i < argc; ++i) {

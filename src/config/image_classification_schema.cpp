@@ -128,10 +128,7 @@ std::vector<Spec> image_classification_keys() {
   // Run.
   add(rules::dataloader_workers_key<IC>());
   add(rules::device_key<IC>(/*extension=*/false));
-  add(bind_key("device_sharing", &IC::device_sharing,
-               "1 lets several ranks of a node train on one GPU; 0 stops a run whose node has more "
-               "ranks than visible GPUs",
-               kBoolAllowed, bool_any));
+  add(rules::device_sharing_key<IC>(/*extension=*/false));
   add(rules::checkpoint_interval_key<IC>());
   add(rules::progress_timeout_key<IC>(/*extension=*/false));
   return t;

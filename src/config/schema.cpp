@@ -201,10 +201,7 @@ std::vector<KeySpec> scaffold_keys() {
     };
   }
   add(rules::device_key<Config>(/*extension=*/true));
-  add(bind_key("device_sharing", &Config::device_sharing,
-               "extension: 1 lets several ranks of a node train on one GPU; 0 stops a run whose "
-               "node has more ranks than visible GPUs",
-               kBoolAllowed, bool_any));
+  add(rules::device_sharing_key<Config>(/*extension=*/true));
   {
     const auto i = add(bind_key(
         "memory_format", &Config::memory_format,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/image_classification_options.hpp"
+#include "config/llm_training_options.hpp"
 #include "config/options.hpp"
 #include "config/schema.hpp"
 
@@ -21,7 +22,8 @@ namespace scaffold::config {
 // and one build_schema overload below.
 #define SCAFFOLD_CONFIG_STRUCTS(X) \
   X(Config)                        \
-  X(ImageClassificationConfig)
+  X(ImageClassificationConfig)     \
+  X(LlmTrainingConfig)
 
 namespace rules {
 
@@ -143,6 +145,15 @@ KeySpecT<C> device_key(bool extension) {
   return k;
 }
 template <class C>
+KeySpecT<C> device_sharing_key(bool extension) {
+  return bind_key("device_sharing", &C::device_sharing,
+                  extension ? "extension: 1 lets several ranks of a node train on one GPU; 0 stops a run whose "
+                              "node has more ranks than visible GPUs"
+                            : "1 lets several ranks of a node train on one GPU; 0 stops a run whose node has "
+                              "more ranks than visible GPUs",
+                  kBoolAllowed, bool_any);
+}
+template <class C>
 KeySpecT<C> checkpoint_interval_key() {
   return bind_key("checkpoint_interval", &C::checkpoint_interval,
                   "checkpoint every N epochs; -1 or 0 disables checkpoints",
@@ -166,5 +177,6 @@ struct SchemaFor {};
 SchemaT<Config> build_schema(SchemaFor<Config>);  // schema.cpp
 SchemaT<ImageClassificationConfig> build_schema(
     SchemaFor<ImageClassificationConfig>);  // image_classification_schema.cpp
+SchemaT<LlmTrainingConfig> build_schema(SchemaFor<LlmTrainingConfig>);  // llm_training_schema.cpp
 
 }  // namespace scaffold::config

@@ -60,4 +60,24 @@ std::vector<int64_t> validation_indices(int64_t n, int replicas, int replica) {
   return mine;
 }
 
+std::vector<int64_t> stream_indices(int64_t n, int replicas, int replica, int64_t first_step, int64_t steps,
+                                    int64_t micro_batch, int64_t accumulation) {
+  check_arguments(n, replicas, replica);
+  if (n < 1) throw core::Error("stream sampler: the source holds no sample");
+  if (first_step < 0 || steps < 0 || micro_batch < 1 || accumulation < 1)
+    throw core::Error(fmt::format("stream sampler: first_step {} and steps {} must be >= 0, micro_batch {} and "
+                                  "accumulation {} >= 1",
+                                  first_step, steps, micro_batch, accumulation));
+  const int64_t per_micro = micro_batch * replicas;
+  const int64_t global = per_micro * accumulation;
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<std::size_t>(steps * accumulation * micro_batch));
+  for (int64_t t = first_step; t < first_step + steps; ++t)
+    for (int64_t m = 0; m < accumulation; ++m) {
+      const int64_t begin = t * global + m * per_micro + replica * micro_batch;
+      for (int64_t j = 0; j < micro_batch; ++j) mine.push_back((begin + j) % n);
+    }
+  return mine;
+}
+
 }  // namespace scaffold::dataset

@@ -49,7 +49,7 @@ GradientReducer::~GradientReducer() {
   for (std::size_t k = 0; k < hooks_.size(); ++k) params_[k].remove_hook(hooks_[k]);
 }
 
-void GradientReducer::prepare() {
+void GradientReducer::prepare(bool include_accumulated) {
   for (Bucket& b : buckets_) {
     SCAFFOLD_CHECK(!b.work, "gradient reduction: prepare() while a bucket is still in flight");
     b.flat.zero_();
@@ -58,6 +58,7 @@ void GradientReducer::prepare() {
   arrived_.assign(params_.size(), false);
   next_launch_ = 0;
   armed_ = true;
+  include_accumulated_ = include_accumulated;
 }
 
 void GradientReducer::on_gradient(std::size_t param, const at::Tensor& grad) {
@@ -66,8 +67,13 @@ void GradientReducer::on_gradient(std::size_t param, const at::Tensor& grad) {
   Bucket& b = buckets_[bucket_of_[param]];
   // A parameter used twice in one graph still gets one hook call (with the summed gradient), but
   // a second backward before finish() would: add rather than overwrite, and count it once.
-  b.flat.narrow(0, offset_[param], grad.numel()).add_(grad.reshape({-1}));
+  at::Tensor slot = b.flat.narrow(0, offset_[param], grad.numel());
+  slot.add_(grad.reshape({-1}));
   if (!arrived_[param]) {
+    // The hook runs before autograd accumulates `grad`: .grad still holds the earlier
+    // micro-batches' sum, taken once.
+    const at::Tensor& held = params_[param].grad();
+    if (include_accumulated_ && held.defined()) slot.add_(held.reshape({-1}));
     arrived_[param] = true;
     ++b.ready;
   }

@@ -29,8 +29,11 @@ class GradientReducer {
   GradientReducer& operator=(const GradientReducer&) = delete;
 
   // Arms the hooks for the next backward (clears the buckets). Without it, backward passes are
-  // not reduced (e.g. a forward/backward used only for testing).
-  void prepare();
+  // not reduced (e.g. a forward/backward used only for testing). include_accumulated: each
+  // bucket also takes the gradient a parameter already holds (earlier micro-batches of
+  // gradient accumulation, whose backward passes were not armed), so finish() writes the
+  // reduced sum of all of them.
+  void prepare(bool include_accumulated = false);
   // Starts the buckets backward did not complete (a parameter without a gradient contributes
   // zeros), waits for all, and sets every parameter's grad to scale × the sum.
   void finish();
@@ -58,6 +61,7 @@ class GradientReducer {
   TensorComm& comm_;
   double scale_;
   bool armed_ = false;
+  bool include_accumulated_ = false;
   std::size_t next_launch_ = 0;
   double wait_s_ = 0.0;
 };

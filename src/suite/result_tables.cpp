@@ -3,12 +3,14 @@
 #include "suite/result_tables.hpp"
 
 #include "workloads/image_classification/result_columns.hpp"
+#include "workloads/llm_training/result_columns.hpp"
 
 namespace scaffold::suite {
 
 const std::vector<report::WorkloadTable>& workload_tables() {
   static const std::vector<report::WorkloadTable> tables{
       imgcls::result_table(),
+      llm::result_table(),
       // GPT and FNO add theirs here.
   };
   return tables;

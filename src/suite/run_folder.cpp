@@ -49,6 +49,7 @@ std::vector<std::string> override_lines(const std::vector<config::FlagOverride>&
 const std::vector<std::string>& restart_changeable_keys() {
   static const std::vector<std::string> keys = {
       "epochs", "target_dice", "time_budget_s",                   // when to stop
+      "train_iters", "exit_duration_in_mins",                     // (the LLM's; its LR schedule is by samples)
       "checkpoint_interval", "async_save",                        // how often to save
       "progress_timeout_s", "dataloader_num_workers", "device",   // how to run
       "loss_freq", "base_run_dir", "job_name",                    // unused or ignored on restart

@@ -97,11 +97,14 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
   hang_at_step_ = injected.hang;
   optimizer_ = options_.make_optimizer(module.parameters());
   counters_.best_val_loss = std::numeric_limits<double>::infinity();
-  // The global batch must fit both splits (spec §6.1 step 9).
+  if (options_.accumulation_steps < 1)
+    throw core::Error(fmt::format("TrainingLoop: accumulation_steps {} must be >= 1", options_.accumulation_steps));
+  // The global batch must fit both splits (spec §6.1 step 9); a stream wraps around its set.
   const int64_t global_batch = options_.local_batch_size * grid_.replicas();
   const auto n_train = static_cast<int64_t>(task_.training_set().size());
   const auto n_val = static_cast<int64_t>(task_.validation_set().size());
-  if (global_batch > n_train || global_batch > n_val)
+  const bool streamed = options_.train_batches_per_epoch > 0;
+  if ((streamed ? n_train < 1 : global_batch > n_train) || (options_.validation_every > 0 && global_batch > n_val))
     throw core::Error(fmt::format(
         "global batch {} (local_batch_size {} x {} replicas) is larger than the training ({}) or "
         "validation ({}) set",
@@ -127,7 +130,8 @@ void TrainingLoop::broadcast_buffers() {
 
 bool TrainingLoop::unscale_gradients() {
   // After the all-reduce every replica holds the same gradients, so every rank decides alike
-  // without communicating. One host read per step: only with loss scaling (fp16).
+  // without communicating, unless the model is split over ranks (replica_comm): then the
+  // verdict is agreed. One host read per step: only with loss scaling (fp16).
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> grads;
   for (const at::Tensor& p : task_.module().parameters())
@@ -137,6 +141,11 @@ bool TrainingLoop::unscale_gradients() {
     at::Tensor bad = at::zeros({}, grads[0].options().dtype(at::kBool));
     for (const at::Tensor& g : grads) bad = bad.logical_or(g.isfinite().logical_not().any());
     finite = !bad.item<bool>();  // hot-path-allowed: fp16 loss scaling's one host read per step
+  }
+  if (parallel_.replica_comm != nullptr && comm_.size() > 1) {
+    double bad_anywhere = finite ? 0.0 : 1.0;
+    comm_.allreduce_max(&bad_anywhere, 1);
+    finite = bad_anywhere == 0.0;
   }
   if (!finite) {
     loss_scale_ *= 0.5;
@@ -154,13 +163,16 @@ bool TrainingLoop::unscale_gradients() {
 }
 
 bool TrainingLoop::stop_agreed() {
-  double signal = core::stop_signal();
-  if (comm_.size() > 1) comm_.allreduce_max(&signal, 1);
-  stop_signal_ = static_cast<int>(signal);
-  return stop_signal_ != 0;
+  // Each rank reads its own clock; the maximum makes the first to pass the deadline decide.
+  const bool late = options_.deadline_mono_s > 0 && core::monotonic_s() >= options_.deadline_mono_s;
+  double flags[2] = {static_cast<double>(core::stop_signal()), late ? 1.0 : 0.0};
+  if (comm_.size() > 1) comm_.allreduce_max(flags, 2);
+  stop_signal_ = static_cast<int>(flags[0]);
+  if (flags[1] > 0) deadline_reached_ = true;
+  return stop_signal_ != 0 || deadline_reached_;
 }
 
-void TrainingLoop::train_step(DeviceFeeder& feeder, at::Tensor* sums) {
+void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::Tensor* sums) {
   profile::Profiler* prof = options_.profiler;
   SCAFFOLD_PROFILE_REGION(prof, "run_training_batch");
   if (++steps_taken_ == fail_at_step_) {
@@ -180,20 +192,28 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, at::Tensor* sums) {
   const TrainForward out = task_.train_forward(batch);
   {
     SCAFFOLD_PROFILE_REGION(prof, "backward");
-    optimizer_->zero_grad();
-    if (reducer_) reducer_->prepare();
-    // gradient buckets start all-reducing as they fill
-    (options_.loss_scaling ? out.loss * loss_scale_ : out.loss).backward();
+    if (first) optimizer_->zero_grad();
+    // Only the last micro-batch's backward is reduced, its buckets carrying the gradients the
+    // earlier ones accumulated; gradient buckets start all-reducing as they fill.
+    if (last && reducer_) reducer_->prepare(/*include_accumulated=*/!first);
+    at::Tensor loss = out.loss;
+    if (options_.accumulation_steps > 1) loss = loss / static_cast<double>(options_.accumulation_steps);
+    (options_.loss_scaling ? loss * loss_scale_ : loss).backward();
   }
+  *sums += out.sums.to(at::kDouble);  // every micro-batch counts, whether or not the step is taken
+  if (!last) return;
   if (reducer_) {
     SCAFFOLD_PROFILE_REGION(prof, "gradient_allreduce");
     reducer_->finish();
   }
   SCAFFOLD_PROFILE_REGION(prof, "step_and_update");
-  *sums += out.sums.to(at::kDouble);  // the batch counts whether or not the step is taken
   if (options_.loss_scaling && !unscale_gradients()) return;  // skipped: parameters stay, scale lowered
-  // The norm stays on the device (1.13's clip_grad_norm_ returns it to the host: a sync).
-  if (options_.grad_clip_norm > 0) clip_grad_norm(task_.module().parameters(), options_.grad_clip_norm);
+  // The norm stays on the device (1.13's clip_grad_norm_ returns it to the host: a sync); a model-
+  // parallel task clips over its whole model through the hook.
+  if (options_.clip_gradients)
+    options_.clip_gradients(options_.grad_clip_norm);
+  else if (options_.grad_clip_norm > 0)
+    clip_grad_norm(task_.module().parameters(), options_.grad_clip_norm);
   optimizer_->step();
   task_.after_step();
 }
@@ -201,13 +221,29 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, at::Tensor* sums) {
 PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times) {
   task_.module().train();
   const dataset::ExampleSource& set = task_.training_set();
-  auto indices = dataset::training_indices(static_cast<int64_t>(set.size()), grid_.replicas(), grid_.replica(),
-                                           options_.seed, epoch);
   const auto batch_size = options_.local_batch_size;
-  if (max_batches >= 0)
-    indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
-  // Every replica holds the same number of indices (DistributedSampler pads), so all drop alike.
-  if (options_.drop_last) indices.resize(indices.size() / static_cast<std::size_t>(batch_size) * batch_size);
+  const int64_t k = options_.accumulation_steps;
+  const int64_t first_step = counters_.total_optimizer_steps;
+  const int64_t steps_left =
+      options_.max_steps >= 0 ? std::max<int64_t>(0, options_.max_steps - first_step) : -1;
+  std::vector<int64_t> indices;
+  if (options_.train_batches_per_epoch > 0) {
+    const int64_t steps = steps_left >= 0 ? std::min(steps_left, options_.train_batches_per_epoch)
+                                          : options_.train_batches_per_epoch;
+    indices = dataset::stream_indices(static_cast<int64_t>(set.size()), grid_.replicas(), grid_.replica(),
+                                      first_step, steps, batch_size, k);
+  } else {
+    indices = dataset::training_indices(static_cast<int64_t>(set.size()), grid_.replicas(), grid_.replica(),
+                                        options_.seed, epoch);
+    if (max_batches >= 0)
+      indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
+    // Every replica holds the same number of indices (DistributedSampler pads), so all drop alike.
+    if (options_.drop_last) indices.resize(indices.size() / static_cast<std::size_t>(batch_size) * batch_size);
+    // Whole optimizer steps only, and no more than the step cap allows.
+    if (k > 1) indices.resize(indices.size() / static_cast<std::size_t>(k * batch_size) * k * batch_size);
+    if (steps_left >= 0)
+      indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(steps_left * k * batch_size)));
+  }
   // Augmentation is keyed by (seed, epoch, example), the same for any number of loader threads.
   dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers, device_.is_cuda(),
                               core::stream_key({options_.seed, static_cast<uint64_t>(epoch), 0x747261696eULL}));
@@ -227,23 +263,32 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
   if (more) feeder->prefetch(batch);
   while (more) {
     if (options_.profiler && epoch > 0) options_.profiler->step();  // timed batches only
-    const auto examples = static_cast<double>(batch.ids.size());
+    if (options_.lr_at_step) set_learning_rate(options_.lr_at_step(first_step + out.optimizer_steps));
     const double halo_before = dist::halo_stats().seconds;
     const double wait_before = reducer_ ? reducer_->wait_s() : 0.0;
     if (step_times) step_clock->start();
-    train_step(*feeder, &sums);
+    // One optimizer step: k micro-batches (the index list holds whole steps when k > 1). The next
+    // micro-batch's copy starts while this one still runs on the device.
+    for (int64_t m = 0; m < k; ++m) {
+      if (!more)
+        throw core::Error(fmt::format("training: the epoch ended inside optimizer step {} (micro-batch {} of {})",
+                                      first_step + out.optimizer_steps + 1, m + 1, k));
+      const auto examples = static_cast<double>(batch.ids.size());
+      train_step(*feeder, m == 0, m == k - 1, &sums);
+      more = loader.next(&batch);
+      if (more) feeder->prefetch(batch);
+      out.samples += examples;
+      ++out.steps;
+      progress.add();
+      if (options_.watchdog && m + 1 < k) options_.watchdog->beat();
+    }
     if (step_times) step_clock->stop();
-    // The next batch's copy starts while this step still runs on the device.
-    more = loader.next(&batch);
-    if (more) feeder->prefetch(batch);
+    ++out.optimizer_steps;
     if (options_.watchdog) options_.watchdog->beat();
     if (step_times) {
       comm_times_.halo_s += dist::halo_stats().seconds - halo_before;
       comm_times_.gradient_wait_s += (reducer_ ? reducer_->wait_s() : 0.0) - wait_before;
     }
-    out.samples += examples;
-    ++out.steps;
-    progress.add();
     if (stop_agreed()) break;  // the step in flight is done; the rest of the epoch is not run
   }
   // hot-path-allowed: begin (once per epoch, after the last step: the step times and the sums)
@@ -336,9 +381,16 @@ void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tenso
 
 void TrainingLoop::check_replicas_agree(int64_t epoch) {
   // Every rank applies the same reduced gradients to the same broadcast start.
-  if (reducer_)
-    check_same_parameters(comm_, task_.module().parameters(), fmt::format("after epoch {}", epoch),
-                          &warned_replica_drift_);
+  if (!reducer_) return;
+  const std::string when = fmt::format("after epoch {}", epoch);
+  if (parallel_.replica_comm == nullptr) {
+    check_same_parameters(comm_, task_.module().parameters(), when, &warned_replica_drift_);
+    return;
+  }
+  // Each group of replicas checks its own shards; the verdict is every rank's.
+  dist::run_agreed(comm_, [&] {
+    check_same_parameters(*parallel_.replica_comm, task_.module().parameters(), when, &warned_replica_drift_);
+  });
 }
 
 TrainCounters TrainingLoop::resume(const fs::path& dir) {
@@ -390,6 +442,8 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
     const bool warmup = epoch <= options_.warmup_epochs;
     if (options_.max_epochs != -1 && epoch > options_.warmup_epochs + options_.max_epochs) break;
     if (options_.time_budget_s > 0 && timed_s >= options_.time_budget_s) break;
+    if (options_.max_steps >= 0 && counters_.total_optimizer_steps >= options_.max_steps) break;
+    if (deadline_reached_) break;
     core::Stopwatch epoch_clock;
     LoopEpoch st;
     st.start_mono_s = core::monotonic_s();
@@ -397,7 +451,12 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
     if (stop_signal_ != 0) break;  // stopped mid-epoch: not validated, not reported
     st.train_s = epoch_clock.elapsed_s();
     st.validation_start_mono_s = core::monotonic_s();
-    st.val = validate(-1);
+    st.validated = options_.validation_every > 0 && epoch % options_.validation_every == 0;
+    if (st.validated) {
+      st.val = validate(options_.validation_batches);
+    } else {
+      st.val.sums.assign(task_.validation_sum_names().size(), 0.0);
+    }
     // Metrics are summed over data-parallel replicas only (each replica counted once).
     std::vector<double> sums = st.train.sums;
     sums.insert(sums.end(), st.val.sums.begin(), st.val.sums.end());
@@ -418,8 +477,8 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
     st.duration_s = epoch_clock.elapsed_s();
     st.end_mono_s = core::monotonic_s();
     st.validation_s = st.duration_s - st.train_s;
-    st.optimizer_steps = st.train.steps;
-    counters_.total_optimizer_steps += st.train.steps;
+    st.optimizer_steps = st.train.optimizer_steps;
+    counters_.total_optimizer_steps += st.train.optimizer_steps;
     st.total_optimizer_steps = counters_.total_optimizer_steps;
     st.median_step_s = core::median(st.step_times_s);
     if (!warmup) {
@@ -468,6 +527,7 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
   result.total_optimizer_steps = counters_.total_optimizer_steps;
   result.final_stop_value = stop_value;
   result.skipped_steps = skipped_steps_;
+  result.deadline_reached = deadline_reached_;
   return result;
 }
 

@@ -5,6 +5,9 @@
 // the replica check, the watchdog, step timing and profile regions. A workload fills in a
 // TrainingTask (data, forward + loss, metric sums, epoch metrics); it never writes files or
 // logs results: epochs are reported through a callback.
+// Megatron-style runs (the LLM workload) use the same loop by iterations: an "epoch" is a fixed
+// number of optimizer steps over an endless sample stream, with gradient accumulation, a
+// per-step learning rate, a step cap and a wall-clock deadline (LoopOptions, second block).
 // Legend: B batch; sums are per-pass partial sums kept on the device until the epoch ends.
 #pragma once
 
@@ -45,7 +48,8 @@ struct TrainForward {
 struct PassSums {
   std::vector<double> sums;  // task-defined, in the task's *_sum_names order
   double samples = 0.0;      // examples seen (each replica's counted once)
-  int64_t steps = 0;         // batches on this rank
+  int64_t steps = 0;         // batches on this rank (micro-batches with gradient accumulation)
+  int64_t optimizer_steps = 0;  // training: optimizer steps (steps / accumulation_steps)
 };
 
 // The metrics of one epoch as the task defines them.
@@ -107,6 +111,31 @@ struct LoopOptions {
   bool loss_scaling = false;
   profile::Profiler* profiler = nullptr;  // named regions and the per-batch step; null: off
   core::Watchdog* watchdog = nullptr;     // told of every finished step and validation batch
+
+  // ---- Iterations instead of dataset epochs (Megatron). The defaults keep the behaviour above.
+  // > 0: an epoch is this many optimizer steps over an endless stream of the training set in
+  // Megatron's order (dataset::stream_indices), continuing from the optimizer steps already
+  // taken, so a resumed run reads on where it stopped. drop_last does not apply.
+  int64_t train_batches_per_epoch = -1;
+  // Micro-batches per optimizer step: each micro-batch's loss is divided by it and gradients
+  // accumulate; the bucketed all-reduce, clipping and the step run on the last one only. The
+  // global batch is local_batch_size x accumulation_steps x replicas. Dataset epochs are cut to
+  // a whole number of optimizer steps.
+  int64_t accumulation_steps = 1;
+  // The LR of optimizer step `step` (0-based over the whole run), set before that step;
+  // lr_after (per epoch) is then not needed.
+  std::function<double(int64_t step)> lr_at_step;
+  // When set, replaces torch's clip_grad_norm_ (e.g. a norm over tensor-parallel shards); it is
+  // called before every optimizer step with grad_clip_norm (<= 0: measure, do not clip) and must
+  // not wait for the device (the hot-path rule).
+  std::function<void(double max_norm)> clip_gradients;
+  int64_t max_steps = -1;  // optimizer steps in all, warm-up epochs included (-1: no cap)
+  // A time on the steady clock (core::monotonic_s) after which the run ends once the step in
+  // flight is done (agreed by every rank); the partial epoch is validated and reported like a
+  // whole one (Megatron's exit_duration_in_mins). 0: none.
+  double deadline_mono_s = 0.0;
+  int64_t validation_batches = -1;  // local batches per validation pass (-1: the whole set)
+  int64_t validation_every = 1;     // validate after epochs that are multiples of it (0: never)
 };
 
 // How this rank takes part in a multi-rank run. The defaults are a world of one.
@@ -115,6 +144,10 @@ struct LoopParallelism {
   // Gradients are summed over it and divided by the grid's replicas.
   std::shared_ptr<dist::TensorComm> world;
   std::size_t bucket_bytes = std::size_t{16} << 20;
+  // Model-parallel runs (tensor parallelism): `world` is then this rank's data-parallel group
+  // and these are the ranks whose parameters must be identical (the replica check); the check's
+  // verdict and the fp16 loss scaler's are still agreed over every rank. Null: every rank.
+  dist::Communicator* replica_comm = nullptr;
 };
 
 // Where communication went in this process's timed training steps, cumulative.
@@ -135,7 +168,8 @@ struct LoopEpoch {
   double median_step_s = 0.0;
   int64_t optimizer_steps = 0;
   int64_t total_optimizer_steps = 0;
-  std::vector<double> step_times_s;  // this epoch's training steps on this rank
+  bool validated = true;  // false: validation_every skipped this epoch (val sums are zeros)
+  std::vector<double> step_times_s;  // this epoch's optimizer steps on this rank
   // The same windows on the steady clock (core::monotonic_s), for energy measured alongside.
   double start_mono_s = 0.0;
   double validation_start_mono_s = 0.0;
@@ -148,6 +182,7 @@ struct LoopResult {
   // rank: the step in flight finished, the rest of that epoch was not run and is not reported.
   bool stopped = false;
   int stop_signal = 0;
+  bool deadline_reached = false;  // LoopOptions::deadline_mono_s passed (the run still completed)
   int64_t skipped_steps = 0;  // steps the loss scaler skipped (non-finite gradients)
   int64_t epochs_run = 0;   // epochs in this process, warm-up epochs included
   int64_t timed_epochs = 0;
@@ -190,15 +225,18 @@ class TrainingLoop {
  private:
   double learning_rate_after(int64_t epochs_completed) const;
   void set_learning_rate(double lr);
-  // One step on the batch `feeder` prefetched (train/device_stream.hpp). No host wait for the
-  // device in here: tests/unit/train/test_hot_path.cpp checks the source and counts host reads.
-  void train_step(DeviceFeeder& feeder, at::Tensor* sums);
+  // One micro-batch, the one `feeder` prefetched (train/device_stream.hpp): forward and backward;
+  // the first clears the gradients, the last reduces, clips and steps (both for
+  // accumulation_steps 1). No host wait for the device in here: tests/unit/train/test_hot_path.cpp
+  // checks the source and counts host reads.
+  void train_step(DeviceFeeder& feeder, bool first, bool last, at::Tensor* sums);
   PassSums validate(int64_t max_batches);
   PassSums train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times);
   void save(const std::string& name);
   void check_replicas_agree(int64_t epoch);
   void broadcast_buffers();
-  // Whether any rank was asked to stop (collective on multi-rank runs: one small all-reduce).
+  // Whether any rank was asked to stop or passed the deadline (collective on multi-rank runs:
+  // one small all-reduce).
   bool stop_agreed();
   // Loss scaling: false (and the scale lowered) when a gradient is not finite; else unscales them.
   bool unscale_gradients();
@@ -223,6 +261,7 @@ class TrainingLoop {
   int64_t good_steps_ = 0;     // since the loss scale last changed
   int64_t skipped_steps_ = 0;
   int stop_signal_ = 0;  // agreed stop request (0: none)
+  bool deadline_reached_ = false;  // agreed: LoopOptions::deadline_mono_s passed
   // The state after the last completed epoch that no checkpoint holds yet (checkpoint_interval
   // > 1), so a stop mid-epoch can still save it; empty otherwise.
   std::string unsaved_epoch_state_;

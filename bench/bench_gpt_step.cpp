@@ -1,0 +1,272 @@
+// One GPT training step (forward, loss, backward, clip, AdamW) timed in isolation, exactly as
+// the llm_training workload runs it through its task (GptTask::train_forward, clip_gradients,
+// megatron_adam), on random tokens; plus the share of the step in attention, MLP, embedding +
+// logits + loss, and the optimizer, each sublayer timed forward + backward on its own at the
+// step's shapes. bench/gpt_step.py is the PyTorch twin (same weights, same tokens: the
+// first-step loss is compared); bench/bench_gpt_step.sh alternates the two. Under mpiexec with
+// --tp N the model is split over N tensor-parallel ranks and the all-reduce time is reported.
+// Legend: B batch, S sequence, h hidden, V padded vocabulary.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/utils.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/stats.hpp"
+#include "core/threads.hpp"
+#include "core/timer.hpp"
+#include "core/version.hpp"
+#include "dist/communicator.hpp"
+#include "dist/tensor_comm.hpp"
+#include "model/autocast.hpp"
+#include "workloads/llm_training/gpt.hpp"
+#include "workloads/llm_training/metrics.hpp"
+#include "workloads/llm_training/task.hpp"
+#include "workloads/llm_training/tensor_parallel.hpp"
+
+using namespace scaffold;
+
+namespace {
+
+struct BenchOptions {
+  int64_t layers = 4, hidden = 256, heads = 8, ffn = 0, seq = 256, vocab = 50304, batch = 4;
+  int warmup_steps = 2, timed_steps = 5, threads = 0, tp = 1;
+  std::string precision = "fp32";  // fp32 | bf16
+  std::string attention = "plain";
+  std::string positions = "learned";
+  std::string recompute = "none";
+  bool breakdown = true;
+  uint64_t seed = 0;
+};
+
+// The single-example source the task reads its batch from: the step's tokens as one batch.
+dataset::Batch batch_of(const at::Tensor& tokens) {
+  dataset::Batch b;
+  b.fields = {tokens};
+  for (int64_t i = 0; i < tokens.size(0); ++i) b.ids.push_back(std::to_string(i));
+  return b;
+}
+
+class NoData : public dataset::ExampleSource {
+ public:
+  std::size_t size() const override { return 1; }
+  dataset::Example get(std::size_t, uint64_t) const override { return {}; }
+};
+
+model::AutocastState autocast_for(const std::string& precision) {
+  model::AutocastState s = model::AutocastState::current().disabled();
+  s.cpu_enabled = precision == "bf16";
+  s.cpu_dtype = at::kBFloat16;
+  return s;
+}
+
+// Median seconds of fn() over `reps` runs after one untimed run; grads are cleared after each.
+template <typename Fn>
+double median_s(int reps, torch::nn::Module& m, Fn&& fn) {
+  const auto clear = [&] {
+    for (auto& p : m.parameters()) p.mutable_grad() = at::Tensor();
+  };
+  fn();
+  clear();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    core::Stopwatch clock;
+    fn();
+    t.push_back(clock.elapsed_s());
+    clear();
+  }
+  return core::median(t);
+}
+
+int run(const BenchOptions& o, dist::Communicator& world) {
+  const int threads = o.threads > 0 ? o.threads : core::default_thread_count();
+  at::set_num_threads(threads);
+  auto tp = std::make_shared<llm::TensorParallel>();
+  tp->size = o.tp;
+  tp->rank = world.rank() % o.tp;
+  std::unique_ptr<dist::Communicator> tp_comm;
+  if (o.tp > 1) {
+    tp_comm = world.split(world.rank() / o.tp, world.rank() % o.tp);
+    tp->group = dist::make_tensor_comm(*tp_comm, c10::Device(c10::kCPU));
+  }
+  llm::GptOptions mo;
+  mo.num_layers = o.layers;
+  mo.hidden_size = o.hidden;
+  mo.num_attention_heads = o.heads;
+  mo.ffn_hidden_size = o.ffn > 0 ? o.ffn : 4 * o.hidden;
+  mo.seq_length = o.seq;
+  mo.padded_vocab_size = o.vocab;
+  mo.position_embedding = llm::parse_position_embedding(o.positions);
+  mo.attention = llm::parse_attention(o.attention);
+  mo.recompute = llm::parse_recompute(o.recompute);
+  // Model, then tokens, from one seed: gpt_step.py draws them in the same order.
+  torch::manual_seed(o.seed);
+  llm::Gpt gpt(mo, tp);
+  const at::Tensor tokens = at::randint(o.vocab, {o.batch, o.seq + 1}, at::kLong);  // (B, S + 1)
+  // Checksums of the initial weights and tokens, which gpt_step.py prints too.
+  double weights_sum = 0;
+  for (const auto& p : gpt->parameters()) weights_sum += p.abs().sum().item<double>();
+  const auto tokens_sum = tokens.sum().item<int64_t>();
+  const NoData none;
+  llm::GptTaskOptions to;
+  to.precision = o.precision;
+  llm::GptTask task(gpt, none, none, c10::Device(c10::kCPU), to);
+  auto optimizer = llm::megatron_adam({})(gpt->parameters());
+  const dataset::Batch batch = batch_of(tokens);
+
+  struct Phases {
+    double forward_s = 0, backward_s = 0, optimizer_s = 0;
+  };
+  std::vector<Phases> phases;
+  std::vector<double> step_s, comm_s;
+  double loss0 = std::nan("");  // of the very first step, before any update
+  const auto step = [&] {
+    Phases ph;
+    const double comm_before = llm::tensor_parallel_stats().seconds;
+    core::Stopwatch clock;
+    const train::TrainForward out = task.train_forward(batch);
+    ph.forward_s = clock.elapsed_s();
+    optimizer->zero_grad();
+    out.loss.backward();
+    ph.backward_s = clock.elapsed_s() - ph.forward_s;
+    task.clip_gradients(1.0);
+    optimizer->step();
+    task.after_step();
+    const double loss = out.loss.item<double>();
+    ph.optimizer_s = clock.elapsed_s() - ph.forward_s - ph.backward_s;
+    if (std::isnan(loss0)) loss0 = loss;
+    phases.push_back(ph);
+    step_s.push_back(clock.elapsed_s());
+    comm_s.push_back(llm::tensor_parallel_stats().seconds - comm_before);
+  };
+  for (int i = 0; i < o.warmup_steps; ++i) step();
+  phases.clear();
+  step_s.clear();
+  comm_s.clear();
+  for (int i = 0; i < o.timed_steps; ++i) step();
+  const auto median_of = [](const std::vector<double>& v) { return core::median(v); };
+  std::vector<double> fwd, bwd, opt;
+  for (const Phases& p : phases) {
+    fwd.push_back(p.forward_s);
+    bwd.push_back(p.backward_s);
+    opt.push_back(p.optimizer_s);
+  }
+  const core::Spread spread = core::spread(step_s);
+  const double step_ms = spread.median * 1e3;
+  const double tokens_per_s = static_cast<double>(o.batch * o.seq) / spread.median;
+  llm::GptFlopsModel flops{o.batch, o.seq, o.layers, o.hidden, o.vocab, 3};
+  const double tflop = llm::gpt_iteration_flops(flops) / 1e12;
+
+  // Breakdown: each part forward + backward alone, at the step's shapes and precision.
+  double attention_ms = 0, mlp_ms = 0, embed_loss_ms = 0;
+  if (o.breakdown) {
+    const model::AutocastState amp = autocast_for(o.precision);
+    const at::Tensor x = at::randn({o.batch, o.seq, o.hidden}).requires_grad_(true);
+    auto block = std::dynamic_pointer_cast<llm::GptBlockImpl>((*gpt->layers)[0]);
+    const auto sub = [&](const std::function<at::Tensor(const at::Tensor&)>& f) {
+      return median_s(3, *gpt, [&] {
+        at::Tensor y;
+        {
+          model::AutocastGuard guard(amp);
+          y = f(x);
+        }
+        y.to(at::kFloat).sum().backward();
+        x.mutable_grad() = at::Tensor();
+      });
+    };
+    attention_ms = 1e3 * o.layers * sub([&](const at::Tensor& in) { return block->attention(in); });
+    mlp_ms = 1e3 * o.layers * sub([&](const at::Tensor& in) { return block->mlp(in); });
+    const at::Tensor inputs = tokens.narrow(1, 0, o.seq), labels = tokens.narrow(1, 1, o.seq);
+    embed_loss_ms = 1e3 * median_s(3, *gpt, [&] {
+      at::Tensor losses;
+      {
+        model::AutocastGuard guard(amp);
+        const at::Tensor e = llm::vocab_parallel_embedding(inputs, gpt->word_embeddings, tp);
+        const at::Tensor logits = at::linear(llm::copy_to_tp_region(e + x, tp), gpt->word_embeddings);
+        losses = llm::vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), tp);
+      }
+      losses.mean().backward();
+      x.mutable_grad() = at::Tensor();
+    });
+  }
+  const double optimizer_ms = median_of(opt) * 1e3;
+  const double rest_ms = step_ms - attention_ms - mlp_ms - embed_loss_ms - optimizer_ms;
+  const double comm_ms = median_of(comm_s) * 1e3;
+  if (world.rank() == 0) {
+    fmt::print("bench_gpt_step (C++ LibTorch {}, scaffold {} {}): {} layers, hidden {}, {} heads, FFN {}, sequence "
+               "{}, vocabulary {}, batch {}, {}, {} attention, {} positions, recompute {}, {} threads, TP {}, {} "
+               "parameters\n",
+               core::torch_version_built_with(), core::version(), core::git_commit(), o.layers, o.hidden, o.heads,
+               mo.ffn_hidden_size, o.seq, o.vocab, o.batch, o.precision, llm::to_string(mo.attention), o.positions,
+               o.recompute, threads, o.tp, llm::gpt_parameter_count(mo));
+    fmt::print("  step: median {:.1f} ms (min {:.1f}, max {:.1f}) of {} after {}; {:.1f} tokens/s; {:.4f} TFLOP "
+               "-> {:.1f} GFLOP/s per rank\n",
+               step_ms, spread.min * 1e3, spread.max * 1e3, o.timed_steps, o.warmup_steps, tokens_per_s, tflop,
+               tflop * 1e3 / spread.median / o.tp);
+    fmt::print("  phases: forward + loss {:.1f} ms, backward {:.1f} ms, clip + AdamW {:.1f} ms; tensor-parallel "
+               "all-reduce {:.1f} ms ({:.1f}% of the step)\n",
+               median_of(fwd) * 1e3, median_of(bwd) * 1e3, optimizer_ms, comm_ms, 100 * comm_ms / step_ms);
+    if (o.breakdown)
+      fmt::print("  shares (parts timed alone, forward + backward): attention {:.1f}%, MLP {:.1f}%, embedding + "
+                 "logits + loss {:.1f}%, optimizer {:.1f}%, the rest (LayerNorms, residuals, copies) {:.1f}%\n",
+                 100 * attention_ms / step_ms, 100 * mlp_ms / step_ms, 100 * embed_loss_ms / step_ms,
+                 100 * optimizer_ms / step_ms, 100 * rest_ms / step_ms);
+    fmt::print("  first-step loss {:.6f}; checksums: |weights| {:.6f}, tokens {}\n", loss0, weights_sum, tokens_sum);
+    fmt::print("result impl=cpp layers={} hidden={} heads={} seq={} vocab={} batch={} dtype={} threads={} tp={} "
+               "params={} step_ms={:.2f} step_ms_min={:.2f} tokens_per_s={:.1f} loss0={:.6f} forward_ms={:.2f} "
+               "backward_ms={:.2f} optimizer_ms={:.2f} comm_ms={:.2f} attention_ms={:.2f} mlp_ms={:.2f} "
+               "embed_loss_ms={:.2f} weights_sum={:.4f} tokens_sum={}\n",
+               o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch, o.precision, threads, o.tp,
+               llm::gpt_parameter_count(mo), step_ms, spread.min * 1e3, tokens_per_s, loss0, median_of(fwd) * 1e3,
+               median_of(bwd) * 1e3, optimizer_ms, comm_ms, attention_ms, mlp_ms, embed_loss_ms, weights_sum, tokens_sum);
+  }
+  return 0;
+}
+
+int parse_and_run(int argc, char** argv) {
+  BenchOptions o;
+  CLI::App app{"Time one GPT training step (forward, loss, backward, clip, AdamW) and its parts"};
+  app.add_option("--layers", o.layers)->check(CLI::PositiveNumber);
+  app.add_option("--hidden", o.hidden)->check(CLI::PositiveNumber);
+  app.add_option("--heads", o.heads)->check(CLI::PositiveNumber);
+  app.add_option("--ffn", o.ffn, "0: 4 x hidden")->check(CLI::NonNegativeNumber);
+  app.add_option("--seq", o.seq)->check(CLI::PositiveNumber);
+  app.add_option("--vocab", o.vocab, "padded vocabulary")->check(CLI::PositiveNumber);
+  app.add_option("--batch", o.batch)->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o.warmup_steps)->check(CLI::NonNegativeNumber);
+  app.add_option("--steps", o.timed_steps)->check(CLI::PositiveNumber);
+  app.add_option("--threads", o.threads, "0: OMP_NUM_THREADS or all CPUs")->check(CLI::NonNegativeNumber);
+  app.add_option("--tp", o.tp, "tensor-parallel ranks (run under mpiexec -n TP)")->check(CLI::PositiveNumber);
+  app.add_option("--precision", o.precision)->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--attention", o.attention)->check(CLI::IsMember({"plain", "fused", "auto"}));
+  app.add_option("--positions", o.positions)->check(CLI::IsMember({"learned", "rope"}));
+  app.add_option("--recompute", o.recompute)->check(CLI::IsMember({"none", "selective", "full"}));
+  app.add_option("--breakdown", o.breakdown, "time attention, MLP and embedding + loss alone (0/1)");
+  app.add_option("--seed", o.seed);
+  CLI11_PARSE(app, argc, argv);
+  dist::Runtime runtime(&argc, &argv);
+  if (runtime.world().size() != o.tp) {
+    fmt::print(stderr, "error: --tp {} needs exactly {} ranks (mpiexec -n {}), got {}\n", o.tp, o.tp, o.tp,
+               runtime.world().size());
+    return 2;
+  }
+  return run(o, runtime.world());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return parse_and_run(argc, argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+}

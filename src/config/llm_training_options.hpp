@@ -1,0 +1,115 @@
+// The LLM-training configuration: CARAML's GPT pre-training with Megatron-LM (spec caraml.md §1.6)
+// with its defaults (the 800M model, sequence 2048, Adam 1e-4 -> 1e-5 cosine, init std 0.0048,
+// selective recompute, RoPE, fp16, log every 5 iterations, a 30-minute exit duration), and the
+// size presets by name (gpt_preset). Built only by config/load (YAML + flags -> validated
+// struct); immutable afterwards. Checks that need the rank count or the device (tensor-parallel
+// size dividing the ranks, the global batch splitting over data-parallel ranks, fp16 needing
+// CUDA) are the driver's. Keys follow Megatron's argument names where it has one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace scaffold::config {
+
+// A model size preset: Megatron's --num-layers, --hidden-size, --num-attention-heads,
+// --ffn-hidden-size (0: 4 x hidden) and --seq-length.
+struct GptPreset {
+  const char* name;
+  int64_t num_layers, hidden_size, num_attention_heads, ffn_hidden_size, seq_length;
+};
+
+// The presets in size order: tiny (CPU-sized, the quickstart's), 117M (GPT-2 small, CARAML's
+// Graphcore model), 800M, 13B and 175B (CARAML's NVIDIA/AMD sizes).
+inline const std::vector<GptPreset>& gpt_presets() {
+  static const std::vector<GptPreset> presets{
+      {"tiny", 4, 128, 4, 0, 128},
+      {"117M", 12, 768, 12, 0, 1024},
+      {"800M", 16, 2048, 8, 0, 2048},
+      {"13B", 40, 5120, 32, 20480, 2048},
+      {"175B", 96, 12288, 96, 0, 2048},
+  };
+  return presets;
+}
+
+struct LlmTrainingConfig {
+  // Paths. base_run_dir and the data files are resolved against the working directory at load.
+  std::string base_run_dir = "llm_training_runs";  // parent of the run directories
+  std::string job_name = "llm_training";           // run directory prefix
+  std::string checkpoint_dir = "checkpoints";      // subdirectory of the run directory
+
+  int64_t seed = 42;  // the single seed for everything (CARAML: 42)
+
+  // Model: a preset by name; each dimension given as > 0 overrides the preset's.
+  std::string model_size = "800M";  // tiny | 117M | 800M | 13B | 175B
+  int64_t num_layers = 0;           // L
+  int64_t hidden_size = 0;          // h
+  int64_t num_attention_heads = 0;  // a (h divisible by it)
+  int64_t ffn_hidden_size = 0;      // 0: the preset's, else 4 x hidden_size
+  int64_t seq_length = 0;           // s, also the learned position table's length
+  int64_t vocab_size = 50257;       // the tokenizer's (GPT-2 BPE: 50257), padded as below
+  int64_t make_vocab_size_divisible_by = 128;  // padded vocabulary: a multiple of this x TP
+  std::string position_embedding = "rope";     // learned | rope (CARAML's NVIDIA setup: rope)
+  double init_method_std = 0.0048;             // CARAML 0.0048; Megatron's default 0.02
+  double hidden_dropout = 0.0;                 // off by default (Megatron: 0.1)
+  double attention_dropout = 0.0;
+  std::string attention = "auto";  // auto | fused | plain (auto: fused where LibTorch >= 2.0)
+  std::string recompute_granularity = "selective";  // none | selective | full
+  std::string precision = "fp16";                   // fp32 | bf16 | fp16 (CUDA only)
+
+  // Parallelism: tensor_model_parallel_size x data-parallel size = ranks.
+  int64_t tensor_model_parallel_size = 1;
+  int64_t pipeline_model_parallel_size = 1;  // only 1: pipeline parallelism is planned (docs/llm.md)
+
+  // Batch: micro_batch_size x gradient accumulation x data-parallel size = global_batch_size.
+  int64_t micro_batch_size = 4;
+  int64_t global_batch_size = 512;  // CARAML's 800M (2025; 32 in 2024)
+
+  // Training length: by iterations and/or wall time, whichever ends first.
+  int64_t train_iters = 585937;       // CARAML: 3e8 train samples / 512, never reached
+  double exit_duration_in_mins = 30;  // 0: none (CARAML: 30)
+
+  // Optimizer and learning rate (Megatron: Adam with decoupled weight decay).
+  double lr = 1e-4;
+  double min_lr = 1e-5;
+  std::string lr_decay_style = "cosine";  // cosine | linear | constant
+  int64_t lr_warmup_samples = 216320;
+  int64_t lr_decay_samples = 128953125;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double weight_decay = 0.1;  // on weights, not on biases or LayerNorm parameters
+  double clip_grad = 1.0;     // global gradient-norm clip; 0: none
+
+  // Logging, validation, checkpoints (iterations).
+  int64_t log_interval = 5;
+  int64_t timing_warmup_iters = 10;  // first iterations excluded by name from the steady figures
+  int64_t eval_interval = 2000;      // validation every this many iterations; 0: never
+  int64_t eval_iters = 15;           // global batches per validation
+  int64_t save_interval = 0;         // checkpoint every this many iterations; 0: none
+
+  // Data: the synthetic token source unless data_path names an indexed dataset (.bin/.idx).
+  std::string data_path;   // prefix of <prefix>.bin/.idx (Megatron's --data-path)
+  std::string split = "7,3,1";               // train/valid/test weights (CARAML: 7,3,1)
+  std::string vocab_file;                    // GPT-2 BPE vocab.json
+  std::string merge_file;                    // GPT-2 BPE merges.txt
+  std::string tokenizer_type = "GPT2BPETokenizer";
+  int64_t synthetic_train_samples = 1000000;  // sequences the synthetic stream cycles through
+  int64_t synthetic_valid_samples = 10000;
+
+  // Run.
+  int dataloader_num_workers = 1;  // data-loading threads per rank
+  std::string device = "auto";     // auto | cpu | cuda
+  bool device_sharing = false;     // 1 lets ranks of a node share a GPU
+  int progress_timeout_s = 1800;   // end the job after this long without a step; 0: never
+};
+
+// The model dimensions after the preset and the explicit keys: every field > 0.
+struct GptDims {
+  int64_t num_layers = 0, hidden_size = 0, num_attention_heads = 0, ffn_hidden_size = 0, seq_length = 0;
+};
+// Throws core::Error for an unknown model_size (the schema already refuses one).
+GptDims resolve_gpt_dims(const LlmTrainingConfig& config);
+
+}  // namespace scaffold::config

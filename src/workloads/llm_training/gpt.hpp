@@ -1,0 +1,127 @@
+// Megatron-LM's GPT decoder (the model CARAML trains): token embeddings (vocabulary padded to a
+// multiple of 128 x TP) plus learned absolute position embeddings or rotary embeddings on queries
+// and keys, pre-LayerNorm blocks of causal multi-head self-attention and a GELU (tanh) MLP, a
+// final LayerNorm and logits through the tied token embedding. Tensor parallel in Megatron's
+// style: column-parallel QKV and first MLP linear, row-parallel attention output and second MLP
+// linear, vocabulary-parallel embedding and logits (tensor_parallel.hpp). Initialisation as
+// Megatron's: normal(0, std) for weights, std / sqrt(2 L) for the two output projections of each
+// block, zero biases; each rank keeps its slice of the full (master) weight, so any TP size
+// starts from the same model. Not here: pipeline stages, sequence parallelism, SwiGLU, MoE.
+// Legend: B batch, S sequence, h hidden, a heads, d = h/a head size, F FFN hidden, V padded
+// vocabulary, L layers, t tensor-parallel size.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include "workloads/llm_training/tensor_parallel.hpp"
+
+namespace scaffold::llm {
+
+enum class PositionEmbedding { kLearned, kRope };
+// kFused: LibTorch's scaled_dot_product_attention (2.x; 1.13's prototype
+// _scaled_dot_product_attention); kPlain: matmul, causal mask, float32 softmax, matmul.
+enum class AttentionImpl { kPlain, kFused };
+enum class Recompute { kNone, kSelective, kFull };
+
+// Parse the config's text; core::Error naming the value otherwise.
+PositionEmbedding parse_position_embedding(const std::string& value);
+Recompute parse_recompute(const std::string& value);
+// "auto" -> kFused where LibTorch >= 2.0 (a build-time version check), else kPlain.
+AttentionImpl parse_attention(const std::string& value);
+const char* to_string(AttentionImpl impl);
+
+struct GptOptions {
+  int64_t num_layers = 12;            // L
+  int64_t hidden_size = 768;          // h
+  int64_t num_attention_heads = 12;   // a
+  int64_t ffn_hidden_size = 3072;     // F
+  int64_t seq_length = 1024;          // S (the learned position table's length)
+  int64_t padded_vocab_size = 50304;  // V (padded_vocab_size() of the tokenizer's vocabulary)
+  PositionEmbedding position_embedding = PositionEmbedding::kLearned;
+  double init_method_std = 0.02;
+  double hidden_dropout = 0.0;
+  double attention_dropout = 0.0;
+  AttentionImpl attention = AttentionImpl::kPlain;
+  Recompute recompute = Recompute::kNone;
+  double layernorm_epsilon = 1e-5;
+  double rotary_base = 10000.0;
+};
+
+// Megatron's _vocab_size_with_padding: the smallest multiple of divisible_by x tp >= vocab.
+int64_t padded_vocab_size(int64_t vocab, int64_t divisible_by, int64_t tp);
+
+// The parameters of the whole model (all shards), in closed form:
+// V h + [S h] + L (4 h^2 + 4 h + 2 h F + F + h + 4 h) + 2 h.
+int64_t gpt_parameter_count(const GptOptions& o);
+
+// Causal attention over (B, a, S, d) queries, keys and values -> (B, a, S, d).
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, AttentionImpl impl,
+                            double dropout_p, bool training);
+
+// Rotary embedding (Megatron's, non-interleaved halves) of x (B, a, S, d) at positions 0..S-1.
+at::Tensor apply_rotary(const at::Tensor& x, double base);
+
+class GptBlockImpl : public torch::nn::Module {
+ public:
+  GptBlockImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp);
+  at::Tensor forward(const at::Tensor& x);  // (B, S, h) -> (B, S, h)
+  // The two sublayers without their LayerNorm and residual (forward is x + attention(ln1(x)),
+  // then + mlp(ln2(.))); public for the benchmark's time breakdown.
+  at::Tensor attention(const at::Tensor& x);  // (B, S, h) normalised -> (B, S, h)
+  at::Tensor mlp(const at::Tensor& x);
+
+  torch::nn::LayerNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  at::Tensor qkv_weight;    // (3h/t, h): per head [q; k; v] rows, this rank's a/t heads
+  at::Tensor qkv_bias;      // (3h/t)
+  at::Tensor dense_weight;  // (h, h/t): this rank's input columns (row-parallel)
+  at::Tensor dense_bias;    // (h) replicated, added after the reduction
+  at::Tensor fc1_weight;    // (F/t, h) column-parallel (Megatron's dense_h_to_4h)
+  at::Tensor fc1_bias;      // (F/t)
+  at::Tensor fc2_weight;    // (h, F/t) row-parallel (dense_4h_to_h)
+  at::Tensor fc2_bias;      // (h)
+
+ private:
+  GptOptions options_;
+  std::shared_ptr<const TensorParallel> tp_;
+};
+TORCH_MODULE(GptBlock);
+
+class GptImpl : public torch::nn::Module {
+ public:
+  // Draws the full weights from the global generator (call torch::manual_seed first) in a fixed
+  // order, then keeps this rank's slices.
+  explicit GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp = nullptr);
+  // tokens (B, S') int64 with S' <= S -> logits (B, S', V/t) over this rank's vocabulary slice.
+  at::Tensor forward(const at::Tensor& tokens);
+  // (B, S') per-token loss of predicting `labels` (B, S') from `tokens`, float32, the same on
+  // every rank of the tensor-parallel group.
+  at::Tensor token_losses(const at::Tensor& tokens, const at::Tensor& labels);
+
+  const GptOptions& options() const { return options_; }
+  const std::shared_ptr<const TensorParallel>& tensor_parallel() const { return tp_; }
+  // Whether named_parameters() entry `name` is split across the tensor-parallel group (the
+  // others are replicated and hold the same values on every rank of it).
+  static bool is_tensor_parallel(const std::string& name);
+
+  at::Tensor word_embeddings;      // (V/t, h), tied to the output layer
+  at::Tensor position_embeddings;  // (S, h), learned positions only
+  torch::nn::ModuleList layers{nullptr};
+  torch::nn::LayerNorm final_layernorm{nullptr};
+
+ private:
+  at::Tensor hidden_states(const at::Tensor& tokens);  // (B, S', h) after the final LayerNorm
+  GptOptions options_;
+  std::shared_ptr<const TensorParallel> tp_;
+};
+TORCH_MODULE(Gpt);
+
+}  // namespace scaffold::llm

@@ -1,0 +1,164 @@
+#include "workloads/llm_training/metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/pyfloat.hpp"
+
+namespace scaffold::llm {
+
+double megatron_lr(const LrSchedule& s, int64_t samples) {
+  const auto n = static_cast<double>(samples);
+  const auto warmup = static_cast<double>(s.warmup_samples);
+  if (s.warmup_samples > 0 && samples <= s.warmup_samples) return s.lr * n / warmup;
+  if (s.style == "constant") return s.lr;
+  if (samples > s.decay_samples) return s.min_lr;
+  const double ratio = (n - warmup) / (static_cast<double>(s.decay_samples) - warmup);
+  const double coeff = s.style == "linear" ? 1.0 - ratio : 0.5 * (std::cos(M_PI * ratio) + 1.0);
+  return s.min_lr + coeff * (s.lr - s.min_lr);
+}
+
+int caraml_activation_factor(const std::string& recompute_granularity) {
+  return recompute_granularity == "selective" || recompute_granularity == "full" ? 4 : 3;
+}
+
+double gpt_iteration_flops(const GptFlopsModel& m) {
+  const auto b = static_cast<double>(m.global_batch), s = static_cast<double>(m.seq_length);
+  const auto l = static_cast<double>(m.num_layers), h = static_cast<double>(m.hidden_size);
+  const auto v = static_cast<double>(m.padded_vocab);
+  return 24.0 * m.activation_factor * b * s * l * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l * h));
+}
+
+double tflops_per_device(const GptFlopsModel& m, double t, int devices) {
+  return t > 0 && devices > 0 ? gpt_iteration_flops(m) / (t * devices * 1e12) : 0.0;
+}
+
+double tokens_per_s(int64_t global_batch, int64_t seq_length, double t) {
+  return t > 0 ? static_cast<double>(global_batch) * static_cast<double>(seq_length) / t : 0.0;
+}
+
+std::string iteration_stats_header() {
+  return "iteration,iterations,warmup,train_s,time_per_iteration_s,lm_loss,val_loss,lr,grad_norm,loss_scale,skipped";
+}
+
+std::string iteration_stats_line(const IntervalRow& r) {
+  auto f = [](double v) { return core::python_float_str(v); };
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{}", r.iteration, r.iterations, r.warmup ? 1 : 0, f(r.train_s),
+                     f(r.time_per_iteration_s()), f(r.lm_loss), f(r.val_loss), f(r.lr), f(r.grad_norm),
+                     f(r.loss_scale), r.skipped);
+}
+
+std::vector<IntervalRow> read_iteration_stats(const std::filesystem::path& path) {
+  std::istringstream in(core::read_file(path));
+  std::string line;
+  if (!std::getline(in, line) || line != iteration_stats_header())
+    throw core::FileError(path.string(), "line 1: expected the header '" + iteration_stats_header() + "'");
+  std::vector<IntervalRow> rows;
+  for (int n = 2; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    std::vector<std::string> cells;
+    std::stringstream cs(line);
+    for (std::string c; std::getline(cs, c, ',');) cells.push_back(c);
+    try {
+      if (cells.size() != 11) throw std::invalid_argument("11 columns expected");
+      IntervalRow r;
+      r.iteration = std::stoll(cells[0]);
+      r.iterations = std::stoll(cells[1]);
+      r.warmup = std::stoi(cells[2]) != 0;
+      r.train_s = std::stod(cells[3]);  // cells[4], time per iteration, is derived from it
+      r.lm_loss = std::stod(cells[5]);
+      r.val_loss = std::stod(cells[6]);
+      r.lr = std::stod(cells[7]);
+      r.grad_norm = std::stod(cells[8]);
+      r.loss_scale = std::stod(cells[9]);
+      r.skipped = std::stoll(cells[10]);
+      if (r.iterations < 1 || r.train_s < 0 || r.skipped < 0) throw std::invalid_argument("negative time or count");
+      if (!rows.empty() && r.iteration != rows.back().iteration + r.iterations)
+        throw std::invalid_argument(fmt::format("iteration {} does not follow iteration {} by {}", r.iteration,
+                                                rows.back().iteration, r.iterations));
+      rows.push_back(r);
+    } catch (const std::exception& e) {
+      throw core::FileError(path.string(), fmt::format("line {}: {} ('{}')", n, e.what(), line));
+    }
+  }
+  return rows;
+}
+
+std::string megatron_log_line(const IntervalRow& r, int64_t train_iters, const GptFlopsModel& m, int devices) {
+  const double t = r.time_per_iteration_s();
+  return fmt::format(
+      " iteration {:8d}/{:8d} | consumed samples: {:12d} | elapsed time per iteration (s): {:.4f} | learning rate: "
+      "{:.3E} | global batch size: {:5d} | lm loss: {:.6E} | loss scale: {:.1f} | grad norm: {:.3f} | number of "
+      "skipped iterations: {:3d} | samples per second: {:.3f} | tokens per second: {:.1f} | TFLOPs: {:.2f} |",
+      r.iteration, train_iters, r.iteration * m.global_batch, t, r.lr, m.global_batch, r.lm_loss, r.loss_scale,
+      r.grad_norm, r.skipped, t > 0 ? static_cast<double>(m.global_batch) / t : 0.0,
+      tokens_per_s(m.global_batch, m.seq_length, t), tflops_per_device(m, t, devices));
+}
+
+LlmFigures llm_figures(const std::vector<IntervalRow>& rows, const GptFlopsModel& m, int devices,
+                       std::optional<double> peak_tflops_per_device, std::optional<double> energy_wh) {
+  if (rows.empty()) throw core::Error("no log interval: nothing to compute figures from");
+  LlmFigures f;
+  double sum_t = 0.0, sum_tflops = 0.0;
+  for (const IntervalRow& r : rows) {
+    sum_t += r.time_per_iteration_s();
+    sum_tflops += tflops_per_device(m, r.time_per_iteration_s(), devices);
+    if (!r.warmup) {
+      f.timed_iterations += r.iterations;
+      f.timed_s += r.train_s;
+    }
+    if (std::isfinite(r.val_loss)) f.val_loss = r.val_loss;
+  }
+  const auto n = static_cast<double>(rows.size());
+  f.iterations = rows.back().iteration;
+  f.lm_loss = rows.back().lm_loss;
+  f.caraml_time_per_iteration_s = sum_t / n;
+  f.caraml_tokens_per_s = tokens_per_s(m.global_batch, m.seq_length, f.caraml_time_per_iteration_s);
+  f.caraml_tflops_per_device = sum_tflops / n;
+  if (f.timed_iterations > 0) {
+    f.time_per_iteration_s = f.timed_s / static_cast<double>(f.timed_iterations);
+    f.tokens_per_s = tokens_per_s(m.global_batch, m.seq_length, f.time_per_iteration_s);
+    f.tflops_per_device = tflops_per_device(m, f.time_per_iteration_s, devices);
+    GptFlopsModel model_only = m;
+    model_only.activation_factor = 3;
+    f.model_tflops_per_device = tflops_per_device(model_only, f.time_per_iteration_s, devices);
+    if (peak_tflops_per_device && *peak_tflops_per_device > 0)
+      f.mfu = f.model_tflops_per_device / *peak_tflops_per_device;
+    const double tokens = static_cast<double>(f.timed_iterations * m.global_batch * m.seq_length);
+    if (energy_wh && *energy_wh > 0) {
+      f.tokens_per_wh = tokens / *energy_wh;
+      f.j_per_token = *energy_wh * 3600.0 / tokens;
+    }
+  }
+  return f;
+}
+
+std::optional<double> table_peak_tflops(const std::string& device_name, const std::string& precision) {
+  if (precision != "bf16" && precision != "fp16") return std::nullopt;
+  std::string name;
+  for (char c : device_name) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  // Most specific first: "H100 PCIe" before "H100", "GH200" before "H200".
+  struct Entry {
+    const char* key;
+    double tflops;
+  };
+  // MI250: per GCD (what one rank drives); V100: fp16 tensor cores (no bf16).
+  static const Entry kTable[] = {
+      {"GH200", 989.0},  {"H200", 989.0},  {"H100 PCIE", 756.0}, {"H100", 989.0},  {"A100", 312.0},
+      {"GB200", 2500.0}, {"B200", 2250.0}, {"MI300X", 1307.0},   {"MI300A", 980.0}, {"MI250", 181.0},
+      {"L40S", 362.0},   {"V100", 125.0},
+  };
+  for (const Entry& e : kTable)
+    if (name.find(e.key) != std::string::npos) return e.tflops;
+  return std::nullopt;
+}
+
+}  // namespace scaffold::llm

@@ -1,0 +1,74 @@
+// The LLM-training columns, declared once. Numbers are rounded here (the same text in every
+// format): seconds per iteration to 4 decimals, rates, TFLOP/s and percentages to 2, Wh to 3,
+// tokens/Wh to 1, J/token to 6. Full precision is in `scaffold report --format json`.
+#include "workloads/llm_training/result_columns.hpp"
+
+#include <string>
+#include <tuple>
+
+namespace scaffold::llm {
+
+namespace {
+
+using report::Align;
+using report::Column;
+using report::RunRecord;
+
+std::string param(const RunRecord& r, const char* name) {
+  const std::string* value = report::find_param(r, name);
+  return value ? *value : "";
+}
+
+std::string counter(const RunRecord& r, const char* name, int decimals, double scale = 1.0) {
+  const std::optional<double> x = report::counter_value(r, name);
+  return report::fixed_text(x ? std::optional<double>(*x * scale) : std::nullopt, decimals);
+}
+
+Column text(const char* title, std::string (*value)(const RunRecord&)) { return {title, value, Align::kLeft}; }
+Column number(const char* title, std::string (*value)(const RunRecord&)) { return {title, value, Align::kRight}; }
+
+}  // namespace
+
+std::vector<Column> result_columns() {
+  return {
+      // CARAML's columns (llm_benchmark_nvidia_amd.yaml), in its order.
+      text("JobID", [](const RunRecord& r) { return r.job_id.empty() ? r.run : r.job_id; }),
+      text("System", [](const RunRecord& r) { return r.system; }),
+      text("Version", [](const RunRecord& r) { return r.scaffold_version; }),
+      text("Queue", [](const RunRecord& r) { return r.queue; }),
+      text("JobTime", [](const RunRecord& r) { return param(r, kParamJobTime); }),
+      number("Runtime(min)", [](const RunRecord& r) { return report::fixed_text(r.runtime_s / 60.0, 2); }),
+      text("Model", [](const RunRecord& r) { return param(r, kParamModel); }),
+      text("ModelSize", [](const RunRecord& r) { return param(r, kParamModelSize); }),
+      text("Dataset", [](const RunRecord& r) { return param(r, kParamDataset); }),
+      number("Nodes", [](const RunRecord& r) { return std::to_string(r.nodes); }),
+      number("Devices", [](const RunRecord& r) { return std::to_string(r.devices); }),
+      number("GlobalBatchSize", [](const RunRecord& r) { return std::to_string(r.global_batch); }),
+      number("PipelineParallel", [](const RunRecord& r) { return param(r, kParamPipelineParallel); }),
+      number("TensorParallel", [](const RunRecord& r) { return param(r, kParamTensorParallel); }),
+      number("DataParallel", [](const RunRecord& r) { return param(r, kParamDataParallel); }),
+      number("Iterations", [](const RunRecord& r) { return counter(r, kCounterIterations, 0); }),
+      number("Time/iteration(s)", [](const RunRecord& r) { return counter(r, kCounterTimePerIteration, 4); }),
+      number("Tokens/second", [](const RunRecord& r) { return counter(r, kCounterTokensPerS, 2); }),
+      number("Avg_TFLOPs/GPU", [](const RunRecord& r) { return counter(r, kCounterTflopsPerDevice, 2); }),
+      // Ours.
+      text("Precision", [](const RunRecord& r) { return r.precision; }),
+      text("Recompute", [](const RunRecord& r) { return param(r, kParamRecompute); }),
+      number("SteadyTime/iteration(s)",
+             [](const RunRecord& r) { return counter(r, kCounterSteadyTimePerIteration, 4); }),
+      number("SteadyTokens/second", [](const RunRecord& r) { return counter(r, kCounterSteadyTokensPerS, 2); }),
+      number("SteadyTFLOPs/device", [](const RunRecord& r) { return counter(r, kCounterSteadyTflopsPerDevice, 2); }),
+      number("MFU(%)", [](const RunRecord& r) { return counter(r, kCounterMfu, 2, 100.0); }),
+      number("Energy(Wh)", [](const RunRecord& r) { return report::fixed_text(r.energy_wh, 3); }),
+      number("Tokens/Wh", [](const RunRecord& r) { return counter(r, kCounterTokensPerWh, 1); }),
+      number("J/token", [](const RunRecord& r) { return counter(r, kCounterJPerToken, 6); }),
+  };
+}
+
+bool result_order(const RunRecord& a, const RunRecord& b) {
+  return std::tie(a.devices, a.nodes, a.global_batch) < std::tie(b.devices, b.nodes, b.global_batch);
+}
+
+report::WorkloadTable result_table() { return {kWorkloadName, result_columns(), result_order}; }
+
+}  // namespace scaffold::llm

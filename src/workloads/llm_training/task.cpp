@@ -1,0 +1,127 @@
+#include "workloads/llm_training/task.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+#include <torch/optim/adamw.h>
+#include <torch/utils.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "model/autocast.hpp"
+
+namespace scaffold::llm {
+
+GptTask::GptTask(Gpt model, const dataset::ExampleSource& train_set, const dataset::ExampleSource& val_set,
+                 c10::Device device, GptTaskOptions options)
+    : model_(std::move(model)), train_set_(train_set), val_set_(val_set), device_(device), options_(std::move(options)) {
+  const std::string& p = options_.precision;
+  if (p != "fp32" && p != "bf16" && p != "fp16")
+    throw core::Error(fmt::format("precision: '{}' is not one of fp32, bf16, fp16", p));
+  if (p == "fp16" && !device_.is_cuda())
+    throw core::Error(fmt::format("precision: fp16 needs a CUDA device (this run trains on {}); use fp32 or bf16",
+                                  device_.str()));
+}
+
+at::Tensor GptTask::token_losses(const dataset::Batch& batch) {
+  const at::Tensor& tokens = batch.fields.at(0);  // (B, S + 1)
+  const int64_t s = tokens.size(1) - 1;
+  model::AutocastState a = model::AutocastState::current().disabled();
+  if (options_.precision == "bf16") {
+    (device_.is_cuda() ? a.cuda_enabled : a.cpu_enabled) = true;
+    (device_.is_cuda() ? a.cuda_dtype : a.cpu_dtype) = at::kBFloat16;
+  } else if (options_.precision == "fp16") {
+    a.cuda_enabled = true;
+    a.cuda_dtype = at::kHalf;
+  }
+  model::AutocastGuard amp(a);
+  return model_->token_losses(tokens.narrow(1, 0, s), tokens.narrow(1, 1, s));
+}
+
+train::TrainForward GptTask::train_forward(const dataset::Batch& batch) {
+  at::Tensor losses;
+  {
+    SCAFFOLD_PROFILE_REGION(options_.profiler, "predict");
+    losses = token_losses(batch);
+  }
+  const at::Tensor loss = losses.mean();
+  const auto n = static_cast<double>(losses.numel());
+  return {loss, at::stack({loss.detach().to(at::kDouble) * n, at::scalar_tensor(n, loss.options().dtype(at::kDouble))})};
+}
+
+at::Tensor GptTask::validation_sums(const dataset::Batch& batch) {
+  const at::Tensor losses = token_losses(batch);
+  const auto n = static_cast<double>(losses.numel());
+  return at::stack({losses.sum().to(at::kDouble), at::scalar_tensor(n, losses.options().dtype(at::kDouble))});
+}
+
+void GptTask::after_step() { at::autocast::clear_cache(); }
+void GptTask::after_validation() { at::autocast::clear_cache(); }
+
+int GptTask::sum_multiplicity() const {
+  const auto& tp = model_->tensor_parallel();
+  return tp ? tp->size : 1;
+}
+
+train::EpochMetrics GptTask::epoch_metrics(int64_t epoch, const train::PassSums& train,
+                                           const train::PassSums& val) const {
+  const double lm_loss = train.sums[0] / std::max(train.sums[1], 1.0);
+  const double val_loss = val.sums[1] > 0 ? val.sums[0] / val.sums[1] : std::nan("");
+  if (!std::isfinite(lm_loss))
+    throw core::Error(fmt::format("training diverged in log interval {}: lm loss {} (lower lr, or use fp32/bf16)",
+                                  epoch, lm_loss));
+  train::EpochMetrics m;
+  m.values = {{"lm_loss", lm_loss}, {"val_loss", val_loss}};
+  m.stop_value = -val_loss;
+  m.val_loss = val_loss;
+  return m;
+}
+
+at::Tensor GptTask::clip_gradients(double max_norm) {
+  torch::NoGradGuard no_grad;
+  const auto& tp = model_->tensor_parallel();
+  const bool first_of_group = !tp || tp->rank == 0;
+  std::vector<at::Tensor> grads, norms;
+  for (const auto& named : model_->named_parameters()) {
+    const at::Tensor& g = named.value().grad();
+    if (!g.defined()) continue;
+    grads.push_back(g);
+    // Replicated parameters hold the same gradient on every rank of the group: counted once.
+    if (first_of_group || GptImpl::is_tensor_parallel(named.key())) norms.push_back(g.norm().to(at::kDouble));
+  }
+  if (grads.empty()) return at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
+  at::Tensor total = norms.empty() ? at::zeros({1}, grads[0].options().dtype(at::kDouble))
+                                   : at::stack(norms).square().sum().reshape({1});
+  if (tp && tp->size > 1) tp->group->allreduce_sum(total)->wait();
+  // The norm and the scale stay on the device (no host wait per step): torch's clip_grad_norm_
+  // arithmetic, coefficient max_norm / (norm + 1e-6) clamped to 1.
+  const at::Tensor norm = total.sqrt();
+  if (max_norm > 0) {
+    const at::Tensor coef = (max_norm / (norm + 1e-6)).clamp_max(1.0);
+    for (at::Tensor& g : grads) g.mul_(coef.to(g.scalar_type()));
+  }
+  last_grad_norm_ = norm;
+  return norm;
+}
+
+double GptTask::last_grad_norm() const {
+  return last_grad_norm_.defined() ? last_grad_norm_.item<double>() : 0.0;  // read at log lines only
+}
+
+std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)> megatron_adam(
+    AdamOptions o) {
+  return [o](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
+    std::vector<at::Tensor> decay, no_decay;
+    for (const at::Tensor& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    const auto base = torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps);
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                   torch::optim::AdamWOptions(base).weight_decay(o.weight_decay)));
+    groups.emplace_back(no_decay,
+                        std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(base).weight_decay(0.0)));
+    return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(base).weight_decay(o.weight_decay));
+  };
+}
+
+}  // namespace scaffold::llm

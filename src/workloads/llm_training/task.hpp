@@ -1,0 +1,83 @@
+// GPT pre-training as a TrainingTask (train/loop.hpp): each example is tokens (S + 1); the model
+// reads tokens[:-1] and predicts tokens[1:], the loss is the mean per-token cross-entropy over
+// the micro-batch (Megatron's "lm loss"); validation sums the same. Precision fp32, bf16 autocast
+// or fp16 autocast (CUDA; the loop scales the loss). Also what the loop takes from the task for
+// Megatron's optimizer: AdamW with weight decay on matrices only, and the gradient-norm clip
+// over the tensor-parallel shards (replicated parameters counted once).
+// Legend: B micro-batch, S sequence.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+
+#include "dataset/example_source.hpp"
+#include "profile/profiler.hpp"
+#include "train/loop.hpp"
+#include "workloads/llm_training/gpt.hpp"
+
+namespace scaffold::llm {
+
+struct GptTaskOptions {
+  std::string precision = "fp32";  // fp32 | bf16 | fp16 (CUDA only)
+  profile::Profiler* profiler = nullptr;
+};
+
+class GptTask : public train::TrainingTask {
+ public:
+  // Throws core::Error for an unknown precision or fp16 off CUDA.
+  GptTask(Gpt model, const dataset::ExampleSource& train_set, const dataset::ExampleSource& val_set,
+          c10::Device device, GptTaskOptions options);
+
+  torch::nn::Module& module() override { return *model_; }
+  const dataset::ExampleSource& training_set() const override { return train_set_; }
+  const dataset::ExampleSource& validation_set() const override { return val_set_; }
+  std::vector<std::string> training_sum_names() const override { return {"loss_x_tokens", "tokens"}; }
+  std::vector<std::string> validation_sum_names() const override { return {"loss_x_tokens", "tokens"}; }
+  train::TrainForward train_forward(const dataset::Batch& batch) override;
+  at::Tensor validation_sums(const dataset::Batch& batch) override;
+  void after_step() override;
+  void after_validation() override;
+  // Every rank of a tensor-parallel group computes the same loss.
+  int sum_multiplicity() const override;
+  // lm_loss and val_loss (NaN when the epoch had no validation); the stop value is -val_loss.
+  // Throws core::Error when the training loss is not finite.
+  train::EpochMetrics epoch_metrics(int64_t epoch, const train::PassSums& train,
+                                    const train::PassSums& val) const override;
+
+  // The global gradient norm over every shard (sharded parameters' squares summed over the
+  // tensor-parallel group, replicated ones once), then grads *= max_norm / (norm + 1e-6) when
+  // that is < 1 (torch's clip_grad_norm_). max_norm <= 0: measure only. Returns the norm, a
+  // tensor on the device (reading it waits for the device).
+  at::Tensor clip_gradients(double max_norm);
+  double last_grad_norm() const;  // the last step's global gradient norm (a host read)
+
+  Gpt& model() { return model_; }
+
+ private:
+  // (B, S) per-token losses of a batch {tokens (B, S + 1)} under the precision's autocast.
+  at::Tensor token_losses(const dataset::Batch& batch);
+
+  Gpt model_;
+  const dataset::ExampleSource& train_set_;
+  const dataset::ExampleSource& val_set_;
+  c10::Device device_;
+  GptTaskOptions options_;
+  at::Tensor last_grad_norm_;  // on the device, read when logged
+};
+
+// Megatron's Adam: decoupled weight decay (AdamW) on parameters of 2 or more dimensions,
+// none on biases and LayerNorm parameters (1-D), as its no_weight_decay_cond.
+struct AdamOptions {
+  double lr = 1e-4, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.1;
+};
+std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)> megatron_adam(
+    AdamOptions options);
+
+}  // namespace scaffold::llm

@@ -1,0 +1,150 @@
+// The tensor-parallel autograd functions, each with its collective written out in forward or
+// backward (as model/spatial.cpp wraps the halo exchange). Collectives run in float32 whatever
+// the activation's dtype (TensorComm reduces float32/float64), converted back afterwards.
+#include "workloads/llm_training/tensor_parallel.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/util/intrusive_ptr.h>
+#include <fmt/format.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <chrono>
+
+#include "core/error.hpp"
+
+namespace scaffold::llm {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct TpCapsule : torch::CustomClassHolder {
+  explicit TpCapsule(std::shared_ptr<const TensorParallel> t) : tp(std::move(t)) {}
+  std::shared_ptr<const TensorParallel> tp;
+};
+
+c10::intrusive_ptr<TpCapsule> capsule_of(const std::shared_ptr<const TensorParallel>& tp) {
+  SCAFFOLD_CHECK(tp && tp->group && tp->size > 1, "tensor parallelism: a collective without a group");
+  return c10::make_intrusive<TpCapsule>(tp);
+}
+
+const TensorParallel& tp_of(AutogradContext* ctx) {
+  const auto holder = ctx->saved_data.at("tp").toCapsule();
+  return *static_cast<const TpCapsule*>(holder.get())->tp;
+}
+
+TensorParallelStats g_stats;
+
+// The elementwise sum of x over the group, in x's dtype (reduced in float32).
+at::Tensor summed(const at::Tensor& x, const TensorParallel& tp) {
+  const auto start = std::chrono::steady_clock::now();
+  at::Tensor buf = at::empty(x.sizes(), x.options().dtype(at::kFloat));
+  buf.copy_(x);
+  tp.group->allreduce_sum(buf)->wait();
+  g_stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++g_stats.calls;
+  g_stats.bytes += buf.numel() * 4;
+  return buf.scalar_type() == x.scalar_type() ? buf : buf.to(x.scalar_type());
+}
+
+class CopyToRegion : public torch::autograd::Function<CopyToRegion> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<TpCapsule> capsule, const at::Tensor& x) {
+    ctx->saved_data["tp"] = at::IValue::make_capsule(std::move(capsule));
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {at::Tensor(), summed(grads.at(0), tp_of(ctx))};
+  }
+};
+
+class ReduceFromRegion : public torch::autograd::Function<ReduceFromRegion> {
+ public:
+  static at::Tensor forward(AutogradContext*, c10::intrusive_ptr<TpCapsule> capsule, const at::Tensor& x) {
+    return summed(x, *capsule->tp);
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) { return {at::Tensor(), grads.at(0)}; }
+};
+
+// Forward: the per-token loss log(sum_v exp(z_v)) - z_target over the whole vocabulary, from
+// each rank's columns: the maximum (for stability) through a sum of one-hot rows, then one
+// all-reduce of the target logit and the sum of exponentials. Saves the softmax of this rank's
+// columns; backward turns it into softmax - onehot in place (one backward per graph).
+class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
+ public:
+  // logits (N, V/t) float32; labels (N) int64. capsule null: t = 1.
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<TpCapsule> capsule, const at::Tensor& logits,
+                            const at::Tensor& labels) {
+    const TensorParallel* tp = capsule ? capsule->tp.get() : nullptr;
+    const int64_t n = logits.size(0), local_vocab = logits.size(1);
+    const int64_t begin = tp ? tp->rank * local_vocab : 0;
+    at::Tensor max = std::get<0>(logits.max(1));  // (N)
+    if (tp) {
+      at::Tensor rows = at::zeros({tp->size, n}, logits.options());
+      rows.select(0, tp->rank).copy_(max);
+      max = std::get<0>(summed(rows, *tp).max(0));
+    }
+    const at::Tensor shifted = logits - max.unsqueeze(1);                       // (N, V/t)
+    const at::Tensor in_range = labels.ge(begin).logical_and(labels.lt(begin + local_vocab));  // (N)
+    const at::Tensor local_target = (labels - begin).masked_fill(in_range.logical_not(), 0);  // (N)
+    at::Tensor exp = shifted.exp();
+    at::Tensor parts = at::stack({shifted.gather(1, local_target.unsqueeze(1)).squeeze(1) * in_range, exp.sum(1)});
+    if (tp) parts = summed(parts, *tp);
+    const at::Tensor target_logit = parts.select(0, 0), sum_exp = parts.select(0, 1);
+    exp.div_(sum_exp.unsqueeze(1));  // the softmax of this rank's columns
+    ctx->save_for_backward({exp, local_target, in_range});
+    return sum_exp.log() - target_logit;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    at::Tensor grad = saved[0];
+    const at::Tensor& local_target = saved[1];
+    const at::Tensor& in_range = saved[2];
+    grad.scatter_add_(1, local_target.unsqueeze(1), in_range.to(grad.scalar_type()).neg().unsqueeze(1));
+    grad.mul_(grads.at(0).unsqueeze(1));
+    return {at::Tensor(), grad, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+TensorParallelStats tensor_parallel_stats() { return g_stats; }
+
+std::pair<int64_t, int64_t> shard_range(int64_t total, int size, int rank) {
+  SCAFFOLD_CHECK(size >= 1 && rank >= 0 && rank < size && total % size == 0,
+                 fmt::format("tensor parallelism: {} rows do not split into {} equal parts", total, size));
+  const int64_t part = total / size;
+  return {rank * part, (rank + 1) * part};
+}
+
+at::Tensor copy_to_tp_region(const at::Tensor& x, const std::shared_ptr<const TensorParallel>& tp) {
+  if (!tp || tp->size == 1) return x;
+  return CopyToRegion::apply(capsule_of(tp), x);
+}
+
+at::Tensor reduce_from_tp_region(const at::Tensor& x, const std::shared_ptr<const TensorParallel>& tp) {
+  if (!tp || tp->size == 1) return x;
+  return ReduceFromRegion::apply(capsule_of(tp), x);
+}
+
+at::Tensor vocab_parallel_embedding(const at::Tensor& tokens, const at::Tensor& weight,
+                                    const std::shared_ptr<const TensorParallel>& tp) {
+  if (!tp || tp->size == 1) return at::embedding(weight, tokens);
+  const int64_t begin = tp->rank * weight.size(0);
+  const at::Tensor outside = tokens.lt(begin).logical_or(tokens.ge(begin + weight.size(0)));  // (B, S)
+  const at::Tensor local = (tokens - begin).masked_fill(outside, 0);
+  const at::Tensor rows = at::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0.0);  // (B, S, h)
+  return reduce_from_tp_region(rows, tp);
+}
+
+at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
+                                        const std::shared_ptr<const TensorParallel>& tp) {
+  SCAFFOLD_CHECK(logits.dim() == 2 && labels.dim() == 1 && logits.size(0) == labels.size(0),
+                 "vocab-parallel cross-entropy: logits (N, V/t) and labels (N) expected");
+  const bool parallel = tp && tp->size > 1;
+  return VocabParallelCrossEntropy::apply(parallel ? capsule_of(tp) : c10::intrusive_ptr<TpCapsule>(),
+                                          logits.to(at::kFloat), labels);
+}
+
+}  // namespace scaffold::llm

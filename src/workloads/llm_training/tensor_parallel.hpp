@@ -1,0 +1,60 @@
+// Megatron-LM's tensor parallelism (Shoeybi et al. 2019) as autograd functions over a
+// dist::TensorComm of consecutive ranks: f (copy_to_tp_region: identity forward, gradient
+// all-reduced backward) in front of column-parallel linears, g (reduce_from_tp_region: all-reduce
+// forward, identity backward) after row-parallel ones, the vocabulary-parallel embedding and the
+// vocabulary-parallel cross-entropy. With a group of one, every function is the plain operation
+// and nothing is communicated. Not here: sequence parallelism, pipeline stages (docs/llm.md).
+// Legend: B batch, S sequence, h hidden, V padded vocabulary, t tensor-parallel size.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "dist/tensor_comm.hpp"
+
+namespace scaffold::llm {
+
+// This rank's place in its tensor-parallel group.
+struct TensorParallel {
+  std::shared_ptr<dist::TensorComm> group;  // the t consecutive ranks; null when t = 1
+  int size = 1;                             // t
+  int rank = 0;                             // this rank in the group
+};
+
+// Time this process spent in the tensor-parallel all-reduces (forward and backward), cumulative;
+// read between steps (autograd on the CPU runs on the calling thread).
+struct TensorParallelStats {
+  double seconds = 0.0;
+  int64_t calls = 0;
+  int64_t bytes = 0;  // float32 bytes reduced
+};
+TensorParallelStats tensor_parallel_stats();
+
+// The block [begin, end) of `total` rows (or columns) that `rank` holds when they are split in
+// `size` equal parts; SCAFFOLD_CHECK that `size` divides `total`.
+std::pair<int64_t, int64_t> shard_range(int64_t total, int size, int rank);
+
+// Megatron's f: identity forward; backward all-reduces the gradient over the group.
+at::Tensor copy_to_tp_region(const at::Tensor& x, const std::shared_ptr<const TensorParallel>& tp);
+
+// Megatron's g: forward all-reduces (sums) the partial results over the group; identity backward.
+at::Tensor reduce_from_tp_region(const at::Tensor& x, const std::shared_ptr<const TensorParallel>& tp);
+
+// The vocabulary-parallel embedding: weight (V/t, h) holds the rows of vocabulary ids
+// [rank*V/t, (rank+1)*V/t); tokens (B, S) int64 over the whole vocabulary. Each rank looks up the
+// ids it holds (zeros elsewhere) and g sums them: (B, S, h), the same on every rank.
+at::Tensor vocab_parallel_embedding(const at::Tensor& tokens, const at::Tensor& weight,
+                                    const std::shared_ptr<const TensorParallel>& tp);
+
+// The vocabulary-parallel cross-entropy: logits (N, V/t) this rank's vocabulary columns, labels
+// (N) int64 over the whole vocabulary -> (N) per-token loss, in float32, identical on every rank
+// of the group. The maximum, the sum of exponentials and the target logit are combined across
+// the group; backward (softmax minus the one-hot target, on this rank's columns) needs no
+// communication.
+at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
+                                        const std::shared_ptr<const TensorParallel>& tp);
+
+}  // namespace scaffold::llm

@@ -1,0 +1,473 @@
+// `scaffold llm_training`: CARAML's GPT pre-training benchmark (caraml.md §1.6) as a
+// phase-structured driver: init (config, tensor x data layout, run folder, context) -> data
+// (synthetic tokens or an indexed dataset) -> init_model (GPT, task, loop, a matrix-multiply
+// probe of the device's peak) -> training (iterations through the shared loop: an "epoch" is one
+// log interval; the first timing_warmup_iters are excluded by name) -> report
+// (iteration_stats.csv, summary.json, Megatron's log lines). Ends at train_iters, at
+// exit_duration_in_mins, or cleanly on the scheduler's warning signal (exit 3).
+#include "workloads/llm_training/workload.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+
+#include "cli/energy_meter.hpp"
+#include "config/llm_training_options.hpp"
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/log.hpp"
+#include "core/stats.hpp"
+#include "core/sysinfo.hpp"
+#include "core/timer.hpp"
+#include "core/watchdog.hpp"
+#include "dist/process_grid.hpp"
+#include "dist/tensor_comm.hpp"
+#include "profile/options.hpp"
+#include "profile/profiler.hpp"
+#include "report/run_record.hpp"
+#include "suite/phases.hpp"
+#include "suite/record.hpp"
+#include "suite/run_folder.hpp"
+#include "suite/stop_signals.hpp"
+#include "train/device.hpp"
+#include "train/device_memory.hpp"
+#include "train/loop.hpp"
+#include "workloads/llm_training/gpt.hpp"
+#include "workloads/llm_training/data/gpt_sources.hpp"
+#include "workloads/llm_training/metrics.hpp"
+#include "workloads/llm_training/result_columns.hpp"
+#include "workloads/llm_training/task.hpp"
+#include "workloads/llm_training/tensor_parallel.hpp"
+
+namespace scaffold::llm {
+namespace {
+namespace fs = std::filesystem;
+using config::LlmTrainingConfig;
+
+struct Args {
+  cli::ConfigArgs config;
+  bool restart = false;
+  std::string run_dir;
+  std::vector<std::string> argv;
+};
+
+// Megatron's layout: consecutive ranks form a tensor-parallel group, the groups are
+// data-parallel replicas; micro-batch x accumulation x DP = global batch.
+struct Layout {
+  int tp = 1, dp = 1;
+  int64_t accumulation = 1;
+  std::unique_ptr<dist::Communicator> tp_comm, dp_comm;
+  std::shared_ptr<TensorParallel> tensor_parallel;
+};
+
+Layout make_layout(dist::Communicator& comm, const LlmTrainingConfig& cfg, const config::GptDims& dims,
+                   const c10::Device& device) {
+  Layout l;
+  dist::run_agreed(comm, [&] {
+    const int64_t tp = cfg.tensor_model_parallel_size, ranks = comm.size();
+    if (ranks % tp != 0)
+      throw core::Error(fmt::format("tensor_model_parallel_size {} does not divide the {} ranks: ranks = "
+                                    "tensor_model_parallel_size x data-parallel size",
+                                    tp, ranks));
+    const int64_t dp = ranks / tp;
+    if (cfg.global_batch_size % (cfg.micro_batch_size * dp) != 0)
+      throw core::Error(fmt::format("global_batch_size {} is not a multiple of micro_batch_size {} x data-parallel "
+                                    "size {} (= {} ranks / tensor_model_parallel_size {}): the global batch is "
+                                    "micro-batch x gradient accumulation x data-parallel size",
+                                    cfg.global_batch_size, cfg.micro_batch_size, dp, ranks, tp));
+    if (dims.num_attention_heads % tp != 0 || dims.ffn_hidden_size % tp != 0)
+      throw core::Error(fmt::format("tensor_model_parallel_size {} must divide the attention heads ({}) and the "
+                                    "FFN hidden size ({})",
+                                    tp, dims.num_attention_heads, dims.ffn_hidden_size));
+    l.tp = static_cast<int>(tp);
+    l.dp = static_cast<int>(dp);
+    l.accumulation = cfg.global_batch_size / (cfg.micro_batch_size * dp);
+  });
+  l.tp_comm = comm.split(comm.rank() / l.tp, comm.rank() % l.tp);
+  l.dp_comm = comm.split(comm.rank() % l.tp, comm.rank() / l.tp);
+  l.tensor_parallel = std::make_shared<TensorParallel>();
+  l.tensor_parallel->size = l.tp;
+  l.tensor_parallel->rank = comm.rank() % l.tp;
+  if (l.tp > 1) l.tensor_parallel->group = dist::make_tensor_comm(*l.tp_comm, device);
+  return l;
+}
+
+struct Sources {
+  std::unique_ptr<dataset::ExampleSource> train, val;
+  std::string name;  // the Dataset column
+};
+
+// The data (data/gpt_sources.hpp): synthetic tokens cycled through synthetic_*_samples, or the
+// splits of the indexed dataset at data_path with Megatron's sample counts, train_iters x global
+// batch for training and (train_iters / eval_interval + 1) x eval_iters x global batch for
+// validation (each pass reads its first eval_iters global batches).
+Sources make_sources(const LlmTrainingConfig& cfg, const config::GptDims& dims) {
+  GptDataOptions o;
+  o.data_path = cfg.data_path;
+  o.split = cfg.split;
+  o.seq_length = dims.seq_length;
+  o.seed = static_cast<uint64_t>(cfg.seed);
+  o.vocab_size = cfg.vocab_size;
+  if (cfg.data_path.empty()) {
+    o.train_samples = cfg.synthetic_train_samples;
+    o.valid_samples = cfg.synthetic_valid_samples;
+  } else {
+    const int64_t passes = cfg.eval_interval > 0 ? cfg.train_iters / cfg.eval_interval + 1 : 1;
+    o.train_samples = cfg.train_iters * cfg.global_batch_size;
+    o.valid_samples = passes * cfg.eval_iters * cfg.global_batch_size;
+  }
+  GptSources g = make_gpt_sources(o);
+  LOG_INFO("data: {}", g.description);
+  Sources s;
+  s.train = std::move(g.train);
+  s.val = std::move(g.valid);
+  s.name = g.name;
+  return s;
+}
+
+// The device's matrix-multiply rate in the run's precision: square n x n GEMMs (n = 8192 on
+// CUDA, 1024 on a CPU), 2 untimed, the median of 5, 2 n^3 FLOPs each. TFLOP/s.
+double measure_peak_tflops(const c10::Device& device, const std::string& precision) {
+  const int64_t n = device.is_cuda() ? 8192 : 1024;
+  const at::ScalarType dtype = precision == "bf16" ? at::kBFloat16 : precision == "fp16" ? at::kHalf : at::kFloat;
+  torch::NoGradGuard no_grad;
+  const auto options = at::TensorOptions().dtype(dtype).device(device);
+  const at::Tensor a = at::randn({n, n}, options), b = at::randn({n, n}, options);
+  at::Tensor c = at::empty({n, n}, options);
+  std::vector<double> times;
+  for (int i = 0; i < 7; ++i) {
+    if (device.is_cuda()) torch::cuda::synchronize(device.index());
+    core::Stopwatch clock;
+    at::mm_out(c, a, b);
+    if (device.is_cuda()) torch::cuda::synchronize(device.index());
+    if (i >= 2) times.push_back(clock.elapsed_s());
+  }
+  return 2.0 * static_cast<double>(n * n * n) / core::median(times) / 1e12;
+}
+
+std::string param_text(int64_t v) { return std::to_string(v); }
+
+LrSchedule schedule_of(const LlmTrainingConfig& c) {
+  return {c.lr, c.min_lr, c.lr_warmup_samples, c.lr_decay_samples, c.lr_decay_style};
+}
+
+int run(cli::RunContext& ctx, const Args& args) {
+  const double start_mono_s = core::monotonic_s();
+  at::set_num_threads(ctx.threads);
+  const profile::ProfileOptions profile_options = profile::profile_options_from_env();
+  profile::Profiler profiler(profile::profiles_this_rank(profile_options, ctx.comm.local_rank()),
+                             profile_options.schedule);
+  suite::PhaseDriver phases(&profiler);
+  suite::install_stop_signals();
+
+  // init: config, layout, run folder, context.
+  const LlmTrainingConfig cfg = cli::load_config_everywhere_as<LlmTrainingConfig>(ctx.comm, args.config);
+  const config::GptDims dims = config::resolve_gpt_dims(cfg);
+  const train::DeviceChoice device_choice = train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
+  const c10::Device device = device_choice.device;
+  if (cfg.precision == "fp16" && !device.is_cuda())
+    dist::run_agreed(ctx.comm, [&] {
+      throw core::Error(fmt::format("precision: fp16 needs a CUDA device (this run trains on {}); use bf16 or fp32",
+                                    device.str()));
+    });
+  Layout layout = make_layout(ctx.comm, cfg, dims, device);
+  const fs::path run_dir = suite::prepare_run_folder(
+      ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
+  LOG_INFO("llm_training: run folder {}", run_dir.string());
+  const std::string device_name = train::device_model_name(device);
+  {
+    report::SystemInfo info;
+    info.gpu_model = device_name;
+    info.device = device.str();
+    info.rank_devices = device_choice.rank_devices;
+    info.threads = ctx.threads;
+    suite::write_run_context(ctx.comm, run_dir, info);
+  }
+
+  // data
+  Sources sources;
+  phases.run("data", [&] { dist::run_agreed(ctx.comm, [&] { sources = make_sources(cfg, dims); }); });
+  LOG_INFO("data: {} ({} training, {} validation sequences of {} tokens, vocabulary {}), global batch {} = "
+           "micro-batch {} x {} accumulation x {} data-parallel",
+           sources.name, sources.train->size(), sources.val->size(), dims.seq_length, cfg.vocab_size,
+           cfg.global_batch_size, cfg.micro_batch_size, layout.accumulation, layout.dp);
+
+  // model
+  GptOptions mo;
+  mo.num_layers = dims.num_layers;
+  mo.hidden_size = dims.hidden_size;
+  mo.num_attention_heads = dims.num_attention_heads;
+  mo.ffn_hidden_size = dims.ffn_hidden_size;
+  mo.seq_length = dims.seq_length;
+  mo.padded_vocab_size = padded_vocab_size(cfg.vocab_size, cfg.make_vocab_size_divisible_by, layout.tp);
+  mo.position_embedding = parse_position_embedding(cfg.position_embedding);
+  mo.init_method_std = cfg.init_method_std;
+  mo.hidden_dropout = cfg.hidden_dropout;
+  mo.attention_dropout = cfg.attention_dropout;
+  mo.attention = parse_attention(cfg.attention);
+  mo.recompute = parse_recompute(cfg.recompute_granularity);
+  std::unique_ptr<GptTask> task;
+  std::unique_ptr<train::TrainingLoop> loop;
+  const int64_t log_interval = cfg.log_interval;
+  phases.run("init_model", [&] {
+    dist::run_agreed(ctx.comm, [&] {
+      torch::manual_seed(static_cast<uint64_t>(cfg.seed));  // the same master weights on every rank
+      GptTaskOptions to;
+      to.precision = cfg.precision;
+      to.profiler = &profiler;
+      task = std::make_unique<GptTask>(Gpt(mo, layout.tensor_parallel), *sources.train, *sources.val, device, to);
+    });
+    train::LoopOptions lo;
+    lo.local_batch_size = cfg.micro_batch_size;
+    lo.accumulation_steps = layout.accumulation;
+    lo.train_batches_per_epoch = log_interval;  // one "epoch" per log line
+    lo.max_steps = cfg.train_iters;
+    lo.warmup_epochs = cfg.timing_warmup_iters / log_interval;
+    if (cfg.exit_duration_in_mins > 0) lo.deadline_mono_s = start_mono_s + cfg.exit_duration_in_mins * 60.0;
+    lo.validation_every = cfg.eval_interval / log_interval;
+    lo.validation_batches = cfg.eval_iters * layout.accumulation;  // eval_iters global batches
+    AdamOptions adam;
+    adam.lr = cfg.lr;
+    adam.beta1 = cfg.adam_beta1;
+    adam.beta2 = cfg.adam_beta2;
+    adam.eps = cfg.adam_eps;
+    adam.weight_decay = cfg.weight_decay;
+    lo.make_optimizer = megatron_adam(adam);
+    const LrSchedule schedule = schedule_of(cfg);
+    const int64_t gbs = cfg.global_batch_size;
+    lo.lr_at_step = [schedule, gbs](int64_t step) { return megatron_lr(schedule, step * gbs); };
+    lo.grad_clip_norm = cfg.clip_grad;
+    GptTask* t = task.get();
+    lo.clip_gradients = [t](double max_norm) { t->clip_gradients(max_norm); };
+    lo.checkpoint_interval = cfg.save_interval > 0 ? cfg.save_interval / log_interval : -1;
+    lo.checkpoint_dir = run_dir / cfg.checkpoint_dir;
+    lo.seed = static_cast<uint64_t>(cfg.seed);
+    lo.loader_workers = cfg.dataloader_num_workers;
+    lo.loss_scaling = cfg.precision == "fp16";
+    lo.profiler = &profiler;
+    train::LoopParallelism lp;
+    if (layout.dp > 1) lp.world = dist::make_tensor_comm(*layout.dp_comm, device);
+    if (layout.tp > 1) lp.replica_comm = layout.dp_comm.get();
+    const dist::ProcessGrid grid(ctx.comm.size(), ctx.comm.rank(), {layout.tp, 1, 1}, {2, 3, 4});
+    dist::run_agreed(ctx.comm, [&] {
+      loop = std::make_unique<train::TrainingLoop>(*task, std::move(lo), device, ctx.comm, grid, std::move(lp));
+    });
+  });
+  double peak_tflops = 0.0;
+  phases.run("peak_probe", [&] { peak_tflops = measure_peak_tflops(device, cfg.precision); });
+  const std::optional<double> table_peak = table_peak_tflops(device_name, cfg.precision);
+  GptFlopsModel flops;
+  flops.global_batch = cfg.global_batch_size;
+  flops.seq_length = dims.seq_length;
+  flops.num_layers = dims.num_layers;
+  flops.hidden_size = dims.hidden_size;
+  flops.padded_vocab = mo.padded_vocab_size;
+  flops.activation_factor = caraml_activation_factor(cfg.recompute_granularity);
+  const int devices = ctx.comm.size();
+  const int64_t params = gpt_parameter_count(mo);
+  LOG_INFO("model: GPT {} ({} layers, hidden {}, {} heads, FFN {}, sequence {}, vocabulary {} padded to {}), {} "
+           "parameters, {} positions, {} attention, recompute {}, {}, TP {} x DP {} on {} with {} thread(s)",
+           cfg.model_size, dims.num_layers, dims.hidden_size, dims.num_attention_heads, dims.ffn_hidden_size,
+           dims.seq_length, cfg.vocab_size, mo.padded_vocab_size, params, cfg.position_embedding, to_string(mo.attention),
+           cfg.recompute_granularity, cfg.precision, layout.tp, layout.dp, device.str(), ctx.threads);
+  LOG_INFO("peak: {:.3f} TFLOP/s per device measured ({} GEMM){}; {:.4g} TFLOP per iteration (k = {})", peak_tflops,
+           cfg.precision,
+           table_peak ? fmt::format(", {:.0f} in the data sheet of {} ({:.0f}% of it)", *table_peak, device_name,
+                                    100.0 * peak_tflops / *table_peak)
+                      : std::string(),
+           gpt_iteration_flops(flops) / 1e12, flops.activation_factor);
+
+  std::optional<core::Watchdog> watchdog;
+  watchdog.emplace(cfg.progress_timeout_s, [&ctx, &cfg](double idle_s) {
+    LOG_ERROR("rank {}: no training progress for {:.0f} s (progress_timeout_s = {}): ending all {} rank(s)",
+              ctx.comm.rank(), idle_s, cfg.progress_timeout_s, ctx.comm.size());
+    ctx.comm.abort(1);
+  });
+  loop->set_watchdog(&*watchdog);
+  cli::EnergyMeter energy(ctx.comm);
+  phases.set_energy_meter(&energy);
+
+  train::TrainCounters start;
+  if (!args.run_dir.empty()) start = loop->resume(run_dir / cfg.checkpoint_dir);
+  std::vector<IntervalRow> rows;
+  const fs::path stats_file = run_dir / kIterationStatsFileName;
+  if (ctx.comm.rank() == 0 && !args.run_dir.empty() && fs::exists(stats_file))
+    for (const IntervalRow& r : read_iteration_stats(stats_file))
+      if (r.iteration <= start.total_optimizer_steps) rows.push_back(r);
+  const auto write_rows = [&] {
+    std::string text = iteration_stats_header() + "\n";
+    for (const IntervalRow& r : rows) text += iteration_stats_line(r) + "\n";
+    core::write_file_atomic(stats_file, text);
+  };
+
+  int64_t skipped_before = loop->skipped_steps();
+  const double tp_comm_before = tensor_parallel_stats().seconds;
+  const train::LoopResult result = phases.run("training", [&] {
+    return loop->run([&](const train::LoopEpoch& e) {
+      IntervalRow r;
+      r.iteration = e.total_optimizer_steps;
+      r.iterations = e.optimizer_steps;
+      r.warmup = e.warmup;
+      r.train_s = e.train_s;
+      r.lm_loss = e.metrics.values[0].second;
+      r.val_loss = e.metrics.values[1].second;
+      r.lr = megatron_lr(schedule_of(cfg), r.iteration * cfg.global_batch_size);
+      r.grad_norm = task->last_grad_norm();
+      r.loss_scale = cfg.precision == "fp16" ? loop->loss_scale() : 1.0;
+      r.skipped = loop->skipped_steps() - skipped_before;
+      skipped_before = loop->skipped_steps();
+      LOG_INFO("{}", megatron_log_line(r, cfg.train_iters, flops, devices));
+      if (e.validated)
+        LOG_INFO(" validation loss at iteration {} | lm loss value: {:.6E} | lm loss PPL: {:.6E} |", r.iteration,
+                 r.val_loss, std::exp(std::min(r.val_loss, 20.0)));
+      energy.add_window(e.warmup ? "warmup" : "train", e.epoch, e.start_mono_s, e.validation_start_mono_s);
+      if (e.validated) energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
+      if (ctx.comm.rank() != 0) return;
+      rows.push_back(r);
+      write_rows();
+    });
+  });
+  const double tp_comm_s = tensor_parallel_stats().seconds - tp_comm_before;
+  loop->set_watchdog(nullptr);
+  watchdog.reset();
+  phases.set_energy_meter(nullptr);
+  const auto energy_rows = energy.finish(run_dir, start.epoch + 1);
+  profiler.finish();
+  if (result.deadline_reached)
+    LOG_INFO("exiting program after {:.2f} minutes (exit_duration_in_mins {})",
+             (core::monotonic_s() - start_mono_s) / 60.0, cfg.exit_duration_in_mins);
+
+  if (ctx.comm.rank() == 0) {
+    report::RunRecord rec = suite::base_record(kWorkloadName, run_dir, ctx.comm, ctx.threads, device.str());
+    rec.status = result.stopped ? report::kStatusTimeLimit : report::kStatusCompleted;
+    rec.global_batch = cfg.global_batch_size;
+    rec.local_batch = cfg.micro_batch_size;
+    rec.precision = cfg.precision;
+    rec.warmup_epochs = cfg.timing_warmup_iters / log_interval;
+    for (const auto& p : phases.phases()) rec.runtime_s += p.seconds;
+    const char* job_time = std::getenv("SCAFFOLD_JOB_TIME");
+    rec.params = {{kParamModel, "GPT"},
+                  {kParamModelSize, cfg.num_layers > 0 || cfg.hidden_size > 0 || cfg.num_attention_heads > 0 ||
+                                            cfg.ffn_hidden_size > 0 || cfg.seq_length > 0
+                                        ? "custom"
+                                        : cfg.model_size},
+                  {kParamDataset, sources.name},
+                  {kParamJobTime, job_time ? job_time : ""},
+                  {kParamPipelineParallel, param_text(cfg.pipeline_model_parallel_size)},
+                  {kParamTensorParallel, param_text(layout.tp)},
+                  {kParamDataParallel, param_text(layout.dp)},
+                  {kParamRecompute, cfg.recompute_granularity},
+                  {"num_layers", param_text(dims.num_layers)},
+                  {"hidden_size", param_text(dims.hidden_size)},
+                  {"num_attention_heads", param_text(dims.num_attention_heads)},
+                  {"ffn_hidden_size", param_text(dims.ffn_hidden_size)},
+                  {"seq_length", param_text(dims.seq_length)},
+                  {"padded_vocab_size", param_text(mo.padded_vocab_size)},
+                  {"position_embedding", cfg.position_embedding},
+                  {"attention", to_string(mo.attention)},
+                  {"accumulation_steps", param_text(layout.accumulation)}};
+    rec.counters = {{"parameters", static_cast<double>(params), "", "trainable parameters of the whole model"},
+                    {"peak_tflops_per_device", peak_tflops, "TFLOP/s",
+                     "measured: square GEMMs in the run's precision on one device"}};
+    if (table_peak)
+      rec.counters.push_back({"table_peak_tflops_per_device", *table_peak, "TFLOP/s", "the device's data-sheet peak"});
+    if (!rows.empty()) {
+      std::optional<double> wh;
+      if (energy.active()) {
+        double sum = 0.0;
+        for (const auto& w : energy_rows)
+          if (w.window == "train") sum += w.energy_wh;
+        wh = sum;
+      }
+      const LlmFigures f = llm_figures(rows, flops, devices, peak_tflops, wh);
+      rec.epochs = static_cast<int64_t>(std::count_if(rows.begin(), rows.end(), [](const IntervalRow& r) { return !r.warmup; }));
+      rec.time_s = f.timed_s;
+      rec.energy_wh = wh;
+      const double nan = std::nan("");
+      rec.counters.insert(
+          rec.counters.begin(),
+          {{kCounterIterations, static_cast<double>(f.iterations), "", "the last iteration reached"},
+           {kCounterTimePerIteration, f.caraml_time_per_iteration_s, "s",
+            "CARAML's Time/iteration: mean of the log lines' elapsed time per iteration, warm-up included"},
+           {kCounterTokensPerS, f.caraml_tokens_per_s, "tokens/s", "CARAML's Tokens/second: B s / that mean"},
+           {kCounterTflopsPerDevice, f.caraml_tflops_per_device, "TFLOP/s",
+            "CARAML's Avg_TFLOPs/GPU: mean of the log lines' TFLOPs (k = 4 with recompute)"},
+           {kCounterSteadyTimePerIteration, f.timed_iterations > 0 ? f.time_per_iteration_s : nan, "s",
+            "timed window (timing_warmup_iters excluded): training time / iterations"},
+           {kCounterSteadyTokensPerS, f.timed_iterations > 0 ? f.tokens_per_s : nan, "tokens/s",
+            "timed window: B s / steady time per iteration"},
+           {kCounterSteadyTflopsPerDevice, f.timed_iterations > 0 ? f.tflops_per_device : nan, "TFLOP/s",
+            "timed window, CARAML's formula"},
+           {"model_tflops_per_device", f.timed_iterations > 0 ? f.model_tflops_per_device : nan, "TFLOP/s",
+            "timed window, k = 3 (recomputation not counted)"},
+           {kCounterMfu, f.mfu.value_or(nan), "", "model TFLOP/s per device / measured peak (fraction)"},
+           {"lm_loss", f.lm_loss, "", "training loss of the last log interval"},
+           {"val_loss", f.val_loss.value_or(nan), "", "the last validation loss"}});
+      if (f.tokens_per_wh) {
+        rec.counters.push_back({kCounterTokensPerWh, *f.tokens_per_wh, "tokens/Wh", "timed tokens / timed energy"});
+        rec.counters.push_back({kCounterJPerToken, *f.j_per_token, "J/token", "timed energy / timed tokens"});
+      }
+      const double step_s = core::median(result.step_times_s);
+      rec.counters.push_back({"median_iteration_s", step_s, "s", "median timed iteration on rank 0"});
+      rec.counters.push_back({"gradient_wait_s", loop->comm_times().gradient_wait_s, "s",
+                              "rank 0's wait for the data-parallel all-reduce after backward, timed iterations"});
+      rec.counters.push_back({"tensor_parallel_comm_s", tp_comm_s, "s",
+                              "rank 0's time in tensor-parallel all-reduces, all iterations"});
+      rec.counters.push_back(
+          {"skipped_steps", static_cast<double>(result.skipped_steps), "", "iterations the fp16 loss scaler skipped"});
+      LOG_INFO("llm_training: {} iterations; CARAML: {:.4f} s/iteration, {:.1f} tokens/s, {:.3f} TFLOP/s per "
+               "device (every log line); steady ({} iterations after {} warm-up): {:.4f} s/iteration, {:.1f} "
+               "tokens/s, {:.3f} TFLOP/s per device, MFU {}",
+               f.iterations, f.caraml_time_per_iteration_s, f.caraml_tokens_per_s, f.caraml_tflops_per_device,
+               f.timed_iterations, cfg.timing_warmup_iters, f.time_per_iteration_s, f.tokens_per_s,
+               f.tflops_per_device, f.mfu ? fmt::format("{:.2f}%", 100 * *f.mfu) : std::string("-"));
+      if (f.tokens_per_wh)
+        LOG_INFO("energy of the timed iterations: {:.4g} Wh, {:.4g} tokens/Wh, {:.4g} J/token", *wh, *f.tokens_per_wh,
+                 *f.j_per_token);
+    } else {
+      LOG_WARN("stopped before the first log interval ended: no figures");
+    }
+    report::write_summary_json(run_dir, rec);
+    const int64_t peak = train::device_peak_allocated_bytes(device);
+    LOG_INFO("peak memory: process RSS {:.2f} GiB{}; phase wall times: {}",
+             static_cast<double>(core::peak_rss_bytes()) / (1 << 30),
+             peak >= 0 ? fmt::format(", {} allocated {:.2f} GiB", device.str(), static_cast<double>(peak) / (1 << 30))
+                       : std::string(),
+             phases.summary());
+    if (result.stopped)
+      LOG_WARN("stopped by {} after iteration {}: the files are complete up to it; {} resumes the run",
+               suite::signal_name(result.stop_signal), result.total_optimizer_steps, (run_dir / "restart.sh").string());
+  }
+  return result.stopped ? suite::kExitStoppedBySignal : 0;
+}
+
+}  // namespace
+
+cli::Subcommand add_llm_training(CLI::App& app, int argc, char** argv) {
+  auto* sub = app.add_subcommand("llm_training",
+                                 "CARAML's LLM benchmark: GPT pre-training (Megatron-style tensor and data "
+                                 "parallelism), tokens/s, TFLOP/s, MFU and energy");
+  auto args = std::make_shared<Args>();
+  for (int i = 1; i < argc; ++i) args->argv.emplace_back(argv[i]);
+  auto threads = std::make_shared<int>(1);
+  cli::add_config_files_option(sub, &args->config);
+  cli::add_threads_option(sub, threads.get());
+  cli::add_schema_flags<LlmTrainingConfig>(sub, &args->config);
+  auto* run_dir = sub->add_option("--run-dir", args->run_dir, "resume in this run folder (implies --restart)");
+  sub->add_flag("--restart", args->restart, "resume from the run folder's last checkpoint; needs --run-dir")
+      ->needs(run_dir);
+  return {sub, [args, threads](cli::RunContext& ctx) {
+            ctx.threads = *threads;
+            return run(ctx, *args);
+          }};
+}
+
+}  // namespace scaffold::llm

@@ -1,0 +1,14 @@
+// The LLM-training workload's subcommand (workload.cpp), for the explicit workload list in
+// cli/main.cpp.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "cli/common.hpp"
+
+namespace scaffold::llm {
+
+// `scaffold llm_training -c CONFIG [flags]`; argv is recorded for restart.sh.
+cli::Subcommand add_llm_training(CLI::App& app, int argc, char** argv);
+
+}  // namespace scaffold::llm

@@ -1,0 +1,286 @@
+// End-to-end tests of `scaffold llm_training` at a tiny size: the run folder holds
+// iteration_stats.csv and summary.json whose figures follow CARAML's definitions, recomputed here
+// from the rows (tokens/s from the mean of the log lines, the TFLOP/s formula, the steady window
+// after the warm-up); the log lines match CARAML's JUBE patterns; `scaffold report` prints
+// CARAML's columns; tensor and data parallelism on 2 ranks give the losses of one process; the
+// warning signal stops cleanly with complete summary and energy files and restart.sh resumes;
+// the exit duration ends the run; bad input fails with one clear message and no run folder.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "core/fs.hpp"
+#include "e2e/e2e_util.hpp"
+#include "test_util.hpp"
+
+namespace scaffold {
+namespace {
+namespace fs = std::filesystem;
+using test::kBinary;
+using test::run_command;
+using test::TempDir;
+
+// 2 layers of 64, 4 heads, 32 tokens, vocabulary 500 (padded to 512); global batch 4 = 2 x 2
+// accumulation; 10 iterations logged every 2, the first 2 excluded, one validation at the end.
+fs::path write_tiny_config(const fs::path& dir, const std::string& extra = "") {
+  const fs::path cfg = dir / "tiny_llm.yml";
+  std::ofstream(cfg) << "model_size: tiny\nnum_layers: 2\nhidden_size: 64\nnum_attention_heads: 4\nseq_length: 32\n"
+                     << "vocab_size: 500\nmicro_batch_size: 2\nglobal_batch_size: 4\ntrain_iters: 10\n"
+                     << "exit_duration_in_mins: 0\nlog_interval: 2\ntiming_warmup_iters: 2\neval_interval: 10\n"
+                     << "eval_iters: 1\nprecision: fp32\nrecompute_granularity: selective\nlr_warmup_samples: 8\n"
+                     << "lr_decay_samples: 40\nlr: 0.001\nmin_lr: 0.0001\nsynthetic_train_samples: 256\n"
+                     << "synthetic_valid_samples: 16\ndataloader_num_workers: 1\n"
+                     << "base_run_dir: " << (dir / "runs").string() << "\n"
+                     << extra;
+  return cfg;
+}
+
+double counter(const nlohmann::json& summary, const std::string& name) {
+  for (const auto& c : summary.at("counters"))
+    if (c.at("name") == name) return c.at("value").is_null() ? std::nan("") : c.at("value").get<double>();
+  ADD_FAILURE() << "no counter " << name;
+  return 0.0;
+}
+
+// 24 k B s L h^2 (1 + s/(6h) + V/(16 L h)) / (t devices 1e12), written out here.
+double caraml_tflops(double k, double b, double s, double l, double h, double v, double t, double devices) {
+  return 24 * k * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h)) / (t * devices * 1e12);
+}
+
+TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
+  TempDir dir;
+  const auto r = run_command(kBinary + " llm_training --threads 2 -c " + write_tiny_config(dir.path()).string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path run = test::only_run_dir(dir.path());
+  for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh", "system.json",
+                        "summary.json", "iteration_stats.csv"})
+    EXPECT_TRUE(fs::is_regular_file(run / f)) << f;
+
+  // Megatron's log lines, as CARAML's JUBE patterns read them.
+  const std::regex iteration(R"(iteration\s+(\d+)/\s*(\d+))"), elapsed(R"(elapsed time per iteration \(s\):\s+([0-9.]+))"),
+      tflops(R"(TFLOPs:\s+([0-9.]+))");
+  std::vector<int> iterations;
+  std::istringstream out(r.output);
+  for (std::string line; std::getline(out, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, iteration)) continue;
+    iterations.push_back(std::stoi(m[1]));
+    EXPECT_EQ(m[2], "10") << line;
+    EXPECT_TRUE(std::regex_search(line, elapsed)) << line;
+    EXPECT_TRUE(std::regex_search(line, tflops)) << line;
+  }
+  EXPECT_EQ(iterations, (std::vector<int>{2, 4, 6, 8, 10})) << r.output;
+  EXPECT_NE(r.output.find("validation loss at iteration 10"), std::string::npos) << r.output;
+
+  // Columns: iteration,iterations,warmup,train_s,time_per_iteration_s,lm_loss,val_loss,lr,grad_norm,loss_scale,skipped
+  const auto rows = test::csv_rows(run / "iteration_stats.csv");
+  ASSERT_EQ(rows.size(), 1u + 5u) << core::read_file(run / "iteration_stats.csv");
+  double mean_t = 0, timed_s = 0, mean_tflops = 0;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][0], std::to_string(2 * i));
+    EXPECT_EQ(rows[i][2], i == 1 ? "1" : "0") << "the first interval is the warm-up";
+    const double t = std::stod(rows[i][3]) / 2;
+    EXPECT_NEAR(std::stod(rows[i][4]), t, 1e-12);
+    mean_t += t / 5;
+    mean_tflops += caraml_tflops(4, 4, 32, 2, 64, 512, t, 1) / 5;
+    if (i > 1) timed_s += std::stod(rows[i][3]);
+    const double loss = std::stod(rows[i][5]);
+    EXPECT_NEAR(loss, std::log(512.0), 0.5) << "uniform tokens: near ln V";
+    EXPECT_EQ(std::isnan(std::stod(rows[i][6])), i != 5) << "validation only at iteration 10";
+  }
+  // The learning rate after iteration 10 = 40 samples: the end of the cosine, min_lr.
+  EXPECT_NEAR(std::stod(rows[5][7]), 1e-4, 1e-12);
+
+  const nlohmann::json s = nlohmann::json::parse(core::read_file(run / "summary.json"));
+  EXPECT_EQ(s.at("workload"), "llm_training");
+  EXPECT_EQ(s.at("status"), "completed");
+  EXPECT_EQ(s.at("global_batch"), 4);
+  EXPECT_EQ(s.at("local_batch"), 2);
+  EXPECT_EQ(counter(s, "iterations"), 10);
+  EXPECT_NEAR(counter(s, "time_per_iteration_s"), mean_t, 1e-9 * mean_t);
+  EXPECT_NEAR(counter(s, "tokens_per_s"), 4 * 32 / mean_t, 1e-6 * 4 * 32 / mean_t);
+  EXPECT_NEAR(counter(s, "tflops_per_device"), mean_tflops, 1e-6 * mean_tflops);
+  EXPECT_NEAR(counter(s, "steady_time_per_iteration_s"), timed_s / 8, 1e-9);
+  EXPECT_NEAR(counter(s, "steady_tokens_per_s"), 128.0 / (timed_s / 8), 1e-6 * 128.0 / (timed_s / 8));
+  const double model_tflops = caraml_tflops(3, 4, 32, 2, 64, 512, timed_s / 8, 1);
+  EXPECT_NEAR(counter(s, "model_tflops_per_device"), model_tflops, 1e-6 * model_tflops);
+  EXPECT_NEAR(counter(s, "mfu"), model_tflops / counter(s, "peak_tflops_per_device"), 1e-9);
+  // 2 x (4 x 64^2 + 4 x 64 + 2 x 64 x 256 + 256 + 64 + 4 x 64) + 512 x 64 + 2 x 64 (RoPE: no position table).
+  EXPECT_EQ(counter(s, "parameters"), 2 * (4 * 64 * 64 + 4 * 64 + 2 * 64 * 256 + 256 + 64 + 4 * 64) + 512 * 64 + 128);
+
+  // scaffold report: CARAML's columns with the same numbers.
+  const auto rep = run_command(kBinary + " report --format csv " + run.string());
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  std::istringstream lines(rep.output);
+  std::string header, row;
+  std::getline(lines, header);
+  std::getline(lines, row);
+  EXPECT_EQ(header.rfind("JobID,System,Version,Queue,JobTime,Runtime(min),Model,ModelSize,Dataset,Nodes,Devices,"
+                         "GlobalBatchSize,PipelineParallel,TensorParallel,DataParallel,Iterations,Time/iteration(s),"
+                         "Tokens/second,Avg_TFLOPs/GPU,",
+                         0),
+            0u)
+      << header;
+  EXPECT_NE(row.find(",GPT,custom,synthetic,1,1,4,1,1,1,10,"), std::string::npos) << header << "\n" << row;
+  EXPECT_NE(row.find(fmt::format(",{:.4f},{:.2f},", mean_t, 4 * 32 / mean_t)), std::string::npos) << row;
+}
+
+std::vector<double> losses_of(const fs::path& run) {
+  std::vector<double> v;
+  const auto rows = test::csv_rows(run / "iteration_stats.csv");
+  for (std::size_t i = 1; i < rows.size(); ++i) v.push_back(std::stod(rows[i][5]));
+  return v;
+}
+
+// One process, TP 2 and DP 2 on 2 ranks: the same global batches, the same losses.
+TEST(LlmTraining, TensorAndDataParallelRunsGiveTheLossesOfOneProcess) {
+  TempDir dir;
+  const std::string cfg = write_tiny_config(dir.path()).string() + " --train-iters 6";
+  std::vector<std::vector<double>> losses;
+  for (const std::string& launch :
+       {kBinary + " llm_training --threads 1 -c " + cfg,
+        test::mpiexec(2) + kBinary + " llm_training --threads 1 --tensor-model-parallel-size 2 --job-name tp2 -c " + cfg,
+        test::mpiexec(2) + kBinary + " llm_training --threads 1 --job-name dp2 -c " + cfg}) {
+    const auto before = fs::exists(dir.path() / "runs") ? std::distance(fs::directory_iterator(dir.path() / "runs"),
+                                                                         fs::directory_iterator())
+                                                        : 0;
+    const auto r = run_command(launch);
+    ASSERT_EQ(r.exit_code, 0) << launch << "\n" << r.output;
+    ASSERT_EQ(std::distance(fs::directory_iterator(dir.path() / "runs"), fs::directory_iterator()), before + 1);
+  }
+  std::map<std::string, fs::path> runs;
+  for (const auto& e : fs::directory_iterator(dir.path() / "runs"))
+    runs[e.path().filename().string().substr(0, 3)] = e.path();
+  ASSERT_EQ(runs.size(), 3u);
+  const auto one = losses_of(runs.at("llm")), tp = losses_of(runs.at("tp2")), dp = losses_of(runs.at("dp2"));
+  ASSERT_EQ(one.size(), 3u);
+  ASSERT_EQ(tp.size(), 3u);
+  ASSERT_EQ(dp.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR(tp[i], one[i], 1e-5 * one[i]) << "interval " << i;
+    EXPECT_NEAR(dp[i], one[i], 1e-5 * one[i]) << "interval " << i;
+  }
+  const nlohmann::json s = nlohmann::json::parse(core::read_file(runs.at("tp2") / "summary.json"));
+  EXPECT_EQ(s.at("ranks"), 2);
+  std::string tensor, data;
+  for (const auto& [k, v] : s.at("params").items()) {
+    if (k == "tensor_parallel") tensor = v;
+    if (k == "data_parallel") data = v;
+  }
+  EXPECT_EQ(tensor, "2");
+  EXPECT_EQ(data, "1");
+}
+
+// The scheduler's warning signal mid-run: the iteration in flight finishes, the intervals done
+// are complete on disk, summary.json says time_limit with its figures, energy_stats.csv holds the
+// measured windows, the exit status is 3, and restart.sh continues from the last interval.
+TEST(LlmTraining, AWarningSignalStopsCleanlyAndRestartResumes) {
+  TempDir dir;
+  const fs::path cfg = write_tiny_config(dir.path(), "save_interval: 4\n");
+  const std::string fixture = std::string(SCAFFOLD_SOURCE_DIR) + "/tests/fixtures/energy/gh200/hwmon";
+  ::setenv("SCAFFOLD_HWMON_ROOT", fixture.c_str(), 1);
+  ::setenv("SCAFFOLD_POWERCAP_ROOT", "/nonexistent", 1);
+  const pid_t pid = test::spawn_scaffold({"llm_training", "--threads", "1", "--train-iters", "100000", "-c", cfg.string()});
+  ::unsetenv("SCAFFOLD_HWMON_ROOT");
+  ::unsetenv("SCAFFOLD_POWERCAP_ROOT");
+  ASSERT_GT(pid, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  fs::path run;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(dir.path() / "runs")) {
+      for (const auto& e : fs::directory_iterator(dir.path() / "runs")) run = e.path();
+      if (!run.empty() && fs::exists(run / "iteration_stats.csv") &&
+          test::csv_rows(run / "iteration_stats.csv").size() >= 4)
+        break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(run.empty());
+  ::kill(pid, SIGUSR2);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal instead of stopping";
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  const auto rows = test::csv_rows(run / "iteration_stats.csv");
+  ASSERT_GE(rows.size(), 4u);
+  const long long done = std::stoll(rows.back()[0]);
+  EXPECT_EQ(done, 2 * static_cast<long long>(rows.size() - 1)) << "consecutive intervals";
+  const nlohmann::json s = nlohmann::json::parse(core::read_file(run / "summary.json"));
+  EXPECT_EQ(s.at("status"), "time_limit");
+  EXPECT_EQ(counter(s, "iterations"), done);
+  EXPECT_GT(counter(s, "steady_tokens_per_s"), 0);
+  ASSERT_FALSE(s.at("energy_wh").is_null());
+  // The GH200 fixture's two modules draw 810.5 W: energy = 810.5 W x the timed training time.
+  EXPECT_NEAR(s.at("energy_wh").get<double>(), 810.5 * s.at("time_s").get<double>() / 3600,
+              0.02 * s.at("energy_wh").get<double>() + 1e-6);
+  EXPECT_NEAR(counter(s, "tokens_per_wh"), (done - 2) * 128 / s.at("energy_wh").get<double>(),
+              1e-6 * counter(s, "tokens_per_wh"));
+  const auto energy = test::csv_rows(run / "energy_stats.csv");
+  ASSERT_GE(energy.size(), rows.size()) << "header and one window per interval";
+  EXPECT_EQ(energy[1][0], "warmup");
+  EXPECT_EQ(energy[2][0], "train");
+  EXPECT_TRUE(fs::exists(run / "checkpoints" / "checkpoint_last"));
+
+  // Resume: 2 more iterations after the last completed interval.
+  const auto resumed = run_command("bash " + (run / "restart.sh").string() + " --train-iters " + std::to_string(done + 2));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  const auto after = test::csv_rows(run / "iteration_stats.csv");
+  ASSERT_EQ(after.size(), rows.size() + 1) << core::read_file(run / "iteration_stats.csv");
+  EXPECT_EQ(std::stoll(after.back()[0]), done + 2);
+  for (std::size_t i = 1; i < rows.size(); ++i) EXPECT_EQ(after[i], rows[i]) << "row " << i << " kept";
+}
+
+TEST(LlmTraining, TheExitDurationEndsTheRunAfterTheIterationInFlight) {
+  TempDir dir;
+  const auto r = run_command(kBinary + " llm_training --threads 1 --train-iters 100000 --exit-duration-in-mins 1e-6 -c " +
+                             write_tiny_config(dir.path()).string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("exiting program after"), std::string::npos) << r.output;
+  const fs::path run = test::only_run_dir(dir.path());
+  const auto rows = test::csv_rows(run / "iteration_stats.csv");
+  ASSERT_EQ(rows.size(), 2u) << core::read_file(run / "iteration_stats.csv");
+  EXPECT_EQ(rows[1][0], "1");
+  EXPECT_EQ(rows[1][1], "1");
+  const nlohmann::json s = nlohmann::json::parse(core::read_file(run / "summary.json"));
+  EXPECT_EQ(s.at("status"), "completed");
+}
+
+TEST(LlmTraining, BadInputIsOneClearErrorAndNoRunFolder) {
+  TempDir dir;
+  const std::string cfg = write_tiny_config(dir.path()).string();
+  const auto heads = run_command(kBinary + " llm_training --num-attention-heads 5 -c " + cfg);
+  EXPECT_EQ(heads.exit_code, 1) << heads.output;
+  EXPECT_NE(heads.output.find("hidden_size"), std::string::npos) << heads.output;
+  EXPECT_NE(heads.output.find("a multiple of the attention heads (5)"), std::string::npos) << heads.output;
+  const auto fp16 = run_command(kBinary + " llm_training --precision fp16 --device cpu -c " + cfg);
+  EXPECT_EQ(fp16.exit_code, 1) << fp16.output;
+  EXPECT_NE(fp16.output.find("fp16 needs a CUDA device"), std::string::npos) << fp16.output;
+  const auto batch = run_command(test::mpiexec(2) + kBinary + " llm_training --global-batch-size 6 -c " + cfg);
+  EXPECT_NE(batch.exit_code, 0) << batch.output;
+  EXPECT_NE(batch.output.find("global_batch_size 6 is not a multiple of micro_batch_size 2 x data-parallel size 2"),
+            std::string::npos)
+      << batch.output;
+  const auto tp = run_command(test::mpiexec(2) + kBinary + " llm_training --tensor-model-parallel-size 3 -c " + cfg);
+  EXPECT_NE(tp.exit_code, 0) << tp.output;
+  EXPECT_NE(tp.output.find("tensor_model_parallel_size 3 does not divide the 2 ranks"), std::string::npos) << tp.output;
+  const auto pp = run_command(kBinary + " llm_training --pipeline-model-parallel-size 2 -c " + cfg);
+  EXPECT_EQ(pp.exit_code, 1) << pp.output;
+  EXPECT_NE(pp.output.find("pipeline_model_parallel_size"), std::string::npos) << pp.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "runs")) << "nothing written before the checks";
+}
+
+}  // namespace
+}  // namespace scaffold

@@ -1,0 +1,205 @@
+// The GPT's parallelism against one process holding the whole model and batch:
+// - tensor parallel on 2 ranks = TP size 1: logits (each rank's vocabulary slice), loss and every
+//   gradient (each rank's slice of the sharded ones, all of the replicated ones) within 1e-5
+//   relative, with RoPE and learned positions, selective and full recompute;
+// - the shared loop with tensor x data parallelism (TP 1 and 2, all ranks; 2 x 2 on 4 ranks),
+//   micro-batch 1 and 2 accumulation steps, gradient clipping that engages, two iterations: the
+//   parameters equal those of one process taking the same two SGD steps on the whole global
+//   batch, clipped by torch's clip_grad_norm_. Run under mpiexec -n 2 and 4.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/nn/module.h>  // torch::Tensor, which clip_grad.h uses without including
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.hpp"
+#include "dist/process_grid.hpp"
+#include "dist/tensor_comm.hpp"
+#include "mpi_test_main.hpp"
+#include "train/loop.hpp"
+#include "unit/model/tensor_compare.hpp"
+#include "workloads/llm_training/gpt.hpp"
+#include "workloads/llm_training/interim_synthetic_tokens.hpp"
+#include "workloads/llm_training/task.hpp"
+
+namespace scaffold::llm {
+namespace {
+
+using model::test::tensors_close;
+using test::world;
+
+llm::GptOptions tiny(PositionEmbedding pe, Recompute r) {
+  GptOptions o;
+  o.num_layers = 2;
+  o.hidden_size = 32;
+  o.num_attention_heads = 4;
+  o.ffn_hidden_size = 64;
+  o.seq_length = 12;
+  o.padded_vocab_size = 96;
+  o.position_embedding = pe;
+  o.recompute = r;
+  o.init_method_std = 0.05;
+  return o;
+}
+
+// Which dimension of a parameter Megatron's tensor parallelism splits (-1: replicated); written
+// here from the layer roles, independently of GptImpl::is_tensor_parallel.
+int split_dim(const std::string& name) {
+  const auto ends = [&](const std::string& s) {
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  if (ends("word_embeddings") || ends("qkv_weight") || ends("qkv_bias") || ends("fc1_weight") || ends("fc1_bias"))
+    return 0;  // column-parallel outputs and vocabulary rows
+  if (ends("dense_weight") || ends("fc2_weight")) return 1;  // row-parallel inputs
+  return -1;
+}
+
+at::Tensor slice_of(const at::Tensor& full, int dim, int tp, int rank) {
+  if (dim < 0) return full;
+  const int64_t part = full.size(dim) / tp;
+  return full.narrow(dim, rank * part, part);
+}
+
+struct Groups {
+  std::unique_ptr<dist::Communicator> tp_comm, dp_comm;
+  std::shared_ptr<const TensorParallel> tp;
+};
+
+// Consecutive ranks form the tensor-parallel groups; ranks with the same TP rank the data-parallel ones.
+Groups make_groups(int tp_size) {
+  Groups g;
+  const int rank = world().rank();
+  g.tp_comm = world().split(rank / tp_size, rank % tp_size);
+  g.dp_comm = world().split(rank % tp_size, rank / tp_size);
+  auto tp = std::make_shared<TensorParallel>();
+  tp->size = tp_size;
+  tp->rank = rank % tp_size;
+  if (tp_size > 1) tp->group = dist::make_tensor_comm(*g.tp_comm, c10::Device(c10::kCPU));
+  g.tp = tp;
+  return g;
+}
+
+TEST(GptTensorParallel, TwoRanksEqualOneForLogitsLossAndEveryGradient) {
+  if (world().size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
+  const Groups g = make_groups(2);
+  torch::manual_seed(11);
+  const at::Tensor tokens = at::randint(96, {3, 13}, at::kLong);  // the same on every rank
+  const at::Tensor input = tokens.narrow(1, 0, 12), labels = tokens.narrow(1, 1, 12);
+  for (auto pe : {PositionEmbedding::kLearned, PositionEmbedding::kRope})
+    for (auto r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      const std::string what = std::string(pe == PositionEmbedding::kRope ? "rope" : "learned") + "/recompute " +
+                               std::to_string(static_cast<int>(r));
+      torch::manual_seed(12);
+      Gpt whole(tiny(pe, r));
+      torch::manual_seed(12);
+      Gpt sharded(tiny(pe, r), g.tp);
+      const at::Tensor logits_whole = whole->forward(input);
+      const at::Tensor logits_mine = sharded->forward(input);
+      EXPECT_TRUE(tensors_close(logits_mine, slice_of(logits_whole, 2, 2, g.tp->rank), 1e-5, what + " logits"));
+      const at::Tensor loss_whole = whole->token_losses(input, labels).mean();
+      const at::Tensor loss_mine = sharded->token_losses(input, labels).mean();
+      EXPECT_NEAR(loss_mine.item<double>(), loss_whole.item<double>(), 1e-5 * loss_whole.item<double>()) << what;
+      loss_whole.backward();
+      loss_mine.backward();
+      const auto ref = whole->named_parameters();
+      const auto mine = sharded->named_parameters();
+      ASSERT_EQ(ref.size(), mine.size());
+      for (const auto& p : ref) {
+        const at::Tensor* m = mine.find(p.key());
+        ASSERT_NE(m, nullptr) << p.key();
+        const int dim = split_dim(p.key());
+        EXPECT_EQ(GptImpl::is_tensor_parallel(p.key()), dim >= 0) << p.key();
+        EXPECT_TRUE(tensors_close(*m, slice_of(p.value(), dim, 2, g.tp->rank), 0, what + " " + p.key() + " value"));
+        EXPECT_TRUE(tensors_close(m->grad(), slice_of(p.value().grad(), dim, 2, g.tp->rank), 1e-5,
+                                  what + " " + p.key() + " gradient"));
+      }
+    }
+}
+
+std::unique_ptr<torch::optim::Optimizer> sgd(const std::vector<at::Tensor>& p) {
+  return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(0.5));
+}
+
+TEST(GptParallelLoop, TensorTimesDataParallelEqualsOneProcessWithTheWholeBatch) {
+  const int world_size = world().size();
+  constexpr int64_t kMicro = 1, kAccumulation = 2, kSteps = 2;
+  constexpr double kClip = 0.05;  // below the initial gradient norm: clipping engages
+  for (int tp_size : {1, 2}) {
+    if (world_size % tp_size != 0) continue;
+    const int dp = world_size / tp_size;
+    const int64_t global_batch = kMicro * kAccumulation * dp;
+    const std::string what = "TP " + std::to_string(tp_size) + " x DP " + std::to_string(dp);
+    const InterimSyntheticTokens data(64, 12, 96, 5, 0);
+    const GptOptions o = tiny(PositionEmbedding::kRope, Recompute::kSelective);
+
+    // Parallel: the shared loop.
+    const Groups g = make_groups(tp_size);
+    torch::manual_seed(21);
+    GptTask task(Gpt(o, g.tp), data, data, c10::Device(c10::kCPU), {});
+    train::LoopOptions lo;
+    lo.local_batch_size = kMicro;
+    lo.accumulation_steps = kAccumulation;
+    lo.train_batches_per_epoch = kSteps;
+    lo.max_steps = kSteps;
+    lo.validation_every = 0;
+    lo.loader_workers = 0;
+    lo.make_optimizer = sgd;
+    lo.grad_clip_norm = kClip;
+    std::vector<double> norms;
+    lo.clip_gradients = [&task, &norms](double max_norm) {
+      norms.push_back(task.clip_gradients(max_norm).item<double>());
+    };
+    train::LoopParallelism lp;
+    if (dp > 1) lp.world = dist::make_tensor_comm(*g.dp_comm, c10::Device(c10::kCPU));
+    if (tp_size > 1) lp.replica_comm = g.dp_comm.get();
+    const dist::ProcessGrid grid(world_size, world().rank(), {tp_size, 1, 1}, {2, 3, 4});
+    train::TrainingLoop loop(task, lo, c10::Device(c10::kCPU), world(), grid, lp);
+    double parallel_loss = 0;
+    const train::LoopResult result = loop.run([&](const train::LoopEpoch& e) { parallel_loss = e.metrics.values[0].second; });
+    ASSERT_EQ(result.total_optimizer_steps, kSteps) << what;
+
+    // Reference: the whole model, global batches of consecutive stream samples, torch's clipping.
+    torch::manual_seed(21);
+    Gpt whole(o);
+    auto opt = sgd(whole->parameters());
+    double loss_sum = 0;
+    std::vector<double> ref_norms;
+    for (int64_t t = 0; t < kSteps; ++t) {
+      std::vector<at::Tensor> rows;
+      for (int64_t i = t * global_batch; i < (t + 1) * global_batch; ++i)
+        rows.push_back(data.get(static_cast<std::size_t>(i), 0).fields[0]);
+      const at::Tensor tokens = at::stack(rows);
+      opt->zero_grad();
+      const at::Tensor loss = whole->token_losses(tokens.narrow(1, 0, 12), tokens.narrow(1, 1, 12)).mean();
+      loss.backward();
+      loss_sum += loss.item<double>();
+      ref_norms.push_back(torch::nn::utils::clip_grad_norm_(whole->parameters(), kClip));
+      opt->step();
+    }
+    EXPECT_NEAR(parallel_loss, loss_sum / kSteps, 1e-5 * loss_sum) << what << ": the interval's mean loss";
+    ASSERT_EQ(norms.size(), ref_norms.size());
+    for (std::size_t i = 0; i < norms.size(); ++i) {
+      EXPECT_NEAR(norms[i], ref_norms[i], 1e-5 * ref_norms[i]) << what << " step " << i;
+      EXPECT_GT(norms[i], kClip) << "clipping engaged";
+    }
+    const auto mine = task.model()->named_parameters();
+    for (const auto& p : whole->named_parameters()) {
+      const at::Tensor* m = mine.find(p.key());
+      ASSERT_NE(m, nullptr) << p.key();
+      EXPECT_TRUE(tensors_close(*m, slice_of(p.value(), split_dim(p.key()), tp_size, g.tp->rank), 1e-5,
+                                what + " " + p.key()));
+    }
+    // The steps moved the model (a no-op would also "agree" with a no-op reference).
+    torch::manual_seed(21);
+    Gpt initial(o);
+    EXPECT_GT((initial->parameters()[0] - whole->parameters()[0]).abs().max().item<double>(), 1e-4);
+  }
+}
+
+}  // namespace
+}  // namespace scaffold::llm

@@ -1,0 +1,286 @@
+// The GPT model against independent references: GPT-2 small's published parameter count
+// (124,439,808) and the presets' counts against the module's tensors and against the NVIDIA
+// paper's form 12 L h^2 (1 + 13/(12 h) + (V + s)/(12 L h)); causality (tokens after t leave the
+// logits up to t unchanged, tokens before t do not); the first loss from a random init near
+// ln(V); the fused attention against the plain one; the cross-entropy against at::cross_entropy;
+// rotary embeddings' relative-position property; recompute none = selective = full; and the
+// loss falling on a tiny repeated corpus through the task and the shared loop.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/utils.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.hpp"
+#include "dist/process_grid.hpp"
+#include "train/loop.hpp"
+#include "unit/model/tensor_compare.hpp"
+#include "workloads/llm_training/gpt.hpp"
+#include "workloads/llm_training/task.hpp"
+
+namespace scaffold::llm {
+namespace {
+
+using model::test::tensors_close;
+
+class GptEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    at::set_num_threads(1);
+    runtime() = std::make_unique<dist::Runtime>(nullptr, nullptr);
+  }
+  void TearDown() override { runtime().reset(); }
+  static std::unique_ptr<dist::Runtime>& runtime() {
+    static std::unique_ptr<dist::Runtime> r;
+    return r;
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kEnvironment = ::testing::AddGlobalTestEnvironment(new GptEnvironment);
+
+GptOptions small_options(PositionEmbedding pe = PositionEmbedding::kLearned, AttentionImpl attn = AttentionImpl::kPlain) {
+  GptOptions o;
+  o.num_layers = 2;
+  o.hidden_size = 32;
+  o.num_attention_heads = 4;
+  o.ffn_hidden_size = 128;
+  o.seq_length = 16;
+  o.padded_vocab_size = 128;
+  o.position_embedding = pe;
+  o.attention = attn;
+  o.init_method_std = 0.05;
+  return o;
+}
+
+int64_t module_parameters(torch::nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+TEST(GptParameters, Gpt2SmallHasItsPublishedCount) {
+  // GPT-2 small: vocabulary 50257 (unpadded), 1024 positions, 12 x 768, tied embeddings.
+  GptOptions o;
+  o.padded_vocab_size = padded_vocab_size(50257, 1, 1);
+  torch::manual_seed(0);
+  Gpt gpt(o);
+  EXPECT_EQ(module_parameters(*gpt), 124439808);
+  EXPECT_EQ(gpt_parameter_count(o), 124439808);
+}
+
+TEST(GptParameters, PaddedVocabularyAsMegatron) {
+  EXPECT_EQ(padded_vocab_size(50257, 128, 1), 50304);
+  EXPECT_EQ(padded_vocab_size(50257, 128, 2), 50432);
+  EXPECT_EQ(padded_vocab_size(50257, 128, 8), 51200);
+  EXPECT_EQ(padded_vocab_size(50304, 128, 1), 50304);
+}
+
+// 12 L h^2 (1 + 13/(12 h) + (V + s)/(12 L h)) for learned positions (NVIDIA's "Efficient
+// Large-Scale Language Model Training", eq. 2 with the final LayerNorm's 2h added), FFN = 4h.
+double paper_count(double layers, double h, double vocab, double seq) {
+  return 12 * layers * h * h * (1 + 13 / (12 * h) + (vocab + seq) / (12 * layers * h)) + 2 * h;
+}
+
+TEST(GptParameters, PresetsMatchTheClosedFormAndThePaper) {
+  struct Case {
+    int64_t layers, hidden, heads, ffn, seq;
+    double published;  // 0: none to compare with
+  };
+  // 117M, 800M, 13B (FFN 20480 = 4h), 175B (GPT-3: "175B", 174.6e9 with V = 50304).
+  const std::vector<Case> cases{{12, 768, 12, 3072, 1024, 124.4e6},
+                                {16, 2048, 8, 8192, 2048, 0},
+                                {40, 5120, 32, 20480, 2048, 13e9},
+                                {96, 12288, 96, 49152, 2048, 175e9}};
+  for (const Case& c : cases) {
+    GptOptions o;
+    o.num_layers = c.layers;
+    o.hidden_size = c.hidden;
+    o.num_attention_heads = c.heads;
+    o.ffn_hidden_size = c.ffn;
+    o.seq_length = c.seq;
+    o.padded_vocab_size = 50304;
+    const double paper = paper_count(c.layers, c.hidden, 50304, c.seq);
+    EXPECT_NEAR(static_cast<double>(gpt_parameter_count(o)), paper, 0.5) << "hidden " << c.hidden;
+    if (c.published > 0) {
+      // The names are rounded ("13B" is 12.85e9 at hidden 5120): within 2 %.
+      EXPECT_NEAR(paper / c.published, 1.0, 0.02) << "hidden " << c.hidden;
+    }
+    o.position_embedding = PositionEmbedding::kRope;  // no position table
+    EXPECT_EQ(gpt_parameter_count(o), static_cast<int64_t>(std::llround(paper)) - c.seq * c.hidden);
+  }
+  // The module's tensors for one layer at the 800M width (the count is linear in layers).
+  GptOptions wide;
+  wide.num_layers = 1;
+  wide.hidden_size = 2048;
+  wide.num_attention_heads = 8;
+  wide.ffn_hidden_size = 8192;
+  wide.seq_length = 2048;
+  wide.padded_vocab_size = 50304;
+  wide.position_embedding = PositionEmbedding::kRope;
+  torch::manual_seed(0);
+  Gpt gpt(wide);
+  EXPECT_EQ(module_parameters(*gpt), gpt_parameter_count(wide));
+  GptOptions tiny = small_options();
+  torch::manual_seed(0);
+  Gpt small(tiny);
+  EXPECT_EQ(module_parameters(*small), gpt_parameter_count(tiny));
+}
+
+// Logits at positions <= t do not change when tokens after t do; they do when a token <= t does.
+TEST(GptModel, IsCausal) {
+  for (auto pe : {PositionEmbedding::kLearned, PositionEmbedding::kRope})
+    for (auto attn : {AttentionImpl::kPlain, AttentionImpl::kFused}) {
+      torch::manual_seed(1);
+      Gpt gpt(small_options(pe, attn));
+      gpt->eval();
+      torch::NoGradGuard no_grad;
+      const at::Tensor tokens = at::randint(128, {2, 16}, at::kLong);
+      constexpr int64_t t = 6;
+      at::Tensor later = tokens.clone();
+      later.narrow(1, t + 1, 16 - t - 1).random_(128);
+      at::Tensor earlier = tokens.clone();
+      earlier.select(1, t).add_(1).remainder_(128);
+      const at::Tensor a = gpt->forward(tokens), b = gpt->forward(later), c = gpt->forward(earlier);
+      const std::string what = std::string(pe == PositionEmbedding::kRope ? "rope" : "learned") + "/" + to_string(attn);
+      EXPECT_TRUE(tensors_close(b.narrow(1, 0, t + 1), a.narrow(1, 0, t + 1), 1e-6, what + " logits <= t"));
+      EXPECT_GT((c.narrow(1, t, 1) - a.narrow(1, t, 1)).abs().max().item<double>(), 1e-4) << what;
+      EXPECT_GT((b.narrow(1, t + 1, 16 - t - 1) - a.narrow(1, t + 1, 16 - t - 1)).abs().max().item<double>(), 1e-4)
+          << what;
+    }
+}
+
+TEST(GptModel, FirstLossFromARandomInitIsNearLnV) {
+  GptOptions o = small_options();
+  o.num_layers = 4;
+  o.hidden_size = 128;
+  o.ffn_hidden_size = 512;
+  o.seq_length = 64;
+  o.padded_vocab_size = 50304;
+  o.init_method_std = 0.02;
+  torch::manual_seed(2);
+  Gpt gpt(o);
+  torch::NoGradGuard no_grad;
+  const at::Tensor tokens = at::randint(50257, {2, 65}, at::kLong);
+  const double loss = gpt->token_losses(tokens.narrow(1, 0, 64), tokens.narrow(1, 1, 64)).mean().item<double>();
+  // Logits of std ~ sqrt(h) x 0.02 = 0.23 add ~ var/2 = 0.03 to ln V = 10.826.
+  EXPECT_NEAR(loss, std::log(50304.0), 0.1);
+}
+
+TEST(GptModel, FusedAttentionAgreesWithThePlainOne) {
+  torch::manual_seed(3);
+  const auto make = [] { return at::randn({2, 4, 24, 16}).requires_grad_(true); };
+  const at::Tensor q = make(), k = make(), v = make();
+  const at::Tensor g = at::randn({2, 4, 24, 16});
+  std::vector<at::Tensor> outs, grads;
+  for (auto impl : {AttentionImpl::kPlain, AttentionImpl::kFused}) {
+    for (const auto& x : {q, k, v}) x.mutable_grad() = at::Tensor();
+    const at::Tensor out = causal_attention(q, k, v, impl, 0.0, true);
+    (out * g).sum().backward();
+    outs.push_back(out.detach());
+    for (const auto& x : {q, k, v}) grads.push_back(x.grad().clone());
+  }
+  EXPECT_TRUE(tensors_close(outs[1], outs[0], 1e-5, "attention output"));
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(tensors_close(grads[3 + i], grads[i], 1e-5, "gradient " + std::to_string(i)));
+  // And both are causal attention: position 0 attends only to itself, so its output is v's row 0.
+  EXPECT_TRUE(tensors_close(outs[0].select(2, 0), v.detach().select(2, 0), 1e-6, "first position"));
+}
+
+TEST(GptModel, CrossEntropyAgreesWithTorch) {
+  torch::manual_seed(4);
+  const at::Tensor logits = at::randn({40, 96}).mul_(3).requires_grad_(true);
+  const at::Tensor labels = at::randint(96, {40}, at::kLong);
+  const at::Tensor mine = vocab_parallel_cross_entropy(logits, labels, nullptr);
+  const at::Tensor g = at::rand({40});
+  (mine * g).sum().backward();
+  const at::Tensor grad_mine = logits.grad().clone();
+  logits.mutable_grad() = at::Tensor();
+  const at::Tensor ref = at::cross_entropy_loss(logits, labels, {}, at::Reduction::None);
+  (ref * g).sum().backward();
+  EXPECT_TRUE(tensors_close(mine, ref, 1e-6, "per-token loss"));
+  EXPECT_TRUE(tensors_close(grad_mine, logits.grad(), 1e-6, "logit gradient"));
+}
+
+// RoPE rotates pairs (i, i + d/2) by angle p / base^(2i/d): norms are kept and the dot product
+// of a rotated query at p and key at p' depends only on p - p'.
+TEST(GptModel, RotaryEmbeddingIsARelativeRotation) {
+  torch::manual_seed(5);
+  const at::Tensor q = at::randn({1, 1, 1, 8}).expand({1, 1, 12, 8}).contiguous();
+  const at::Tensor k = at::randn({1, 1, 1, 8}).expand({1, 1, 12, 8}).contiguous();
+  const at::Tensor rq = apply_rotary(q, 10000.0), rk = apply_rotary(k, 10000.0);
+  EXPECT_TRUE(tensors_close(rq.norm(2, -1), q.norm(2, -1), 1e-6, "norms"));
+  const auto dot = [&](int64_t p, int64_t pk) { return (rq[0][0][p] * rk[0][0][pk]).sum().item<double>(); };
+  EXPECT_NEAR(dot(5, 2), dot(9, 6), 1e-5);
+  EXPECT_NEAR(dot(3, 3), dot(11, 11), 1e-5);
+  EXPECT_GT(std::abs(dot(5, 2) - dot(5, 4)), 1e-4) << "the offset matters";
+  // Position 0 is not rotated; position 1 of pair 0 is rotated by 1 radian.
+  EXPECT_TRUE(tensors_close(rq.select(2, 0), q.select(2, 0), 1e-7, "position 0"));
+  const double x0 = q[0][0][1][0].item<double>(), x4 = q[0][0][1][4].item<double>();
+  EXPECT_NEAR(rq[0][0][1][0].item<double>(), x0 * std::cos(1.0) - x4 * std::sin(1.0), 1e-6);
+}
+
+TEST(GptModel, RecomputeGivesTheSameLossAndGradients) {
+  torch::manual_seed(6);
+  const at::Tensor tokens = at::randint(128, {2, 17}, at::kLong);
+  std::vector<double> losses;
+  std::vector<std::vector<at::Tensor>> grads;
+  for (auto r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    GptOptions o = small_options(PositionEmbedding::kRope);
+    o.recompute = r;
+    torch::manual_seed(7);
+    Gpt gpt(o);
+    const at::Tensor loss = gpt->token_losses(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16)).mean();
+    loss.backward();
+    losses.push_back(loss.item<double>());
+    std::vector<at::Tensor> g;
+    for (const auto& p : gpt->parameters()) g.push_back(p.grad().clone());
+    grads.push_back(g);
+  }
+  for (int v = 1; v < 3; ++v) {
+    EXPECT_NEAR(losses[v], losses[0], 1e-6);
+    for (std::size_t i = 0; i < grads[0].size(); ++i)
+      EXPECT_TRUE(tensors_close(grads[v][i], grads[0][i], 1e-5,
+                                "recompute " + std::to_string(v) + " grad " + std::to_string(i)));
+  }
+}
+
+// Four fixed sequences repeated: the model memorises them (loss far below ln V).
+class RepeatedCorpus : public dataset::ExampleSource {
+ public:
+  std::size_t size() const override { return 4; }
+  dataset::Example get(std::size_t index, uint64_t) const override {
+    at::Tensor t = at::arange(17, at::kLong).mul_(static_cast<int64_t>(index) + 3).remainder_(64);
+    return {{t}, std::to_string(index)};
+  }
+};
+
+TEST(GptTraining, LossFallsOnATinyRepeatedCorpus) {
+  GptOptions o = small_options(PositionEmbedding::kRope);
+  o.padded_vocab_size = 64;
+  torch::manual_seed(8);
+  const RepeatedCorpus corpus;
+  GptTask task(Gpt(o), corpus, corpus, c10::Device(c10::kCPU), {});
+  train::LoopOptions lo;
+  lo.local_batch_size = 4;
+  lo.loader_workers = 0;
+  lo.train_batches_per_epoch = 10;
+  lo.max_steps = 60;
+  AdamOptions adam;
+  adam.lr = 3e-3;
+  adam.weight_decay = 0.0;
+  lo.make_optimizer = megatron_adam(adam);
+  lo.grad_clip_norm = 1.0;
+  lo.clip_gradients = [&task](double max_norm) { task.clip_gradients(max_norm); };
+  const dist::ProcessGrid grid(1, 0, {1, 1, 1}, {2, 3, 4});
+  train::TrainingLoop loop(task, lo, c10::Device(c10::kCPU), GptEnvironment::runtime()->world(), grid);
+  std::vector<double> losses;
+  loop.run([&](const train::LoopEpoch& e) { losses.push_back(e.metrics.values[0].second); });
+  ASSERT_EQ(losses.size(), 6u);
+  EXPECT_GT(losses.front(), 2.5) << "starts near ln 64 = 4.16";
+  EXPECT_LT(losses.back(), 0.5) << "the first interval's loss " << losses.front();
+  EXPECT_GT(task.last_grad_norm(), 0.0);
+}
+
+}  // namespace
+}  // namespace scaffold::llm
