@@ -242,6 +242,8 @@ void ensure_instances(RunContext& ctx, const Job& job,
     dist::run_agreed(ctx.comm, [&] {
       stats = fractal::write_instances(job.layout, categories, mine, job.config.seed, ctx.threads,
                                        [&] { progress.add(); });
+      // The instances went to the page cache; one sync puts this rank's on the disk.
+      core::sync_file_system(job.layout.instances_dir());
     });
   }
   int64_t sums[3] = {static_cast<int64_t>(stats.written), static_cast<int64_t>(stats.retried),

@@ -37,7 +37,7 @@ void write_file_atomic(const fs::path& path, const void* data, std::size_t size)
   write_file_atomic(path, {ByteSpan{data, size}});
 }
 
-void write_file_atomic(const fs::path& path, std::initializer_list<ByteSpan> parts) {
+void write_file_atomic(const fs::path& path, std::initializer_list<ByteSpan> parts, Durability durability) {
   const fs::path tmp = temporary_sibling(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw FileError(path.string(), "cannot create temporary file: " + errno_text());
@@ -57,7 +57,7 @@ void write_file_atomic(const fs::path& path, std::initializer_list<ByteSpan> par
       left -= static_cast<std::size_t>(n);
     }
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+  if ((durability == Durability::kSynced && ::fsync(fd) != 0) || ::close(fd) != 0) {
     const std::string err = errno_text();
     ::unlink(tmp.c_str());
     throw FileError(path.string(), "fsync/close failed: " + err);
@@ -67,6 +67,18 @@ void write_file_atomic(const fs::path& path, std::initializer_list<ByteSpan> par
     ::unlink(tmp.c_str());
     throw FileError(path.string(), "rename failed: " + err);
   }
+}
+
+void sync_file_system(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw FileError(path.string(), "cannot open to sync: " + errno_text());
+  // syncfs writes the whole file system's dirty pages, fsync then the folder's own entries.
+  if (::syncfs(fd) != 0 || ::fsync(fd) != 0) {
+    const std::string err = errno_text();
+    ::close(fd);
+    throw FileError(path.string(), "sync failed: " + err);
+  }
+  ::close(fd);
 }
 
 void write_file_atomic(const fs::path& path, std::string_view text) {

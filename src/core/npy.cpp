@@ -99,12 +99,12 @@ std::string npy_header(DType dtype, const std::vector<int64_t>& shape) {
 }
 
 void write_npy(const std::filesystem::path& path, DType dtype, const std::vector<int64_t>& shape,
-               const void* data) {
+               const void* data, Durability durability) {
   NpyInfo info;
   info.shape = shape;
   const std::size_t bytes = info.element_count() * dtype_size(dtype);
   const std::string header = npy_header(dtype, shape);
-  write_file_atomic(path, {ByteSpan{header.data(), header.size()}, ByteSpan{data, bytes}});
+  write_file_atomic(path, {ByteSpan{header.data(), header.size()}, ByteSpan{data, bytes}}, durability);
 }
 
 namespace {

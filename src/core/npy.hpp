@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/fs.hpp"
+
 namespace scaffold::core {
 
 enum class DType { Float32, Float64, UInt8, UInt16, Int16, Int32, Int64 };
@@ -38,7 +40,7 @@ std::string npy_header(DType dtype, const std::vector<int64_t>& shape);
 
 // Writes the array atomically. `data` holds element_count(shape) elements of `dtype`.
 void write_npy(const std::filesystem::path& path, DType dtype, const std::vector<int64_t>& shape,
-               const void* data);
+               const void* data, Durability durability = Durability::kSynced);
 
 // Parses and validates the header and that the file holds exactly the data it announces.
 NpyInfo read_npy_info(const std::filesystem::path& path);

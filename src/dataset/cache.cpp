@@ -181,7 +181,10 @@ fs::path finalize_dataset_dir(const fs::path& tmp_dir, const std::string& commit
     const fs::path target = tmp_dir.parent_path() / (suffix == 0 ? base : fmt::format("{}-{}", base, suffix));
     if (fs::exists(target, ec)) continue;
     fs::rename(tmp_dir, target, ec);
-    if (!ec) return target;
+    if (!ec) {
+      core::sync_file_system(target.parent_path());  // the rename itself, on the disk
+      return target;
+    }
     if (!fs::exists(target)) throw core::FileError(tmp_dir.string(), "cannot rename to " + target.string() + ": " + ec.message());
   }
 }

@@ -76,8 +76,11 @@ uint64_t write_volume(const DatasetOptions& o, const DatasetPaths& paths, const 
       image = buf->shard_image.data();
       mask = buf->shard_mask.data();
     }
-    core::write_npy(paths.volume_file(split, v, s), core::DType::Float32, image_shape, image);
-    core::write_npy(paths.mask_file(split, v, s), core::DType::UInt16, mask_shape, mask);
+    // To the page cache only: the folder is synced once when complete, before it is renamed
+    // into view (a crash before that leaves a temporary folder, which is never used).
+    core::write_npy(paths.volume_file(split, v, s), core::DType::Float32, image_shape, image,
+                    core::Durability::kPageCache);
+    core::write_npy(paths.mask_file(split, v, s), core::DType::UInt16, mask_shape, mask, core::Durability::kPageCache);
     bytes += static_cast<uint64_t>(box[0].size() * box[1].size() * box[2].size()) * (3 * 4 + 2);
   }
   return bytes;
@@ -169,6 +172,7 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
           beat.restart();
         }
       });
+      core::sync_file_system(paths.root);  // this rank's volumes, on the disk before the seal
     });
   }
   buffers.clear();

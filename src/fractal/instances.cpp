@@ -116,8 +116,10 @@ InstanceStats write_instances(const LibraryLayout& layout, const std::vector<Ifs
         ++stats.retried;
         stats.points += static_cast<uint64_t>(n);
       }
+      // Page cache only: the library is synced once when complete (generate_fractals), and a
+      // resume validates every instance file (a short one after a crash is rewritten).
       core::write_npy(layout.instance_file(task.category, task.instance), core::DType::Float32,
-                      {n, 3}, cloud.points.data());
+                      {n, 3}, cloud.points.data(), core::Durability::kPageCache);
       ++stats.written;
       if (on_done) on_done();
     }

@@ -38,5 +38,33 @@ TEST(Fs, ErrorsNameThePath) {
   EXPECT_THROW(read_file(bad), FileError);
 }
 
+// The page-cache mode writes the same bytes, atomically too: only the fsync is left out.
+TEST(Fs, PageCacheWriteIsCompleteAndAtomic) {
+  test::TempDir dir;
+  const auto path = dir.path() / "b.bin";
+  const std::string head = "head:", body(100000, 'x');
+  write_file_atomic(path, {ByteSpan{head.data(), head.size()}, ByteSpan{body.data(), body.size()}},
+                    Durability::kPageCache);
+  EXPECT_EQ(read_file(path), head + body);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    ++files;
+    EXPECT_FALSE(is_temporary_name(e.path())) << e.path();
+  }
+  EXPECT_EQ(files, 1);
+  EXPECT_NO_THROW(sync_file_system(dir.path()));
+}
+
+TEST(Fs, SyncOfAMissingFolderNamesIt) {
+  test::TempDir dir;
+  const auto missing = dir.path() / "gone";
+  try {
+    sync_file_system(missing);
+    FAIL() << "syncing a missing folder succeeded";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find(missing.string()), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace scaffold::core
