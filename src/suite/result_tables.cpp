@@ -9,9 +9,8 @@ namespace scaffold::suite {
 
 const std::vector<report::WorkloadTable>& workload_tables() {
   static const std::vector<report::WorkloadTable> tables{
-      imgcls::result_table(),
-      llm::result_table(),
-      // GPT and FNO add theirs here.
+      imgcls::result_table(), llm::result_table(),
+      // The FNO adds its own here.
   };
   return tables;
 }

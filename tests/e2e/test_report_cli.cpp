@@ -393,11 +393,11 @@ TEST(ReportRecords, AnUnknownWorkloadIsAnErrorNamingTheFolderAndTheWorkload) {
   const Report r = report(runs.both() + " " + dir.string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.out, "");
-  EXPECT_NE(
-      r.err.find(dir.string() +
-                 ": its summary.json is of workload \"gpt_pretrain\", which scaffold "
-                 "report has no table for (known workloads: benchmark, image_classification)"),
-      std::string::npos)
+  EXPECT_NE(r.err.find(dir.string() +
+                       ": its summary.json is of workload \"gpt_pretrain\", which scaffold "
+                       "report has no table for (known workloads: benchmark, image_classification, "
+                       "llm_training)"),
+            std::string::npos)
       << r.err;
 }
 

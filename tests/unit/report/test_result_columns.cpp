@@ -162,7 +162,8 @@ TEST(ImageClassificationColumns, NonFiniteCountersAreMissingAndJobIdFallsBackToT
 
 TEST(SuiteResultTables, ListsImageClassificationExplicitly) {
   ASSERT_FALSE(suite::workload_tables().empty());
-  EXPECT_EQ(suite::workload_table_names(), (std::vector<std::string>{"image_classification"}));
+  EXPECT_EQ(suite::workload_table_names(),
+            (std::vector<std::string>{"image_classification", "llm_training"}));
   const report::WorkloadTable* t = suite::find_workload_table("image_classification");
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->columns.size(), 26u);
