@@ -28,6 +28,7 @@
 #include "core/timer.hpp"
 #include "core/version.hpp"
 #include "model/autocast.hpp"
+#include "model/dnnl_conv.hpp"
 #include "model/unet.hpp"
 #include "train/grad_clip.hpp"
 #include "train/loss.hpp"
@@ -43,10 +44,11 @@ struct BenchOptions {
   int batch = 2;  // batch 1 takes LibTorch 1.13's slow conv path (cpu-stack.md §2)
   int warmup_steps = 2;
   int timed_steps = 5;
-  int threads = 0;             // 0: core::default_thread_count()
-  bool bf16 = false;           // bf16 autocast in the forward pass
-  bool channels_last = false;  // 5-D parameters and the input in ChannelsLast3d
-  int gemm_n = 4096;           // square GEMM side (even); 0 skips it
+  int threads = 0;                 // 0: core::default_thread_count()
+  bool bf16 = false;               // bf16 autocast in the forward pass
+  bool channels_last = false;      // 5-D parameters and the input in ChannelsLast3d
+  std::string kernels = "native";  // CPU kernels: native (issue 17) or libtorch
+  int gemm_n = 4096;               // square GEMM side (even); 0 skips it
   int gemm_reps = 3;
   uint64_t seed = 0;
   std::string device = "cpu";  // cpu | cuda
@@ -171,6 +173,9 @@ int run(const BenchOptions& o) {
   mo.group_norm_groups = 8;
   // As scaffold benchmark does: 1.13's CPU bf16 max_pool3d / conv_transpose3d are missing or wrong.
   mo.fp32_pool_and_upsample = o.bf16 && !model::bf16_pool_and_upsample_work(device);
+  // The CPU kernels of issue 17 (as scaffold benchmark's `cpu_kernels: native`), or LibTorch's.
+  mo.kernels.onednn_conv = o.kernels == "native" && model::dnnl_conv3d_built();
+  mo.kernels.gemm_upconv = o.kernels == "native";
 
   // Model, then input, then labels from one seed: train_step.py draws them in the same order from
   // the same generator, so both start from the same weights and data (checked through loss0).
@@ -295,15 +300,15 @@ int run(const BenchOptions& o) {
   // One machine-readable line; train_step.py prints the same keys (gemm_* excepted).
   fmt::print(
       "result impl=cpp device={} gemm_dtype={} scale={} base={} layers={} batch={} dtype={} "
-      "layout={} threads={} "
+      "layout={} kernels={} threads={} "
       "params={} step_ms={:.2f} step_ms_min={:.2f} step_ms_max={:.2f} step_gflop={:.3f} "
       "model_gflop_per_s={:.2f} gemm_n={} gemm_blas_gflop_per_s={:.2f} "
       "gemm_onednn_gflop_per_s={:.2f} rss_before_mib={:.1f} "
       "peak_rss_mib={:.1f} peak_rss_delta_mib={:.1f} loss0={:.6f} forward_ms={:.2f} loss_ms={:.2f} "
       "backward_ms={:.2f} optimizer_ms={:.2f}\n",
       device.is_cuda() ? "cuda" : "cpu", gemm_dtype, o.scale, o.base_channels, mo.layers, o.batch,
-      o.bf16 ? "bf16" : "fp32", o.channels_last ? "cl3d" : "ncdhw", threads, params, step_ms,
-      step_spread.min * 1e3, step_spread.max * 1e3, flop_step / 1e9, model_rate, o.gemm_n,
+      o.bf16 ? "bf16" : "fp32", o.channels_last ? "cl3d" : "ncdhw", o.kernels, threads, params,
+      step_ms, step_spread.min * 1e3, step_spread.max * 1e3, flop_step / 1e9, model_rate, o.gemm_n,
       gemm.blas_gflop_per_s, gemm.onednn_gflop_per_s, rss_before_bytes / kMiB, hwm_bytes / kMiB,
       (hwm_bytes - rss_before_bytes) / kMiB, loss0, forward_ms, loss_ms, backward_ms, optimizer_ms);
   return 0;
@@ -327,6 +332,9 @@ int parse_and_run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--bf16", o.bf16, "bf16 autocast in the forward pass");
   app.add_flag("--channels-last", o.channels_last, "parameters and input in ChannelsLast3d");
+  app.add_option("--kernels", o.kernels,
+                 "CPU kernels: native (oneDNN convolutions, GEMM upsampling) or libtorch")
+      ->check(CLI::IsMember({"native", "libtorch"}));
   app.add_option("--gemm-n", o.gemm_n, "side of the fp32 GEMM (0: skip)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--gemm-reps", o.gemm_reps, "timed GEMMs (median)")->check(CLI::PositiveNumber);

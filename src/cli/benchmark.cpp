@@ -183,6 +183,7 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
   mo.base_channels = cfg.unet_base_channels;
   mo.group_norm_groups = cfg.group_norm_groups;
   mo.activation_checkpointing = cfg.activation_checkpointing;
+  mo.kernels = model::resolve_unet_kernels(cfg.conv_kernel, cfg.upconv_kernel, device);
   if (cfg.torch_amp && !model::bf16_pool_and_upsample_work(device)) {
     mo.fp32_pool_and_upsample = true;
     LOG_INFO("bf16 autocast: max-pooling and transposed convolution run in fp32 (this LibTorch has no "
@@ -252,6 +253,7 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
                                    int threads, int64_t params, double flops_per_sample,
                                    const suite::PhaseDriver& phases) {
   report::RunRecord r = suite::base_record("benchmark", run_dir, comm, threads, device.str());
+  const model::UNetKernels kernels = model::resolve_unet_kernels(cfg.conv_kernel, cfg.upconv_kernel, device);
   double total_s = 0.0;
   for (const auto& e : records) total_s += e.epoch_duration_s;
   const int64_t steps = records.empty() ? 0 : records.back().total_optimizer_steps;
@@ -275,6 +277,8 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
               {"dc_num_shards", fmt::format("{}", fmt::join(cfg.dc_num_shards, "x"))},
               {"dc_groupnorm", grid.spatial_size() > 1 ? cfg.dc_groupnorm : std::string("-")},
               {"memory_format", train::use_channels_last(cfg.memory_format, device) ? "channels_last" : "contiguous"},
+              {"conv_kernel", kernels.onednn_conv ? "onednn" : "libtorch"},
+              {"upconv_kernel", kernels.gemm_upconv ? "gemm" : "libtorch"},
               {"target_dice", core::python_float_str(cfg.target_dice)}};
   const double samples = static_cast<double>(steps * global_batch);
   const double median_s = core::median(result.step_times_s);
@@ -322,6 +326,9 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
     info.rank_devices = device_choice.rank_devices;
     info.threads = ctx.threads;
     info.dc_num_shards = cfg.dc_num_shards;
+    const model::UNetKernels kernels = model::resolve_unet_kernels(cfg.conv_kernel, cfg.upconv_kernel, device);
+    info.kernels = {std::string("conv=") + (kernels.onednn_conv ? "onednn" : "libtorch"),
+                    std::string("upconv=") + (kernels.gemm_upconv ? "gemm" : "libtorch")};
     suite::write_run_context(ctx.comm, run_dir, info);
   }
 

@@ -46,6 +46,8 @@ struct Config {
   std::string device = "auto";          // extension: auto | cpu | cuda
   bool device_sharing = false;          // extension: 1 lets ranks of a node share a GPU
   std::string memory_format = "auto";   // extension: auto | channels_last | contiguous
+  std::string conv_kernel = "auto";     // extension: auto | onednn | libtorch (the 3^3 convolutions)
+  std::string upconv_kernel = "auto";   // extension: auto | gemm | libtorch (the transposed convolutions)
   bool activation_checkpointing = false;
   std::string optimizer = "ADAM";       // ADAM | RMSProp | SGD
   double starting_learning_rate = 0.001;

@@ -210,6 +210,23 @@ std::vector<KeySpec> scaffold_keys() {
         "one of auto, channels_last, contiguous"));
     t[i].choices = {"auto", "channels_last", "contiguous"};
   }
+  {
+    const auto i = add(bind_key(
+        "conv_kernel", &Config::conv_kernel,
+        "extension: the U-Net's 3^3 convolutions on the CPU: onednn (oneDNN at every batch size; "
+        "LibTorch 1.13 sends batch 1 to a 3-5x slower path), libtorch, or auto (onednn on the CPU "
+        "when built with it, libtorch on CUDA)",
+        "one of auto, onednn, libtorch"));
+    t[i].choices = {"auto", "onednn", "libtorch"};
+  }
+  {
+    const auto i = add(bind_key(
+        "upconv_kernel", &Config::upconv_kernel,
+        "extension: the U-Net's transposed convolutions (kernel 2, stride 2): gemm (one matrix "
+        "product and a pixel shuffle), libtorch, or auto (gemm on the CPU, libtorch on CUDA)",
+        "one of auto, gemm, libtorch"));
+    t[i].choices = {"auto", "gemm", "libtorch"};
+  }
   add(bind_key("activation_checkpointing", &Config::activation_checkpointing,
                "1 recomputes every U-Net block in the backward pass", kBoolAllowed, bool_any));
   {

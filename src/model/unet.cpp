@@ -15,6 +15,8 @@
 #include "core/error.hpp"
 #include "model/autocast.hpp"
 #include "model/checkpoint.hpp"
+#include "model/conv_transpose.hpp"
+#include "model/dnnl_conv.hpp"
 
 namespace scaffold::model {
 namespace {
@@ -52,6 +54,29 @@ at::Tensor in_fp32(const at::Tensor& x, Op&& op) {
 
 }  // namespace
 
+UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upconv, const c10::Device& device) {
+  const bool cpu = device.is_cpu();
+  UNetKernels k;
+  if (conv == "auto") {
+    k.onednn_conv = cpu && dnnl_conv3d_built();
+  } else if (conv == "onednn") {
+    if (!cpu) throw core::Error(fmt::format("conv_kernel: onednn runs on the CPU, this run trains on {}", device.str()));
+    if (!dnnl_conv3d_built())
+      throw core::Error("conv_kernel: onednn, but this build has no oneDNN (install libdnnl-dev and rebuild)");
+    k.onednn_conv = true;
+  } else if (conv != "libtorch") {
+    throw core::Error(fmt::format("conv_kernel: '{}' is not allowed; expected auto, onednn or libtorch", conv));
+  }
+  if (upconv == "auto" || upconv == "gemm") {
+    if (upconv == "gemm" && !cpu)
+      throw core::Error(fmt::format("upconv_kernel: gemm runs on the CPU, this run trains on {}", device.str()));
+    k.gemm_upconv = cpu;
+  } else if (upconv != "libtorch") {
+    throw core::Error(fmt::format("upconv_kernel: '{}' is not allowed; expected auto, gemm or libtorch", upconv));
+  }
+  return k;
+}
+
 void validate(const UNetOptions& o) {
   auto fail = [](const std::string& what) { throw core::Error("UNetOptions." + what); };
   if (o.in_channels < 1) fail(fmt::format("in_channels must be >= 1, got {}", o.in_channels));
@@ -77,8 +102,8 @@ void validate(const UNetOptions& o) {
 // --- DoubleConv ----------------------------------------------------------------------------------
 
 DoubleConvImpl::DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_t groups,
-                               std::shared_ptr<const SpatialContext> spatial)
-    : spatial_(std::move(spatial)) {
+                               std::shared_ptr<const SpatialContext> spatial, UNetKernels kernels)
+    : spatial_(std::move(spatial)), kernels_(kernels) {
   namespace nn = torch::nn;
   conv1_ = register_module(
       "conv1", nn::Conv3d(nn::Conv3dOptions(in_channels, out_channels, 3).padding(1).bias(false)));
@@ -91,7 +116,16 @@ DoubleConvImpl::DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_
 }
 
 at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
-  return spatial_ ? conv3d_same(x, c->weight, c->bias, spatial_) : c(x);
+  if (spatial_) return conv3d_same(x, c->weight, c->bias, spatial_);
+  if (kernels_.onednn_conv && x.device().is_cpu()) {
+    // CPU autocast would run the convolution in its lower dtype: the same casts, by hand (the
+    // custom function is not on autocast's list).
+    const AutocastState state = AutocastState::current();
+    const c10::ScalarType dtype = state.cpu_enabled ? state.cpu_dtype : x.scalar_type();
+    const at::Tensor xc = x.to(dtype), wc = c->weight.to(dtype);
+    if (dnnl_conv3d_supported(xc, wc)) return dnnl_conv3d(xc, wc, /*padding=*/1);
+  }
+  return c(x);
 }
 
 at::Tensor DoubleConvImpl::norm(torch::nn::GroupNorm& n, const at::Tensor& x) {
@@ -112,10 +146,10 @@ at::Tensor DoubleConvImpl::forward(const at::Tensor& x) {
 // --- Down ----------------------------------------------------------------------------------------
 
 DownImpl::DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_pool,
-                   std::shared_ptr<const SpatialContext> spatial)
+                   std::shared_ptr<const SpatialContext> spatial, UNetKernels kernels)
     : fp32_pool_(fp32_pool) {
   pool_ = register_module("pool", torch::nn::MaxPool3d(torch::nn::MaxPool3dOptions(2)));
-  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial)));
+  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial), kernels));
 }
 
 at::Tensor DownImpl::forward(const at::Tensor& x) {
@@ -127,13 +161,24 @@ at::Tensor DownImpl::forward(const at::Tensor& x) {
 // --- Up ------------------------------------------------------------------------------------------
 
 UpImpl::UpImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_upsample,
-               std::shared_ptr<const SpatialContext> spatial)
-    : fp32_upsample_(fp32_upsample) {
+               std::shared_ptr<const SpatialContext> spatial, UNetKernels kernels)
+    : fp32_upsample_(fp32_upsample), gemm_upconv_(kernels.gemm_upconv) {
   namespace nn = torch::nn;
   up_ = register_module(
       "up", nn::ConvTranspose3d(
                 nn::ConvTranspose3dOptions(in_channels, in_channels / 2, 2).stride(2).bias(true)));
-  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial)));
+  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial), kernels));
+}
+
+at::Tensor UpImpl::upsample(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const {
+  if (gemm_upconv_) {
+    // Under CPU autocast, in its lower dtype (conv_transpose3d is on autocast's list).
+    const AutocastState state = AutocastState::current();
+    const bool cast = x.device().is_cpu() && state.cpu_enabled;
+    const c10::ScalarType dtype = cast ? state.cpu_dtype : x.scalar_type();
+    return conv_transpose3d_k2s2(x.to(dtype), weight.to(dtype), bias.defined() ? bias.to(dtype) : bias);
+  }
+  return at::conv_transpose3d(x, weight, bias, /*stride=*/{2, 2, 2});
 }
 
 at::Tensor UpImpl::forward(const at::Tensor& x, const at::Tensor& skip) {
@@ -141,11 +186,10 @@ at::Tensor UpImpl::forward(const at::Tensor& x, const at::Tensor& skip) {
   if (fp32_upsample_) {
     // The parameters are cast too (a no-op unless the model was converted as a whole).
     up = in_fp32(x, [this](const at::Tensor& xf) {
-      return at::conv_transpose3d(xf, up_->weight.to(at::kFloat), up_->bias.to(at::kFloat),
-                                  /*stride=*/{2, 2, 2});
+      return upsample(xf, up_->weight.to(at::kFloat), up_->bias.to(at::kFloat));
     });
   } else {
-    up = up_(x);
+    up = upsample(x, up_->weight, up_->bias);
   }
   // Pad (or crop) symmetrically to the skip's D, H, W; never needed for power-of-two volumes.
   const int64_t dd = skip.size(2) - up.size(2);
@@ -177,14 +221,15 @@ UNet3dImpl::UNet3dImpl(const UNetOptions& options) : options_(options) {
   const int64_t groups = options_.group_norm_groups;
   const bool fp32 = options_.fp32_pool_and_upsample;
   const auto& sp = options_.spatial;
-  inc_ = register_module("inc", DoubleConv(options_.in_channels, base, groups, sp));
+  const UNetKernels& kernels = options_.kernels;
+  inc_ = register_module("inc", DoubleConv(options_.in_channels, base, groups, sp, kernels));
   for (int l = 1; l <= options_.layers; ++l) {
     const int64_t c = base << l;  // channels of level l
-    downs_.push_back(register_module("down" + std::to_string(l), Down(c / 2, c, groups, fp32, sp)));
+    downs_.push_back(register_module("down" + std::to_string(l), Down(c / 2, c, groups, fp32, sp, kernels)));
   }
   for (int k = 1; k <= options_.layers; ++k) {
     const int64_t c = base << (options_.layers - k + 1);  // from level L-k+1 to level L-k
-    ups_.push_back(register_module("up" + std::to_string(k), Up(c, c / 2, groups, fp32, sp)));
+    ups_.push_back(register_module("up" + std::to_string(k), Up(c, c / 2, groups, fp32, sp, kernels)));
   }
   outc_ = register_module("outc", OutConv(base, options_.n_classes));
 }

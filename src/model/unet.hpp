@@ -20,6 +20,19 @@
 
 namespace scaffold::model {
 
+// CPU kernels that replace LibTorch 1.13's where it leaves time on the table (issue 17). Each
+// falls back to LibTorch for arguments it cannot take (CUDA tensors, float64, sharded samples).
+struct UNetKernels {
+  bool onednn_conv = false;  // the 3^3 convolutions through oneDNN at any batch size (model/dnnl_conv.hpp)
+  bool gemm_upconv = false;  // ConvTranspose3d k2 s2 as a matrix product (model/conv_transpose.hpp)
+};
+
+// The conv_kernel and upconv_kernel keys for `device`: auto picks the native kernels on the CPU
+// (oneDNN where this build has it) and LibTorch's on CUDA. Throws core::Error naming the key for
+// a value that cannot run here (onednn or gemm on CUDA, onednn in a build without oneDNN).
+UNetKernels resolve_unet_kernels(const std::string& conv_kernel, const std::string& upconv_kernel,
+                                 const c10::Device& device);
+
 struct UNetOptions {
   int in_channels = 3;
   int n_classes = 6;          // n_categories + 1 (background)
@@ -36,6 +49,7 @@ struct UNetOptions {
   // convolutions then pad from their neighbours, and GroupNorm follows spatial->group_norm.
   // Null: the whole sample is here.
   std::shared_ptr<const SpatialContext> spatial;
+  UNetKernels kernels;
 };
 
 // Throws core::Error naming the first invalid option, its value and what is allowed.
@@ -47,7 +61,7 @@ void validate(const UNetOptions& options);
 class DoubleConvImpl : public torch::nn::Module {
  public:
   DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_t groups,
-                 std::shared_ptr<const SpatialContext> spatial = nullptr);
+                 std::shared_ptr<const SpatialContext> spatial = nullptr, UNetKernels kernels = {});
   // (N, Cin, D, H, W) -> (N, Cout, D, H, W)
   at::Tensor forward(const at::Tensor& x);
 
@@ -57,6 +71,7 @@ class DoubleConvImpl : public torch::nn::Module {
   torch::nn::Conv3d conv2_{nullptr};     // weight (Cout, Cout, 3, 3, 3)
   torch::nn::GroupNorm norm2_{nullptr};  // weight, bias (Cout)
   std::shared_ptr<const SpatialContext> spatial_;
+  UNetKernels kernels_;
   at::Tensor conv(torch::nn::Conv3d& conv, const at::Tensor& x);
   at::Tensor norm(torch::nn::GroupNorm& norm, const at::Tensor& x);
 };
@@ -66,7 +81,7 @@ TORCH_MODULE(DoubleConv);
 class DownImpl : public torch::nn::Module {
  public:
   DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_pool,
-           std::shared_ptr<const SpatialContext> spatial = nullptr);
+           std::shared_ptr<const SpatialContext> spatial = nullptr, UNetKernels kernels = {});
   // (N, Cin, D, H, W) -> (N, Cout, D/2, H/2, W/2)
   at::Tensor forward(const at::Tensor& x);
 
@@ -81,7 +96,7 @@ TORCH_MODULE(Down);
 class UpImpl : public torch::nn::Module {
  public:
   UpImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_upsample,
-         std::shared_ptr<const SpatialContext> spatial = nullptr);
+         std::shared_ptr<const SpatialContext> spatial = nullptr, UNetKernels kernels = {});
   // x (N, Cin, D, H, W), skip (N, Cin/2, ~2D, ~2H, ~2W) -> (N, Cout, skip's D, H, W)
   at::Tensor forward(const at::Tensor& x, const at::Tensor& skip);
 
@@ -89,6 +104,8 @@ class UpImpl : public torch::nn::Module {
   torch::nn::ConvTranspose3d up_{nullptr};  // weight (Cin, Cin/2, 2, 2, 2), bias (Cin/2)
   DoubleConv conv_{nullptr};
   bool fp32_upsample_;
+  bool gemm_upconv_;
+  at::Tensor upsample(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const;
 };
 TORCH_MODULE(Up);
 

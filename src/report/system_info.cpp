@@ -32,7 +32,7 @@ struct Field {
 };
 
 // The one declaration of system.json's keys, in file order.
-const std::array<Field, 16> kFields{{
+const std::array<Field, 17> kFields{{
     {"host", &SystemInfo::host},
     {"cpu_model", &SystemInfo::cpu_model},
     {"gpu_model", &SystemInfo::gpu_model},
@@ -47,6 +47,7 @@ const std::array<Field, 16> kFields{{
     {"nodes", &SystemInfo::nodes},
     {"threads", &SystemInfo::threads},
     {"dc_num_shards", &SystemInfo::dc_num_shards},
+    {"kernels", &SystemInfo::kernels},
     {"rank_devices", &SystemInfo::rank_devices},
     {"created_at", &SystemInfo::created_at},
 }};

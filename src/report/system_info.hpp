@@ -28,6 +28,9 @@ struct SystemInfo {
   int nodes = 1;                   // distinct hosts among the ranks
   int threads = 1;                 // compute threads per rank
   std::vector<int> dc_num_shards;  // spatial shards per sharded dimension
+  // The compute kernels the run chose where there is a choice, "<op>=<kernel>" (e.g.
+  // "conv=onednn", "upconv=gemm"); empty for a workload without such options.
+  std::vector<std::string> kernels;
   // Every rank's training device in world rank order, "<host> <device>" and on CUDA the physical
   // GPU: "node1 cuda:1 visible=3 pci=0000:41:00.0" (train::select_device).
   std::vector<std::string> rank_devices;

@@ -238,8 +238,7 @@ TEST_F(ImageClassificationConfigTest, DefaultsAreCaramls) {
 TEST_F(ImageClassificationConfigTest, KnownKeysInStructOrder) {
   EXPECT_EQ(known_keys<IC>(), kKeys);
   EXPECT_EQ(schema_of<IC>().size(), kKeys.size());
-  // Config's keys are untouched by the new schema.
-  EXPECT_EQ(known_keys().size(), 47u);
+  // The untemplated helpers still mean ScaFFold's table (its count: test_config.cpp).
   EXPECT_EQ(known_keys<Config>(), known_keys());
 }
 

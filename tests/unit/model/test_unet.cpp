@@ -17,6 +17,7 @@
 
 #include "core/error.hpp"
 #include "model/autocast.hpp"
+#include "model/dnnl_conv.hpp"
 #include "model/unet.hpp"
 #include "unit/model/tensor_compare.hpp"
 
@@ -152,12 +153,13 @@ struct ForwardBackward {
 };
 
 // Same seed -> same weights and data; loss = sum(out * g) with a fixed random g.
-ForwardBackward forward_backward(UNetOptions o, bool checkpointing, bool bf16_autocast) {
+ForwardBackward forward_backward(UNetOptions o, bool checkpointing, bool bf16_autocast,
+                                 int64_t batch = 2) {
   o.activation_checkpointing = checkpointing;
   torch::manual_seed(5);
   UNet3d model(o);
-  const at::Tensor x = at::randn({2, 3, 8, 8, 8}).requires_grad_(true);
-  const at::Tensor g = at::randn({2, o.n_classes, 8, 8, 8});
+  const at::Tensor x = at::randn({batch, 3, 8, 8, 8}).requires_grad_(true);
+  const at::Tensor g = at::randn({batch, o.n_classes, 8, 8, 8});
   at::Tensor out;
   {
     AutocastState state = AutocastState::current();
@@ -186,6 +188,20 @@ TEST(UNet3d, ActivationCheckpointingGivesTheSameOutputAndGradients) {
   expect_same(forward_backward(o, true, false), forward_backward(o, false, false), 1e-6);
 }
 
+// The CPU kernels (oneDNN convolutions, the transposed convolution as a GEMM) against LibTorch's
+// own: the whole model's output and every gradient, at batch 1 (LibTorch's slow_conv3d) and 2.
+TEST(UNet3d, CpuKernelsGiveLibTorchsOutputAndGradients) {
+  for (const int64_t batch : {1, 2}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    UNetOptions plain = small_options(2);
+    UNetOptions fast = plain;
+    fast.kernels.onednn_conv = dnnl_conv3d_built();
+    fast.kernels.gemm_upconv = true;
+    expect_same(forward_backward(fast, false, false, batch),
+                forward_backward(plain, false, false, batch), 1e-5);
+  }
+}
+
 bool bf16_autocast_supported() {
   try {
     AutocastState state = AutocastState::current();
@@ -205,6 +221,21 @@ TEST(UNet3d, ActivationCheckpointingMatchesUnderBf16Autocast) {
   UNetOptions o = small_options(2);
   o.fp32_pool_and_upsample = true;
   expect_same(forward_backward(o, true, true), forward_backward(o, false, true), 1e-6);
+}
+
+// Under bf16 autocast the kernels take the same casts as LibTorch's convolutions: both round to
+// bf16 (8 bits) at the same places, so they agree to a few bf16 steps.
+TEST(UNet3d, CpuKernelsFollowBf16Autocast) {
+  if (!bf16_autocast_supported()) GTEST_SKIP() << "bf16 CPU autocast not supported";
+  UNetOptions plain = small_options(2);
+  plain.fp32_pool_and_upsample = true;
+  UNetOptions fast = plain;
+  fast.kernels.onednn_conv = dnnl_conv3d_built();
+  fast.kernels.gemm_upconv = true;
+  const ForwardBackward a = forward_backward(fast, false, true, 1),
+                        b = forward_backward(plain, false, true, 1);
+  EXPECT_TRUE(tensors_close(a.out, b.out, 3e-2, "bf16 output"));
+  EXPECT_TRUE(tensors_close(a.input_grad, b.input_grad, 5e-2, "bf16 input grad"));
 }
 
 TEST(UNet3d, Fp32PoolAndUpsampleRunsUnderBf16Autocast) {
