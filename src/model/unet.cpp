@@ -77,8 +77,8 @@ void validate(const UNetOptions& o) {
 // --- DoubleConv ----------------------------------------------------------------------------------
 
 DoubleConvImpl::DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_t groups,
-                               std::shared_ptr<const SpatialContext> spatial)
-    : spatial_(std::move(spatial)) {
+                               std::shared_ptr<const SpatialContext> spatial, NormKernel norm_kernel)
+    : spatial_(std::move(spatial)), norm_kernel_(norm_kernel) {
   namespace nn = torch::nn;
   conv1_ = register_module(
       "conv1", nn::Conv3d(nn::Conv3dOptions(in_channels, out_channels, 3).padding(1).bias(false)));
@@ -102,20 +102,35 @@ at::Tensor DoubleConvImpl::norm(torch::nn::GroupNorm& n, const at::Tensor& x) {
   return group_norm(n, x);  // unsharded, or `local`: each shard's own statistics
 }
 
-at::Tensor DoubleConvImpl::forward(const at::Tensor& x) {
+at::Tensor DoubleConvImpl::norm_relu(torch::nn::GroupNorm& n, const at::Tensor& x) {
+  if (norm_kernel_ == NormKernel::Fused) {
+    // The fused kernel reads a bf16 conv output as it is (what the cast below would feed torch's
+    // GroupNorm); anything else goes to the parameters' dtype first, as group_norm() does.
+    const c10::ScalarType dtype = n->weight.scalar_type();
+    const at::Tensor xin = x.scalar_type() == dtype || x.scalar_type() == at::kBFloat16 ? x : x.to(dtype);
+    const auto& o = n->options;
+    if (group_norm_relu_unsupported(xin, o.num_groups(), n->weight, n->bias).empty()) {
+      const bool global = spatial_ && spatial_->group_norm == GroupNormMode::Global;
+      return group_norm_relu(xin, o.num_groups(), n->weight, n->bias, o.eps(), global ? spatial_ : nullptr);
+    }
+  }
   // In-place ReLU: GroupNorm's backward needs its input and statistics, not its output (the
   // global GroupNorm's addcmul saves its inputs, not its output, too).
-  at::Tensor h = norm(norm1_, conv(conv1_, x)).relu_();
-  return norm(norm2_, conv(conv2_, h)).relu_();
+  return norm(n, x).relu_();
+}
+
+at::Tensor DoubleConvImpl::forward(const at::Tensor& x) {
+  at::Tensor h = norm_relu(norm1_, conv(conv1_, x));
+  return norm_relu(norm2_, conv(conv2_, h));
 }
 
 // --- Down ----------------------------------------------------------------------------------------
 
 DownImpl::DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_pool,
-                   std::shared_ptr<const SpatialContext> spatial)
+                   std::shared_ptr<const SpatialContext> spatial, NormKernel norm_kernel)
     : fp32_pool_(fp32_pool) {
   pool_ = register_module("pool", torch::nn::MaxPool3d(torch::nn::MaxPool3dOptions(2)));
-  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial)));
+  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial), norm_kernel));
 }
 
 at::Tensor DownImpl::forward(const at::Tensor& x) {
@@ -127,13 +142,13 @@ at::Tensor DownImpl::forward(const at::Tensor& x) {
 // --- Up ------------------------------------------------------------------------------------------
 
 UpImpl::UpImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_upsample,
-               std::shared_ptr<const SpatialContext> spatial)
+               std::shared_ptr<const SpatialContext> spatial, NormKernel norm_kernel)
     : fp32_upsample_(fp32_upsample) {
   namespace nn = torch::nn;
   up_ = register_module(
       "up", nn::ConvTranspose3d(
                 nn::ConvTranspose3dOptions(in_channels, in_channels / 2, 2).stride(2).bias(true)));
-  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial)));
+  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial), norm_kernel));
 }
 
 at::Tensor UpImpl::forward(const at::Tensor& x, const at::Tensor& skip) {
@@ -177,14 +192,15 @@ UNet3dImpl::UNet3dImpl(const UNetOptions& options) : options_(options) {
   const int64_t groups = options_.group_norm_groups;
   const bool fp32 = options_.fp32_pool_and_upsample;
   const auto& sp = options_.spatial;
-  inc_ = register_module("inc", DoubleConv(options_.in_channels, base, groups, sp));
+  const NormKernel nk = options_.norm_kernel;
+  inc_ = register_module("inc", DoubleConv(options_.in_channels, base, groups, sp, nk));
   for (int l = 1; l <= options_.layers; ++l) {
     const int64_t c = base << l;  // channels of level l
-    downs_.push_back(register_module("down" + std::to_string(l), Down(c / 2, c, groups, fp32, sp)));
+    downs_.push_back(register_module("down" + std::to_string(l), Down(c / 2, c, groups, fp32, sp, nk)));
   }
   for (int k = 1; k <= options_.layers; ++k) {
     const int64_t c = base << (options_.layers - k + 1);  // from level L-k+1 to level L-k
-    ups_.push_back(register_module("up" + std::to_string(k), Up(c, c / 2, groups, fp32, sp)));
+    ups_.push_back(register_module("up" + std::to_string(k), Up(c, c / 2, groups, fp32, sp, nk)));
   }
   outc_ = register_module("outc", OutConv(base, options_.n_classes));
 }

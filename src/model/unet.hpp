@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/fused_norm.hpp"
 #include "model/spatial.hpp"
 
 namespace scaffold::model {
@@ -36,6 +37,9 @@ struct UNetOptions {
   // convolutions then pad from their neighbours, and GroupNorm follows spatial->group_norm.
   // Null: the whole sample is here.
   std::shared_ptr<const SpatialContext> spatial;
+  // GroupNorm + ReLU as torch's two ops, or the fused CPU kernel (model/fused_norm.hpp), which
+  // falls back to the two ops for inputs it does not run.
+  NormKernel norm_kernel = NormKernel::Unfused;
 };
 
 // Throws core::Error naming the first invalid option, its value and what is allowed.
@@ -47,7 +51,7 @@ void validate(const UNetOptions& options);
 class DoubleConvImpl : public torch::nn::Module {
  public:
   DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_t groups,
-                 std::shared_ptr<const SpatialContext> spatial = nullptr);
+                 std::shared_ptr<const SpatialContext> spatial = nullptr, NormKernel norm_kernel = NormKernel::Unfused);
   // (N, Cin, D, H, W) -> (N, Cout, D, H, W)
   at::Tensor forward(const at::Tensor& x);
 
@@ -57,8 +61,10 @@ class DoubleConvImpl : public torch::nn::Module {
   torch::nn::Conv3d conv2_{nullptr};     // weight (Cout, Cout, 3, 3, 3)
   torch::nn::GroupNorm norm2_{nullptr};  // weight, bias (Cout)
   std::shared_ptr<const SpatialContext> spatial_;
+  NormKernel norm_kernel_;
   at::Tensor conv(torch::nn::Conv3d& conv, const at::Tensor& x);
   at::Tensor norm(torch::nn::GroupNorm& norm, const at::Tensor& x);
+  at::Tensor norm_relu(torch::nn::GroupNorm& norm, const at::Tensor& x);  // relu(norm(x)), fused or not
 };
 TORCH_MODULE(DoubleConv);
 
@@ -66,7 +72,7 @@ TORCH_MODULE(DoubleConv);
 class DownImpl : public torch::nn::Module {
  public:
   DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_pool,
-           std::shared_ptr<const SpatialContext> spatial = nullptr);
+           std::shared_ptr<const SpatialContext> spatial = nullptr, NormKernel norm_kernel = NormKernel::Unfused);
   // (N, Cin, D, H, W) -> (N, Cout, D/2, H/2, W/2)
   at::Tensor forward(const at::Tensor& x);
 
@@ -81,7 +87,7 @@ TORCH_MODULE(Down);
 class UpImpl : public torch::nn::Module {
  public:
   UpImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_upsample,
-         std::shared_ptr<const SpatialContext> spatial = nullptr);
+         std::shared_ptr<const SpatialContext> spatial = nullptr, NormKernel norm_kernel = NormKernel::Unfused);
   // x (N, Cin, D, H, W), skip (N, Cin/2, ~2D, ~2H, ~2W) -> (N, Cout, skip's D, H, W)
   at::Tensor forward(const at::Tensor& x, const at::Tensor& skip);
 
