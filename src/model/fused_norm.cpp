@@ -28,6 +28,8 @@ using torch::autograd::variable_list;
 constexpr int64_t kBlock = 2048;  // elements per two-pass block: 8 KiB of float32, re-read from L1
 constexpr int kLanes = 16;        // independent float accumulators, so the compiler vectorises sums
 
+#define SCAFFOLD_BLOCK_INLINE inline __attribute__((always_inline))
+
 inline float load(const float* p) {
   return *p;
 }
@@ -37,7 +39,7 @@ inline float load(const c10::BFloat16* p) {
 
 // Mean and Σ (x - mean)² of one block, float accumulators (a block is short), float64 result.
 template <typename T>
-void block_moments(const T* x, int64_t len, double& mean, double& m2) {
+SCAFFOLD_BLOCK_INLINE void block_moments(const T* x, int64_t len, double& mean, double& m2) {
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= len; i += kLanes)
@@ -102,22 +104,100 @@ struct Dims {
         s(x.numel() / std::max<int64_t>(1, n * c)) {}
 };
 
+// --- Per-channel loops: inlined into one clone per ISA (AVX-512, AVX2, baseline) each, picked at
+// load time, so a generic x86-64 build still runs wide vectors (the compiler vectorises the lanes).
+
+#define SCAFFOLD_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define SCAFFOLD_INLINE inline __attribute__((always_inline))
+
+template <typename T>
+SCAFFOLD_INLINE void moments_channel_impl(const T* xc, int64_t s, double& mean, double& m2) {
+  Moments m;
+  for (int64_t off = 0; off < s; off += kBlock) {
+    const int64_t len = std::min(kBlock, s - off);
+    double mb = 0, m2b = 0;
+    block_moments(xc + off, len, mb, m2b);
+    m.merge(static_cast<double>(len), mb, m2b);
+  }
+  mean = m.mean;
+  m2 = m.m2;
+}
+
+template <typename T>
+SCAFFOLD_INLINE void output_channel_impl(const T* xc, int64_t s, Affine f, float* yc) {
+  for (int64_t i = 0; i < s; ++i) {
+    const float v = load(xc + i) * f.a + f.b;
+    yc[i] = v <= 0.f ? 0.f : v;  // NaN passes, as relu's
+  }
+}
+
+// Σ g and Σ g·(x − m) with g = dy where the forward's pre-ReLU value is > 0 and m the group's mean
+// rounded to float: centred, so Σ g·x keeps its digits when |mean| >> std.
+template <typename T>
+SCAFFOLD_INLINE void sums_channel_impl(const T* xc, const float* dyc, int64_t s, Affine f, float m,
+                                       double& sum_g, double& sum_gxc) {
+  double total_g = 0, total_gx = 0;
+  for (int64_t off = 0; off < s; off += kBlock) {
+    const int64_t len = std::min(kBlock, s - off);
+    float ag[kLanes] = {}, agx[kLanes] = {};
+    int64_t i = off;
+    for (; i + kLanes <= off + len; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) {
+        const float xv = load(xc + i + j), dyv = dyc[i + j];  // both loaded: a select, no branch
+        const float g = xv * f.a + f.b <= 0.f ? 0.f : dyv;
+        ag[j] += g;
+        agx[j] += g * (xv - m);
+      }
+    }
+    for (; i < off + len; ++i) {
+      const float xv = load(xc + i), dyv = dyc[i];
+      const float g = xv * f.a + f.b <= 0.f ? 0.f : dyv;
+      ag[0] += g;
+      agx[0] += g * (xv - m);
+    }
+    for (int j = 0; j < kLanes; ++j) total_g += ag[j], total_gx += agx[j];
+  }
+  sum_g = total_g;
+  sum_gxc = total_gx;
+}
+
+// dx = k·g + p·x + q with k = rstd·w and the group's c2, c3 as p, q (see backward()).
+template <typename T>
+SCAFFOLD_INLINE void input_channel_impl(const T* xc, const float* dyc, int64_t s, Affine f, float p,
+                                        float q, T* dxc) {
+  for (int64_t i = 0; i < s; ++i) {
+    const float xv = load(xc + i), dyv = dyc[i];
+    const float g = xv * f.a + f.b <= 0.f ? 0.f : dyv;
+    dxc[i] = static_cast<T>(f.a * g + (p * xv + q));
+  }
+}
+
+#define SCAFFOLD_CHANNEL_KERNELS(T)                                                            \
+  SCAFFOLD_ISA_CLONES void moments_channel(const T* xc, int64_t s, double& mean, double& m2) { \
+    moments_channel_impl(xc, s, mean, m2);                                                     \
+  }                                                                                            \
+  SCAFFOLD_ISA_CLONES void output_channel(const T* xc, int64_t s, Affine f, float* yc) {       \
+    output_channel_impl(xc, s, f, yc);                                                         \
+  }                                                                                            \
+  SCAFFOLD_ISA_CLONES void sums_channel(const T* xc, const float* dyc, int64_t s, Affine f,    \
+                                        float m, double& sum_g, double& sum_gxc) {             \
+    sums_channel_impl(xc, dyc, s, f, m, sum_g, sum_gxc);                                       \
+  }                                                                                            \
+  SCAFFOLD_ISA_CLONES void input_channel(const T* xc, const float* dyc, int64_t s, Affine f,   \
+                                         float p, float q, T* dxc) {                           \
+    input_channel_impl(xc, dyc, s, f, p, q, dxc);                                              \
+  }
+SCAFFOLD_CHANNEL_KERNELS(float)
+SCAFFOLD_CHANNEL_KERNELS(c10::BFloat16)
+#undef SCAFFOLD_CHANNEL_KERNELS
+
+// --- Whole-tensor passes, parallel over (sample, channel).
+
 // Per (sample, channel) mean and M2 (N*C float64 each).
 template <typename T>
 void channel_moments(const T* x, const Dims& d, double* mean, double* m2) {
   at::parallel_for(0, d.n * d.c, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t nc = begin; nc < end; ++nc) {
-      const T* xc = x + nc * d.s;
-      Moments m;
-      for (int64_t off = 0; off < d.s; off += kBlock) {
-        const int64_t len = std::min(kBlock, d.s - off);
-        double mb = 0, m2b = 0;
-        block_moments(xc + off, len, mb, m2b);
-        m.merge(static_cast<double>(len), mb, m2b);
-      }
-      mean[nc] = m.mean;
-      m2[nc] = m.m2;
-    }
+    for (int64_t nc = begin; nc < end; ++nc) moments_channel(x + nc * d.s, d.s, mean[nc], m2[nc]);
   });
 }
 
@@ -128,19 +208,12 @@ void forward_output(const T* x, const Dims& d, const double* mean, const double*
     for (int64_t nc = begin; nc < end; ++nc) {
       const int64_t ch = nc % d.c, ng = (nc / d.c) * d.g + ch / d.cg;
       const Affine f = channel_affine(mean[ng], rstd[ng], weight[ch], bias[ch]);
-      const T* xc = x + nc * d.s;
-      float* yc = y + nc * d.s;
-      for (int64_t i = 0; i < d.s; ++i) {
-        const float v = load(xc + i) * f.a + f.b;
-        yc[i] = v <= 0.f ? 0.f : v;  // NaN passes, as relu's
-      }
+      output_channel(x + nc * d.s, d.s, f, y + nc * d.s);
     }
   });
 }
 
-// Per (sample, channel) Σ g and Σ g·(x − m) with g = dy where the forward's pre-ReLU value is
-// > 0 and m the group's mean rounded to float: centred, so Σ g·x keeps its digits when |mean| >>
-// std.
+// Per (sample, channel) Σ g and Σ g·(x − m) (sums_channel).
 template <typename T>
 void backward_sums(const T* x, const float* dy, const Dims& d, const double* mean,
                    const double* rstd, const float* weight, const float* bias, double* sum_g,
@@ -149,37 +222,12 @@ void backward_sums(const T* x, const float* dy, const Dims& d, const double* mea
     for (int64_t nc = begin; nc < end; ++nc) {
       const int64_t ch = nc % d.c, ng = (nc / d.c) * d.g + ch / d.cg;
       const Affine f = channel_affine(mean[ng], rstd[ng], weight[ch], bias[ch]);
-      const auto m = static_cast<float>(mean[ng]);
-      const T* xc = x + nc * d.s;
-      const float* dyc = dy + nc * d.s;
-      double total_g = 0, total_gx = 0;
-      for (int64_t off = 0; off < d.s; off += kBlock) {
-        const int64_t len = std::min(kBlock, d.s - off);
-        float ag[kLanes] = {}, agx[kLanes] = {};
-        int64_t i = off;
-        for (; i + kLanes <= off + len; i += kLanes) {
-          for (int j = 0; j < kLanes; ++j) {
-            const float xv = load(xc + i + j);
-            const float g = xv * f.a + f.b <= 0.f ? 0.f : dyc[i + j];
-            ag[j] += g;
-            agx[j] += g * (xv - m);
-          }
-        }
-        for (; i < off + len; ++i) {
-          const float xv = load(xc + i);
-          const float g = xv * f.a + f.b <= 0.f ? 0.f : dyc[i];
-          ag[0] += g;
-          agx[0] += g * (xv - m);
-        }
-        for (int j = 0; j < kLanes; ++j) total_g += ag[j], total_gx += agx[j];
-      }
-      sum_g[nc] = total_g;
-      sum_gxc[nc] = total_gx;
+      sums_channel(x + nc * d.s, dy + nc * d.s, d.s, f, static_cast<float>(mean[ng]), sum_g[nc],
+                   sum_gxc[nc]);
     }
   });
 }
 
-// dx = k·g + c2·x + c3 per channel (k = rstd·w) with the group's c2, c3 (see backward()).
 template <typename T>
 void backward_input(const T* x, const float* dy, const Dims& d, const double* mean,
                     const double* rstd, const double* c2, const double* c3, const float* weight,
@@ -188,15 +236,8 @@ void backward_input(const T* x, const float* dy, const Dims& d, const double* me
     for (int64_t nc = begin; nc < end; ++nc) {
       const int64_t ch = nc % d.c, ng = (nc / d.c) * d.g + ch / d.cg;
       const Affine f = channel_affine(mean[ng], rstd[ng], weight[ch], bias[ch]);
-      const float k = f.a, p = static_cast<float>(c2[ng]), q = static_cast<float>(c3[ng]);
-      const T* xc = x + nc * d.s;
-      const float* dyc = dy + nc * d.s;
-      T* dxc = dx + nc * d.s;
-      for (int64_t i = 0; i < d.s; ++i) {
-        const float xv = load(xc + i);
-        const float g = xv * f.a + f.b <= 0.f ? 0.f : dyc[i];
-        dxc[i] = static_cast<T>(k * g + (p * xv + q));
-      }
+      input_channel(x + nc * d.s, dy + nc * d.s, d.s, f, static_cast<float>(c2[ng]),
+                    static_cast<float>(c3[ng]), dx + nc * d.s);
     }
   });
 }
