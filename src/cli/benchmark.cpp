@@ -29,6 +29,7 @@
 #include "dataset/plan.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
+#include "model/fused_norm.hpp"
 #include "model/spatial.hpp"
 #include "model/unet.hpp"
 #include "report/figures.hpp"
@@ -183,6 +184,8 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
   mo.base_channels = cfg.unet_base_channels;
   mo.group_norm_groups = cfg.group_norm_groups;
   mo.activation_checkpointing = cfg.activation_checkpointing;
+  mo.norm_kernel = model::choose_norm_kernel(cfg.groupnorm_kernel, device.is_cpu(),
+                                             train::use_channels_last(cfg.memory_format, device));
   if (cfg.torch_amp && !model::bf16_pool_and_upsample_work(device)) {
     mo.fp32_pool_and_upsample = true;
     LOG_INFO("bf16 autocast: max-pooling and transposed convolution run in fp32 (this LibTorch has no "
@@ -237,9 +240,10 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
   to.profiler = profiler;
   m.trainer = std::make_unique<train::Trainer>(net, to, *m.train_set, *m.val_set, device, ctx.comm, grid, parallel);
   LOG_INFO("model: 3-D U-Net, {} layers, base {} channels, {} classes, {} parameters, on {} with {} thread(s), "
-           "{} (memory_format: {})",
+           "{} (memory_format: {}), {} GroupNorm + ReLU (groupnorm_kernel: {})",
            mo.layers, mo.base_channels, mo.n_classes, m.params, device.str(), ctx.threads,
-           to.channels_last ? "channels-last 3-D" : "contiguous NCDHW", cfg.memory_format);
+           to.channels_last ? "channels-last 3-D" : "contiguous NCDHW", cfg.memory_format,
+           model::to_string(mo.norm_kernel), cfg.groupnorm_kernel);
   m.trainer->estimate_class_weights();
   return m;
 }
@@ -275,6 +279,9 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
               {"dc_num_shards", fmt::format("{}", fmt::join(cfg.dc_num_shards, "x"))},
               {"dc_groupnorm", grid.spatial_size() > 1 ? cfg.dc_groupnorm : std::string("-")},
               {"memory_format", train::use_channels_last(cfg.memory_format, device) ? "channels_last" : "contiguous"},
+              {"groupnorm_kernel",
+               model::to_string(model::choose_norm_kernel(cfg.groupnorm_kernel, device.is_cpu(),
+                                                          train::use_channels_last(cfg.memory_format, device)))},
               {"target_dice", core::python_float_str(cfg.target_dice)}};
   const double samples = static_cast<double>(steps * global_batch);
   const double median_s = core::median(result.step_times_s);

@@ -46,6 +46,7 @@ struct Config {
   std::string device = "auto";          // extension: auto | cpu | cuda
   bool device_sharing = false;          // extension: 1 lets ranks of a node share a GPU
   std::string memory_format = "auto";   // extension: auto | channels_last | contiguous
+  std::string groupnorm_kernel = "auto";  // extension: auto | fused | unfused GroupNorm + ReLU
   bool activation_checkpointing = false;
   std::string optimizer = "ADAM";       // ADAM | RMSProp | SGD
   double starting_learning_rate = 0.001;

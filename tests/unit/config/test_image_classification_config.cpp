@@ -239,7 +239,7 @@ TEST_F(ImageClassificationConfigTest, KnownKeysInStructOrder) {
   EXPECT_EQ(known_keys<IC>(), kKeys);
   EXPECT_EQ(schema_of<IC>().size(), kKeys.size());
   // Config's keys are untouched by the new schema.
-  EXPECT_EQ(known_keys().size(), 47u);
+  EXPECT_EQ(known_keys().size(), 48u);
   EXPECT_EQ(known_keys<Config>(), known_keys());
 }
 
