@@ -46,6 +46,7 @@ struct BenchOptions {
   int threads = 0;             // 0: core::default_thread_count()
   bool bf16 = false;           // bf16 autocast in the forward pass
   bool channels_last = false;  // 5-D parameters and the input in ChannelsLast3d
+  bool fused_norm = false;     // GroupNorm + ReLU by the fused CPU kernel (groupnorm_kernel: fused)
   int gemm_n = 4096;           // square GEMM side (even); 0 skips it
   int gemm_reps = 3;
   uint64_t seed = 0;
@@ -169,6 +170,7 @@ int run(const BenchOptions& o) {
   mo.layers = o.scale - o.bottleneck_dim;
   mo.base_channels = o.base_channels;
   mo.group_norm_groups = 8;
+  mo.norm_kernel = o.fused_norm ? model::NormKernel::Fused : model::NormKernel::Unfused;
   // As scaffold benchmark does: 1.13's CPU bf16 max_pool3d / conv_transpose3d are missing or wrong.
   mo.fp32_pool_and_upsample = o.bf16 && !model::bf16_pool_and_upsample_work(device);
 
@@ -262,10 +264,11 @@ int run(const BenchOptions& o) {
   const double model_rate = flop_step / (step_ms * 1e-3) / 1e9;
   fmt::print(
       "bench_train_step (C++ LibTorch {}, scaffold {} {}): scale {} ({}^3), {} layers, base {}, "
-      "batch {}, {}, {}, on {}, {} threads, {} parameters\n",
+      "batch {}, {}, {}, {} GroupNorm + ReLU, on {}, {} threads, {} parameters\n",
       core::torch_version_built_with(), core::version(), core::git_commit(), o.scale, side,
       mo.layers, o.base_channels, o.batch, o.bf16 ? "bf16 autocast" : "fp32",
-      o.channels_last ? "ChannelsLast3d" : "NCDHW", device.str(), threads, params);
+      o.channels_last ? "ChannelsLast3d" : "NCDHW", model::to_string(mo.norm_kernel), device.str(),
+      threads, params);
   fmt::print(
       "  step: median {:.1f} ms (min {:.1f}, max {:.1f}) of {} after {} warm-up; {:.2f} GFLOP "
       "-> {:.1f} GFLOP/s\n",
@@ -327,6 +330,8 @@ int parse_and_run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--bf16", o.bf16, "bf16 autocast in the forward pass");
   app.add_flag("--channels-last", o.channels_last, "parameters and input in ChannelsLast3d");
+  app.add_flag("--fused-norm", o.fused_norm,
+               "GroupNorm + ReLU by the fused CPU kernel (model/fused_norm.hpp)");
   app.add_option("--gemm-n", o.gemm_n, "side of the fp32 GEMM (0: skip)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--gemm-reps", o.gemm_reps, "timed GEMMs (median)")->check(CLI::PositiveNumber);
