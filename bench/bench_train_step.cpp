@@ -176,6 +176,8 @@ int run(const BenchOptions& o) {
   // The CPU kernels of issue 17 (as scaffold benchmark's `cpu_kernels: native`), or LibTorch's.
   mo.kernels.onednn_conv = o.kernels == "native" && model::dnnl_conv3d_built();
   mo.kernels.gemm_upconv = o.kernels == "native";
+  mo.kernels.norm_kernel = o.kernels == "native" && !o.channels_last ? model::NormKernel::Fused
+                                                                     : model::NormKernel::Unfused;
 
   // Model, then input, then labels from one seed: train_step.py draws them in the same order from
   // the same generator, so both start from the same weights and data (checked through loss0).
@@ -267,10 +269,11 @@ int run(const BenchOptions& o) {
   const double model_rate = flop_step / (step_ms * 1e-3) / 1e9;
   fmt::print(
       "bench_train_step (C++ LibTorch {}, scaffold {} {}): scale {} ({}^3), {} layers, base {}, "
-      "batch {}, {}, {}, on {}, {} threads, {} parameters\n",
+      "batch {}, {}, {}, {} GroupNorm + ReLU, on {}, {} threads, {} parameters\n",
       core::torch_version_built_with(), core::version(), core::git_commit(), o.scale, side,
       mo.layers, o.base_channels, o.batch, o.bf16 ? "bf16 autocast" : "fp32",
-      o.channels_last ? "ChannelsLast3d" : "NCDHW", device.str(), threads, params);
+      o.channels_last ? "ChannelsLast3d" : "NCDHW", model::to_string(mo.kernels.norm_kernel),
+      device.str(), threads, params);
   fmt::print(
       "  step: median {:.1f} ms (min {:.1f}, max {:.1f}) of {} after {} warm-up; {:.2f} GFLOP "
       "-> {:.1f} GFLOP/s\n",
@@ -333,7 +336,8 @@ int parse_and_run(int argc, char** argv) {
   app.add_flag("--bf16", o.bf16, "bf16 autocast in the forward pass");
   app.add_flag("--channels-last", o.channels_last, "parameters and input in ChannelsLast3d");
   app.add_option("--kernels", o.kernels,
-                 "CPU kernels: native (oneDNN convolutions, GEMM upsampling) or libtorch")
+                 "CPU kernels: native (oneDNN convolutions, GEMM upsampling, fused GroupNorm + "
+                 "ReLU) or libtorch")
       ->check(CLI::IsMember({"native", "libtorch"}));
   app.add_option("--gemm-n", o.gemm_n, "side of the fp32 GEMM (0: skip)")
       ->check(CLI::NonNegativeNumber);

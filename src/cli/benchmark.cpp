@@ -29,6 +29,7 @@
 #include "dataset/plan.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
+#include "model/fused_norm.hpp"
 #include "model/spatial.hpp"
 #include "model/unet.hpp"
 #include "report/figures.hpp"
@@ -59,6 +60,12 @@ struct BenchmarkArgs {
   std::string run_dir;
   std::vector<std::string> argv;  // the command line after the executable, for restart.sh
 };
+
+// The kernel keys (conv_kernel, upconv_kernel, groupnorm_kernel) resolved for this device.
+model::UNetKernels unet_kernels(const config::Config& cfg, const c10::Device& device) {
+  return model::resolve_unet_kernels(cfg.conv_kernel, cfg.upconv_kernel, cfg.groupnorm_kernel, device,
+                                     train::use_channels_last(cfg.memory_format, device));
+}
 
 void log_summary(const config::Config& cfg, const train::TrainResult& result,
                  const std::vector<report::EpochRecord>& records, const suite::PhaseDriver& phases,
@@ -183,7 +190,7 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
   mo.base_channels = cfg.unet_base_channels;
   mo.group_norm_groups = cfg.group_norm_groups;
   mo.activation_checkpointing = cfg.activation_checkpointing;
-  mo.kernels = model::resolve_unet_kernels(cfg.conv_kernel, cfg.upconv_kernel, device);
+  mo.kernels = unet_kernels(cfg, device);
   if (cfg.torch_amp && !model::bf16_pool_and_upsample_work(device)) {
     mo.fp32_pool_and_upsample = true;
     LOG_INFO("bf16 autocast: max-pooling and transposed convolution run in fp32 (this LibTorch has no "
@@ -238,9 +245,10 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
   to.profiler = profiler;
   m.trainer = std::make_unique<train::Trainer>(net, to, *m.train_set, *m.val_set, device, ctx.comm, grid, parallel);
   LOG_INFO("model: 3-D U-Net, {} layers, base {} channels, {} classes, {} parameters, on {} with {} thread(s), "
-           "{} (memory_format: {})",
+           "{} (memory_format: {}), {} GroupNorm + ReLU (groupnorm_kernel: {})",
            mo.layers, mo.base_channels, mo.n_classes, m.params, device.str(), ctx.threads,
-           to.channels_last ? "channels-last 3-D" : "contiguous NCDHW", cfg.memory_format);
+           to.channels_last ? "channels-last 3-D" : "contiguous NCDHW", cfg.memory_format,
+           model::to_string(mo.kernels.norm_kernel), cfg.groupnorm_kernel);
   m.trainer->estimate_class_weights();
   return m;
 }
@@ -253,7 +261,7 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
                                    int threads, int64_t params, double flops_per_sample,
                                    const suite::PhaseDriver& phases) {
   report::RunRecord r = suite::base_record("benchmark", run_dir, comm, threads, device.str());
-  const model::UNetKernels kernels = model::resolve_unet_kernels(cfg.conv_kernel, cfg.upconv_kernel, device);
+  const model::UNetKernels kernels = unet_kernels(cfg, device);
   double total_s = 0.0;
   for (const auto& e : records) total_s += e.epoch_duration_s;
   const int64_t steps = records.empty() ? 0 : records.back().total_optimizer_steps;
@@ -279,6 +287,7 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
               {"memory_format", train::use_channels_last(cfg.memory_format, device) ? "channels_last" : "contiguous"},
               {"conv_kernel", kernels.onednn_conv ? "onednn" : "libtorch"},
               {"upconv_kernel", kernels.gemm_upconv ? "gemm" : "libtorch"},
+              {"groupnorm_kernel", model::to_string(kernels.norm_kernel)},
               {"target_dice", core::python_float_str(cfg.target_dice)}};
   const double samples = static_cast<double>(steps * global_batch);
   const double median_s = core::median(result.step_times_s);
@@ -326,9 +335,8 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
     info.rank_devices = device_choice.rank_devices;
     info.threads = ctx.threads;
     info.dc_num_shards = cfg.dc_num_shards;
-    const model::UNetKernels kernels = model::resolve_unet_kernels(cfg.conv_kernel, cfg.upconv_kernel, device);
-    info.kernels = {std::string("conv=") + (kernels.onednn_conv ? "onednn" : "libtorch"),
-                    std::string("upconv=") + (kernels.gemm_upconv ? "gemm" : "libtorch")};
+    const model::UNetKernels kernels = unet_kernels(cfg, device);
+    info.kernels = model::kernel_names(kernels);
     suite::write_run_context(ctx.comm, run_dir, info);
   }
 

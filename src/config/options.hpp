@@ -48,6 +48,7 @@ struct Config {
   std::string memory_format = "auto";   // extension: auto | channels_last | contiguous
   std::string conv_kernel = "auto";     // extension: auto | onednn | libtorch (the 3^3 convolutions)
   std::string upconv_kernel = "auto";   // extension: auto | gemm | libtorch (the transposed convolutions)
+  std::string groupnorm_kernel = "auto";  // extension: auto | fused | unfused GroupNorm + ReLU
   bool activation_checkpointing = false;
   std::string optimizer = "ADAM";       // ADAM | RMSProp | SGD
   double starting_learning_rate = 0.001;

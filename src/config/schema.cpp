@@ -227,6 +227,15 @@ std::vector<KeySpec> scaffold_keys() {
         "one of auto, gemm, libtorch"));
     t[i].choices = {"auto", "gemm", "libtorch"};
   }
+  {
+    const auto i = add(bind_key(
+        "groupnorm_kernel", &Config::groupnorm_kernel,
+        "extension: GroupNorm + ReLU of the U-Net blocks: fused (one CPU kernel, contiguous "
+        "layout only), unfused (LibTorch's group_norm, then relu) or auto (fused where it runs: "
+        "the CPU with contiguous tensors)",
+        "one of auto, fused, unfused"));
+    t[i].choices = {"auto", "fused", "unfused"};
+  }
   add(bind_key("activation_checkpointing", &Config::activation_checkpointing,
                "1 recomputes every U-Net block in the backward pass", kBoolAllowed, bool_any));
   {

@@ -121,14 +121,11 @@ class GlobalGroupNormFunction : public torch::autograd::Function<GlobalGroupNorm
     const auto local = static_cast<double>(xg.size(2));
     const at::Tensor mean = xg.sum(2) / local;  // (N, G)
     const at::Tensor deviation = at::linalg_vector_norm(xg - mean.unsqueeze(2), 2, {2}, false, c10::nullopt);
-    const at::Tensor m = mean.to(at::kDouble);
-    const at::Tensor m2 = deviation.to(at::kDouble).square();  // Σ (x - local mean)²
-    at::Tensor sums = at::stack({at::full_like(m, local), m * local, m2 + m * m * local});
-    capsule->ctx->group->allreduce_sum(sums)->wait();
-    const at::Tensor count = sums.select(0, 0);
-    const at::Tensor g_mean = sums.select(0, 1) / count;
-    const at::Tensor g_var = (sums.select(0, 2) / count - g_mean * g_mean).clamp_min(0.0);
-    const at::Tensor rstd = (g_var + capsule->eps).rsqrt();  // (N, G) float64
+    const GroupStatistics stats = global_group_statistics(mean.to(at::kDouble), deviation.to(at::kDouble).square(),
+                                                          local, capsule->eps, *capsule->ctx);
+    const at::Tensor& g_mean = stats.mean;  // (N, G) float64
+    const at::Tensor& rstd = stats.rstd;    // (N, G) float64
+    const at::Tensor& count = stats.count;  // (N, G) float64
     // y = x * a + b per (sample, channel): a = rstd * weight, b = bias - mean * a.
     const at::Tensor a = per_channel(rstd, c).to(x.scalar_type()) * weight.view({1, c});
     const at::Tensor b = bias.view({1, c}) - per_channel(g_mean, c).to(x.scalar_type()) * a;
@@ -159,7 +156,7 @@ class GlobalGroupNormFunction : public torch::autograd::Function<GlobalGroupNorm
     // Per (sample, group), over the whole sample: db = Σ w·dy, ds = Σ w·dy·x.
     at::Tensor group_sums = at::stack({(sum_dy * w).view({n, groups, -1}).sum(2),
                                        (sum_dy_x * w).view({n, groups, -1}).sum(2)});  // (2, N, G)
-    capsule.ctx->group->allreduce_sum(group_sums)->wait();
+    allreduce_group_sums(group_sums, *capsule.ctx);
     const at::Tensor db = group_sums.select(0, 0), ds = group_sums.select(0, 1);
     // dx = rstd·w·dy + c2·x + c3 with c2 = rstd³ (mean·db − ds) / M, c3 = −c2·mean − rstd·db / M.
     const at::Tensor c2 = rstd.pow(3) * (mean * db - ds) / count;
@@ -177,6 +174,25 @@ class GlobalGroupNormFunction : public torch::autograd::Function<GlobalGroupNorm
   }
 };
 }  // namespace
+
+GroupStatistics global_group_statistics(const at::Tensor& local_mean, const at::Tensor& local_m2, double local_count,
+                                        double eps, const SpatialContext& ctx) {
+  SCAFFOLD_CHECK(ctx.group, "global GroupNorm statistics without a spatial group");
+  const at::Tensor& m = local_mean;
+  at::Tensor sums = at::stack({at::full_like(m, local_count), m * local_count, local_m2 + m * m * local_count});
+  ctx.group->allreduce_sum(sums)->wait();
+  GroupStatistics out;
+  out.count = sums.select(0, 0);
+  out.mean = sums.select(0, 1) / out.count;
+  const at::Tensor var = (sums.select(0, 2) / out.count - out.mean * out.mean).clamp_min(0.0);
+  out.rstd = (var + eps).rsqrt();
+  return out;
+}
+
+void allreduce_group_sums(at::Tensor& sums, const SpatialContext& ctx) {
+  SCAFFOLD_CHECK(ctx.group, "global GroupNorm gradient sums without a spatial group");
+  ctx.group->allreduce_sum(sums)->wait();
+}
 
 GroupNormMode parse_group_norm_mode(const std::string& value) {
   if (value == "global") return GroupNormMode::Global;

@@ -54,7 +54,8 @@ at::Tensor in_fp32(const at::Tensor& x, Op&& op) {
 
 }  // namespace
 
-UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upconv, const c10::Device& device) {
+UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upconv, const std::string& groupnorm,
+                                 const c10::Device& device, bool channels_last) {
   const bool cpu = device.is_cpu();
   UNetKernels k;
   if (conv == "auto") {
@@ -74,7 +75,14 @@ UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upc
   } else if (upconv != "libtorch") {
     throw core::Error(fmt::format("upconv_kernel: '{}' is not allowed; expected auto, gemm or libtorch", upconv));
   }
+  k.norm_kernel = choose_norm_kernel(groupnorm, cpu, channels_last);
   return k;
+}
+
+std::vector<std::string> kernel_names(const UNetKernels& k) {
+  return {std::string("conv=") + (k.onednn_conv ? "onednn" : "libtorch"),
+          std::string("upconv=") + (k.gemm_upconv ? "gemm" : "libtorch"),
+          std::string("groupnorm=") + to_string(k.norm_kernel)};
 }
 
 void validate(const UNetOptions& o) {
@@ -136,11 +144,26 @@ at::Tensor DoubleConvImpl::norm(torch::nn::GroupNorm& n, const at::Tensor& x) {
   return group_norm(n, x);  // unsharded, or `local`: each shard's own statistics
 }
 
-at::Tensor DoubleConvImpl::forward(const at::Tensor& x) {
+at::Tensor DoubleConvImpl::norm_relu(torch::nn::GroupNorm& n, const at::Tensor& x) {
+  if (kernels_.norm_kernel == NormKernel::Fused) {
+    // The fused kernel reads a bf16 conv output as it is (what the cast below would feed torch's
+    // GroupNorm); anything else goes to the parameters' dtype first, as group_norm() does.
+    const c10::ScalarType dtype = n->weight.scalar_type();
+    const at::Tensor xin = x.scalar_type() == dtype || x.scalar_type() == at::kBFloat16 ? x : x.to(dtype);
+    const auto& o = n->options;
+    if (group_norm_relu_unsupported(xin, o.num_groups(), n->weight, n->bias).empty()) {
+      const bool global = spatial_ && spatial_->group_norm == GroupNormMode::Global;
+      return group_norm_relu(xin, o.num_groups(), n->weight, n->bias, o.eps(), global ? spatial_ : nullptr);
+    }
+  }
   // In-place ReLU: GroupNorm's backward needs its input and statistics, not its output (the
   // global GroupNorm's addcmul saves its inputs, not its output, too).
-  at::Tensor h = norm(norm1_, conv(conv1_, x)).relu_();
-  return norm(norm2_, conv(conv2_, h)).relu_();
+  return norm(n, x).relu_();
+}
+
+at::Tensor DoubleConvImpl::forward(const at::Tensor& x) {
+  at::Tensor h = norm_relu(norm1_, conv(conv1_, x));
+  return norm_relu(norm2_, conv(conv2_, h));
 }
 
 // --- Down ----------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/fused_norm.hpp"
 #include "model/spatial.hpp"
 
 namespace scaffold::model {
@@ -25,13 +26,19 @@ namespace scaffold::model {
 struct UNetKernels {
   bool onednn_conv = false;  // the 3^3 convolutions through oneDNN at any batch size (model/dnnl_conv.hpp)
   bool gemm_upconv = false;  // ConvTranspose3d k2 s2 as a matrix product (model/conv_transpose.hpp)
+  // GroupNorm + ReLU as torch's two ops, or the fused CPU kernel (model/fused_norm.hpp), which
+  // falls back to the two ops for inputs it does not run.
+  NormKernel norm_kernel = NormKernel::Unfused;
 };
 
-// The conv_kernel and upconv_kernel keys for `device`: auto picks the native kernels on the CPU
-// (oneDNN where this build has it) and LibTorch's on CUDA. Throws core::Error naming the key for
-// a value that cannot run here (onednn or gemm on CUDA, onednn in a build without oneDNN).
+// The conv_kernel, upconv_kernel and groupnorm_kernel keys for `device` and layout: auto picks
+// the native kernels on the CPU (oneDNN where this build has it; the fused GroupNorm for
+// contiguous tensors) and LibTorch's on CUDA. Throws core::Error naming the key for a value that
+// cannot run here (onednn, gemm or fused on CUDA, onednn in a build without oneDNN, ...).
 UNetKernels resolve_unet_kernels(const std::string& conv_kernel, const std::string& upconv_kernel,
-                                 const c10::Device& device);
+                                 const std::string& groupnorm_kernel, const c10::Device& device, bool channels_last);
+// "conv=onednn", "upconv=gemm", "groupnorm=fused" (system.json's kernels).
+std::vector<std::string> kernel_names(const UNetKernels& kernels);
 
 struct UNetOptions {
   int in_channels = 3;
@@ -74,6 +81,7 @@ class DoubleConvImpl : public torch::nn::Module {
   UNetKernels kernels_;
   at::Tensor conv(torch::nn::Conv3d& conv, const at::Tensor& x);
   at::Tensor norm(torch::nn::GroupNorm& norm, const at::Tensor& x);
+  at::Tensor norm_relu(torch::nn::GroupNorm& norm, const at::Tensor& x);  // relu(norm(x)), fused or not
 };
 TORCH_MODULE(DoubleConv);
 

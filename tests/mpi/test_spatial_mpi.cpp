@@ -1,7 +1,8 @@
 // Spatial parallelism against the unsharded computation: the halo convolution (forward, input and
 // weight gradients) and the whole U-Net (logits, loss, every parameter gradient; also with
 // activation checkpointing) on every layout the world size allows; `dc_groupnorm: local` shown to
-// differ. Run under mpiexec -n 2, 4 and 8.
+// differ; the fused GroupNorm + ReLU's global mode against the unsharded composition, alone and
+// in the U-Net. Run under mpiexec -n 2, 4 and 8.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
@@ -11,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <torch/csrc/autograd/autograd.h>
+
+#include "model/fused_norm.hpp"
 #include "model/spatial.hpp"
 #include "model/unet.hpp"
 #include "spatial_test_util.hpp"
@@ -65,6 +69,42 @@ TEST(HaloConvolution, EqualsTheUnshardedConvolution) {
     // The comparison can fail: a convolution padded with zeros instead of halos differs.
     const at::Tensor zero_padded = at::conv3d(xl.detach(), w_full, b_full, {1, 1, 1}, {1, 1, 1});
     EXPECT_GT(test::relative_error(zero_padded, test::local_slice(yr, *s.ctx)), 1e-3);
+  }
+}
+
+// The fused GroupNorm + ReLU with global statistics on local shards of an uneven volume equals
+// relu(group_norm) of the full tensor: output, input gradient, and the weight/bias gradients
+// summed over the group, 1e-5 relative.
+TEST(FusedGroupNormRelu, GlobalStatisticsEqualTheUnshardedComposition) {
+  const auto layouts = layouts_for(world().size(), {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 2, 1}, {2, 2, 2}});
+  ASSERT_FALSE(layouts.empty()) << "world size " << world().size();
+  for (const auto& layout : layouts) {
+    for (const int64_t groups : {1, 4}) {
+      SCOPED_TRACE("layout " + name(layout) + ", groups " + std::to_string(groups));
+      test::SpatialSetup s(layout);
+      torch::manual_seed(13);
+      const at::Tensor x_full = at::randn({2, 8, 7, 6, 5}) * 2 + 0.5;
+      const at::Tensor w_full = at::randn({8}), b_full = at::randn({8}) * 0.5;
+      const at::Tensor r_full = at::randn({2, 8, 7, 6, 5});
+
+      const at::Tensor xr = x_full.clone().requires_grad_(true), wr = w_full.clone().requires_grad_(true),
+                       br = b_full.clone().requires_grad_(true);
+      const at::Tensor yr = at::relu(at::group_norm(xr, groups, wr, br, 1e-5));
+      const auto want = torch::autograd::grad({yr}, {xr, wr, br}, {r_full});
+
+      const at::Tensor xl = test::local_slice(x_full, *s.ctx).requires_grad_(true);
+      const at::Tensor wl = w_full.clone().requires_grad_(true), bl = b_full.clone().requires_grad_(true);
+      const at::Tensor yl = model::group_norm_relu(xl, groups, wl, bl, 1e-5, s.ctx);
+      const auto got = torch::autograd::grad({yl}, {xl, wl, bl}, {test::local_slice(r_full, *s.ctx)});
+
+      EXPECT_LT(test::relative_error(yl, test::local_slice(yr, *s.ctx)), 1e-5);
+      EXPECT_LT(test::relative_error(got[0], test::local_slice(want[0], *s.ctx)), 1e-5);
+      EXPECT_LT(test::relative_error(test::group_sum(*s.group, got[1]), want[1]), 1e-5);
+      EXPECT_LT(test::relative_error(test::group_sum(*s.group, got[2]), want[2]), 1e-5);
+      // Local statistics (no context) on the shard differ: the comparison can fail.
+      const at::Tensor local = model::group_norm_relu(xl.detach(), groups, w_full, b_full, 1e-5);
+      EXPECT_GT(test::relative_error(local, test::local_slice(yr, *s.ctx)), 1e-3);
+    }
   }
 }
 
@@ -153,6 +193,20 @@ TEST(ShardedUNet, GlobalGroupNormEqualsTheUnshardedModel) {
     EXPECT_NEAR(again.loss, got.loss, 1e-6 * std::abs(got.loss));
     for (std::size_t i = 0; i < got.grads.size(); ++i)
       EXPECT_LT(test::relative_error(again.grads[i], got.grads[i]), 1e-5) << "checkpointed gradient of " << names[i];
+
+    // The fused GroupNorm + ReLU in global mode: the same logits and gradients.
+    model::UNetOptions fused_options = sharded_options;
+    fused_options.kernels.norm_kernel = model::NormKernel::Fused;
+    model::UNet3d fused(fused_options);
+    copy_parameters(*reference, *fused);
+    const Outcome f = forward_backward(fused, test::local_slice(data.image, *s.ctx),
+                                       test::local_slice(data.labels, *s.ctx, 1), sum);
+    EXPECT_NEAR(f.loss, ref.loss, 1e-4 * std::abs(ref.loss));
+    EXPECT_LT(test::relative_error(f.logits, test::local_slice(ref.logits, *s.ctx)), 1e-4);
+    for (std::size_t i = 0; i < ref.grads.size(); ++i) {
+      EXPECT_LT(test::relative_error(test::group_sum(*s.group, f.grads[i]), ref.grads[i]), 1e-4)
+          << "fused: gradient of " << names[i];
+    }
 
     // dc_groupnorm: local normalises each shard by its own statistics: a real difference.
     s.ctx->group_norm = model::GroupNormMode::Local;

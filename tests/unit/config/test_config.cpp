@@ -152,6 +152,7 @@ void expect_same(const Config& a, const Config& b) {
   EXPECT_EQ(a.device, b.device);
   EXPECT_EQ(a.device_sharing, b.device_sharing);
   EXPECT_EQ(a.memory_format, b.memory_format);
+  EXPECT_EQ(a.groupnorm_kernel, b.groupnorm_kernel);
   EXPECT_EQ(a.activation_checkpointing, b.activation_checkpointing);
   EXPECT_EQ(a.optimizer, b.optimizer);
   EXPECT_EQ(a.starting_learning_rate, b.starting_learning_rate);
@@ -200,6 +201,7 @@ Config non_default_config() {
   c.group_norm_groups = 16;
   c.device_sharing = true;
   c.memory_format = "channels_last";
+  c.groupnorm_kernel = "unfused";
   c.activation_checkpointing = true;
   c.optimizer = "RMSProp";
   c.starting_learning_rate = 0.003;
@@ -232,14 +234,15 @@ TEST_F(ConfigTest, DefaultsEqualConfigDefaults) {
 
 TEST_F(ConfigTest, KnownKeysFollowOptionsOrderAndCoverScaffold) {
   const std::vector<std::string> keys = known_keys();
-  EXPECT_EQ(keys.size(), 49u);
+  EXPECT_EQ(keys.size(), 50u);
   EXPECT_EQ(keys.front(), "base_run_dir");
   EXPECT_EQ(keys.back(), "async_save");
   for (const std::string& key : kScaffoldFileKeys)
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   for (const char* extra : {"job_name", "async_save", "dist", "datagen_batch_size",
                             "unet_base_channels", "device", "dc_groupnorm",
-                            "progress_timeout_s", "device_sharing", "memory_format", "conv_kernel", "upconv_kernel"})
+                            "progress_timeout_s", "device_sharing", "memory_format", "conv_kernel", "upconv_kernel",
+                            "groupnorm_kernel"})
     EXPECT_NE(std::find(keys.begin(), keys.end(), extra), keys.end()) << extra;
 }
 
