@@ -114,7 +114,7 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
   const int64_t global_batch = options_.local_batch_size * grid_.replicas();
   const auto n_train = static_cast<int64_t>(task_.training_set().size());
   const auto n_val = static_cast<int64_t>(task_.validation_set().size());
-  if (global_batch > n_train || global_batch > n_val)
+  if (global_batch > n_train || validation_batch() * grid_.replicas() > n_val)
     throw core::Error(fmt::format(
         "global batch {} (local_batch_size {} x {} replicas) is larger than the training ({}) or "
         "validation ({}) set",
@@ -268,7 +268,7 @@ PassSums TrainingLoop::validate(int64_t max_batches) {
     const dataset::ExampleSource& set = task_.validation_set();
     auto indices =
         dataset::validation_indices(static_cast<int64_t>(set.size()), grid_.replicas(), grid_.replica());
-    const auto batch_size = options_.local_batch_size;
+    const auto batch_size = validation_batch();
     if (max_batches >= 0)
       indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
     dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers,

@@ -81,6 +81,8 @@ class TrainingTask {
 
 struct LoopOptions {
   int64_t local_batch_size = 1;
+  // Examples per validation batch on each replica; 0: local_batch_size (CARAML's FNO: 1).
+  int64_t validation_batch_size = 0;
   // Stopping rule: stop once stop_value >= target (when set), after max_epochs timed epochs
   // (-1: no cap), or after the epoch in which the timed time passed time_budget_s (0: none).
   std::optional<double> target;
@@ -187,6 +189,9 @@ class TrainingLoop {
 
  private:
   double learning_rate_after(int64_t epochs_completed) const;
+  int64_t validation_batch() const {
+    return options_.validation_batch_size > 0 ? options_.validation_batch_size : options_.local_batch_size;
+  }
   void set_learning_rate(double lr);
   void train_step(const dataset::Batch& batch, at::Tensor* sums);
   PassSums validate(int64_t max_batches);
