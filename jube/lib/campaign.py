@@ -1,6 +1,7 @@
 """System table and job-script pieces for the scaffold JUBE campaigns.
 
-JUBE evaluates the python-mode parameters of jube/scaffold.yaml by calling these functions
+JUBE evaluates the python-mode parameters of jube/common.yaml, jube/scaffold.yaml and
+jube/image_classification.yaml by calling these functions
 (`runpy.run_path` of this file) inside its own interpreter, which always has PyYAML because
 JUBE's YAML input needs it. Everything here is a pure function of its arguments, the system
 table and the run's stored tags; every user mistake raises ValueError with a message that
@@ -12,10 +13,12 @@ import xml.etree.ElementTree as ET
 
 import yaml
 
-# Tags the campaign files understand besides the system names of the table.
+# Tags every campaign understands besides the system names of the table; a campaign adds its
+# own through select_system's campaign_tags.
 MODIFIER_TAGS = ("dryrun",)
 DEFAULT_SYSTEM = "local"
 SCHEDULERS = ("none", "slurm")
+DEVICES = ("auto", "cpu", "cuda")  # scaffold's --device values
 
 # field: (type, default); a default of None marks a required field.
 FIELDS = {
@@ -37,6 +40,8 @@ FIELDS = {
     "setup": (list, []),
     "data_dir": (str, ""),
     "scaffold": (str, ""),
+    "nodes": (int, 1),
+    "device": (str, "auto"),
 }
 OPTIONAL_NONE = ("launcher_one_rank",)
 
@@ -80,8 +85,12 @@ def _check_entry(path, name, entry):
     if out["scheduler"] not in SCHEDULERS:
         _fail("{0}: scheduler '{1}' is not one of {2}".format(
             where, out["scheduler"], ", ".join(SCHEDULERS)))
-    if out["devices_per_node"] < 1 or out["prep_ranks"] < 1 or out["cpus_per_rank"] < 0:
-        _fail("{0}: devices_per_node and prep_ranks must be >= 1, cpus_per_rank >= 0".format(where))
+    if out["devices_per_node"] < 1 or out["prep_ranks"] < 1 or out["cpus_per_rank"] < 0 or \
+            out["nodes"] < 1:
+        _fail("{0}: devices_per_node, prep_ranks and nodes must be >= 1, cpus_per_rank >= 0".format(
+            where))
+    if out["device"] not in DEVICES:
+        _fail("{0}: device '{1}' is not one of {2}".format(where, out["device"], ", ".join(DEVICES)))
     return out
 
 
@@ -112,17 +121,20 @@ def run_tags(rundir):
     return sorted((tag.text or "").strip() for tag in selection.findall("tag"))
 
 
-def select_system(rundir, table_path):
-    """The system named by the run's tags: exactly one table entry, or none for `local`."""
+def select_system(rundir, table_path, campaign_tags=""):
+    """The system named by the run's tags: exactly one table entry, or none for `local`.
+    `campaign_tags` (space separated) are the tags the campaign accepts besides a system name
+    and the MODIFIER_TAGS; any other tag is an error."""
     table = load_table(table_path)
     tags = run_tags(rundir)
+    known = list(MODIFIER_TAGS) + [t for t in str(campaign_tags).split() if t not in MODIFIER_TAGS]
     systems = [tag for tag in tags if tag in table]
-    unknown = [tag for tag in tags if tag not in table and tag not in MODIFIER_TAGS]
+    unknown = [tag for tag in tags if tag not in table and tag not in known]
     if unknown:
         _fail("unknown tag(s) {0}: not a system of {1} (systems: {2}) nor a campaign tag ({3}). "
               "Add an entry to the table to benchmark a new system.".format(
                   ", ".join("'{0}'".format(t) for t in unknown), table_path,
-                  ", ".join(sorted(table)), ", ".join(MODIFIER_TAGS)))
+                  ", ".join(sorted(table)), ", ".join(known)))
     if len(systems) > 1:
         _fail("tags select several systems ({0}); give one".format(", ".join(systems)))
     if systems:
@@ -184,13 +196,53 @@ def replicas(ranks, shards):
     return int(ranks) // product
 
 
+def split_batch(global_batch, parts, over):
+    """global_batch / parts, which must divide evenly; `over` says what the parts are."""
+    if int(parts) < 1 or int(global_batch) < 1 or int(global_batch) % int(parts):
+        _fail("the global batch {0} does not split over {1} {2}".format(global_batch, parts, over))
+    return int(global_batch) // int(parts)
+
+
 def local_batch_for_global(global_batch, ranks, shards):
     """Strong scaling: the local batch that keeps the global batch constant."""
     reps = replicas(ranks, shards)
-    if int(global_batch) % reps:
-        _fail("the global batch {0} does not split over {1} data-parallel replicas "
-              "(ranks={2}, dc_num_shards '{3}')".format(global_batch, reps, ranks, shards))
-    return int(global_batch) // reps
+    return split_batch(global_batch, reps, "data-parallel replicas (ranks={0}, dc_num_shards "
+                       "'{1}')".format(ranks, shards))
+
+
+def whole_node_ranks(table_path, system):
+    """Ranks of a campaign on whole nodes (image classification, as CARAML sizes it): the
+    system's `nodes` x `devices_per_node`, one rank per device."""
+    sysentry = entry(table_path, system)
+    return sysentry["nodes"] * sysentry["devices_per_node"]
+
+
+def batch_per_device(global_batch, ranks, table_path, system):
+    """CARAML's BatchSize/Device = global batch / devices (one rank per device), a whole
+    number >= 1."""
+    node_count, per_node = layout(table_path, system, ranks)
+    return split_batch(global_batch, ranks, "devices ({0} node(s) x {1} of system '{2}'): "
+                       "BatchSize/Device = GlobalBatchSize / devices must be a whole number "
+                       ">= 1".format(node_count, per_node, system))
+
+
+def default_precision(table_path, system):
+    """CARAML's default fp16 where the system trains on CUDA devices, else fp32 (fp16 and tf32
+    need CUDA)."""
+    return "fp16" if entry(table_path, system)["device"] == "cuda" else "fp32"
+
+
+def device_flag(table_path, system):
+    """--device of the system ('' for auto: scaffold picks CUDA when there is one)."""
+    device = entry(table_path, system)["device"]
+    return "" if device == "auto" else "--device " + device
+
+
+def workers_flag(table_path, system):
+    """CARAML's data-loader workers, threads / 4 per rank ('' without cpus_per_rank: the
+    config's dataloader_num_workers)."""
+    cpus = entry(table_path, system)["cpus_per_rank"]
+    return "--dataloader-num-workers {0}".format(max(1, cpus // 4)) if cpus > 0 else ""
 
 
 def layout(table_path, system, ranks):

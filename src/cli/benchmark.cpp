@@ -59,20 +59,6 @@ struct BenchmarkArgs {
   std::vector<std::string> argv;  // the command line after the executable, for restart.sh
 };
 
-// The run folder request of this run (suite/run_folder.hpp).
-suite::RunFolderRequest run_folder_request(const config::Config& cfg, const BenchmarkArgs& args) {
-  suite::RunFolderRequest r;
-  r.base_run_dir = cfg.base_run_dir;
-  r.job_name = cfg.job_name;
-  r.checkpoint_dir = cfg.checkpoint_dir;
-  r.config_yaml = config::to_yaml(cfg);
-  r.base_config_file = args.config.files.front();
-  r.flag_lines = suite::override_lines(args.config.given_flags());
-  r.resume_dir = args.run_dir;
-  r.argv = args.argv;
-  return r;
-}
-
 void log_summary(const config::Config& cfg, const train::TrainResult& result,
                  const std::vector<report::EpochRecord>& records, const suite::PhaseDriver& phases,
                  const model::UNetOptions& model_options, int64_t params, const c10::Device& device,
@@ -315,7 +301,8 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   // init: the config, the process grid, the run folder and its context.
   const config::Config cfg = load_config_everywhere(ctx.comm, args.config);
   const dist::ProcessGrid grid = checked_process_grid(ctx.comm, cfg);
-  const fs::path run_dir = suite::prepare_run_folder(ctx.comm, run_folder_request(cfg, args));
+  const fs::path run_dir = suite::prepare_run_folder(
+      ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
   LOG_INFO("benchmark: run folder {}", run_dir.string());
   const c10::Device device = train::resolve_device(cfg.device);
   {
@@ -423,34 +410,9 @@ Subcommand add_benchmark(CLI::App& app, int argc, char** argv) {
   ConfigArgs* c = &args->config;
   add_config_files_option(sub, c);
   add_threads_option(sub, threads.get());
-  add_string_override(sub, c, "--base-run-dir", "base_run_dir", "parent of the run folders");
-  add_string_override(sub, c, "--job-name", "job_name", "run folder prefix");
-  add_string_override(sub, c, "--fract-base-dir", "fract_base_dir", "root of the fractal library");
-  add_string_override(sub, c, "--dataset-dir", "dataset_dir", "dataset cache root");
-  add_int_override(sub, c, "--n-categories", "n_categories", "fractal classes");
-  add_int_override(sub, c, "--n-instances-used-per-fractal", "n_instances_used_per_fractal", "instances drawn per class");
-  add_int_override(sub, c, "--problem-scale", "problem_scale", "volume side is 2^scale");
-  add_int_override(sub, c, "--unet-bottleneck-dim", "unet_bottleneck_dim", "log2 of the bottleneck side");
-  add_int_override(sub, c, "--unet-base-channels", "unet_base_channels", "U-Net channels at the first level");
-  add_int_override(sub, c, "--seed", "seed", "the single seed for everything");
-  add_int_override(sub, c, "--local-batch-size", "local_batch_size", "batch per data-parallel replica");
-  add_int_override(sub, c, "--warmup-batches", "warmup_batches", "untimed warm-up steps");
-  add_int_override(sub, c, "--group-norm-groups", "group_norm_groups", "GroupNorm groups");
-  add_int_override(sub, c, "--dataloader-num-workers", "dataloader_num_workers", "data-loading threads per rank");
-  add_string_override(sub, c, "--optimizer", "optimizer", "ADAM, RMSProp or SGD");
-  add_string_override(sub, c, "--device", "device", "auto, cpu or cuda");
-  add_int_list_override(sub, c, "--dc-num-shards", "dc_num_shards", 3, "spatial shards per sharded dimension");
-  add_int_list_override(sub, c, "--dc-shard-dims", "dc_shard_dims", 3, "tensor dimensions to shard (2,3,4 = D,H,W)");
-  add_string_override(sub, c, "--dc-groupnorm", "dc_groupnorm",
-                      "GroupNorm statistics of a sharded sample: global (as unsharded) or local (per shard)");
-  add_int_override(sub, c, "--progress-timeout-s", "progress_timeout_s",
-                   "end every rank after this many seconds without a finished step (0: never)");
-  add_int_override(sub, c, "--epochs", "epochs", "epoch cap (-1: until the target Dice)");
-  add_float_override(sub, c, "--starting-learning-rate", "starting_learning_rate", "initial learning rate");
-  add_float_override(sub, c, "--min-learning-rate", "min_learning_rate", "eta_min of the cosine schedule");
-  add_int_override(sub, c, "--T-0", "T_0", "epochs in the first cosine cycle");
-  add_int_override(sub, c, "--T-mult", "T_mult", "cycle growth factor");
-  add_int_override(sub, c, "--checkpoint-interval", "checkpoint_interval", "checkpoint every N epochs (<= 0: never)");
+  // Every key is a flag (--key-with-dashes), its help from the schema. The three fixed
+  // compatibility keys (framework, dist, loss_freq) take no flag.
+  add_schema_flags<config::Config>(sub, c, {"framework", "dist", "loss_freq"});
   auto* run_dir = sub->add_option("--run-dir", args->run_dir, "resume in this run folder (implies --restart)");
   sub->add_flag("--restart", args->restart, "resume from the run folder's last checkpoint; needs --run-dir")
       ->needs(run_dir);

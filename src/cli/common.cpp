@@ -45,29 +45,7 @@ CLI::Option* add_override(CLI::App* sub, ConfigArgs* args, const std::string& fl
   return opt;
 }
 
-std::string key_help(const std::string& key, const std::string& help) {
-  return help + " (config key '" + key + "')";
-}
-
 }  // namespace
-
-void add_int_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
-                      const std::string& key, const std::string& help) {
-  add_override<int64_t>(sub, args, flag, key, key_help(key, help));
-}
-void add_float_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
-                        const std::string& key, const std::string& help) {
-  add_override<double>(sub, args, flag, key, key_help(key, help));
-}
-void add_string_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
-                         const std::string& key, const std::string& help) {
-  add_override<std::string>(sub, args, flag, key, key_help(key, help));
-}
-void add_int_list_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
-                           const std::string& key, std::size_t count, const std::string& help) {
-  add_override<std::vector<int64_t>>(sub, args, flag, key, key_help(key, help))
-      ->expected(static_cast<int>(count));
-}
 
 std::string schema_flag_name(const std::string& key) {
   std::string flag = "--" + key;

@@ -37,17 +37,6 @@ void add_threads_option(CLI::App* sub, int* threads);
 // -c/--config, repeatable and required.
 void add_config_files_option(CLI::App* sub, ConfigArgs* args);
 
-// A flag that overrides config key `key` when given on the command line (even with the
-// default's value: an explicit flag always wins, see docs/config.md).
-void add_int_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
-                      const std::string& key, const std::string& help);
-void add_float_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
-                        const std::string& key, const std::string& help);
-void add_string_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
-                         const std::string& key, const std::string& help);
-void add_int_list_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
-                           const std::string& key, std::size_t count, const std::string& help);
-
 // The flag of config key `key`: "--" + key with '_' written '-' (problem_scale -> --problem-scale,
 // T_0 -> --T-0).
 std::string schema_flag_name(const std::string& key);
@@ -69,6 +58,14 @@ void add_schema_flags(CLI::App* sub, ConfigArgs* args, const std::vector<std::st
     if (std::find(skip.begin(), skip.end(), key.name) == skip.end())
       add_schema_flag(sub, args, key);
   }
+}
+
+// add_schema_flag for the listed keys of C only, in the order given (a subcommand that uses a few
+// keys). A name that is not a key of C throws std::invalid_argument.
+template <class C>
+void add_schema_flags_for(CLI::App* sub, ConfigArgs* args, const std::vector<std::string>& keys) {
+  check_skipped_keys(keys, config::known_keys<C>());
+  for (const std::string& name : keys) add_schema_flag(sub, args, *config::find_key<C>(name));
 }
 
 // What rank 0 loaded, as the text every rank parses.

@@ -41,19 +41,11 @@ Subcommand add_generate_dataset(CLI::App& app) {
   auto threads = std::make_shared<int>(1);
   add_config_files_option(sub, args.get());
   add_threads_option(sub, threads.get());
-  add_int_override(sub, args.get(), "--problem-scale", "problem_scale", "volume side is 2^scale");
-  add_int_override(sub, args.get(), "--n-categories", "n_categories", "fractal classes");
-  add_int_override(sub, args.get(), "--n-instances-used-per-fractal", "n_instances_used_per_fractal",
-                   "instances drawn per class");
-  add_int_override(sub, args.get(), "--seed", "seed", "the single seed for everything");
-  add_string_override(sub, args.get(), "--fract-base-dir", "fract_base_dir", "root of the fractal library");
-  add_string_override(sub, args.get(), "--dataset-dir", "dataset_dir", "dataset cache root");
-  add_int_list_override(sub, args.get(), "--dc-num-shards", "dc_num_shards", 3,
-                        "physical shards per sharded dimension");
-  add_int_list_override(sub, args.get(), "--dc-shard-dims", "dc_shard_dims", 3,
-                        "tensor dimensions to shard (2,3,4 = D,H,W)");
-  add_int_override(sub, args.get(), "--datagen-batch-size", "datagen_batch_size",
-                   "most category attempts one rank makes per search round");
+  // The keys that shape the dataset; name and help come from the schema.
+  add_schema_flags_for<config::Config>(sub, args.get(),
+                                       {"problem_scale", "n_categories", "n_instances_used_per_fractal", "seed",
+                                        "fract_base_dir", "dataset_dir", "dc_num_shards", "dc_shard_dims",
+                                        "datagen_batch_size"});
   return {sub, [args, threads](RunContext& ctx) {
             ctx.threads = *threads;
             const config::Config cfg = load_config_everywhere(ctx.comm, *args);

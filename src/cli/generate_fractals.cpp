@@ -295,13 +295,9 @@ Subcommand add_generate_fractals(CLI::App& app) {
   auto threads = std::make_shared<int>(1);
   add_config_files_option(sub, args.get());
   add_threads_option(sub, threads.get());
-  add_int_override(sub, args.get(), "--problem-scale", "problem_scale",
-                   "volume side is 2^scale; sets the points per cloud");
-  add_int_override(sub, args.get(), "--n-categories", "n_categories", "fractal classes");
-  add_string_override(sub, args.get(), "--fract-base-dir", "fract_base_dir",
-                      "root of the fractal library");
-  add_int_override(sub, args.get(), "--datagen-batch-size", "datagen_batch_size",
-                   "most category attempts one rank makes per search round");
+  // The keys that shape the library; name and help come from the schema.
+  add_schema_flags_for<config::Config>(sub, args.get(),
+                                       {"problem_scale", "n_categories", "fract_base_dir", "datagen_batch_size"});
   return {sub, [args, threads](RunContext& ctx) {
             ctx.threads = *threads;
             ensure_fractal_library(ctx, load_config_everywhere(ctx.comm, *args));

@@ -32,12 +32,9 @@ std::vector<Spec> image_classification_keys() {
   };
 
   // Paths.
-  add(bind_path("base_run_dir", &IC::base_run_dir, "parent directory of the run directories",
-                "a non-empty path", non_empty));
-  add(bind_key("job_name", &IC::job_name, "prefix of the run directory name",
-               "a non-empty name without '/'", rules::plain_name));
-  add(bind_key("checkpoint_dir", &IC::checkpoint_dir,
-               "checkpoint subdirectory of the run directory", "a non-empty path", non_empty));
+  add(rules::base_run_dir_key<IC>());
+  add(rules::job_name_key<IC>());
+  add(rules::checkpoint_dir_key<IC>());
   {
     const auto i = add(bind_path(
         "data_dir", &IC::data_dir,
@@ -54,9 +51,7 @@ std::vector<Spec> image_classification_keys() {
     };
   }
 
-  add(bind_key(
-      "seed", &IC::seed, "the single seed for everything", "an integer >= 0",
-      +[](const int64_t& v) { return v >= 0; }));
+  add(rules::seed_key<IC>());
 
   // Model and data.
   add_choice(bind_key("model", &IC::model, "torchvision ResNet variant",
@@ -131,20 +126,10 @@ std::vector<Spec> image_classification_keys() {
                bool_any));
 
   // Run.
-  add(bind_key("dataloader_num_workers", &IC::dataloader_num_workers,
-               "data-loading workers per rank", "an integer >= 0", at_least_0));
-  add_choice(
-      bind_key("device", &IC::device, "where to train: auto (CUDA when available), cpu or cuda",
-               "one of auto, cpu, cuda"),
-      {"auto", "cpu", "cuda"});
-  add(bind_key(
-      "checkpoint_interval", &IC::checkpoint_interval,
-      "checkpoint every N epochs; -1 or 0 disables checkpoints", "an integer >= -1",
-      +[](const int& v) { return v >= -1; }));
-  add(bind_key("progress_timeout_s", &IC::progress_timeout_s,
-               "seconds without a finished training step or validation batch after which every "
-               "rank is ended with an error; 0: never",
-               "an integer >= 0", at_least_0));
+  add(rules::dataloader_workers_key<IC>());
+  add(rules::device_key<IC>(/*extension=*/false));
+  add(rules::checkpoint_interval_key<IC>());
+  add(rules::progress_timeout_key<IC>(/*extension=*/false));
   return t;
 }
 

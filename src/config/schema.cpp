@@ -37,21 +37,16 @@ std::vector<KeySpec> scaffold_keys() {
   };
 
   // Paths.
-  add(bind_path("base_run_dir", &Config::base_run_dir, "parent directory of the run directories",
-                "a non-empty path", non_empty));
+  add(rules::base_run_dir_key<Config>());
   add(bind_path("dataset_dir", &Config::dataset_dir, "dataset cache root", "a non-empty path",
                 non_empty));
   add(bind_path("fract_base_dir", &Config::fract_base_dir, "root of the fractal library",
                 "a non-empty path", non_empty));
-  add(bind_key("job_name", &Config::job_name, "prefix of the run directory name",
-               "a non-empty name without '/'", rules::plain_name));
-  add(bind_key("checkpoint_dir", &Config::checkpoint_dir,
-               "checkpoint subdirectory of the run directory", "a non-empty path", non_empty));
+  add(rules::job_name_key<Config>());
+  add(rules::checkpoint_dir_key<Config>());
 
   // Problem size and data generation.
-  add(bind_key(
-      "seed", &Config::seed, "the single seed for everything", "an integer >= 0",
-      +[](const int64_t& v) { return v >= 0; }));
+  add(rules::seed_key<Config>());
   {
     const auto i = add(bind_key(
         "problem_scale", &Config::problem_scale, "volume side is 2^problem_scale voxels",
@@ -185,12 +180,8 @@ std::vector<KeySpec> scaffold_keys() {
         "one of global, local"));
     t[i].choices = {"global", "local"};
   }
-  add(bind_key("progress_timeout_s", &Config::progress_timeout_s,
-               "extension: seconds without a finished training step or validation batch after "
-               "which every rank is ended with an error (a stuck rank or file system); 0: never",
-               "an integer >= 0", at_least_0));
-  add(bind_key("dataloader_num_workers", &Config::dataloader_num_workers,
-               "data-loading workers per rank", "an integer >= 0", at_least_0));
+  add(rules::progress_timeout_key<Config>(/*extension=*/true));
+  add(rules::dataloader_workers_key<Config>());
 
   // Model and training.
   add(bind_key("local_batch_size", &Config::local_batch_size,
@@ -208,13 +199,7 @@ std::vector<KeySpec> scaffold_keys() {
                                c.unet_base_channels);
     };
   }
-  {
-    const auto i =
-        add(bind_key("device", &Config::device,
-                     "extension: where to train: auto (CUDA when available), cpu or cuda",
-                     "one of auto, cpu, cuda"));
-    t[i].choices = {"auto", "cpu", "cuda"};
-  }
+  add(rules::device_key<Config>(/*extension=*/true));
   add(bind_key("activation_checkpointing", &Config::activation_checkpointing,
                "1 recomputes every U-Net block in the backward pass", kBoolAllowed, bool_any));
   {
@@ -274,10 +259,7 @@ std::vector<KeySpec> scaffold_keys() {
       +[](const int& v) { return v == 1; }));
 
   // Run folder and checkpoints.
-  add(bind_key(
-      "checkpoint_interval", &Config::checkpoint_interval,
-      "checkpoint every N epochs; -1 or 0 disables checkpoints",
-      "an integer >= -1 (-1 or 0: no checkpoints)", +[](const int& v) { return v >= -1; }));
+  add(rules::checkpoint_interval_key<Config>());
   add(bind_key("train_from_scratch", &Config::train_from_scratch,
                "1 deletes checkpoints and train_stats.csv in the run directory at start",
                kBoolAllowed, bool_any));

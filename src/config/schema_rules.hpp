@@ -106,6 +106,60 @@ bool at_least_0(const int& v);
 bool at_least_1(const int& v);
 bool bool_any(const bool& v);
 
+// ---- keys every workload's option struct has, declared once ------------------------------------
+// Same name, help, allowed text and checks in every table, so a run folder, a seed or a device
+// means the same in every workload. `extension` prefixes the help with "extension: " in the
+// ScaFFold table, whose own keys are ScaFFold's.
+template <class C>
+KeySpecT<C> base_run_dir_key() {
+  return bind_path("base_run_dir", &C::base_run_dir, "parent directory of the run directories", "a non-empty path",
+                   non_empty);
+}
+template <class C>
+KeySpecT<C> job_name_key() {
+  return bind_key("job_name", &C::job_name, "prefix of the run directory name", "a non-empty name without '/'",
+                  plain_name);
+}
+template <class C>
+KeySpecT<C> checkpoint_dir_key() {
+  return bind_key("checkpoint_dir", &C::checkpoint_dir, "checkpoint subdirectory of the run directory",
+                  "a non-empty path", non_empty);
+}
+template <class C>
+KeySpecT<C> seed_key() {
+  return bind_key("seed", &C::seed, "the single seed for everything", "an integer >= 0",
+                  +[](const int64_t& v) { return v >= 0; });
+}
+template <class C>
+KeySpecT<C> dataloader_workers_key() {
+  return bind_key("dataloader_num_workers", &C::dataloader_num_workers, "data-loading workers per rank",
+                  "an integer >= 0", at_least_0);
+}
+template <class C>
+KeySpecT<C> device_key(bool extension) {
+  KeySpecT<C> k = bind_key("device", &C::device,
+                           extension ? "extension: where to train: auto (CUDA when available), cpu or cuda"
+                                     : "where to train: auto (CUDA when available), cpu or cuda",
+                           "one of auto, cpu, cuda");
+  k.choices = {"auto", "cpu", "cuda"};
+  return k;
+}
+template <class C>
+KeySpecT<C> checkpoint_interval_key() {
+  return bind_key("checkpoint_interval", &C::checkpoint_interval,
+                  "checkpoint every N epochs; -1 or 0 disables checkpoints",
+                  "an integer >= -1 (-1 or 0: no checkpoints)", +[](const int& v) { return v >= -1; });
+}
+template <class C>
+KeySpecT<C> progress_timeout_key(bool extension) {
+  return bind_key("progress_timeout_s", &C::progress_timeout_s,
+                  extension ? "extension: seconds without a finished training step or validation batch after "
+                              "which every rank is ended with an error (a stuck rank or file system); 0: never"
+                            : "seconds without a finished training step or validation batch after which every "
+                              "rank is ended with an error (a stuck rank or file system); 0: never",
+                  "an integer >= 0", at_least_0);
+}
+
 }  // namespace rules
 
 // Each struct's table, in its own file; schema_table<C>() builds it once.

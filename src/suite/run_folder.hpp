@@ -29,6 +29,25 @@ struct RunFolderRequest {
 // "key: value" lines (YAML) for overrides.yaml, one per explicit flag.
 std::vector<std::string> override_lines(const std::vector<config::FlagOverride>& flags);
 
+// The request for a run of any workload's option struct C (each has base_run_dir, job_name and
+// checkpoint_dir): `config_files` as given with -c, `flags` the explicit flags, `resume_dir` the
+// --run-dir of a restart ("" for a new run), `argv` the command line after the executable.
+template <class C>
+RunFolderRequest run_folder_request(const C& cfg, const std::vector<std::string>& config_files,
+                                    const std::vector<config::FlagOverride>& flags, const std::string& resume_dir,
+                                    const std::vector<std::string>& argv) {
+  RunFolderRequest r;
+  r.base_run_dir = cfg.base_run_dir;
+  r.job_name = cfg.job_name;
+  r.checkpoint_dir = cfg.checkpoint_dir;
+  r.config_yaml = config::to_yaml(cfg);
+  r.base_config_file = config_files.front();
+  r.flag_lines = override_lines(flags);
+  r.resume_dir = resume_dir;
+  r.argv = argv;
+  return r;
+}
+
 // Collective: rank 0 creates (or, for a restart, checks) the folder and writes its files; every
 // rank returns its absolute path. Errors are agreed (every rank throws dist::AgreedError).
 std::filesystem::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& request);

@@ -110,6 +110,35 @@ TEST(ImageClassification, LearnsSeparableImagesAndRecordsCaramlFigures) {
   EXPECT_NE(row.find(",resnet18,synthetic,"), std::string::npos) << row;
 }
 
+// Energy over the timed windows with the GH200 hwmon fixture (two modules at 412.5 + 398.0 W,
+// constant): the record's energy is 810.5 W x the timed train + validation windows, and
+// images/Wh and J/image follow from the images of the timed epochs.
+TEST(ImageClassification, EnergyOfTheTimedEpochsAndImagesPerWh) {
+  TempDir dir;
+  const std::string fixture = std::string(SCAFFOLD_SOURCE_DIR) + "/tests/fixtures/energy/gh200/hwmon";
+  const auto r = run_command("SCAFFOLD_HWMON_ROOT=" + fixture + " SCAFFOLD_POWERCAP_ROOT=/nonexistent " + kBinary +
+                             " image_classification --threads 2 --epochs 2 --warmup-epochs 1 -c " +
+                             write_tiny_config(dir.path()).string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path run = test::only_run_dir(dir.path());
+  const auto windows = test::csv_rows(run / "energy_stats.csv");
+  double timed_s = 0.0;
+  int timed_windows = 0;
+  for (std::size_t i = 1; i < windows.size(); ++i)
+    if (windows[i][0] == "train" || windows[i][0] == "validation") {
+      timed_s += std::stod(windows[i][3]);
+      ++timed_windows;
+    }
+  EXPECT_EQ(timed_windows, 4) << "train + validation for each of the 2 timed epochs";
+  const nlohmann::json s = nlohmann::json::parse(core::read_file(run / "summary.json"));
+  const double wh = s.at("energy_wh").get<double>();
+  EXPECT_NEAR(wh, 810.5 * timed_s / 3600.0, 1e-6 * wh);
+  const double images = 2 * (256.0 + 64.0);
+  EXPECT_NEAR(counter(s, "images_per_wh"), images / wh, 1e-9 * images / wh);
+  EXPECT_NEAR(counter(s, "j_per_image"), wh * 3600.0 / images, 1e-9 * wh * 3600.0 / images);
+  EXPECT_TRUE(fs::exists(run / "energy_phases.csv")) << "the phases are measured too";
+}
+
 TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
   TempDir dir;
   // Two classes told apart by brightness, 8 training and 4 validation images each.

@@ -11,6 +11,21 @@
   slurm   a system added as one table entry renders the strong-scaling job scripts under the tag
           dryrun exactly as tests/jube/expected/ says (paths that vary replaced), without calling
           sbatch; without dryrun the first step is submitted through sbatch.
+  The smoke tests also check that collect reads each run's summary.json: a record that
+  disagrees with report.csv or the parameters, or none, fails.
+
+  imgcls  jube/image_classification.yaml --tag local smoke runs its 2 combinations (global batch
+          16 and 32, 1 rank); each row's Images/second, Epoch, GlobalBatchSize, BatchSize/Device
+          (and more) equal those computed from its run folder's summary.json, and its first 26
+          cells equal `scaffold report --format csv` of the folder; collect refuses a run of
+          another precision, model, global batch or rank count and a report.csv that disagrees.
+  imgcls_errors  a global batch that does not split over the devices stops the run naming both;
+          a misspelt tag, and this campaign's tag given to another campaign, are errors; a
+          combination scaffold rejects has a row with scaffold's message.
+  imgcls_slurm  on a GPU system added as one entry, the dry run renders CARAML's 7 (with the tag
+          precision, 28) job scripts, each equal line by line to the one written out by hand in
+          GPU_JOB_SCRIPT below; a CPU system gets fp32 and --device cpu; without dryrun the 7
+          jobs go to sbatch.
 
 Usage: check_campaigns.py TEST --scaffold BIN --jube JUBE --repo DIR [--keep]
 """
@@ -19,6 +34,7 @@ import argparse
 import csv
 import glob
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -70,8 +86,9 @@ def edit(path, old, new):
         handle.write(text.replace(old, new))
 
 
-def result_tables(output):
-    """(pretty rows as dicts, csv rows as dicts) from `jube result` output."""
+def result_tables(output, csv_start="campaign,system,"):
+    """(pretty rows as dicts, csv rows as dicts) from `jube result` output; the CSV table is
+    the one whose header starts with `csv_start`."""
     lines = output.splitlines()
     pretty = [l.strip() for l in lines if l.strip().startswith("|")]
     check(len(pretty) >= 2, "no pretty table in jube result:\n" + output)
@@ -82,7 +99,7 @@ def result_tables(output):
         cells = [c.strip() for c in line.strip("|").split("|")]
         if cells[0]:
             rows.append(dict(zip(header, cells)))
-    start = [i for i, l in enumerate(lines) if l.startswith("campaign,system,")]
+    start = [i for i, l in enumerate(lines) if l.startswith(csv_start)]
     check(len(start) == 1, "no CSV table in jube result:\n" + output)
     block = []
     for line in lines[start[0]:]:
@@ -112,6 +129,72 @@ def energy_wh(run_dir):
     with open(path, newline="") as handle:
         return sum(float(r["energy_wh"]) for r in csv.DictReader(handle)
                    if r["window"] in ("train", "validation"))
+
+
+def shard_product(shards):
+    product = 1
+    for value in shards.split():
+        product *= int(value)
+    return product
+
+
+def run_collect(env, workload, step_dir, argv):
+    """jube/lib/collect.py WORKLOAD STEP_DIR ARGV in a fresh folder, as the collect step runs
+    it: (exit code, result.txt as a dict, stderr)."""
+    cwd = tempfile.mkdtemp(prefix="collect-", dir=env.tmp)
+    proc = subprocess.run([sys.executable, os.path.join(env.args.repo, "jube", "lib", "collect.py"),
+                           workload, step_dir] + [str(a) for a in argv], cwd=cwd,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    result = {}
+    with open(os.path.join(cwd, "result.txt")) as handle:
+        for line in handle:
+            key, _, value = line.rstrip("\n").partition(": ")
+            result[key] = value
+    return proc.returncode, result, proc.stderr
+
+
+def copy_step(env, step_dir):
+    """A copy of a step's work folder (run folder, report.csv) to tamper with."""
+    copy = tempfile.mkdtemp(prefix="step-", dir=env.tmp)
+    shutil.rmtree(copy)
+    shutil.copytree(step_dir, copy, symlinks=True)
+    return copy
+
+
+def edit_json(path, change):
+    with open(path) as handle:
+        data = json.load(handle)
+    change(data)
+    with open(path, "w") as handle:
+        json.dump(data, handle, indent=2)
+
+
+def expect_refused(env, workload, step_dir, argv, message, what):
+    code, result, stderr = run_collect(env, workload, step_dir, argv)
+    print("collect {0}: exit {1}, {2}".format(what, code, stderr.strip()))
+    check(code == 1, "collect accepted {0}".format(what))
+    check(message in stderr and result.get("status", "").startswith("failed at collect: "),
+          "collect of {0} does not say '{1}': {2} / {3}".format(
+              what, message, stderr.strip(), result.get("status")))
+
+
+def check_benchmark_collect(env, bench_dir, argv, epochs):
+    """collect reads summary.json: a record that disagrees with report.csv or the parameters,
+    or none at all, fails the row."""
+    code, result, stderr = run_collect(env, "benchmark", bench_dir, argv)
+    check(code == 0 and result["status"] == "ok", "collect of an untouched copy: {0} {1}".format(
+        code, stderr))
+    copy = copy_step(env, bench_dir)
+    summary = glob.glob(os.path.join(copy, "scaffold_*", "summary.json"))[0]
+    edit_json(summary, lambda s: s.update(epochs=s["epochs"] + 1))
+    expect_refused(env, "benchmark", copy, argv,
+                   "epochs: report.csv {0}, summary.json {1}".format(epochs, epochs + 1),
+                   "a summary.json with one epoch more")
+    edit_json(summary, lambda s: s.update(epochs=s["epochs"] - 1, nodes=2))
+    expect_refused(env, "benchmark", copy, argv, "nodes=2 (asked 1)",
+                   "a summary.json on 2 nodes")
+    os.remove(summary)
+    expect_refused(env, "benchmark", copy, argv, "summary.json", "a run without summary.json")
 
 
 def test_smoke(env, campaign=None, ranks="1", shards="1 1 1"):
@@ -165,6 +248,10 @@ def test_smoke(env, campaign=None, ranks="1", shards="1 1 1"):
         for name in ("job.out", "job.err", "job.sh", "report.csv"):
             check(os.path.exists(os.path.join(os.path.dirname(found[0]), name)),
                   "{0} missing from the benchmark work package".format(name))
+    check_benchmark_collect(env, os.path.dirname(found[0]),
+                            ["--ranks", ranks, "--nodes", 1, "--problem-scale", 4,
+                             "--shards", shard_product(shards),
+                             "--global-batch", rows[-1]["global_batch"]], epochs)
 
 
 def test_smoke_mpi(env):
@@ -331,9 +418,400 @@ def test_slurm(env):
           "the submitted job's row: {0}".format(rows))
 
 
+# ---- image classification (jube/image_classification.yaml) ----
+
+# The columns of `scaffold report --format csv` for image classification, as docs/reports.md
+# lists them: CARAML's CSV titles in CARAML's order (spec/caraml.md §1.5, without EnergyFile
+# and TrainOptim), then ours.
+IMGCLS_REPORT_COLUMNS = [
+    "JobID", "System", "Version", "Queue", "Runtime(s)", "Model", "Dataset", "Nodes", "Devices",
+    "Tasks/Node", "Threads/Task", "Workers", "GlobalBatchSize", "BatchSize/Device", "Epoch",
+    "Precision", "Compiler", "CompilerMode", "ChannelLast", "Images/second",
+    "TrainImages/second", "Top1(%)", "Top5(%)", "Energy(Wh)", "Images/Wh", "J/image"]
+IMGCLS_CSV_COLUMNS = IMGCLS_REPORT_COLUMNS + [
+    "Status", "Campaign", "JubeSystem", "Tags", "JubeWP", "SlurmJob", "Run", "Host", "GitCommit"]
+
+
+def imgcls_tables(output):
+    pretty, rows = result_tables(output, "JobID,System,")
+    check(rows and list(rows[0].keys()) == IMGCLS_CSV_COLUMNS,
+          "CSV columns: {0}\nexpected {1}".format(list(rows[0].keys()) if rows else None,
+                                                 IMGCLS_CSV_COLUMNS))
+    return pretty, rows
+
+
+def counter(summary, name):
+    values = [c["value"] for c in summary["counters"] if c["name"] == name]
+    return values[0] if values else None
+
+
+def two_decimals(value):
+    return "" if value is None else "{0:.2f}".format(value)
+
+
+def test_imgcls(env):
+    """The local smoke sweep: 2 runs, each row equal to its run folder's summary.json."""
+    out = os.path.join(env.tmp, "out")
+    campaign = os.path.join(env.args.repo, "jube", "image_classification.yaml")
+    env.jube("run", "-e", "--hide-animation", campaign, "--tag", "local", "smoke", "-o", out)
+    result = env.jube("result", out, "-i", "last").stdout
+    print(result)
+    pretty, rows = imgcls_tables(result)
+    check(len(rows) == 2 and len(pretty) == 2,
+          "expected 2 rows (global batch 16 and 32), got {0} csv / {1} pretty".format(
+              len(rows), len(pretty)))
+    check([r["GlobalBatchSize"] for r in rows] == ["16", "32"],
+          "rows are not the smoke sweep, in order: {0}".format(
+              [r["GlobalBatchSize"] for r in rows]))
+    for row, shown in zip(rows, pretty):
+        check(row["Status"] == "ok" and shown["Status"] == "ok",
+              "status of global batch {0}: {1}".format(row["GlobalBatchSize"], row["Status"]))
+        found = glob.glob(os.path.join(out, "*", "*_train", "work", row["Run"]))
+        check(len(found) == 1, "run folder {0} not found once in the work packages: {1}".format(
+            row["Run"], found))
+        run_dir = found[0]
+        with open(os.path.join(run_dir, "summary.json")) as handle:
+            summary = json.load(handle)
+        # What the smoke sweep asked for: 1 rank, the swept global batch, fp32 on this CPU
+        # system, ResNet-18, 2 timed epochs after 1 warm-up epoch.
+        gbs = int(row["GlobalBatchSize"])
+        check(summary["workload"] == "image_classification" and summary["ranks"] == 1 and
+              summary["devices"] == 1 and summary["global_batch"] == gbs and
+              summary["local_batch"] == gbs and summary["precision"] == "fp32" and
+              summary["params"]["model"] == "resnet18" and summary["epochs"] == 2 and
+              summary["warmup_epochs"] == 1,
+              "{0}/summary.json is not the run asked for (global batch {1}): {2}".format(
+                  row["Run"], gbs, {k: summary[k] for k in (
+                      "ranks", "devices", "global_batch", "local_batch", "precision", "epochs",
+                      "warmup_epochs")}))
+        # The row, computed from summary.json (docs/reports.md's column definitions).
+        expected = {
+            "Images/second": two_decimals(counter(summary, "images_per_s")),
+            "Epoch": str(summary["epochs"]),
+            "GlobalBatchSize": str(summary["global_batch"]),
+            "BatchSize/Device": str(summary["global_batch"] // summary["devices"]),
+            "Devices": str(summary["devices"]), "Nodes": str(summary["nodes"]),
+            "Precision": summary["precision"], "Model": summary["params"]["model"],
+            "TrainImages/second": two_decimals(counter(summary, "train_images_per_s")),
+            "Top1(%)": two_decimals(100 * counter(summary, "val_top1")),
+            "Runtime(s)": two_decimals(summary["runtime_s"]),
+            "JobID": summary["job_id"] or summary["run"],
+        }
+        print("{0}: summary.json {1}".format(row["Run"], expected))
+        for title, value in expected.items():
+            check(row[title] == value and shown[title] == value,
+                  "{0} of {1}: table {2!r} (pretty {3!r}), summary.json {4!r}".format(
+                      title, row["Run"], row[title], shown[title], value))
+        if summary["energy_wh"] is None:
+            check(row["Energy(Wh)"] == "" and shown["Energy(Wh)"] == "not measured",
+                  "no energy measured, but the energy cells say {0!r} / {1!r}".format(
+                      row["Energy(Wh)"], shown["Energy(Wh)"]))
+        else:
+            check(row["Energy(Wh)"] == "{0:.3f}".format(summary["energy_wh"]),
+                  "Energy(Wh): table {0}, summary.json {1}".format(
+                      row["Energy(Wh)"], summary["energy_wh"]))
+        # The first columns are `scaffold report --format csv` of the folder, cell for cell.
+        proc = subprocess.run([env.args.scaffold, "report", "--format", "csv", run_dir],
+                              stdout=subprocess.PIPE, universal_newlines=True)
+        report = list(csv.reader(io.StringIO(proc.stdout)))
+        check(proc.returncode == 0 and len(report) == 2 and report[0] == IMGCLS_REPORT_COLUMNS,
+              "scaffold report of {0}: {1}".format(run_dir, proc.stdout))
+        check([row[c] for c in IMGCLS_REPORT_COLUMNS] == report[1],
+              "the row is not scaffold report's:\n{0}\n{1}".format(
+                  [row[c] for c in IMGCLS_REPORT_COLUMNS], report[1]))
+        for name in ("job.out", "job.err", "job.sh", "report.csv"):
+            check(os.path.exists(os.path.join(os.path.dirname(run_dir), name)),
+                  "{0} missing from the train work package".format(name))
+        print("{0}: runtime {1:.1f} s".format(row["Run"], summary["runtime_s"]))
+
+    # collect refuses a run that is not the one asked for, and a report.csv that does not
+    # say what summary.json says.
+    step = os.path.dirname(run_dir)
+    argv = ["--ranks", 1, "--nodes", 1, "--tasks-per-node", 1, "--global-batch", 32,
+            "--batch-per-device", 32, "--precision", "fp32", "--model", "resnet18",
+            "--dataset", "synthetic", "--epochs", 2]
+    code, result, stderr = run_collect(env, "image_classification", step, argv)
+    check(code == 0 and result["status"] == "ok" and
+          result["images_per_s"] == rows[1]["Images/second"],
+          "collect of the 32 run again: {0} {1} {2}".format(code, result, stderr))
+
+    def asking(**changes):
+        changed = list(argv)
+        for key, value in changes.items():
+            changed[changed.index("--" + key.replace("_", "-")) + 1] = value
+        return changed
+    expect_refused(env, "image_classification", step, asking(precision="bf16"),
+                   "precision=fp32 (asked bf16)", "a run of another precision")
+    expect_refused(env, "image_classification", step, asking(model="resnet50"),
+                   "model=resnet18 (asked resnet50)", "a run of another model")
+    expect_refused(env, "image_classification", step,
+                   asking(global_batch=64, batch_per_device=64),
+                   "global_batch=32 (asked 64)", "a run of another global batch")
+    expect_refused(env, "image_classification", step, asking(ranks=2, tasks_per_node=2),
+                   "ranks=1 (asked 2)", "a run on fewer ranks")
+    copy = copy_step(env, step)
+    with open(os.path.join(copy, "report.csv")) as handle:
+        text = handle.read()
+    cells = text.splitlines()[1].split(",")
+    images = cells[IMGCLS_REPORT_COLUMNS.index("Images/second")]
+    cells[IMGCLS_REPORT_COLUMNS.index("Images/second")] = "{0:.2f}".format(float(images) + 1)
+    with open(os.path.join(copy, "report.csv"), "w") as handle:
+        handle.write(text.splitlines()[0] + "\n" + ",".join(cells) + "\n")
+    expect_refused(env, "image_classification", copy, argv, "disagree: Images/second",
+                   "a report.csv whose Images/second is not summary.json's")
+
+
+THREE_DEVICE_SYSTEM = """
+# Added by tests/jube/check_campaigns.py: one node of 3 GPUs, which no global batch of
+# CARAML's sweep (powers of two) splits over.
+tri:
+  scheduler: slurm
+  devices_per_node: 3
+  launcher: "srun --ntasks={ranks}"
+  device: cuda
+"""
+
+
+def test_imgcls_errors(env):
+    jube_dir = env.copy_jube("imgcls-errors")
+    campaign = os.path.join(jube_dir, "image_classification.yaml")
+    with open(os.path.join(jube_dir, "systems.yaml"), "a") as handle:
+        handle.write(THREE_DEVICE_SYSTEM)
+
+    # 1. A global batch that does not split over the devices stops the run before any job.
+    out = os.path.join(env.tmp, "tri")
+    proc = env.jube("run", "-e", "--hide-animation", campaign, "--tag", "tri", "dryrun",
+                    "-o", out, expect_ok=False)
+    print(proc.stdout[-1500:])
+    check(proc.returncode != 0, "global batch 32 over 3 devices exited 0")
+    check("the global batch 32 does not split over 3 devices" in proc.stdout and
+          "system 'tri'" in proc.stdout,
+          "the error does not say that global batch 32 does not split over the 3 devices of 'tri'")
+    check(not glob.glob(os.path.join(out, "*", "*_train", "work", "job.sh")),
+          "an unsplittable global batch still rendered job scripts")
+
+    # 2. Tags: a misspelt campaign tag, and a tag of this campaign given to another one.
+    proc = env.jube("run", "--hide-animation", campaign, "--tag", "local", "smok",
+                    "-o", os.path.join(env.tmp, "smok"), expect_ok=False)
+    print(proc.stdout[-1000:])
+    check(proc.returncode != 0 and "unknown tag(s) 'smok'" in proc.stdout and
+          "nor a campaign tag (dryrun, smoke, precision)" in proc.stdout,
+          "a misspelt tag does not fail naming it and the campaign's tags")
+    proc = env.jube("run", "--hide-animation", os.path.join(jube_dir, "smoke.yaml"), "--tag",
+                    "local", "precision", "-o", os.path.join(env.tmp, "other"), expect_ok=False)
+    check(proc.returncode != 0 and "unknown tag(s) 'precision'" in proc.stdout,
+          "the ScaFFold smoke campaign accepted the image-classification tag 'precision'")
+
+    # 3. A combination scaffold rejects still has a row that says why (global batch 4096 is
+    #    larger than the smoke's 256 training images); with -e, jube stops with the message.
+    edit(campaign, '{name: global_batch_size, type: int, tag: smoke, _: "16,32"}',
+         '{name: global_batch_size, type: int, tag: smoke, _: "4096"}')
+    out = os.path.join(env.tmp, "rejected")
+    env.jube("run", "--hide-animation", campaign, "--tag", "local", "smoke", "-o", out,
+             expect_ok=False)
+    result = env.jube("result", out, "-i", "last").stdout
+    print(result)
+    _, rows = imgcls_tables(result)
+    check(len(rows) == 1 and rows[0]["GlobalBatchSize"] == "4096" and
+          rows[0]["BatchSize/Device"] == "4096", "expected one row of global batch 4096: {0}".format(
+              rows))
+    check(rows[0]["Status"].startswith("failed at train (exit 1)") and
+          "larger than the training" in rows[0]["Status"] and rows[0]["Images/second"] == "",
+          "the rejected run's row does not say why: {0!r}".format(rows[0]["Status"]))
+    proc = env.jube("run", "-e", "--hide-animation", campaign, "--tag", "local", "smoke",
+                    "-o", out, expect_ok=False)
+    check(proc.returncode != 0 and "larger than the training" in proc.stdout,
+          "jube run -e does not stop with scaffold's message")
+
+
+GPU_TEST_SYSTEM = """
+# Added by tests/jube/check_campaigns.py: 2 nodes of 4 GPUs for the image-classification runs.
+testgpu:
+  description: "test GPU cluster"
+  scheduler: slurm
+  devices_per_node: 4
+  cpus_per_rank: 16
+  launcher: "srun --ntasks={ranks} --ntasks-per-node={tasks_per_node} --cpus-per-task={cpus_per_rank}"
+  partition: gpu
+  account: proj42
+  gres: "gpu:4"
+  time_limit: "00:45:00"
+  sbatch_options: ["--constraint=ib"]
+  nodes: 2
+  device: cuda
+  modules: [GCC, OpenMPI, CUDA]
+  environment:
+    SCAFFOLD_SYSTEM: testgpu
+  scaffold: /opt/scaffold/bin/scaffold
+# A CPU cluster: one node, two ranks (sockets) of 24 cores.
+testcpu:
+  scheduler: slurm
+  devices_per_node: 2
+  cpus_per_rank: 24
+  launcher: "srun --ntasks={ranks} --cpu-bind=sockets"
+  partition: cpu
+  device: cpu
+  scaffold: /opt/scaffold/bin/scaffold
+"""
+
+# The train job script of testgpu, written out by hand from the entry above, jube/job.sh.in
+# and the campaign (not produced by the code): 2 nodes x 4 tasks, one per GPU (ntasks 8);
+# 16 CPUs and threads per rank, and CARAML's workers = threads / 4 = 4; ResNet-50 on synthetic
+# images, 5 warm-up + 100 epochs (configs/image_classification.yml); --device cuda from the
+# entry. {g} is the global batch, {p} the precision, {wp} the work package id, {work} its
+# folder, {repo} the copy of the repository.
+GPU_JOB_SCRIPT = """#!/bin/bash
+#SBATCH --job-name=scaffold-imgcls-train-{wp}
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=4
+#SBATCH --cpus-per-task=16
+#SBATCH --time=00:45:00
+#SBATCH --partition=gpu
+#SBATCH --account=proj42
+#SBATCH --gres=gpu:4
+#SBATCH --output={work}/job.out
+#SBATCH --error={work}/job.err
+#SBATCH --constraint=ib
+# scaffold campaign 'imgcls', step 'train', system 'testgpu': rendered by JUBE from
+# jube/job.sh.in. To repeat this step by hand: bash job.sh >job.out 2>job.err (or submit it).
+cd "{work}" || exit 1
+rm -f ready error
+# A scheduler's kill (time limit, scancel) still ends the step for JUBE: status, then `error`.
+trap '"{repo}/jube/lib/finish-job" train 143 "killed by SIGTERM"; exit 143' TERM
+module load GCC OpenMPI CUDA
+export SCAFFOLD_SYSTEM="testgpu"
+
+srun --ntasks=8 --ntasks-per-node=4 --cpus-per-task=16 /opt/scaffold/bin/scaffold image_classification -c {repo}/configs/image_classification.yml --model resnet50 --dataset synthetic --global-batch-size {g} --precision {p} --epochs 100 --warmup-epochs 5 --device cuda --dataloader-num-workers 4 --base-run-dir {work} --job-name image_classification --threads 16 \\
+  && /opt/scaffold/bin/scaffold report --format csv {work}/image_classification_*/ > report.csv
+"{repo}/jube/lib/finish-job" train $?
+"""
+
+CARAML_GLOBAL_BATCHES = [32, 64, 128, 256, 512, 1024, 2048]
+PRECISIONS = ["fp32", "tf32", "fp16", "bf16"]
+
+
+def train_scripts(out):
+    """{(global batch, precision): (work package id, work folder, job.sh text)} of a run."""
+    scripts = {}
+    for path in glob.glob(os.path.join(out, "000000", "*_train", "work", "job.sh")):
+        work = os.path.dirname(path)
+        with open(path) as handle:
+            text = handle.read()
+        batch = [w for w in text.split("--global-batch-size ")[1:]]
+        precision = [w for w in text.split("--precision ")[1:]]
+        check(len(batch) == 1 and len(precision) == 1,
+              "{0}: not one --global-batch-size and one --precision".format(path))
+        key = (int(batch[0].split()[0]), precision[0].split()[0])
+        check(key not in scripts, "two job scripts for {0}".format(key))
+        wp = int(os.path.basename(os.path.dirname(work)).split("_")[0])
+        scripts[key] = (wp, work, text)
+    return scripts
+
+
+def compare_lines(actual, expected, where):
+    if actual.splitlines() != expected.splitlines():
+        import difflib
+        raise Failure("{0} differs from the hand-written expectation:\n{1}".format(
+            where, "\n".join(difflib.unified_diff(expected.splitlines(), actual.splitlines(),
+                                                  "expected", where, lineterm=""))))
+
+
+def test_imgcls_slurm(env):
+    jube_dir = env.copy_jube("imgcls-slurm")
+    repo = os.path.dirname(jube_dir)
+    campaign = os.path.join(jube_dir, "image_classification.yaml")
+    with open(os.path.join(jube_dir, "systems.yaml"), "a") as handle:
+        handle.write(GPU_TEST_SYSTEM)
+    bindir = os.path.join(env.tmp, "bin")
+    os.makedirs(bindir)
+    log = os.path.join(env.tmp, "sbatch.log")
+    with open(os.path.join(bindir, "sbatch"), "w") as handle:
+        handle.write(FAKE_SBATCH.format(log=log))
+    os.chmod(os.path.join(bindir, "sbatch"), 0o755)
+    env.environ["PATH"] = bindir + os.pathsep + env.environ.get("PATH", "")
+
+    # CARAML's sweep on a GPU system: 7 jobs, fp16 (CARAML's default on CUDA), every line as
+    # written out by hand above.
+    out = os.path.join(env.tmp, "dry")
+    env.jube("run", "-e", "--hide-animation", campaign, "--tag", "testgpu", "dryrun", "-o", out)
+    check(not os.path.exists(log), "the dry run called sbatch")
+    scripts = train_scripts(out)
+    check(sorted(scripts) == [(g, "fp16") for g in CARAML_GLOBAL_BATCHES],
+          "job scripts for {0}, expected global batches {1} at fp16".format(
+              sorted(scripts), CARAML_GLOBAL_BATCHES))
+    for (g, p), (wp, work, text) in sorted(scripts.items()):
+        compare_lines(text, GPU_JOB_SCRIPT.format(g=g, p=p, wp=wp, work=work, repo=repo),
+                      "{0}/job.sh".format(work))
+    print("{0} job scripts equal the hand-written one".format(len(scripts)))
+    result = env.jube("result", out, "-i", "last").stdout
+    print(result)
+    _, rows = imgcls_tables(result)
+    # BatchSize/Device = GBS / 8 devices.
+    check([(r["GlobalBatchSize"], r["BatchSize/Device"], r["Precision"], r["Nodes"],
+            r["Devices"], r["Tasks/Node"], r["Model"]) for r in rows] ==
+          [("32", "4", "fp16", "2", "8", "4", "resnet50"),
+           ("64", "8", "fp16", "2", "8", "4", "resnet50"),
+           ("128", "16", "fp16", "2", "8", "4", "resnet50"),
+           ("256", "32", "fp16", "2", "8", "4", "resnet50"),
+           ("512", "64", "fp16", "2", "8", "4", "resnet50"),
+           ("1024", "128", "fp16", "2", "8", "4", "resnet50"),
+           ("2048", "256", "fp16", "2", "8", "4", "resnet50")],
+          "dry-run rows: {0}".format([(r["GlobalBatchSize"], r["BatchSize/Device"],
+                                       r["Precision"], r["Nodes"], r["Devices"]) for r in rows]))
+    check(all(r["Status"].startswith("dry run") and r["JubeSystem"] == "testgpu" for r in rows),
+          "dry-run rows do not say so")
+
+    # The precision tag: 7 x 4 jobs, the same script with each precision.
+    out = os.path.join(env.tmp, "dry-precision")
+    env.jube("run", "-e", "--hide-animation", campaign, "--tag", "testgpu", "dryrun",
+             "precision", "-o", out)
+    scripts = train_scripts(out)
+    check(sorted(scripts) == sorted((g, p) for g in CARAML_GLOBAL_BATCHES for p in PRECISIONS),
+          "job scripts of the precision sweep: {0}".format(sorted(scripts)))
+    for (g, p), (wp, work, text) in sorted(scripts.items()):
+        compare_lines(text, GPU_JOB_SCRIPT.format(g=g, p=p, wp=wp, work=work, repo=repo),
+                      "{0}/job.sh".format(work))
+    print("{0} job scripts of the precision sweep equal the hand-written one".format(
+        len(scripts)))
+
+    # A CPU system: fp32, --device cpu, 1 node x 2 ranks of 24 threads, workers 24 / 4 = 6.
+    out = os.path.join(env.tmp, "dry-cpu")
+    env.jube("run", "-e", "--hide-animation", campaign, "--tag", "testcpu", "dryrun", "-o", out)
+    scripts = train_scripts(out)
+    check(sorted(scripts) == [(g, "fp32") for g in CARAML_GLOBAL_BATCHES],
+          "CPU job scripts: {0}".format(sorted(scripts)))
+    wp, work, text = scripts[(256, "fp32")]
+    lines = text.splitlines()
+    for line in ("#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=2", "#SBATCH --cpus-per-task=24",
+                 "#SBATCH --partition=cpu",
+                 "srun --ntasks=2 --cpu-bind=sockets /opt/scaffold/bin/scaffold "
+                 "image_classification -c {0}/configs/image_classification.yml --model resnet50 "
+                 "--dataset synthetic --global-batch-size 256 --precision fp32 --epochs 100 "
+                 "--warmup-epochs 5 --device cpu --dataloader-num-workers 6 --base-run-dir {1} "
+                 "--job-name image_classification --threads 24 \\".format(repo, work)):
+        check(line in lines, "{0}/job.sh lacks the line\n{1}\n{2}".format(work, line, text))
+
+    # Without dryrun every train job goes to sbatch; the rows show the job ids.
+    out = os.path.join(env.tmp, "submit")
+    env.jube("run", "-e", "--hide-animation", campaign, "--tag", "testgpu", "-o", out)
+    with open(log) as handle:
+        calls = handle.read().splitlines()
+    check(len(calls) == 7 and all(c.endswith("_train/work job.sh") for c in calls),
+          "expected 7 sbatch job.sh from the train steps, got {0}".format(calls))
+    _, rows = imgcls_tables(env.jube("result", out, "-i", "last").stdout)
+    check(len(rows) == 7 and all(r["SlurmJob"] == "4242" and
+                                 r["Status"].startswith("submitted to Slurm") for r in rows),
+          "the submitted jobs' rows: {0}".format([(r["SlurmJob"], r["Status"]) for r in rows]))
+
+
+TESTS = {"smoke": test_smoke, "smoke_mpi": test_smoke_mpi, "errors": test_errors,
+         "slurm": test_slurm, "imgcls": test_imgcls, "imgcls_errors": test_imgcls_errors,
+         "imgcls_slurm": test_imgcls_slurm}
+
+
 def main():
     parser = argparse.ArgumentParser(description="JUBE campaign tests")
-    parser.add_argument("test", choices=("smoke", "smoke_mpi", "errors", "slurm"))
+    parser.add_argument("test", choices=sorted(TESTS))
     parser.add_argument("--scaffold", required=True)
     parser.add_argument("--jube", required=True)
     parser.add_argument("--repo", required=True)
@@ -341,9 +819,7 @@ def main():
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="scaffold-jube-{0}-".format(args.test))
     try:
-        {"smoke": test_smoke, "smoke_mpi": test_smoke_mpi, "errors": test_errors,
-         "slurm": test_slurm}[args.test](
-            Env(args, tmp))
+        TESTS[args.test](Env(args, tmp))
     except Failure as failure:
         print("FAIL ({0}): {1}\n(temporary folder kept: {2})".format(args.test, failure, tmp))
         return 1

@@ -155,16 +155,8 @@ int run(cli::RunContext& ctx, const Args& args) {
   const ImageClassificationConfig cfg = cli::load_config_everywhere_as<ImageClassificationConfig>(ctx.comm, args.config);
   const int64_t batch = local_batch(ctx.comm, cfg);
   const dist::ProcessGrid grid(ctx.comm.size(), ctx.comm.rank(), {1, 1, 1}, {2, 3, 4});  // data parallel only
-  suite::RunFolderRequest request;
-  request.base_run_dir = cfg.base_run_dir;
-  request.job_name = cfg.job_name;
-  request.checkpoint_dir = cfg.checkpoint_dir;
-  request.config_yaml = config::to_yaml(cfg);
-  request.base_config_file = args.config.files.front();
-  request.flag_lines = suite::override_lines(args.config.given_flags());
-  request.resume_dir = args.run_dir;
-  request.argv = args.argv;
-  const fs::path run_dir = suite::prepare_run_folder(ctx.comm, request);
+  const fs::path run_dir = suite::prepare_run_folder(
+      ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
   LOG_INFO("image_classification: run folder {}", run_dir.string());
   const c10::Device device = train::resolve_device(cfg.device);
   {

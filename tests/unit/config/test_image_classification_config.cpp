@@ -333,7 +333,7 @@ TEST_F(ImageClassificationConfigTest, EveryRangeCheckRejectsNamingFileKeyValueAn
       {"zero_init_residual", "-1", "0, 1, true or false"},
       {"dataloader_num_workers", "-1", "an integer >= 0"},
       {"device", "tpu", "one of auto, cpu, cuda"},
-      {"checkpoint_interval", "-2", "an integer >= -1"},
+      {"checkpoint_interval", "-2", "an integer >= -1 (-1 or 0: no checkpoints)"},
       {"progress_timeout_s", "-1", "an integer >= 0"},
   };
   int n = 0;
