@@ -46,17 +46,12 @@ std::vector<Spec> fno_keys() {
   };
 
   // Paths.
-  add(bind_path("base_run_dir", &FC::base_run_dir, "parent directory of the run directories", "a non-empty path",
-                non_empty));
-  add(bind_key("job_name", &FC::job_name, "prefix of the run directory name", "a non-empty name without '/'",
-               rules::plain_name));
-  add(bind_key("checkpoint_dir", &FC::checkpoint_dir, "checkpoint subdirectory of the run directory",
-               "a non-empty path", non_empty));
+  add(rules::base_run_dir_key<FC>());
+  add(rules::job_name_key<FC>());
+  add(rules::checkpoint_dir_key<FC>());
   add(bind_path("data_dir", &FC::data_dir, "cache directory of the generated PDE datasets", "a non-empty path",
                 non_empty));
-  add(bind_key(
-      "seed", &FC::seed, "the single seed for everything", "an integer >= 0",
-      +[](const int64_t& v) { return v >= 0; }));
+  add(rules::seed_key<FC>());
 
   // Problem and data.
   add_choice(bind_key("problem", &FC::problem,
@@ -187,18 +182,10 @@ std::vector<Spec> fno_keys() {
                at_least_0));
 
   // Run.
-  add(bind_key("dataloader_num_workers", &FC::dataloader_num_workers, "data-loading workers per rank",
-               "an integer >= 0", at_least_0));
-  add_choice(bind_key("device", &FC::device, "where to run: auto (CUDA when available), cpu or cuda",
-                      "one of auto, cpu, cuda"),
-             {"auto", "cpu", "cuda"});
-  add(bind_key(
-      "checkpoint_interval", &FC::checkpoint_interval, "checkpoint every N epochs; -1 or 0 disables checkpoints",
-      "an integer >= -1", +[](const int& v) { return v >= -1; }));
-  add(bind_key("progress_timeout_s", &FC::progress_timeout_s,
-               "seconds without a finished training step or validation batch after which every rank is ended with "
-               "an error; 0: never",
-               "an integer >= 0", at_least_0));
+  add(rules::dataloader_workers_key<FC>());
+  add(rules::device_key<FC>(/*extension=*/false));
+  add(rules::checkpoint_interval_key<FC>());
+  add(rules::progress_timeout_key<FC>(/*extension=*/false));
   return t;
 }
 

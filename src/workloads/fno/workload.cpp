@@ -130,16 +130,7 @@ Layout make_layout(dist::Communicator& comm, const FnoConfig& cfg, const c10::De
 }
 
 suite::RunFolderRequest folder_request(const FnoConfig& cfg, const Args& args) {
-  suite::RunFolderRequest request;
-  request.base_run_dir = cfg.base_run_dir;
-  request.job_name = cfg.job_name;
-  request.checkpoint_dir = cfg.checkpoint_dir;
-  request.config_yaml = config::to_yaml(cfg);
-  request.base_config_file = args.config.files.front();
-  request.flag_lines = suite::override_lines(args.config.given_flags());
-  request.resume_dir = args.run_dir;
-  request.argv = args.argv;
-  return request;
+  return suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv);
 }
 
 // The fields common to the train and eval records.
