@@ -367,7 +367,9 @@ TrainCounters TrainingLoop::resume(const fs::path& dir) {
 
 void TrainingLoop::save(const std::string& name) {
   SCAFFOLD_PROFILE_REGION(options_.profiler, "checkpoint");
+  core::Stopwatch clock;
   if (comm_.rank() == 0) save_checkpoint(options_.checkpoint_dir / name, task_.module(), *optimizer_, counters_);
+  checkpoint_s_ += clock.elapsed_s();
 }
 
 LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epoch) {

@@ -185,6 +185,8 @@ class TrainingLoop {
   const LoopOptions& options() const { return options_; }
   const dist::ProcessGrid& grid() const { return grid_; }
   double loss_scale() const { return loss_scale_; }
+  // Wall time this process spent writing checkpoints so far (CARAML's TotalCheckpointTime).
+  double checkpoint_seconds() const { return checkpoint_s_; }
   int64_t skipped_steps() const { return skipped_steps_; }
 
  private:
@@ -220,6 +222,7 @@ class TrainingLoop {
   TrainCounters counters_;
   int64_t warmup_steps_ = 0;
   double loss_scale_ = 65536.0;
+  double checkpoint_s_ = 0.0;
   int64_t good_steps_ = 0;     // since the loss scale last changed
   int64_t skipped_steps_ = 0;
   int stop_signal_ = 0;  // agreed stop request (0: none)

@@ -1,8 +1,12 @@
-// The FNO figures, by CARAML's definitions (spec caraml.md §1.8), from the rows of
-// epoch_stats.csv: timesteps (examples x time steps per example) per second in training and in
-// total, TotalEpochTime / TotalTrainTime / TotalComputeTime / TotalMonitorTime /
-// TotalCheckpointTime, training time per epoch, TFLOP per epoch from the model's FLOP count, and
-// timesteps per Wh over the timed epochs (warm-up epochs excluded by name). Also the model's
+// The FNO figures, by CARAML's definitions (spec caraml.md §1.8; its trainer, operator_learning's
+// train_fno.py), from the rows of epoch_stats.csv over the timed epochs (warm-up epochs excluded
+// by name, as CARAML skips its first): TotalTrainTime = the training passes, TotalComputeTime =
+// training + validation passes, TotalMonitorTime = reporting, TotalCheckpointTime = saving,
+// TotalEpochTime = the whole epochs (passes, LR step, reporting, saving);
+// TrainTimesteps/s = training timesteps / TotalTrainTime and Timesteps/s = (training + validation)
+// timesteps / TotalComputeTime, a timestep being one predicted time step of one example
+// (examples x timesteps per example; CARAML's problems predict one, so its timesteps are its
+// samples). Also TFLOP per epoch from the model's FLOP count, timesteps per Wh, and the model's
 // forward FLOPs. No LibTorch: the report and the tests use it on plain rows.
 #pragma once
 
@@ -25,8 +29,7 @@ struct EpochRow {
   double duration_s = 0.0;  // training + validation + LR step
   double train_s = 0.0;      // the training pass
   double validation_s = 0.0; // the validation pass (CARAML's monitoring)
-  double compute_s = 0.0;    // sum of rank 0's training steps (fetching a batch, forward, backward, update)
-  double between_s = 0.0;    // since the previous epoch ended: its checkpoint, report and replica check
+  double monitor_s = 0.0;    // reporting the epoch (log line, energy windows, this file)
   int64_t train_samples = 0, val_samples = 0;  // over all replicas
   double median_step_s = 0.0;                  // rank 0's median training step
 };
@@ -53,25 +56,26 @@ double fno_forward_flops(const FnoShape& shape);
 
 struct FnoFigures {
   int64_t timed_epochs = 0;
-  double total_epoch_time_s = 0.0;       // TotalEpochTime
+  double total_epoch_time_s = 0.0;       // TotalEpochTime: durations + monitoring + checkpoints
   double total_train_time_s = 0.0;       // TotalTrainTime
-  double total_compute_time_s = 0.0;     // TotalComputeTime
+  double total_compute_time_s = 0.0;     // TotalComputeTime: training + validation
   double total_monitor_time_s = 0.0;     // TotalMonitorTime
-  double total_checkpoint_time_s = 0.0;  // TotalCheckpointTime
+  double total_checkpoint_time_s = 0.0;  // TotalCheckpointTime (given)
   double train_time_per_epoch_min = 0.0; // TrainTime/Epoch (min)
   double train_timesteps = 0.0;          // TrainTimesteps: training examples x timesteps_per_example
   double timesteps = 0.0;                // Timesteps: training + validation
   double train_timesteps_per_s = 0.0;    // TrainTimesteps / TotalTrainTime
-  double timesteps_per_s = 0.0;          // Timesteps / TotalEpochTime (the headline)
+  double timesteps_per_s = 0.0;          // Timesteps / TotalComputeTime (the headline)
   double tflop_per_epoch = 0.0;          // (3 F x train + F x val examples) / epochs / 1e12
-  double achieved_flop_per_s = 0.0;      // the same FLOPs / TotalEpochTime
+  double achieved_flop_per_s = 0.0;      // the same FLOPs / TotalComputeTime
   double val_rel_l2 = 0.0, train_rel_l2 = 0.0;  // of the last timed epoch
   std::optional<double> timesteps_per_wh;       // Timesteps / energy of the timed epochs
 };
 
 // `rows`: every epoch (warm-up ones are skipped); `forward_flops_per_example`: F;
-// `energy_wh`: the timed epochs' energy when measured. Throws core::Error when no epoch is timed.
+// `checkpoint_s`: time spent writing checkpoints during the timed epochs; `energy_wh`: the timed
+// epochs' energy when measured. Throws core::Error when no epoch is timed.
 FnoFigures fno_figures(const std::vector<EpochRow>& rows, int64_t timesteps_per_example,
-                       double forward_flops_per_example, std::optional<double> energy_wh);
+                       double forward_flops_per_example, double checkpoint_s, std::optional<double> energy_wh);
 
 }  // namespace scaffold::fno
