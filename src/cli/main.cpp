@@ -24,6 +24,7 @@
 #endif
 #include "workloads/llm_training/data/preprocess_command.hpp"
 #include "workloads/llm_training/workload.hpp"
+#include "workloads/fno/workload.hpp"
 
 namespace {
 
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   subcommands.push_back(imgcls::add_image_classification(app, argc, argv));
 #endif
   subcommands.push_back(llm::add_llm_training(app, argc, argv));
+  subcommands.push_back(fno::add_fno(app, argc, argv));
   subcommands.push_back(cli::add_report(app));
   subcommands.push_back(llm::add_preprocess_data(app));  // the LLM workload's data step
   subcommands.push_back(cli::add_power(app));

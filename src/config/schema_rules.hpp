@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/fno_options.hpp"
 #include "config/image_classification_options.hpp"
 #include "config/llm_training_options.hpp"
 #include "config/options.hpp"
@@ -23,7 +24,8 @@ namespace scaffold::config {
 #define SCAFFOLD_CONFIG_STRUCTS(X) \
   X(Config)                        \
   X(ImageClassificationConfig)     \
-  X(LlmTrainingConfig)
+  X(LlmTrainingConfig)             \
+  X(FnoConfig)
 
 namespace rules {
 
@@ -178,5 +180,6 @@ SchemaT<Config> build_schema(SchemaFor<Config>);  // schema.cpp
 SchemaT<ImageClassificationConfig> build_schema(
     SchemaFor<ImageClassificationConfig>);  // image_classification_schema.cpp
 SchemaT<LlmTrainingConfig> build_schema(SchemaFor<LlmTrainingConfig>);  // llm_training_schema.cpp
+SchemaT<FnoConfig> build_schema(SchemaFor<FnoConfig>);  // fno_schema.cpp
 
 }  // namespace scaffold::config

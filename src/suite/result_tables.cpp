@@ -2,6 +2,7 @@
 // table depends on another translation unit's initialisation order.
 #include "suite/result_tables.hpp"
 
+#include "workloads/fno/result_columns.hpp"
 #include "workloads/image_classification/result_columns.hpp"
 #include "workloads/llm_training/result_columns.hpp"
 
@@ -11,6 +12,7 @@ const std::vector<report::WorkloadTable>& workload_tables() {
   static const std::vector<report::WorkloadTable> tables{
       imgcls::result_table(),
       llm::result_table(),
+      fno::result_table(),
       // GPT and FNO add theirs here.
   };
   return tables;
