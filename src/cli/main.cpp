@@ -16,6 +16,7 @@
 #ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION
 #include "workloads/image_classification/workload.hpp"
 #endif
+#include "workloads/fno/data/generate_pde_data.hpp"
 
 namespace {
 
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
 #ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION  // needs libjpeg and libpng (scripts/install-deps)
   subcommands.push_back(imgcls::add_image_classification(app, argc, argv));
 #endif
+  subcommands.push_back(fno::add_generate_pde_data(app));  // the FNO workload's PDE data
   subcommands.push_back(cli::add_report(app));
   subcommands.push_back(cli::add_power(app));
   try {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/fno_data_options.hpp"
 #include "config/image_classification_options.hpp"
 #include "config/options.hpp"
 #include "config/schema.hpp"
@@ -21,7 +22,8 @@ namespace scaffold::config {
 // and one build_schema overload below.
 #define SCAFFOLD_CONFIG_STRUCTS(X) \
   X(Config)                        \
-  X(ImageClassificationConfig)
+  X(ImageClassificationConfig)     \
+  X(FnoDataConfig)
 
 namespace rules {
 
@@ -112,5 +114,6 @@ struct SchemaFor {};
 SchemaT<Config> build_schema(SchemaFor<Config>);  // schema.cpp
 SchemaT<ImageClassificationConfig> build_schema(
     SchemaFor<ImageClassificationConfig>);  // image_classification_schema.cpp
+SchemaT<FnoDataConfig> build_schema(SchemaFor<FnoDataConfig>);  // fno_data_schema.cpp
 
 }  // namespace scaffold::config
