@@ -7,7 +7,9 @@ namespace scaffold::config {
 SchemaT<FnoDataConfig> build_schema(SchemaFor<FnoDataConfig>) {
   SchemaT<FnoDataConfig> s;
   s.command = "generate_pde_data";
-  append_fno_data_keys<FnoDataConfig>(s.keys, +[](FnoDataConfig& c) -> FnoDataConfig& { return c; });
+  append_fno_data_keys<FnoDataConfig>(
+      s.keys, +[](FnoDataConfig& c) -> FnoDataConfig& { return c; },
+      +[](const FnoDataConfig& c) { return c; });
   return s;
 }
 

@@ -27,7 +27,7 @@ json problem_json(const FnoDataOptions& o) {
     case FnoProblem::Burgers: {
       const auto& b = o.burgers;
       return json{{"grid", b.grid}, {"solver_grid", b.solver_grid}, {"viscosity", b.viscosity},
-                  {"final_time", b.final_time}, {"dt", b.dt}, {"grf", grf_json(b.grf)},
+                  {"final_time", b.final_time}, {"dt", b.dt}, {"steps_out", b.steps_out}, {"grf", grf_json(b.grf)},
                   {"train_samples", b.train_samples}, {"val_samples", b.val_samples}};
     }
     case FnoProblem::NavierStokes: {
@@ -91,12 +91,13 @@ ProblemLayout problem_layout(const FnoDataOptions& o) {
     case FnoProblem::Burgers: {
       const auto& b = o.burgers;
       l.grid = {b.grid};
-      l.input_channels = {"u(t=0)"};
-      l.target_channels = {fmt::format("u(t={})", b.final_time)};
-      l.files = {{"input", {1, b.grid}}, {"target", {1, b.grid}}};
-      l.time_per_timestep = b.final_time;
-      l.solver_steps_per_timestep = steps_in(b.final_time, b.dt);
-      l.solver_steps_per_sample = l.solver_steps_per_timestep;
+      l.input_channels = {"u_t0"};
+      l.target_channels = numbered("u_t", 1, b.steps_out);
+      l.files = {{"input", {1, b.grid}}, {"target", {b.steps_out, b.grid}}};
+      l.timesteps_per_example = b.steps_out;
+      l.time_per_timestep = b.final_time / static_cast<double>(b.steps_out);
+      l.solver_steps_per_timestep = steps_in(l.time_per_timestep, b.dt);
+      l.solver_steps_per_sample = l.solver_steps_per_timestep * b.steps_out;
       break;
     }
     case FnoProblem::NavierStokes: {

@@ -291,16 +291,17 @@ void training_stats(const FnoDataOptions& o, const ProblemLayout& layout, const 
 std::string describe(const FnoDataOptions& o) {
   switch (o.problem) {
     case FnoProblem::Burgers:
-      return fmt::format("burgers: grid {} (solved on {}), nu {}, t = {}, dt {}", o.burgers.grid, o.burgers.solver_grid,
-                         o.burgers.viscosity, o.burgers.final_time, o.burgers.dt);
+      return fmt::format("burgers1d: grid {} (solved on {}), nu {}, {} snapshot(s) to t = {}, dt {}", o.burgers.grid,
+                         o.burgers.solver_grid, o.burgers.viscosity, o.burgers.steps_out, o.burgers.final_time,
+                         o.burgers.dt);
     case FnoProblem::NavierStokes: {
       const auto& n = o.navier_stokes;
-      return fmt::format("navier_stokes: {}^2 (solved on {}^2), nu {}, {} -> {} records every {}, dt {}", n.grid,
+      return fmt::format("navier_stokes2d: {}^2 (solved on {}^2), nu {}, {} -> {} records every {}, dt {}", n.grid,
                          n.solver_grid, n.viscosity, n.steps_in, n.steps_out, n.record_interval, n.dt);
     }
     case FnoProblem::RayleighBenard: {
       const auto& r = o.rayleigh_benard;
-      return fmt::format("rayleigh_benard: {} x {}, Ra {}, Pr {}, aspect {}, dt {}, spin-up {}, {} states every {} "
+      return fmt::format("rbc2d: {} x {}, Ra {}, Pr {}, aspect {}, dt {}, spin-up {}, {} states every {} "
                          "step(s)",
                          r.nx, r.nz, r.rayleigh, r.prandtl, r.aspect, r.dt, r.spinup_time, r.states, r.record_steps);
     }
@@ -336,8 +337,12 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
       verdict = "reuse";
       return;
     }
-    std::error_code ec;
-    const bool resuming = fs::exists(paths.partial / "key.json", ec);
+    std::string existing_key;
+    try {
+      existing_key = core::read_file(paths.partial / "key.json");
+    } catch (const core::Error&) {
+    }
+    const bool resuming = existing_key == key;
     const std::vector<SampleId> missing = prepare_partial(o, paths, key, layout);
     if (resuming)
       LOG_INFO("fno data: resuming {}: {} of {} samples present", paths.partial.string(),

@@ -27,9 +27,9 @@ void check_grid(const std::string& name, int64_t grid, int64_t solver_grid, cons
                                   solver_name, solver_grid, name, grid));
 }
 
-void check_counts(const std::string& prefix, int64_t train, int64_t val) {
-  if (train < 1) throw core::Error(fmt::format("{}train_samples = {}: expected an integer >= 1", prefix, train));
-  if (val < 1) throw core::Error(fmt::format("{}val_samples = {}: expected an integer >= 1", prefix, val));
+void check_counts(int64_t train, int64_t val) {
+  if (train < 1) throw core::Error(fmt::format("train_samples = {}: expected an integer >= 1", train));
+  if (val < 1) throw core::Error(fmt::format("val_samples = {}: expected an integer >= 1", val));
 }
 
 void check_grf(const std::string& prefix, const GrfOptions& g) {
@@ -41,9 +41,9 @@ void check_grf(const std::string& prefix, const GrfOptions& g) {
 
 const char* problem_name(FnoProblem problem) {
   switch (problem) {
-    case FnoProblem::Burgers: return "burgers";
-    case FnoProblem::NavierStokes: return "navier_stokes";
-    case FnoProblem::RayleighBenard: return "rayleigh_benard";
+    case FnoProblem::Burgers: return "burgers1d";
+    case FnoProblem::NavierStokes: return "navier_stokes2d";
+    case FnoProblem::RayleighBenard: return "rbc2d";
   }
   return "?";
 }
@@ -53,7 +53,7 @@ const char* split_name(FnoSplit split) { return split == FnoSplit::Train ? "trai
 FnoProblem parse_problem(const std::string& name) {
   for (FnoProblem p : {FnoProblem::Burgers, FnoProblem::NavierStokes, FnoProblem::RayleighBenard})
     if (name == problem_name(p)) return p;
-  throw core::Error(fmt::format("problem '{}': expected one of burgers, navier_stokes, rayleigh_benard", name));
+  throw core::Error(fmt::format("problem '{}': expected one of burgers1d, navier_stokes2d, rbc2d", name));
 }
 
 void validate(const FnoDataOptions& o) {
@@ -62,28 +62,29 @@ void validate(const FnoDataOptions& o) {
   switch (o.problem) {
     case FnoProblem::Burgers: {
       const auto& b = o.burgers;
-      check_grid("burgers_grid", b.grid, b.solver_grid, "burgers_solver_grid");
-      if (!(b.viscosity > 0.0)) throw core::Error(fmt::format("burgers_viscosity = {}: expected a number > 0", b.viscosity));
-      check_multiple("burgers_final_time", b.final_time, "burgers_dt", b.dt);
+      check_grid("grid", b.grid, b.solver_grid, "the solver grid (burgers_solver_refinement x grid)");
+      if (!(b.viscosity > 0.0)) throw core::Error(fmt::format("viscosity = {}: expected a number > 0", b.viscosity));
+      if (b.steps_out < 1) throw core::Error(fmt::format("t_out = {}: expected an integer >= 1", b.steps_out));
+      check_multiple("burgers_final_time / t_out", b.final_time / static_cast<double>(b.steps_out), "burgers_dt", b.dt);
       check_grf("burgers_", b.grf);
-      check_counts("burgers_", b.train_samples, b.val_samples);
+      check_counts(b.train_samples, b.val_samples);
       break;
     }
     case FnoProblem::NavierStokes: {
       const auto& n = o.navier_stokes;
-      check_grid("ns_grid", n.grid, n.solver_grid, "ns_solver_grid");
-      if (!(n.viscosity > 0.0)) throw core::Error(fmt::format("ns_viscosity = {}: expected a number > 0", n.viscosity));
+      check_grid("grid", n.grid, n.solver_grid, "the solver grid (ns_solver_refinement x grid)");
+      if (!(n.viscosity > 0.0)) throw core::Error(fmt::format("viscosity = {}: expected a number > 0", n.viscosity));
       if (n.steps_in < 1 || n.steps_out < 1)
-        throw core::Error(fmt::format("ns_steps_in / ns_steps_out = {} / {}: expected integers >= 1", n.steps_in, n.steps_out));
+        throw core::Error(fmt::format("t_in / t_out = {} / {}: expected integers >= 1", n.steps_in, n.steps_out));
       check_multiple("ns_record_interval", n.record_interval, "ns_dt", n.dt);
       check_grf("ns_", n.grf);
-      check_counts("ns_", n.train_samples, n.val_samples);
+      check_counts(n.train_samples, n.val_samples);
       break;
     }
     case FnoProblem::RayleighBenard: {
       const auto& r = o.rayleigh_benard;
-      if (r.nx < 8 || r.nx % 2 != 0) throw core::Error(fmt::format("rbc_nx = {}: expected an even integer >= 8", r.nx));
-      if (r.nz < 8) throw core::Error(fmt::format("rbc_nz = {}: expected an integer >= 8", r.nz));
+      if (r.nx < 8 || r.nx % 2 != 0) throw core::Error(fmt::format("grid[0] = {}: expected an even integer >= 8", r.nx));
+      if (r.nz < 8) throw core::Error(fmt::format("grid[1] = {}: expected an integer >= 8", r.nz));
       if (!(r.rayleigh > 0.0) || !(r.prandtl > 0.0) || !(r.aspect > 0.0))
         throw core::Error(fmt::format("rbc_rayleigh / rbc_prandtl / rbc_aspect = {} / {} / {}: expected numbers > 0",
                                       r.rayleigh, r.prandtl, r.aspect));
@@ -94,7 +95,7 @@ void validate(const FnoDataOptions& o) {
       if (!(r.noise_amplitude > 0.0))
         throw core::Error(fmt::format("rbc_noise_amplitude = {}: expected a number > 0", r.noise_amplitude));
       if (!(r.cfl_max > 0.0)) throw core::Error(fmt::format("rbc_cfl_max = {}: expected a number > 0", r.cfl_max));
-      check_counts("rbc_", r.train_samples, r.val_samples);
+      check_counts(r.train_samples, r.val_samples);
       break;
     }
   }

@@ -16,7 +16,7 @@ namespace scaffold::fno {
 enum class FnoProblem { Burgers, NavierStokes, RayleighBenard };
 enum class FnoSplit { Train, Val };
 
-// "burgers", "navier_stokes", "rayleigh_benard".
+// "burgers1d", "navier_stokes2d", "rbc2d" (the FNO benchmark's names; CARAML's tag is RBC2D).
 const char* problem_name(FnoProblem problem);
 // Throws core::Error naming the value and the choices when `name` is none of them.
 FnoProblem parse_problem(const std::string& name);
@@ -29,14 +29,16 @@ struct GrfOptions {
   double alpha = 2.0;
 };
 
-// u_t + (u^2/2)_x = viscosity u_xx on [0, 1) periodic; u(., 0) a GRF, target u(., final_time).
-// The FNO paper: nu 0.1, GRF 625(-Delta + 25 I)^-2, solved on 8192 points and subsampled.
+// u_t + (u^2/2)_x = viscosity u_xx on [0, 1) periodic; u(., 0) a GRF, target u(., t_j) at
+// t_j = j final_time / steps_out, j = 1 .. steps_out. The FNO paper: nu 0.1, GRF
+// 625(-Delta + 25 I)^-2, solved on 8192 points and subsampled, one target at t = 1.
 struct BurgersOptions {
   int64_t grid = 1024;         // points of the stored fields
   int64_t solver_grid = 8192;  // points the solver uses (a multiple of grid; pointwise subsampled)
   double viscosity = 0.1;
   double final_time = 1.0;
-  double dt = 1e-3;            // ETDRK4 step; final_time / dt must be an integer
+  double dt = 1e-3;            // ETDRK4 step; final_time / (steps_out dt) must be an integer
+  int64_t steps_out = 1;       // target snapshots
   GrfOptions grf{625.0, 5.0, 2.0};
   int64_t train_samples = 1000;  // the FNO paper: 1000 training, 100 test pairs
   int64_t val_samples = 100;
@@ -66,8 +68,8 @@ struct NavierStokesOptions {
 // Boussinesq convection in free-fall units on [0, aspect) x [0, 1], periodic in x, no-slip
 // walls, buoyancy 1 at the bottom and 0 at the top: nu = sqrt(Pr/Ra), kappa = 1/sqrt(Ra Pr).
 // A sample is one trajectory from a random perturbation of the conductive state: spinup_time
-// unrecorded, then `states` stored states record_steps solver steps apart. An example maps one
-// stored state (u_x, u_z, b, p) to the next.
+// unrecorded, then `states` stored states record_steps solver steps apart. An example maps
+// consecutive stored states (u_x, u_z, b, p) to the following ones (sources.hpp).
 struct RayleighBenardOptions {
   int64_t nx = 256;  // Fourier points in x (CARAML's RBC2D: 256 x 64)
   int64_t nz = 64;   // Chebyshev-Gauss-Lobatto points in z, walls included
@@ -80,14 +82,14 @@ struct RayleighBenardOptions {
   int64_t record_steps = 1;     // solver steps between stored states
   double noise_amplitude = 1e-3;  // initial buoyancy perturbation
   double cfl_max = 0.8;
-  int64_t train_samples = 4;   // trajectories
+  int64_t train_samples = 5;   // trajectories (5 x 200 = 1000 examples)
   int64_t val_samples = 1;
 };
 
 struct FnoDataOptions {
   FnoProblem problem = FnoProblem::RayleighBenard;
   uint64_t seed = 42;
-  std::filesystem::path dataset_dir = "pde_datasets";  // cache root
+  std::filesystem::path dataset_dir = "fno_data";  // cache root
   BurgersOptions burgers;
   NavierStokesOptions navier_stokes;
   RayleighBenardOptions rayleigh_benard;

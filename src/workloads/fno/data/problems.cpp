@@ -54,18 +54,24 @@ struct SampleGenerator::Impl {
 GeneratedSample SampleGenerator::Impl::burgers_sample(FnoSplit split, int64_t index) const {
   const auto& b = options.burgers;
   const at::Tensor u0 = grf_1d(b.solver_grid, b.grf, sample_stream(options, split, index));
-  const int64_t steps = round_steps(b.final_time, b.dt);
-  const at::Tensor u1 = burgers->advance(u0, steps);
-  const double before = u0.abs().max().item<double>(), after = u1.abs().max().item<double>();
-  if (!u1.isfinite().all().item<bool>() || after > before * (1.0 + 1e-6) + 1e-12)
-    throw core::Error(fmt::format("{}: the Burgers solver went unstable (max |u| {} -> {}, which viscous Burgers "
-                                  "cannot do): use a smaller burgers_dt than {}",
-                                  sample_name(options.problem, split, index), before, after, b.dt));
+  const int64_t per_snapshot = round_steps(b.final_time / static_cast<double>(b.steps_out), b.dt);
   const int64_t stride = b.solver_grid / b.grid;
+  const double before = u0.abs().max().item<double>();
+  at::Tensor u = u0;
+  std::vector<at::Tensor> snapshots;
+  for (int64_t j = 1; j <= b.steps_out; ++j) {
+    u = burgers->advance(u, per_snapshot);
+    const double after = u.abs().max().item<double>();
+    if (!u.isfinite().all().item<bool>() || after > before * (1.0 + 1e-6) + 1e-12)
+      throw core::Error(fmt::format("{}: the Burgers solver went unstable (max |u| {} -> {} at t = {}, which viscous "
+                                    "Burgers cannot do): use a smaller burgers_dt than {}",
+                                    sample_name(options.problem, split, index), before, after,
+                                    static_cast<double>(j * per_snapshot) * b.dt, b.dt));
+    snapshots.push_back(u.slice(0, 0, b.solver_grid, stride));
+  }
   GeneratedSample s;
-  s.arrays = {to_float(u0.slice(0, 0, b.solver_grid, stride).unsqueeze(0)),
-              to_float(u1.slice(0, 0, b.solver_grid, stride).unsqueeze(0))};
-  s.solver_steps = steps;
+  s.arrays = {to_float(u0.slice(0, 0, b.solver_grid, stride).unsqueeze(0)), to_float(at::stack(snapshots))};
+  s.solver_steps = per_snapshot * b.steps_out;
   return s;
 }
 

@@ -52,6 +52,7 @@ std::vector<Mutation> mutations(FnoProblem p) {
               {"viscosity", [](auto& o) { o.burgers.viscosity = 0.05; }},
               {"final_time", [](auto& o) { o.burgers.final_time = 0.2; }},
               {"dt", [](auto& o) { o.burgers.dt = 0.005; }},
+              {"steps_out", [](auto& o) { o.burgers.steps_out = 1; }},
               {"grf.scale", [](auto& o) { o.burgers.grf.scale = 600; }},
               {"grf.tau", [](auto& o) { o.burgers.grf.tau = 4; }},
               {"grf.alpha", [](auto& o) { o.burgers.grf.alpha = 2.5; }},
