@@ -70,8 +70,8 @@ inline bool grid(const std::vector<int>& v) {
 inline std::string multiple_of(double interval, const std::string& interval_text, double dt, const char* dt_key) {
   const double ratio = interval / dt;
   if (std::round(ratio) >= 1.0 && std::abs(ratio - std::round(ratio)) <= 1e-9 * std::max(1.0, ratio)) return "";
-  return fmt::format("a step dividing {} = {} into whole steps; {} / {} = {}", interval_text, interval, interval, dt,
-                     ratio);
+  return fmt::format("a step dividing {} = {} into whole steps; {} / {} = {} / {} = {}", interval_text, interval,
+                     interval_text, dt_key, interval, dt, ratio);
 }
 
 inline std::string grid_for_problem(const D& d) {
@@ -159,7 +159,8 @@ void append_fno_data_keys(std::vector<KeySpecT<C>>& t, FnoDataAccess<C> data, Fn
   add(key("burgers_final_time", &D::burgers_final_time, "burgers1d: time of the last target snapshot", positive,
           k::positive));
   add(key("burgers_dt", &D::burgers_dt, "burgers1d: ETDRK4 time step", positive, k::positive),
-      {"burgers_final_time", "t_out"}, +[](const D& d) {
+      {"problem", "burgers_final_time", "t_out"}, +[](const D& d) {
+        if (d.problem != "burgers1d") return std::string();
         return k::multiple_of(d.burgers_final_time / d.t_out, "burgers_final_time / t_out", d.burgers_dt,
                               "burgers_dt");
       });
@@ -179,8 +180,12 @@ void append_fno_data_keys(std::vector<KeySpecT<C>>& t, FnoDataAccess<C> data, Fn
           k::non_negative));
   add(key("ns_record_interval", &D::ns_record_interval, "navier_stokes2d: time between records", positive,
           k::positive));
-  add(key("ns_dt", &D::ns_dt, "navier_stokes2d: ETDRK4 time step", positive, k::positive), {"ns_record_interval"},
-      +[](const D& d) { return k::multiple_of(d.ns_record_interval, "ns_record_interval", d.ns_dt, "ns_dt"); });
+  add(key("ns_dt", &D::ns_dt, "navier_stokes2d: ETDRK4 time step", positive, k::positive), {"problem", "ns_record_interval"},
+      +[](const D& d) {
+        return d.problem != "navier_stokes2d"
+                   ? std::string()
+                   : k::multiple_of(d.ns_record_interval, "ns_record_interval", d.ns_dt, "ns_dt");
+      });
   add(key("ns_grf_scale", &D::ns_grf_scale,
           "navier_stokes2d: initial vorticity, a Gaussian random field of covariance scale (-Laplacian + "
           "tau^2)^-alpha",
@@ -199,7 +204,7 @@ void append_fno_data_keys(std::vector<KeySpecT<C>>& t, FnoDataAccess<C> data, Fn
           "a number >= 0", k::non_negative));
   add(key("rbc_states", &D::rbc_states, "rbc2d: stored states per trajectory", "an integer >= 2",
           +[](const int& v) { return v >= 2; }),
-      {"t_in", "t_out"}, +[](const D& d) {
+      {"problem", "t_in", "t_out"}, +[](const D& d) {
         return d.problem != "rbc2d" || d.rbc_states >= d.t_in + d.t_out
                    ? std::string()
                    : fmt::format("at least t_in + t_out = {} (an example spans that many states)", d.t_in + d.t_out);
