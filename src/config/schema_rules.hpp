@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/fno_options.hpp"
+#include "config/fno_data_options.hpp"
 #include "config/image_classification_options.hpp"
 #include "config/llm_training_options.hpp"
 #include "config/options.hpp"
@@ -25,7 +26,8 @@ namespace scaffold::config {
   X(Config)                        \
   X(ImageClassificationConfig)     \
   X(LlmTrainingConfig)             \
-  X(FnoConfig)
+  X(FnoConfig)                     \
+  X(FnoDataConfig)
 
 namespace rules {
 
@@ -181,5 +183,6 @@ SchemaT<ImageClassificationConfig> build_schema(
     SchemaFor<ImageClassificationConfig>);  // image_classification_schema.cpp
 SchemaT<LlmTrainingConfig> build_schema(SchemaFor<LlmTrainingConfig>);  // llm_training_schema.cpp
 SchemaT<FnoConfig> build_schema(SchemaFor<FnoConfig>);  // fno_schema.cpp
+SchemaT<FnoDataConfig> build_schema(SchemaFor<FnoDataConfig>);  // fno_data_schema.cpp
 
 }  // namespace scaffold::config
