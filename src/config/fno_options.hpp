@@ -1,13 +1,18 @@
 // The FNO configuration: CARAML's operator benchmark (spec caraml.md §1.8) with a Fourier neural
 // operator (Li et al., ICLR 2021): batch 4, validation batch 1, no mixed precision, input
-// sharding `tp_size` 1, Adam lr 1e-3 with step decay (the paper's optimiser). Built only by
-// config/load (YAML + flags -> validated struct); immutable afterwards. Checks that need the
-// rank count (ranks a multiple of tp_size) or the device are the driver's.
+// sharding `tp_size` 1, Adam lr 1e-3 with step decay (the paper's optimiser). The PDE data is
+// generated in situ: the data keys (problem .. viscosity) and the generators' own keys
+// (`generator`: burgers_*, ns_*, rbc_*) are the same keys `scaffold generate_pde_data` reads
+// (fno_data_options.hpp), so the dataset cache is shared. Built only by config/load (YAML +
+// flags -> validated struct); immutable afterwards. Checks that need the rank count (ranks a
+// multiple of tp_size) or the device are the driver's.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "config/fno_data_options.hpp"
 
 namespace scaffold::config {
 
@@ -20,15 +25,17 @@ struct FnoConfig {
 
   int64_t seed = 42;  // the single seed for everything
 
-  // Problem and data. `heat` is an analytic operator (the heat equation's solution map, exact in
-  // Fourier space) for tests and quick runs; the PDE problems come from the data generators.
-  std::string problem = "rbc2d";        // burgers1d | navier_stokes2d | rbc2d | heat
-  std::vector<int> grid{256, 64};       // grid points per spatial dimension (X[, Y[, Z]])
+  // Problem and data (the generators' shared keys, fno_data_options.hpp).
+  std::string problem = "rbc2d";        // burgers1d | navier_stokes2d | rbc2d
+  std::vector<int> grid{256, 64};       // grid points per spatial dimension: [N] | [N, N] | [nx, nz]
   int train_samples = 1000;             // training examples
   int val_samples = 100;                // held-out examples (the relative L2 error)
   int t_in = 1;                         // input time steps (channels in); NS: 10 as in the paper
   int t_out = 1;                        // predicted time steps (channels out)
-  double viscosity = 0.0;               // 0: the problem's default (Burgers 0.1, NS 1e-3, heat 0.002)
+  double viscosity = 0.0;               // 0: the problem's default (Burgers 0.1, NS 1e-3)
+  // The generators' own keys (burgers_*, ns_*, rbc_*); its copies of the shared keys above are
+  // not read: fno_data_config() fills them in from this struct.
+  FnoDataConfig generator;
 
   // Model.
   std::vector<int> modes{16};      // Fourier modes kept per dimension; one entry: every dimension
@@ -62,8 +69,13 @@ struct FnoConfig {
   // Run.
   int dataloader_num_workers = 1;  // data-loading workers per rank
   std::string device = "auto";     // auto | cpu | cuda
+  bool device_sharing = false;     // 1 lets ranks of a node share a GPU
   int checkpoint_interval = -1;    // checkpoint every N epochs; <= 0 disables
   int progress_timeout_s = 1800;   // end the job after this long without a step; 0: never
 };
+
+// The complete generator configuration a FnoConfig stands for: `generator` with the shared keys
+// (problem, data_dir, seed, grid, train/val_samples, t_in, t_out, viscosity) taken from `c`.
+FnoDataConfig fno_data_config(const FnoConfig& c);
 
 }  // namespace scaffold::config

@@ -1,16 +1,34 @@
 // FnoConfig's schema table: every key with its kind, help, allowed values and range checks, in
 // fno_options.hpp order. The scalar rules are the ones every struct shares (schema_rules.cpp).
-// Cross-key checks: the grid's dimensions fit the problem, the modes fit the grid (both corners
-// of a full-FFT axis must not overlap), tp_size fits the split axis. No renamed keys.
+// The data generators' keys come from fno_data_keys.hpp (the table `generate_pde_data` reads),
+// appended after the shared data keys, so both commands check them alike. Cross-key checks: the
+// grid fits the problem, the modes fit the grid (both corners of a full-FFT axis must not
+// overlap), tp_size fits the split axis. No renamed keys.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "config/fno_data_keys.hpp"
 #include "config/schema_rules.hpp"
 
 namespace scaffold::config {
+
+FnoDataConfig fno_data_config(const FnoConfig& c) {
+  FnoDataConfig d = c.generator;
+  d.problem = c.problem;
+  d.data_dir = c.data_dir;
+  d.seed = c.seed;
+  d.grid = c.grid;
+  d.train_samples = c.train_samples;
+  d.val_samples = c.val_samples;
+  d.t_in = c.t_in;
+  d.t_out = c.t_out;
+  d.viscosity = c.viscosity;
+  return d;
+}
+
 namespace {
 
 using FC = FnoConfig;
@@ -23,17 +41,10 @@ using rules::bool_any;
 using rules::kBoolAllowed;
 using rules::non_empty;
 
-// Spatial dimensions each problem has ("" when any of 1 to 3).
-int problem_dims(const std::string& problem) {
-  if (problem == "burgers1d") return 1;
-  if (problem == "navier_stokes2d" || problem == "rbc2d") return 2;
-  return 0;
-}
-
 bool positive(const double& v) { return v > 0.0; }
 bool non_negative(const double& v) { return v >= 0.0; }
 
-std::vector<Spec> fno_keys() {
+std::vector<Spec> fno_table() {
   std::vector<Spec> t;
   const auto add = [&t](Spec spec) {
     t.push_back(std::move(spec));
@@ -55,46 +66,52 @@ std::vector<Spec> fno_keys() {
 
   // Problem and data.
   add_choice(bind_key("problem", &FC::problem,
-                      "the operator to learn: burgers1d (1-D Burgers), navier_stokes2d (2-D vorticity), rbc2d "
-                      "(2-D Rayleigh-Benard, CARAML's RBC2D) or heat (the heat equation's exact solution map, "
-                      "any dimension: tests and quick runs)",
-                      "one of burgers1d, navier_stokes2d, rbc2d, heat"),
-             {"burgers1d", "navier_stokes2d", "rbc2d", "heat"});
+                      "the operator to learn, on data generated in situ (and cached in data_dir): burgers1d "
+                      "(1-D viscous Burgers, u(0) -> u(T)), navier_stokes2d (2-D vorticity on the torus, t_in "
+                      "records -> the next t_out) or rbc2d (2-D Rayleigh-Benard, CARAML's RBC2D: t_in states -> "
+                      "the next t_out)",
+                      "one of burgers1d, navier_stokes2d, rbc2d"),
+             {"burgers1d", "navier_stokes2d", "rbc2d"});
   {
     const auto i = add(bind_key(
-        "grid", &FC::grid, "grid points per spatial dimension (X, Y, Z); the problem fixes how many",
-        "a list of 1 to 3 integers in [4, 65536]", +[](const std::vector<int>& v) {
-          return !v.empty() && v.size() <= 3 && std::all_of(v.begin(), v.end(), [](int n) { return n >= 4 && n <= 65536; });
+        "grid", &FC::grid, "grid points per spatial dimension; the problem fixes how many",
+        "a list of 1 or 2 integers in [4, 65536]", +[](const std::vector<int>& v) {
+          return !v.empty() && v.size() <= 2 && std::all_of(v.begin(), v.end(), [](int n) { return n >= 4 && n <= 65536; });
         }));
     t[i].list_min = 1;
-    t[i].list_max = 3;
+    t[i].list_max = 2;
     t[i].depends_on = {"problem"};
-    t[i].cross_check = [](const FC& c) {
-      const int d = problem_dims(c.problem);
-      return d == 0 || static_cast<int>(c.grid.size()) == d
-                 ? std::string()
-                 : fmt::format("{} entr{} for problem {} (a {}-D grid), got {}", d, d == 1 ? "y" : "ies", c.problem,
-                               d, c.grid.size());
-    };
+    t[i].cross_check = [](const FC& c) { return fno_keys::grid_for_problem(fno_data_config(c)); };
   }
   add(bind_key("train_samples", &FC::train_samples, "training examples", "an integer >= 1", at_least_1));
   add(bind_key("val_samples", &FC::val_samples, "held-out examples, on which the relative L2 error is measured",
                "an integer >= 1", at_least_1));
   {
-    const auto i = add(bind_key("t_in", &FC::t_in, "input time steps per example (the input channels)",
+    const auto i = add(bind_key("t_in", &FC::t_in,
+                                "input time steps per example (the input channels; rbc2d: 4 per step)",
                                 "an integer in [1, 100]", +[](const int& v) { return v >= 1 && v <= 100; }));
     t[i].depends_on = {"problem"};
     t[i].cross_check = [](const FC& c) {
-      return c.problem != "heat" || c.t_in == 1 ? std::string()
-                                                : std::string("1 for problem heat (its input is one state)");
+      return c.problem != "burgers1d" || c.t_in == 1 ? std::string() : std::string("1 for burgers1d (u at t = 0)");
     };
   }
-  add(bind_key("t_out", &FC::t_out, "predicted time steps per example (the output channels)",
+  add(bind_key("t_out", &FC::t_out, "predicted time steps per example (the output channels; rbc2d: 4 per step)",
                "an integer in [1, 100]", +[](const int& v) { return v >= 1 && v <= 100; }));
-  add(bind_key("viscosity", &FC::viscosity,
-               "viscosity (diffusivity for heat); 0: the problem's default (Burgers 0.1, Navier-Stokes 1e-3, "
-               "heat 0.002)",
-               "a number >= 0", non_negative));
+  {
+    const auto i = add(bind_key("viscosity", &FC::viscosity,
+                                "viscosity; 0: the problem's default (burgers1d 0.1, navier_stokes2d 1e-3); rbc2d "
+                                "takes rbc_rayleigh and rbc_prandtl instead",
+                                "a number >= 0", non_negative));
+    t[i].depends_on = {"problem"};
+    t[i].cross_check = [](const FC& c) {
+      return c.problem != "rbc2d" || c.viscosity == 0.0
+                 ? std::string()
+                 : std::string("0 for rbc2d (its viscosity is sqrt(Pr / Ra): set rbc_rayleigh, rbc_prandtl)");
+    };
+  }
+  // The generators' own keys, stored in `generator`, checked on the complete view.
+  append_fno_data_keys<FC>(
+      t, +[](FC& c) -> FnoDataConfig& { return c.generator; }, &fno_data_config, kFnoSharedDataKeys);
 
   // Model.
   {
@@ -184,6 +201,7 @@ std::vector<Spec> fno_keys() {
   // Run.
   add(rules::dataloader_workers_key<FC>());
   add(rules::device_key<FC>(/*extension=*/false));
+  add(rules::device_sharing_key<FC>(/*extension=*/false));
   add(rules::checkpoint_interval_key<FC>());
   add(rules::progress_timeout_key<FC>(/*extension=*/false));
   return t;
@@ -194,7 +212,7 @@ std::vector<Spec> fno_keys() {
 SchemaT<FnoConfig> build_schema(SchemaFor<FnoConfig>) {
   SchemaT<FnoConfig> s;
   s.command = "fno";
-  s.keys = fno_keys();
+  s.keys = fno_table();
   return s;
 }
 

@@ -12,15 +12,15 @@
 namespace scaffold::fno {
 
 std::string epoch_stats_header() {
-  return "epoch,warmup,train_rel_l2,val_rel_l2,val_mse,lr,duration_s,train_s,validation_s,monitor_s,train_samples,"
-         "val_samples,median_step_s";
+  return "epoch,warmup,train_rel_l2,val_rel_l2,val_mse,lr,duration_s,train_s,validation_s,monitor_s,checkpoint_s,"
+         "train_samples,val_samples,median_step_s";
 }
 
 std::string epoch_stats_line(const EpochRow& r) {
   auto f = [](double v) { return core::python_float_str(v); };
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", r.epoch, r.warmup ? 1 : 0, f(r.train_rel_l2),
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.epoch, r.warmup ? 1 : 0, f(r.train_rel_l2),
                      f(r.val_rel_l2), f(r.val_mse), f(r.lr), f(r.duration_s), f(r.train_s), f(r.validation_s),
-                     f(r.monitor_s), r.train_samples, r.val_samples, f(r.median_step_s));
+                     f(r.monitor_s), f(r.checkpoint_s), r.train_samples, r.val_samples, f(r.median_step_s));
 }
 
 std::vector<EpochRow> read_epoch_stats(const std::filesystem::path& path) {
@@ -35,18 +35,18 @@ std::vector<EpochRow> read_epoch_stats(const std::filesystem::path& path) {
     std::stringstream cs(line);
     for (std::string c; std::getline(cs, c, ',');) cells.push_back(c);
     try {
-      if (cells.size() != 13) throw std::invalid_argument("13 columns expected");
+      if (cells.size() != 14) throw std::invalid_argument("14 columns expected");
       EpochRow r;
       std::size_t i = 0;
       r.epoch = std::stoll(cells[i++]);
       r.warmup = std::stoi(cells[i++]) != 0;
       for (double* v : {&r.train_rel_l2, &r.val_rel_l2, &r.val_mse, &r.lr, &r.duration_s, &r.train_s,
-                        &r.validation_s, &r.monitor_s})
+                        &r.validation_s, &r.monitor_s, &r.checkpoint_s})
         *v = std::stod(cells[i++]);
       r.train_samples = std::stoll(cells[i++]);
       r.val_samples = std::stoll(cells[i++]);
       r.median_step_s = std::stod(cells[i++]);
-      if (r.duration_s < 0 || r.train_s < 0 || r.validation_s < 0 || r.monitor_s < 0 ||
+      if (r.duration_s < 0 || r.train_s < 0 || r.validation_s < 0 || r.monitor_s < 0 || r.checkpoint_s < 0 ||
           r.train_samples < 0 || r.val_samples < 0)
         throw std::invalid_argument("negative duration or sample count");
       if (!rows.empty() && r.epoch != rows.back().epoch + 1)
@@ -75,24 +75,23 @@ double fno_forward_flops(const FnoShape& s) {
 }
 
 FnoFigures fno_figures(const std::vector<EpochRow>& rows, int64_t timesteps_per_example,
-                       double forward_flops_per_example, double checkpoint_s, std::optional<double> energy_wh) {
+                       double forward_flops_per_example, std::optional<double> energy_wh) {
   FnoFigures f;
   double train_examples = 0.0, val_examples = 0.0;
   for (const EpochRow& r : rows) {
     if (r.warmup) continue;
     ++f.timed_epochs;
-    f.total_epoch_time_s += r.duration_s + r.monitor_s;
+    f.total_epoch_time_s += r.duration_s + r.monitor_s + r.checkpoint_s;
     f.total_train_time_s += r.train_s;
     f.total_compute_time_s += r.train_s + r.validation_s;
     f.total_monitor_time_s += r.monitor_s;
+    f.total_checkpoint_time_s += r.checkpoint_s;
     train_examples += static_cast<double>(r.train_samples);
     val_examples += static_cast<double>(r.val_samples);
     f.val_rel_l2 = r.val_rel_l2;
     f.train_rel_l2 = r.train_rel_l2;
   }
   if (f.timed_epochs == 0) throw core::Error("no timed epoch: every epoch was a warm-up epoch");
-  f.total_checkpoint_time_s = checkpoint_s;
-  f.total_epoch_time_s += checkpoint_s;
   const auto epochs = static_cast<double>(f.timed_epochs);
   const auto tpe = static_cast<double>(timesteps_per_example);
   f.train_time_per_epoch_min = f.total_train_time_s / epochs / 60.0;

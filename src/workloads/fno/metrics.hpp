@@ -28,8 +28,9 @@ struct EpochRow {
   double lr = 0.0;          // the learning rate of this epoch
   double duration_s = 0.0;  // training + validation + LR step
   double train_s = 0.0;      // the training pass
-  double validation_s = 0.0; // the validation pass (CARAML's monitoring)
-  double monitor_s = 0.0;    // reporting the epoch (log line, energy windows, this file)
+  double validation_s = 0.0; // the validation pass
+  double monitor_s = 0.0;    // reporting the epoch (log line, energy windows; CARAML's monitor())
+  double checkpoint_s = 0.0; // writing the checkpoints after this epoch (CARAML's save())
   int64_t train_samples = 0, val_samples = 0;  // over all replicas
   double median_step_s = 0.0;                  // rank 0's median training step
 };
@@ -60,7 +61,7 @@ struct FnoFigures {
   double total_train_time_s = 0.0;       // TotalTrainTime
   double total_compute_time_s = 0.0;     // TotalComputeTime: training + validation
   double total_monitor_time_s = 0.0;     // TotalMonitorTime
-  double total_checkpoint_time_s = 0.0;  // TotalCheckpointTime (given)
+  double total_checkpoint_time_s = 0.0;  // TotalCheckpointTime
   double train_time_per_epoch_min = 0.0; // TrainTime/Epoch (min)
   double train_timesteps = 0.0;          // TrainTimesteps: training examples x timesteps_per_example
   double timesteps = 0.0;                // Timesteps: training + validation
@@ -72,10 +73,9 @@ struct FnoFigures {
   std::optional<double> timesteps_per_wh;       // Timesteps / energy of the timed epochs
 };
 
-// `rows`: every epoch (warm-up ones are skipped); `forward_flops_per_example`: F;
-// `checkpoint_s`: time spent writing checkpoints during the timed epochs; `energy_wh`: the timed
-// epochs' energy when measured. Throws core::Error when no epoch is timed.
+// `rows`: every epoch (warm-up ones are skipped); `forward_flops_per_example`: F; `energy_wh`:
+// the timed epochs' energy when measured. Throws core::Error when no epoch is timed.
 FnoFigures fno_figures(const std::vector<EpochRow>& rows, int64_t timesteps_per_example,
-                       double forward_flops_per_example, double checkpoint_s, std::optional<double> energy_wh);
+                       double forward_flops_per_example, std::optional<double> energy_wh);
 
 }  // namespace scaffold::fno

@@ -41,6 +41,7 @@
 #include "suite/record.hpp"
 #include "suite/run_folder.hpp"
 #include "suite/stop_signals.hpp"
+#include "train/device.hpp"
 #include "train/device_memory.hpp"
 #include "train/loop.hpp"
 #include "workloads/fno/dist_fft.hpp"
@@ -185,7 +186,8 @@ dataset::Batch first_batch(const dataset::ExampleSource& source, int64_t n) {
 
 int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suite::PhaseDriver& phases,
               profile::Profiler& profiler) {
-  const c10::Device device = train::resolve_device(cfg.device);
+  const train::DeviceChoice device_choice = train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
+  const c10::Device device = device_choice.device;
   Layout layout = make_layout(ctx.comm, cfg, device);
   const dist::ProcessGrid& grid = *layout.grid;
   const fs::path run_dir = suite::prepare_run_folder(ctx.comm, folder_request(cfg, args));
@@ -194,15 +196,16 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
     report::SystemInfo info;
     info.gpu_model = train::device_model_name(device);
     info.device = device.str();
+    info.rank_devices = device_choice.rank_devices;
     info.threads = ctx.threads;
     suite::write_run_context(ctx.comm, run_dir, info);
   }
 
-  // data
+  // data: generated in situ into the cache (or reused from it), on every rank's threads.
   FnoData data;
   phases.run("data", [&] {
+    data = make_fno_data(cfg, ctx.comm, ctx.threads);
     dist::run_agreed(ctx.comm, [&] {
-      data = make_fno_data(cfg);
       const dataset::Example e = data.train->get(0, 0);
       const auto expect = [&](const at::Tensor& t, int64_t channels, const char* what) {
         std::vector<int64_t> shape{channels};
@@ -215,6 +218,11 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
       expect(e.fields.at(1), data.shape.out_channels, "target");
     });
   });
+  if (data.reused)
+    LOG_INFO("data: reused {} ({:.2f} s)", data.root.string(), data.generate_s);
+  else
+    LOG_INFO("data: generated {} ({} samples, {} solver steps in {:.2f} s)", data.root.string(),
+             data.samples_generated, data.solver_steps, data.generate_s);
   LOG_INFO("data: {} on a {} grid ({} training, {} validation examples; {} -> {} channels, {} timestep(s) each), "
            "batch {} x {} replica(s), tp_size {}",
            data.problem, joined(data.grid, "x"), data.train->size(), data.val->size(), data.shape.in_channels,
@@ -293,18 +301,21 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
     core::write_file_atomic(stats_file, text);
   };
 
-  double checkpoint_s_before = 0.0;  // checkpoint time before the first timed epoch
-  bool timed_seen = false;
+  // The loop writes an epoch's checkpoints after its callback: their time goes into that epoch's
+  // row at the next callback (or after the last epoch), and the file is written again.
+  double checkpoint_s_seen = loop->checkpoint_seconds();
+  const auto add_checkpoint_time = [&] {
+    const double now = loop->checkpoint_seconds();
+    if (!rows.empty()) rows.back().checkpoint_s += now - checkpoint_s_seen;
+    checkpoint_s_seen = now;
+  };
   DistFftStats comm_before = dist_fft_stats();
   double timed_comm_s = 0.0;
   int64_t timed_comm_bytes = 0;
   const train::LoopResult result = phases.run("training", [&] {
     return loop->run([&](const train::LoopEpoch& e) {
       core::Stopwatch monitor;  // CARAML's monitoring: reporting the epoch
-      if (!e.warmup && !timed_seen) {
-        timed_seen = true;
-        checkpoint_s_before = loop->checkpoint_seconds();
-      }
+      add_checkpoint_time();
       log_epoch(e, cfg, data.shape.timesteps_per_example);
       energy.add_window(e.warmup ? "warmup" : "train", e.epoch, e.start_mono_s, e.validation_start_mono_s);
       if (!e.warmup) energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
@@ -335,6 +346,10 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
       comm_before = dist_fft_stats();  // this callback's own time is not the transforms'
     });
   });
+  if (ctx.comm.rank() == 0) {
+    add_checkpoint_time();
+    if (!rows.empty()) write_rows();
+  }
   loop->set_watchdog(nullptr);
   watchdog.reset();
   phases.set_energy_meter(nullptr);
@@ -362,14 +377,14 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
       if (w.window == "train" || w.window == "validation") sum += w.energy_wh;
     wh = sum;
   }
-  const double checkpoint_s = timed_seen ? loop->checkpoint_seconds() - checkpoint_s_before : 0.0;
-  const FnoFigures f = fno_figures(rows, data.shape.timesteps_per_example, forward_flops, checkpoint_s, wh);
+  const FnoFigures f = fno_figures(rows, data.shape.timesteps_per_example, forward_flops, wh);
   rec.status = result.stopped ? report::kStatusTimeLimit : report::kStatusCompleted;
   rec.epochs = f.timed_epochs;
   rec.time_s = f.total_epoch_time_s;
   rec.energy_wh = wh;
   rec.params.push_back({"val_batch_size", std::to_string(cfg.val_batch_size)});
   rec.params.push_back({"viscosity", core::python_float_str(data.viscosity)});
+  rec.params.push_back({"dataset", data.root.filename().string()});
   rec.counters = {
       {kCounterParameters, static_cast<double>(params), "", "trainable parameters (complex weights count 2)"},
       {kCounterModelSizeMb, static_cast<double>(size_bytes) / kMiB, "MB", "parameters and buffers, 2^20 bytes"},
@@ -379,7 +394,7 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
       {kCounterTotalTrainTimeS, f.total_train_time_s, "s", "timed epochs' training passes"},
       {kCounterTotalComputeTimeS, f.total_compute_time_s, "s", "timed epochs' training + validation passes"},
       {kCounterTotalMonitorTimeS, f.total_monitor_time_s, "s", "reporting the timed epochs (log, energy, CSV)"},
-      {kCounterTotalCheckpointTimeS, f.total_checkpoint_time_s, "s", "writing checkpoints after timed epochs"},
+      {kCounterTotalCheckpointTimeS, f.total_checkpoint_time_s, "s", "writing the timed epochs' checkpoints (rank 0)"},
       {kCounterTimesteps, f.timesteps, "", "(training + validation examples) x timesteps per example, timed epochs"},
       {kCounterTimestepsPerS, f.timesteps_per_s, "timesteps/s", "Timesteps / TotalComputeTime"},
       {kCounterTrainTimesteps, f.train_timesteps, "", "training examples x timesteps per example, timed epochs"},
@@ -429,7 +444,8 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
 
 // CARAML's `eval`: timed inference on a fixed input shape (random fields), no data, no training.
 int run_eval(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suite::PhaseDriver& phases) {
-  const c10::Device device = train::resolve_device(cfg.device);
+  const train::DeviceChoice device_choice = train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
+  const c10::Device device = device_choice.device;
   Layout layout = make_layout(ctx.comm, cfg, device);
   const dist::ProcessGrid& grid = *layout.grid;
   if (!args.run_dir.empty()) throw core::UsageError("--run-dir/--restart: eval mode has nothing to resume");
@@ -439,6 +455,7 @@ int run_eval(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suite
     report::SystemInfo info;
     info.gpu_model = train::device_model_name(device);
     info.device = device.str();
+    info.rank_devices = device_choice.rank_devices;
     info.threads = ctx.threads;
     suite::write_run_context(ctx.comm, run_dir, info);
   }
