@@ -10,10 +10,8 @@ namespace scaffold::suite {
 
 const std::vector<report::WorkloadTable>& workload_tables() {
   static const std::vector<report::WorkloadTable> tables{
-      imgcls::result_table(),
-      llm::result_table(),
-      fno::result_table(),
-      // GPT and FNO add theirs here.
+      imgcls::result_table(), llm::result_table(), fno::result_table(),
+      // A new workload adds its table here.
   };
   return tables;
 }

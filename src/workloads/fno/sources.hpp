@@ -26,15 +26,17 @@ struct ProblemShape {
 ProblemShape problem_shape(const config::FnoConfig& cfg);
 
 struct FnoData {
-  std::unique_ptr<dataset::ExampleSource> train, val;  // fields {input (C_in, *grid), target (C_out, *grid)}
+  std::unique_ptr<dataset::ExampleSource> train,
+      val;  // fields {input (C_in, *grid), target (C_out, *grid)}
   std::string problem;
   std::vector<int64_t> grid;
   ProblemShape shape;
-  double viscosity = 0.0;  // the value used (the problem's default when the config says 0; rbc2d: sqrt(Pr/Ra))
+  double viscosity =
+      0.0;  // the value used (the problem's default when the config says 0; rbc2d: sqrt(Pr/Ra))
   std::filesystem::path root;  // the dataset folder in the cache
   bool reused = false;         // found complete in the cache
   int64_t samples_generated = 0, solver_steps = 0;
-  double generate_s = 0.0;     // wall time of making or finding the dataset (max over ranks)
+  double generate_s = 0.0;  // wall time of making or finding the dataset (max over ranks)
 };
 
 // Makes (collectively, `threads` workers per rank) or reuses the configured problem's dataset in

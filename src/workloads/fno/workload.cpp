@@ -230,6 +230,10 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
 
   // model
   const FnoOptions mo = model_options(cfg, data.shape);
+  // StepLR(step, gamma): the learning rate after `done` epochs, i.e. the one epoch done + 1 runs at.
+  const auto lr_after = [lr = cfg.learning_rate, gamma = cfg.lr_gamma, step = cfg.lr_step_size](int64_t done) {
+    return lr * std::pow(gamma, static_cast<double>(done / step));
+  };
   std::unique_ptr<FnoTask> task;
   std::unique_ptr<train::TrainingLoop> loop;
   int64_t params = 0, size_bytes = 0;
@@ -250,13 +254,12 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
     lo.max_epochs = cfg.epochs;
     lo.warmup_epochs = cfg.warmup_epochs;
     lo.time_budget_s = cfg.time_budget_s;
-    const double lr = cfg.learning_rate, wd = cfg.weight_decay, gamma = cfg.lr_gamma;
-    const int step = cfg.lr_step_size;
+    const double lr = cfg.learning_rate, wd = cfg.weight_decay;
     lo.make_optimizer = [lr, wd](const std::vector<at::Tensor>& p) -> std::unique_ptr<torch::optim::Optimizer> {
       return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(lr).weight_decay(wd));
     };
     // StepLR(step, gamma) stepped once per epoch (warm-up epochs included), as the paper's loop.
-    lo.lr_after = [lr, gamma, step](int64_t done) { return lr * std::pow(gamma, static_cast<double>(done / step)); };
+    lo.lr_after = lr_after;
     lo.checkpoint_interval = cfg.checkpoint_interval;
     lo.checkpoint_dir = run_dir / cfg.checkpoint_dir;
     lo.seed = static_cast<uint64_t>(cfg.seed);
@@ -332,7 +335,7 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
         r.train_rel_l2 = v[0].second;
         r.val_rel_l2 = v[1].second;
         r.val_mse = v[2].second;
-        r.lr = loop->optimizer().param_groups()[0].options().get_lr();
+        r.lr = lr_after(e.epoch - 1);  // the optimizer already holds the next epoch's
         r.duration_s = e.duration_s;
         r.train_s = e.train_s;
         r.validation_s = e.validation_s;

@@ -1,5 +1,5 @@
-// Tests for FnoConfig (`scaffold fno`): the defaults (written here, not read from the code: CARAML's
-// batch 4 / validation batch 1 / tp_size 1, the paper's Adam 1e-3 with StepLR), the data
+// Tests for FnoConfig (`scaffold fno`): the defaults (written here, not read from the code:
+// CARAML's batch 4 / validation batch 1 / tp_size 1, the paper's Adam 1e-3 with StepLR), the data
 // generators' keys living in the same struct and checked on its own values, errors naming the
 // key and the value, the YAML round trip and the shipped configs.
 #include <gtest/gtest.h>
@@ -26,8 +26,8 @@ class FnoConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
     static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() /
-           ("scaffold_test_fno_config_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    dir_ = fs::temp_directory_path() / ("scaffold_test_fno_config_" + std::to_string(::getpid()) +
+                                        "_" + std::to_string(counter++));
     fs::create_directories(dir_);
   }
   void TearDown() override {
@@ -51,7 +51,8 @@ class FnoConfigTest : public ::testing::Test {
       load({write(text)});
     } catch (const core::Error& e) {
       const std::string m = e.what();
-      for (const auto& n : needles) EXPECT_NE(m.find(n), std::string::npos) << "'" << n << "' missing in:\n" << m;
+      for (const auto& n : needles)
+        EXPECT_NE(m.find(n), std::string::npos) << "'" << n << "' missing in:\n" << m;
       return m;
     }
     ADD_FAILURE() << "no error for:\n" << text;
@@ -81,8 +82,9 @@ TEST_F(FnoConfigTest, DefaultsAreCaramlsRbc2dBenchmark) {
 }
 
 TEST_F(FnoConfigTest, GeneratorKeysAreReadIntoTheSameStructAndTheViewTakesTheSharedKeys) {
-  const FC c = load({write("problem: burgers1d\ngrid: [128]\nt_out: 2\nseed: 7\nviscosity: 0.05\n"
-                           "burgers_dt: 0.0005\nburgers_solver_refinement: 4\nrbc_rayleigh: 2.0e+4\n")});
+  const FC c =
+      load({write("problem: burgers1d\ngrid: [128]\nt_out: 2\nseed: 7\nviscosity: 0.05\n"
+                  "burgers_dt: 0.0005\nburgers_solver_refinement: 4\nrbc_rayleigh: 2.0e+4\n")});
   EXPECT_EQ(c.generator.burgers_dt, 0.0005);
   EXPECT_EQ(c.generator.burgers_solver_refinement, 4);
   EXPECT_EQ(c.generator.rbc_rayleigh, 2e4);
@@ -111,10 +113,12 @@ TEST_F(FnoConfigTest, BadValuesNameTheKeyAndTheValue) {
 }
 
 TEST_F(FnoConfigTest, RoundTripKeepsEveryKeyIncludingTheGeneratorOnes) {
-  const FC a = load({write("problem: navier_stokes2d\ngrid: [32, 32]\nt_in: 4\nt_out: 3\nns_dt: 0.005\n"
-                           "ns_forcing_amplitude: 0.2\nwidth: 12\nmodes: [6, 5]\n")});
+  const FC a =
+      load({write("problem: navier_stokes2d\ngrid: [32, 32]\nt_in: 4\nt_out: 3\nns_dt: 0.005\n"
+                  "ns_forcing_amplitude: 0.2\nwidth: 12\nmodes: [6, 5]\n")});
   const std::string yaml = to_yaml(a);
-  for (const char* key : {"ns_dt:", "ns_forcing_amplitude:", "rbc_rayleigh:", "burgers_grf_tau:", "width:"})
+  for (const char* key :
+       {"ns_dt:", "ns_forcing_amplitude:", "rbc_rayleigh:", "burgers_grf_tau:", "width:"})
     EXPECT_NE(yaml.find(key), std::string::npos) << key << " missing in:\n" << yaml;
   const FC b = load({write(yaml, "round.yml")});
   EXPECT_EQ(to_yaml(b), yaml);

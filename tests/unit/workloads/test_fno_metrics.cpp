@@ -58,14 +58,14 @@ TEST(FnoMetrics, FiguresFollowCaramlsDefinitionsOnAFixture) {
   const FnoFigures f = fno_figures(fixture(), 2, 1e9, 0.5);
   const double tol = 1e-12;
   EXPECT_EQ(f.timed_epochs, 2);
-  EXPECT_NEAR(f.total_train_time_s, 18.0, tol);                    // 8 + 10
-  EXPECT_NEAR(f.total_compute_time_s, 22.0, tol);                  // (8 + 2) + (10 + 2)
-  EXPECT_NEAR(f.total_monitor_time_s, 1.0, tol);                   // 0.25 + 0.75
-  EXPECT_NEAR(f.total_checkpoint_time_s, 1.0, tol);                // 1 + 0
-  EXPECT_NEAR(f.total_epoch_time_s, 25.0, tol);                    // (10.5 + 0.25 + 1) + (12.5 + 0.75 + 0)
-  EXPECT_NEAR(f.train_time_per_epoch_min, 18.0 / 2 / 60, tol);     // 0.15 min
-  EXPECT_NEAR(f.train_timesteps, 160.0, tol);                      // 80 training examples x 2
-  EXPECT_NEAR(f.timesteps, 200.0, tol);                            // 100 examples x 2
+  EXPECT_NEAR(f.total_train_time_s, 18.0, tol);      // 8 + 10
+  EXPECT_NEAR(f.total_compute_time_s, 22.0, tol);    // (8 + 2) + (10 + 2)
+  EXPECT_NEAR(f.total_monitor_time_s, 1.0, tol);     // 0.25 + 0.75
+  EXPECT_NEAR(f.total_checkpoint_time_s, 1.0, tol);  // 1 + 0
+  EXPECT_NEAR(f.total_epoch_time_s, 25.0, tol);      // (10.5 + 0.25 + 1) + (12.5 + 0.75 + 0)
+  EXPECT_NEAR(f.train_time_per_epoch_min, 18.0 / 2 / 60, tol);  // 0.15 min
+  EXPECT_NEAR(f.train_timesteps, 160.0, tol);                   // 80 training examples x 2
+  EXPECT_NEAR(f.timesteps, 200.0, tol);                         // 100 examples x 2
   EXPECT_NEAR(f.train_timesteps_per_s, 160.0 / 18.0, tol);
   EXPECT_NEAR(f.timesteps_per_s, 200.0 / 22.0, tol);
   // (3 x 80 + 20) x 1e9 FLOP over 2 epochs = 130 GFLOP = 0.13 TFLOP per epoch.
@@ -86,10 +86,12 @@ TEST(FnoMetrics, OnlyWarmupEpochsIsAnError) {
 TEST(FnoMetrics, EpochStatsLinesAndRoundTrip) {
   const auto rows = fixture();
   EXPECT_EQ(epoch_stats_header(),
-            "epoch,warmup,train_rel_l2,val_rel_l2,val_mse,lr,duration_s,train_s,validation_s,monitor_s,checkpoint_s,"
+            "epoch,warmup,train_rel_l2,val_rel_l2,val_mse,lr,duration_s,train_s,validation_s,"
+            "monitor_s,checkpoint_s,"
             "train_samples,val_samples,median_step_s");
   EXPECT_EQ(epoch_stats_line(rows[1]), "2,0,0.5,0.6,0.0,0.0,10.5,8.0,2.0,0.25,1.0,40,10,0.0");
-  const fs::path path = fs::temp_directory_path() / ("scaffold_test_fno_metrics_" + std::to_string(::getpid()));
+  const fs::path path =
+      fs::temp_directory_path() / ("scaffold_test_fno_metrics_" + std::to_string(::getpid()));
   {
     std::ofstream out(path);
     out << epoch_stats_header() << "\n";
@@ -97,7 +99,8 @@ TEST(FnoMetrics, EpochStatsLinesAndRoundTrip) {
   }
   const auto back = read_epoch_stats(path);
   ASSERT_EQ(back.size(), rows.size());
-  for (std::size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(epoch_stats_line(back[i]), epoch_stats_line(rows[i]));
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    EXPECT_EQ(epoch_stats_line(back[i]), epoch_stats_line(rows[i]));
   // A row with a column missing names the file.
   {
     std::ofstream out(path);
@@ -130,8 +133,8 @@ TEST(FnoMetrics, ForwardFlopsAgainstAHandCount) {
   s.grid = {8, 8};
   s.modes = {3, 3};
   const double points = 64, fft = 2.5 * 64 * 6;
-  const double expect = 2 * 3 * 2 * points + (2 * 4 * points + 8 * 4 * 18 + 2 * 2 * fft) + 2 * 2 * 4 * points +
-                        2 * 4 * points;
+  const double expect = 2 * 3 * 2 * points + (2 * 4 * points + 8 * 4 * 18 + 2 * 2 * fft) +
+                        2 * 2 * 4 * points + 2 * 4 * points;
   EXPECT_DOUBLE_EQ(fno_forward_flops(s), expect);
 }
 
