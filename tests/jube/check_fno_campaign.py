@@ -64,6 +64,7 @@ def test_fno(env):
     """The quickstart sweep here: tp_size 1 and 2, each row its run folder's record."""
     jube_dir = env.copy_jube("fno")
     campaign = os.path.join(jube_dir, "fno.yaml")
+    env.environ["SCAFFOLD_BIN"] = os.path.abspath(env.args.scaffold)  # the copy has no build/
     edit(campaign, '{name: train_flags, _: ""}', '{name: train_flags, _: "--epochs 2 --threads 1"}')
     out = os.path.join(env.tmp, "out")
     env.jube("run", "-e", "--hide-animation", campaign, "--tag", "local", "quickstart", "-o", out)
