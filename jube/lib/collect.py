@@ -7,6 +7,8 @@
   collect.py llm_training STEP_DIR --ranks R --nodes N --tasks-per-node T --global-batch G
              --micro-batch M --tensor-parallel TP --pipeline-parallel PP --data-parallel DP
              --precision P --model-size S --data-path PATH
+  collect.py fno STEP_DIR --ranks R --nodes N --tasks-per-node T --tp-size P --data-parallel D
+             --problem PROBLEM
 
 STEP_DIR is the job step's work folder (the symlink JUBE makes in the collect work package).
 It holds the one run folder scaffold wrote there, with its run record summary.json (schema
@@ -410,6 +412,92 @@ def collect_llm_training(args):
     return result
 
 
+# The cells of `scaffold report --format csv` of an FNO run that result.txt carries: CARAML's
+# columns (operator_benchmark/fno_benchmark.yaml) and ours, as (key, title).
+FNO_CELLS = (
+    ("job_id", "JobID"), ("system", "System"), ("version", "Version"), ("queue", "Queue"),
+    ("problem", "Problem"), ("config", "Config"), ("model_param_m", "ModelParam (Million)"),
+    ("model_size_mb", "ModelSize (MB)"), ("grid", "Grid"), ("global_batch", "GlobalBatchSize"),
+    ("local_batch", "LocalBatchSize"), ("runtime_min", "Runtime (min)"), ("epochs", "Epochs"),
+    ("mixed_precision", "MixedPrecision"), ("compile_mode", "CompileMode"),
+    ("train_time_per_epoch_min", "TrainTime/Epoch (min)"),
+    ("total_epoch_time_s", "TotalEpochTime (s)"), ("total_train_time_s", "TotalTrainTime (s)"),
+    ("total_compute_time_s", "TotalComputeTime (s)"),
+    ("total_monitor_time_s", "TotalMonitorTime (s)"),
+    ("total_checkpoint_time_s", "TotalCheckpointTime (s)"), ("timesteps", "Timesteps"),
+    ("timesteps_per_s", "Timesteps/second"), ("train_timesteps", "TrainTimesteps"),
+    ("train_timesteps_per_s", "TrainTimesteps/second"), ("peak_fwd_mem_mb", "PeakFwdMem (MB)"),
+    ("persistent_mem_mb", "PersistentMem (MB)"), ("activation_mem_mb", "ActivationMem (MB)"),
+    ("tflops", "TFLOPs"), ("energy_per_gpu_wh", "Energy/GPU (Wh)"),
+    ("total_energy_wh", "TotalEnergy (Wh)"), ("val_rel_l2", "ValRelL2"),
+    ("timesteps_per_wh", "Timesteps/Wh"),
+)
+
+
+def collect_fno(args):
+    """The train step of jube/fno.yaml."""
+    step = args.step_dir
+    if dry_run(step):
+        return dict(DRY_RUN)
+    run_dir = find_run(step, "fno")
+    report = read_report(os.path.join(step, "report.csv"))
+    summary = read_summary(run_dir, "fno")
+    params = summary["params"]
+
+    recorded = {
+        "ranks": int(summary["ranks"]), "nodes": int(summary["nodes"]),
+        "tasks_per_node": int(summary["tasks_per_node"]),
+        "tp_size": int(params.get("tp_size", -1)),
+        "data_parallel": int(params.get("data_parallel", -1)),
+        "problem": params.get("problem"), "mode": params.get("mode"),
+    }
+    asked = {"ranks": args.ranks, "nodes": args.nodes, "tasks_per_node": args.tasks_per_node,
+             "tp_size": args.tp_size, "data_parallel": args.data_parallel,
+             "problem": args.problem, "mode": "train"}
+    check_asked(run_dir, asked, recorded)
+
+    missing = [title for _, title in FNO_CELLS if title not in report]
+    if missing:
+        raise CollectError("report.csv lacks the column(s) {0}".format(", ".join(missing)))
+    exact = (("Nodes", summary["nodes"]), ("TotalDevices", summary["devices"]),
+             ("GlobalBatchSize", summary["global_batch"]),
+             ("MixedPrecision", summary["precision"]), ("Problem", params.get("problem")),
+             ("Grid", params.get("grid")), ("GridShards", params.get("tp_size")),
+             ("DataParallel", params.get("data_parallel")))
+    numbers = (("Runtime (min)", summary["runtime_s"], 3, 1 / 60.0),
+               ("Epochs", summary["epochs"], 0, 1.0),
+               ("TotalEpochTime (s)", counter(summary, "total_epoch_time_s"), 2, 1.0),
+               ("TotalTrainTime (s)", counter(summary, "total_train_time_s"), 2, 1.0),
+               ("TotalComputeTime (s)", counter(summary, "total_compute_time_s"), 2, 1.0),
+               ("Timesteps", counter(summary, "timesteps"), 0, 1.0),
+               ("Timesteps/second", counter(summary, "timesteps_per_s"), 2, 1.0),
+               ("TrainTimesteps/second", counter(summary, "train_timesteps_per_s"), 2, 1.0),
+               ("TFLOPs", counter(summary, "tflop_per_epoch"), 4, 1.0),
+               ("TotalEnergy (Wh)", summary["energy_wh"], 3, 1.0),
+               ("ValRelL2", counter(summary, "val_rel_l2"), 5, 1.0))
+    check_agreement(run_dir, [
+        None if report[title] == ("" if value is None else str(value)) else
+        "{0}: report.csv '{1}', summary.json {2!r}".format(title, report[title], value)
+        for title, value in exact] + [
+        disagree(title, report[title], finite_or_none(value), decimals, scale)
+        for title, value, decimals, scale in numbers])
+
+    if summary["status"] == "completed":
+        status = "ok"
+    else:
+        status = "ok; run status {0} after {1} epochs".format(summary["status"],
+                                                              report["Epochs"] or 0)
+    result = {"status": status}
+    for key, title in FNO_CELLS:
+        result[key] = report[title]
+    for key in ("total_energy_wh", "energy_per_gpu_wh", "timesteps_per_wh"):
+        result[key + "_shown"] = result[key] or NOT_MEASURED
+    result["run"] = os.path.basename(run_dir)
+    result["host"] = summary.get("host", "") or "-"
+    result["git_commit"] = summary.get("git_commit", "") or "-"
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     workloads = parser.add_subparsers(dest="workload")
@@ -435,6 +523,12 @@ def main():
     for name in ("precision", "model-size", "data-path"):
         llm.add_argument("--" + name, required=True)
     llm.set_defaults(collect=collect_llm_training)
+    fno = workloads.add_parser("fno", help="an FNO training step")
+    fno.add_argument("step_dir", help="the train step's work folder")
+    for name in ("ranks", "nodes", "tasks-per-node", "tp-size", "data-parallel"):
+        fno.add_argument("--" + name, type=int, required=True)
+    fno.add_argument("--problem", required=True)
+    fno.set_defaults(collect=collect_fno)
     args = parser.parse_args()
     code = 0
     failure = job_failure(args.step_dir)

@@ -22,6 +22,8 @@
 #ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION
 #include "workloads/image_classification/workload.hpp"
 #endif
+#include "workloads/fno/data/generate_pde_data.hpp"
+#include "workloads/fno/workload.hpp"
 #include "workloads/llm_training/data/preprocess_command.hpp"
 #include "workloads/llm_training/workload.hpp"
 
@@ -64,6 +66,8 @@ int main(int argc, char** argv) {
   subcommands.push_back(imgcls::add_image_classification(app, argc, argv));
 #endif
   subcommands.push_back(llm::add_llm_training(app, argc, argv));
+  subcommands.push_back(fno::add_fno(app, argc, argv));
+  subcommands.push_back(fno::add_generate_pde_data(app));  // the FNO workload's PDE data
   subcommands.push_back(cli::add_report(app));
   subcommands.push_back(llm::add_preprocess_data(app));  // the LLM workload's data step
   subcommands.push_back(cli::add_power(app));

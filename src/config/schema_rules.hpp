@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "config/fno_options.hpp"
+#include "config/fno_data_options.hpp"
 #include "config/image_classification_options.hpp"
 #include "config/llm_training_options.hpp"
 #include "config/options.hpp"
@@ -23,7 +25,9 @@ namespace scaffold::config {
 #define SCAFFOLD_CONFIG_STRUCTS(X) \
   X(Config)                        \
   X(ImageClassificationConfig)     \
-  X(LlmTrainingConfig)
+  X(LlmTrainingConfig)             \
+  X(FnoConfig)                     \
+  X(FnoDataConfig)
 
 namespace rules {
 
@@ -178,5 +182,7 @@ SchemaT<Config> build_schema(SchemaFor<Config>);  // schema.cpp
 SchemaT<ImageClassificationConfig> build_schema(
     SchemaFor<ImageClassificationConfig>);  // image_classification_schema.cpp
 SchemaT<LlmTrainingConfig> build_schema(SchemaFor<LlmTrainingConfig>);  // llm_training_schema.cpp
+SchemaT<FnoConfig> build_schema(SchemaFor<FnoConfig>);  // fno_schema.cpp
+SchemaT<FnoDataConfig> build_schema(SchemaFor<FnoDataConfig>);  // fno_data_schema.cpp
 
 }  // namespace scaffold::config

@@ -2,6 +2,7 @@
 // table depends on another translation unit's initialisation order.
 #include "suite/result_tables.hpp"
 
+#include "workloads/fno/result_columns.hpp"
 #include "workloads/image_classification/result_columns.hpp"
 #include "workloads/llm_training/result_columns.hpp"
 
@@ -9,8 +10,8 @@ namespace scaffold::suite {
 
 const std::vector<report::WorkloadTable>& workload_tables() {
   static const std::vector<report::WorkloadTable> tables{
-      imgcls::result_table(), llm::result_table(),
-      // The FNO adds its own here.
+      imgcls::result_table(), llm::result_table(), fno::result_table(),
+      // A new workload adds its table here.
   };
   return tables;
 }

@@ -104,7 +104,8 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
   const auto n_train = static_cast<int64_t>(task_.training_set().size());
   const auto n_val = static_cast<int64_t>(task_.validation_set().size());
   const bool streamed = options_.train_batches_per_epoch > 0;
-  if ((streamed ? n_train < 1 : global_batch > n_train) || (options_.validation_every > 0 && global_batch > n_val))
+  if ((streamed ? n_train < 1 : global_batch > n_train) ||
+      (options_.validation_every > 0 && validation_batch() * grid_.replicas() > n_val))
     throw core::Error(fmt::format(
         "global batch {} (local_batch_size {} x {} replicas) is larger than the training ({}) or "
         "validation ({}) set",
@@ -311,7 +312,7 @@ PassSums TrainingLoop::validate(int64_t max_batches) {
     const dataset::ExampleSource& set = task_.validation_set();
     auto indices =
         dataset::validation_indices(static_cast<int64_t>(set.size()), grid_.replicas(), grid_.replica());
-    const auto batch_size = options_.local_batch_size;
+    const auto batch_size = validation_batch();
     if (max_batches >= 0)
       indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
     dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers,
@@ -424,8 +425,11 @@ TrainCounters TrainingLoop::resume(const fs::path& dir) {
 void TrainingLoop::save(const std::string& name) {
   SCAFFOLD_PROFILE_REGION(options_.profiler, "checkpoint");
   // The state is copied here; with async_save only the file write runs on while training goes on.
+  // checkpoint_s_ is the time the training waits for it (CARAML's TotalCheckpointTime).
+  core::Stopwatch clock;
   if (comm_.rank() == 0)
     checkpoint_writer_.write(options_.checkpoint_dir / name, serialize_state(task_.module(), *optimizer_, counters_));
+  checkpoint_s_ += clock.elapsed_s();
 }
 
 LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epoch) {

@@ -86,6 +86,8 @@ class TrainingTask {
 
 struct LoopOptions {
   int64_t local_batch_size = 1;
+  // Examples per validation batch on each replica; 0: local_batch_size (CARAML's FNO: 1).
+  int64_t validation_batch_size = 0;
   // Stopping rule: stop once stop_value >= target (when set), after max_epochs timed epochs
   // (-1: no cap), or after the epoch in which the timed time passed time_budget_s (0: none).
   std::optional<double> target;
@@ -220,10 +222,15 @@ class TrainingLoop {
   const LoopOptions& options() const { return options_; }
   const dist::ProcessGrid& grid() const { return grid_; }
   double loss_scale() const { return loss_scale_; }
+  // Wall time this process spent writing checkpoints so far (CARAML's TotalCheckpointTime).
+  double checkpoint_seconds() const { return checkpoint_s_; }
   int64_t skipped_steps() const { return skipped_steps_; }
 
  private:
   double learning_rate_after(int64_t epochs_completed) const;
+  int64_t validation_batch() const {
+    return options_.validation_batch_size > 0 ? options_.validation_batch_size : options_.local_batch_size;
+  }
   void set_learning_rate(double lr);
   // One micro-batch, the one `feeder` prefetched (train/device_stream.hpp): forward and backward;
   // the first clears the gradients, the last reduces, clips and steps (both for
@@ -258,6 +265,7 @@ class TrainingLoop {
   TrainCounters counters_;
   int64_t warmup_steps_ = 0;
   double loss_scale_ = 65536.0;
+  double checkpoint_s_ = 0.0;
   int64_t good_steps_ = 0;     // since the loss scale last changed
   int64_t skipped_steps_ = 0;
   int stop_signal_ = 0;  // agreed stop request (0: none)

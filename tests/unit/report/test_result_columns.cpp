@@ -160,10 +160,12 @@ TEST(ImageClassificationColumns, NonFiniteCountersAreMissingAndJobIdFallsBackToT
   EXPECT_NE(csv[1].find(",true,,9000.50,"), std::string::npos) << csv[1];
 }
 
-TEST(SuiteResultTables, ListsImageClassificationExplicitly) {
+TEST(SuiteResultTables, ListsEveryWorkloadExplicitly) {
   ASSERT_FALSE(suite::workload_tables().empty());
   EXPECT_EQ(suite::workload_table_names(),
-            (std::vector<std::string>{"image_classification", "llm_training"}));
+            (std::vector<std::string>{"image_classification", "llm_training", "fno"}));
+  ASSERT_NE(suite::find_workload_table("fno"), nullptr);
+  EXPECT_EQ(suite::find_workload_table("fno")->columns.size(), 43u);
   const report::WorkloadTable* t = suite::find_workload_table("image_classification");
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->columns.size(), 26u);

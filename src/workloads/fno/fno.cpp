@@ -1,0 +1,127 @@
+#include "workloads/fno/fno.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
+#include <fmt/format.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace scaffold::fno {
+namespace {
+
+// GELU whose backward hands gelu_backward a contiguous gradient: LibTorch 1.13's float32 CPU
+// gelu_backward returns wrong values (zeros, garbage) for a non-contiguous grad_output, which the
+// channel products' backward produces (measured here and with Debian's python3-torch; float64
+// is right).
+class GeluFunction : public torch::autograd::Function<GeluFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
+    ctx->save_for_backward({x});
+    return at::gelu(x);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const at::Tensor x = ctx->get_saved_variables()[0];
+    return {at::gelu_backward(grad_outputs.at(0).contiguous(), x.contiguous())};
+  }
+};
+
+}  // namespace
+
+at::Tensor gelu(const at::Tensor& x) { return GeluFunction::apply(x); }
+
+at::Tensor channel_linear(const at::Tensor& x, const torch::nn::LinearImpl& linear) {
+  const int64_t b = x.size(0), c = x.size(1);
+  const at::Tensor& w = linear.weight;  // (Co, C)
+  const at::Tensor& bias = linear.bias;  // (Co)
+  SCAFFOLD_CHECK(w.size(1) == c, fmt::format("channel_linear: {} input channels for a ({}, {}) weight", c,
+                                             w.size(0), w.size(1)));
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[1] = w.size(0);
+  // (Co, C) x (B, C, S) -> (B, Co, S): one product per example, the 1x1 convolution.
+  at::Tensor y = at::matmul(w, x.reshape({b, c, -1}));
+  return (y + bias.view({-1, 1}).to(y.scalar_type())).view(shape);
+}
+
+at::Tensor grid_coordinates(const std::vector<int64_t>& local, int64_t first0, int64_t global_n0,
+                            const at::TensorOptions& options) {
+  const auto d = static_cast<int64_t>(local.size());
+  std::vector<at::Tensor> axes;
+  for (int64_t i = 0; i < d; ++i) {
+    const int64_t n = i == 0 ? global_n0 : local[static_cast<std::size_t>(i)];
+    const int64_t start = i == 0 ? first0 : 0;
+    // linspace(0, 1, n) restricted to this rank's points, computed in float64 then cast.
+    const at::Tensor idx = at::arange(start, start + local[static_cast<std::size_t>(i)], at::kDouble);
+    axes.push_back((n > 1 ? idx / static_cast<double>(n - 1) : idx).to(options));
+  }
+  std::vector<at::Tensor> mesh = at::meshgrid(axes, "ij");
+  return at::stack(mesh, 0).unsqueeze(0);  // (1, d, *local)
+}
+
+FnoImpl::FnoImpl(FnoOptions options) : options_(std::move(options)) {
+  const auto d = static_cast<int64_t>(options_.modes.size());
+  SCAFFOLD_CHECK(d >= 1 && d <= 3, fmt::format("FNO: {} spatial dimensions (1 to 3 supported)", d));
+  const int64_t lifted_in = options_.in_channels + (options_.grid_coordinates ? d : 0);
+  lift_ = register_module("lift", torch::nn::Linear(lifted_in, options_.width));
+  spectral_ = register_module("spectral", torch::nn::ModuleList());
+  pointwise_ = register_module("pointwise", torch::nn::ModuleList());
+  for (int64_t l = 0; l < options_.layers; ++l) {
+    SpectralConvOptions so;
+    so.in_channels = options_.width;
+    so.out_channels = options_.width;
+    so.modes = options_.modes;
+    spectral_->push_back(SpectralConv(so));
+    pointwise_->push_back(torch::nn::Linear(options_.width, options_.width));
+  }
+  project_ = register_module("project", torch::nn::Linear(options_.width, options_.projection_channels));
+  output_ = register_module("output", torch::nn::Linear(options_.projection_channels, options_.out_channels));
+}
+
+void FnoImpl::set_shard(std::shared_ptr<const FftShard> shard) {
+  shard_ = shard;
+  for (const auto& m : *spectral_) m->as<SpectralConvImpl>()->set_shard(shard);
+}
+
+at::Tensor FnoImpl::forward(const at::Tensor& x_in) {
+  const auto d = static_cast<int64_t>(options_.modes.size());
+  SCAFFOLD_CHECK(x_in.dim() == d + 2 && x_in.size(1) == options_.in_channels,
+                 fmt::format("FNO: input {} for {} channels on a {}-d grid", c10::str(x_in.sizes()), options_.in_channels, d));
+  at::Tensor x = x_in;
+  if (options_.grid_coordinates) {
+    const std::vector<int64_t> local = x.sizes().slice(2).vec();
+    const bool sharded = shard_ && shard_->parts() > 1;
+    const at::Tensor coords = grid_coordinates(local, sharded ? shard_->local().start : 0,
+                                               sharded ? shard_->extent : local[0], x.options());
+    std::vector<int64_t> expand = coords.sizes().vec();
+    expand[0] = x.size(0);
+    x = at::cat({x, coords.expand(expand)}, 1);  // (B, C_in + d, *grid)
+  }
+  x = channel_linear(x, *lift_);  // (B, width, *grid)
+  for (int64_t l = 0; l < options_.layers; ++l) {
+    const at::Tensor spectral = spectral_[static_cast<std::size_t>(l)]->as<SpectralConvImpl>()->forward(x);
+    const at::Tensor pointwise =
+        channel_linear(x, *pointwise_[static_cast<std::size_t>(l)]->as<torch::nn::LinearImpl>());
+    x = spectral + pointwise;
+    if (l + 1 < options_.layers) x = fno::gelu(x);
+  }
+  x = fno::gelu(channel_linear(x, *project_));  // (B, projection_channels, *grid)
+  return channel_linear(x, *output_);         // (B, C_out, *grid)
+}
+
+int64_t count_parameters(const torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const at::Tensor& p : module.parameters()) n += p.is_complex() ? 2 * p.numel() : p.numel();
+  return n;
+}
+
+int64_t model_bytes(const torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const at::Tensor& p : module.parameters()) n += p.numel() * static_cast<int64_t>(p.element_size());
+  for (const at::Tensor& b : module.buffers()) n += b.numel() * static_cast<int64_t>(b.element_size());
+  return n;
+}
+
+}  // namespace scaffold::fno

@@ -1,0 +1,80 @@
+// The Fourier neural operator (Li et al., ICLR 2021), 1-D, 2-D and 3-D, as the paper's code
+// builds it: the input's channels and (optionally) the grid coordinates lifted to `width`
+// channels by a pointwise linear map; `layers` Fourier layers, each the spectral convolution plus
+// a pointwise linear path, GELU after every layer but the last; a pointwise projection to
+// `projection_channels`, GELU, and one to the output channels. Activations stay channels-first
+// (B, C, *grid); the pointwise maps are matrix products over the channel axis (the paper's 1x1
+// convolutions, same parameters). Sharding the grid's first dimension (set_shard) changes only
+// the spectral convolutions and the coordinates. No padding (the paper's periodic problems).
+// Legend: B batch, C channels, d spatial dimensions, grid = (N_0, ..., N_{d-1}).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "workloads/fno/dist_fft.hpp"
+#include "workloads/fno/spectral.hpp"
+
+namespace scaffold::fno {
+
+struct FnoOptions {
+  int64_t in_channels = 1;           // data channels of the input, C_in
+  int64_t out_channels = 1;          // C_out
+  std::vector<int64_t> modes{16};    // kept modes per spatial dimension: d entries
+  int64_t width = 32;
+  int64_t layers = 4;
+  int64_t projection_channels = 128;
+  bool grid_coordinates = true;      // append coordinates in [0, 1] (linspace per axis), as the paper
+};
+
+// x (B, C, *S) -> (B, Co, *S): weight (Co, C) and bias (Co) of `linear` over the channel axis.
+at::Tensor channel_linear(const at::Tensor& x, const torch::nn::LinearImpl& linear);
+
+// The exact (erf) GELU, with a backward that is right for any gradient layout (fno.cpp).
+at::Tensor gelu(const at::Tensor& x);
+
+// The grid coordinates (1, d, *local grid) of the points of a grid whose first axis holds points
+// first0 .. first0 + local[0] - 1 of global_n0: coordinate i of a point is its index / (N_i - 1).
+at::Tensor grid_coordinates(const std::vector<int64_t>& local, int64_t first0, int64_t global_n0,
+                            const at::TensorOptions& options);
+
+class FnoImpl : public torch::nn::Module {
+ public:
+  explicit FnoImpl(FnoOptions options);
+
+  // x (B, C_in, *grid) -> (B, C_out, *grid); grid is this rank's slab when sharded (its first
+  // axis the shard's part). Collective over the shard group when sharded.
+  at::Tensor forward(const at::Tensor& x);
+
+  // Shards the grid's first dimension (null: unsharded, the default).
+  void set_shard(std::shared_ptr<const FftShard> shard);
+
+  const FnoOptions& options() const { return options_; }
+
+ private:
+  FnoOptions options_;
+  std::shared_ptr<const FftShard> shard_;
+  torch::nn::Linear lift_{nullptr};            // (width, C_in + d)
+  torch::nn::ModuleList spectral_{nullptr};    // SpectralConv, width -> width
+  torch::nn::ModuleList pointwise_{nullptr};   // Linear (width, width)
+  torch::nn::Linear project_{nullptr};         // (projection_channels, width)
+  torch::nn::Linear output_{nullptr};          // (C_out, projection_channels)
+};
+TORCH_MODULE(Fno);
+
+// Trainable parameters (complex spectral weights count their real and imaginary parts, as the
+// paper's count_params does).
+int64_t count_parameters(const torch::nn::Module& module);
+
+// Bytes of the parameters and buffers (the "model size").
+int64_t model_bytes(const torch::nn::Module& module);
+
+}  // namespace scaffold::fno

@@ -1,0 +1,85 @@
+// The Fourier layer's spectral convolution (Li et al., ICLR 2021): a real FFT of the input, the
+// lowest `modes` frequencies of each dimension kept — both corners (non-negative and negative
+// frequencies) of every dimension but the last, the non-negative ones of the last (the real FFT's
+// half spectrum) — each kept mode's channels mixed by its own learned complex matrix, and the
+// inverse FFT of the zero-filled spectrum. 1-D, 2-D and 3-D. The transforms are per axis, each
+// truncated as soon as it is done, so later axes transform only the kept columns. Sharded inputs
+// use the distributed transforms of dist_fft.hpp. Not here: the pointwise path and activation
+// (fno.hpp).
+// Legend: B batch, C channels, N_i grid extent of spatial dimension i, m_i modes kept in it, K
+// the kept-mode extents (2 m_0, ..., 2 m_{d-2}, m_{d-1}).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "workloads/fno/dist_fft.hpp"
+
+namespace scaffold::fno {
+
+// K for `modes` (m_0, ..., m_{d-1}).
+std::vector<int64_t> kept_mode_shape(const std::vector<int64_t>& modes);
+
+// The first m and the last m entries of dimension `dim` side by side (2m entries): the
+// frequencies 0..m-1 and -m..-1 of a full FFT axis. Needs 2m <= size.
+at::Tensor keep_corners(const at::Tensor& t, int64_t dim, int64_t m);
+// The inverse: 2m entries back at both ends of an axis of `size`, zeros in between.
+at::Tensor place_corners(const at::Tensor& t, int64_t dim, int64_t size);
+// The first m entries (the real FFT's last axis) and the inverse, zero-filled up to `size`.
+at::Tensor keep_low(const at::Tensor& t, int64_t dim, int64_t m);
+at::Tensor place_low(const at::Tensor& t, int64_t dim, int64_t size);
+
+// x (B, C, N_0, ..., N_{d-1}) real -> (B, C, *K) complex: the kept modes of rfftn(x).
+at::Tensor rfft_modes(const at::Tensor& x, const std::vector<int64_t>& modes);
+// kept (B, C, *K) complex -> (B, C, *grid) real: irfftn of the spectrum that holds `kept` at the
+// kept modes and zeros elsewhere (torch's "backward" normalisation, 1 / prod(grid)).
+at::Tensor irfft_modes(const at::Tensor& kept, const std::vector<int64_t>& grid);
+
+// Per-mode channel mixing: x (B, Ci, *K) complex, weight (Ci, Co, *K) complex -> (B, Co, *K),
+// out[b, o, k] = sum_i x[b, i, k] weight[i, o, k] (the paper's einsum "bi...,io...->bo...").
+at::Tensor mix_modes(const at::Tensor& x, const at::Tensor& weight);
+
+struct SpectralConvOptions {
+  int64_t in_channels = 1;
+  int64_t out_channels = 1;
+  std::vector<int64_t> modes;  // m_i per spatial dimension; 1 to 3 entries
+};
+
+class SpectralConvImpl : public torch::nn::Cloneable<SpectralConvImpl> {
+ public:
+  explicit SpectralConvImpl(SpectralConvOptions options);
+  void reset() override;
+
+  // x (B, Ci, *grid) -> (B, Co, *grid), grid the local shard's when sharded. Runs in the
+  // weights' precision (float32) with autocast off (LibTorch 1.13's CPU FFT has no bfloat16): a
+  // lower-precision input is cast up and the output stays float32.
+  at::Tensor forward(const at::Tensor& x);
+
+  // Shards the grid's first dimension over shard->group (null: unsharded, the default).
+  void set_shard(std::shared_ptr<const FftShard> shard) { shard_ = std::move(shard); }
+
+  // (Ci, Co, *K) complex view of the weight.
+  at::Tensor complex_weight() const;
+
+  const SpectralConvOptions& options() const { return options_; }
+
+  // (Ci, Co, *K, 2) float32: the complex weights stored as (real, imaginary) pairs, initialised
+  // as the paper's scale * rand(complex) with scale = 1 / (Ci Co). Real storage keeps every
+  // parameter float32 for Adam (its moments then treat real and imaginary parts as PyTorch's
+  // complex Adam does), the gradient all-reduce, checkpoints and the parameter count.
+  at::Tensor weight;
+
+ private:
+  SpectralConvOptions options_;
+  std::shared_ptr<const FftShard> shard_;
+};
+TORCH_MODULE(SpectralConv);
+
+}  // namespace scaffold::fno

@@ -1,0 +1,103 @@
+#include "workloads/fno/task.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "model/autocast.hpp"
+
+namespace scaffold::fno {
+
+at::Tensor error_sums(const at::Tensor& pred, const at::Tensor& target, const FftShard& shard) {
+  const int64_t b = pred.size(0);
+  const at::Tensor p = pred.to(at::kDouble).reshape({b, -1});
+  const at::Tensor t = target.to(at::kDouble).reshape({b, -1});
+  const at::Tensor points = at::full({b}, static_cast<double>(p.size(1)), p.options());
+  const at::Tensor local = at::stack({(p - t).square().sum(1), t.square().sum(1), points}, 1);  // (B, 3)
+  return shard_sum(local, shard);
+}
+
+at::Tensor relative_l2(const at::Tensor& pred, const at::Tensor& target, const FftShard& shard) {
+  const at::Tensor s = error_sums(pred, target, shard);
+  return (s.select(1, 0) / s.select(1, 1)).sqrt();
+}
+
+at::Tensor shard_slab(const at::Tensor& field, const FftShard* shard) {
+  if (shard == nullptr || shard->parts() == 1) return field;
+  SCAFFOLD_CHECK(field.size(2) == shard->extent,
+                 fmt::format("an example's first grid dimension has {} points, the shard layout {}", field.size(2),
+                             shard->extent));
+  const IndexRange r = shard->local();
+  return field.narrow(2, r.start, r.length).contiguous();
+}
+
+FnoTask::FnoTask(Fno model, const dataset::ExampleSource& train_set, const dataset::ExampleSource& val_set,
+                 c10::Device device, FnoTaskOptions options)
+    : model_(std::move(model)), train_set_(train_set), val_set_(val_set), device_(device),
+      options_(std::move(options)) {
+  if (options_.precision != "fp32" && options_.precision != "bf16")
+    throw core::Error(fmt::format("precision: '{}' is not one of fp32, bf16", options_.precision));
+  if (device_.is_cuda()) {
+    // fp32 means fp32: no TF32 in the pointwise matrix products.
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
+  model_->set_shard(options_.shard);
+}
+
+at::Tensor FnoTask::predict(const at::Tensor& input) {
+  model::AutocastState s = model::AutocastState::current().disabled();
+  if (options_.precision == "bf16") {
+    (device_.is_cuda() ? s.cuda_enabled : s.cpu_enabled) = true;
+    (device_.is_cuda() ? s.cuda_dtype : s.cpu_dtype) = at::kBFloat16;
+  }
+  model::AutocastGuard amp(s);
+  return model_->forward(shard_slab(input, options_.shard.get())).to(at::kFloat);
+}
+
+train::TrainForward FnoTask::train_forward(const dataset::Batch& batch) {
+  at::Tensor out;
+  {
+    SCAFFOLD_PROFILE_REGION(options_.profiler, "predict");
+    out = predict(batch.fields[0]);  // (B, C_out, *slab)
+  }
+  SCAFFOLD_PROFILE_REGION(options_.profiler, "calculate_loss");
+  const FftShard none;
+  const at::Tensor rel = relative_l2(out, shard_slab(batch.fields[1], options_.shard.get()),
+                                     options_.shard ? *options_.shard : none);  // (B)
+  return {rel.mean().to(at::kFloat), rel.detach().sum().reshape({1})};
+}
+
+at::Tensor FnoTask::validation_sums(const dataset::Batch& batch) {
+  const at::Tensor out = predict(batch.fields[0]);
+  const FftShard none;
+  const at::Tensor s =
+      error_sums(out, shard_slab(batch.fields[1], options_.shard.get()), options_.shard ? *options_.shard : none);
+  const at::Tensor rel = (s.select(1, 0) / s.select(1, 1)).sqrt();
+  const at::Tensor mse = s.select(1, 0) / s.select(1, 2);
+  return at::stack({rel.sum(), mse.sum()});
+}
+
+void FnoTask::after_step() { at::autocast::clear_cache(); }
+
+void FnoTask::after_validation() { at::autocast::clear_cache(); }
+
+train::EpochMetrics FnoTask::epoch_metrics(int64_t epoch, const train::PassSums& train,
+                                           const train::PassSums& val) const {
+  const double n_train = std::max(train.samples, 1.0), n_val = std::max(val.samples, 1.0);
+  if (!std::isfinite(train.sums[0]) || !std::isfinite(val.sums[0]))
+    throw core::Error(fmt::format("training diverged at epoch {}: training relative L2 {}, validation {} (lower "
+                                  "learning_rate, or use fp32)",
+                                  epoch, train.sums[0] / n_train, val.sums[0] / n_val));
+  train::EpochMetrics m;
+  m.values = {{"train_rel_l2", train.sums[0] / n_train},
+              {"val_rel_l2", val.sums[0] / n_val},
+              {"val_mse", val.sums[1] / n_val}};
+  m.stop_value = val.sums[0] / n_val;
+  m.val_loss = val.sums[0] / n_val;
+  return m;
+}
+
+}  // namespace scaffold::fno

@@ -1,0 +1,147 @@
+// Tests for FnoConfig (`scaffold fno`): the defaults (written here, not read from the code:
+// CARAML's batch 4 / validation batch 1 / tp_size 1, the paper's Adam 1e-3 with StepLR), the data
+// generators' keys living in the same struct and checked on its own values, errors naming the
+// key and the value, the YAML round trip and the shipped configs.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "config/fno_options.hpp"
+#include "config/load.hpp"
+#include "config/schema.hpp"
+#include "core/error.hpp"
+
+namespace scaffold::config {
+namespace {
+
+namespace fs = std::filesystem;
+using FC = FnoConfig;
+
+class FnoConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> counter{0};
+    dir_ = fs::temp_directory_path() / ("scaffold_test_fno_config_" + std::to_string(::getpid()) +
+                                        "_" + std::to_string(counter++));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string write(const std::string& text, const std::string& name = "cfg.yml") const {
+    const fs::path path = dir_ / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+  static FC load(const std::vector<std::string>& files) {
+    LoadRequest r;
+    r.config_files = files;
+    r.resolve_paths = false;
+    return load_config_as<FC>(r).config;
+  }
+  // The error of loading `text`; fails unless it names every one of `needles`.
+  std::string error_of(const std::string& text, const std::vector<std::string>& needles) const {
+    try {
+      load({write(text)});
+    } catch (const core::Error& e) {
+      const std::string m = e.what();
+      for (const auto& n : needles)
+        EXPECT_NE(m.find(n), std::string::npos) << "'" << n << "' missing in:\n" << m;
+      return m;
+    }
+    ADD_FAILURE() << "no error for:\n" << text;
+    return "";
+  }
+  fs::path dir_;
+};
+
+TEST_F(FnoConfigTest, DefaultsAreCaramlsRbc2dBenchmark) {
+  const FC c = load({write("seed: 42\n")});
+  EXPECT_EQ(c.problem, "rbc2d");
+  EXPECT_EQ(c.grid, (std::vector<int>{256, 64}));
+  EXPECT_EQ(c.batch_size, 4);
+  EXPECT_EQ(c.val_batch_size, 1);
+  EXPECT_EQ(c.tp_size, 1);
+  EXPECT_EQ(c.precision, "fp32");
+  EXPECT_EQ(c.learning_rate, 1e-3);
+  EXPECT_EQ(c.lr_step_size, 100);
+  EXPECT_EQ(c.lr_gamma, 0.5);
+  EXPECT_EQ(c.weight_decay, 1e-4);
+  EXPECT_EQ(c.mode, "train");
+  EXPECT_FALSE(c.device_sharing);
+  // The generators' defaults (CARAML's RBC2D: Ra 1e7), stored in `generator`.
+  EXPECT_EQ(c.generator.rbc_rayleigh, 1e7);
+  EXPECT_EQ(c.generator.rbc_states, 201);
+  EXPECT_EQ(c.generator.burgers_solver_refinement, 8);
+}
+
+TEST_F(FnoConfigTest, GeneratorKeysAreReadIntoTheSameStructAndTheViewTakesTheSharedKeys) {
+  const FC c =
+      load({write("problem: burgers1d\ngrid: [128]\nt_out: 2\nseed: 7\nviscosity: 0.05\n"
+                  "burgers_dt: 0.0005\nburgers_solver_refinement: 4\nrbc_rayleigh: 2.0e+4\n")});
+  EXPECT_EQ(c.generator.burgers_dt, 0.0005);
+  EXPECT_EQ(c.generator.burgers_solver_refinement, 4);
+  EXPECT_EQ(c.generator.rbc_rayleigh, 2e4);
+  const FnoDataConfig d = fno_data_config(c);
+  EXPECT_EQ(d.problem, "burgers1d");
+  EXPECT_EQ(d.grid, (std::vector<int>{128}));
+  EXPECT_EQ(d.t_out, 2);
+  EXPECT_EQ(d.seed, 7);
+  EXPECT_EQ(d.viscosity, 0.05);
+  EXPECT_EQ(d.burgers_dt, 0.0005);
+}
+
+TEST_F(FnoConfigTest, BadValuesNameTheKeyAndTheValue) {
+  error_of("problem: heat\n", {"problem", "heat", "burgers1d, navier_stokes2d, rbc2d"});
+  error_of("problem: burgers1d\ngrid: [64, 64]\n", {"grid", "burgers1d"});
+  error_of("problem: navier_stokes2d\ngrid: [64, 32]\n", {"grid", "navier_stokes2d"});
+  error_of("problem: burgers1d\ngrid: [64]\nt_in: 2\n", {"t_in", "burgers1d"});
+  error_of("viscosity: 0.01\n", {"viscosity", "rbc2d"});
+  error_of("rbc_states: 3\nt_in: 2\nt_out: 2\n", {"rbc_states", "t_in + t_out"});
+  // A cross check of a generator key reading the FNO struct's own t_out.
+  error_of("problem: burgers1d\ngrid: [64]\nt_out: 3\nburgers_dt: 0.1\n", {"burgers_dt"});
+  error_of("modes: [40]\ngrid: [64, 16]\n", {"modes"});
+  error_of("tp_size: 0\n", {"tp_size"});
+  error_of("batch_sise: 4\n", {"batch_sise"});
+  error_of("rbc_rayleigh: -1\n", {"rbc_rayleigh", "-1"});
+}
+
+TEST_F(FnoConfigTest, RoundTripKeepsEveryKeyIncludingTheGeneratorOnes) {
+  const FC a =
+      load({write("problem: navier_stokes2d\ngrid: [32, 32]\nt_in: 4\nt_out: 3\nns_dt: 0.005\n"
+                  "ns_forcing_amplitude: 0.2\nwidth: 12\nmodes: [6, 5]\n")});
+  const std::string yaml = to_yaml(a);
+  for (const char* key :
+       {"ns_dt:", "ns_forcing_amplitude:", "rbc_rayleigh:", "burgers_grf_tau:", "width:"})
+    EXPECT_NE(yaml.find(key), std::string::npos) << key << " missing in:\n" << yaml;
+  const FC b = load({write(yaml, "round.yml")});
+  EXPECT_EQ(to_yaml(b), yaml);
+  EXPECT_EQ(b.generator.ns_dt, 0.005);
+  EXPECT_EQ(b.generator.ns_forcing_amplitude, 0.2);
+  EXPECT_EQ(b.modes, (std::vector<int>{6, 5}));
+}
+
+TEST_F(FnoConfigTest, ShippedConfigsLoad) {
+  const FC full = load({std::string(SCAFFOLD_SOURCE_DIR) + "/configs/fno.yml"});
+  EXPECT_EQ(full.problem, "rbc2d");
+  EXPECT_EQ(full.grid, (std::vector<int>{256, 64}));
+  EXPECT_EQ(full.batch_size, 4);
+  EXPECT_EQ(full.val_batch_size, 1);
+  EXPECT_EQ(full.generator.rbc_rayleigh, 1e7);
+  const FC quick = load({std::string(SCAFFOLD_SOURCE_DIR) + "/configs/fno_quickstart.yml"});
+  EXPECT_EQ(quick.problem, "rbc2d");
+  EXPECT_LT(quick.grid[0] * quick.grid[1], 256 * 64);
+  for (const char* name : {"fno_burgers.yml"}) {
+    const FC c = load({std::string(SCAFFOLD_SOURCE_DIR) + "/configs/" + name});
+    EXPECT_EQ(c.problem, "burgers1d") << name;
+  }
+}
+
+}  // namespace
+}  // namespace scaffold::config

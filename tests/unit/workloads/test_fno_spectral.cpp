@@ -1,0 +1,292 @@
+// The FNO's spectral convolution against a direct DFT written here in float64 loops: the kept
+// modes of rfftn (both corners of every axis but the last, the low half of the last, including a
+// Nyquist column and an axis kept whole), the inverse onto the grid, and the whole convolution
+// with its per-mode channel mixing, on small 1-D, 2-D and 3-D grids. Tolerance 1e-5 relative to
+// the reference's largest magnitude (float32 FFTs against float64 sums). Also the parameter count
+// of the paper's 1-D model and the whole model's gradients.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/utils.h>
+
+#include <complex>
+#include <vector>
+
+#include "unit/model/tensor_compare.hpp"
+#include "workloads/fno/fno.hpp"
+#include "workloads/fno/spectral.hpp"
+
+namespace scaffold::fno {
+namespace {
+
+using cd = std::complex<double>;
+using model::test::tensors_close;
+
+constexpr double kTol = 1e-5;
+
+struct Case {
+  std::vector<int64_t> grid, modes;
+};
+
+// Row-major multi-index of flat index f over extents n.
+std::vector<int64_t> unflatten(int64_t f, const std::vector<int64_t>& n) {
+  std::vector<int64_t> idx(n.size());
+  for (int64_t i = static_cast<int64_t>(n.size()) - 1; i >= 0; --i) {
+    idx[static_cast<std::size_t>(i)] = f % n[static_cast<std::size_t>(i)];
+    f /= n[static_cast<std::size_t>(i)];
+  }
+  return idx;
+}
+
+int64_t prod(const std::vector<int64_t>& n) {
+  int64_t p = 1;
+  for (int64_t v : n) p *= v;
+  return p;
+}
+
+// The frequency (as an index into the full axis of n points) of kept position p: the first m
+// positions are frequencies 0..m-1, the next m are n-m..n-1; on the last axis position p is p.
+int64_t frequency_of(int64_t p, int64_t m, int64_t n, bool last) {
+  if (last) return p;
+  return p < m ? p : n - 2 * m + p;
+}
+
+// Kept modes (B, C, *K) of x (B, C, *grid) by the definition X[k] = sum_x x[x] exp(-2 pi i k.x / N).
+std::vector<cd> direct_modes(const at::Tensor& x, const Case& c, std::vector<int64_t>* kshape) {
+  const int64_t b = x.size(0), ch = x.size(1);
+  *kshape = kept_mode_shape(c.modes);
+  const at::Tensor xd = x.to(at::kDouble).contiguous();
+  const double* xp = xd.data_ptr<double>();
+  const int64_t npts = prod(c.grid), nk = prod(*kshape);
+  const std::size_t d = c.grid.size();
+  std::vector<cd> out(static_cast<std::size_t>(b * ch * nk));
+  for (int64_t kf = 0; kf < nk; ++kf) {
+    const auto kpos = unflatten(kf, *kshape);
+    std::vector<int64_t> k(d);
+    for (std::size_t i = 0; i < d; ++i) k[i] = frequency_of(kpos[i], c.modes[i], c.grid[i], i + 1 == d);
+    for (int64_t xf = 0; xf < npts; ++xf) {
+      const auto xi = unflatten(xf, c.grid);
+      double phase = 0;
+      for (std::size_t i = 0; i < d; ++i) phase += static_cast<double>(k[i] * xi[i]) / static_cast<double>(c.grid[i]);
+      const cd e = std::exp(cd(0, -2 * M_PI * phase));
+      for (int64_t bc = 0; bc < b * ch; ++bc) out[static_cast<std::size_t>(bc * nk + kf)] += xp[bc * npts + xf] * e;
+    }
+  }
+  return out;
+}
+
+at::Tensor complex_tensor(const std::vector<cd>& v, std::vector<int64_t> shape) {
+  at::Tensor t = at::empty(shape, at::kComplexDouble);
+  auto* p = t.data_ptr<c10::complex<double>>();
+  for (std::size_t i = 0; i < v.size(); ++i) p[i] = c10::complex<double>(v[i].real(), v[i].imag());
+  return t;
+}
+
+// y[x] = (1 / prod N) sum over kept k of w(k_last) Re(Z[k] exp(+2 pi i k.x / N)), w = 1 for the
+// last axis' DC and Nyquist columns and 2 otherwise: irfftn of the zero-filled half spectrum.
+at::Tensor direct_inverse(const at::Tensor& z, const Case& c) {
+  const int64_t b = z.size(0), ch = z.size(1);
+  const std::vector<int64_t> kshape = kept_mode_shape(c.modes);
+  const at::Tensor zc = z.to(at::kComplexDouble).contiguous();
+  const auto* zp = zc.data_ptr<c10::complex<double>>();
+  const int64_t npts = prod(c.grid), nk = prod(kshape);
+  const std::size_t d = c.grid.size();
+  std::vector<int64_t> shape{b, ch};
+  shape.insert(shape.end(), c.grid.begin(), c.grid.end());
+  at::Tensor y = at::zeros(shape, at::kDouble);
+  double* yp = y.data_ptr<double>();
+  const int64_t n_last = c.grid.back();
+  for (int64_t kf = 0; kf < nk; ++kf) {
+    const auto kpos = unflatten(kf, kshape);
+    std::vector<int64_t> k(d);
+    for (std::size_t i = 0; i < d; ++i) k[i] = frequency_of(kpos[i], c.modes[i], c.grid[i], i + 1 == d);
+    const double w = (k[d - 1] == 0 || (n_last % 2 == 0 && k[d - 1] == n_last / 2)) ? 1.0 : 2.0;
+    for (int64_t xf = 0; xf < npts; ++xf) {
+      const auto xi = unflatten(xf, c.grid);
+      double phase = 0;
+      for (std::size_t i = 0; i < d; ++i) phase += static_cast<double>(k[i] * xi[i]) / static_cast<double>(c.grid[i]);
+      const cd e = std::exp(cd(0, 2 * M_PI * phase));
+      for (int64_t bc = 0; bc < b * ch; ++bc) {
+        const auto zz = zp[bc * nk + kf];
+        yp[bc * npts + xf] += w * (cd(zz.real(), zz.imag()) * e).real() / static_cast<double>(npts);
+      }
+    }
+  }
+  return y;
+}
+
+at::Tensor random_input(int64_t b, int64_t c, const std::vector<int64_t>& grid) {
+  std::vector<int64_t> shape{b, c};
+  shape.insert(shape.end(), grid.begin(), grid.end());
+  return at::randn(shape, at::kFloat);
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c{
+      {{16}, {5}},            // 1-D, no Nyquist
+      {{16}, {9}},            // 1-D, the whole half spectrum (Nyquist included)
+      {{8, 6}, {3, 3}},       // 2-D corners
+      {{8, 6}, {4, 4}},       // 2-D: the corners cover axis 0, Nyquist column of axis 1
+      {{6, 4, 5}, {2, 2, 3}}, // 3-D: four corners, odd last axis
+  };
+  return c;
+}
+
+std::string name_of(const Case& c) {
+  std::string s = "grid";
+  for (int64_t n : c.grid) s += " " + std::to_string(n);
+  s += ", modes";
+  for (int64_t m : c.modes) s += " " + std::to_string(m);
+  return s;
+}
+
+TEST(FnoSpectral, KeptModesEqualTheDirectDft) {
+  torch::manual_seed(1);
+  for (const Case& c : cases()) {
+    const at::Tensor x = random_input(2, 3, c.grid);
+    std::vector<int64_t> kshape;
+    const std::vector<cd> ref = direct_modes(x, c, &kshape);
+    std::vector<int64_t> shape{2, 3};
+    shape.insert(shape.end(), kshape.begin(), kshape.end());
+    const at::Tensor expected = complex_tensor(ref, shape);
+    const at::Tensor got = rfft_modes(x, c.modes);
+    EXPECT_TRUE(tensors_close(at::view_as_real(got.to(at::kComplexDouble)), at::view_as_real(expected), kTol,
+                              "rfft_modes, " + name_of(c)));
+  }
+}
+
+TEST(FnoSpectral, InverseEqualsTheDirectSum) {
+  torch::manual_seed(2);
+  for (const Case& c : cases()) {
+    std::vector<int64_t> shape{2, 2};
+    for (int64_t k : kept_mode_shape(c.modes)) shape.push_back(k);
+    const at::Tensor z = at::randn(shape, at::kComplexFloat);
+    EXPECT_TRUE(tensors_close(irfft_modes(z, c.grid), direct_inverse(z, c), kTol, "irfft_modes, " + name_of(c)));
+  }
+}
+
+TEST(FnoSpectral, SpectralConvEqualsDirectDftMixAndInverse) {
+  torch::manual_seed(3);
+  for (const Case& c : cases()) {
+    SpectralConvOptions o;
+    o.in_channels = 3;
+    o.out_channels = 2;
+    o.modes = c.modes;
+    SpectralConv conv(o);
+    const at::Tensor x = random_input(2, 3, c.grid);
+    // Reference: direct DFT, the per-mode mixing written out, direct inverse.
+    std::vector<int64_t> kshape;
+    const std::vector<cd> xk = direct_modes(x, c, &kshape);
+    const int64_t nk = prod(kshape);
+    const at::Tensor w = at::view_as_complex(conv->weight.detach()).to(at::kComplexDouble).contiguous();  // (Ci, Co, *K)
+    const auto* wp = w.data_ptr<c10::complex<double>>();
+    std::vector<cd> mixed(static_cast<std::size_t>(2 * 2 * nk));
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t oc = 0; oc < 2; ++oc)
+        for (int64_t k = 0; k < nk; ++k)
+          for (int64_t ic = 0; ic < 3; ++ic) {
+            const auto wv = wp[(ic * 2 + oc) * nk + k];
+            mixed[static_cast<std::size_t>((b * 2 + oc) * nk + k)] +=
+                xk[static_cast<std::size_t>((b * 3 + ic) * nk + k)] * cd(wv.real(), wv.imag());
+          }
+    std::vector<int64_t> zshape{2, 2};
+    zshape.insert(zshape.end(), kshape.begin(), kshape.end());
+    const at::Tensor expected = direct_inverse(complex_tensor(mixed, zshape), c);
+    at::Tensor got;
+    {
+      torch::NoGradGuard no_grad;
+      got = conv->forward(x);
+    }
+    EXPECT_TRUE(tensors_close(got, expected, kTol, "SpectralConv, " + name_of(c)));
+  }
+}
+
+TEST(FnoSpectral, WeightsStartAsThePapersScaledUniformComplex) {
+  torch::manual_seed(4);
+  SpectralConvOptions o;
+  o.in_channels = 8;
+  o.out_channels = 4;
+  o.modes = {6, 5};
+  SpectralConv conv(o);
+  EXPECT_EQ(conv->weight.sizes(), (std::vector<int64_t>{8, 4, 12, 5, 2}));
+  // scale * U[0, 1) for the real and imaginary parts, scale = 1 / (8 * 4).
+  EXPECT_GE(conv->weight.min().item<double>(), 0.0);
+  EXPECT_LT(conv->weight.max().item<double>(), 1.0 / 32.0);
+  EXPECT_NEAR(conv->weight.mean().item<double>(), 0.5 / 32.0, 0.05 / 32.0);
+}
+
+TEST(FnoModel, ParameterCountOfThePapers1dModel) {
+  // fourier_1d.py (Li et al.): modes 16, width 64, input (a(x), x), fc1 128 -> 549,569 parameters:
+  // fc0 2*64+64, 4 x (64*64*16 complex = 131,072 reals + 1x1 conv 64*64+64), fc1 64*128+128,
+  // fc2 128+1.
+  FnoOptions o;
+  o.in_channels = 1;
+  o.out_channels = 1;
+  o.modes = {16};
+  o.width = 64;
+  o.layers = 4;
+  o.projection_channels = 128;
+  Fno net(o);
+  EXPECT_EQ(count_parameters(*net), 192 + 4 * (131072 + 4160) + 8320 + 129);
+  EXPECT_EQ(count_parameters(*net), 549569);
+  const at::Tensor y = net->forward(at::randn({3, 1, 64}));
+  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{3, 1, 64}));
+}
+
+// The whole model's gradients in float32 against the same model in float64, itself checked against
+// central finite differences: catches wrong backward kernels (LibTorch 1.13's float32 CPU
+// gelu_backward is wrong for non-contiguous gradients, which fno.cpp's GELU works around).
+TEST(FnoModel, GradientsMatchFloat64AndFiniteDifferences) {
+  for (const Case& c : cases()) {
+    torch::manual_seed(5);
+    FnoOptions o;
+    o.in_channels = 2;
+    o.out_channels = 3;
+    o.modes = c.modes;
+    o.width = 6;
+    o.layers = 2;
+    o.projection_channels = 8;
+    Fno net(o);
+    std::vector<int64_t> shape{2, 2};
+    shape.insert(shape.end(), c.grid.begin(), c.grid.end());
+    const at::Tensor x = at::randn(shape);
+    std::vector<int64_t> oshape{2, 3};
+    oshape.insert(oshape.end(), c.grid.begin(), c.grid.end());
+    const at::Tensor r = at::randn(oshape);  // d loss / d output
+    const auto loss_of = [&](Fno& m, at::ScalarType t) { return (m->forward(x.to(t)) * r.to(t)).sum(); };
+    loss_of(net, at::kFloat).backward();
+    Fno net64(o);
+    {
+      torch::NoGradGuard no_grad;
+      net64->to(at::kDouble);
+      const auto src = net->parameters();
+      const auto dst = net64->parameters();
+      for (std::size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+    }
+    loss_of(net64, at::kDouble).backward();
+    const auto p32 = net->named_parameters();
+    const auto p64 = net64->named_parameters();
+    for (std::size_t i = 0; i < p32.size(); ++i)
+      EXPECT_TRUE(tensors_close(p32[i].value().grad(), p64[i].value().grad(), 1e-4,
+                                "float32 gradient of " + p32[i].key() + ", " + name_of(c)));
+    // Finite differences of the float64 loss for a few entries of the first and last spectral weights.
+    for (const char* name : {"spectral.0.weight", "spectral.1.weight", "lift.weight"}) {
+      at::Tensor p = net64->named_parameters()[name];
+      const at::Tensor g = p.grad().flatten();
+      for (int64_t j : {int64_t{0}, p.numel() / 3, p.numel() - 1}) {
+        torch::NoGradGuard no_grad;
+        const double h = 1e-6, v = p.flatten()[j].item<double>();
+        p.flatten()[j] = v + h;
+        const double up = loss_of(net64, at::kDouble).item<double>();
+        p.flatten()[j] = v - h;
+        const double down = loss_of(net64, at::kDouble).item<double>();
+        p.flatten()[j] = v;
+        const double fd = (up - down) / (2 * h);
+        EXPECT_NEAR(g[j].item<double>(), fd, 1e-6 * std::max(1.0, std::abs(fd)))
+            << name << "[" << j << "], " << name_of(c);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace scaffold::fno
