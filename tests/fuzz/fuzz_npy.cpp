@@ -16,11 +16,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     const core::NpyInfo info = core::read_npy_info(path);
     std::vector<int64_t> shape;
     switch (info.dtype) {
-      case core::DType::Float32: (void)core::read_npy<float>(path, &shape); break;
-      case core::DType::Float64: (void)core::read_npy<double>(path, &shape); break;
-      case core::DType::UInt16: (void)core::read_npy<uint16_t>(path, &shape); break;
-      case core::DType::Int64: (void)core::read_npy<int64_t>(path, &shape); break;
-      default: break;
+      case core::DType::Float32:
+        (void)core::read_npy<float>(path, &shape);
+        break;
+      case core::DType::Float64:
+        (void)core::read_npy<double>(path, &shape);
+        break;
+      case core::DType::UInt16:
+        (void)core::read_npy<uint16_t>(path, &shape);
+        break;
+      case core::DType::Int64:
+        (void)core::read_npy<int64_t>(path, &shape);
+        break;
+      default:
+        break;
     }
   } catch (const core::Error&) {
   }

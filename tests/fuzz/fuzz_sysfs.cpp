@@ -29,10 +29,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   const fs::path hw = root / "hwmon" / "hwmon3", rapl = root / "powercap" / "intel-rapl:0";
   fs::create_directories(hw);
   fs::create_directories(rapl);
-  const std::pair<fs::path, const std::string&> files[] = {
-      {hw / "name", parts[0]},           {hw / "power1_input", parts[1]}, {hw / "power1_label", parts[2]},
-      {hw / "power1_oem_info", parts[3]}, {rapl / "name", parts[4]},      {rapl / "energy_uj", parts[5]},
-      {rapl / "max_energy_range_uj", parts[6]}, {hw / "power2_input", parts[7]}};
+  const std::pair<fs::path, const std::string&> files[] = {{hw / "name", parts[0]},
+                                                           {hw / "power1_input", parts[1]},
+                                                           {hw / "power1_label", parts[2]},
+                                                           {hw / "power1_oem_info", parts[3]},
+                                                           {rapl / "name", parts[4]},
+                                                           {rapl / "energy_uj", parts[5]},
+                                                           {rapl / "max_energy_range_uj", parts[6]},
+                                                           {hw / "power2_input", parts[7]}};
   for (const auto& [path, content] : files) std::ofstream(path, std::ios::binary) << content;
   auto exercise = [](std::unique_ptr<energy::PowerSource> source) {
     try {

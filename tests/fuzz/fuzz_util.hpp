@@ -25,8 +25,8 @@ inline const std::filesystem::path& scratch() {
 }
 
 inline void write_bytes(const std::filesystem::path& path, const uint8_t* data, std::size_t size) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
-                                                                 static_cast<std::streamsize>(size));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
 }
 
 }  // namespace scaffold::fuzz
