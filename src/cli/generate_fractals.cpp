@@ -124,7 +124,31 @@ std::vector<fractal::IfsParams> ensure_categories(RunContext& ctx, const Job& jo
     uint64_t next = 0;
     const auto ranks = static_cast<uint64_t>(ctx.comm.size());
     const auto per_rank_cap = static_cast<uint64_t>(job.config.datagen_batch_size);
+    // ScaFFold's default threshold takes about 22 attempts per category; a threshold no
+    // candidate meets would search forever. Give up, saying so, after kAttemptsPerCategory
+    // attempts per missing category (every rank counts the same attempts: an agreed stop).
+    constexpr uint64_t kAttemptsPerCategory = 100000;
+    const uint64_t budget = kAttemptsPerCategory * static_cast<uint64_t>(n - have);
+    core::Stopwatch since_progress;
     while (!selector.done()) {
+      if (next >= budget) {
+        const auto& c = selector.counts();
+        throw dist::AgreedError(fmt::format(
+            "category search: only {} of {} categories passed after {} attempts ({} per missing "
+            "category): {:.1f}% had a variance at or below variance_threshold = {}, {:.1f}% ran "
+            "away, {:.1f}% had invalid values. Lower variance_threshold (ScaFFold's default is "
+            "0.15) or raise normalize",
+            selector.chosen().size(), n, c.attempts, kAttemptsPerCategory,
+            100.0 * static_cast<double>(c.low_variance) / static_cast<double>(std::max<uint64_t>(1, c.attempts)),
+            job.search.variance_threshold,
+            100.0 * static_cast<double>(c.runaway) / static_cast<double>(std::max<uint64_t>(1, c.attempts)),
+            100.0 * static_cast<double>(c.invalid_value) / static_cast<double>(std::max<uint64_t>(1, c.attempts))));
+      }
+      if (since_progress.elapsed_s() > 10.0) {
+        LOG_INFO("category search: {} of {} accepted after {} of at most {} attempts", selector.chosen().size(), n,
+                 next, budget);
+        since_progress.restart();
+      }
       const uint64_t round =
           fractal::round_attempts(selector.counts(), selector.remaining(), per_rank_cap * ranks);
       const uint64_t per_rank = (round + ranks - 1) / ranks;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/schema_rules.hpp"
+#include "core/pyfloat.hpp"
 
 namespace scaffold::config {
 namespace {
@@ -91,10 +92,25 @@ std::vector<KeySpec> scaffold_keys() {
   }
   add(bind_key("n_fracts_per_vol", &Config::n_fracts_per_vol, "fractals overlaid in each volume",
                "an integer >= 1", at_least_1));
-  add(bind_key(
-      "variance_threshold", &Config::variance_threshold,
-      "IFS acceptance threshold (also names the library folder var<value>)", "a number >= 0",
-      +[](const double& v) { return v >= 0.0; }));
+  {
+    const auto i = add(bind_key(
+        "variance_threshold", &Config::variance_threshold,
+        "IFS acceptance threshold (also names the library folder var<value>)",
+        "a number >= 0 and below normalize^2", +[](const double& v) { return v >= 0.0; }));
+    // Each axis is normalised to [-normalize, normalize], whose population variance is at most
+    // normalize^2 (half the points at each end): at or above it no candidate can pass, and the
+    // category search would never end.
+    t[i].depends_on = {"normalize"};
+    t[i].cross_check = [](const Config& c) {
+      return c.variance_threshold < c.normalize * c.normalize
+                 ? std::string()
+                 : fmt::format(
+                       "a number below normalize^2 = {}: a cloud normalised to [-normalize, "
+                       "normalize] has a per-axis variance of at most normalize^2, so no "
+                       "candidate could pass",
+                       core::python_float_str(c.normalize * c.normalize));
+    };
+  }
   add(bind_key(
       "normalize", &Config::normalize, "half-range after normalisation in the category search",
       "a number > 0", +[](const double& v) { return v > 0.0; }));

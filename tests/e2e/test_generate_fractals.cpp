@@ -170,5 +170,28 @@ TEST(GenerateFractals, UsageErrorsExitTwoAndFlagsOverrideTheConfig) {
   EXPECT_FALSE(fs::exists(dir.path() / "lib"));
 }
 
+// A threshold below normalize^2 but above what candidates reach (at scale 4, 16 points, almost
+// no cloud has a per-axis variance above 0.99 of the bound) used to search forever without a
+// word; it now gives up after 100000 attempts per category, saying why (issue 16, item 3).
+TEST(GenerateFractals, UnreachableThresholdFailsWithTheRejectionCounts) {
+  TempDir dir;
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_command(kBinary + " generate_fractals -c " + write_config(dir.path(), 4).string() +
+                             " --variance-threshold 0.99");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("category search: only 0 of 2 categories passed after 200000 attempts"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("Lower variance_threshold"), std::string::npos) << r.output;
+  EXPECT_LT(seconds, 120.0);
+  // At normalize^2 itself the config is refused before any search.
+  const auto at_bound = run_command(kBinary + " generate_fractals -c " + write_config(dir.path(), 4).string() +
+                                    " --variance-threshold 1");
+  EXPECT_EQ(at_bound.exit_code, 1) << at_bound.output;
+  EXPECT_NE(at_bound.output.find("variance_threshold = 1"), std::string::npos) << at_bound.output;
+  EXPECT_NE(at_bound.output.find("below normalize^2 = 1.0"), std::string::npos) << at_bound.output;
+}
+
 }  // namespace
 }  // namespace scaffold
