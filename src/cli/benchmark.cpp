@@ -193,8 +193,8 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
   mo.kernels = unet_kernels(cfg, device);
   if (cfg.torch_amp && !model::bf16_pool_and_upsample_work(device)) {
     mo.fp32_pool_and_upsample = true;
-    LOG_INFO("bf16 autocast: max-pooling and transposed convolution run in fp32 (this LibTorch has no "
-             "working bf16 kernels for them on {})", device.str());
+    LOG_INFO("bf16 autocast: max-pooling{} runs in fp32 (this LibTorch has no working bf16 kernel for it on {})",
+             mo.kernels.gemm_upconv ? "" : " and transposed convolution", device.str());
   }
   // Spatial parallelism: ranks of one replica (consecutive ranks) form the sample's group. Every
   // rank has the same grid, so all of them split (a collective) or none does.

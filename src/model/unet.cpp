@@ -206,7 +206,9 @@ at::Tensor UpImpl::upsample(const at::Tensor& x, const at::Tensor& weight, const
 
 at::Tensor UpImpl::forward(const at::Tensor& x, const at::Tensor& skip) {
   at::Tensor up;
-  if (fp32_upsample_) {
+  // The GEMM upsampling runs in bf16 under autocast (a bf16 matrix product is sound on every CPU
+  // LibTorch supports), so only LibTorch's own transposed convolution needs the float32 detour.
+  if (fp32_upsample_ && !gemm_upconv_) {
     // The parameters are cast too (a no-op unless the model was converted as a whole).
     up = in_fp32(x, [this](const at::Tensor& xf) {
       return upsample(xf, up_->weight.to(at::kFloat), up_->bias.to(at::kFloat));

@@ -50,7 +50,8 @@ struct UNetOptions {
   // Run MaxPool3d and ConvTranspose3d in float32 with autocast off, for LibTorch builds whose bf16
   // kernels for them are missing or broken (bf16_pool_and_upsample_work). Under autocast their
   // outputs stay float32 (the next conv casts again); without autocast they are cast back to the
-  // input's dtype, so a model converted to bf16 as a whole works too.
+  // input's dtype, so a model converted to bf16 as a whole works too. The GEMM upsampling
+  // (kernels.gemm_upconv) is exempt: a bf16 matrix product is sound, so it runs in bf16.
   bool fp32_pool_and_upsample = false;
   // Spatial parallelism: set when each sample is split across ranks (spec §7.2). The 3^3
   // convolutions then pad from their neighbours, and GroupNorm follows spatial->group_norm.

@@ -396,7 +396,7 @@ TEST(ReportRecords, AnUnknownWorkloadIsAnErrorNamingTheFolderAndTheWorkload) {
   EXPECT_NE(r.err.find(dir.string() +
                        ": its summary.json is of workload \"gpt_pretrain\", which scaffold "
                        "report has no table for (known workloads: benchmark, image_classification, "
-                       "llm_training)"),
+                       "llm_training, fno)"),
             std::string::npos)
       << r.err;
 }

@@ -392,7 +392,7 @@ TEST_F(ConfigTest, NumberKeysRejectBooleansAndNonFinite) {
   const std::string message = load_error({path});
   EXPECT_EQ(problem_count(message), 3) << message;
   EXPECT_CONTAINS(line_with(message, "variance_threshold"), "boolean");
-  EXPECT_CONTAINS(line_with(message, "normalize"), "non-finite");
+  EXPECT_CONTAINS(line_with(message, "normalize ="), "non-finite");
   EXPECT_CONTAINS(line_with(message, "target_dice"), "non-finite");
 }
 

@@ -169,15 +169,16 @@ TEST_F(StrictConfigTest, SizeIsCappedEvenForEndlessFiles) {
 // [-normalize, normalize] has a per-axis variance of at most normalize^2): refused, naming both
 // keys (issue 16, item 3). Just below the bound is a valid setting.
 TEST_F(StrictConfigTest, UnreachableVarianceThresholdIsRefused) {
-  const std::string message =
-      error_of(write("v.yml", "variance_threshold: 1.0\nnormalize: 1.0\n"));
+  const std::string message = error_of(write("v.yml", "variance_threshold: 1.0\nnormalize: 1.0\n"));
   EXPECT_CONTAINS(message, "variance_threshold = 1.0: expected a number below normalize^2 = 1.0");
   EXPECT_CONTAINS(message, "normalize = 1.0 from");
   EXPECT_CONTAINS(error_of(write("w.yml", "variance_threshold: 4.5\nnormalize: 2\n")),
                   "below normalize^2 = 4.0");
-  EXPECT_EQ(load_config(LoadRequest{{write("ok.yml", "variance_threshold: 3.9\nnormalize: 2\n")}, {}, false})
-                .config.variance_threshold,
-            3.9);
+  EXPECT_EQ(
+      load_config(
+          LoadRequest{{write("ok.yml", "variance_threshold: 3.9\nnormalize: 2\n")}, {}, false})
+          .config.variance_threshold,
+      3.9);
 }
 
 }  // namespace

@@ -544,6 +544,7 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
   info.nodes = 4;
   info.threads = 8;
   info.dc_num_shards = {2, 2, 1};
+  info.kernels = {"conv=onednn", "upconv=gemm"};
   info.rank_devices = {"node001 cuda:0 visible=2 pci=0000:41:00.0", "node001 cuda:1"};
   info.created_at = "2025-03-12T10:15:00Z";
   test::TempDir tmp;
@@ -566,6 +567,10 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
     2,
     2,
     1
+  ],
+  "kernels": [
+    "conv=onednn",
+    "upconv=gemm"
   ],
   "rank_devices": [
     "node001 cuda:0 visible=2 pci=0000:41:00.0",
