@@ -64,7 +64,7 @@ struct BenchmarkArgs {
 // The kernel keys (conv_kernel, upconv_kernel, groupnorm_kernel) resolved for this device.
 model::UNetKernels unet_kernels(const config::Config& cfg, const c10::Device& device) {
   return model::resolve_unet_kernels(cfg.conv_kernel, cfg.upconv_kernel, cfg.groupnorm_kernel, device,
-                                     train::use_channels_last(cfg.memory_format, device));
+                                     train::use_channels_last(cfg.memory_format, device), cfg.torch_amp);
 }
 
 void log_summary(const config::Config& cfg, const train::TrainResult& result,

@@ -239,7 +239,8 @@ std::vector<KeySpec> scaffold_keys() {
     const auto i = add(bind_key(
         "upconv_kernel", &Config::upconv_kernel,
         "extension: the U-Net's transposed convolutions (kernel 2, stride 2): gemm (one matrix "
-        "product and a pixel shuffle), libtorch, or auto (gemm on the CPU, libtorch on CUDA)",
+        "product and a pixel shuffle, bf16 under autocast), libtorch, or auto (gemm on the CPU "
+        "under bf16 autocast, where it measures faster; libtorch otherwise)",
         "one of auto, gemm, libtorch"));
     t[i].choices = {"auto", "gemm", "libtorch"};
   }
@@ -247,8 +248,8 @@ std::vector<KeySpec> scaffold_keys() {
     const auto i = add(bind_key(
         "groupnorm_kernel", &Config::groupnorm_kernel,
         "extension: GroupNorm + ReLU of the U-Net blocks: fused (one CPU kernel, contiguous "
-        "layout only), unfused (LibTorch's group_norm, then relu) or auto (fused where it runs: "
-        "the CPU with contiguous tensors)",
+        "layout only), unfused (LibTorch's group_norm, then relu) or auto (unfused: the fused "
+        "kernel measures slower in whole steps)",
         "one of auto, fused, unfused"));
     t[i].choices = {"auto", "fused", "unfused"};
   }

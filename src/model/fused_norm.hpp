@@ -22,8 +22,8 @@ namespace scaffold::model {
 enum class NormKernel { Unfused, Fused };
 const char* to_string(NormKernel kernel);
 // The key's value (auto | fused | unfused) for a run on the CPU or not, in channels-last or not:
-// auto is fused where the kernel runs (CPU, contiguous); fused where it cannot is a core::Error
-// naming the key, as is any other value.
+// auto is unfused (the fused kernel measured slower in whole steps); fused where it cannot run is a
+// core::Error naming the key, as is any other value.
 NormKernel choose_norm_kernel(const std::string& value, bool cpu, bool channels_last);
 
 // "" when group_norm_relu runs this input, else why not (for the caller's fallback): x must be a

@@ -31,12 +31,14 @@ struct UNetKernels {
   NormKernel norm_kernel = NormKernel::Unfused;
 };
 
-// The conv_kernel, upconv_kernel and groupnorm_kernel keys for `device` and layout: auto picks
-// the native kernels on the CPU (oneDNN where this build has it; the fused GroupNorm for
-// contiguous tensors) and LibTorch's on CUDA. Throws core::Error naming the key for a value that
+// The conv_kernel, upconv_kernel and groupnorm_kernel keys for `device`, layout and precision:
+// auto picks what measured faster in whole steps (docs/performance.md): on the CPU the oneDNN
+// convolutions (where this build has oneDNN), the GEMM upsampling under bf16 autocast only, and
+// LibTorch's GroupNorm; LibTorch's kernels on CUDA. Throws core::Error naming the key for a value that
 // cannot run here (onednn, gemm or fused on CUDA, onednn in a build without oneDNN, ...).
 UNetKernels resolve_unet_kernels(const std::string& conv_kernel, const std::string& upconv_kernel,
-                                 const std::string& groupnorm_kernel, const c10::Device& device, bool channels_last);
+                                 const std::string& groupnorm_kernel, const c10::Device& device, bool channels_last,
+                                 bool bf16_autocast);
 // "conv=onednn", "upconv=gemm", "groupnorm=fused" (system.json's kernels).
 std::vector<std::string> kernel_names(const UNetKernels& kernels);
 

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
@@ -190,6 +191,37 @@ TEST(UNet3d, ActivationCheckpointingGivesTheSameOutputAndGradients) {
 
 // The CPU kernels (oneDNN convolutions, the transposed convolution as a GEMM) against LibTorch's
 // own: the whole model's output and every gradient, at batch 1 (LibTorch's slow_conv3d) and 2.
+// The kernel keys: auto is what measured faster (oneDNN convolutions on the CPU; the GEMM
+// upsampling under bf16 only; LibTorch's GroupNorm), LibTorch's on CUDA; impossible choices are
+// errors naming the key.
+TEST(UNet3d, KernelKeysResolvePerDeviceAndPrecision) {
+  const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA, 0);
+  const UNetKernels fp32 = resolve_unet_kernels("auto", "auto", "auto", cpu, false, false);
+  EXPECT_EQ(fp32.onednn_conv, dnnl_conv3d_built());
+  EXPECT_FALSE(fp32.gemm_upconv);
+  EXPECT_EQ(fp32.norm_kernel, NormKernel::Unfused);
+  EXPECT_TRUE(resolve_unet_kernels("auto", "auto", "auto", cpu, false, true).gemm_upconv);
+  const UNetKernels gpu = resolve_unet_kernels("auto", "auto", "auto", cuda, false, true);
+  EXPECT_FALSE(gpu.onednn_conv || gpu.gemm_upconv);
+  const UNetKernels all = resolve_unet_kernels("libtorch", "gemm", "fused", cpu, false, false);
+  EXPECT_TRUE(all.gemm_upconv);
+  EXPECT_FALSE(all.onednn_conv);
+  EXPECT_EQ(all.norm_kernel, NormKernel::Fused);
+  EXPECT_EQ(kernel_names(all),
+            (std::vector<std::string>{"conv=libtorch", "upconv=gemm", "groupnorm=fused"}));
+  for (const auto& [conv, upconv, what] :
+       {std::make_tuple("onednn", "auto", "conv_kernel: onednn runs on the CPU"),
+        std::make_tuple("auto", "gemm", "upconv_kernel: gemm runs on the CPU"),
+        std::make_tuple("fast", "auto", "conv_kernel: 'fast' is not allowed")}) {
+    try {
+      resolve_unet_kernels(conv, upconv, "auto", cuda, false, false);
+      ADD_FAILURE() << what;
+    } catch (const core::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(UNet3d, CpuKernelsGiveLibTorchsOutputAndGradients) {
   for (const int64_t batch : {1, 2}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
