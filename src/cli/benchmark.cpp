@@ -346,14 +346,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
       phases.run("init_model", [&] { return build_model(ctx, cfg, data, grid, device, run_dir, &profiler); });
   train::Trainer& trainer = *m.trainer;
 
-  // The last resort against a job that stops without an error: no finished step or validation
-  // batch on this rank for progress_timeout_s ends every rank (MPI_Abort), not a silent hang.
-  std::optional<core::Watchdog> watchdog;
-  watchdog.emplace(cfg.progress_timeout_s, [&ctx, &cfg](double idle_s) {
-    LOG_ERROR("rank {}: no training progress for {:.0f} s (progress_timeout_s = {}): a rank or the file system is "
-              "stuck; ending all {} rank(s)", ctx.comm.rank(), idle_s, cfg.progress_timeout_s, ctx.comm.size());
-    ctx.comm.abort(1);
-  });
+  std::unique_ptr<core::Watchdog> watchdog = suite::progress_watchdog(ctx.comm, cfg.progress_timeout_s);
   trainer.set_watchdog(&*watchdog);
   EnergyMeter energy(ctx.comm);
   phases.set_energy_meter(&energy);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -102,6 +103,39 @@ struct Subcommand {
   std::function<int(RunContext&)> run;
   std::function<int()> run_without_mpi = {};
 };
+
+// What a suite workload's command line gives its driver: the same flags for every workload.
+struct WorkloadArgs {
+  ConfigArgs config;
+  bool restart = false;           // --restart (needs --run-dir)
+  std::string run_dir;            // --run-dir: resume in this run folder
+  std::vector<std::string> argv;  // the command line after the executable, for restart.sh
+};
+
+// A suite workload's subcommand `name`: -c config files, --threads, one flag per key of C's
+// schema, --run-dir and --restart; `run` gets the parsed arguments with ctx.threads set.
+template <class C>
+Subcommand add_workload_subcommand(CLI::App& app, const std::string& name, const std::string& help,
+                                   int argc, char** argv,
+                                   int (*run)(RunContext&, const WorkloadArgs&)) {
+  CLI::App* sub = app.add_subcommand(name, help);
+  auto args = std::make_shared<WorkloadArgs>();
+  for (int i = 1; i < argc; ++i) args->argv.emplace_back(argv[i]);
+  auto threads = std::make_shared<int>(1);
+  add_config_files_option(sub, &args->config);
+  add_threads_option(sub, threads.get());
+  add_schema_flags<C>(sub, &args->config);
+  CLI::Option* run_dir =
+      sub->add_option("--run-dir", args->run_dir, "resume in this run folder (implies --restart)");
+  sub->add_flag("--restart", args->restart,
+                "resume from the run folder's last checkpoint; needs --run-dir")
+      ->needs(run_dir);
+  return {sub, [args, threads, run](RunContext& ctx) {
+            ctx.threads = *threads;
+            return run(ctx, *args);
+          }};
+}
+
 Subcommand add_generate_fractals(CLI::App& app);
 Subcommand add_generate_dataset(CLI::App& app);
 // argv: the command line, recorded for restart.sh.

@@ -5,8 +5,12 @@
 // Which signals do that is the global flag --stop-signals (default USR2 and TERM).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "core/watchdog.hpp"
+#include "dist/communicator.hpp"
 
 namespace scaffold::suite {
 
@@ -25,6 +29,11 @@ std::string stop_signal_choices();
 
 // Installs the stop handlers for `signals` (parse_stop_signals), SIGUSR2 and SIGTERM when empty.
 void install_stop_signals(const std::vector<int>& signals = {});
+
+// The last resort against a run that stops without an error: no finished step or validation batch
+// on this rank for `timeout_s` (the progress_timeout_s key; <= 0: never) logs why and ends every
+// rank (comm.abort), not a silent hang. The training loop beats it.
+std::unique_ptr<core::Watchdog> progress_watchdog(dist::Communicator& comm, int timeout_s);
 
 // "SIGUSR2 (12)" for messages.
 std::string signal_name(int signal_number);

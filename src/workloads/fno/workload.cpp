@@ -59,12 +59,7 @@ using config::FnoConfig;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-struct Args {
-  cli::ConfigArgs config;
-  bool restart = false;
-  std::string run_dir;
-  std::vector<std::string> argv;
-};
+using Args = cli::WorkloadArgs;
 
 std::vector<int64_t> modes_of(const FnoConfig& cfg) {
   std::vector<int64_t> m;
@@ -281,12 +276,7 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
            static_cast<double>(memory.persistent_bytes) / kMiB, static_cast<double>(memory.peak_forward_bytes) / kMiB,
            static_cast<double>(memory.activation_bytes) / kMiB, cfg.batch_size);
 
-  std::optional<core::Watchdog> watchdog;
-  watchdog.emplace(cfg.progress_timeout_s, [&ctx, &cfg](double idle_s) {
-    LOG_ERROR("rank {}: no training progress for {:.0f} s (progress_timeout_s = {}): ending all {} rank(s)",
-              ctx.comm.rank(), idle_s, cfg.progress_timeout_s, ctx.comm.size());
-    ctx.comm.abort(1);
-  });
+  std::unique_ptr<core::Watchdog> watchdog = suite::progress_watchdog(ctx.comm, cfg.progress_timeout_s);
   loop->set_watchdog(&*watchdog);
   cli::EnergyMeter energy(ctx.comm);
   phases.set_energy_meter(&energy);
@@ -567,22 +557,11 @@ int run(cli::RunContext& ctx, const Args& args) {
 }  // namespace
 
 cli::Subcommand add_fno(CLI::App& app, int argc, char** argv) {
-  auto* sub = app.add_subcommand("fno",
-                                 "CARAML's operator benchmark: a Fourier neural operator trained on PDE data (or timed "
-                                 "in inference), timesteps/s, memory, energy");
-  auto args = std::make_shared<Args>();
-  for (int i = 1; i < argc; ++i) args->argv.emplace_back(argv[i]);
-  auto threads = std::make_shared<int>(1);
-  cli::add_config_files_option(sub, &args->config);
-  cli::add_threads_option(sub, threads.get());
-  cli::add_schema_flags<FnoConfig>(sub, &args->config);
-  auto* run_dir = sub->add_option("--run-dir", args->run_dir, "resume in this run folder (implies --restart)");
-  sub->add_flag("--restart", args->restart, "resume from the run folder's last checkpoint; needs --run-dir")
-      ->needs(run_dir);
-  return {sub, [args, threads](cli::RunContext& ctx) {
-            ctx.threads = *threads;
-            return run(ctx, *args);
-          }};
+  return cli::add_workload_subcommand<FnoConfig>(
+      app, "fno",
+      "CARAML's operator benchmark: a Fourier neural operator trained on PDE data (or timed "
+      "in inference), timesteps/s, memory, energy",
+      argc, argv, run);
 }
 
 }  // namespace scaffold::fno

@@ -49,12 +49,7 @@ namespace {
 namespace fs = std::filesystem;
 using config::ImageClassificationConfig;
 
-struct Args {
-  cli::ConfigArgs config;
-  bool restart = false;
-  std::string run_dir;
-  std::vector<std::string> argv;
-};
+using Args = cli::WorkloadArgs;
 
 int depth_of(const std::string& model) {
   return std::stoi(model.substr(std::string("resnet").size()));
@@ -226,12 +221,7 @@ int run(cli::RunContext& ctx, const Args& args) {
            "thread(s)", cfg.model, params, static_cast<double>(params) * 4 / 1e6, forward_flops / 1e9, cfg.precision,
            cfg.channels_last ? ", channels-last" : "", device.str(), ctx.threads);
 
-  std::optional<core::Watchdog> watchdog;
-  watchdog.emplace(cfg.progress_timeout_s, [&ctx, &cfg](double idle_s) {
-    LOG_ERROR("rank {}: no training progress for {:.0f} s (progress_timeout_s = {}): ending all {} rank(s)",
-              ctx.comm.rank(), idle_s, cfg.progress_timeout_s, ctx.comm.size());
-    ctx.comm.abort(1);
-  });
+  std::unique_ptr<core::Watchdog> watchdog = suite::progress_watchdog(ctx.comm, cfg.progress_timeout_s);
   loop->set_watchdog(&*watchdog);
   cli::EnergyMeter energy(ctx.comm);
   phases.set_energy_meter(&energy);
@@ -373,22 +363,11 @@ int run(cli::RunContext& ctx, const Args& args) {
 }  // namespace
 
 cli::Subcommand add_image_classification(CLI::App& app, int argc, char** argv) {
-  auto* sub = app.add_subcommand("image_classification",
-                                 "CARAML's image-classification benchmark: ResNet training on synthetic or folder "
-                                 "images, images/s and energy");
-  auto args = std::make_shared<Args>();
-  for (int i = 1; i < argc; ++i) args->argv.emplace_back(argv[i]);
-  auto threads = std::make_shared<int>(1);
-  cli::add_config_files_option(sub, &args->config);
-  cli::add_threads_option(sub, threads.get());
-  cli::add_schema_flags<ImageClassificationConfig>(sub, &args->config);
-  auto* run_dir = sub->add_option("--run-dir", args->run_dir, "resume in this run folder (implies --restart)");
-  sub->add_flag("--restart", args->restart, "resume from the run folder's last checkpoint; needs --run-dir")
-      ->needs(run_dir);
-  return {sub, [args, threads](cli::RunContext& ctx) {
-            ctx.threads = *threads;
-            return run(ctx, *args);
-          }};
+  return cli::add_workload_subcommand<ImageClassificationConfig>(
+      app, "image_classification",
+      "CARAML's image-classification benchmark: ResNet training on synthetic or folder "
+      "images, images/s and energy",
+      argc, argv, run);
 }
 
 }  // namespace scaffold::imgcls

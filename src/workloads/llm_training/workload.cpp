@@ -52,12 +52,7 @@ namespace {
 namespace fs = std::filesystem;
 using config::LlmTrainingConfig;
 
-struct Args {
-  cli::ConfigArgs config;
-  bool restart = false;
-  std::string run_dir;
-  std::vector<std::string> argv;
-};
+using Args = cli::WorkloadArgs;
 
 // Megatron's layout: consecutive ranks form a tensor-parallel group, the groups are
 // data-parallel replicas; micro-batch x accumulation x DP = global batch.
@@ -285,12 +280,7 @@ int run(cli::RunContext& ctx, const Args& args) {
                       : std::string(),
            gpt_iteration_flops(flops) / 1e12, flops.activation_factor);
 
-  std::optional<core::Watchdog> watchdog;
-  watchdog.emplace(cfg.progress_timeout_s, [&ctx, &cfg](double idle_s) {
-    LOG_ERROR("rank {}: no training progress for {:.0f} s (progress_timeout_s = {}): ending all {} rank(s)",
-              ctx.comm.rank(), idle_s, cfg.progress_timeout_s, ctx.comm.size());
-    ctx.comm.abort(1);
-  });
+  std::unique_ptr<core::Watchdog> watchdog = suite::progress_watchdog(ctx.comm, cfg.progress_timeout_s);
   loop->set_watchdog(&*watchdog);
   cli::EnergyMeter energy(ctx.comm);
   phases.set_energy_meter(&energy);
@@ -452,22 +442,11 @@ int run(cli::RunContext& ctx, const Args& args) {
 }  // namespace
 
 cli::Subcommand add_llm_training(CLI::App& app, int argc, char** argv) {
-  auto* sub = app.add_subcommand("llm_training",
-                                 "CARAML's LLM benchmark: GPT pre-training (Megatron-style tensor and data "
-                                 "parallelism), tokens/s, TFLOP/s, MFU and energy");
-  auto args = std::make_shared<Args>();
-  for (int i = 1; i < argc; ++i) args->argv.emplace_back(argv[i]);
-  auto threads = std::make_shared<int>(1);
-  cli::add_config_files_option(sub, &args->config);
-  cli::add_threads_option(sub, threads.get());
-  cli::add_schema_flags<LlmTrainingConfig>(sub, &args->config);
-  auto* run_dir = sub->add_option("--run-dir", args->run_dir, "resume in this run folder (implies --restart)");
-  sub->add_flag("--restart", args->restart, "resume from the run folder's last checkpoint; needs --run-dir")
-      ->needs(run_dir);
-  return {sub, [args, threads](cli::RunContext& ctx) {
-            ctx.threads = *threads;
-            return run(ctx, *args);
-          }};
+  return cli::add_workload_subcommand<LlmTrainingConfig>(
+      app, "llm_training",
+      "CARAML's LLM benchmark: GPT pre-training (Megatron-style tensor and data "
+      "parallelism), tokens/s, TFLOP/s, MFU and energy",
+      argc, argv, run);
 }
 
 }  // namespace scaffold::llm
