@@ -43,6 +43,10 @@ struct FnoConfig {
   int layers = 4;                  // Fourier layers
   int projection_channels = 128;   // hidden channels of the projection
   bool grid_coordinates = true;    // append the grid coordinates to the input (as the paper)
+  // direct: one forward maps the t_in input steps to all t_out output steps (channels);
+  // recurrent: the model predicts one step from the last t_in and is fed its own prediction
+  // t_out times, trained through the whole rollout (the paper's FNO-2D for Navier-Stokes).
+  std::string time_stepping = "direct";
 
   // Training.
   int batch_size = 4;          // examples per step on each data-parallel replica (CARAML: 4)

@@ -148,6 +148,12 @@ std::vector<Spec> fno_table() {
   add(bind_key("grid_coordinates", &FC::grid_coordinates,
                "1 appends each point's grid coordinates in [0, 1] to the input channels (as the paper)",
                kBoolAllowed, bool_any));
+  add_choice(bind_key("time_stepping", &FC::time_stepping,
+                      "direct: one forward maps the t_in input steps to all t_out output steps; recurrent: the "
+                      "model predicts one step from the last t_in and is fed its own predictions t_out times, "
+                      "trained through the whole rollout (the paper's FNO-2D for Navier-Stokes)",
+                      "one of direct, recurrent"),
+             {"direct", "recurrent"});
 
   // Training.
   add(bind_key("batch_size", &FC::batch_size, "examples per step on each data-parallel replica (CARAML: 4)",

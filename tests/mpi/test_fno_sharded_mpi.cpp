@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "dataset/loader.hpp"
 #include "dist/tensor_comm.hpp"
 #include "mpi_test_main.hpp"
 #include "workloads/fno/dist_fft.hpp"
@@ -168,6 +169,66 @@ TEST(ShardedFno, EqualsTheUnshardedFnoInOutputAndEveryGradient) {
         s.shard->group->allreduce_sum(g)->wait();  // each shard holds its part of the gradient
         EXPECT_TRUE(close(g, pr[i].value().grad(), "gradient of " + pr[i].key()));
       }
+    }
+  }
+}
+
+
+// The recurrent rollout (FnoTask, time_stepping recurrent) sharded equals it unsharded: the task
+// takes this rank's slab of the full input, feeds its slab of each prediction back, and sums the
+// per-step errors over the shard group, so the trajectory, the loss and every gradient match.
+struct NoExamples : dataset::ExampleSource {
+  std::size_t size() const override { return 0; }
+  dataset::Example get(std::size_t, uint64_t) const override { return {}; }
+};
+
+TEST(ShardedFno, RecurrentRolloutEqualsTheUnshardedOne) {
+  const Case c{{10, 8}, {3, 3}};
+  constexpr int64_t kTin = 2, kSteps = 3, kC = 1;
+  for (int tp : shard_sizes()) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    ShardSetup s(tp, c.grid[0]);
+    torch::manual_seed(23);
+    FnoOptions o = small_fno(c);
+    o.in_channels = kTin * kC;
+    o.out_channels = kC;
+    Fno reference(o);
+    Fno sharded(o);
+    {
+      torch::NoGradGuard no_grad;
+      const auto src = reference->parameters();
+      const auto dst = sharded->parameters();
+      for (std::size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+    }
+    FnoTaskOptions ro;
+    ro.rollout_steps = kSteps;
+    ro.step_channels = kC;
+    FnoTaskOptions so = ro;
+    so.shard = s.shard;
+    NoExamples none;
+    FnoTask ref_task(reference, none, none, at::kCPU, ro);
+    FnoTask shard_task(sharded, none, none, at::kCPU, so);
+    dataset::Batch batch;
+    batch.fields = {at::randn({2, kTin * kC, 10, 8}), at::randn({2, kSteps * kC, 10, 8})};
+    const IndexRange local = s.shard->local();
+
+    const train::TrainForward fr = ref_task.train_forward(batch);
+    fr.loss.backward();
+    const train::TrainForward fs = shard_task.train_forward(batch);
+    fs.loss.backward();
+    EXPECT_NEAR(fs.loss.item<double>(), fr.loss.item<double>(), kTol * fr.loss.item<double>()) << "loss";
+    EXPECT_NEAR(fs.sums.item<double>(), fr.sums.item<double>(), kTol * fr.sums.item<double>()) << "trajectory error";
+    {
+      torch::NoGradGuard no_grad;
+      EXPECT_TRUE(close(shard_task.predict(batch.fields[0]),
+                        ref_task.predict(batch.fields[0]).narrow(2, local.start, local.length), "trajectory slab"));
+    }
+    const auto pr = reference->named_parameters();
+    const auto ps = sharded->named_parameters();
+    for (std::size_t i = 0; i < pr.size(); ++i) {
+      at::Tensor g = ps[i].value().grad().clone();
+      s.shard->group->allreduce_sum(g)->wait();
+      EXPECT_TRUE(close(g, pr[i].value().grad(), "gradient of " + pr[i].key()));
     }
   }
 }

@@ -12,11 +12,11 @@ namespace scaffold::fno {
 ProblemShape problem_shape(const config::FnoConfig& cfg) {
   ProblemShape s;
   if (cfg.problem == "navier_stokes2d") {
-    s = {cfg.t_in, cfg.t_out, cfg.t_out};  // the paper's 2-D setting: T_in steps in, T_out out
+    s = {cfg.t_in, cfg.t_out, cfg.t_out, 1};  // the paper's 2-D setting: T_in steps in, T_out out
   } else if (cfg.problem == "rbc2d") {
-    s = {4 * cfg.t_in, 4 * cfg.t_out, cfg.t_out};  // velocity (2), buoyancy, pressure per step
+    s = {4 * cfg.t_in, 4 * cfg.t_out, cfg.t_out, 4};  // velocity (2), buoyancy, pressure per step
   } else {
-    s = {cfg.t_in, cfg.t_out, cfg.t_out};  // burgers1d: u(x, 0) -> u(x, t_j)
+    s = {cfg.t_in, cfg.t_out, cfg.t_out, 1};  // burgers1d: u(x, 0) -> u(x, t_j)
   }
   return s;
 }

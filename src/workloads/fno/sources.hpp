@@ -20,6 +20,7 @@ namespace scaffold::fno {
 struct ProblemShape {
   int64_t in_channels = 1, out_channels = 1;
   int64_t timesteps_per_example = 1;  // time steps an example covers (CARAML's "timesteps")
+  int64_t step_channels = 1;          // channels of one time step (rbc2d: u_x, u_z, b, p)
 };
 
 // The channels and timesteps of cfg.problem at its t_in / t_out, without its data.

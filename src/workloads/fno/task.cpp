@@ -45,7 +45,17 @@ FnoTask::FnoTask(Fno model, const dataset::ExampleSource& train_set, const datas
     at::globalContext().setAllowTF32CuBLAS(false);
   }
   model_->set_shard(options_.shard);
+  if (options_.rollout_steps < 0 || options_.step_channels < 1)
+    throw core::Error(fmt::format("FnoTask: rollout_steps {} and step_channels {} (expected >= 0 and >= 1)",
+                                  options_.rollout_steps, options_.step_channels));
 }
+
+namespace {
+// Autocast's bf16 outputs as float32; float32 and float64 as they are.
+at::Tensor full_precision(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf ? t.to(at::kFloat) : t;
+}
+}  // namespace
 
 at::Tensor FnoTask::predict(const at::Tensor& input) {
   model::AutocastState s = model::AutocastState::current().disabled();
@@ -54,7 +64,20 @@ at::Tensor FnoTask::predict(const at::Tensor& input) {
     (device_.is_cuda() ? s.cuda_dtype : s.cpu_dtype) = at::kBFloat16;
   }
   model::AutocastGuard amp(s);
-  return model_->forward(shard_slab(input, options_.shard.get())).to(at::kFloat);
+  at::Tensor x = shard_slab(input, options_.shard.get());
+  if (options_.rollout_steps == 0) return full_precision(model_->forward(x));
+  // The rollout: each step's prediction becomes the newest input step, the oldest is dropped.
+  const int64_t c = options_.step_channels;
+  SCAFFOLD_CHECK(x.size(1) % c == 0 && x.size(1) >= c,
+                 fmt::format("the input has {} channels, not a multiple of the {} per time step", x.size(1), c));
+  std::vector<at::Tensor> steps;
+  steps.reserve(static_cast<std::size_t>(options_.rollout_steps));
+  for (int64_t t = 0; t < options_.rollout_steps; ++t) {
+    at::Tensor y = full_precision(model_->forward(x));  // (B, c, *slab)
+    x = at::cat({x.narrow(1, c, x.size(1) - c).to(y.scalar_type()), y}, 1);
+    steps.push_back(std::move(y));
+  }
+  return at::cat(steps, 1);
 }
 
 train::TrainForward FnoTask::train_forward(const dataset::Batch& batch) {
@@ -65,9 +88,16 @@ train::TrainForward FnoTask::train_forward(const dataset::Batch& batch) {
   }
   SCAFFOLD_PROFILE_REGION(options_.profiler, "calculate_loss");
   const FftShard none;
-  const at::Tensor rel = relative_l2(out, shard_slab(batch.fields[1], options_.shard.get()),
-                                     options_.shard ? *options_.shard : none);  // (B)
-  return {rel.mean().to(at::kFloat), rel.detach().sum().reshape({1})};
+  const FftShard& shard = options_.shard ? *options_.shard : none;
+  const at::Tensor target = shard_slab(batch.fields[1], options_.shard.get());
+  const at::Tensor rel = relative_l2(out, target, shard);  // (B), the whole trajectory
+  if (options_.rollout_steps == 0) return {rel.mean().to(at::kFloat), rel.detach().sum().reshape({1})};
+  // Recurrent: the paper's objective, the sum over the steps of each step's relative L2 error.
+  const int64_t c = options_.step_channels;
+  at::Tensor per_step = at::zeros({out.size(0)}, out.options().dtype(at::kDouble));
+  for (int64_t t = 0; t < options_.rollout_steps; ++t)
+    per_step = per_step + relative_l2(out.narrow(1, t * c, c), target.narrow(1, t * c, c), shard);
+  return {per_step.mean().to(at::kFloat), rel.detach().sum().reshape({1})};
 }
 
 at::Tensor FnoTask::validation_sums(const dataset::Batch& batch) {

@@ -73,10 +73,12 @@ std::string joined(const std::vector<int64_t>& v, const char* sep) {
   return s;
 }
 
+bool recurrent(const FnoConfig& cfg) { return cfg.time_stepping == "recurrent"; }
+
 FnoOptions model_options(const FnoConfig& cfg, const ProblemShape& shape) {
   FnoOptions o;
   o.in_channels = shape.in_channels;
-  o.out_channels = shape.out_channels;
+  o.out_channels = recurrent(cfg) ? shape.step_channels : shape.out_channels;  // recurrent: one step
   o.modes = modes_of(cfg);
   o.width = cfg.width;
   o.layers = cfg.layers;
@@ -96,6 +98,20 @@ FnoShape flop_shape(const FnoOptions& o, const std::vector<int64_t>& grid) {
   s.projection_channels = o.projection_channels;
   s.grid_coordinates = o.grid_coordinates;
   return s;
+}
+
+// The model FLOPs of one example's prediction: one forward, or the rollout's t_out.
+double example_forward_flops(const FnoConfig& cfg, const FnoOptions& mo, const std::vector<int64_t>& grid) {
+  return fno_forward_flops(flop_shape(mo, grid)) * (recurrent(cfg) ? cfg.t_out : 1);
+}
+
+FnoTaskOptions task_options(const FnoConfig& cfg, const ProblemShape& shape, std::shared_ptr<FftShard> shard) {
+  FnoTaskOptions to;
+  to.precision = cfg.precision;
+  to.shard = std::move(shard);
+  to.rollout_steps = recurrent(cfg) ? cfg.t_out : 0;
+  to.step_channels = shape.step_channels;
+  return to;
 }
 
 // The shard groups and replicas: checks the rank count on every rank alike.
@@ -148,6 +164,7 @@ report::RunRecord fno_record(cli::RunContext& ctx, const fs::path& run_dir, cons
                 {"layers", std::to_string(cfg.layers)},
                 {"t_in", std::to_string(cfg.t_in)},
                 {"t_out", std::to_string(cfg.t_out)},
+                {"time_stepping", cfg.time_stepping},
                 {"optimizer", "Adam"}};
   return rec;
 }
@@ -238,9 +255,7 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
     Fno net(mo);
     params = count_parameters(*net);
     size_bytes = model_bytes(*net);
-    FnoTaskOptions to;
-    to.precision = cfg.precision;
-    to.shard = layout.shard;
+    FnoTaskOptions to = task_options(cfg, data.shape, layout.shard);
     to.profiler = &profiler;
     task = std::make_unique<FnoTask>(net, *data.train, *data.val, device, to);
     train::LoopOptions lo;
@@ -267,11 +282,13 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
     });
     memory = measure_memory(*task, first_batch(*data.train, cfg.batch_size), device);
   });
-  const double forward_flops = fno_forward_flops(flop_shape(mo, data.grid));
+  const double forward_flops = example_forward_flops(cfg, mo, data.grid);
   LOG_INFO("model: FNO {}-D, modes {}, width {}, {} layers, {} parameters ({:.2f} MB), {:.4g} GFLOP per example "
-           "forward, {} (spectral part fp32), on {} with {} thread(s)",
+           "forward ({}), {} (spectral part fp32), on {} with {} thread(s)",
            data.grid.size(), joined(mo.modes, "x"), cfg.width, cfg.layers, params,
-           static_cast<double>(size_bytes) / kMiB, forward_flops / 1e9, cfg.precision, device.str(), ctx.threads);
+           static_cast<double>(size_bytes) / kMiB, forward_flops / 1e9,
+           recurrent(cfg) ? fmt::format("a rollout of {} one-step forwards", cfg.t_out) : std::string("direct"),
+           cfg.precision, device.str(), ctx.threads);
   LOG_INFO("memory: persistent {:.2f} MB, peak forward {:.2f} MB, activations {:.2f} MB (one batch of {})",
            static_cast<double>(memory.persistent_bytes) / kMiB, static_cast<double>(memory.peak_forward_bytes) / kMiB,
            static_cast<double>(memory.activation_bytes) / kMiB, cfg.batch_size);
@@ -401,7 +418,8 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
       {kCounterTflopPerEpoch, f.tflop_per_epoch, "TFLOP", "(3 x training + validation examples) x forward FLOPs, per epoch"},
       {kCounterValRelL2, f.val_rel_l2, "", "mean relative L2 error on the held-out examples, last epoch"},
       {"train_rel_l2", f.train_rel_l2, "", "mean relative L2 error of the last epoch's training steps"},
-      {"forward_flop_per_example", forward_flops, "FLOP", "fno_forward_flops (docs/reports.md)"},
+      {"forward_flop_per_example", forward_flops, "FLOP",
+       "fno_forward_flops (docs/reports.md), times t_out for a recurrent rollout"},
       {"achieved_flop_per_s", f.achieved_flop_per_s, "FLOP/s", "the epochs' model FLOPs / TotalComputeTime"},
       {"median_step_s", core::median(result.step_times_s), "s", "median timed training step on rank 0"},
       {"dist_fft_comm_s", timed_comm_s, "s", "rank 0's time in the sharded transforms' collectives, timed epochs"},
@@ -472,13 +490,10 @@ int run_eval(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suite
     size_bytes = model_bytes(*net);
     net->to(device);
     net->eval();
-    FnoTaskOptions to;
-    to.precision = cfg.precision;
-    to.shard = layout.shard;
-    task = std::make_unique<FnoTask>(net, none, none, device, to);
+    task = std::make_unique<FnoTask>(net, none, none, device, task_options(cfg, shape, layout.shard));
     input = at::randn(input_shape, at::TensorOptions().device(device));  // the same on every rank (seeded)
   });
-  const double forward_flops = fno_forward_flops(flop_shape(mo, grid_points));
+  const double forward_flops = example_forward_flops(cfg, mo, grid_points);
   LOG_INFO("model: FNO {}-D, modes {}, width {}, {} layers, {} parameters; input [{}], {}, on {}",
            grid_points.size(), joined(mo.modes, "x"), cfg.width, cfg.layers, params, joined(input_shape, ", "),
            cfg.precision, device.str());
