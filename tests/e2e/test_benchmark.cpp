@@ -61,6 +61,38 @@ TEST(Benchmark, TrainsToTheTargetDiceAndWritesTheRunFolder) {
   EXPECT_EQ(std::stoll(last[8]), 6);
   EXPECT_EQ(std::stoll(last[9]), 6 * std::stoll(last[0]));
 
+  // The printed figures against the rows (spec §8): the time to solution is the sum of the epoch
+  // durations, FOM = 1 / that sum (printed to 6 significant digits), the epochs are the last
+  // row's epoch and the steps the sum of optimizer_steps (= the last total_optimizer_steps).
+  double total_s = 0;
+  long long steps = 0;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    total_s += std::stod(rows[i][7]);
+    steps += std::stoll(rows[i][8]);
+  }
+  EXPECT_EQ(std::stoll(last[9]), steps);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(FOM = (\S+) \(1/total_train_time, 1/s\))"))) << r.output;
+  EXPECT_NEAR(std::stod(m[1]), 1.0 / total_s, 6e-6 / total_s) << "FOM against 1 / sum of epoch_duration";
+  ASSERT_TRUE(std::regex_search(
+      r.output, m,
+      std::regex(R"(Trained to >= 0\.9 validation dice score in (\S+) seconds, (\d+) epochs, (\d+) optimizer steps\.)")))
+      << r.output;
+  EXPECT_NEAR(std::stod(m[1]), total_s, 0.005 + 1e-9) << "seconds: the sum of epoch_duration, to 2 decimals";
+  EXPECT_EQ(std::stoll(m[2]), static_cast<long long>(rows.size() - 1)) << "epochs: the rows";
+  EXPECT_EQ(std::stoll(m[3]), steps) << "optimizer steps: the sum of the rows' optimizer_steps";
+  // summary.json: the same time and FOM.
+  const auto summary = nlohmann::json::parse(core::read_file(run / "summary.json"));
+  EXPECT_NEAR(summary.at("time_s").get<double>(), total_s, 1e-9 * total_s);
+  EXPECT_EQ(summary.at("status").get<std::string>(), "reached_target");
+  bool saw_fom = false;
+  for (const auto& c : summary.at("counters"))
+    if (c.at("name") == "fom") {
+      saw_fom = true;
+      EXPECT_NEAR(c.at("value").get<double>(), 1.0 / total_s, 1e-9 / total_s);
+    }
+  EXPECT_TRUE(saw_fom) << summary.dump();
+
   // config.yaml reloads as a config (here: to reuse the same dataset).
   const auto reload = run_command(kBinary + " generate_dataset -c " + (run / "config.yaml").string());
   EXPECT_EQ(reload.exit_code, 0) << reload.output;
