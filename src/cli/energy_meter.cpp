@@ -41,8 +41,11 @@ EnergyMeter::EnergyMeter(dist::Communicator& comm) : comm_(comm), origin_s_(core
   if (!any_node_measures_)
     LOG_INFO("energy: no power source found (NVML, ROCm SMI, hwmon, powercap): energy is not measured");
   else
-    LOG_INFO("energy: sampling every 100 ms on {} of {} node(s); sensors here: {}", measuring,
-             comm_.nodes(), found.empty() ? "none" : found);
+    // The origin lets the windows be laid beside other records on the steady clock (a power
+    // trace, the tests' time-varying fixture): start_s + origin = steady-clock seconds.
+    LOG_INFO("energy: sampling every 100 ms on {} of {} node(s); sensors here: {}; start_s counts from "
+             "steady-clock time {:.6f} s",
+             measuring, comm_.nodes(), found.empty() ? "none" : found, origin_s_);
 }
 
 EnergyMeter::~EnergyMeter() {

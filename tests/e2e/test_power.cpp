@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -18,6 +19,7 @@
 
 #include "core/fs.hpp"
 #include "e2e/e2e_util.hpp"
+#include "e2e/varying_power.hpp"
 #include "test_util.hpp"
 
 namespace scaffold {
@@ -111,6 +113,46 @@ TEST(Power, SleepWritesSamplesAndEnergiesOfTheFixtureNode) {
   EXPECT_NEAR(std::stod(total[column(h, "energy_j")]), (412.5 + 398.0) * duration_s, 811.0 * 1e-6);
   EXPECT_EQ(total[column(h, "energy_from")], "integrated");
   EXPECT_NE(r.output.find("total over 2 sensors (integrated)"), std::string::npos) << r.output;
+}
+
+// A power that changes over time (varying_power.hpp, on the system clock so that power.csv's
+// unix_time_s places each sample on it): every sample holds P at its time, and the energy is the
+// closed-form integral of P between the first and the last sample, not P times the duration.
+// Tolerance 20 W x duration for the energy (linear interpolation between 100 ms samples: at
+// most h^2/8 * A * w^2 = 0.5 W at h = 100 ms, 4.2 W at 300 ms; the fixture's lag: 11.8 W at
+// 50 ms), 30 W for one sample (the lag alone, up to 127 ms). P spans at least 150 W over the
+// 2.2 s run (more than half the 4 s period), so a constant fails.
+TEST(Power, EnergyOfAPowerVaryingOverTimeIsItsIntegral) {
+  TempDir dir;
+  test::VaryingPowerFixture power(dir.path() / "fixture", 300.0, 150.0, 4.0, test::PowerClock::system);
+  const auto r = run_command(kBinary + " power --methods hwmon --hwmon-root " + power.hwmon_root().string() +
+                             " --out " + (dir.path() / "out").string() + " -- sleep 2.2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto samples = read_csv(dir.path() / "out" / "power.csv");
+  ASSERT_GE(samples.size(), 1u + 10u) << "at least 10 samples in 2.2 s at 100 ms";
+  ASSERT_EQ(samples[0].size(), 3u);
+  EXPECT_EQ(samples[0][2], "hwmon:Module Power Socket 0 [W]");
+  double lowest_w = 1e9, highest_w = 0;
+  for (std::size_t i = 1; i < samples.size(); ++i) {
+    const double t = std::stod(samples[i][1]), p = power.power_w(t);
+    EXPECT_NEAR(std::stod(samples[i][2]), p, 30.0) << "sample " << i << " at unix time " << samples[i][1];
+    lowest_w = std::min(lowest_w, p);
+    highest_w = std::max(highest_w, p);
+  }
+  ASSERT_GT(highest_w - lowest_w, 100.0) << "the run must see the power change";
+  const double t0 = std::stod(samples[1][1]), t1 = std::stod(samples.back()[1]);
+  const double ref_j = power.energy_j(t0, t1);
+
+  const auto energy = read_csv(dir.path() / "out" / "energy.csv");
+  ASSERT_EQ(energy.size(), 1u + 1u + 1u);
+  const auto& h = energy[0];
+  const auto& module0 = energy[1];
+  const double duration_s = std::stod(module0[column(h, "duration_s")]);
+  EXPECT_NEAR(duration_s, t1 - t0, 1e-3) << "the span of the samples";
+  EXPECT_NEAR(std::stod(module0[column(h, "energy_integrated_j")]), ref_j, 20.0 * duration_s);
+  EXPECT_NEAR(std::stod(module0[column(h, "power_avg_w")]), ref_j / duration_s, 20.0);
+  EXPECT_NEAR(std::stod(module0[column(h, "power_peak_w")]), power.peak_w(t0, t1), 20.0);
+  EXPECT_NEAR(std::stod(energy.back()[column(h, "energy_j")]), ref_j, 20.0 * duration_s) << "the total";
 }
 
 TEST(Power, SigtermToTheWrapperReachesTheCommand) {

@@ -1,6 +1,7 @@
 // Tests for config loading: defaults, the shipped configs, every rejection rule, merge order and
 // origins, problem_scale flooring, path resolution and the to_yaml round trip. Each test writes
 // its YAML files into its own temporary directory.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -223,6 +224,73 @@ Config non_default_config() {
 }
 
 // ---- defaults and shipped configs -----------------------------------------------------------
+
+// ScaFFold's defaults, written out from its configs/benchmark_default.yml and config code
+// (../shared/spec/scaffold.md §2, §1.2 and §1.4; unet_base_channels is its fixed 64 of §5), not
+// read from Config: a default changed in options.hpp or the shipped file fails here.
+void expect_scaffold_defaults(const Config& c, const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(c.base_run_dir, "benchmark_runs");
+  EXPECT_EQ(c.dataset_dir, "datasets");
+  EXPECT_EQ(c.fract_base_dir, "fractals");
+  EXPECT_EQ(c.seed, 42);
+  EXPECT_EQ(c.dataloader_num_workers, 1);
+  EXPECT_EQ(c.dc_num_shards, (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(c.dc_shard_dims, (std::vector<int>{2, 3, 4}));
+  EXPECT_EQ(c.checkpoint_interval, -1);
+  EXPECT_EQ(c.n_categories, 5);
+  EXPECT_EQ(c.n_instances_used_per_fractal, 145);
+  EXPECT_EQ(c.problem_scale, 7);
+  EXPECT_EQ(c.unet_bottleneck_dim, 3);
+  EXPECT_EQ(c.target_dice, 0.95);
+  EXPECT_EQ(c.local_batch_size, 1);
+  EXPECT_EQ(c.optimizer, "ADAM");
+  EXPECT_EQ(c.starting_learning_rate, 0.001);
+  EXPECT_EQ(c.min_learning_rate, 0.0001);
+  EXPECT_EQ(c.T_0, 10);
+  EXPECT_EQ(c.T_mult, 2);
+  EXPECT_FALSE(c.disable_scheduler);
+  EXPECT_EQ(c.variance_threshold, 0.15);
+  EXPECT_EQ(c.n_fracts_per_vol, 3);
+  EXPECT_EQ(c.val_split, 30.0);
+  EXPECT_EQ(c.epochs, -1);
+  EXPECT_FALSE(c.more_determinism);
+  EXPECT_FALSE(c.datagen_from_scratch);
+  EXPECT_TRUE(c.train_from_scratch);
+  EXPECT_TRUE(c.torch_amp);
+  EXPECT_EQ(c.framework, "torch");
+  EXPECT_EQ(c.checkpoint_dir, "checkpoints");
+  EXPECT_EQ(c.loss_freq, 1);
+  EXPECT_EQ(c.normalize, 1.0);
+  EXPECT_EQ(c.group_norm_groups, 8);
+  EXPECT_EQ(c.warmup_batches, 64);
+  EXPECT_FALSE(c.activation_checkpointing);
+  EXPECT_EQ(c.ce_weight_sample_fraction, 0.1);
+  EXPECT_FALSE(c.dataset_reuse_enforce_commit_id);
+  // Accepted by ScaFFold's Config though not in its file (§1.4, §2), and its CLI's default (§1.2).
+  EXPECT_EQ(c.job_name, "benchmark");
+  EXPECT_FALSE(c.async_save);
+  EXPECT_EQ(c.dist, 1);
+  EXPECT_EQ(c.datagen_batch_size, 10000);
+  EXPECT_EQ(c.unet_base_channels, 64);
+}
+
+TEST_F(ConfigTest, DefaultsAreScaffoldsWrittenOutInTheTest) {
+  expect_scaffold_defaults(Config{}, "Config{}");
+  expect_scaffold_defaults(load({}).config, "no config file");
+  expect_scaffold_defaults(load({std::string(SCAFFOLD_SOURCE_DIR) + "/configs/benchmark_default.yml"}).config,
+                           "configs/benchmark_default.yml");
+  // The check can fail: one key away from ScaFFold's value is caught.
+  Config changed;
+  changed.T_0 = 100;  // the older ScaFFold file's value (spec §12)
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    expect_scaffold_defaults(changed, "T_0 = 100");
+  }
+  EXPECT_EQ(failures.size(), 1);
+}
 
 TEST_F(ConfigTest, DefaultsEqualConfigDefaults) {
   const LoadedConfig loaded = load({});

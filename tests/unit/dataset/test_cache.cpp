@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 #include <set>
 
 #include "core/error.hpp"
@@ -33,6 +34,61 @@ TEST(Cache, KeyJsonIsCompactSortedAndShardPairsSortedByDim) {
   b.dc_shard_dims = {4, 2, 3};  // the same (dim, shards) pairs in another order
   EXPECT_EQ(config_id(a), config_id(b));
   EXPECT_NE(config_id(a), config_id(k));
+}
+
+// The id of several keys recomputed by Python from the recipe in spec §4.6 (json.dumps with
+// sorted keys and no spaces, the (dim, shards) pairs sorted by dim, hashlib's SHA-256, 12 hex
+// digits), plus this project's "generator" field, from the key's values as the test sets them.
+TEST(Cache, ConfigIdIsTheRecipesSha256AsPythonComputesIt) {
+  struct Case {
+    DatasetKey key;
+    std::string python_dict;  // the same values as a Python dict, shards as (dim, n) pairs
+  };
+  std::vector<Case> cases(4);
+  cases[0].python_dict = "dict(n_categories=5, n_instances_used_per_fractal=145, problem_scale=7, seed=42, "
+                         "variance_threshold=0.15, n_fracts_per_vol=3, val_split=30.0, pairs=[(2,1),(3,1),(4,1)])";
+  cases[1].key.dc_num_shards = {4, 2};
+  cases[1].key.dc_shard_dims = {4, 2};  // W before D: sorted to (2,2), (4,4)
+  cases[1].key.seed = 7;
+  cases[1].key.val_split = 12.5;
+  cases[1].python_dict = "dict(n_categories=5, n_instances_used_per_fractal=145, problem_scale=7, seed=7, "
+                         "variance_threshold=0.15, n_fracts_per_vol=3, val_split=12.5, pairs=[(4,4),(2,2)])";
+  cases[2].key.n_categories = 2;
+  cases[2].key.n_instances_used_per_fractal = 24;
+  cases[2].key.problem_scale = 5;
+  cases[2].key.variance_threshold = 0.1 + 0.2;  // 0.30000000000000004: repr's shortest round trip
+  cases[2].python_dict = "dict(n_categories=2, n_instances_used_per_fractal=24, problem_scale=5, seed=42, "
+                         "variance_threshold=0.1+0.2, n_fracts_per_vol=3, val_split=30.0, pairs=[(2,1),(3,1),(4,1)])";
+  cases[3].key.dc_num_shards = {1, 2, 2};
+  cases[3].key.dc_shard_dims = {2, 4, 3};
+  cases[3].key.n_fracts_per_vol = 2;
+  cases[3].python_dict = "dict(n_categories=5, n_instances_used_per_fractal=145, problem_scale=7, seed=42, "
+                         "variance_threshold=0.15, n_fracts_per_vol=2, val_split=30.0, pairs=[(2,1),(4,2),(3,2)])";
+  std::string script =
+      "import hashlib, json, sys\n"
+      "for d in [" ;
+  for (const Case& c : cases) script += c.python_dict + ", ";
+  script +=
+      "]:\n"
+      "    pairs = sorted(d.pop('pairs'))\n"
+      "    d.update(dataset_format_version=5, generator='scaffold', dc_shard_dims=[p[0] for p in pairs], "
+      "dc_num_shards=[p[1] for p in pairs])\n"
+      "    s = json.dumps(d, sort_keys=True, separators=(',', ':'))\n"
+      "    print(hashlib.sha256(s.encode()).hexdigest()[:12])\n";
+  test::TempDir dir;
+  const std::string file = (dir.path() / "id.py").string();
+  std::ofstream(file) << script;
+  const auto r = test::run_command(std::string(SCAFFOLD_PYTHON) + " " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream lines(r.output);
+  std::set<std::string> distinct;
+  for (const Case& c : cases) {
+    std::string expected;
+    ASSERT_TRUE(std::getline(lines, expected)) << r.output;
+    EXPECT_EQ(config_id(c.key), expected) << key_json(c.key) << " vs " << c.python_dict;
+    distinct.insert(expected);
+  }
+  EXPECT_EQ(distinct.size(), cases.size());
 }
 
 TEST(Cache, EveryListedKeyChangesTheId) {
