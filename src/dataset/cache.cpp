@@ -32,6 +32,7 @@ constexpr const char* kTempPrefix = ".tmp_";
 constexpr const char* kHeartbeat = ".heartbeat";
 constexpr const char* kOwner = ".owner";
 constexpr const char* kDigestKey = "meta_sha256";
+constexpr std::chrono::minutes kForeignIdle{10};
 
 }  // namespace
 
@@ -185,7 +186,13 @@ DatasetDirScan remove_abandoned_dataset_dirs(const fs::path& id_dir, std::chrono
       note = core::read_file(entry.path() / kOwner);
     } catch (const core::Error&) {
     }
-    if (!core::temporary_abandoned(entry.path() / kOwner, core::parse_owner_tag(note), newest, fallback_idle)) {
+    // Another host's folder: its owner refreshes the heartbeat only between volumes, and where the
+    // file system's flock does not reach across hosts its lock looks free; so ten minutes without
+    // change, not one, before a free lock counts as a dead owner's.
+    const std::optional<core::TemporaryOwner> owner = core::parse_owner_tag(note);
+    const bool here = owner && owner->host == core::owner_host();
+    if ((!here && fs::file_time_type::clock::now() - newest < kForeignIdle) ||
+        !core::temporary_abandoned(entry.path() / kOwner, owner, newest, fallback_idle)) {
       ++scan.kept;
       continue;
     }

@@ -81,8 +81,9 @@ bool is_temporary_dataset_dir(const std::filesystem::path& dir);
 // Marks a temporary folder as alive (writers call it now and then).
 void touch_heartbeat(const std::filesystem::path& tmp_dir);
 // Removes the .tmp_* folders whose owner is provably gone: core::temporary_abandoned on their
-// owner file, with the newest of the folder, heartbeat and owner file as the last change
-// (`fallback_idle` applies to a folder without an owner file, or without flock).
+// owner file, with the newest of the folder, heartbeat and owner file as the last change, and ten
+// minutes without change for another host's folder (`fallback_idle` applies to a folder without
+// an owner file, or without flock).
 struct DatasetDirScan {
   std::size_t removed = 0;
   std::size_t kept = 0;  // of owners still alive (or not provably gone)

@@ -192,18 +192,20 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
     core::Progress progress("dataset volumes (rank 0)", static_cast<uint64_t>(last - first));
     core::Stopwatch beat;
     std::mutex beat_mutex;
-    remove_on_failure([&] { dist::run_agreed(comm, [&] {
-      core::parallel_for(static_cast<std::size_t>(last - first), o.threads, [&](int worker, std::size_t k) {
-        bytes += write_volume(o, paths, plan, layout, first + static_cast<int>(k), &buffers[worker]);
-        progress.add();
-        std::lock_guard<std::mutex> lock(beat_mutex);
-        if (beat.elapsed_s() > kHeartbeatEvery_s) {
-          touch_heartbeat(paths.root);
-          beat.restart();
-        }
+    remove_on_failure([&] {
+      dist::run_agreed(comm, [&] {
+        core::parallel_for(static_cast<std::size_t>(last - first), o.threads, [&](int worker, std::size_t k) {
+          bytes += write_volume(o, paths, plan, layout, first + static_cast<int>(k), &buffers[worker]);
+          progress.add();
+          std::lock_guard<std::mutex> lock(beat_mutex);
+          if (beat.elapsed_s() > kHeartbeatEvery_s) {
+            touch_heartbeat(paths.root);
+            beat.restart();
+          }
+        });
+        core::sync_file_system(paths.root);  // this rank's volumes, on the disk before the seal
       });
-      core::sync_file_system(paths.root);  // this rank's volumes, on the disk before the seal
-    }); });
+    });
   }
   buffers.clear();
 

@@ -110,7 +110,8 @@ TEST(Cache, ReusesTheNewestCompleteMatchingDataset) {
 
 // A generation folder is removed once its owner is provably gone (issue 16, item 9): at once
 // when its pid on this host is dead, never while its owner holds the owner file's flock however
-// old it is, and after a day without change when it has no owner file (an older scaffold's).
+// old it is, another host's only after ten minutes without change, and after a day without change
+// when it has no owner file (an older scaffold's).
 TEST(Cache, TemporaryFoldersAreRemovedOnlyWhenTheirOwnerIsGone) {
   test::TempDir dir;
   const auto two_days_ago = fs::file_time_type::clock::now() - std::chrono::hours(48);
@@ -129,6 +130,12 @@ TEST(Cache, TemporaryFoldersAreRemovedOnlyWhenTheirOwnerIsGone) {
   fs::path dead = make_temporary_dataset_dir(dir.path()).path;  // its lock released at once
   std::ofstream(dead / ".owner") << test::dead_pid() << "@" << core::owner_host() << "\n";
 
+  // Another host's, its lock free, five minutes without change: it may still be between volumes.
+  const fs::path foreign = make_temporary_dataset_dir(dir.path()).path;
+  std::ofstream(foreign / ".owner") << "1@elsewhere\n";
+  for (const char* name : {"", ".heartbeat", ".owner"})
+    fs::last_write_time(*name ? foreign / name : foreign, fs::file_time_type::clock::now() - std::chrono::minutes(5));
+
   const fs::path old_style = dir.path() / ".tmp_20260101-000000_1_deadbeef";
   core::create_directories(old_style);
   std::ofstream(old_style / ".heartbeat") << "2026-01-01T00:00:00Z";
@@ -138,7 +145,8 @@ TEST(Cache, TemporaryFoldersAreRemovedOnlyWhenTheirOwnerIsGone) {
 
   const DatasetDirScan scan = remove_abandoned_dataset_dirs(dir.path(), std::chrono::hours(24));
   EXPECT_EQ(scan.removed, 2u);
-  EXPECT_EQ(scan.kept, 2u);
+  EXPECT_EQ(scan.kept, 3u);
+  EXPECT_TRUE(fs::exists(foreign));
   EXPECT_TRUE(fs::exists(live.path)) << "a live generation's folder was removed";
   EXPECT_FALSE(fs::exists(dead)) << "a dead owner's folder was kept";
   EXPECT_FALSE(fs::exists(old_style));
@@ -149,8 +157,10 @@ TEST(Cache, TemporaryFoldersAreRemovedOnlyWhenTheirOwnerIsGone) {
   live.owner.release();
   EXPECT_EQ(remove_abandoned_dataset_dirs(dir.path(), std::chrono::hours(24)).removed, 0u) << "removed at once";
   age(live.path);
-  EXPECT_EQ(remove_abandoned_dataset_dirs(dir.path(), std::chrono::hours(24)).removed, 1u);
+  age(foreign);  // and the other host's, idle for a day now
+  EXPECT_EQ(remove_abandoned_dataset_dirs(dir.path(), std::chrono::hours(24)).removed, 2u);
   EXPECT_FALSE(fs::exists(live.path));
+  EXPECT_FALSE(fs::exists(foreign));
 }
 
 TEST(Cache, FinalisedByRenameWithoutHeartbeatOrOwner) {
