@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "cli/common.hpp"
 #include "cli/phases.hpp"
@@ -83,8 +84,12 @@ void prepare_library(const Job& job) {
              layout.legacy_categories.string(), layout.root.string());
   core::create_directories(layout.categories_dir());
   core::create_directories(layout.instances_dir());
-  const std::size_t removed = fractal::remove_temporary_files(layout.root);
-  if (removed > 0) LOG_INFO("removed {} temporary file(s) left by an interrupted run", removed);
+  const fractal::TemporaryScan scan = fractal::remove_temporary_files(layout.root);
+  if (scan.removed > 0) LOG_INFO("removed {} temporary file(s) left by an interrupted run", scan.removed);
+  if (scan.kept > 0)
+    LOG_WARN("kept {} temporary file(s) of writers that may still run (e.g. {}): a process outside this "
+             "library's lock {} is writing here",
+             scan.kept, scan.example.string(), layout.lock_file().string());
 }
 
 // Returns the categories to use (index = category id) and which ones were (re)written.
@@ -103,8 +108,9 @@ std::vector<fractal::IfsParams> ensure_categories(RunContext& ctx, const Job& jo
         categories[c] = *params;
         valid[c] = true;
       } else if (why != "missing") {
-        LOG_WARN("category file {} is unusable and will be rewritten: {}",
-                 job.layout.category_file(c).string(), why);
+        LOG_WARN("category file unusable, dropped: {}; it is generated again from seed {}, and its "
+                 "instances with it",
+                 why, job.config.seed);
       }
     }
   });
@@ -301,13 +307,20 @@ void ensure_fractal_library(RunContext& ctx, const config::Config& config) {
            cfg.n_categories, fractal::kInstancesPerCategory, cfg.problem_scale, cfg.point_num(),
            cfg.seed, job.layout.root.string());
 
+  // Rank 0 holds the library's lock from the clean-up to the last instance: a second job on the
+  // same library waits here, then finds the work done and reuses it.
+  std::optional<core::FileLock> lock;
   dist::run_agreed(ctx.comm, [&] {
-    if (ctx.comm.rank() == 0) prepare_library(job);
+    if (ctx.comm.rank() != 0) return;
+    core::create_directories(job.layout.lock_file().parent_path());
+    lock.emplace(core::FileLock::wait(job.layout.lock_file(), "generate_fractals"));
+    prepare_library(job);
   });
   std::vector<bool> rewritten;
   const auto categories = ensure_categories(ctx, job, &rewritten);
   ensure_instances(ctx, job, categories, rewritten);
   ctx.comm.barrier();
+  lock.reset();
   LOG_INFO("generate_fractals: done in {:.2f} s: {} categories in {}, instances in {}",
            clock.elapsed_s(), cfg.n_categories, job.layout.categories_dir().string(),
            job.layout.instances_dir().string());

@@ -4,10 +4,12 @@
 // message and a non-zero exit on every rank, never a hang:
 //   usage errors -> 2; launch mistakes and errors all ranks agreed on -> 1 on each rank; anything
 //   else on a multi-rank job -> MPI_Abort (every rank ends).
-// `scaffold power` starts no MPI: the command it wraps is the MPI program.
+// `scaffold power` starts no MPI: the command it wraps is the MPI program. SIGXFSZ is ignored, so
+// a file-size limit is a clear write error, not a kill.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -38,6 +40,9 @@ std::string version_text() {
 
 int main(int argc, char** argv) {
   using namespace scaffold;
+  // Over a file-size limit (ulimit -f) a write fails with EFBIG, which the writer reports naming
+  // its file and removes its temporary; the default action would kill the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"scaffold: the ScaFFold 3-D U-Net benchmark and a suite of HPC deep-learning "
                "benchmarks, in native C++",
                "scaffold"};

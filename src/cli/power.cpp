@@ -134,6 +134,14 @@ std::string shell_quote(const std::vector<std::string>& words) {
 }
 
 // Starts the command with the launch environment and the original signal mask. Returns the
+// main ignores SIGXFSZ (a file-size limit is then a write error naming the file); the wrapped
+// command gets the default disposition it would have had without scaffold (async-signal-safe).
+void restore_file_size_signal() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(SIGXFSZ, &dfl, nullptr);
+}
+
 // pid, or -1 with errno-style `error`. fork + exec rather than posix_spawn: the child must get
 // PR_SET_PDEATHSIG, so that a wrapper killed by SIGKILL (which it cannot forward) still ends the
 // command with SIGTERM instead of leaving it running unmeasured.
@@ -161,6 +169,7 @@ pid_t spawn(const PowerArgs& args, const sigset_t& mask, int* error) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(128 + SIGTERM);  // the wrapper died before prctl
     ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+    restore_file_size_signal();
     ::execvpe(argv[0], argv.data(), envp.data());
     const int e = errno;
     [[maybe_unused]] const ssize_t n = ::write(report[1], &e, sizeof e);
@@ -189,6 +198,7 @@ int exec_command(const PowerArgs& args) {
   argv.push_back(nullptr);
   for (const auto& e : args.environment) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
+  restore_file_size_signal();
   ::execvpe(argv[0], argv.data(), envp.data());
   const int error = errno;
   LOG_ERROR("cannot run '{}': {}", args.command.front(), std::strerror(error));

@@ -30,6 +30,9 @@ std::string utc_format(const char* format) {
 
 constexpr const char* kTempPrefix = ".tmp_";
 constexpr const char* kHeartbeat = ".heartbeat";
+constexpr const char* kOwner = ".owner";
+constexpr const char* kDigestKey = "meta_sha256";
+constexpr std::chrono::minutes kForeignIdle{10};
 
 }  // namespace
 
@@ -77,6 +80,7 @@ std::string meta_yaml(const DatasetMeta& m) {
   line("n_volumes", m.n_volumes);
   line("n_train", m.n_train);
   line("n_val", m.n_val);
+  line(kDigestKey, core::sha256_hex(text));
   return text;
 }
 
@@ -84,9 +88,11 @@ DatasetMeta parse_meta(const std::string& text, const std::string& source) {
   json fields = json::object();
   std::istringstream in(text);
   std::string raw;
+  std::string covered;  // every line but the digest's, as the digest was taken
   int number = 0;
   while (std::getline(in, raw)) {
     ++number;
+    if (raw.rfind(std::string(kDigestKey) + ": ", 0) != 0) covered += raw + (in.eof() ? "" : "\n");
     if (raw.empty() || raw[0] == '#') continue;
     const auto colon = raw.find(": ");
     if (colon == std::string::npos)
@@ -110,9 +116,11 @@ DatasetMeta parse_meta(const std::string& text, const std::string& source) {
     m.n_volumes = fields.at("n_volumes").get<int>();
     m.n_train = fields.at("n_train").get<int>();
     m.n_val = fields.at("n_val").get<int>();
+    if (fields.contains(kDigestKey)) m.meta_sha256_recorded = fields.at(kDigestKey).get<std::string>();
   } catch (const json::exception& e) {
     throw core::FileError(source, std::string("missing or mistyped field: ") + e.what());
   }
+  m.meta_sha256_actual = core::sha256_hex(covered);
   return m;
 }
 
@@ -144,39 +152,61 @@ std::optional<fs::path> find_reusable(const fs::path& id_dir, const std::string&
   return std::nullopt;
 }
 
-fs::path make_temporary_dataset_dir(const fs::path& id_dir) {
+fs::path dataset_lock_file(const fs::path& id_dir) { return id_dir / ".lock"; }
+
+TemporaryDatasetDir make_temporary_dataset_dir(const fs::path& id_dir) {
   std::random_device rd;
   const fs::path dir = id_dir / fmt::format("{}{}_{}_{:08x}", kTempPrefix, utc_stamp_now(), ::getpid(), rd());
   core::create_directories(dir);
+  std::optional<core::FileLock> owner = core::FileLock::try_take(dir / kOwner);  // writes owner_tag()
+  if (!owner) throw core::FileError((dir / kOwner).string(), "a new owner file is locked by another process");
   touch_heartbeat(dir);
-  return dir;
+  return {dir, std::move(*owner)};
 }
 
 void touch_heartbeat(const fs::path& tmp_dir) {
   core::write_file_atomic(tmp_dir / kHeartbeat, utc_iso8601_now());
 }
 
-std::size_t remove_stale_dataset_dirs(const fs::path& id_dir, std::chrono::seconds max_idle) {
+DatasetDirScan remove_abandoned_dataset_dirs(const fs::path& id_dir, std::chrono::seconds fallback_idle) {
+  DatasetDirScan scan;
   std::error_code ec;
-  if (!fs::is_directory(id_dir, ec)) return 0;
-  const auto now = fs::file_time_type::clock::now();
-  std::size_t removed = 0;
+  if (!fs::is_directory(id_dir, ec)) return scan;
   for (const auto& entry : fs::directory_iterator(id_dir, ec)) {
     if (!entry.is_directory(ec) || !is_temporary_dataset_dir(entry.path())) continue;
     auto newest = fs::last_write_time(entry.path(), ec);
-    const fs::path beat = entry.path() / kHeartbeat;
-    if (fs::exists(beat, ec)) newest = std::max(newest, fs::last_write_time(beat, ec));
-    if (now - newest < max_idle) continue;
+    for (const char* name : {kHeartbeat, kOwner}) {
+      const fs::path file = entry.path() / name;
+      std::error_code file_ec;
+      const auto changed = fs::last_write_time(file, file_ec);
+      if (!file_ec) newest = std::max(newest, changed);
+    }
+    std::string note;
+    try {
+      note = core::read_file(entry.path() / kOwner);
+    } catch (const core::Error&) {
+    }
+    // Another host's folder: its owner refreshes the heartbeat only between volumes, and where the
+    // file system's flock does not reach across hosts its lock looks free; so ten minutes without
+    // change, not one, before a free lock counts as a dead owner's.
+    const std::optional<core::TemporaryOwner> owner = core::parse_owner_tag(note);
+    const bool here = owner && owner->host == core::owner_host();
+    if ((!here && fs::file_time_type::clock::now() - newest < kForeignIdle) ||
+        !core::temporary_abandoned(entry.path() / kOwner, owner, newest, fallback_idle)) {
+      ++scan.kept;
+      continue;
+    }
     fs::remove_all(entry.path(), ec);
-    if (!ec) ++removed;
+    if (!ec) ++scan.removed;
   }
-  return removed;
+  return scan;
 }
 
 fs::path finalize_dataset_dir(const fs::path& tmp_dir, const std::string& commit) {
   const std::string base = utc_stamp_now() + "__" + (commit.empty() || commit == "unknown" ? "no-commit-id" : commit);
   std::error_code ec;
   fs::remove(tmp_dir / kHeartbeat, ec);
+  fs::remove(tmp_dir / kOwner, ec);
   for (int suffix = 0;; ++suffix) {
     const fs::path target = tmp_dir.parent_path() / (suffix == 0 ? base : fmt::format("{}-{}", base, suffix));
     if (fs::exists(target, ec)) continue;

@@ -2,7 +2,10 @@
 // config_id is the first 12 hex digits of SHA-256 over the compact, key-sorted JSON of the keys
 // that decide the data. A dataset is built in a `.tmp_*` folder and renamed when complete, so a
 // folder under a final name is always whole; `.tmp_*` folders are never reused and are removed
-// once idle for a day. meta.yaml lines are `key: <JSON value>`, valid YAML read without yaml-cpp.
+// once their owner is gone (core::temporary_abandoned). One process per key generates at a time:
+// it holds <config_id>/.lock, and a second one waits there, then reuses what the first made.
+// meta.yaml lines are `key: <JSON value>`, valid YAML read without yaml-cpp; its last line is the
+// SHA-256 of the others, so an edit is noticed.
 #pragma once
 
 #include <chrono>
@@ -11,6 +14,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "core/fs.hpp"
 
 namespace scaffold::dataset {
 
@@ -46,6 +51,10 @@ struct DatasetMeta {
   int n_volumes = 0;
   int n_train = 0;
   int n_val = 0;
+  // The meta_sha256 line as read ("" when absent: written by an older scaffold) and the SHA-256
+  // of the file's other lines; meta_yaml writes the latter.
+  std::string meta_sha256_recorded;
+  std::string meta_sha256_actual;
 };
 
 std::string meta_yaml(const DatasetMeta& meta);
@@ -58,15 +67,31 @@ std::optional<std::filesystem::path> find_reusable(const std::filesystem::path& 
                                                    const std::string& id,
                                                    const std::optional<std::string>& required_commit);
 
-// A new, empty `.tmp_<ts>_<pid>_<hex8>` folder under id_dir.
-std::filesystem::path make_temporary_dataset_dir(const std::filesystem::path& id_dir);
+// The lock a generating process holds on a key's folder: <id_dir>/.lock.
+std::filesystem::path dataset_lock_file(const std::filesystem::path& id_dir);
+
+// A new, empty `.tmp_<ts>_<pid>_<hex8>` folder under id_dir, with its owner file `.owner`
+// ("<pid>@<host>"), flock'ed by `owner` for as long as the generation runs.
+struct TemporaryDatasetDir {
+  std::filesystem::path path;
+  core::FileLock owner;
+};
+TemporaryDatasetDir make_temporary_dataset_dir(const std::filesystem::path& id_dir);
 bool is_temporary_dataset_dir(const std::filesystem::path& dir);
 // Marks a temporary folder as alive (writers call it now and then).
 void touch_heartbeat(const std::filesystem::path& tmp_dir);
-// Removes .tmp_* folders whose folder and heartbeat are older than max_idle; returns how many.
-std::size_t remove_stale_dataset_dirs(const std::filesystem::path& id_dir,
-                                      std::chrono::seconds max_idle);
-// Renames a finished temporary folder to <YYYYmmdd-HHMMSS>__<commit> (suffix -1, -2, ... if taken).
+// Removes the .tmp_* folders whose owner is provably gone: core::temporary_abandoned on their
+// owner file, with the newest of the folder, heartbeat and owner file as the last change, and ten
+// minutes without change for another host's folder (`fallback_idle` applies to a folder without
+// an owner file, or without flock).
+struct DatasetDirScan {
+  std::size_t removed = 0;
+  std::size_t kept = 0;  // of owners still alive (or not provably gone)
+};
+DatasetDirScan remove_abandoned_dataset_dirs(const std::filesystem::path& id_dir,
+                                             std::chrono::seconds fallback_idle);
+// Renames a finished temporary folder to <YYYYmmdd-HHMMSS>__<commit> (suffix -1, -2, ... if taken),
+// without its heartbeat and owner file.
 std::filesystem::path finalize_dataset_dir(const std::filesystem::path& tmp_dir,
                                            const std::string& commit);
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/fs.hpp"
 #include "core/log.hpp"
@@ -21,20 +21,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::chrono::hours kStaleAfter{24};
+// A temporary folder whose owner cannot be checked (no owner file, no flock) is abandoned after
+// a day without change.
+constexpr std::chrono::hours kFallbackIdle{24};
 constexpr double kHeartbeatEvery_s = 60.0;
-
-std::string mask_values_json(const std::vector<int>& values) {
-  return nlohmann::json{{"mask_values", values}}.dump() + "\n";
-}
 
 // Rank 0: the folders and the small tables of a new dataset.
 void write_tables(const DatasetPaths& paths, const DatasetPlan& plan) {
   for (Split split : {Split::Training, Split::Validation}) {
     core::create_directories(paths.volumes_dir(split));
     core::create_directories(paths.masks_dir(split));
-    core::write_file_atomic(paths.mask_values_json(split),
-                            mask_values_json(plan.mask_values(split == Split::Validation)));
+    core::write_file_atomic(paths.mask_values_json(split), mask_values_json(plan, split == Split::Validation));
   }
   core::write_file_atomic(paths.contents_csv(), contents_csv(plan));
   core::write_file_atomic(paths.split_csv(), split_csv(plan));
@@ -58,8 +55,8 @@ uint64_t write_volume(const DatasetOptions& o, const DatasetPaths& paths, const 
     const fs::path file = o.library.instance_file(fractals[f].category, fractals[f].instance);
     std::vector<int64_t> shape;
     buf->clouds[f] = core::read_npy<float>(file, &shape);
-    if (shape.size() != 2 || shape[1] != 3)
-      throw core::FileError(file.string(), "expected a point cloud of shape (N, 3)");
+    // A cloud with a NaN or a runaway point would be voxelised into a wrong volume without a word.
+    fractal::check_instance_points(file, shape, buf->clouds[f].data(), o.library.point_num);
   }
   render_volume(fractals, buf->clouds, plan.colors, grid, &buf->volume);
 
@@ -106,17 +103,27 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
   const int64_t grid = int64_t{1} << o.key.problem_scale;
   layout.check_extent(grid);
 
-  // Rank 0 looks for a reusable dataset (and tidies up); everyone learns its verdict.
+  // Rank 0 takes the key's lock (waiting while another job generates this dataset), tidies up and
+  // looks for a reusable dataset; everyone learns its verdict. The lock is kept while generating.
+  std::optional<core::FileLock> key_lock;
   std::string found;
   dist::run_agreed(comm, [&] {
     if (comm.rank() != 0) return;
     core::create_directories(id_dir);
-    const std::size_t stale = remove_stale_dataset_dirs(id_dir, kStaleAfter);
-    if (stale > 0) LOG_INFO("dataset: removed {} interrupted generation folder(s) idle for over a day", stale);
+    key_lock.emplace(core::FileLock::wait(dataset_lock_file(id_dir), "dataset"));
+    const DatasetDirScan scan = remove_abandoned_dataset_dirs(id_dir, kFallbackIdle);
+    if (scan.removed > 0)
+      LOG_INFO("dataset: removed {} generation folder(s) left by interrupted runs in {}", scan.removed, id_dir.string());
+    if (scan.kept > 0)
+      LOG_WARN("dataset: kept {} generation folder(s) in {} whose owner may still run (outside the lock {})",
+               scan.kept, id_dir.string(), dataset_lock_file(id_dir).string());
     const auto reusable = find_reusable(id_dir, info.config_id,
                                         o.reuse_requires_same_commit ? std::optional<std::string>(o.code_commit)
                                                                      : std::nullopt);
-    if (reusable) found = reusable->string();
+    if (reusable) {
+      found = reusable->string();
+      key_lock.reset();  // a finished dataset is never written again
+    }
   });
   comm.broadcast(found, 0);
   if (!found.empty()) {
@@ -125,8 +132,13 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
     dist::run_agreed(comm, [&] {
       info.meta = parse_meta(core::read_file(info.root / "meta.yaml"), (info.root / "meta.yaml").string());
       // Rank 0 checks the files against the plan: they, not meta.yaml, are what the run trains on.
-      if (comm.rank() == 0)
+      if (comm.rank() == 0) {
+        if (info.meta.meta_sha256_recorded.empty())
+          LOG_WARN("dataset: {} has no meta_sha256 (written by an older scaffold): an edit of its created_at or "
+                   "code_commit would go unnoticed; its id, key, layout and counts are checked",
+                   (info.root / "meta.yaml").string());
         check_dataset_files(DatasetPaths{info.root}, info.meta, o.key, make_plan(plan_options(o.key)), layout, grid);
+      }
     });
     LOG_INFO("dataset: reusing {} ({} volumes: {} training, {} validation; created {}, commit {})",
              info.root.string(), info.meta.n_volumes, info.meta.n_train, info.meta.n_val,
@@ -138,11 +150,29 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
   core::Stopwatch clock;
   const DatasetPlan plan = make_plan(plan_options(o.key));
   std::string tmp;
-  dist::run_agreed(comm, [&] {
-    if (comm.rank() != 0) return;
-    const fs::path dir = make_temporary_dataset_dir(id_dir);
-    write_tables(DatasetPaths{dir}, plan);
-    tmp = dir.string();
+  std::optional<TemporaryDatasetDir> owned;  // rank 0: the folder being filled, and its owner lock
+  // A failed generation leaves nothing: the folder is never resumed, so rank 0 removes it (every
+  // rank has stopped writing by the time an agreed error is thrown).
+  const auto remove_on_failure = [&](auto&& step) {
+    try {
+      step();
+    } catch (...) {
+      if (owned) {
+        std::error_code ec;
+        fs::remove_all(owned->path, ec);
+        LOG_INFO("dataset: removed the unfinished generation folder {}", owned->path.string());
+        owned.reset();
+      }
+      throw;
+    }
+  };
+  remove_on_failure([&] {
+    dist::run_agreed(comm, [&] {
+      if (comm.rank() != 0) return;
+      owned.emplace(make_temporary_dataset_dir(id_dir));
+      write_tables(DatasetPaths{owned->path}, plan);
+      tmp = owned->path.string();
+    });
   });
   comm.broadcast(tmp, 0);
   const DatasetPaths paths{tmp};
@@ -162,17 +192,19 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
     core::Progress progress("dataset volumes (rank 0)", static_cast<uint64_t>(last - first));
     core::Stopwatch beat;
     std::mutex beat_mutex;
-    dist::run_agreed(comm, [&] {
-      core::parallel_for(static_cast<std::size_t>(last - first), o.threads, [&](int worker, std::size_t k) {
-        bytes += write_volume(o, paths, plan, layout, first + static_cast<int>(k), &buffers[worker]);
-        progress.add();
-        std::lock_guard<std::mutex> lock(beat_mutex);
-        if (beat.elapsed_s() > kHeartbeatEvery_s) {
-          touch_heartbeat(paths.root);
-          beat.restart();
-        }
+    remove_on_failure([&] {
+      dist::run_agreed(comm, [&] {
+        core::parallel_for(static_cast<std::size_t>(last - first), o.threads, [&](int worker, std::size_t k) {
+          bytes += write_volume(o, paths, plan, layout, first + static_cast<int>(k), &buffers[worker]);
+          progress.add();
+          std::lock_guard<std::mutex> lock(beat_mutex);
+          if (beat.elapsed_s() > kHeartbeatEvery_s) {
+            touch_heartbeat(paths.root);
+            beat.restart();
+          }
+        });
+        core::sync_file_system(paths.root);  // this rank's volumes, on the disk before the seal
       });
-      core::sync_file_system(paths.root);  // this rank's volumes, on the disk before the seal
     });
   }
   buffers.clear();
@@ -188,11 +220,15 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
   info.meta.n_train = n_volumes - n_val;
   info.meta.n_val = n_val;
   std::string final_dir;
-  dist::run_agreed(comm, [&] {
-    if (comm.rank() != 0) return;
-    core::write_file_atomic(paths.meta_yaml(), meta_yaml(info.meta));
-    final_dir = finalize_dataset_dir(paths.root, o.code_commit).string();
+  remove_on_failure([&] {
+    dist::run_agreed(comm, [&] {
+      if (comm.rank() != 0) return;
+      core::write_file_atomic(paths.meta_yaml(), meta_yaml(info.meta));
+      final_dir = finalize_dataset_dir(paths.root, o.code_commit).string();
+      owned.reset();  // renamed: no longer a temporary folder
+    });
   });
+  key_lock.reset();
   comm.broadcast(final_dir, 0);
   info.root = final_dir;
 

@@ -1,8 +1,11 @@
 // Preparing the dataset of a run (spec §4): reuse the newest complete cached dataset with the
 // same key, or generate one across all ranks and threads into a temporary folder and rename it
 // when complete. Volumes are rendered and written one at a time per worker, so peak memory is
-// about threads x 14 B x G^3 (x2 when sharded), whatever the number of volumes. Collective:
-// every rank calls it; failures on any rank end every rank with the error.
+// about threads x 14 B x G^3 (x2 when sharded), whatever the number of volumes. A reused dataset
+// is checked against its key first (manifest.hpp). One generation per key at a time: rank 0 holds
+// <config_id>/.lock, a second job waits there and then reuses the result. Collective: every rank
+// calls it; failures on any rank end every rank with the error, and a failed generation removes
+// its temporary folder.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,10 @@
 // The dataset folder against its plan (manifest.hpp): names and exact sizes of every shard file,
-// nothing extra in the split folders, meta.yaml consistent with the key and the plan.
+// nothing extra in the split folders, the small tables the plan's, meta.yaml unedited (its digest)
+// and consistent with the key and the plan.
 #include "dataset/manifest.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <set>
@@ -25,10 +27,48 @@ void check_dataset_files(const DatasetPaths& paths, const DatasetMeta& meta, con
   if (meta.config_id != config_id(key))
     problems.push_back(fmt::format("meta.yaml: config_id {} is not {} (this key's)", meta.config_id,
                                    config_id(key)));
+  if (!meta.meta_sha256_recorded.empty() && meta.meta_sha256_recorded != meta.meta_sha256_actual)
+    problems.push_back(
+        fmt::format("meta.yaml: edited after the dataset was written (its meta_sha256 is {}, its "
+                    "other lines hash to {})",
+                    meta.meta_sha256_recorded, meta.meta_sha256_actual));
+  if (meta.key_json != key_json(key))
+    problems.push_back(fmt::format("meta.yaml: config_subset {} is not this key's {}",
+                                   meta.key_json, key_json(key)));
+  // The loader cuts shards by meta.yaml's layout: it must be the key's (in any order of the dims).
+  DatasetKey meta_layout = key;
+  meta_layout.dc_num_shards = meta.dc_num_shards;
+  meta_layout.dc_shard_dims = meta.dc_shard_dims;
+  if (meta.dc_num_shards.size() != meta.dc_shard_dims.size() ||
+      key_json(meta_layout) != key_json(key))
+    problems.push_back(
+        fmt::format("meta.yaml: dc_num_shards [{}] over dc_shard_dims [{}] is not this key's [{}] "
+                    "over [{}]",
+                    fmt::join(meta.dc_num_shards, ", "), fmt::join(meta.dc_shard_dims, ", "),
+                    fmt::join(key.dc_num_shards, ", "), fmt::join(key.dc_shard_dims, ", ")));
   if (meta.n_volumes != plan.n_volumes() || meta.n_train != n_train || meta.n_val != n_val)
     problems.push_back(fmt::format(
         "meta.yaml: {} volumes ({} training, {} validation), but the key gives {} ({}, {})",
         meta.n_volumes, meta.n_train, meta.n_val, plan.n_volumes(), n_train, n_val));
+  // The small tables are the plan's, byte for byte (a few kB: read in full).
+  const std::pair<fs::path, std::string> tables[] = {
+      {paths.contents_csv(), contents_csv(plan)},
+      {paths.split_csv(), split_csv(plan)},
+      {paths.colors_csv(), colors_csv(plan)},
+      {paths.mask_values_json(Split::Training), mask_values_json(plan, false)},
+      {paths.mask_values_json(Split::Validation), mask_values_json(plan, true)}};
+  for (const auto& [file, text] : tables) {
+    std::string found;
+    try {
+      found = core::read_file(file);
+    } catch (const core::Error&) {
+      problems.push_back(fmt::format("missing {}", fs::relative(file, paths.root).string()));
+      continue;
+    }
+    if (found != text)
+      problems.push_back(fmt::format("{} differs from the table this key's plan gives (edited?)",
+                                     fs::relative(file, paths.root).string()));
+  }
   for (const Split split : {Split::Training, Split::Validation}) {
     std::set<fs::path> expected;
     for (const int v : plan.volumes(split == Split::Validation)) {
@@ -74,7 +114,10 @@ void check_dataset_files(const DatasetPaths& paths, const DatasetMeta& meta, con
   for (std::size_t i = 0; i < problems.size() && i < kShown; ++i) message += "\n  " + problems[i];
   if (problems.size() > kShown)
     message += fmt::format("\n  ... and {} more", problems.size() - kShown);
-  message += "\nDelete the folder (or set datagen_from_scratch) so that it is generated again.";
+  message +=
+      "\nDelete the folder so that it is generated again (datagen_from_scratch renews the fractal "
+      "library "
+      "only, not the dataset).";
   throw core::FileError(paths.root.string(), message);
 }
 

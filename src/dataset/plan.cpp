@@ -1,6 +1,7 @@
 #include "dataset/plan.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <numeric>
@@ -129,6 +130,11 @@ std::string colors_csv(const DatasetPlan& plan) {
   for (std::size_t c = 0; c < plan.colors.size(); ++c)
     text += fmt::format("{},{},{},{}\n", c, plan.colors[c][0], plan.colors[c][1], plan.colors[c][2]);
   return text;
+}
+
+std::string mask_values_json(const DatasetPlan& plan, bool validation_split) {
+  // The bytes nlohmann::json's compact dump gave (the format of datasets already on disk).
+  return fmt::format("{{\"mask_values\":[{}]}}\n", fmt::join(plan.mask_values(validation_split), ","));
 }
 
 }  // namespace scaffold::dataset

@@ -48,5 +48,7 @@ std::string contents_csv(const DatasetPlan& plan);
 std::string split_csv(const DatasetPlan& plan);
 // "category,red,green,blue" header, then one row per category (float32 values, round-trip text).
 std::string colors_csv(const DatasetPlan& plan);
+// {"mask_values":[0,...]} and a newline: the split's mask_values (the {train,val}_unique_mask_vals.json).
+std::string mask_values_json(const DatasetPlan& plan, bool validation_split);
 
 }  // namespace scaffold::dataset

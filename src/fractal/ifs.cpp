@@ -73,40 +73,46 @@ std::string category_to_csv(const IfsParams& params) {
 
 namespace {
 
-// Parses `rows` lines of `cols` comma-separated finite doubles.
-std::vector<std::vector<double>> parse_numeric_csv(const std::string& text, const std::string& source,
-                                                   std::size_t rows, std::size_t cols) {
-  std::vector<std::vector<double>> table;
+// A parsed table row and the file line it came from (1-based, blank lines counted).
+struct CsvRow {
+  int line = 0;
+  std::vector<double> values;
+};
+
+// Parses `rows` non-blank lines of `cols` comma-separated finite doubles; errors name the line.
+std::vector<CsvRow> parse_numeric_csv(const std::string& text, const std::string& source, std::size_t rows,
+                                      std::size_t cols) {
+  std::vector<CsvRow> table;
   std::istringstream in(text);
   std::string line;
+  int number = 0;
   while (std::getline(in, line)) {
+    ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
-    std::vector<double> row;
+    const std::string where = "line " + std::to_string(number);
+    CsvRow row;
+    row.line = number;
     const char* p = line.c_str();
     for (;;) {
       char* end = nullptr;
       const double v = std::strtod(p, &end);
       if (end == p || !std::isfinite(v))
-        throw core::FileError(source, "row " + std::to_string(table.size() + 1) +
-                                          ": expected finite numbers, got '" + line + "'");
-      row.push_back(v);
+        throw core::FileError(source, where + ", value " + std::to_string(row.values.size() + 1) +
+                                          ": expected a finite number, got '" + line + "'");
+      row.values.push_back(v);
       while (*end == ' ') ++end;
       if (*end == '\0') break;
-      if (*end != ',')
-        throw core::FileError(source, "row " + std::to_string(table.size() + 1) +
-                                          ": expected ',' between numbers");
+      if (*end != ',') throw core::FileError(source, where + ": expected ',' between numbers in '" + line + "'");
       p = end + 1;
     }
-    if (row.size() != cols)
-      throw core::FileError(source, "row " + std::to_string(table.size() + 1) + " has " +
-                                        std::to_string(row.size()) + " values, expected " +
+    if (row.values.size() != cols)
+      throw core::FileError(source, where + " has " + std::to_string(row.values.size()) + " values, expected " +
                                         std::to_string(cols));
     table.push_back(std::move(row));
   }
   if (table.size() != rows)
-    throw core::FileError(source, "has " + std::to_string(table.size()) + " rows, expected " +
-                                      std::to_string(rows));
+    throw core::FileError(source, "has " + std::to_string(table.size()) + " rows, expected " + std::to_string(rows));
   return table;
 }
 
@@ -116,7 +122,27 @@ IfsParams category_from_csv(const std::string& text, const std::string& source) 
   const auto table = parse_numeric_csv(text, source, kMaps, kParamsPerMap);
   IfsParams params;
   for (int t = 0; t < kMaps; ++t)
-    for (int k = 0; k < kParamsPerMap; ++k) params.maps[t][k] = table[t][k];
+    for (int k = 0; k < kParamsPerMap; ++k) params.maps[t][k] = table[t].values[k];
+  // Column 13 is the chance of picking each map: a distribution, or the chaos game would
+  // silently run one map only (a negative value) or pick past the end (a sum above one).
+  double sum = 0.0;
+  for (int t = 0; t < kMaps; ++t) {
+    const double p = params.maps[t][kProbabilityColumn];
+    if (p < 0.0 || p > 1.0) {
+      char value[40];
+      std::snprintf(value, sizeof value, "%.17g", p);
+      throw core::FileError(source, "line " + std::to_string(table[t].line) + ", value 13 (the probability of map " +
+                                        std::to_string(t) + "): " + value + " is outside [0, 1]");
+    }
+    sum += p;
+  }
+  if (std::fabs(sum - 1.0) > kProbabilitySumTolerance) {
+    char value[40];
+    std::snprintf(value, sizeof value, "%.17g", sum);
+    throw core::FileError(source, "lines " + std::to_string(table[0].line) + " and " +
+                                      std::to_string(table[1].line) + ", value 13: the map probabilities sum to " +
+                                      value + ", not 1");
+  }
   return params;
 }
 
@@ -124,7 +150,7 @@ std::vector<InstanceWeights> parse_weight_table(const std::string& text, const s
   const auto table = parse_numeric_csv(text, source, kInstancesPerCategory, kAffineParams);
   std::vector<InstanceWeights> weights(table.size());
   for (std::size_t i = 0; i < table.size(); ++i)
-    for (int k = 0; k < kAffineParams; ++k) weights[i][k] = table[i][k];
+    for (int k = 0; k < kAffineParams; ++k) weights[i][k] = table[i].values[k];
   return weights;
 }
 

@@ -15,6 +15,8 @@ constexpr int kParamsPerMap = 13;
 constexpr int kAffineParams = 12;  // columns 0..11: matrix + translation (weights apply to these)
 constexpr int kProbabilityColumn = 12;
 constexpr int kInstancesPerCategory = 145;
+// set_probabilities' two quotients sum to 1 within a few ulps; "%.18e" keeps every bit.
+constexpr double kProbabilitySumTolerance = 1e-9;
 
 struct IfsParams {
   std::array<std::array<double, kParamsPerMap>, kMaps> maps{};  // (2, 13)
@@ -47,7 +49,9 @@ InstanceWeights attenuate(const InstanceWeights& weights, double factor);
 
 // Category CSV: 2 rows x 13 columns, ',' separated, "%.18e" (numpy savetxt's default format).
 std::string category_to_csv(const IfsParams& params);
-// Parses and validates (2 rows, 13 finite numbers each); throws core::FileError naming `source`.
+// Parses and validates: 2 rows of 13 finite numbers, the probabilities (column 13) each in [0, 1]
+// and summing to 1 within kProbabilitySumTolerance. Throws core::FileError naming `source`, the
+// line, the value and the rule.
 IfsParams category_from_csv(const std::string& text, const std::string& source);
 
 // The 145 x 12 weight table compiled into the binary (3D-FractalDB, MIT licence; data/README.md).

@@ -1,7 +1,10 @@
 #include "fractal/library.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <chrono>
+#include <cmath>
 #include <system_error>
 #include <vector>
 
@@ -9,6 +12,7 @@
 #include "core/fs.hpp"
 #include "core/npy.hpp"
 #include "core/pyfloat.hpp"
+#include "fractal/chaos_game.hpp"
 
 namespace scaffold::fractal {
 namespace fs = std::filesystem;
@@ -24,6 +28,10 @@ fs::path LibraryLayout::category_file(int category) const {
 fs::path LibraryLayout::instance_file(int category, int instance) const {
   return instances_dir() / fmt::format("{:06d}", category) /
          fmt::format("{:06d}_{:04d}.npy", category, instance);
+}
+
+fs::path LibraryLayout::lock_file() const {
+  return root.parent_path() / (root.filename().string() + ".lock");
 }
 
 LibraryLayout library_layout(const fs::path& fract_base_dir, double variance_threshold,
@@ -72,15 +80,49 @@ bool instance_file_valid(const fs::path& file, int64_t point_num, std::string* r
   }
 }
 
-std::size_t remove_temporary_files(const fs::path& dir) {
+static_assert(kRunawayLimit == 1e10, "the message below states the bound");
+
+void check_instance_points(const fs::path& file, const std::vector<int64_t>& shape, const float* points,
+                           int64_t point_num) {
+  if (shape != std::vector<int64_t>{point_num, 3})
+    throw core::FileError(file.string(), fmt::format("expected a cloud of shape ({}, 3), found ({})", point_num,
+                                                     fmt::join(shape, ", ")));
+  for (int64_t i = 0; i < point_num; ++i) {
+    const float* p = points + 3 * i;
+    const bool ok = std::isfinite(p[0]) && std::isfinite(p[1]) && std::isfinite(p[2]) &&
+                    std::fabs(p[0]) <= kRunawayLimit && std::fabs(p[1]) <= kRunawayLimit &&
+                    std::fabs(p[2]) <= kRunawayLimit;
+    if (!ok)
+      throw core::FileError(
+          file.string(),
+          fmt::format("point {} is ({}, {}, {}): generate_fractals writes finite coordinates of magnitude at "
+                      "most 1e10 only (the runaway bound), so the file is damaged or foreign; delete it and run "
+                      "generate_fractals (or the benchmark) again, which regenerates it",
+                      i, p[0], p[1], p[2]));
+  }
+}
+
+TemporaryScan remove_temporary_files(const fs::path& dir) {
+  // Without flock on the file system, a temporary untouched for a day is taken as abandoned.
+  constexpr std::chrono::hours kFallbackIdle{24};
+  TemporaryScan scan;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return 0;
-  std::vector<fs::path> doomed;
+  if (!fs::is_directory(dir, ec)) return scan;
+  std::vector<fs::path> found;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec))
-    if (it->is_regular_file(ec) && core::is_temporary_name(it->path())) doomed.push_back(it->path());
-  for (const auto& p : doomed) fs::remove(p, ec);
-  return doomed.size();
+    if (it->is_regular_file(ec) && core::is_temporary_name(it->path())) found.push_back(it->path());
+  for (const auto& p : found) {
+    const auto changed = fs::last_write_time(p, ec);
+    if (ec) continue;  // gone meanwhile (its writer renamed it)
+    if (core::temporary_abandoned(p, core::temporary_owner(p), changed, kFallbackIdle)) {
+      if (fs::remove(p, ec)) ++scan.removed;
+    } else {
+      ++scan.kept;
+      scan.example = p;
+    }
+  }
+  return scan;
 }
 
 }  // namespace scaffold::fractal

@@ -131,11 +131,9 @@ void write_restart_script(const RestartSpec& spec) {
   const std::string text = restart_script(spec);
   // Not core::write_file_atomic: the mode must be set before the rename, so restart.sh never
   // appears without its execute bit.
-  const fs::path tmp = core::temporary_sibling(path);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-  if (fd < 0)
-    throw core::FileError(path.string(),
-                          std::string("cannot create temporary file: ") + std::strerror(errno));
+  const core::TemporaryFile temporary = core::create_temporary(path, 0755);
+  const fs::path& tmp = temporary.path;
+  const int fd = temporary.fd;
   std::size_t done = 0;
   bool ok = true;
   while (ok && done < text.size()) {

@@ -3,23 +3,20 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
+#include <optional>
 #include <type_traits>
 #include <cstdlib>
 #include <system_error>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/log.hpp"
 #include "core/pyfloat.hpp"
 #include "core/sysinfo.hpp"
 #include "dist/process_grid.hpp"
@@ -75,30 +72,38 @@ std::map<std::string, std::string> yaml_lines(const std::string& text) {
   return out;
 }
 
-// The run folder's lock, held by this process until it ends (never closed: the kernel releases
-// an flock when its last descriptor closes, which is when the process exits, however it exits).
+// The run folder's lock, held by this process until it ends (the kernel releases an flock when
+// its last descriptor closes, which is when the process exits, however it exits).
+std::mutex g_held_mutex;
+std::map<std::string, core::FileLock> g_held;  // run folder -> its lock
+
 void lock_run_folder(const fs::path& dir) {
-  static std::mutex mutex;
-  static std::set<std::string> held;
-  const std::lock_guard<std::mutex> guard(mutex);
-  if (held.count(dir.string()) > 0) return;
-  const fs::path path = dir / ".lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw core::FileError(path.string(), std::string("cannot open the run folder's lock: ") + std::strerror(errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    std::string holder = core::read_file(path);
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-    ::close(fd);
+  const std::lock_guard<std::mutex> guard(g_held_mutex);
+  if (g_held.count(dir.string()) > 0) return;
+  std::optional<core::FileLock> lock = core::FileLock::try_take(dir / ".lock");
+  if (!lock) {
+    const std::string holder = core::FileLock::holder_note(dir / ".lock");
     throw core::FileError(dir.string(), "the run folder is in use by another scaffold process" +
-                                            (holder.empty() ? std::string() : " (" + holder + ")") +
+                                            (holder.empty() ? std::string() : " (pid@host " + holder + ")") +
                                             "; wait for it to end: two processes writing one run folder would "
                                             "interleave its checkpoints and train_stats.csv");
   }
-  const std::string me = fmt::format("pid {} on {}\n", ::getpid(), core::host_name());
-  if (::ftruncate(fd, 0) != 0 || ::write(fd, me.data(), me.size()) != static_cast<ssize_t>(me.size())) {
-    // The lock holds without the note; the note only names the holder.
+  g_held.emplace(dir.string(), std::move(*lock));
+}
+
+// Undoes a new run folder whose set-up failed (a full disk at its first write, say): removes the
+// files this process wrote there and the folder itself, which then holds nothing of value. Only
+// those names: anything else that appeared in it keeps the folder (rmdir fails, and that is all).
+void remove_new_run_folder(const fs::path& dir) {
+  {
+    const std::lock_guard<std::mutex> guard(g_held_mutex);
+    g_held.erase(dir.string());
   }
-  held.insert(dir.string());
+  std::error_code ec;
+  for (const char* name : {"base_config.yaml", "config.yaml", "overrides.yaml", report::kRestartScriptName, ".lock"})
+    fs::remove(dir / name, ec);
+  if (fs::remove(dir, ec))
+    LOG_INFO("removed the run folder {}, which this run had created and could not set up", dir.string());
 }
 
 }  // namespace
@@ -119,8 +124,9 @@ std::vector<std::string> restart_config_changes(const std::string& run_yaml, con
 
 fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& request) {
   std::string path;
-  dist::run_agreed(comm, [&] {
-    if (comm.rank() != 0) return;
+  fs::path created;  // the folder this call made, if it made one
+  // Rank 0: the folder and its files.
+  const auto set_up = [&] {
     fs::path dir;
     if (!request.resume_dir.empty()) {
       dir = fs::absolute(request.resume_dir).lexically_normal();
@@ -144,6 +150,7 @@ fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& re
       }
     } else {
       dir = report::create_run_dir(request.base_run_dir, request.job_name, std::chrono::system_clock::now());
+      created = dir;
       lock_run_folder(dir);
       core::write_file_atomic(dir / "base_config.yaml", core::read_file(request.base_config_file));
     }
@@ -174,6 +181,15 @@ fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& re
       if (const char* value = std::getenv(var)) spec.env.emplace_back(var, value);
     report::write_restart_script(spec);
     path = dir.string();
+  };
+  dist::run_agreed(comm, [&] {
+    if (comm.rank() != 0) return;
+    try {
+      set_up();
+    } catch (...) {
+      if (!created.empty()) remove_new_run_folder(created);
+      throw;
+    }
   });
   comm.broadcast(path, 0);
   return path;

@@ -1,6 +1,7 @@
 // End-to-end tests of `scaffold benchmark` at a tiny scale: it trains to a target Dice within a
 // bounded number of epochs, writes the run folder the spec describes, and a run interrupted after
-// epoch k and restarted through restart.sh writes the same rows as an uninterrupted run.
+// epoch k and restarted through restart.sh writes the same rows as an uninterrupted run; a
+// failed first write leaves no run folder, and a damaged reused dataset is refused before training.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include "core/fs.hpp"
 #include "e2e/e2e_util.hpp"
 #include "e2e/varying_power.hpp"
+#include "fs_test_util.hpp"
 #include "test_util.hpp"
 
 namespace scaffold {
@@ -283,6 +285,43 @@ TEST(Benchmark, UsageAndRestartErrors) {
                                    (dir.path() / "nowhere").string());
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
   EXPECT_NE(missing.output.find("cannot restart"), std::string::npos) << missing.output;
+}
+
+// A run whose first write fails (a file-size limit standing in for a full disk; issue 16, item
+// 11) ends with exit 1 and one error naming the file and the reason, and leaves neither its run
+// folder nor a temporary behind.
+TEST(Benchmark, AFirstWriteThatFailsLeavesNoRunFolder) {
+  TempDir dir;
+  // A config larger than the limit: its copy, base_config.yaml, is the run's first write.
+  const fs::path cfg = test::write_tiny_benchmark_config(dir.path(), "# " + std::string(600, '-') + "\n");
+  const auto r = run_command("prlimit --fsize=512 " + kBinary + " benchmark -c " + cfg.string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("/base_config.yaml: write failed: File too large"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find((dir.path() / "runs").string()), std::string::npos) << r.output;
+  ASSERT_TRUE(fs::is_directory(dir.path() / "runs"));
+  EXPECT_TRUE(fs::is_empty(dir.path() / "runs")) << "the empty run folder was left behind";
+  EXPECT_TRUE(test::temporaries_below(dir.path()).empty());
+}
+
+// A reused dataset that lost a training volume is refused before training (issue 16, item 6):
+// exit 1, the missing file named, no epoch trained.
+TEST(Benchmark, ADatasetMissingAVolumeIsRefusedBeforeTraining) {
+  TempDir dir;
+  const fs::path cfg = test::write_tiny_benchmark_config(dir.path(), "epochs: 1\n");
+  const auto prepared = run_command(kBinary + " generate_dataset -c " + cfg.string());
+  ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+  fs::path volume;
+  for (const auto& e : fs::recursive_directory_iterator(dir.path() / "data"))
+    if (e.path().parent_path().filename() == "training" && e.path().parent_path().parent_path().filename() == "volumes")
+      volume = e.path();
+  ASSERT_FALSE(volume.empty());
+  fs::remove(volume);
+  const auto r = run_command(kBinary + " benchmark -c " + cfg.string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("missing volumes/training/" + volume.filename().string()), std::string::npos)
+      << r.output;
+  const fs::path run = test::only_run_dir(dir.path());
+  EXPECT_FALSE(fs::exists(run / "train_stats.csv")) << "training started on the damaged dataset";
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // End-to-end tests of `scaffold generate_fractals`, driving the real binary as users do:
 // determinism across threads and MPI ranks (byte-identical trees), numpy reads our files,
-// resume after deletion, corruption and kill -9, and clear errors with the right exit codes.
+// resume after deletion, corruption and kill -9, clear errors with the right exit codes, two
+// concurrent runs on one library, and impossible category files dropped.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,9 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <string>
 #include <thread>
 
+#include "core/fs.hpp"
 #include "e2e/e2e_util.hpp"
+#include "fs_test_util.hpp"
 #include "test_util.hpp"
 
 namespace scaffold {
@@ -106,7 +111,10 @@ TEST(GenerateFractals, ResumeRegeneratesExactlyTheDeletedAndCorruptedFiles) {
   const auto untouched_time = fs::last_write_time(untouched);
   fs::remove(deleted);
   fs::resize_file(truncated, fs::file_size(truncated) / 2);
-  std::ofstream(inst / "000000" / "000000_0004.npy.tmp.999.0") << "leftover of a killed writer";
+  // A leftover of a killed writer: its owner (this host, a pid that has ended) is provably gone.
+  std::ofstream(inst / "000000" /
+                ("000000_0004.npy.tmp." + std::to_string(test::dead_pid()) + "@" + core::owner_host() + ".0"))
+      << "leftover of a killed writer";
 
   const auto out = generate(cfg);
   EXPECT_NE(out.find("generating 2 of 290"), std::string::npos) << out;
@@ -193,6 +201,106 @@ TEST(GenerateFractals, UnreachableThresholdFailsWithTheRejectionCounts) {
   EXPECT_EQ(at_bound.exit_code, 1) << at_bound.output;
   EXPECT_NE(at_bound.output.find("variance_threshold = 1"), std::string::npos) << at_bound.output;
   EXPECT_NE(at_bound.output.find("below normalize^2 = 1.0"), std::string::npos) << at_bound.output;
+}
+
+// A writer that is still running (here: a process holding the flock of its temporary, as every
+// writer does while it writes) keeps its temporary through another run's clean-up; the dead
+// writer's goes (issue 16, item 9).
+TEST(GenerateFractals, CleanUpKeepsALiveWritersTemporary) {
+  TempDir dir;
+  const fs::path cfg = write_config(dir.path());
+  generate(cfg);
+  const fs::path sub = dir.path() / "lib" / "var0.15" / "seed7" / "instances" / "np128" / "000000";
+  const fs::path unowned = sub / "000000_0001.npy.partial";
+  std::ofstream(unowned) << "being written";
+  test::LockHolder writer(unowned);
+  ASSERT_TRUE(writer.held());
+  const fs::path live = sub / ("000000_0001.npy.tmp." + std::to_string(writer.pid()) + "@" + core::owner_host() + ".3");
+  fs::rename(unowned, live);
+  const fs::path dead = sub / ("000000_0002.npy.tmp." + std::to_string(test::dead_pid()) + "@" + core::owner_host() + ".3");
+  std::ofstream(dead) << "left by a killed writer";
+
+  const auto out = generate(cfg);
+  EXPECT_TRUE(fs::exists(live)) << "a live writer's temporary was removed:\n" << out;
+  EXPECT_FALSE(fs::exists(dead)) << out;
+  EXPECT_NE(out.find("removed 1 temporary file(s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("kept 1 temporary file(s) of writers that may still run (e.g. " + live.string()),
+            std::string::npos)
+      << out;
+}
+
+// Two runs on one library started together (issue 16, item 9): the library's lock makes the
+// second wait, saying so with the lock's path, then find the work done; both succeed and the
+// library is byte-identical to one run's. The test holds the lock until both are waiting, so
+// that both really overlap whatever the machine's load.
+TEST(GenerateFractals, TwoConcurrentRunsShareTheWork) {
+  TempDir ref, dir;
+  generate(write_config(ref.path()));
+  const fs::path cfg = write_config(dir.path());
+  const fs::path lock_path = dir.path() / "lib" / "var0.15" / "seed7.lock";
+  core::create_directories(lock_path.parent_path());
+  std::optional<core::FileLock> held = core::FileLock::try_take(lock_path);
+  ASSERT_TRUE(held && held->locked());
+
+  const fs::path logs[2] = {dir.path() / "a.log", dir.path() / "b.log"};
+  int codes[2] = {-1, -1};
+  std::thread runs[2];
+  for (int k = 0; k < 2; ++k)
+    runs[k] = std::thread([&, k] {
+      codes[k] = run_command(kBinary + " generate_fractals -c " + cfg.string() + " > " + logs[k].string()).exit_code;
+    });
+  const std::string waiting = "generate_fractals: another process (" + core::owner_tag() + ") holds the lock " +
+                              lock_path.string() + "; waiting for it to finish";
+  const auto both_wait = [&] {
+    for (const fs::path& log : logs) {
+      std::error_code ec;
+      if (!fs::exists(log, ec) || core::read_file(log).find(waiting) == std::string::npos) return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < 1200 && !both_wait(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(both_wait()) << "the runs did not wait for the lock";
+  held.reset();
+  for (auto& t : runs) t.join();
+
+  std::string out[2];
+  for (int k = 0; k < 2; ++k) {
+    out[k] = core::read_file(logs[k]);
+    EXPECT_EQ(codes[k], 0) << out[k];
+  }
+  EXPECT_EQ(snapshot(dir.path() / "lib"), snapshot(ref.path() / "lib"));
+  // One generated everything; the other waited for it (again) and reused it all.
+  const int generated = (out[0].find("wrote 290 files") != std::string::npos) +
+                        (out[1].find("wrote 290 files") != std::string::npos);
+  const int reused = (out[0].find("instances: all 290 present") != std::string::npos) +
+                     (out[1].find("instances: all 290 present") != std::string::npos);
+  EXPECT_EQ(generated, 1) << out[0] << "\n---\n" << out[1];
+  EXPECT_EQ(reused, 1) << out[0] << "\n---\n" << out[1];
+}
+
+// A category CSV with an impossible value (a negative probability) is never used (issue 16, item
+// 5): it is dropped with a warning naming the file, the line and the rule, generated again from
+// the seed (the same bytes as before the edit), and its instances with it.
+TEST(GenerateFractals, ImpossibleCategoryCsvIsDroppedWithAWarningAndRegenerated) {
+  TempDir dir;
+  const fs::path cfg = write_config(dir.path());
+  generate(cfg);
+  const fs::path lib = dir.path() / "lib";
+  const auto before = snapshot(lib);
+  const fs::path csv = lib / "var0.15" / "seed7" / "3DIFS_param" / "000001.csv";
+  std::string text = core::read_file(csv);
+  const auto end_of_first = text.find('\n');
+  const auto last_comma = text.rfind(',', end_of_first);
+  text.replace(last_comma + 1, end_of_first - last_comma - 1, "-5.000000000000000000e-01");
+  core::write_file_atomic(csv, text);
+
+  const auto out = generate(cfg);
+  EXPECT_NE(out.find("category file unusable, dropped: " + csv.string() +
+                     ": line 1, value 13 (the probability of map 0): -0.5 is outside [0, 1]"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("generating 145 of 290"), std::string::npos) << "its instances are regenerated:\n" << out;
+  EXPECT_EQ(snapshot(lib), before);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The dataset cache: a stable key, reuse of the newest complete dataset, and interrupted
-// generations never reused.
+// The dataset cache: a stable key, reuse of the newest complete dataset, interrupted generations
+// never reused and removed only once their owner is gone, and meta.yaml's digest of itself.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,7 +8,9 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/sha256.hpp"
 #include "dataset/cache.hpp"
+#include "fs_test_util.hpp"
 #include "test_util.hpp"
 
 namespace scaffold::dataset {
@@ -162,28 +164,97 @@ TEST(Cache, ReusesTheNewestCompleteMatchingDataset) {
   EXPECT_FALSE(find_reusable(id_dir, id, std::string("zzz")));
 }
 
-TEST(Cache, TemporaryFoldersAreRemovedOnlyWhenIdleAndFinalisedByRename) {
+// A generation folder is removed once its owner is provably gone (issue 16, item 9): at once
+// when its pid on this host is dead, never while its owner holds the owner file's flock however
+// old it is, another host's only after ten minutes without change, and after a day without change
+// when it has no owner file (an older scaffold's).
+TEST(Cache, TemporaryFoldersAreRemovedOnlyWhenTheirOwnerIsGone) {
   test::TempDir dir;
-  const fs::path old_tmp = make_temporary_dataset_dir(dir.path());
-  const fs::path new_tmp = make_temporary_dataset_dir(dir.path());
-  EXPECT_TRUE(is_temporary_dataset_dir(old_tmp));
   const auto two_days_ago = fs::file_time_type::clock::now() - std::chrono::hours(48);
-  fs::last_write_time(old_tmp, two_days_ago);
-  fs::last_write_time(old_tmp / ".heartbeat", two_days_ago);
-  EXPECT_EQ(remove_stale_dataset_dirs(dir.path(), std::chrono::hours(24)), 1u);
-  EXPECT_FALSE(fs::exists(old_tmp));
-  EXPECT_TRUE(fs::exists(new_tmp));
+  const auto age = [&](const fs::path& folder) {
+    for (const char* name : {"", ".heartbeat", ".owner"}) {
+      std::error_code ec;
+      fs::last_write_time(*name ? folder / name : folder, two_days_ago, ec);
+    }
+  };
 
-  std::ofstream(new_tmp / "payload") << "x";
-  const fs::path final_dir = finalize_dataset_dir(new_tmp, "abc");
-  EXPECT_FALSE(fs::exists(new_tmp));
+  TemporaryDatasetDir live = make_temporary_dataset_dir(dir.path());  // this process: alive, locked
+  EXPECT_TRUE(is_temporary_dataset_dir(live.path));
+  EXPECT_EQ(core::read_file(live.path / ".owner"), core::owner_tag() + "\n");
+  age(live.path);
+
+  fs::path dead = make_temporary_dataset_dir(dir.path()).path;  // its lock released at once
+  std::ofstream(dead / ".owner") << test::dead_pid() << "@" << core::owner_host() << "\n";
+
+  // Another host's, its lock free, five minutes without change: it may still be between volumes.
+  const fs::path foreign = make_temporary_dataset_dir(dir.path()).path;
+  std::ofstream(foreign / ".owner") << "1@elsewhere\n";
+  for (const char* name : {"", ".heartbeat", ".owner"})
+    fs::last_write_time(*name ? foreign / name : foreign, fs::file_time_type::clock::now() - std::chrono::minutes(5));
+
+  const fs::path old_style = dir.path() / ".tmp_20260101-000000_1_deadbeef";
+  core::create_directories(old_style);
+  std::ofstream(old_style / ".heartbeat") << "2026-01-01T00:00:00Z";
+  const fs::path fresh_old_style = dir.path() / ".tmp_20260101-000001_1_deadbeef";
+  core::create_directories(fresh_old_style);
+  age(old_style);
+
+  const DatasetDirScan scan = remove_abandoned_dataset_dirs(dir.path(), std::chrono::hours(24));
+  EXPECT_EQ(scan.removed, 2u);
+  EXPECT_EQ(scan.kept, 3u);
+  EXPECT_TRUE(fs::exists(foreign));
+  EXPECT_TRUE(fs::exists(live.path)) << "a live generation's folder was removed";
+  EXPECT_FALSE(fs::exists(dead)) << "a dead owner's folder was kept";
+  EXPECT_FALSE(fs::exists(old_style));
+  EXPECT_TRUE(fs::exists(fresh_old_style));
+
+  // The owner ends: its lock is free, and once nothing changed for a minute (here: a day) the
+  // folder goes with the next clean-up.
+  live.owner.release();
+  EXPECT_EQ(remove_abandoned_dataset_dirs(dir.path(), std::chrono::hours(24)).removed, 0u) << "removed at once";
+  age(live.path);
+  age(foreign);  // and the other host's, idle for a day now
+  EXPECT_EQ(remove_abandoned_dataset_dirs(dir.path(), std::chrono::hours(24)).removed, 2u);
+  EXPECT_FALSE(fs::exists(live.path));
+  EXPECT_FALSE(fs::exists(foreign));
+}
+
+TEST(Cache, FinalisedByRenameWithoutHeartbeatOrOwner) {
+  test::TempDir dir;
+  const TemporaryDatasetDir tmp = make_temporary_dataset_dir(dir.path());
+  std::ofstream(tmp.path / "payload") << "x";
+  const fs::path final_dir = finalize_dataset_dir(tmp.path, "abc");
+  EXPECT_FALSE(fs::exists(tmp.path));
   EXPECT_TRUE(fs::exists(final_dir / "payload"));
+  EXPECT_FALSE(fs::exists(final_dir / ".owner"));
+  EXPECT_FALSE(fs::exists(final_dir / ".heartbeat"));
   EXPECT_FALSE(is_temporary_dataset_dir(final_dir));
   EXPECT_NE(final_dir.filename().string().find("__abc"), std::string::npos);
   // A second dataset finished in the same second gets a suffix instead of clobbering the first.
-  const fs::path again = finalize_dataset_dir(make_temporary_dataset_dir(dir.path()), "abc");
+  const fs::path again = finalize_dataset_dir(make_temporary_dataset_dir(dir.path()).path, "abc");
   EXPECT_NE(again, final_dir);
   EXPECT_TRUE(fs::exists(final_dir / "payload"));
+}
+
+// meta.yaml's last line is the SHA-256 of the others (computed here with core::sha256_hex over
+// the text as written); an edit anywhere shows as a mismatch, a missing line as "none recorded".
+TEST(Cache, MetaCarriesADigestOfItself) {
+  const std::string text = meta_yaml(meta_for(DatasetKey{}, "abc123"));
+  const auto last = text.rfind("meta_sha256: \"");
+  ASSERT_NE(last, std::string::npos) << text;
+  EXPECT_EQ(text.substr(last), "meta_sha256: \"" + core::sha256_hex(text.substr(0, last)) + "\"\n");
+  const DatasetMeta read = parse_meta(text, "meta.yaml");
+  EXPECT_EQ(read.meta_sha256_recorded, core::sha256_hex(text.substr(0, last)));
+  EXPECT_EQ(read.meta_sha256_actual, read.meta_sha256_recorded);
+
+  std::string edited = text;
+  edited.replace(edited.find("\"abc123\""), 8, "\"abc124\"");
+  const DatasetMeta changed = parse_meta(edited, "meta.yaml");
+  EXPECT_EQ(changed.code_commit, "abc124");
+  EXPECT_NE(changed.meta_sha256_actual, changed.meta_sha256_recorded);
+
+  const DatasetMeta older = parse_meta(text.substr(0, last), "meta.yaml");
+  EXPECT_EQ(older.meta_sha256_recorded, "");
 }
 
 }  // namespace

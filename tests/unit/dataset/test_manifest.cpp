@@ -1,7 +1,7 @@
 // A cached dataset is checked against its key before a run trains on it (issue 16, item 6): a
-// deleted volume, a stray file, a cut file and an edited meta.yaml are each refused, naming the
-// file. The dataset here is written file by file by the test; which file was broken is the
-// reference.
+// deleted volume, a stray file, a cut file, an edited table and an edited meta.yaml (its counts,
+// id, layout, or any byte, by its digest) are each refused, naming the file. The dataset here is
+// written file by file by the test; which file was broken is the reference.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -48,10 +48,27 @@ class ManifestTest : public ::testing::Test {
         }
       }
     }
-    meta_.config_id = config_id(key_);
-    meta_.n_volumes = plan_.n_volumes();
-    meta_.n_val = static_cast<int>(plan_.volumes(true).size());
-    meta_.n_train = meta_.n_volumes - meta_.n_val;
+    // The tables as generate writes them (their text is tested against the spec in test_plan).
+    core::write_file_atomic(paths_.contents_csv(), contents_csv(plan_));
+    core::write_file_atomic(paths_.split_csv(), split_csv(plan_));
+    core::write_file_atomic(paths_.colors_csv(), colors_csv(plan_));
+    core::write_file_atomic(paths_.mask_values_json(Split::Training),
+                            mask_values_json(plan_, false));
+    core::write_file_atomic(paths_.mask_values_json(Split::Validation),
+                            mask_values_json(plan_, true));
+    meta_ = good_meta();
+  }
+  DatasetMeta good_meta() const {
+    DatasetMeta meta;
+    meta.config_id = config_id(key_);
+    meta.key_json = key_json(key_);
+    meta.dc_num_shards = key_.dc_num_shards;
+    meta.dc_shard_dims = key_.dc_shard_dims;
+    meta.n_volumes = plan_.n_volumes();
+    meta.n_val = static_cast<int>(plan_.volumes(true).size());
+    meta.n_train = meta.n_volumes - meta.n_val;
+    // As read back from the meta.yaml that generate writes.
+    return parse_meta(meta_yaml(meta), "meta.yaml");
   }
   std::string problem() const {
     try {
@@ -124,12 +141,48 @@ TEST_F(ManifestTest, EditedMetaIsNotBelieved) {
   meta_.n_train += 1;
   meta_.n_volumes += 1;
   EXPECT_CONTAINS(problem(), "meta.yaml: " + std::to_string(meta_.n_volumes) + " volumes");
-  meta_ = DatasetMeta{};
+  meta_ = good_meta();
   meta_.config_id = "0123456789ab";
-  meta_.n_volumes = plan_.n_volumes();
-  meta_.n_val = static_cast<int>(plan_.volumes(true).size());
-  meta_.n_train = meta_.n_volumes - meta_.n_val;
   EXPECT_CONTAINS(problem(), "meta.yaml: config_id 0123456789ab is not " + config_id(key_));
+}
+
+// The file itself edited, as a user would: any line, even one no check reads, breaks its digest.
+TEST_F(ManifestTest, EditedMetaFileIsNamedByItsDigest) {
+  DatasetMeta meta = good_meta();
+  meta.code_commit = "abc";
+  std::string text = meta_yaml(meta);
+  text.replace(text.find("\"abc\""), 5, "\"abd\"");
+  meta_ = parse_meta(text, "meta.yaml");
+  EXPECT_CONTAINS(problem(),
+                  "meta.yaml: edited after the dataset was written (its meta_sha256 is ");
+  // Without a digest line (an older scaffold's meta.yaml) the other checks still apply.
+  meta_ = parse_meta(text.substr(0, text.rfind("meta_sha256")), "meta.yaml");
+  EXPECT_EQ(problem(), "");
+}
+
+TEST_F(ManifestTest, MetaLayoutAndKeyMustBeTheKeys) {
+  meta_ = good_meta();
+  meta_.dc_num_shards = {1, 2, 1};
+  EXPECT_CONTAINS(problem(),
+                  "meta.yaml: dc_num_shards [1, 2, 1] over dc_shard_dims [2, 3, 4] is not this "
+                  "key's [2, 1, 1]");
+  // The same (dim, shards) pairs in another order are the same layout.
+  meta_ = good_meta();
+  meta_.dc_num_shards = {1, 1, 2};
+  meta_.dc_shard_dims = {4, 3, 2};
+  EXPECT_EQ(problem(), "");
+  meta_ = good_meta();
+  meta_.key_json = "{}";
+  EXPECT_CONTAINS(problem(), "meta.yaml: config_subset {} is not this key's");
+}
+
+TEST_F(ManifestTest, EditedOrMissingTableIsNamed) {
+  std::string split = core::read_file(paths_.split_csv());
+  split.replace(split.find("training"), 8, "validation");
+  core::write_file_atomic(paths_.split_csv(), split);
+  EXPECT_CONTAINS(problem(), "volumes_split.csv differs from the table this key's plan gives");
+  fs::remove(paths_.mask_values_json(Split::Validation));
+  EXPECT_CONTAINS(problem(), "missing val_unique_mask_vals.json");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Restarts that cannot go wrong (issue 16, item 8): a restart that changes a key of the run's
 // data, model or recipe is refused before any file of the run folder changes, naming the key and
 // both values; overrides.yaml keeps the original flags; restart.sh returns to the run's working
-// directory; and the run folder is locked, so a second process on it is refused.
+// directory; and the run folder is locked, so a second process on it is refused. A new run whose
+// set-up fails to write (item 11) leaves no folder and no temporary behind.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "dist/communicator.hpp"
+#include "fs_test_util.hpp"
 #include "suite/run_folder.hpp"
 #include "test_util.hpp"
 
@@ -167,6 +169,52 @@ TEST_F(RunFolderTest, ASecondProcessOnTheRunFolderIsRefused) {
       << message;
   // The holder is gone (flock's lock went with it): the restart proceeds.
   EXPECT_EQ(prepare_run_folder(world(), request_for(cfg_, other.string())), other);
+}
+
+// A new run whose first write fails (a file-size limit standing in for a full disk; issue 16,
+// item 11): the error names the file and the reason, and the run folder this call created is
+// gone again, with no temporary left anywhere below the base folder.
+TEST_F(RunFolderTest, ANewRunWhoseFirstWriteFailsLeavesNoFolder) {
+  cfg_.base_run_dir = (tmp_.path() / "runs").string();
+  core::write_file_atomic(base_config_, std::string(8192, '#') + "\nseed: 42\n");
+  std::string message;
+  {
+    test::FileSizeLimit limit(4096);
+    message = error_of([&] { prepare_run_folder(world(), request_for(cfg_, "")); });
+  }
+  EXPECT_TRUE(contains(message, "/base_config.yaml: write failed: File too large")) << message;
+  EXPECT_TRUE(contains(message, cfg_.base_run_dir)) << message;
+  ASSERT_TRUE(fs::is_directory(cfg_.base_run_dir));
+  EXPECT_TRUE(fs::is_empty(cfg_.base_run_dir)) << "the new run folder was left behind";
+  EXPECT_TRUE(test::temporaries_below(tmp_.path()).empty());
+
+  // A later file failing (base_config.yaml fits, config.yaml, the whole merged config, does not):
+  // the folder goes as well.
+  core::write_file_atomic(base_config_, std::string("seed: 42\n"));
+  {
+    test::FileSizeLimit limit(300);
+    message = error_of([&] { prepare_run_folder(world(), request_for(cfg_, "")); });
+  }
+  EXPECT_TRUE(contains(message, "/config.yaml: write failed: File too large")) << message;
+  EXPECT_TRUE(fs::is_empty(cfg_.base_run_dir)) << "the new run folder was left behind";
+  EXPECT_TRUE(test::temporaries_below(tmp_.path()).empty());
+  // With room, the same request makes its folder.
+  EXPECT_TRUE(fs::is_directory(prepare_run_folder(world(), request_for(cfg_, ""))));
+}
+
+// A restart that fails to write leaves the run folder (it holds the run) as it was.
+TEST_F(RunFolderTest, AFailedRestartKeepsTheRunFolder) {
+  const fs::path dir = new_run();
+  const std::string config_before = core::read_file(dir / "config.yaml");
+  std::string message;
+  {
+    test::FileSizeLimit limit(16);
+    message = error_of([&] { prepare_run_folder(world(), request_for(cfg_, dir.string())); });
+  }
+  EXPECT_TRUE(contains(message, "File too large")) << message;
+  EXPECT_EQ(core::read_file(dir / "config.yaml"), config_before);
+  EXPECT_TRUE(fs::exists(dir / cfg_.checkpoint_dir / "checkpoint_last"));
+  EXPECT_TRUE(test::temporaries_below(tmp_.path()).empty());
 }
 
 }  // namespace

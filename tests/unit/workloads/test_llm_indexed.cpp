@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "fs_test_util.hpp"
 #include "unit/workloads/llm_test_util.hpp"
 #include "workloads/llm_training/data/indexed_dataset.hpp"
 
@@ -127,6 +128,25 @@ TEST(LlmIndexed, WriterRejectsTokensOutsideItsDtypeAndLeavesNoFile) {
   }  // not finished: the temporaries are removed
   EXPECT_TRUE(fs::is_empty(dir.path()));
   EXPECT_THROW(IndexedDatasetWriter(prefix, TokenDType::kFloat32), core::Error);
+}
+
+// A write that fails part-way (a file-size limit standing in for a full disk; issue 16, item 11)
+// names the file and the reason, and the unfinished writer leaves neither file nor temporary.
+TEST(LlmIndexed, WriterFailingToWriteLeavesNoFile) {
+  TempDir dir;
+  const fs::path prefix = dir.path() / "w";
+  {
+    test::FileSizeLimit limit(4096);
+    IndexedDatasetWriter w(prefix, TokenDType::kInt32);
+    const std::vector<int64_t> tokens(4096, 7);  // 16 KiB
+    test::expect_error_naming<core::FileError>(
+        [&] {
+          w.add_item(tokens);
+          w.finish();
+        },
+        data_file_path(prefix), "File too large");
+  }
+  EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
 TEST(LlmIndexed, BestFittingDtypeIsMegatrons) {

@@ -7,9 +7,7 @@
 
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -103,32 +101,6 @@ std::optional<FnoDataMeta> complete_dataset(const fs::path& root, const std::str
     return std::nullopt;
   }
 }
-
-// An exclusive flock, released when this object dies (or the process does: kill -9 included).
-class LockFile {
- public:
-  explicit LockFile(const fs::path& path) {
-    fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw core::FileError(path.string(), std::string("cannot open the lock file: ") + std::strerror(errno));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
-    if (errno != EWOULDBLOCK) {
-      LOG_WARN("fno data: {}: no file locking here ({}); not guarding against a concurrent generation",
-               path.string(), std::strerror(errno));
-      return;
-    }
-    LOG_INFO("fno data: another job is generating this dataset (lock {}); waiting for it", path.string());
-    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-    }
-  }
-  ~LockFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  LockFile(const LockFile&) = delete;
-  LockFile& operator=(const LockFile&) = delete;
-
- private:
-  int fd_ = -1;
-};
 
 // Rank 0: the partial folder ready for generation; returns the samples still to make.
 std::vector<SampleId> prepare_partial(const FnoDataOptions& o, const FnoDataPaths& paths, const std::string& key,
@@ -323,7 +295,7 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
   info.samples_total = static_cast<int64_t>(samples.size());
 
   // Rank 0: reuse, or take the lock and list what is missing.
-  std::optional<LockFile> lock;
+  std::optional<core::FileLock> lock;
   std::string verdict, missing_bytes;  // verdict: "reuse" or "generate"
   dist::run_agreed(comm, [&] {
     if (comm.rank() != 0) return;
@@ -332,7 +304,7 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
       verdict = "reuse";
       return;
     }
-    lock.emplace(paths.lock);
+    lock.emplace(core::FileLock::wait(paths.lock, "fno data"));
     if (complete_dataset(paths.root, key)) {  // the job we waited for finished it
       verdict = "reuse";
       return;

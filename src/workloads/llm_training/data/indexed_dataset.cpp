@@ -304,14 +304,13 @@ std::vector<int64_t> IndexedDataset::sequence(std::size_t sequence) const {
 IndexedDatasetWriter::IndexedDatasetWriter(const fs::path& prefix, TokenDType dtype)
     : bin_path_(data_file_path(prefix)),
       idx_path_(index_file_path(prefix)),
-      bin_tmp_(core::temporary_sibling(bin_path_)),
       idx_tmp_(core::temporary_sibling(idx_path_)),
       dtype_(dtype),
       token_bytes_(token_dtype_bytes(dtype)) {
-  fd_ = ::open(bin_tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    throw core::FileError(bin_path_.string(),
-                          std::string("cannot create: ") + std::strerror(errno));
+  // Flock'ed while open, so a cleaner can tell this live writer's .bin from a killed one's.
+  const core::TemporaryFile bin = core::create_temporary(bin_path_);
+  bin_tmp_ = bin.path;
+  fd_ = bin.fd;
   buffer_.reserve(kWriteBuffer + 4096);
 }
 
