@@ -14,7 +14,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
-#include "core/sha256.hpp"
+#include "train/checkpoint_envelope.hpp"
 
 namespace scaffold::train {
 namespace {
@@ -61,61 +61,25 @@ void check_shapes(torch::serialize::InputArchive& archive, const torch::nn::Modu
   }
 }
 
-// "scaffold-checkpoint sha256=<64 hex> bytes=<n>\n" then the archive. A LibTorch archive is a
-// zip whose reader tolerates some damage (and a flipped byte in stored tensor data is not seen at
-// all), so the digest is the only check that the weights are the ones written.
-constexpr std::string_view kEnvelopeMagic = "scaffold-checkpoint sha256=";
-
-std::string with_envelope(const std::string& archive) {
-  return std::string(kEnvelopeMagic) + core::sha256_hex(archive) +
-         " bytes=" + std::to_string(archive.size()) + "\n" + archive;
-}
-
-// The archive inside `bytes` after checking its length and digest; throws FileError otherwise.
+// The archive inside `bytes` after checking its envelope (checkpoint_envelope.hpp); throws
+// FileError, or CheckpointMismatch for an older scaffold's bare archive (not damage).
 std::string_view open_envelope(const std::string& bytes, const std::string& source) {
-  const std::string_view all(bytes);
-  if (all.substr(0, 4) == std::string_view("PK\x03\x04", 4)) {
-    // A bare archive: an older scaffold's checkpoint (intact, not this format) or a damaged or
-    // foreign one. Only the first is not for setting aside.
-    bool older_scaffold = false;
-    try {
-      torch::serialize::InputArchive archive;
-      archive.load_from(bytes.data(), bytes.size());
-      at::Tensor version;
-      older_scaffold = archive.try_read("version", version);
-    } catch (const std::exception&) {
-    }
-    if (older_scaffold)
-      throw CheckpointMismatch(source, "written by an older scaffold version, without a digest; resume "
-                                       "it with that version, or start a new run");
-    throw core::FileError(source, "not a scaffold checkpoint (a bare archive without its header line)");
+  const OpenedEnvelope e = open_checkpoint_envelope(bytes, source);
+  if (!e.bare_archive) return e.archive;
+  // A bare archive: an older scaffold's checkpoint (intact, not this format) or a damaged or
+  // foreign one. Only the first is not for setting aside.
+  bool older_scaffold = false;
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(bytes.data(), bytes.size());
+    at::Tensor version;
+    older_scaffold = archive.try_read("version", version);
+  } catch (const std::exception&) {
   }
-  if (all.substr(0, kEnvelopeMagic.size()) != kEnvelopeMagic)
-    throw core::FileError(source, "not a scaffold checkpoint (no 'scaffold-checkpoint' header line; "
-                                  "written by another program or damaged at its start)");
-  const std::size_t eol = all.find('\n');
-  const std::size_t hex_at = kEnvelopeMagic.size();
-  const std::string_view bytes_tag = " bytes=";
-  if (eol == std::string_view::npos || eol < hex_at + 64 + bytes_tag.size() ||
-      all.substr(hex_at + 64, bytes_tag.size()) != bytes_tag)
-    throw core::FileError(source, "damaged checkpoint header line");
-  const std::string_view digest = all.substr(hex_at, 64);
-  const std::string_view length_text = all.substr(hex_at + 64 + bytes_tag.size(), eol - hex_at - 64 - bytes_tag.size());
-  std::size_t length = 0;
-  for (const char ch : length_text) {
-    if (ch < '0' || ch > '9' || length > (std::size_t{1} << 50))
-      throw core::FileError(source, "damaged checkpoint header line");
-    length = length * 10 + static_cast<std::size_t>(ch - '0');
-  }
-  const std::string_view archive = all.substr(eol + 1);
-  if (archive.size() != length)
-    throw core::FileError(source, c10::str("truncated or extended checkpoint: ", archive.size(),
-                                           " bytes after the header, the header says ", length));
-  const std::string actual = core::sha256_hex(archive);
-  if (actual != digest)
-    throw core::FileError(source, c10::str("checkpoint fails its SHA-256 check (damaged on disk or in "
-                                           "transfer): recorded ", digest, ", content ", actual));
-  return archive;
+  if (older_scaffold)
+    throw CheckpointMismatch(source, "written by an older scaffold version, without a digest; resume "
+                                     "it with that version, or start a new run");
+  throw core::FileError(source, "not a scaffold checkpoint (a bare archive without its header line)");
 }
 
 }  // namespace
@@ -136,7 +100,7 @@ std::string serialize_state(torch::nn::Module& model, const torch::optim::Optimi
   archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
   std::ostringstream out;
   archive.save_to(out);
-  return with_envelope(out.str());
+  return checkpoint_envelope(out.str());
 }
 
 TrainCounters deserialize_state(const std::string& bytes, const std::string& source,

@@ -9,6 +9,7 @@
 #include <torch/optim/adam.h>
 #include <torch/serialize/output-archive.h>
 
+#include <cctype>
 #include <cstdint>
 #include <filesystem>
 #include <sstream>
@@ -22,6 +23,7 @@
 #include "test_util.hpp"
 #include "unit/train/tensor_identical.hpp"
 #include "train/checkpoint.hpp"
+#include "train/checkpoint_envelope.hpp"
 
 namespace scaffold::train {
 namespace {
@@ -336,6 +338,39 @@ TEST(CheckpointWriter, BackgroundWritesLandInOrderAndFailuresSurface) {
     EXPECT_NE(std::string(e.what()).find(blocked.string()), std::string::npos) << e.what();
   }
   EXPECT_NO_THROW(writer.wait());  // reported once
+}
+
+
+// The envelope has one form: the header the writer makes (lowercase digest as hashlib prints it,
+// the length in plain decimal). Anything else is refused, so a fuzzed or hand-edited header
+// cannot pass for an intact one.
+TEST(CheckpointEnvelope, OneCanonicalHeaderAndEverythingElseRefused) {
+  const std::string archive = "archive bytes";
+  // sha256("archive bytes"), from Python's hashlib.
+  const std::string digest = "cc9c340301ad4ba5e54aa24b442ff938d1ed84f7f32c4c5a73773c58af37bd1b";
+  const std::string good = "scaffold-checkpoint sha256=" + digest + " bytes=13\n" + archive;
+  EXPECT_EQ(checkpoint_envelope(archive), good);
+  const OpenedEnvelope e = open_checkpoint_envelope(good, "x.pt");
+  EXPECT_FALSE(e.bare_archive);
+  EXPECT_EQ(e.archive, archive);
+  std::string upper = digest;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const std::string& bad :
+       {"scaffold-checkpoint sha256=" + digest + " bytes=013\n" + archive,   // leading zero
+        "scaffold-checkpoint sha256=" + upper + " bytes=13\n" + archive,     // another spelling of the digest
+        "scaffold-checkpoint sha256=" + digest + " bytes=+13\n" + archive,   // a sign
+        "scaffold-checkpoint sha256=" + digest + " bytes=\n" + archive,      // no length
+        "scaffold-checkpoint sha256=" + digest + " bytes=14\n" + archive,    // length
+        good + "x",                                                           // extended
+        "scaffold-checkpoint sha256=" + digest + " bytes=99999999999999999999\n"}) {
+    try {
+      (void)open_checkpoint_envelope(bad, "x.pt");
+      ADD_FAILURE() << "accepted: " << bad.substr(0, 120);
+    } catch (const core::FileError& err) {
+      EXPECT_NE(std::string(err.what()).find("x.pt"), std::string::npos) << err.what();
+    }
+  }
+  EXPECT_TRUE(open_checkpoint_envelope(std::string("PK\x03\x04rest", 8), "x.pt").bare_archive);
 }
 
 }  // namespace
