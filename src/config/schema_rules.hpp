@@ -50,6 +50,10 @@ std::string format_value(const KeyInfo& spec, const std::vector<int>& v);
 // The boolean a scalar's text stands for, as a boolean key reads it unquoted (0, 1, true, False,
 // ...); false when it is none of them.
 bool bool_text(std::string_view text, bool& value);
+// The int64 an unquoted scalar stands for when it is a decimal integer in range; false otherwise.
+bool integer_text(std::string_view text, int64_t& value);
+// The finite double an unquoted integer or decimal scalar stands for; false otherwise.
+bool number_text(std::string_view text, double& value);
 
 // Lower case (ASCII), for choices given in any case.
 std::string lower(std::string_view s);
