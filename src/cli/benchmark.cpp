@@ -181,6 +181,9 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
                                                           cfg.vol_size());
   m.val_set = std::make_unique<dataset::FractalDataset>(paths, dataset::Split::Validation, layout, grid.shard_id(),
                                                         cfg.vol_size());
+  // A label outside the run's classes is named with its mask file and voxel when it is read.
+  m.train_set->set_class_count(int64_t{cfg.n_categories} + 1);
+  m.val_set->set_class_count(int64_t{cfg.n_categories} + 1);
   dataset::check_same_ids(ctx.comm, *m.train_set);
   dataset::check_same_ids(ctx.comm, *m.val_set);
 
