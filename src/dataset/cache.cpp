@@ -146,7 +146,7 @@ std::optional<fs::path> find_reusable(const fs::path& id_dir, const std::string&
 
 fs::path make_temporary_dataset_dir(const fs::path& id_dir) {
   std::random_device rd;
-  const fs::path dir = id_dir / fmt::format("{}{}_{}_{:08x}", kTempPrefix, utc_stamp_now(), ::getpid(), rd());
+  fs::path dir = id_dir / fmt::format("{}{}_{}_{:08x}", kTempPrefix, utc_stamp_now(), ::getpid(), rd());
   core::create_directories(dir);
   touch_heartbeat(dir);
   return dir;
@@ -178,7 +178,7 @@ fs::path finalize_dataset_dir(const fs::path& tmp_dir, const std::string& commit
   std::error_code ec;
   fs::remove(tmp_dir / kHeartbeat, ec);
   for (int suffix = 0;; ++suffix) {
-    const fs::path target = tmp_dir.parent_path() / (suffix == 0 ? base : fmt::format("{}-{}", base, suffix));
+    fs::path target = tmp_dir.parent_path() / (suffix == 0 ? base : fmt::format("{}-{}", base, suffix));
     if (fs::exists(target, ec)) continue;
     fs::rename(tmp_dir, target, ec);
     if (!ec) {

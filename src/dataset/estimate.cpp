@@ -45,9 +45,9 @@ DiskEstimate library_estimate(const fractal::LibraryLayout& layout, int64_t cate
 
 DiskEstimate dataset_estimate(const DatasetKey& key, const std::filesystem::path& dataset_dir) {
   // planned_volumes' count, in floating point: the values checked here may overflow an int.
-  const double volumes =
-      static_cast<double>(key.n_categories) *
-      static_cast<double>(key.n_instances_used_per_fractal / std::max(1, key.n_fracts_per_vol));
+  // Volumes per category: the instances rounded down to whole volumes.
+  const int per_category = key.n_instances_used_per_fractal / std::max(1, key.n_fracts_per_vol);
+  const double volumes = static_cast<double>(key.n_categories) * per_category;
   const auto shards =
       static_cast<double>(ShardLayout(key.dc_num_shards, key.dc_shard_dims).count());
   const double side = std::ldexp(1.0, key.problem_scale);
