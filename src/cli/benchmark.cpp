@@ -20,6 +20,7 @@
 #include "core/fs.hpp"
 #include "core/log.hpp"
 #include "core/pyfloat.hpp"
+#include "core/resources.hpp"
 #include "core/sysinfo.hpp"
 #include "core/timer.hpp"
 #include "core/version.hpp"
@@ -56,6 +57,7 @@ namespace fs = std::filesystem;
 
 struct BenchmarkArgs {
   ConfigArgs config;
+  bool allow_large_data = false;  // --allow-large-data
   bool restart = false;
   std::string run_dir;
   std::vector<std::string> argv;  // the command line after the executable, for restart.sh
@@ -162,6 +164,32 @@ dist::ProcessGrid checked_process_grid(dist::Communicator& comm, const config::C
   return *grid;
 }
 
+// Runs `step` (building the model, or training steps); a failed memory allocation in it becomes
+// an error that names what it tried and the keys that size the U-Net, instead of LibTorch's bare
+// "can't allocate memory" and its backtrace. Other errors pass unchanged.
+template <class Step>
+auto sized_by_model_keys(const config::Config& cfg, const c10::Device& device, const char* doing, Step&& step) {
+  try {
+    return step();
+  } catch (const std::exception& e) {
+    const std::optional<core::AllocationFailure> failure = core::allocation_failure(e);
+    if (!failure) throw;
+    const std::string asked =
+        failure->bytes >= 0
+            ? fmt::format("an allocation of {} ({} bytes)", core::human_bytes(static_cast<double>(failure->bytes)),
+                          failure->bytes)
+            : std::string("an allocation");
+    const int64_t widest = int64_t{cfg.unet_base_channels} << cfg.unet_layers();
+    throw core::Error(fmt::format(
+        "not enough memory on {} to {}: {} failed ({}). The U-Net's size follows from unet_base_channels = {} "
+        "(doubled at each of its {} levels: {} channels at the bottleneck; weights grow with its square), "
+        "problem_scale = {} ({}^3 voxels per volume) and local_batch_size = {} (activations grow with both): lower "
+        "them, split each volume over more ranks (dc_num_shards), or set activation_checkpointing: 1",
+        device.str(), doing, asked, failure->first_line, cfg.unet_base_channels, cfg.unet_layers(), widest,
+        cfg.problem_scale, cfg.vol_size(), cfg.local_batch_size));
+  }
+}
+
 // Everything the model phase builds: the datasets, the U-Net, its parallel context and trainer.
 struct BenchmarkModel {
   std::unique_ptr<dataset::FractalDataset> train_set, val_set;
@@ -181,6 +209,9 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
                                                           cfg.vol_size());
   m.val_set = std::make_unique<dataset::FractalDataset>(paths, dataset::Split::Validation, layout, grid.shard_id(),
                                                         cfg.vol_size());
+  // A label outside the run's classes is named with its mask file and voxel when it is read.
+  m.train_set->set_class_count(int64_t{cfg.n_categories} + 1);
+  m.val_set->set_class_count(int64_t{cfg.n_categories} + 1);
   dataset::check_same_ids(ctx.comm, *m.train_set);
   dataset::check_same_ids(ctx.comm, *m.val_set);
 
@@ -320,6 +351,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   // init: the config, the process grid, the run folder and its context.
   const config::Config cfg = load_config_everywhere(ctx.comm, args.config);
   const dist::ProcessGrid grid = checked_process_grid(ctx.comm, cfg);
+  check_data_size(ctx, cfg, /*with_dataset=*/true, args.allow_large_data);  // before the run folder
   const fs::path run_dir = suite::prepare_run_folder(
       ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
   LOG_INFO("benchmark: run folder {}", run_dir.string());
@@ -340,17 +372,21 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
     suite::write_run_context(ctx.comm, run_dir, info);
   }
 
-  phases.run("fractals", [&] { ensure_fractal_library(ctx, cfg); });
+  phases.run("fractals", [&] { ensure_fractal_library(ctx, cfg, args.allow_large_data); });
   const dataset::DatasetInfo data = phases.run("get_dataset", [&] { return ensure_dataset(ctx, cfg); });
-  BenchmarkModel m =
-      phases.run("init_model", [&] { return build_model(ctx, cfg, data, grid, device, run_dir, &profiler); });
+  BenchmarkModel m = phases.run("init_model", [&] {
+    return sized_by_model_keys(cfg, device, "build the model",
+                               [&] { return build_model(ctx, cfg, data, grid, device, run_dir, &profiler); });
+  });
   train::Trainer& trainer = *m.trainer;
 
   std::unique_ptr<core::Watchdog> watchdog = suite::progress_watchdog(ctx.comm, cfg.progress_timeout_s);
   trainer.set_watchdog(&*watchdog);
   EnergyMeter energy(ctx.comm);
   phases.set_energy_meter(&energy);
-  const double warmup_s = phases.run("warmup_phase", [&] { return trainer.warmup(); });
+  const double warmup_s = phases.run("warmup_phase", [&] {
+    return sized_by_model_keys(cfg, device, "run the warm-up steps", [&] { return trainer.warmup(); });
+  });
   energy.add_window("warmup", 0, trainer.warmup_start_mono_s(), trainer.warmup_end_mono_s());
   LOG_INFO("warm-up: {} steps and a validation pass in {:.2f} s (untimed, state restored)",
            trainer.warmup_steps(), warmup_s);
@@ -367,7 +403,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
     for (const auto& r : report::read_train_stats(run_dir / report::kTrainStatsFileName)) total_s += r.epoch_duration_s;
 
   const train::TrainResult result = phases.run("training", [&] {
-    return trainer.run([&](const train::EpochStats& e) {
+    return sized_by_model_keys(cfg, device, "train", [&] { return trainer.run([&](const train::EpochStats& e) {
       total_s += e.duration_s;
       LOG_INFO("epoch {}: train_loss {:.6f}, val_loss {:.6f}, train_dice_score {:.4f}, val_dice_score {:.4f}, "
                "lr {:.6g}, optimizer_steps {}, total_optimizer_steps {}",
@@ -382,7 +418,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
       if (csv)
         csv->append({e.epoch, e.epoch_loss, e.overall_loss, e.val_loss_epoch, e.val_loss_avg, e.train_dice,
                      e.val_dice, e.duration_s, e.optimizer_steps, e.total_optimizer_steps});
-    });
+    }); });
   });
   trainer.set_watchdog(nullptr);
   watchdog.reset();
@@ -430,6 +466,7 @@ Subcommand add_benchmark(CLI::App& app, int argc, char** argv) {
   ConfigArgs* c = &args->config;
   add_config_files_option(sub, c);
   add_threads_option(sub, threads.get());
+  add_allow_large_data_flag(sub, &args->allow_large_data);
   // Every key is a flag (--key-with-dashes), its help from the schema. The three fixed
   // compatibility keys (framework, dist, loss_freq) take no flag.
   add_schema_flags<config::Config>(sub, c, {"framework", "dist", "loss_freq"});

@@ -41,22 +41,29 @@ void add_config_files_option(CLI::App* sub, ConfigArgs* args) {
 
 namespace {
 
-// `help` is the whole help text. The value is read after parsing, so it outlives this call.
-template <typename T>
-CLI::Option* add_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
-                          const std::string& key, const std::string& help) {
-  auto value = std::make_shared<T>();
+// `help` is the whole help text. The flag's text is read after parsing (so it outlives this
+// call) and turned into a FlagValue by `convert`. Every flag is taken as text: CLI11 would clamp
+// 99999999999999999999 to the largest int64 and print a converted value, where the loader's
+// rules judge the text as a YAML file's and name what was typed.
+template <typename Text>
+CLI::Option* add_override(CLI::App* sub, ConfigArgs* args, const std::string& flag, const std::string& key,
+                          const std::string& help, config::FlagValue (*convert)(const Text&)) {
+  auto value = std::make_shared<Text>();
   CLI::Option* opt = sub->add_option(flag, *value, help);
   // A flag given twice keeps the last value, so `restart.sh --epochs 10` can override the
   // --epochs of the original command line.
-  if constexpr (!std::is_same_v<T, std::vector<int64_t>>)
+  if constexpr (!std::is_same_v<Text, std::vector<std::string>>)
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   const std::string name = flag.substr(0, flag.find(','));
-  args->readers.push_back([opt, value, key, name]() -> std::optional<config::FlagOverride> {
+  args->readers.push_back([opt, value, key, name, convert]() -> std::optional<config::FlagOverride> {
     if (opt->count() == 0) return std::nullopt;
-    return config::FlagOverride{key, name, *value};
+    return config::FlagOverride{key, name, convert(*value)};
   });
   return opt;
+}
+
+config::FlagValue string_value(const std::string& text) {
+  return text;
 }
 
 }  // namespace
@@ -72,13 +79,13 @@ void add_schema_flag(CLI::App* sub, ConfigArgs* args, const config::KeyInfo& key
   const std::string help = key.help + " (" + key.allowed + ")";
   switch (key.kind) {
     case config::Kind::kInteger:
-      add_override<int64_t>(sub, args, flag, key.name, help);
+      add_override<std::string>(sub, args, flag, key.name, help, config::integer_flag_value)->type_name("INT");
       return;
     case config::Kind::kNumber:
-      add_override<double>(sub, args, flag, key.name, help);
+      add_override<std::string>(sub, args, flag, key.name, help, config::number_flag_value)->type_name("NUMBER");
       return;
     case config::Kind::kString:
-      add_override<std::string>(sub, args, flag, key.name, help);
+      add_override<std::string>(sub, args, flag, key.name, help, string_value)->type_name("TEXT");
       return;
     case config::Kind::kIntList: {
       // As many values as the key allows; a wrong count, or values out of range, are the
@@ -90,7 +97,7 @@ void add_schema_flag(CLI::App* sub, ConfigArgs* args, const config::KeyInfo& key
       if (key.list_max > 0) shown = "INT x " + std::to_string(most);
       if (key.list_max > 0 && fewest < most)
         shown = "INT x " + std::to_string(fewest) + "-" + std::to_string(most);
-      add_override<std::vector<int64_t>>(sub, args, flag, key.name, help)
+      add_override<std::vector<std::string>>(sub, args, flag, key.name, help, config::integer_list_flag_value)
           ->expected(fewest, most)
           ->type_name(shown);
       return;

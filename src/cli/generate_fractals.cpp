@@ -16,6 +16,7 @@
 #include "core/log.hpp"
 #include "core/progress.hpp"
 #include "core/timer.hpp"
+#include "dataset/estimate.hpp"
 #include "fractal/library.hpp"
 #include "fractal/instances.hpp"
 #include "fractal/search.hpp"
@@ -67,6 +68,7 @@ struct Job {
   config::Config config;
   fractal::LibraryLayout layout;
   fractal::SearchOptions search;
+  bool allow_large_data = false;  // --allow-large-data
 };
 
 // Rank 0: wipe on request, warn about the legacy layout, remove leftovers of killed writers.
@@ -242,6 +244,11 @@ void ensure_instances(RunContext& ctx, const Job& job,
         }
         missing.push_back({c, i});
       }
+    // Counted exactly now; refused before anything is written when it is too much.
+    const std::string problem = dataset::disk_estimate_problem(
+        {dataset::library_estimate(job.layout, 0, static_cast<int64_t>(missing.size()))}, dataset::disk_limits());
+    if (!problem.empty() && !job.allow_large_data) throw core::Error(problem);
+    if (!problem.empty()) LOG_WARN("{} confirms a large write: {}", dataset::kAllowLargeDataFlag, problem);
   });
   std::string blob;
   if (ctx.comm.rank() == 0)
@@ -294,10 +301,11 @@ fractal::LibraryLayout fractal_library_layout(const config::Config& cfg) {
                                  static_cast<uint64_t>(cfg.seed), cfg.point_num());
 }
 
-void ensure_fractal_library(RunContext& ctx, const config::Config& config) {
+void ensure_fractal_library(RunContext& ctx, const config::Config& config, bool allow_large_data) {
   core::Stopwatch clock;
   Job job;
   job.config = config;
+  job.allow_large_data = allow_large_data;
   const auto& cfg = job.config;
   job.layout = fractal_library_layout(cfg);
   job.search = {static_cast<uint64_t>(cfg.seed), cfg.point_num(), cfg.variance_threshold,
@@ -332,14 +340,18 @@ Subcommand add_generate_fractals(CLI::App& app) {
       "generate the fractal library: IFS categories and their 145 instances (resumable)");
   auto args = std::make_shared<ConfigArgs>();
   auto threads = std::make_shared<int>(1);
+  auto allow_large = std::make_shared<bool>(false);
   add_config_files_option(sub, args.get());
   add_threads_option(sub, threads.get());
+  add_allow_large_data_flag(sub, allow_large.get());
   // The keys that shape the library; name and help come from the schema.
   add_schema_flags_for<config::Config>(sub, args.get(),
                                        {"problem_scale", "n_categories", "fract_base_dir", "datagen_batch_size"});
-  return {sub, [args, threads](RunContext& ctx) {
+  return {sub, [args, threads, allow_large](RunContext& ctx) {
             ctx.threads = *threads;
-            ensure_fractal_library(ctx, load_config_everywhere(ctx.comm, *args));
+            const config::Config cfg = load_config_everywhere(ctx.comm, *args);
+            check_data_size(ctx, cfg, /*with_dataset=*/false, *allow_large);
+            ensure_fractal_library(ctx, cfg, *allow_large);
             return 0;
           }};
 }

@@ -12,7 +12,19 @@ namespace scaffold::cli {
 fractal::LibraryLayout fractal_library_layout(const config::Config& config);
 
 // The fractal library of `config`: categories and instances, generating what is missing.
-void ensure_fractal_library(RunContext& ctx, const config::Config& config);
+// Refuses (dist::AgreedError) to write more instance files than dataset::DiskLimits allow, or
+// than the file system holds, unless `allow_large_data` (--allow-large-data).
+void ensure_fractal_library(RunContext& ctx, const config::Config& config, bool allow_large_data);
+
+// Before anything is written: rank 0 estimates what `config`'s data would add to the disk — the
+// fractal library's missing categories with their instances, and (with_dataset) the dataset unless
+// a cached one with its key exists — and every rank throws the same dist::AgreedError when that is
+// above dataset::DiskLimits or the free space, unless `allow_large_data`; then it is logged.
+void check_data_size(RunContext& ctx, const config::Config& config, bool with_dataset,
+                     bool allow_large_data);
+
+// Adds --allow-large-data to `sub`.
+void add_allow_large_data_flag(CLI::App* sub, bool* allow);
 
 // The cache key of `config`'s dataset.
 dataset::DatasetKey dataset_key(const config::Config& config);

@@ -309,7 +309,7 @@ Subcommand add_power(CLI::App& app) {
           [](std::string& text) -> std::string {
             double ms = 0;
             if (CLI::detail::lexical_cast(text, ms) && ms > 0 && ms <= 3.6e6) return "";
-            return "--interval " + text + ": expected milliseconds above 0 and at most 3600000";
+            return text + ": expected milliseconds above 0 and at most 3600000";  // after CLI11's "--interval: "
           },
           "MS", "MS"));
   sub->add_option("--out", args->out, "directory for power.csv and energy.csv (created)")

@@ -17,18 +17,19 @@ struct FnoDataConfig {
   std::string problem = "rbc2d";      // burgers1d | navier_stokes2d | rbc2d
   std::string data_dir = "fno_data";  // cache of the generated PDE datasets
   int64_t seed = 42;
-  std::vector<int> grid{256, 64};     // burgers1d [N]; navier_stokes2d [N, N]; rbc2d [nx, nz]
-  int train_samples = 1000;           // training examples
-  int val_samples = 100;              // validation examples
-  int t_in = 1;                       // input time steps per example (burgers1d: 1)
-  int t_out = 1;                      // predicted time steps per example
-  double viscosity = 0.0;             // 0: the problem's default (burgers1d 0.1, navier_stokes2d 1e-3)
+  std::vector<int> grid{256, 64};  // burgers1d [N]; navier_stokes2d [N, N]; rbc2d [nx, nz]
+  int train_samples = 1000;        // training examples
+  int val_samples = 100;           // validation examples
+  int t_in = 1;                    // input time steps per example (burgers1d: 1)
+  int t_out = 1;                   // predicted time steps per example
+  double viscosity = 0.0;          // 0: the problem's default (burgers1d 0.1, navier_stokes2d 1e-3)
 
   // burgers1d: u(., 0) -> u(., j T / t_out), j = 1 .. t_out.
-  int burgers_solver_refinement = 8;  // the solver's grid over the stored one (the paper: 8192 / 1024)
+  int burgers_solver_refinement =
+      8;  // the solver's grid over the stored one (the paper: 8192 / 1024)
   double burgers_final_time = 1.0;
   double burgers_dt = 1e-3;
-  double burgers_grf_scale = 625.0;   // initial GRF: covariance scale (-Laplacian + tau^2)^-alpha
+  double burgers_grf_scale = 625.0;  // initial GRF: covariance scale (-Laplacian + tau^2)^-alpha
   double burgers_grf_tau = 5.0;
   double burgers_grf_alpha = 2.0;
 

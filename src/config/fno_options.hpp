@@ -18,46 +18,46 @@ namespace scaffold::config {
 
 struct FnoConfig {
   // Paths. base_run_dir and data_dir are resolved against the working directory at load time.
-  std::string base_run_dir = "fno_runs";  // parent of the run directories
-  std::string job_name = "fno";           // run directory prefix
+  std::string base_run_dir = "fno_runs";       // parent of the run directories
+  std::string job_name = "fno";                // run directory prefix
   std::string checkpoint_dir = "checkpoints";  // subdirectory of the run directory
-  std::string data_dir = "fno_data";      // cache of generated PDE datasets
+  std::string data_dir = "fno_data";           // cache of generated PDE datasets
 
   int64_t seed = 42;  // the single seed for everything
 
   // Problem and data (the generators' shared keys, fno_data_options.hpp).
-  std::string problem = "rbc2d";        // burgers1d | navier_stokes2d | rbc2d
-  std::vector<int> grid{256, 64};       // grid points per spatial dimension: [N] | [N, N] | [nx, nz]
-  int train_samples = 1000;             // training examples
-  int val_samples = 100;                // held-out examples (the relative L2 error)
-  int t_in = 1;                         // input time steps (channels in); NS: 10 as in the paper
-  int t_out = 1;                        // predicted time steps (channels out)
-  double viscosity = 0.0;               // 0: the problem's default (Burgers 0.1, NS 1e-3)
+  std::string problem = "rbc2d";   // burgers1d | navier_stokes2d | rbc2d
+  std::vector<int> grid{256, 64};  // grid points per spatial dimension: [N] | [N, N] | [nx, nz]
+  int train_samples = 1000;        // training examples
+  int val_samples = 100;           // held-out examples (the relative L2 error)
+  int t_in = 1;                    // input time steps (channels in); NS: 10 as in the paper
+  int t_out = 1;                   // predicted time steps (channels out)
+  double viscosity = 0.0;          // 0: the problem's default (Burgers 0.1, NS 1e-3)
   // The generators' own keys (burgers_*, ns_*, rbc_*); its copies of the shared keys above are
   // not read: fno_data_config() fills them in from this struct.
   FnoDataConfig generator;
 
   // Model.
-  std::vector<int> modes{16};      // Fourier modes kept per dimension; one entry: every dimension
-  int width = 32;                  // channels of the Fourier layers
-  int layers = 4;                  // Fourier layers
-  int projection_channels = 128;   // hidden channels of the projection
-  bool grid_coordinates = true;    // append the grid coordinates to the input (as the paper)
+  std::vector<int> modes{16};     // Fourier modes kept per dimension; one entry: every dimension
+  int width = 32;                 // channels of the Fourier layers
+  int layers = 4;                 // Fourier layers
+  int projection_channels = 128;  // hidden channels of the projection
+  bool grid_coordinates = true;   // append the grid coordinates to the input (as the paper)
   // direct: one forward maps the t_in input steps to all t_out output steps (channels);
   // recurrent: the model predicts one step from the last t_in and is fed its own prediction
   // t_out times, trained through the whole rollout (the paper's FNO-2D for Navier-Stokes).
   std::string time_stepping = "direct";
 
   // Training.
-  int batch_size = 4;          // examples per step on each data-parallel replica (CARAML: 4)
-  int val_batch_size = 1;      // validation batch (CARAML: 1)
-  int epochs = 20;             // timed epochs
-  int warmup_epochs = 1;       // trained before the timed epochs, in no figure
-  double time_budget_s = 0.0;  // 0: none; else stop after the epoch in which it is passed
-  double learning_rate = 0.001;  // Adam
-  double weight_decay = 0.0001;  // Adam's L2 penalty (the paper: 1e-4)
-  int lr_step_size = 100;        // StepLR: epochs between decays (the paper: 100)
-  double lr_gamma = 0.5;         // StepLR: decay factor (the paper: 0.5)
+  int batch_size = 4;              // examples per step on each data-parallel replica (CARAML: 4)
+  int val_batch_size = 1;          // validation batch (CARAML: 1)
+  int epochs = 20;                 // timed epochs
+  int warmup_epochs = 1;           // trained before the timed epochs, in no figure
+  double time_budget_s = 0.0;      // 0: none; else stop after the epoch in which it is passed
+  double learning_rate = 0.001;    // Adam
+  double weight_decay = 0.0001;    // Adam's L2 penalty (the paper: 1e-4)
+  int lr_step_size = 100;          // StepLR: epochs between decays (the paper: 100)
+  double lr_gamma = 0.5;           // StepLR: decay factor (the paper: 0.5)
   std::string precision = "fp32";  // fp32 | bf16 (autocast; the spectral part stays fp32)
 
   // Parallelism: the grid's first dimension split over tp_size ranks (CARAML's input sharding);

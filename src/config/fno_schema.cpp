@@ -41,8 +41,12 @@ using rules::bool_any;
 using rules::kBoolAllowed;
 using rules::non_empty;
 
-bool positive(const double& v) { return v > 0.0; }
-bool non_negative(const double& v) { return v >= 0.0; }
+bool positive(const double& v) {
+  return v > 0.0;
+}
+bool non_negative(const double& v) {
+  return v >= 0.0;
+}
 
 std::vector<Spec> fno_table() {
   std::vector<Spec> t;
@@ -60,149 +64,184 @@ std::vector<Spec> fno_table() {
   add(rules::base_run_dir_key<FC>());
   add(rules::job_name_key<FC>());
   add(rules::checkpoint_dir_key<FC>());
-  add(bind_path("data_dir", &FC::data_dir, "cache directory of the generated PDE datasets", "a non-empty path",
-                non_empty));
+  add(bind_path("data_dir", &FC::data_dir, "cache directory of the generated PDE datasets",
+                "a non-empty path", non_empty));
   add(rules::seed_key<FC>());
 
   // Problem and data.
-  add_choice(bind_key("problem", &FC::problem,
-                      "the operator to learn, on data generated in situ (and cached in data_dir): burgers1d "
-                      "(1-D viscous Burgers, u(0) -> u(T)), navier_stokes2d (2-D vorticity on the torus, t_in "
-                      "records -> the next t_out) or rbc2d (2-D Rayleigh-Benard, CARAML's RBC2D: t_in states -> "
-                      "the next t_out)",
-                      "one of burgers1d, navier_stokes2d, rbc2d"),
-             {"burgers1d", "navier_stokes2d", "rbc2d"});
+  add_choice(
+      bind_key(
+          "problem", &FC::problem,
+          "the operator to learn, on data generated in situ (and cached in data_dir): burgers1d "
+          "(1-D viscous Burgers, u(0) -> u(T)), navier_stokes2d (2-D vorticity on the torus, t_in "
+          "records -> the next t_out) or rbc2d (2-D Rayleigh-Benard, CARAML's RBC2D: t_in states "
+          "-> "
+          "the next t_out)",
+          "one of burgers1d, navier_stokes2d, rbc2d"),
+      {"burgers1d", "navier_stokes2d", "rbc2d"});
   {
     const auto i = add(bind_key(
         "grid", &FC::grid, "grid points per spatial dimension; the problem fixes how many",
         "a list of 1 or 2 integers in [4, 65536]", +[](const std::vector<int>& v) {
-          return !v.empty() && v.size() <= 2 && std::all_of(v.begin(), v.end(), [](int n) { return n >= 4 && n <= 65536; });
+          return !v.empty() && v.size() <= 2 &&
+                 std::all_of(v.begin(), v.end(), [](int n) { return n >= 4 && n <= 65536; });
         }));
     t[i].list_min = 1;
     t[i].list_max = 2;
     t[i].depends_on = {"problem"};
     t[i].cross_check = [](const FC& c) { return fno_keys::grid_for_problem(fno_data_config(c)); };
   }
-  add(bind_key("train_samples", &FC::train_samples, "training examples", "an integer >= 1", at_least_1));
-  add(bind_key("val_samples", &FC::val_samples, "held-out examples, on which the relative L2 error is measured",
-               "an integer >= 1", at_least_1));
+  add(bind_key("train_samples", &FC::train_samples, "training examples", "an integer >= 1",
+               at_least_1));
+  add(bind_key("val_samples", &FC::val_samples,
+               "held-out examples, on which the relative L2 error is measured", "an integer >= 1",
+               at_least_1));
   {
-    const auto i = add(bind_key("t_in", &FC::t_in,
-                                "input time steps per example (the input channels; rbc2d: 4 per step)",
-                                "an integer in [1, 100]", +[](const int& v) { return v >= 1 && v <= 100; }));
+    const auto i = add(bind_key(
+        "t_in", &FC::t_in, "input time steps per example (the input channels; rbc2d: 4 per step)",
+        "an integer in [1, 100]", +[](const int& v) { return v >= 1 && v <= 100; }));
     t[i].depends_on = {"problem"};
     t[i].cross_check = [](const FC& c) {
-      return c.problem != "burgers1d" || c.t_in == 1 ? std::string() : std::string("1 for burgers1d (u at t = 0)");
+      return c.problem != "burgers1d" || c.t_in == 1 ? std::string()
+                                                     : std::string("1 for burgers1d (u at t = 0)");
     };
   }
-  add(bind_key("t_out", &FC::t_out, "predicted time steps per example (the output channels; rbc2d: 4 per step)",
-               "an integer in [1, 100]", +[](const int& v) { return v >= 1 && v <= 100; }));
+  add(bind_key(
+      "t_out", &FC::t_out,
+      "predicted time steps per example (the output channels; rbc2d: 4 per step)",
+      "an integer in [1, 100]", +[](const int& v) { return v >= 1 && v <= 100; }));
   {
-    const auto i = add(bind_key("viscosity", &FC::viscosity,
-                                "viscosity; 0: the problem's default (burgers1d 0.1, navier_stokes2d 1e-3); rbc2d "
-                                "takes rbc_rayleigh and rbc_prandtl instead",
-                                "a number >= 0", non_negative));
+    const auto i = add(
+        bind_key("viscosity", &FC::viscosity,
+                 "viscosity; 0: the problem's default (burgers1d 0.1, navier_stokes2d 1e-3); rbc2d "
+                 "takes rbc_rayleigh and rbc_prandtl instead",
+                 "a number >= 0", non_negative));
     t[i].depends_on = {"problem"};
     t[i].cross_check = [](const FC& c) {
       return c.problem != "rbc2d" || c.viscosity == 0.0
                  ? std::string()
-                 : std::string("0 for rbc2d (its viscosity is sqrt(Pr / Ra): set rbc_rayleigh, rbc_prandtl)");
+                 : std::string(
+                       "0 for rbc2d (its viscosity is sqrt(Pr / Ra): set rbc_rayleigh, "
+                       "rbc_prandtl)");
     };
   }
   // The generators' own keys, stored in `generator`, checked on the complete view.
   append_fno_data_keys<FC>(
-      t, +[](FC& c) -> FnoDataConfig& { return c.generator; }, &fno_data_config, kFnoSharedDataKeys);
+      t, +[](FC& c) -> FnoDataConfig& { return c.generator; }, &fno_data_config,
+      kFnoSharedDataKeys);
 
   // Model.
   {
     const auto i = add(bind_key(
         "modes", &FC::modes,
-        "Fourier modes kept per spatial dimension (both signs in all but the last); one entry: every dimension",
+        "Fourier modes kept per spatial dimension (both signs in all but the last); one entry: "
+        "every dimension",
         "a list of 1 to 3 integers >= 1", +[](const std::vector<int>& v) {
-          return !v.empty() && v.size() <= 3 && std::all_of(v.begin(), v.end(), [](int n) { return n >= 1; });
+          return !v.empty() && v.size() <= 3 &&
+                 std::all_of(v.begin(), v.end(), [](int n) { return n >= 1; });
         }));
     t[i].list_min = 1;
     t[i].list_max = 3;
     t[i].depends_on = {"grid"};
     t[i].cross_check = [](const FC& c) {
       if (c.modes.size() != 1 && c.modes.size() != c.grid.size())
-        return fmt::format("one entry or one per grid dimension ({}), got {}", c.grid.size(), c.modes.size());
+        return fmt::format("one entry or one per grid dimension ({}), got {}", c.grid.size(),
+                           c.modes.size());
       for (std::size_t k = 0; k < c.grid.size(); ++k) {
         const int m = c.modes.size() == 1 ? c.modes[0] : c.modes[k];
         const bool last = k + 1 == c.grid.size();
         const int most = last ? c.grid[k] / 2 + 1 : c.grid[k] / 2;
         if (m > most)
-          return fmt::format("at most {} modes in dimension {} of {} points ({}), got {}", most, k, c.grid[k],
-                             last ? "the real FFT's half spectrum N/2 + 1" : "N/2, so the two corners do not overlap",
+          return fmt::format("at most {} modes in dimension {} of {} points ({}), got {}", most, k,
+                             c.grid[k],
+                             last ? "the real FFT's half spectrum N/2 + 1"
+                                  : "N/2, so the two corners do not overlap",
                              m);
       }
       return std::string();
     };
   }
-  add(bind_key("width", &FC::width, "channels of the Fourier layers", "an integer in [1, 4096]",
-               +[](const int& v) { return v >= 1 && v <= 4096; }));
-  add(bind_key("layers", &FC::layers, "Fourier layers", "an integer in [1, 64]",
-               +[](const int& v) { return v >= 1 && v <= 64; }));
-  add(bind_key("projection_channels", &FC::projection_channels, "hidden channels of the projection to the output",
-               "an integer in [1, 65536]", +[](const int& v) { return v >= 1 && v <= 65536; }));
-  add(bind_key("grid_coordinates", &FC::grid_coordinates,
-               "1 appends each point's grid coordinates in [0, 1] to the input channels (as the paper)",
-               kBoolAllowed, bool_any));
-  add_choice(bind_key("time_stepping", &FC::time_stepping,
-                      "direct: one forward maps the t_in input steps to all t_out output steps; recurrent: the "
-                      "model predicts one step from the last t_in and is fed its own predictions t_out times, "
-                      "trained through the whole rollout (the paper's FNO-2D for Navier-Stokes)",
-                      "one of direct, recurrent"),
-             {"direct", "recurrent"});
+  add(bind_key(
+      "width", &FC::width, "channels of the Fourier layers", "an integer in [1, 4096]",
+      +[](const int& v) { return v >= 1 && v <= 4096; }));
+  add(bind_key(
+      "layers", &FC::layers, "Fourier layers", "an integer in [1, 64]",
+      +[](const int& v) { return v >= 1 && v <= 64; }));
+  add(bind_key(
+      "projection_channels", &FC::projection_channels,
+      "hidden channels of the projection to the output", "an integer in [1, 65536]",
+      +[](const int& v) { return v >= 1 && v <= 65536; }));
+  add(bind_key(
+      "grid_coordinates", &FC::grid_coordinates,
+      "1 appends each point's grid coordinates in [0, 1] to the input channels (as the paper)",
+      kBoolAllowed, bool_any));
+  add_choice(
+      bind_key(
+          "time_stepping", &FC::time_stepping,
+          "direct: one forward maps the t_in input steps to all t_out output steps; recurrent: the "
+          "model predicts one step from the last t_in and is fed its own predictions t_out times, "
+          "trained through the whole rollout (the paper's FNO-2D for Navier-Stokes)",
+          "one of direct, recurrent"),
+      {"direct", "recurrent"});
 
   // Training.
-  add(bind_key("batch_size", &FC::batch_size, "examples per step on each data-parallel replica (CARAML: 4)",
+  add(bind_key("batch_size", &FC::batch_size,
+               "examples per step on each data-parallel replica (CARAML: 4)", "an integer >= 1",
+               at_least_1));
+  add(bind_key("val_batch_size", &FC::val_batch_size, "examples per validation batch (CARAML: 1)",
                "an integer >= 1", at_least_1));
-  add(bind_key("val_batch_size", &FC::val_batch_size, "examples per validation batch (CARAML: 1)", "an integer >= 1",
-               at_least_1));
   add(bind_key("epochs", &FC::epochs, "timed epochs", "an integer >= 1", at_least_1));
-  add(bind_key("warmup_epochs", &FC::warmup_epochs,
-               "epochs trained (train + validation) before the timed ones, excluded from every figure",
-               "an integer >= 0", at_least_0));
-  add(bind_key("time_budget_s", &FC::time_budget_s,
-               "stop after the epoch in which the timed training time passes this many seconds; 0: none",
-               "a number >= 0", non_negative));
-  add(bind_key("learning_rate", &FC::learning_rate, "Adam's initial learning rate", "a number > 0", positive));
-  add(bind_key("weight_decay", &FC::weight_decay, "Adam's L2 weight decay", "a number >= 0", non_negative));
-  add(bind_key("lr_step_size", &FC::lr_step_size, "StepLR: epochs between learning-rate decays", "an integer >= 1",
-               at_least_1));
   add(bind_key(
-      "lr_gamma", &FC::lr_gamma, "StepLR: factor applied to the learning rate at each decay", "a number in (0, 1]",
-      +[](const double& v) { return v > 0.0 && v <= 1.0; }));
+      "warmup_epochs", &FC::warmup_epochs,
+      "epochs trained (train + validation) before the timed ones, excluded from every figure",
+      "an integer >= 0", at_least_0));
+  add(bind_key(
+      "time_budget_s", &FC::time_budget_s,
+      "stop after the epoch in which the timed training time passes this many seconds; 0: none",
+      "a number >= 0", non_negative));
+  add(bind_key("learning_rate", &FC::learning_rate, "Adam's initial learning rate", "a number > 0",
+               positive));
+  add(bind_key("weight_decay", &FC::weight_decay, "Adam's L2 weight decay", "a number >= 0",
+               non_negative));
+  add(bind_key("lr_step_size", &FC::lr_step_size, "StepLR: epochs between learning-rate decays",
+               "an integer >= 1", at_least_1));
+  add(bind_key(
+      "lr_gamma", &FC::lr_gamma, "StepLR: factor applied to the learning rate at each decay",
+      "a number in (0, 1]", +[](const double& v) { return v > 0.0 && v <= 1.0; }));
   add_choice(bind_key("precision", &FC::precision,
-                      "numeric precision: fp32, or bf16 autocast for the linear layers (the FFTs and the spectral "
+                      "numeric precision: fp32, or bf16 autocast for the linear layers (the FFTs "
+                      "and the spectral "
                       "weights stay fp32: LibTorch's CPU FFT has no bf16)",
                       "one of fp32, bf16"),
              {"fp32", "bf16"});
 
   // Parallelism.
   {
-    const auto i = add(bind_key("tp_size", &FC::tp_size,
-                                "ranks sharing one example, its grid's first dimension split over them (CARAML's "
-                                "input sharding); ranks / tp_size data-parallel replicas",
-                                "an integer in [1, 4096]", +[](const int& v) { return v >= 1 && v <= 4096; }));
+    const auto i = add(bind_key(
+        "tp_size", &FC::tp_size,
+        "ranks sharing one example, its grid's first dimension split over them (CARAML's "
+        "input sharding); ranks / tp_size data-parallel replicas",
+        "an integer in [1, 4096]", +[](const int& v) { return v >= 1 && v <= 4096; }));
     t[i].depends_on = {"grid"};
     t[i].cross_check = [](const FC& c) {
-      return c.tp_size <= c.grid[0] ? std::string()
-                                    : fmt::format("at most the grid's first dimension ({} points)", c.grid[0]);
+      return c.tp_size <= c.grid[0]
+                 ? std::string()
+                 : fmt::format("at most the grid's first dimension ({} points)", c.grid[0]);
     };
   }
 
   // Mode.
   add_choice(bind_key("mode", &FC::mode,
-                      "train: the training benchmark; eval: timed inference on fixed input shapes (CARAML's eval)",
+                      "train: the training benchmark; eval: timed inference on fixed input shapes "
+                      "(CARAML's eval)",
                       "one of train, eval"),
              {"train", "eval"});
-  add(bind_key("eval_batch_size", &FC::eval_batch_size, "eval: examples per forward", "an integer >= 1",
+  add(bind_key("eval_batch_size", &FC::eval_batch_size, "eval: examples per forward",
+               "an integer >= 1", at_least_1));
+  add(bind_key("eval_iterations", &FC::eval_iterations, "eval: timed forwards", "an integer >= 1",
                at_least_1));
-  add(bind_key("eval_iterations", &FC::eval_iterations, "eval: timed forwards", "an integer >= 1", at_least_1));
-  add(bind_key("eval_warmup", &FC::eval_warmup, "eval: untimed forwards before the timed ones", "an integer >= 0",
-               at_least_0));
+  add(bind_key("eval_warmup", &FC::eval_warmup, "eval: untimed forwards before the timed ones",
+               "an integer >= 0", at_least_0));
 
   // Run.
   add(rules::dataloader_workers_key<FC>());

@@ -100,6 +100,14 @@ RawValue flag_to_raw(const FlagValue& value) {
           RawValue v = plain_scalar(x);
           v.quoted = true;  // a string flag is a string, even when it reads like a number
           return v;
+        } else if constexpr (std::is_same_v<T, FlagText>) {
+          // As typed, unquoted: judged like the same text in a YAML file.
+          if (!x.list) return plain_scalar(x.items.empty() ? std::string() : x.items.front());
+          RawValue v;
+          v.form = RawValue::Form::kList;
+          for (const std::string& item : x.items) v.items.push_back(plain_scalar(item));
+          v.shown = "[" + join_shown(v.items) + "]";
+          return v;
         } else {
           RawValue v;
           v.form = RawValue::Form::kList;
@@ -393,6 +401,28 @@ FlagValue bool_flag_value(const std::string& text) {
   bool value = false;
   if (rules::bool_text(text, value)) return int64_t{value ? 1 : 0};
   return text;
+}
+
+FlagValue integer_flag_value(const std::string& text) {
+  int64_t value = 0;
+  if (rules::integer_text(text, value)) return value;
+  return FlagText{{text}, false};
+}
+
+FlagValue number_flag_value(const std::string& text) {
+  double value = 0.0;
+  if (rules::number_text(text, value)) return value;
+  return FlagText{{text}, false};
+}
+
+FlagValue integer_list_flag_value(const std::vector<std::string>& items) {
+  std::vector<int64_t> values;
+  for (const std::string& item : items) {
+    int64_t value = 0;
+    if (!rules::integer_text(item, value)) return FlagText{items, true};
+    values.push_back(value);
+  }
+  return values;
 }
 
 #define SCAFFOLD_INSTANTIATE_LOAD(C)                                                \

@@ -15,8 +15,21 @@
 
 namespace scaffold::config {
 
-// A value given on the command line for a config key (CLI11 has already parsed its type).
-using FlagValue = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
+// A number flag's text that is not a plain in-range number (99999999999999999999, 1e400, 3.5
+// for an integer key, 0x10): handed to the loader as typed, an unquoted scalar or a list of them,
+// so the loader's rules (the same as a YAML file's) judge it and its message shows what the user
+// wrote, never a clamped or converted value.
+struct FlagText {
+  std::vector<std::string> items;  // one for a scalar flag
+  bool list = false;               // a list key's flag
+  bool operator==(const FlagText& other) const {
+    return items == other.items && list == other.list;
+  }
+};
+
+// A value given on the command line for a config key: typed when the flag's text is a plain
+// value of the key's kind, else the text (FlagText).
+using FlagValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, FlagText>;
 
 struct FlagOverride {
   std::string key;   // config key, e.g. "problem_scale"
@@ -64,5 +77,13 @@ std::vector<std::string> known_keys();
 // A boolean key's flag text as a FlagValue: 0 or 1 for what a YAML file may write for a boolean
 // key (0, 1, true, false, True, ...), else the text itself, which loading rejects by name.
 FlagValue bool_flag_value(const std::string& text);
+
+// An integer key's flag text: the int64 it reads as when it is a decimal integer in range (as a
+// YAML file reads it), else FlagText.
+FlagValue integer_flag_value(const std::string& text);
+// A number key's flag text: the finite double of an integer or decimal literal, else FlagText.
+FlagValue number_flag_value(const std::string& text);
+// An integer-list key's flag texts: the integers when every item reads as one, else FlagText.
+FlagValue integer_list_flag_value(const std::vector<std::string>& items);
 
 }  // namespace scaffold::config

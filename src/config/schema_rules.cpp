@@ -91,6 +91,14 @@ Scalar classify(const RawValue& v) {
   return out;
 }
 
+// An unquoted scalar with this text, as a flag's text or a YAML file's plain scalar.
+RawValue plain(std::string_view text) {
+  RawValue v;
+  v.form = RawValue::Form::kScalar;
+  v.scalar = std::string(text);
+  return v;
+}
+
 std::string got(const Scalar& s) {
   switch (s.type) {
     case ScalarType::kBool:
@@ -100,7 +108,7 @@ std::string got(const Scalar& s) {
     case ScalarType::kNonFinite:
       return " (got a non-finite number)";
     case ScalarType::kInteger:
-      return " (out of range)";
+      return " (beyond the 64-bit integer range)";
     case ScalarType::kString:
       return " (got a string)";
   }
@@ -161,7 +169,7 @@ Assigned store(const KeyInfo& spec, int64_t& out, const RawValue& v) {
   if (s.type == ScalarType::kFloat && spec.floor_numbers) {
     const double floored = std::floor(s.d);
     if (floored < -9.0e18 || floored > 9.0e18)
-      return {"expected " + spec.allowed + " (out of range)", ""};
+      return {"expected " + spec.allowed + " (beyond the 64-bit integer range)", ""};
     out = static_cast<int64_t>(floored);
     if (floored == s.d) return {};
     return {"", fmt::format("not an integer; floored to {} (as ScaFFold does)", out)};
@@ -173,7 +181,8 @@ Assigned store(const KeyInfo& spec, int& out, const RawValue& v) {
   int64_t wide = 0;
   Assigned a = store(spec, wide, v);
   if (!a.error.empty()) return a;
-  if (wide < INT_MIN || wide > INT_MAX) return {"expected " + spec.allowed + " (out of range)", ""};
+  if (wide < INT_MIN || wide > INT_MAX)
+    return {"expected " + spec.allowed + " (beyond the 32-bit integer range of this key)", ""};
   out = static_cast<int>(wide);
   return a;
 }
@@ -193,10 +202,7 @@ Assigned store(const KeyInfo& spec, double& out, const RawValue& v) {
 }
 
 bool bool_text(std::string_view text, bool& value) {
-  RawValue v;
-  v.form = RawValue::Form::kScalar;
-  v.scalar = std::string(text);
-  const Scalar s = classify(v);
+  const Scalar s = classify(plain(text));
   if (s.type == ScalarType::kBool) {
     value = s.b;
     return true;
@@ -206,6 +212,24 @@ bool bool_text(std::string_view text, bool& value) {
     return true;
   }
   return false;
+}
+
+bool integer_text(std::string_view text, int64_t& value) {
+  const Scalar s = classify(plain(text));
+  if (s.type != ScalarType::kInteger || s.overflow) return false;
+  value = s.i;
+  return true;
+}
+
+bool number_text(std::string_view text, double& value) {
+  const Scalar s = classify(plain(text));
+  if (s.type == ScalarType::kInteger) {
+    value = s.overflow ? s.d : static_cast<double>(s.i);
+    return std::isfinite(value);
+  }
+  if (s.type != ScalarType::kFloat) return false;
+  value = s.d;
+  return true;
 }
 
 Assigned store(const KeyInfo& spec, bool& out, const RawValue& v) {

@@ -50,6 +50,10 @@ std::string format_value(const KeyInfo& spec, const std::vector<int>& v);
 // The boolean a scalar's text stands for, as a boolean key reads it unquoted (0, 1, true, False,
 // ...); false when it is none of them.
 bool bool_text(std::string_view text, bool& value);
+// The int64 an unquoted scalar stands for when it is a decimal integer in range; false otherwise.
+bool integer_text(std::string_view text, int64_t& value);
+// The finite double an unquoted integer or decimal scalar stands for; false otherwise.
+bool number_text(std::string_view text, double& value);
 
 // Lower case (ASCII), for choices given in any case.
 std::string lower(std::string_view s);
@@ -74,6 +78,8 @@ inline constexpr const char* kBoolAllowed = "0, 1, true or false";
 
 // One table entry bound to `member`; `ok` is the key's own range check (nullptr: any value).
 template <class C, typename T>
+// `allowed` is moved into the entry; clang-tidy 14 misses the std::move in the instantiations.
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
 KeySpecT<C> bind_key(const char* name, T C::*member, const char* help, std::string allowed,
                      bool (*ok)(const T&) = nullptr) {
   KeySpecT<C> spec;

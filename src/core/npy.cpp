@@ -43,7 +43,7 @@ std::size_t dtype_size(DType dtype) {
     case DType::Float32: return 4;
     case DType::Float64: return 8;
     case DType::UInt8: return 1;
-    case DType::UInt16: return 2;
+    case DType::UInt16:
     case DType::Int16: return 2;
     case DType::Int32: return 4;
     case DType::Int64: return 8;

@@ -38,7 +38,7 @@ std::string python_float_str(double value) {
   } else if (exponent < 0) {
     out = "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + mantissa;
   } else {
-    const auto point = static_cast<std::size_t>(exponent + 1);
+    const auto point = static_cast<std::size_t>(exponent) + 1;  // exponent >= 0 here
     if (mantissa.size() <= point)
       out = mantissa + std::string(point - mantissa.size(), '0') + ".0";
     else

@@ -156,7 +156,7 @@ fs::path dataset_lock_file(const fs::path& id_dir) { return id_dir / ".lock"; }
 
 TemporaryDatasetDir make_temporary_dataset_dir(const fs::path& id_dir) {
   std::random_device rd;
-  const fs::path dir = id_dir / fmt::format("{}{}_{}_{:08x}", kTempPrefix, utc_stamp_now(), ::getpid(), rd());
+  fs::path dir = id_dir / fmt::format("{}{}_{}_{:08x}", kTempPrefix, utc_stamp_now(), ::getpid(), rd());
   core::create_directories(dir);
   std::optional<core::FileLock> owner = core::FileLock::try_take(dir / kOwner);  // writes owner_tag()
   if (!owner) throw core::FileError((dir / kOwner).string(), "a new owner file is locked by another process");
@@ -208,7 +208,7 @@ fs::path finalize_dataset_dir(const fs::path& tmp_dir, const std::string& commit
   fs::remove(tmp_dir / kHeartbeat, ec);
   fs::remove(tmp_dir / kOwner, ec);
   for (int suffix = 0;; ++suffix) {
-    const fs::path target = tmp_dir.parent_path() / (suffix == 0 ? base : fmt::format("{}-{}", base, suffix));
+    fs::path target = tmp_dir.parent_path() / (suffix == 0 ? base : fmt::format("{}-{}", base, suffix));
     if (fs::exists(target, ec)) continue;
     fs::rename(tmp_dir, target, ec);
     if (!ec) {

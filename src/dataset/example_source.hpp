@@ -24,6 +24,9 @@ class ExampleSource {
   // epoch (the loader derives it from the seed, the epoch and the index); sources without
   // augmentation ignore it. Throws core::FileError naming the file it could not read.
   virtual Example get(std::size_t index, uint64_t draw) const = 0;
+  // Where example `index` is read from (a file path), to name it in errors; "" when the source
+  // has no file to name (the example's id is named instead).
+  virtual std::string origin(std::size_t /*index*/) const { return {}; }
 };
 
 }  // namespace scaffold::dataset

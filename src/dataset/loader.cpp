@@ -134,12 +134,27 @@ Sample FractalDataset::get(std::size_t index) const {
   int64_t* labels = sample.mask.data_ptr<int64_t>();
   read_npy_into(mask_file, core::DType::UInt16, {d, h, w}, labels);
   const auto* raw = reinterpret_cast<const unsigned char*>(labels);
+  int64_t bad_voxel = -1;  // the first voxel (in file order) with a label outside the classes
   for (int64_t i = d * h * w; i-- > 0;) {
     uint16_t v;
     std::memcpy(&v, raw + 2 * i, sizeof v);
     labels[i] = v;
+    if (v >= n_classes_) bad_voxel = i;
   }
+  if (bad_voxel >= 0)
+    throw core::FileError(
+        mask_file.string(),
+        fmt::format("voxel (z, y, x) = ({}, {}, {}) of this shard holds label {}, outside this run's classes 0 to {} "
+                    "(background and n_categories = {}); the file is damaged or belongs to another dataset: delete "
+                    "the dataset folder {} to have it generated again",
+                    bad_voxel / (h * w), bad_voxel / w % h, bad_voxel % w, labels[bad_voxel], n_classes_ - 1,
+                    n_classes_ - 1, paths_.root.string()));
   return sample;
+}
+
+std::string FractalDataset::origin(std::size_t index) const {
+  if (index >= ids_.size()) return {};
+  return paths_.volume_file(split_, std::stoi(ids_[index]), shard_id_).string();
 }
 
 Example FractalDataset::get(std::size_t index, uint64_t /*draw*/) const {

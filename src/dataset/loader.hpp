@@ -45,6 +45,12 @@ class FractalDataset : public ExampleSource {
   Example get(std::size_t index, uint64_t draw) const override;
   // SHA-256 (hex) of the id list, to check every rank sees the same samples.
   std::string ids_digest() const;
+  // The volume file of item `index`: where its image (field 0) is read from.
+  std::string origin(std::size_t index) const override;
+  // Labels a mask may hold: 0 .. n_classes - 1 (background and one per category). A mask voxel
+  // outside them makes get() throw core::FileError naming the mask file, the voxel and the label
+  // (the loss would otherwise fail with an index error naming nothing). Unset: any uint16.
+  void set_class_count(int64_t n_classes) { n_classes_ = n_classes; }
   // Test hook: when set, every file this dataset opens is appended to *log (thread-safe).
   void set_open_log(std::vector<std::string>* log) { open_log_ = log; }
 
@@ -55,6 +61,7 @@ class FractalDataset : public ExampleSource {
   int shard_id_;
   std::array<int64_t, 3> shard_shape_{};  // (d, h, w) of this rank's shard
   std::vector<std::string> ids_;
+  int64_t n_classes_ = int64_t{1} << 16;
   std::vector<std::string>* open_log_ = nullptr;
   mutable std::mutex log_mutex_;
 };

@@ -10,7 +10,7 @@ namespace scaffold::dist {
 std::size_t element_size(DataType type) {
   switch (type) {
     case DataType::Float32: return 4;
-    case DataType::Float64: return 8;
+    case DataType::Float64:
     case DataType::Int64: return 8;
   }
   return 1;

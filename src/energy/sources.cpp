@@ -1,6 +1,8 @@
 // Method names and open_sources: auto-detection and explicit selection of power sources.
 #include "energy/sources.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "core/log.hpp"
@@ -57,8 +59,10 @@ std::vector<Method> parse_methods(const std::string& text) {
     }
     if (!known)
       throw core::UsageError(
-          "--methods: unknown power method '" + item + "' in '" + text +
-          "' (available: auto, or a comma-separated list of nvml, rocm, hwmon, rapl)");
+          fmt::format("--methods: unknown power method '{}' in '{}' (available: auto, or a "
+                      "comma-separated list "
+                      "of nvml, rocm, hwmon, rapl)",
+                      item, text));
     begin = end + 1;
   }
   return out;

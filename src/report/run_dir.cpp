@@ -36,7 +36,7 @@ fs::path create_run_dir(const fs::path& base_run_dir, const std::string& job_nam
   core::create_directories(base_run_dir);
   const std::string stem = run_dir_name(job_name, now);
   for (int suffix = 0; suffix <= kMaxSuffix; ++suffix) {
-    const fs::path dir = base_run_dir / (suffix == 0 ? stem : stem + "-" + std::to_string(suffix));
+    fs::path dir = base_run_dir / (suffix == 0 ? stem : stem + "-" + std::to_string(suffix));
     // mkdir itself is the test-and-create: exists()+create would race with a concurrent run.
     if (::mkdir(dir.c_str(), 0755) == 0) return dir;
     if (errno != EEXIST)

@@ -68,7 +68,7 @@ std::string cpu_model() {
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
     const std::string key = trim(std::string_view(line).substr(0, colon));
-    const std::string value = trim(std::string_view(line).substr(colon + 1));
+    std::string value = trim(std::string_view(line).substr(colon + 1));
     if (value.empty()) continue;
     if (key == "model name") return value;
     if (fallback.empty() && (key == "Hardware" || key == "cpu model" || key == "Processor"))

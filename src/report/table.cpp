@@ -178,6 +178,7 @@ TextGrid human_grid(const std::vector<RunSummary>& rows) {
   }
   for (const RunSummary& r : rows) {
     std::vector<std::string> line;
+    line.reserve(columns.size());
     for (const Column* c : columns) line.push_back(human_cell(*c, r));
     g.rows.push_back(std::move(line));
   }
@@ -204,6 +205,7 @@ std::string write_markdown(const std::vector<RunSummary>& rows) {
 
 std::string write_csv(const std::vector<RunSummary>& rows) {
   std::vector<std::string> header;
+  header.reserve(std::size(kColumns));
   for (const Column& c : kColumns) header.emplace_back(c.key);
   std::vector<std::vector<std::string>> lines;
   for (const RunSummary& r : rows) {
@@ -384,6 +386,7 @@ void sort_for_scaling(std::vector<RunSummary>& rows) {
 
 std::vector<std::string> table_format_names() {
   std::vector<std::string> names;
+  names.reserve(std::size(kWriters));
   for (const Writer& w : kWriters) names.emplace_back(w.name);
   return names;
 }

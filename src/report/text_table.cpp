@@ -29,6 +29,7 @@ std::string markdown_escaped(const std::string& text) {
 std::vector<std::size_t> widths(const std::vector<std::string>& titles,
                                 const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> w;
+  w.reserve(titles.size());
   for (const std::string& t : titles) w.push_back(t.size());
   for (const auto& row : rows)
     for (std::size_t i = 0; i < row.size() && i < w.size(); ++i)
@@ -47,6 +48,7 @@ std::string layout_pretty(const TextGrid& grid) {
     return rstrip(out) + "\n";
   };
   std::vector<std::string> rules;
+  rules.reserve(w.size());
   for (std::size_t width : w) rules.emplace_back(width, '-');
   std::string out = line(grid.titles) + line(rules);
   for (const auto& cells : grid.rows) out += line(cells);

@@ -35,6 +35,9 @@ std::vector<std::string> override_lines(const std::vector<config::FlagOverride>&
           if constexpr (std::is_same_v<T, double>) return core::python_float_str(x);
           else if constexpr (std::is_same_v<T, std::string>) return report::shell_quote(x);
           else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return fmt::format("[{}]", fmt::join(x, ", "));
+          // As typed (a value the loader accepted, e.g. 3.5 floored for problem_scale).
+          else if constexpr (std::is_same_v<T, config::FlagText>)
+            return x.list ? fmt::format("[{}]", fmt::join(x.items, ", ")) : (x.items.empty() ? "" : x.items.front());
           else return fmt::format("{}", x);
         },
         f.value);

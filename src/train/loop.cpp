@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/utils.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "dataset/sampler.hpp"
 #include "dist/halo.hpp"
 #include "train/grad_clip.hpp"
+#include "train/nonfinite.hpp"
 
 namespace scaffold::train {
 namespace fs = std::filesystem;
@@ -68,6 +70,26 @@ dataset::Batch to_device(const dataset::Batch& batch, const c10::Device& device)
 std::vector<double> host_doubles(const at::Tensor& sums) {
   const at::Tensor host = sums.to(at::kCPU).to(at::kDouble).contiguous();
   return {host.data_ptr<double>(), host.data_ptr<double>() + host.numel()};
+}
+
+// The pass's sums and, appended, how many batches ended with them still finite, in one copy to
+// the host. Fills out->sums and the first non-finite batch with its examples from `indices`.
+void read_pass_sums(const at::Tensor& sums, const at::Tensor& finite_batches, const std::vector<int64_t>& indices,
+                    int64_t batch_size, PassSums* out) {
+  std::vector<double> host = host_doubles(at::cat({sums.to(at::kDouble), finite_batches.to(at::kDouble).view({1})}));
+  const auto finite = static_cast<int64_t>(host.back());
+  host.pop_back();
+  out->sums = std::move(host);
+  if (finite >= out->steps) return;
+  out->first_nonfinite_batch = finite;
+  const auto begin = static_cast<std::size_t>(std::min<int64_t>(finite * batch_size, static_cast<int64_t>(indices.size())));
+  const auto end = std::min(begin + static_cast<std::size_t>(batch_size), indices.size());
+  out->first_nonfinite_examples.assign(indices.begin() + static_cast<std::ptrdiff_t>(begin),
+                                       indices.begin() + static_cast<std::ptrdiff_t>(end));
+}
+
+bool all_finite(const std::vector<double>& values) {
+  return std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
 }
 
 }  // namespace
@@ -246,12 +268,16 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
       indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(steps_left * k * batch_size)));
   }
   // Augmentation is keyed by (seed, epoch, example), the same for any number of loader threads.
+  PassSums out;
+  out.draw_key = core::stream_key({options_.seed, static_cast<uint64_t>(epoch), 0x747261696eULL});
   dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers, device_.is_cuda(),
-                              core::stream_key({options_.seed, static_cast<uint64_t>(epoch), 0x747261696eULL}));
+                              out.draw_key);
   at::Tensor sums =
       at::zeros({static_cast<int64_t>(task_.training_sum_names().size())},
                 at::TensorOptions().dtype(at::kDouble).device(device_));
-  PassSums out;
+  // Batches after which the running sums were still finite, counted on the device (no host
+  // read per step): a NaN or Inf stays in the running sums, so this is the first bad batch.
+  at::Tensor finite_batches = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device_));
   // A progress line on a terminal (and a log line every 30 s elsewhere) for long epochs.
   core::Progress progress(epoch == 0 ? std::string("warm-up") : fmt::format("epoch {}", epoch), loader.batches());
   // Steps are marked on the device's timeline and read once, after the epoch; batches are copied
@@ -276,6 +302,7 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
                                       first_step + out.optimizer_steps + 1, m + 1, k));
       const auto examples = static_cast<double>(batch.ids.size());
       train_step(*feeder, m == 0, m == k - 1, &sums);
+      finite_batches += sums.isfinite().all();
       more = loader.next(&batch);
       if (more) feeder->prefetch(batch);
       out.samples += examples;
@@ -297,7 +324,7 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
     const std::vector<double> times_s = step_clock->collect_s();
     step_times->insert(step_times->end(), times_s.begin(), times_s.end());
   }
-  out.sums = host_doubles(sums);
+  read_pass_sums(sums, finite_batches, indices, batch_size, &out);
   // hot-path-allowed: end
   return out;
 }
@@ -315,18 +342,21 @@ PassSums TrainingLoop::validate(int64_t max_batches) {
     const auto batch_size = validation_batch();
     if (max_batches >= 0)
       indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
+    out.draw_key = core::stream_key({options_.seed, 0x76616cULL});
     dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers,
-                                device_.is_cuda(), core::stream_key({options_.seed, 0x76616cULL}));
+                                device_.is_cuda(), out.draw_key);
     at::Tensor sums = at::zeros({static_cast<int64_t>(task_.validation_sum_names().size())},
                                 at::TensorOptions().dtype(at::kDouble).device(device_));
+    at::Tensor finite_batches = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device_));
     dataset::Batch batch;
     while (loader.next(&batch)) {
       sums += task_.validation_sums(to_device(batch, device_)).to(at::kDouble);
+      finite_batches += sums.isfinite().all();
       out.samples += static_cast<double>(batch.ids.size());
       ++out.steps;
       if (options_.watchdog) options_.watchdog->beat();
     }
-    out.sums = host_doubles(sums);
+    read_pass_sums(sums, finite_batches, indices, batch_size, &out);
   }
   task_.after_validation();
   module.train();
@@ -475,7 +505,18 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
     st.val.samples = sums[sums.size() - 1];
     st.epoch = epoch;
     st.warmup = warmup;
-    st.metrics = task_.epoch_metrics(epoch, st.train, st.val);
+    if (!all_finite(st.train.sums) || !all_finite(st.val.sums)) {
+      // Every rank holds the same reduced sums, so every rank is here and the task's error is
+      // the same on each: say it once, with where the non-finite values came from.
+      const std::string origin = nonfinite_origin(epoch, st, counters_.total_optimizer_steps);
+      try {
+        st.metrics = task_.epoch_metrics(epoch, st.train, st.val);
+      } catch (const core::Error& e) {
+        throw dist::AgreedError(std::string(e.what()) + "; " + origin);
+      }
+    } else {
+      st.metrics = task_.epoch_metrics(epoch, st.train, st.val);
+    }
     st.next_lr = learning_rate_after(epoch);
     set_learning_rate(st.next_lr);
     st.duration_s = epoch_clock.elapsed_s();
@@ -533,6 +574,70 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
   result.skipped_steps = skipped_steps_;
   result.deadline_reached = deadline_reached_;
   return result;
+}
+
+std::string TrainingLoop::nonfinite_origin(int64_t epoch, const LoopEpoch& st, int64_t first_step) {
+  // This rank's first non-finite batch, training before validation, and its input data.
+  struct Finding {
+    bool bad_data = false;
+    int64_t order = -1;  // when it happened: training steps first, then validation batches
+    std::string text;
+  };
+  Finding mine;
+  const bool in_training = st.train.first_nonfinite_batch >= 0;
+  const PassSums& pass = in_training ? st.train : st.val;
+  if (pass.first_nonfinite_batch >= 0) {
+    const dataset::ExampleSource& set = in_training ? task_.training_set() : task_.validation_set();
+    const std::vector<std::string> bad = nonfinite_inputs(set, pass.first_nonfinite_examples, pass.draw_key);
+    const std::string where =
+        in_training ? fmt::format("the training sums first turned non-finite in optimizer step {} (batch {} of epoch {})",
+                                  first_step + pass.first_nonfinite_batch / options_.accumulation_steps + 1,
+                                  pass.first_nonfinite_batch + 1, epoch)
+                    : fmt::format("the validation sums first turned non-finite in validation batch {} of epoch {}",
+                                  pass.first_nonfinite_batch + 1, epoch);
+    mine.bad_data = !bad.empty();
+    mine.order = pass.first_nonfinite_batch + (in_training ? 0 : st.train.steps);
+    std::vector<std::string> names;  // the batch's files, or its example indices
+    for (const int64_t i : pass.first_nonfinite_examples) {
+      const std::string origin = set.origin(static_cast<std::size_t>(i));
+      names.push_back(origin.empty() ? fmt::format("example {}", i) : origin);
+    }
+    if (bad.empty())
+      mine.text = fmt::format(
+          "{}, whose input data ({}) is finite, so the model diverged, not the data (a lower learning rate, or fp32 "
+          "instead of reduced precision, may help)",
+          where, fmt::join(names, ", "));
+    else
+      mine.text = fmt::format("{}, whose input data holds non-finite values: {} (replace or regenerate the data)",
+                              where, fmt::join(bad, "; "));
+  }
+  // Every rank's finding, as "<bad data 0|1> <order> <text>".
+  const std::string packed = fmt::format("{} {} {}", mine.bad_data ? 1 : 0, mine.order, mine.text);
+  const std::vector<std::string> gathered =
+      comm_.size() > 1 ? comm_.allgather(packed) : std::vector<std::string>{packed};
+  std::vector<Finding> all;
+  for (const std::string& g : gathered) {
+    Finding f;
+    const std::size_t a = g.find(' '), b = g.find(' ', a + 1);
+    f.bad_data = g.substr(0, a) == "1";
+    f.order = std::stoll(g.substr(a + 1, b - a - 1));
+    f.text = g.substr(b + 1);
+    all.push_back(std::move(f));
+  }
+  // Ranks whose data held NaN or Inf explain it; otherwise the ranks that turned first (with data
+  // parallelism one rank's NaN reaches every rank through the gradient all-reduce a step later).
+  const bool any_bad_data = std::any_of(all.begin(), all.end(), [](const Finding& f) { return f.bad_data; });
+  int64_t earliest = -1;
+  for (const Finding& f : all)
+    if (f.order >= 0 && (earliest < 0 || f.order < earliest)) earliest = f.order;
+  std::string text;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const Finding& f = all[r];
+    if (f.order < 0 || (any_bad_data ? !f.bad_data : f.order != earliest)) continue;
+    text += (text.empty() ? "" : "; ") + (all.size() > 1 ? fmt::format("rank {}: ", r) : std::string()) + f.text;
+  }
+  if (text.empty()) text = "every rank's own sums were finite: they overflowed when summed over the ranks";
+  return text;
 }
 
 }  // namespace scaffold::train

@@ -50,6 +50,11 @@ struct PassSums {
   double samples = 0.0;      // examples seen (each replica's counted once)
   int64_t steps = 0;         // batches on this rank (micro-batches with gradient accumulation)
   int64_t optimizer_steps = 0;  // training: optimizer steps (steps / accumulation_steps)
+  // This rank's first batch after which the pass's running sums were no longer finite (0-based,
+  // micro-batches) and its examples' indices in the source; -1 and empty while they are finite.
+  int64_t first_nonfinite_batch = -1;
+  std::vector<int64_t> first_nonfinite_examples;
+  uint64_t draw_key = 0;  // the pass's augmentation key, to read those examples again
 };
 
 // The metrics of one epoch as the task defines them.
@@ -80,7 +85,9 @@ class TrainingTask {
   // Ranks that hold a part of the same samples (spatial shards of one replica): their world
   // sums count each sample that many times, so the loop divides by it.
   virtual int sum_multiplicity() const { return 1; }
-  // The epoch's metrics from the reduced sums; throws core::Error when training diverged.
+  // The epoch's metrics from the reduced sums; throws core::Error when training diverged. When
+  // the sums are not finite, the loop adds to that error where they first turned so and whether
+  // the input data of that batch held NaN or Inf (train/nonfinite.hpp), the same on every rank.
   virtual EpochMetrics epoch_metrics(int64_t epoch, const PassSums& train, const PassSums& val) const = 0;
 };
 
@@ -247,6 +254,9 @@ class TrainingLoop {
   bool stop_agreed();
   // Loss scaling: false (and the scale lowered) when a gradient is not finite; else unscales them.
   bool unscale_gradients();
+  // Collective, only when an epoch's reduced sums are not finite: which rank's batch first turned
+  // them so (optimizer step, examples) and whether its input data held NaN or Inf.
+  std::string nonfinite_origin(int64_t epoch, const LoopEpoch& st, int64_t first_step);
 
   TrainingTask& task_;
   LoopOptions options_;

@@ -2,8 +2,8 @@
 // a single rank makes (each rank's share of the samples, the statistics and the digest combined
 // in sample order), an interrupted P-rank generation resumes to the same bytes, and a solver
 // failure on the rank that owns a sample ends every rank with the same error instead of a hang.
-#include <gtest/gtest.h>
 #include <ATen/Parallel.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -28,8 +28,8 @@ class FnoDataMpi : public ::testing::TestWithParam<FnoProblem> {
     dist::Communicator& comm = scaffold::test::world();
     std::string root;
     if (comm.rank() == 0)
-      root = (fs::temp_directory_path() /
-              ("scaffold-fno-data-mpi-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}())))
+      root = (fs::temp_directory_path() / ("scaffold-fno-data-mpi-" + std::to_string(::getpid()) +
+                                           "-" + std::to_string(std::random_device{}())))
                  .string();
     comm.broadcast(root, 0);
     root_ = root;
@@ -60,7 +60,8 @@ TEST_P(FnoDataMpi, RanksMakeTheBytesOneRankMakes) {
     const FnoDatasetInfo single = ensure_fno_dataset(*alone, options("single"));
     serial_root = single.root.string();
     digest = single.meta.dataset_sha256;
-    EXPECT_EQ(test::snapshot(single.root), test::snapshot(shared.root)) << world.size() << " ranks vs 1";
+    EXPECT_EQ(test::snapshot(single.root), test::snapshot(shared.root))
+        << world.size() << " ranks vs 1";
     EXPECT_EQ(single.meta.input_stats.mean, shared.meta.input_stats.mean);
     EXPECT_EQ(single.meta.target_stats.std, shared.meta.target_stats.std);
   }
@@ -78,7 +79,8 @@ TEST_P(FnoDataMpi, AnInterruptedRunResumesAcrossRanks) {
     fs::rename(paths.root, paths.partial);
     fs::remove(paths.partial / "meta.json");
     const ProblemLayout layout = problem_layout(o);
-    for (int64_t i : {0, 3, 4}) fs::remove(sample_path(paths.partial, FnoSplit::Train, i, layout.files[0].name));
+    for (int64_t i : {0, 3, 4})
+      fs::remove(sample_path(paths.partial, FnoSplit::Train, i, layout.files[0].name));
   }
   world.barrier();
   const FnoDatasetInfo resumed = ensure_fno_dataset(world, o);
@@ -87,7 +89,8 @@ TEST_P(FnoDataMpi, AnInterruptedRunResumesAcrossRanks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Problems, FnoDataMpi,
-                         ::testing::Values(FnoProblem::Burgers, FnoProblem::NavierStokes, FnoProblem::RayleighBenard),
+                         ::testing::Values(FnoProblem::Burgers, FnoProblem::NavierStokes,
+                                           FnoProblem::RayleighBenard),
                          [](const auto& p) { return std::string(problem_name(p.param)); });
 
 TEST(FnoDataMpiFailures, AFailingSampleEndsEveryRankWithTheSameError) {
@@ -95,7 +98,9 @@ TEST(FnoDataMpiFailures, AFailingSampleEndsEveryRankWithTheSameError) {
   dist::Communicator& world = scaffold::test::world();
   std::string root;
   if (world.rank() == 0)
-    root = (fs::temp_directory_path() / ("scaffold-fno-data-mpi-fail-" + std::to_string(::getpid()))).string();
+    root =
+        (fs::temp_directory_path() / ("scaffold-fno-data-mpi-fail-" + std::to_string(::getpid())))
+            .string();
   world.broadcast(root, 0);
   FnoDataOptions o = test::tiny_options(FnoProblem::NavierStokes, root);
   o.navier_stokes.grf.scale = 1e7;  // blows up at this step: every sample fails, on whichever rank

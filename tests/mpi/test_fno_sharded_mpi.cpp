@@ -29,20 +29,24 @@ using test::world;
 constexpr double kTol = 1e-5;
 
 // max |a - b| / max |b|, as a gtest assertion naming `what`.
-::testing::AssertionResult close(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+::testing::AssertionResult close(const at::Tensor& a, const at::Tensor& b,
+                                 const std::string& what) {
   if (a.sizes() != b.sizes())
     return ::testing::AssertionFailure() << what << ": shape " << a.sizes() << " vs " << b.sizes();
-  if (b.numel() == 0) return ::testing::AssertionSuccess();  // a rank holding no mode of the split axis
+  if (b.numel() == 0)
+    return ::testing::AssertionSuccess();  // a rank holding no mode of the split axis
   const double scale = std::max(b.abs().max().item<double>(), 1e-30);
   const double diff = (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
   if (diff <= kTol * scale) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": max-abs error " << diff << " > " << kTol << " x " << scale;
+  return ::testing::AssertionFailure()
+         << what << ": max-abs error " << diff << " > " << kTol << " x " << scale;
 }
 
 // Shard groups of `tp` consecutive ranks (the data-parallel replicas are the groups).
 struct ShardSetup {
   explicit ShardSetup(int tp, int64_t extent)
-      : comm(world().split(world().rank() / tp, world().rank() % tp)), shard(std::make_shared<FftShard>()) {
+      : comm(world().split(world().rank() / tp, world().rank() % tp)),
+        shard(std::make_shared<FftShard>()) {
     shard->group = dist::make_mpi_tensor_comm(*comm);
     shard->extent = extent;
   }
@@ -73,9 +77,9 @@ std::string name_of(const Case& c, int tp) {
 // 1, 1, 1, 0).
 const std::vector<Case>& cases() {
   static const std::vector<Case> c{
-      {{18}, {5}},         // 1-D
-      {{10, 8}, {3, 3}},   // 2-D
-      {{12, 6}, {6, 4}},   // 2-D: axis 0's corners cover it, Nyquist column on the last axis
+      {{18}, {5}},              // 1-D
+      {{10, 8}, {3, 3}},        // 2-D
+      {{12, 6}, {6, 4}},        // 2-D: axis 0's corners cover it, Nyquist column on the last axis
       {{10, 4, 6}, {2, 2, 3}},  // 3-D
   };
   return c;
@@ -97,17 +101,21 @@ TEST(DistributedFft, EqualsTorchFftOfTheGatheredGrid) {
       const at::Tensor modes_full = rfft_modes(full, c.modes);  // (B, C, *K)
       const IndexRange mr = mode_range(c.modes, *s.shard);
       const at::Tensor expected =
-          c.grid.size() == 1 ? modes_full : modes_full.narrow(modes_full.dim() - 1, mr.start, mr.length);
+          c.grid.size() == 1 ? modes_full
+                             : modes_full.narrow(modes_full.dim() - 1, mr.start, mr.length);
       const at::Tensor got = dist_rfft_modes(slab, c.modes, *s.shard);
-      EXPECT_TRUE(close(at::view_as_real(got), at::view_as_real(expected.contiguous()), "forward modes"));
+      EXPECT_TRUE(
+          close(at::view_as_real(got), at::view_as_real(expected.contiguous()), "forward modes"));
 
       // Inverse: random kept modes; this rank's slab of the whole inverse.
       std::vector<int64_t> kshape{2, 2};
       for (int64_t k : kept_mode_shape(c.modes)) kshape.push_back(k);
       const at::Tensor z = at::randn(kshape, at::kComplexFloat);
-      const at::Tensor z_local = c.grid.size() == 1 ? z : z.narrow(z.dim() - 1, mr.start, mr.length);
+      const at::Tensor z_local =
+          c.grid.size() == 1 ? z : z.narrow(z.dim() - 1, mr.start, mr.length);
       const at::Tensor inv = dist_irfft_modes(z_local, c.modes, c.grid, *s.shard);
-      EXPECT_TRUE(close(inv, irfft_modes(z, c.grid).narrow(2, local.start, local.length), "inverse slab"));
+      EXPECT_TRUE(
+          close(inv, irfft_modes(z, c.grid).narrow(2, local.start, local.length), "inverse slab"));
     }
   }
 }
@@ -153,15 +161,19 @@ TEST(ShardedFno, EqualsTheUnshardedFnoInOutputAndEveryGradient) {
       loss_r.backward();
 
       // Sharded: this rank's slab.
-      const at::Tensor xs = x_full.narrow(2, local.start, local.length).contiguous().requires_grad_(true);
+      const at::Tensor xs =
+          x_full.narrow(2, local.start, local.length).contiguous().requires_grad_(true);
       const at::Tensor out_s = sharded->forward(xs);
       const at::Tensor loss_s =
-          relative_l2(out_s, y_full.narrow(2, local.start, local.length).contiguous(), *s.shard).mean();
+          relative_l2(out_s, y_full.narrow(2, local.start, local.length).contiguous(), *s.shard)
+              .mean();
       loss_s.backward();
 
       EXPECT_TRUE(close(out_s, out_r.detach().narrow(2, local.start, local.length), "output slab"));
-      EXPECT_NEAR(loss_s.item<double>(), loss_r.item<double>(), kTol * loss_r.item<double>()) << "loss";
-      EXPECT_TRUE(close(xs.grad(), xr.grad().narrow(2, local.start, local.length), "input gradient slab"));
+      EXPECT_NEAR(loss_s.item<double>(), loss_r.item<double>(), kTol * loss_r.item<double>())
+          << "loss";
+      EXPECT_TRUE(
+          close(xs.grad(), xr.grad().narrow(2, local.start, local.length), "input gradient slab"));
       const auto pr = reference->named_parameters();
       const auto ps = sharded->named_parameters();
       for (std::size_t i = 0; i < pr.size(); ++i) {
@@ -172,7 +184,6 @@ TEST(ShardedFno, EqualsTheUnshardedFnoInOutputAndEveryGradient) {
     }
   }
 }
-
 
 // The recurrent rollout (FnoTask, time_stepping recurrent) sharded equals it unsharded: the task
 // takes this rank's slab of the full input, feeds its slab of each prediction back, and sums the
@@ -216,12 +227,15 @@ TEST(ShardedFno, RecurrentRolloutEqualsTheUnshardedOne) {
     fr.loss.backward();
     const train::TrainForward fs = shard_task.train_forward(batch);
     fs.loss.backward();
-    EXPECT_NEAR(fs.loss.item<double>(), fr.loss.item<double>(), kTol * fr.loss.item<double>()) << "loss";
-    EXPECT_NEAR(fs.sums.item<double>(), fr.sums.item<double>(), kTol * fr.sums.item<double>()) << "trajectory error";
+    EXPECT_NEAR(fs.loss.item<double>(), fr.loss.item<double>(), kTol * fr.loss.item<double>())
+        << "loss";
+    EXPECT_NEAR(fs.sums.item<double>(), fr.sums.item<double>(), kTol * fr.sums.item<double>())
+        << "trajectory error";
     {
       torch::NoGradGuard no_grad;
       EXPECT_TRUE(close(shard_task.predict(batch.fields[0]),
-                        ref_task.predict(batch.fields[0]).narrow(2, local.start, local.length), "trajectory slab"));
+                        ref_task.predict(batch.fields[0]).narrow(2, local.start, local.length),
+                        "trajectory slab"));
     }
     const auto pr = reference->named_parameters();
     const auto ps = sharded->named_parameters();

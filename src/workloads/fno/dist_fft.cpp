@@ -42,7 +42,8 @@ struct GroupCapsule : torch::CustomClassHolder {
   std::vector<int64_t> send_counts, recv_counts;  // elements per group rank (all-to-all only)
 };
 
-at::Tensor exchange(dist::TensorComm& group, const at::Tensor& send, const std::vector<int64_t>& send_counts,
+at::Tensor exchange(dist::TensorComm& group, const at::Tensor& send,
+                    const std::vector<int64_t>& send_counts,
                     const std::vector<int64_t>& recv_counts, int tag) {
   int64_t total = 0;
   for (int64_t c : recv_counts) total += c;
@@ -57,9 +58,10 @@ at::Tensor exchange(dist::TensorComm& group, const at::Tensor& send, const std::
 // All-to-all of flat buffers; backward sends each received slice's gradient back to its sender.
 class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<GroupCapsule> capsule, const at::Tensor& send) {
-    at::Tensor recv = exchange(*capsule->group, send.contiguous(), capsule->send_counts, capsule->recv_counts,
-                               kTagForward);
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<GroupCapsule> capsule,
+                            const at::Tensor& send) {
+    at::Tensor recv = exchange(*capsule->group, send.contiguous(), capsule->send_counts,
+                               capsule->recv_counts, kTagForward);
     ctx->saved_data["group"] = at::IValue::make_capsule(std::move(capsule));
     return recv;
   }
@@ -86,7 +88,8 @@ at::Tensor summed(dist::TensorComm& group, const at::Tensor& x) {
 // feeds only its own points, so each holds part of the gradient of the shared total).
 class AllReduceSumFunction : public torch::autograd::Function<AllReduceSumFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<GroupCapsule> capsule, const at::Tensor& x) {
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<GroupCapsule> capsule,
+                            const at::Tensor& x) {
     at::Tensor out = summed(*capsule->group, x);
     ctx->saved_data["group"] = at::IValue::make_capsule(std::move(capsule));
     return out;
@@ -102,7 +105,8 @@ class AllReduceSumFunction : public torch::autograd::Function<AllReduceSumFuncti
 // Sum over the group with the identity as backward (see shard_sum).
 class ShardSumFunction : public torch::autograd::Function<ShardSumFunction> {
  public:
-  static at::Tensor forward(AutogradContext*, c10::intrusive_ptr<GroupCapsule> capsule, const at::Tensor& x) {
+  static at::Tensor forward(AutogradContext*, c10::intrusive_ptr<GroupCapsule> capsule,
+                            const at::Tensor& x) {
     return summed(*capsule->group, x);
   }
   static variable_list backward(AutogradContext*, variable_list grad_outputs) {
@@ -144,10 +148,13 @@ std::vector<at::Tensor> exchange_pieces(const std::vector<at::Tensor>& pieces,
 // the partial DFT's (re | im). Inverse basis (2m, n): irfft's weights c_k / N (c_0 = 1, c_k = 2,
 // c_{N/2} = 1) on the real parts, -c_k / N on the sines; sin(0) = sin(pi x) = 0 drops the
 // imaginary parts of the DC and Nyquist terms as irfft does. Built in float64, used in float32.
-at::Tensor dft_basis(int64_t m, int64_t n_global, IndexRange local, bool inverse, const at::TensorOptions& opts) {
-  const at::Tensor x = at::arange(local.start, local.start + local.length, at::TensorOptions().dtype(at::kDouble));
+at::Tensor dft_basis(int64_t m, int64_t n_global, IndexRange local, bool inverse,
+                     const at::TensorOptions& opts) {
+  const at::Tensor x =
+      at::arange(local.start, local.start + local.length, at::TensorOptions().dtype(at::kDouble));
   const at::Tensor k = at::arange(m, at::TensorOptions().dtype(at::kDouble));
-  const at::Tensor phase = at::outer(x, k) * (2.0 * M_PI / static_cast<double>(n_global));  // (n, m)
+  const at::Tensor phase =
+      at::outer(x, k) * (2.0 * M_PI / static_cast<double>(n_global));  // (n, m)
   if (!inverse) return at::cat({at::cos(phase), -at::sin(phase)}, 1).to(opts);
   at::Tensor c = at::full({m}, 2.0, at::TensorOptions().dtype(at::kDouble));
   c[0] = 1.0;
@@ -158,14 +165,15 @@ at::Tensor dft_basis(int64_t m, int64_t n_global, IndexRange local, bool inverse
 
 void check_shard(const at::Tensor& x, const FftShard& shard, int64_t grid_dims) {
   SCAFFOLD_CHECK(shard.group != nullptr, "distributed FFT without a shard group");
-  SCAFFOLD_CHECK(x.dim() == grid_dims + 2, fmt::format("distributed FFT: a {}-d tensor for a {}-d grid", x.dim(),
-                                                       grid_dims));
+  SCAFFOLD_CHECK(x.dim() == grid_dims + 2,
+                 fmt::format("distributed FFT: a {}-d tensor for a {}-d grid", x.dim(), grid_dims));
 }
 
 }  // namespace
 
 IndexRange balanced_range(int64_t n, int parts, int index) {
-  SCAFFOLD_CHECK(parts >= 1 && index >= 0 && index < parts, fmt::format("part {} of {}", index, parts));
+  SCAFFOLD_CHECK(parts >= 1 && index >= 0 && index < parts,
+                 fmt::format("part {} of {}", index, parts));
   const int64_t base = n / parts, extra = n % parts;
   const int64_t start = index * base + std::min<int64_t>(index, extra);
   return {start, base + (index < extra ? 1 : 0)};
@@ -176,25 +184,32 @@ IndexRange mode_range(const std::vector<int64_t>& modes, const FftShard& shard) 
   return balanced_range(modes.back(), shard.parts(), shard.index());
 }
 
-at::Tensor dist_rfft_modes(const at::Tensor& x, const std::vector<int64_t>& modes, const FftShard& shard) {
+at::Tensor dist_rfft_modes(const at::Tensor& x, const std::vector<int64_t>& modes,
+                           const FftShard& shard) {
   const auto d = static_cast<int64_t>(modes.size());
   check_shard(x, shard, d);
   const IndexRange local = shard.local();
-  SCAFFOLD_CHECK(x.size(2) == local.length,
-                 fmt::format("distributed FFT: rank {} holds {} points of the split axis, expected {} of {}",
-                             shard.index(), x.size(2), local.length, shard.extent));
+  SCAFFOLD_CHECK(
+      x.size(2) == local.length,
+      fmt::format("distributed FFT: rank {} holds {} points of the split axis, expected {} of {}",
+                  shard.index(), x.size(2), local.length, shard.extent));
   if (d == 1) {
     const int64_t b = x.size(0), c = x.size(1), m = modes[0];
-    const at::Tensor basis = dft_basis(m, shard.extent, local, /*inverse=*/false, x.options());  // (n, 2m)
-    const at::Tensor partial = at::matmul(x, basis).view({b, c, 2, m}).permute({0, 1, 3, 2}).contiguous();
+    const at::Tensor basis =
+        dft_basis(m, shard.extent, local, /*inverse=*/false, x.options());  // (n, 2m)
+    const at::Tensor partial =
+        at::matmul(x, basis).view({b, c, 2, m}).permute({0, 1, 3, 2}).contiguous();
     const at::Tensor total = AllReduceSumFunction::apply(
-        c10::make_intrusive<GroupCapsule>(shard.group, std::vector<int64_t>{}, std::vector<int64_t>{}), partial);
+        c10::make_intrusive<GroupCapsule>(shard.group, std::vector<int64_t>{},
+                                          std::vector<int64_t>{}),
+        partial);
     return at::view_as_complex(total);  // (B, C, m)
   }
   // The unsplit axes on the local slab, truncated as soon as each is done.
   at::Tensor y = keep_low(at::fft_rfft(x, c10::nullopt, d + 1), d + 1, modes.back());
   for (int64_t i = d - 2; i >= 1; --i)
-    y = keep_corners(at::fft_fft(y, c10::nullopt, 2 + i), 2 + i, modes[static_cast<std::size_t>(i)]);
+    y = keep_corners(at::fft_fft(y, c10::nullopt, 2 + i), 2 + i,
+                     modes[static_cast<std::size_t>(i)]);
   // Transpose: rank q gets its part of the last mode axis from every rank's slab.
   const int parts = shard.parts();
   std::vector<at::Tensor> pieces;
@@ -212,23 +227,25 @@ at::Tensor dist_rfft_modes(const at::Tensor& x, const std::vector<int64_t>& mode
   return keep_corners(at::fft_fft(y, c10::nullopt, 2), 2, modes[0]);
 }
 
-at::Tensor dist_irfft_modes(const at::Tensor& kept, const std::vector<int64_t>& modes, const std::vector<int64_t>& grid,
-                            const FftShard& shard) {
+at::Tensor dist_irfft_modes(const at::Tensor& kept, const std::vector<int64_t>& modes,
+                            const std::vector<int64_t>& grid, const FftShard& shard) {
   const auto d = static_cast<int64_t>(grid.size());
   check_shard(kept, shard, d);
   SCAFFOLD_CHECK(grid[0] == shard.extent && modes.size() == grid.size(),
-                 fmt::format("distributed inverse FFT: grid axis 0 is {}, the shard's {}", grid[0], shard.extent));
+                 fmt::format("distributed inverse FFT: grid axis 0 is {}, the shard's {}", grid[0],
+                             shard.extent));
   const IndexRange local = shard.local();
   if (d == 1) {
     const int64_t b = kept.size(0), c = kept.size(1), m = kept.size(2);
-    const at::Tensor basis =
-        dft_basis(m, shard.extent, local, /*inverse=*/true, at::TensorOptions().dtype(at::kFloat).device(kept.device()));
+    const at::Tensor basis = dft_basis(m, shard.extent, local, /*inverse=*/true,
+                                       at::TensorOptions().dtype(at::kFloat).device(kept.device()));
     // (B, C, m) complex -> (B, C, 2m) as (re... | im...), then evaluated at this rank's points.
     const at::Tensor ri = at::view_as_real(kept).permute({0, 1, 3, 2}).reshape({b, c, 2 * m});
     return at::matmul(ri, basis);  // (B, C, n_0)
   }
   // The split axis: the inverse FFT on the gathered modes, then back to slabs.
-  at::Tensor y = at::fft_ifft(place_corners(kept, 2, grid[0]), c10::nullopt, 2);  // (B, C, N_0, ..., k)
+  at::Tensor y =
+      at::fft_ifft(place_corners(kept, 2, grid[0]), c10::nullopt, 2);  // (B, C, N_0, ..., k)
   const int parts = shard.parts();
   std::vector<at::Tensor> pieces;
   std::vector<std::vector<int64_t>> recv_shapes;
@@ -242,15 +259,17 @@ at::Tensor dist_irfft_modes(const at::Tensor& kept, const std::vector<int64_t>& 
   }
   y = at::cat(exchange_pieces(pieces, recv_shapes, shard), d + 1);  // (B, C, n_0, ..., m_{d-1})
   for (int64_t i = 1; i + 1 < d; ++i)
-    y = at::fft_ifft(place_corners(y, 2 + i, grid[static_cast<std::size_t>(i)]), c10::nullopt, 2 + i);
+    y = at::fft_ifft(place_corners(y, 2 + i, grid[static_cast<std::size_t>(i)]), c10::nullopt,
+                     2 + i);
   const int64_t n_last = grid.back();
   return at::fft_irfft(place_low(y, d + 1, n_last / 2 + 1), n_last, d + 1);
 }
 
 at::Tensor shard_sum(const at::Tensor& x, const FftShard& shard) {
   if (!shard.group || shard.group->size() == 1) return x;
-  return ShardSumFunction::apply(
-      c10::make_intrusive<GroupCapsule>(shard.group, std::vector<int64_t>{}, std::vector<int64_t>{}), x);
+  return ShardSumFunction::apply(c10::make_intrusive<GroupCapsule>(
+                                     shard.group, std::vector<int64_t>{}, std::vector<int64_t>{}),
+                                 x);
 }
 
 DistFftStats dist_fft_stats() {

@@ -51,13 +51,14 @@ IndexRange mode_range(const std::vector<int64_t>& modes, const FftShard& shard);
 //   d = 1:  (B, C, m_0), every mode on every rank;
 //   d >= 2: (B, C, 2 m_0, ..., 2 m_{d-2}, k) with k = mode_range(modes, shard).length.
 // Collective over shard.group.
-at::Tensor dist_rfft_modes(const at::Tensor& x, const std::vector<int64_t>& modes, const FftShard& shard);
+at::Tensor dist_rfft_modes(const at::Tensor& x, const std::vector<int64_t>& modes,
+                           const FftShard& shard);
 
 // The inverse: kept modes in the distributed layout (as dist_rfft_modes returns them for
 // `modes`, with any channel count) -> (B, C, n_0, N_1, ..., N_{d-1}) real, this rank's slab of
 // irfft_modes(kept, grid). `grid` is the whole grid (grid[0] = shard.extent). Collective.
-at::Tensor dist_irfft_modes(const at::Tensor& kept, const std::vector<int64_t>& modes, const std::vector<int64_t>& grid,
-                            const FftShard& shard);
+at::Tensor dist_irfft_modes(const at::Tensor& kept, const std::vector<int64_t>& modes,
+                            const std::vector<int64_t>& grid, const FftShard& shard);
 
 // The elementwise sum over shard.group with an identity backward: for sums every rank then uses
 // identically (the loss's norms), whose gradient w.r.t. each rank's part is the gradient w.r.t.

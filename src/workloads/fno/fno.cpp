@@ -31,14 +31,17 @@ class GeluFunction : public torch::autograd::Function<GeluFunction> {
 
 }  // namespace
 
-at::Tensor gelu(const at::Tensor& x) { return GeluFunction::apply(x); }
+at::Tensor gelu(const at::Tensor& x) {
+  return GeluFunction::apply(x);
+}
 
 at::Tensor channel_linear(const at::Tensor& x, const torch::nn::LinearImpl& linear) {
   const int64_t b = x.size(0), c = x.size(1);
-  const at::Tensor& w = linear.weight;  // (Co, C)
+  const at::Tensor& w = linear.weight;   // (Co, C)
   const at::Tensor& bias = linear.bias;  // (Co)
-  SCAFFOLD_CHECK(w.size(1) == c, fmt::format("channel_linear: {} input channels for a ({}, {}) weight", c,
-                                             w.size(0), w.size(1)));
+  SCAFFOLD_CHECK(w.size(1) == c,
+                 fmt::format("channel_linear: {} input channels for a ({}, {}) weight", c,
+                             w.size(0), w.size(1)));
   std::vector<int64_t> shape = x.sizes().vec();
   shape[1] = w.size(0);
   // (Co, C) x (B, C, S) -> (B, Co, S): one product per example, the 1x1 convolution.
@@ -54,7 +57,8 @@ at::Tensor grid_coordinates(const std::vector<int64_t>& local, int64_t first0, i
     const int64_t n = i == 0 ? global_n0 : local[static_cast<std::size_t>(i)];
     const int64_t start = i == 0 ? first0 : 0;
     // linspace(0, 1, n) restricted to this rank's points, computed in float64 then cast.
-    const at::Tensor idx = at::arange(start, start + local[static_cast<std::size_t>(i)], at::kDouble);
+    const at::Tensor idx =
+        at::arange(start, start + local[static_cast<std::size_t>(i)], at::kDouble);
     axes.push_back((n > 1 ? idx / static_cast<double>(n - 1) : idx).to(options));
   }
   std::vector<at::Tensor> mesh = at::meshgrid(axes, "ij");
@@ -76,8 +80,10 @@ FnoImpl::FnoImpl(FnoOptions options) : options_(std::move(options)) {
     spectral_->push_back(SpectralConv(so));
     pointwise_->push_back(torch::nn::Linear(options_.width, options_.width));
   }
-  project_ = register_module("project", torch::nn::Linear(options_.width, options_.projection_channels));
-  output_ = register_module("output", torch::nn::Linear(options_.projection_channels, options_.out_channels));
+  project_ =
+      register_module("project", torch::nn::Linear(options_.width, options_.projection_channels));
+  output_ = register_module("output",
+                            torch::nn::Linear(options_.projection_channels, options_.out_channels));
 }
 
 void FnoImpl::set_shard(std::shared_ptr<const FftShard> shard) {
@@ -88,7 +94,8 @@ void FnoImpl::set_shard(std::shared_ptr<const FftShard> shard) {
 at::Tensor FnoImpl::forward(const at::Tensor& x_in) {
   const auto d = static_cast<int64_t>(options_.modes.size());
   SCAFFOLD_CHECK(x_in.dim() == d + 2 && x_in.size(1) == options_.in_channels,
-                 fmt::format("FNO: input {} for {} channels on a {}-d grid", c10::str(x_in.sizes()), options_.in_channels, d));
+                 fmt::format("FNO: input {} for {} channels on a {}-d grid", c10::str(x_in.sizes()),
+                             options_.in_channels, d));
   at::Tensor x = x_in;
   if (options_.grid_coordinates) {
     const std::vector<int64_t> local = x.sizes().slice(2).vec();
@@ -101,14 +108,15 @@ at::Tensor FnoImpl::forward(const at::Tensor& x_in) {
   }
   x = channel_linear(x, *lift_);  // (B, width, *grid)
   for (int64_t l = 0; l < options_.layers; ++l) {
-    const at::Tensor spectral = spectral_[static_cast<std::size_t>(l)]->as<SpectralConvImpl>()->forward(x);
+    const at::Tensor spectral =
+        spectral_[static_cast<std::size_t>(l)]->as<SpectralConvImpl>()->forward(x);
     const at::Tensor pointwise =
         channel_linear(x, *pointwise_[static_cast<std::size_t>(l)]->as<torch::nn::LinearImpl>());
     x = spectral + pointwise;
     if (l + 1 < options_.layers) x = fno::gelu(x);
   }
   x = fno::gelu(channel_linear(x, *project_));  // (B, projection_channels, *grid)
-  return channel_linear(x, *output_);         // (B, C_out, *grid)
+  return channel_linear(x, *output_);           // (B, C_out, *grid)
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {
@@ -119,8 +127,10 @@ int64_t count_parameters(const torch::nn::Module& module) {
 
 int64_t model_bytes(const torch::nn::Module& module) {
   int64_t n = 0;
-  for (const at::Tensor& p : module.parameters()) n += p.numel() * static_cast<int64_t>(p.element_size());
-  for (const at::Tensor& b : module.buffers()) n += b.numel() * static_cast<int64_t>(b.element_size());
+  for (const at::Tensor& p : module.parameters())
+    n += p.numel() * static_cast<int64_t>(p.element_size());
+  for (const at::Tensor& b : module.buffers())
+    n += b.numel() * static_cast<int64_t>(b.element_size());
   return n;
 }
 

@@ -10,15 +10,14 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-
-#include <cstdint>
-#include <memory>
-#include <vector>
-
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "workloads/fno/dist_fft.hpp"
 #include "workloads/fno/spectral.hpp"
@@ -26,13 +25,13 @@
 namespace scaffold::fno {
 
 struct FnoOptions {
-  int64_t in_channels = 1;           // data channels of the input, C_in
-  int64_t out_channels = 1;          // C_out
-  std::vector<int64_t> modes{16};    // kept modes per spatial dimension: d entries
+  int64_t in_channels = 1;         // data channels of the input, C_in
+  int64_t out_channels = 1;        // C_out
+  std::vector<int64_t> modes{16};  // kept modes per spatial dimension: d entries
   int64_t width = 32;
   int64_t layers = 4;
   int64_t projection_channels = 128;
-  bool grid_coordinates = true;      // append coordinates in [0, 1] (linspace per axis), as the paper
+  bool grid_coordinates = true;  // append coordinates in [0, 1] (linspace per axis), as the paper
 };
 
 // x (B, C, *S) -> (B, Co, *S): weight (Co, C) and bias (Co) of `linear` over the channel axis.
@@ -62,11 +61,11 @@ class FnoImpl : public torch::nn::Module {
  private:
   FnoOptions options_;
   std::shared_ptr<const FftShard> shard_;
-  torch::nn::Linear lift_{nullptr};            // (width, C_in + d)
-  torch::nn::ModuleList spectral_{nullptr};    // SpectralConv, width -> width
-  torch::nn::ModuleList pointwise_{nullptr};   // Linear (width, width)
-  torch::nn::Linear project_{nullptr};         // (projection_channels, width)
-  torch::nn::Linear output_{nullptr};          // (C_out, projection_channels)
+  torch::nn::Linear lift_{nullptr};           // (width, C_in + d)
+  torch::nn::ModuleList spectral_{nullptr};   // SpectralConv, width -> width
+  torch::nn::ModuleList pointwise_{nullptr};  // Linear (width, width)
+  torch::nn::Linear project_{nullptr};        // (projection_channels, width)
+  torch::nn::Linear output_{nullptr};         // (C_out, projection_channels)
 };
 TORCH_MODULE(Fno);
 

@@ -44,20 +44,26 @@ class Reporter final : public c10::MemoryReportingInfoBase {
 
 struct MemoryTracker::Impl {
   explicit Impl(c10::Device device)
-      : reporter(std::make_shared<Reporter>(device)), guard(c10::DebugInfoKind::PROFILER_STATE, reporter) {}
+      : reporter(std::make_shared<Reporter>(device)),
+        guard(c10::DebugInfoKind::PROFILER_STATE, reporter) {}
   std::shared_ptr<Reporter> reporter;
   c10::DebugInfoGuard guard;
 };
 
 MemoryTracker::MemoryTracker(c10::Device device) : impl_(std::make_unique<Impl>(device)) {}
 MemoryTracker::~MemoryTracker() = default;
-int64_t MemoryTracker::live_bytes() const { return impl_->reporter->live.load(); }
-int64_t MemoryTracker::peak_bytes() const { return impl_->reporter->peak.load(); }
+int64_t MemoryTracker::live_bytes() const {
+  return impl_->reporter->live.load();
+}
+int64_t MemoryTracker::peak_bytes() const {
+  return impl_->reporter->peak.load();
+}
 
 MemoryFigures measure_memory(FnoTask& task, const dataset::Batch& host_batch, c10::Device device) {
   MemoryFigures f;
   int64_t param_bytes = 0, buffer_bytes = 0;
-  for (const at::Tensor& p : task.module().parameters()) param_bytes += p.numel() * p.element_size();
+  for (const at::Tensor& p : task.module().parameters())
+    param_bytes += p.numel() * p.element_size();
   for (const at::Tensor& b : task.module().buffers()) buffer_bytes += b.numel() * b.element_size();
   // Between steps Adam holds, per parameter, its gradient and two moments.
   f.persistent_bytes = 4 * param_bytes + buffer_bytes;
@@ -73,7 +79,8 @@ MemoryFigures measure_memory(FnoTask& task, const dataset::Batch& host_batch, c1
   {
     MemoryTracker tracker(device);
     out = task.train_forward(batch);
-    f.peak_forward_bytes = f.persistent_bytes + input_bytes + std::max<int64_t>(tracker.peak_bytes(), 0);
+    f.peak_forward_bytes =
+        f.persistent_bytes + input_bytes + std::max<int64_t>(tracker.peak_bytes(), 0);
     f.activation_bytes = std::max<int64_t>(tracker.live_bytes(), 0);
     // `out` outlives the tracker: its frees are then not reported to it.
   }

@@ -12,22 +12,25 @@
 namespace scaffold::fno {
 
 std::string epoch_stats_header() {
-  return "epoch,warmup,train_rel_l2,val_rel_l2,val_mse,lr,duration_s,train_s,validation_s,monitor_s,checkpoint_s,"
+  return "epoch,warmup,train_rel_l2,val_rel_l2,val_mse,lr,duration_s,train_s,validation_s,"
+         "monitor_s,checkpoint_s,"
          "train_samples,val_samples,median_step_s";
 }
 
 std::string epoch_stats_line(const EpochRow& r) {
   auto f = [](double v) { return core::python_float_str(v); };
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.epoch, r.warmup ? 1 : 0, f(r.train_rel_l2),
-                     f(r.val_rel_l2), f(r.val_mse), f(r.lr), f(r.duration_s), f(r.train_s), f(r.validation_s),
-                     f(r.monitor_s), f(r.checkpoint_s), r.train_samples, r.val_samples, f(r.median_step_s));
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.epoch, r.warmup ? 1 : 0,
+                     f(r.train_rel_l2), f(r.val_rel_l2), f(r.val_mse), f(r.lr), f(r.duration_s),
+                     f(r.train_s), f(r.validation_s), f(r.monitor_s), f(r.checkpoint_s),
+                     r.train_samples, r.val_samples, f(r.median_step_s));
 }
 
 std::vector<EpochRow> read_epoch_stats(const std::filesystem::path& path) {
   std::istringstream in(core::read_file(path));
   std::string line;
   if (!std::getline(in, line) || line != epoch_stats_header())
-    throw core::FileError(path.string(), "line 1: expected the header '" + epoch_stats_header() + "'");
+    throw core::FileError(path.string(),
+                          "line 1: expected the header '" + epoch_stats_header() + "'");
   std::vector<EpochRow> rows;
   for (int n = 2; std::getline(in, line); ++n) {
     if (line.empty()) continue;
@@ -40,17 +43,18 @@ std::vector<EpochRow> read_epoch_stats(const std::filesystem::path& path) {
       std::size_t i = 0;
       r.epoch = std::stoll(cells[i++]);
       r.warmup = std::stoi(cells[i++]) != 0;
-      for (double* v : {&r.train_rel_l2, &r.val_rel_l2, &r.val_mse, &r.lr, &r.duration_s, &r.train_s,
-                        &r.validation_s, &r.monitor_s, &r.checkpoint_s})
+      for (double* v : {&r.train_rel_l2, &r.val_rel_l2, &r.val_mse, &r.lr, &r.duration_s,
+                        &r.train_s, &r.validation_s, &r.monitor_s, &r.checkpoint_s})
         *v = std::stod(cells[i++]);
       r.train_samples = std::stoll(cells[i++]);
       r.val_samples = std::stoll(cells[i++]);
       r.median_step_s = std::stod(cells[i++]);
-      if (r.duration_s < 0 || r.train_s < 0 || r.validation_s < 0 || r.monitor_s < 0 || r.checkpoint_s < 0 ||
-          r.train_samples < 0 || r.val_samples < 0)
+      if (r.duration_s < 0 || r.train_s < 0 || r.validation_s < 0 || r.monitor_s < 0 ||
+          r.checkpoint_s < 0 || r.train_samples < 0 || r.val_samples < 0)
         throw std::invalid_argument("negative duration or sample count");
       if (!rows.empty() && r.epoch != rows.back().epoch + 1)
-        throw std::invalid_argument(fmt::format("epoch {} after epoch {}", r.epoch, rows.back().epoch));
+        throw std::invalid_argument(
+            fmt::format("epoch {} after epoch {}", r.epoch, rows.back().epoch));
       rows.push_back(r);
     } catch (const std::exception& e) {
       throw core::FileError(path.string(), fmt::format("line {}: {} ('{}')", n, e.what(), line));
@@ -70,8 +74,8 @@ double fno_forward_flops(const FnoShape& s) {
                            (s.grid_coordinates ? static_cast<double>(s.grid.size()) : 0.0);
   const double fft = 2.5 * points * std::log2(points);  // one real FFT of one channel
   const double layer = 2.0 * w * w * points + 8.0 * w * w * kept + 2.0 * w * fft;
-  return 2.0 * lifted_in * w * points + static_cast<double>(s.layers) * layer + 2.0 * w * p * points +
-         2.0 * p * static_cast<double>(s.out_channels) * points;
+  return 2.0 * lifted_in * w * points + static_cast<double>(s.layers) * layer +
+         2.0 * w * p * points + 2.0 * p * static_cast<double>(s.out_channels) * points;
 }
 
 FnoFigures fno_figures(const std::vector<EpochRow>& rows, int64_t timesteps_per_example,
@@ -97,9 +101,11 @@ FnoFigures fno_figures(const std::vector<EpochRow>& rows, int64_t timesteps_per_
   f.train_time_per_epoch_min = f.total_train_time_s / epochs / 60.0;
   f.train_timesteps = train_examples * tpe;
   f.timesteps = (train_examples + val_examples) * tpe;
-  f.train_timesteps_per_s = f.total_train_time_s > 0 ? f.train_timesteps / f.total_train_time_s : 0.0;
+  f.train_timesteps_per_s =
+      f.total_train_time_s > 0 ? f.train_timesteps / f.total_train_time_s : 0.0;
   f.timesteps_per_s = f.total_compute_time_s > 0 ? f.timesteps / f.total_compute_time_s : 0.0;
-  // A training example costs a forward and a backward (twice the forward), a validation one a forward.
+  // A training example costs a forward and a backward (twice the forward), a validation one a
+  // forward.
   const double flops = (3.0 * train_examples + val_examples) * forward_flops_per_example;
   f.tflop_per_epoch = flops / epochs / 1e12;
   f.achieved_flop_per_s = f.total_compute_time_s > 0 ? flops / f.total_compute_time_s : 0.0;

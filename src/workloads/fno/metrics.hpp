@@ -25,12 +25,12 @@ struct EpochRow {
   int64_t epoch = 0;
   bool warmup = false;
   double train_rel_l2 = 0.0, val_rel_l2 = 0.0, val_mse = 0.0;  // means over examples
-  double lr = 0.0;          // the learning rate of this epoch
-  double duration_s = 0.0;  // training + validation + LR step
-  double train_s = 0.0;      // the training pass
-  double validation_s = 0.0; // the validation pass
-  double monitor_s = 0.0;    // reporting the epoch (log line, energy windows; CARAML's monitor())
-  double checkpoint_s = 0.0; // writing the checkpoints after this epoch (CARAML's save())
+  double lr = 0.0;                                             // the learning rate of this epoch
+  double duration_s = 0.0;                                     // training + validation + LR step
+  double train_s = 0.0;                                        // the training pass
+  double validation_s = 0.0;                                   // the validation pass
+  double monitor_s = 0.0;     // reporting the epoch (log line, energy windows; CARAML's monitor())
+  double checkpoint_s = 0.0;  // writing the checkpoints after this epoch (CARAML's save())
   int64_t train_samples = 0, val_samples = 0;  // over all replicas
   double median_step_s = 0.0;                  // rank 0's median training step
 };
@@ -57,18 +57,18 @@ double fno_forward_flops(const FnoShape& shape);
 
 struct FnoFigures {
   int64_t timed_epochs = 0;
-  double total_epoch_time_s = 0.0;       // TotalEpochTime: durations + monitoring + checkpoints
-  double total_train_time_s = 0.0;       // TotalTrainTime
-  double total_compute_time_s = 0.0;     // TotalComputeTime: training + validation
-  double total_monitor_time_s = 0.0;     // TotalMonitorTime
-  double total_checkpoint_time_s = 0.0;  // TotalCheckpointTime
-  double train_time_per_epoch_min = 0.0; // TrainTime/Epoch (min)
-  double train_timesteps = 0.0;          // TrainTimesteps: training examples x timesteps_per_example
-  double timesteps = 0.0;                // Timesteps: training + validation
-  double train_timesteps_per_s = 0.0;    // TrainTimesteps / TotalTrainTime
-  double timesteps_per_s = 0.0;          // Timesteps / TotalComputeTime (the headline)
-  double tflop_per_epoch = 0.0;          // (3 F x train + F x val examples) / epochs / 1e12
-  double achieved_flop_per_s = 0.0;      // the same FLOPs / TotalComputeTime
+  double total_epoch_time_s = 0.0;        // TotalEpochTime: durations + monitoring + checkpoints
+  double total_train_time_s = 0.0;        // TotalTrainTime
+  double total_compute_time_s = 0.0;      // TotalComputeTime: training + validation
+  double total_monitor_time_s = 0.0;      // TotalMonitorTime
+  double total_checkpoint_time_s = 0.0;   // TotalCheckpointTime
+  double train_time_per_epoch_min = 0.0;  // TrainTime/Epoch (min)
+  double train_timesteps = 0.0;        // TrainTimesteps: training examples x timesteps_per_example
+  double timesteps = 0.0;              // Timesteps: training + validation
+  double train_timesteps_per_s = 0.0;  // TrainTimesteps / TotalTrainTime
+  double timesteps_per_s = 0.0;        // Timesteps / TotalComputeTime (the headline)
+  double tflop_per_epoch = 0.0;        // (3 F x train + F x val examples) / epochs / 1e12
+  double achieved_flop_per_s = 0.0;    // the same FLOPs / TotalComputeTime
   double val_rel_l2 = 0.0, train_rel_l2 = 0.0;  // of the last timed epoch
   std::optional<double> timesteps_per_wh;       // Timesteps / energy of the timed epochs
 };

@@ -20,7 +20,9 @@ std::string param(const RunRecord& r, const char* name) {
   return value ? *value : "";
 }
 
-bool eval_row(const RunRecord& r) { return param(r, kParamMode) == "eval"; }
+bool eval_row(const RunRecord& r) {
+  return param(r, kParamMode) == "eval";
+}
 
 std::string counter(const RunRecord& r, const char* name, int decimals, double scale = 1.0) {
   const std::optional<double> x = report::counter_value(r, name);
@@ -32,8 +34,12 @@ std::string train_counter(const RunRecord& r, const char* name, int decimals) {
   return eval_row(r) ? std::string() : counter(r, name, decimals);
 }
 
-Column text(const char* title, std::string (*value)(const RunRecord&)) { return {title, value, Align::kLeft}; }
-Column number(const char* title, std::string (*value)(const RunRecord&)) { return {title, value, Align::kRight}; }
+Column text(const char* title, std::string (*value)(const RunRecord&)) {
+  return {title, value, Align::kLeft};
+}
+Column number(const char* title, std::string (*value)(const RunRecord&)) {
+  return {title, value, Align::kRight};
+}
 
 }  // namespace
 
@@ -50,8 +56,10 @@ std::vector<Column> result_columns() {
       number("GridShards", [](const RunRecord& r) { return param(r, kParamGridShards); }),
       text("Problem", [](const RunRecord& r) { return param(r, kParamProblem); }),
       text("Config", [](const RunRecord& r) { return param(r, kParamConfig); }),
-      number("ModelParam (Million)", [](const RunRecord& r) { return counter(r, kCounterParameters, 3, 1e-6); }),
-      number("ModelSize (MB)", [](const RunRecord& r) { return counter(r, kCounterModelSizeMb, 2); }),
+      number("ModelParam (Million)",
+             [](const RunRecord& r) { return counter(r, kCounterParameters, 3, 1e-6); }),
+      number("ModelSize (MB)",
+             [](const RunRecord& r) { return counter(r, kCounterModelSizeMb, 2); }),
       text("Grid", [](const RunRecord& r) { return param(r, kParamGrid); }),
       number("GlobalBatchSize", [](const RunRecord& r) { return std::to_string(r.global_batch); }),
       number("LocalBatchSize", [](const RunRecord& r) { return std::to_string(r.local_batch); }),
@@ -59,39 +67,59 @@ std::vector<Column> result_columns() {
       number("MicroBatchSize", [](const RunRecord& r) { return std::to_string(r.local_batch); }),
       number("GAS", [](const RunRecord&) { return std::string("1"); }),
       text("InputShape", [](const RunRecord& r) { return param(r, kParamInputShape); }),
-      number("Runtime (min)", [](const RunRecord& r) { return report::fixed_text(r.runtime_s / 60.0, 3); }),
-      number("Epochs", [](const RunRecord& r) { return eval_row(r) ? std::string() : std::to_string(r.epochs); }),
+      number("Runtime (min)",
+             [](const RunRecord& r) { return report::fixed_text(r.runtime_s / 60.0, 3); }),
+      number("Epochs",
+             [](const RunRecord& r) {
+               return eval_row(r) ? std::string() : std::to_string(r.epochs);
+             }),
       text("MixedPrecision", [](const RunRecord& r) { return r.precision; }),
       // The FFTs and the complex weights always run in fp32 (no bf16 FFT in LibTorch 1.13 on CPU).
       text("ComplexMixedPrecision", [](const RunRecord&) { return std::string("fp32"); }),
       // CARAML's torch.compile mode; native C++ compiles nothing at run time.
       text("CompileMode", [](const RunRecord&) { return std::string("native"); }),
       number("MeanCompileTime (s)", [](const RunRecord&) { return std::string("0.00"); }),
-      number("TrainTime/Epoch (min)", [](const RunRecord& r) { return train_counter(r, kCounterTrainTimePerEpochMin, 3); }),
-      number("TotalEpochTime (s)", [](const RunRecord& r) { return train_counter(r, kCounterTotalEpochTimeS, 2); }),
-      number("TotalTrainTime (s)", [](const RunRecord& r) { return train_counter(r, kCounterTotalTrainTimeS, 2); }),
-      number("TotalComputeTime (s)", [](const RunRecord& r) { return train_counter(r, kCounterTotalComputeTimeS, 2); }),
-      number("TotalMonitorTime (s)", [](const RunRecord& r) { return train_counter(r, kCounterTotalMonitorTimeS, 2); }),
+      number("TrainTime/Epoch (min)",
+             [](const RunRecord& r) { return train_counter(r, kCounterTrainTimePerEpochMin, 3); }),
+      number("TotalEpochTime (s)",
+             [](const RunRecord& r) { return train_counter(r, kCounterTotalEpochTimeS, 2); }),
+      number("TotalTrainTime (s)",
+             [](const RunRecord& r) { return train_counter(r, kCounterTotalTrainTimeS, 2); }),
+      number("TotalComputeTime (s)",
+             [](const RunRecord& r) { return train_counter(r, kCounterTotalComputeTimeS, 2); }),
+      number("TotalMonitorTime (s)",
+             [](const RunRecord& r) { return train_counter(r, kCounterTotalMonitorTimeS, 2); }),
       number("TotalCheckpointTime (s)",
              [](const RunRecord& r) { return train_counter(r, kCounterTotalCheckpointTimeS, 2); }),
       number("Timesteps", [](const RunRecord& r) { return counter(r, kCounterTimesteps, 0); }),
-      number("Timesteps/second", [](const RunRecord& r) { return counter(r, kCounterTimestepsPerS, 2); }),
-      number("TrainTimesteps", [](const RunRecord& r) { return train_counter(r, kCounterTrainTimesteps, 0); }),
+      number("Timesteps/second",
+             [](const RunRecord& r) { return counter(r, kCounterTimestepsPerS, 2); }),
+      number("TrainTimesteps",
+             [](const RunRecord& r) { return train_counter(r, kCounterTrainTimesteps, 0); }),
       number("TrainTimesteps/second",
              [](const RunRecord& r) { return train_counter(r, kCounterTrainTimestepsPerS, 2); }),
-      number("PeakFwdMem (MB)", [](const RunRecord& r) { return train_counter(r, kCounterPeakFwdMemMb, 2); }),
-      number("PersistentMem (MB)", [](const RunRecord& r) { return train_counter(r, kCounterPersistentMemMb, 2); }),
-      number("ActivationMem (MB)", [](const RunRecord& r) { return train_counter(r, kCounterActivationMemMb, 2); }),
-      number("TFLOPs", [](const RunRecord& r) {
-        return eval_row(r) ? counter(r, kCounterEvalTflop, 4) : counter(r, kCounterTflopPerEpoch, 4);
-      }),
-      number("Energy/GPU (Wh)", [](const RunRecord& r) {
-        return report::fixed_text(r.energy_wh ? std::optional<double>(*r.energy_wh / r.devices) : std::nullopt, 3);
-      }),
-      number("TotalEnergy (Wh)", [](const RunRecord& r) { return report::fixed_text(r.energy_wh, 3); }),
+      number("PeakFwdMem (MB)",
+             [](const RunRecord& r) { return train_counter(r, kCounterPeakFwdMemMb, 2); }),
+      number("PersistentMem (MB)",
+             [](const RunRecord& r) { return train_counter(r, kCounterPersistentMemMb, 2); }),
+      number("ActivationMem (MB)",
+             [](const RunRecord& r) { return train_counter(r, kCounterActivationMemMb, 2); }),
+      number("TFLOPs",
+             [](const RunRecord& r) {
+               return eval_row(r) ? counter(r, kCounterEvalTflop, 4)
+                                  : counter(r, kCounterTflopPerEpoch, 4);
+             }),
+      number("Energy/GPU (Wh)",
+             [](const RunRecord& r) {
+               return report::fixed_text(
+                   r.energy_wh ? std::optional<double>(*r.energy_wh / r.devices) : std::nullopt, 3);
+             }),
+      number("TotalEnergy (Wh)",
+             [](const RunRecord& r) { return report::fixed_text(r.energy_wh, 3); }),
       // Ours.
       number("ValRelL2", [](const RunRecord& r) { return train_counter(r, kCounterValRelL2, 5); }),
-      number("Timesteps/Wh", [](const RunRecord& r) { return counter(r, kCounterTimestepsPerWh, 1); }),
+      number("Timesteps/Wh",
+             [](const RunRecord& r) { return counter(r, kCounterTimestepsPerWh, 1); }),
       text("Mode", [](const RunRecord& r) { return param(r, kParamMode); }),
   };
 }
@@ -102,6 +130,8 @@ bool result_order(const RunRecord& a, const RunRecord& b) {
   return std::tie(pa, a.devices, sa) < std::tie(pb, b.devices, sb);
 }
 
-report::WorkloadTable result_table() { return {kWorkloadName, result_columns(), result_order}; }
+report::WorkloadTable result_table() {
+  return {kWorkloadName, result_columns(), result_order};
+}
 
 }  // namespace scaffold::fno

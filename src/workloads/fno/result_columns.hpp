@@ -37,12 +37,12 @@ inline constexpr const char* kCounterTimestepsPerWh = "timesteps_per_wh";
 inline constexpr const char* kCounterEvalTflop = "eval_tflop";  // eval: FLOPs of the timed forwards
 
 // Parameters (RunRecord::params), as text.
-inline constexpr const char* kParamProblem = "problem";      // "rbc2d"
-inline constexpr const char* kParamConfig = "config";        // the first -c file's name
-inline constexpr const char* kParamGrid = "grid";            // "256x64"
+inline constexpr const char* kParamProblem = "problem";  // "rbc2d"
+inline constexpr const char* kParamConfig = "config";    // the first -c file's name
+inline constexpr const char* kParamGrid = "grid";        // "256x64"
 inline constexpr const char* kParamDataParallel = "data_parallel";
 inline constexpr const char* kParamGridShards = "tp_size";
-inline constexpr const char* kParamMode = "mode";            // "train" | "eval"
+inline constexpr const char* kParamMode = "mode";               // "train" | "eval"
 inline constexpr const char* kParamInputShape = "input_shape";  // eval: "[20, 4, 256, 64]"
 
 // The columns, in order: JobID, System, Version, Queue, Nodes, TotalDevices, DataParallel,

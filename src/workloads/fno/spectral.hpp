@@ -11,14 +11,13 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
 
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-#include <torch/nn/cloneable.h>
-#include <torch/nn/module.h>
-#include <torch/nn/pimpl.h>
 
 #include "workloads/fno/dist_fft.hpp"
 

@@ -16,7 +16,8 @@ at::Tensor error_sums(const at::Tensor& pred, const at::Tensor& target, const Ff
   const at::Tensor p = pred.to(at::kDouble).reshape({b, -1});
   const at::Tensor t = target.to(at::kDouble).reshape({b, -1});
   const at::Tensor points = at::full({b}, static_cast<double>(p.size(1)), p.options());
-  const at::Tensor local = at::stack({(p - t).square().sum(1), t.square().sum(1), points}, 1);  // (B, 3)
+  const at::Tensor local =
+      at::stack({(p - t).square().sum(1), t.square().sum(1), points}, 1);  // (B, 3)
   return shard_sum(local, shard);
 }
 
@@ -28,15 +29,18 @@ at::Tensor relative_l2(const at::Tensor& pred, const at::Tensor& target, const F
 at::Tensor shard_slab(const at::Tensor& field, const FftShard* shard) {
   if (shard == nullptr || shard->parts() == 1) return field;
   SCAFFOLD_CHECK(field.size(2) == shard->extent,
-                 fmt::format("an example's first grid dimension has {} points, the shard layout {}", field.size(2),
-                             shard->extent));
+                 fmt::format("an example's first grid dimension has {} points, the shard layout {}",
+                             field.size(2), shard->extent));
   const IndexRange r = shard->local();
   return field.narrow(2, r.start, r.length).contiguous();
 }
 
-FnoTask::FnoTask(Fno model, const dataset::ExampleSource& train_set, const dataset::ExampleSource& val_set,
-                 c10::Device device, FnoTaskOptions options)
-    : model_(std::move(model)), train_set_(train_set), val_set_(val_set), device_(device),
+FnoTask::FnoTask(Fno model, const dataset::ExampleSource& train_set,
+                 const dataset::ExampleSource& val_set, c10::Device device, FnoTaskOptions options)
+    : model_(std::move(model)),
+      train_set_(train_set),
+      val_set_(val_set),
+      device_(device),
       options_(std::move(options)) {
   if (options_.precision != "fp32" && options_.precision != "bf16")
     throw core::Error(fmt::format("precision: '{}' is not one of fp32, bf16", options_.precision));
@@ -46,8 +50,9 @@ FnoTask::FnoTask(Fno model, const dataset::ExampleSource& train_set, const datas
   }
   model_->set_shard(options_.shard);
   if (options_.rollout_steps < 0 || options_.step_channels < 1)
-    throw core::Error(fmt::format("FnoTask: rollout_steps {} and step_channels {} (expected >= 0 and >= 1)",
-                                  options_.rollout_steps, options_.step_channels));
+    throw core::Error(
+        fmt::format("FnoTask: rollout_steps {} and step_channels {} (expected >= 0 and >= 1)",
+                    options_.rollout_steps, options_.step_channels));
 }
 
 namespace {
@@ -69,7 +74,8 @@ at::Tensor FnoTask::predict(const at::Tensor& input) {
   // The rollout: each step's prediction becomes the newest input step, the oldest is dropped.
   const int64_t c = options_.step_channels;
   SCAFFOLD_CHECK(x.size(1) % c == 0 && x.size(1) >= c,
-                 fmt::format("the input has {} channels, not a multiple of the {} per time step", x.size(1), c));
+                 fmt::format("the input has {} channels, not a multiple of the {} per time step",
+                             x.size(1), c));
   std::vector<at::Tensor> steps;
   steps.reserve(static_cast<std::size_t>(options_.rollout_steps));
   for (int64_t t = 0; t < options_.rollout_steps; ++t) {
@@ -91,7 +97,8 @@ train::TrainForward FnoTask::train_forward(const dataset::Batch& batch) {
   const FftShard& shard = options_.shard ? *options_.shard : none;
   const at::Tensor target = shard_slab(batch.fields[1], options_.shard.get());
   const at::Tensor rel = relative_l2(out, target, shard);  // (B), the whole trajectory
-  if (options_.rollout_steps == 0) return {rel.mean().to(at::kFloat), rel.detach().sum().reshape({1})};
+  if (options_.rollout_steps == 0)
+    return {rel.mean().to(at::kFloat), rel.detach().sum().reshape({1})};
   // Recurrent: the paper's objective, the sum over the steps of each step's relative L2 error.
   const int64_t c = options_.step_channels;
   at::Tensor per_step = at::zeros({out.size(0)}, out.options().dtype(at::kDouble));
@@ -103,24 +110,29 @@ train::TrainForward FnoTask::train_forward(const dataset::Batch& batch) {
 at::Tensor FnoTask::validation_sums(const dataset::Batch& batch) {
   const at::Tensor out = predict(batch.fields[0]);
   const FftShard none;
-  const at::Tensor s =
-      error_sums(out, shard_slab(batch.fields[1], options_.shard.get()), options_.shard ? *options_.shard : none);
+  const at::Tensor s = error_sums(out, shard_slab(batch.fields[1], options_.shard.get()),
+                                  options_.shard ? *options_.shard : none);
   const at::Tensor rel = (s.select(1, 0) / s.select(1, 1)).sqrt();
   const at::Tensor mse = s.select(1, 0) / s.select(1, 2);
   return at::stack({rel.sum(), mse.sum()});
 }
 
-void FnoTask::after_step() { at::autocast::clear_cache(); }
+void FnoTask::after_step() {
+  at::autocast::clear_cache();
+}
 
-void FnoTask::after_validation() { at::autocast::clear_cache(); }
+void FnoTask::after_validation() {
+  at::autocast::clear_cache();
+}
 
 train::EpochMetrics FnoTask::epoch_metrics(int64_t epoch, const train::PassSums& train,
                                            const train::PassSums& val) const {
   const double n_train = std::max(train.samples, 1.0), n_val = std::max(val.samples, 1.0);
   if (!std::isfinite(train.sums[0]) || !std::isfinite(val.sums[0]))
-    throw core::Error(fmt::format("training diverged at epoch {}: training relative L2 {}, validation {} (lower "
-                                  "learning_rate, or use fp32)",
-                                  epoch, train.sums[0] / n_train, val.sums[0] / n_val));
+    throw core::Error(
+        fmt::format("training diverged at epoch {}: training relative L2 {}, validation {} (lower "
+                    "learning_rate, or use fp32)",
+                    epoch, train.sums[0] / n_train, val.sums[0] / n_val));
   train::EpochMetrics m;
   m.values = {{"train_rel_l2", train.sums[0] / n_train},
               {"val_rel_l2", val.sums[0] / n_val},

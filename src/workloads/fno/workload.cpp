@@ -63,7 +63,8 @@ using Args = cli::WorkloadArgs;
 
 std::vector<int64_t> modes_of(const FnoConfig& cfg) {
   std::vector<int64_t> m;
-  for (std::size_t i = 0; i < cfg.grid.size(); ++i) m.push_back(cfg.modes.size() == 1 ? cfg.modes[0] : cfg.modes[i]);
+  for (std::size_t i = 0; i < cfg.grid.size(); ++i)
+    m.push_back(cfg.modes.size() == 1 ? cfg.modes[0] : cfg.modes[i]);
   return m;
 }
 
@@ -73,12 +74,15 @@ std::string joined(const std::vector<int64_t>& v, const char* sep) {
   return s;
 }
 
-bool recurrent(const FnoConfig& cfg) { return cfg.time_stepping == "recurrent"; }
+bool recurrent(const FnoConfig& cfg) {
+  return cfg.time_stepping == "recurrent";
+}
 
 FnoOptions model_options(const FnoConfig& cfg, const ProblemShape& shape) {
   FnoOptions o;
   o.in_channels = shape.in_channels;
-  o.out_channels = recurrent(cfg) ? shape.step_channels : shape.out_channels;  // recurrent: one step
+  o.out_channels =
+      recurrent(cfg) ? shape.step_channels : shape.out_channels;  // recurrent: one step
   o.modes = modes_of(cfg);
   o.width = cfg.width;
   o.layers = cfg.layers;
@@ -101,11 +105,13 @@ FnoShape flop_shape(const FnoOptions& o, const std::vector<int64_t>& grid) {
 }
 
 // The model FLOPs of one example's prediction: one forward, or the rollout's t_out.
-double example_forward_flops(const FnoConfig& cfg, const FnoOptions& mo, const std::vector<int64_t>& grid) {
+double example_forward_flops(const FnoConfig& cfg, const FnoOptions& mo,
+                             const std::vector<int64_t>& grid) {
   return fno_forward_flops(flop_shape(mo, grid)) * (recurrent(cfg) ? cfg.t_out : 1);
 }
 
-FnoTaskOptions task_options(const FnoConfig& cfg, const ProblemShape& shape, std::shared_ptr<FftShard> shard) {
+FnoTaskOptions task_options(const FnoConfig& cfg, const ProblemShape& shape,
+                            std::shared_ptr<FftShard> shard) {
   FnoTaskOptions to;
   to.precision = cfg.precision;
   to.shard = std::move(shard);
@@ -125,12 +131,13 @@ Layout make_layout(dist::Communicator& comm, const FnoConfig& cfg, const c10::De
   Layout l;
   dist::run_agreed(comm, [&] {
     if (comm.size() % cfg.tp_size != 0)
-      throw core::Error(fmt::format("tp_size {} does not divide the {} rank(s): use a rank count that is a multiple "
-                                    "of tp_size (ranks / tp_size data-parallel replicas)",
-                                    cfg.tp_size, comm.size()));
+      throw core::Error(fmt::format(
+          "tp_size {} does not divide the {} rank(s): use a rank count that is a multiple "
+          "of tp_size (ranks / tp_size data-parallel replicas)",
+          cfg.tp_size, comm.size()));
     // Shard id = rank % tp_size: consecutive ranks share an example, as the U-Net's spatial groups.
-    l.grid = std::make_unique<dist::ProcessGrid>(comm.size(), comm.rank(), std::vector<int>{cfg.tp_size},
-                                                 std::vector<int>{2});
+    l.grid = std::make_unique<dist::ProcessGrid>(
+        comm.size(), comm.rank(), std::vector<int>{cfg.tp_size}, std::vector<int>{2});
   });
   if (cfg.tp_size > 1) {
     l.group_comm = comm.split(l.grid->replica(), l.grid->shard_id());
@@ -142,14 +149,16 @@ Layout make_layout(dist::Communicator& comm, const FnoConfig& cfg, const c10::De
 }
 
 suite::RunFolderRequest folder_request(const FnoConfig& cfg, const Args& args) {
-  return suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv);
+  return suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir,
+                                   args.argv);
 }
 
 // The fields common to the train and eval records.
-report::RunRecord fno_record(cli::RunContext& ctx, const fs::path& run_dir, const c10::Device& device,
-                             const FnoConfig& cfg, const Args& args, const dist::ProcessGrid& grid,
-                             const suite::PhaseDriver& phases) {
-  report::RunRecord rec = suite::base_record(kWorkloadName, run_dir, ctx.comm, ctx.threads, device.str());
+report::RunRecord fno_record(cli::RunContext& ctx, const fs::path& run_dir,
+                             const c10::Device& device, const FnoConfig& cfg, const Args& args,
+                             const dist::ProcessGrid& grid, const suite::PhaseDriver& phases) {
+  report::RunRecord rec =
+      suite::base_record(kWorkloadName, run_dir, ctx.comm, ctx.threads, device.str());
   rec.precision = cfg.precision;
   for (const auto& p : phases.phases()) rec.runtime_s += p.seconds;
   std::vector<int64_t> grid_points(cfg.grid.begin(), cfg.grid.end());
@@ -172,14 +181,18 @@ report::RunRecord fno_record(cli::RunContext& ctx, const fs::path& run_dir, cons
 void log_epoch(const train::LoopEpoch& e, const FnoConfig& cfg, int64_t timesteps_per_example) {
   const auto& v = e.metrics.values;  // FnoTask's order
   const double tpe = static_cast<double>(timesteps_per_example);
-  const double per_s = e.duration_s > 0 ? (e.train.samples + e.val.samples) * tpe / e.duration_s : 0.0;
+  const double per_s =
+      e.duration_s > 0 ? (e.train.samples + e.val.samples) * tpe / e.duration_s : 0.0;
   const double train_per_s = e.train_s > 0 ? e.train.samples * tpe / e.train_s : 0.0;
-  const std::string which = e.warmup ? fmt::format("warm-up epoch {}/{}", e.epoch, cfg.warmup_epochs)
-                                     : fmt::format("epoch {}/{}", e.epoch - cfg.warmup_epochs, cfg.epochs);
-  LOG_INFO("{}: train_rel_l2 {:.5f}, val_rel_l2 {:.5f}, val_mse {:.4g}, lr {:.4g} | {:.2f} s (train {:.2f} s, "
-           "validation {:.2f} s) | Timesteps/s {:.1f}, TrainTimesteps/s {:.1f}, median step {:.1f} ms",
-           which, v[0].second, v[1].second, v[2].second, e.next_lr, e.duration_s, e.train_s, e.validation_s, per_s,
-           train_per_s, e.median_step_s * 1e3);
+  const std::string which =
+      e.warmup ? fmt::format("warm-up epoch {}/{}", e.epoch, cfg.warmup_epochs)
+               : fmt::format("epoch {}/{}", e.epoch - cfg.warmup_epochs, cfg.epochs);
+  LOG_INFO(
+      "{}: train_rel_l2 {:.5f}, val_rel_l2 {:.5f}, val_mse {:.4g}, lr {:.4g} | {:.2f} s (train "
+      "{:.2f} s, "
+      "validation {:.2f} s) | Timesteps/s {:.1f}, TrainTimesteps/s {:.1f}, median step {:.1f} ms",
+      which, v[0].second, v[1].second, v[2].second, e.next_lr, e.duration_s, e.train_s,
+      e.validation_s, per_s, train_per_s, e.median_step_s * 1e3);
 }
 
 // One batch of the first `n` training examples (host tensors), for the memory measurement.
@@ -196,9 +209,10 @@ dataset::Batch first_batch(const dataset::ExampleSource& source, int64_t n) {
   return b;
 }
 
-int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suite::PhaseDriver& phases,
-              profile::Profiler& profiler) {
-  const train::DeviceChoice device_choice = train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
+int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
+              suite::PhaseDriver& phases, profile::Profiler& profiler) {
+  const train::DeviceChoice device_choice =
+      train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
   const c10::Device device = device_choice.device;
   Layout layout = make_layout(ctx.comm, cfg, device);
   const dist::ProcessGrid& grid = *layout.grid;
@@ -223,8 +237,9 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
         std::vector<int64_t> shape{channels};
         shape.insert(shape.end(), data.grid.begin(), data.grid.end());
         if (t.sizes() != shape)
-          throw core::Error(fmt::format("problem {}: the {} field of example {} is {}, expected {}", cfg.problem, what,
-                                        e.id, c10::str(t.sizes()), c10::str(at::IntArrayRef(shape))));
+          throw core::Error(fmt::format("problem {}: the {} field of example {} is {}, expected {}",
+                                        cfg.problem, what, e.id, c10::str(t.sizes()),
+                                        c10::str(at::IntArrayRef(shape))));
       };
       expect(e.fields.at(0), data.shape.in_channels, "input");
       expect(e.fields.at(1), data.shape.out_channels, "target");
@@ -235,15 +250,20 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
   else
     LOG_INFO("data: generated {} ({} samples, {} solver steps in {:.2f} s)", data.root.string(),
              data.samples_generated, data.solver_steps, data.generate_s);
-  LOG_INFO("data: {} on a {} grid ({} training, {} validation examples; {} -> {} channels, {} timestep(s) each), "
-           "batch {} x {} replica(s), tp_size {}",
-           data.problem, joined(data.grid, "x"), data.train->size(), data.val->size(), data.shape.in_channels,
-           data.shape.out_channels, data.shape.timesteps_per_example, cfg.batch_size, grid.replicas(), cfg.tp_size);
+  LOG_INFO(
+      "data: {} on a {} grid ({} training, {} validation examples; {} -> {} channels, {} "
+      "timestep(s) each), "
+      "batch {} x {} replica(s), tp_size {}",
+      data.problem, joined(data.grid, "x"), data.train->size(), data.val->size(),
+      data.shape.in_channels, data.shape.out_channels, data.shape.timesteps_per_example,
+      cfg.batch_size, grid.replicas(), cfg.tp_size);
 
   // model
   const FnoOptions mo = model_options(cfg, data.shape);
-  // StepLR(step, gamma): the learning rate after `done` epochs, i.e. the one epoch done + 1 runs at.
-  const auto lr_after = [lr = cfg.learning_rate, gamma = cfg.lr_gamma, step = cfg.lr_step_size](int64_t done) {
+  // StepLR(step, gamma): the learning rate after `done` epochs, i.e. the one epoch done + 1 runs
+  // at.
+  const auto lr_after = [lr = cfg.learning_rate, gamma = cfg.lr_gamma,
+                         step = cfg.lr_step_size](int64_t done) {
     return lr * std::pow(gamma, static_cast<double>(done / step));
   };
   std::unique_ptr<FnoTask> task;
@@ -251,7 +271,8 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
   int64_t params = 0, size_bytes = 0;
   MemoryFigures memory;
   phases.run("init_model", [&] {
-    torch::manual_seed(static_cast<uint64_t>(cfg.seed));  // identical initial weights (rank 0's broadcast too)
+    torch::manual_seed(
+        static_cast<uint64_t>(cfg.seed));  // identical initial weights (rank 0's broadcast too)
     Fno net(mo);
     params = count_parameters(*net);
     size_bytes = model_bytes(*net);
@@ -265,8 +286,10 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
     lo.warmup_epochs = cfg.warmup_epochs;
     lo.time_budget_s = cfg.time_budget_s;
     const double lr = cfg.learning_rate, wd = cfg.weight_decay;
-    lo.make_optimizer = [lr, wd](const std::vector<at::Tensor>& p) -> std::unique_ptr<torch::optim::Optimizer> {
-      return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(lr).weight_decay(wd));
+    lo.make_optimizer =
+        [lr, wd](const std::vector<at::Tensor>& p) -> std::unique_ptr<torch::optim::Optimizer> {
+      return std::make_unique<torch::optim::Adam>(p,
+                                                  torch::optim::AdamOptions(lr).weight_decay(wd));
     };
     // StepLR(step, gamma) stepped once per epoch (warm-up epochs included), as the paper's loop.
     lo.lr_after = lr_after;
@@ -278,22 +301,30 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
     train::LoopParallelism lp;
     if (ctx.comm.size() > 1) lp.world = dist::make_tensor_comm(ctx.comm, device);
     dist::run_agreed(ctx.comm, [&] {
-      loop = std::make_unique<train::TrainingLoop>(*task, std::move(lo), device, ctx.comm, grid, std::move(lp));
+      loop = std::make_unique<train::TrainingLoop>(*task, std::move(lo), device, ctx.comm, grid,
+                                                   std::move(lp));
     });
     memory = measure_memory(*task, first_batch(*data.train, cfg.batch_size), device);
   });
   const double forward_flops = example_forward_flops(cfg, mo, data.grid);
-  LOG_INFO("model: FNO {}-D, modes {}, width {}, {} layers, {} parameters ({:.2f} MB), {:.4g} GFLOP per example "
-           "forward ({}), {} (spectral part fp32), on {} with {} thread(s)",
-           data.grid.size(), joined(mo.modes, "x"), cfg.width, cfg.layers, params,
-           static_cast<double>(size_bytes) / kMiB, forward_flops / 1e9,
-           recurrent(cfg) ? fmt::format("a rollout of {} one-step forwards", cfg.t_out) : std::string("direct"),
-           cfg.precision, device.str(), ctx.threads);
-  LOG_INFO("memory: persistent {:.2f} MB, peak forward {:.2f} MB, activations {:.2f} MB (one batch of {})",
-           static_cast<double>(memory.persistent_bytes) / kMiB, static_cast<double>(memory.peak_forward_bytes) / kMiB,
-           static_cast<double>(memory.activation_bytes) / kMiB, cfg.batch_size);
+  LOG_INFO(
+      "model: FNO {}-D, modes {}, width {}, {} layers, {} parameters ({:.2f} MB), {:.4g} GFLOP per "
+      "example "
+      "forward ({}), {} (spectral part fp32), on {} with {} thread(s)",
+      data.grid.size(), joined(mo.modes, "x"), cfg.width, cfg.layers, params,
+      static_cast<double>(size_bytes) / kMiB, forward_flops / 1e9,
+      recurrent(cfg) ? fmt::format("a rollout of {} one-step forwards", cfg.t_out)
+                     : std::string("direct"),
+      cfg.precision, device.str(), ctx.threads);
+  LOG_INFO(
+      "memory: persistent {:.2f} MB, peak forward {:.2f} MB, activations {:.2f} MB (one batch of "
+      "{})",
+      static_cast<double>(memory.persistent_bytes) / kMiB,
+      static_cast<double>(memory.peak_forward_bytes) / kMiB,
+      static_cast<double>(memory.activation_bytes) / kMiB, cfg.batch_size);
 
-  std::unique_ptr<core::Watchdog> watchdog = suite::progress_watchdog(ctx.comm, cfg.progress_timeout_s);
+  std::unique_ptr<core::Watchdog> watchdog =
+      suite::progress_watchdog(ctx.comm, cfg.progress_timeout_s);
   loop->set_watchdog(&*watchdog);
   cli::EnergyMeter energy(ctx.comm);
   phases.set_energy_meter(&energy);
@@ -327,8 +358,10 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
       core::Stopwatch monitor;  // CARAML's monitoring: reporting the epoch
       add_checkpoint_time();
       log_epoch(e, cfg, data.shape.timesteps_per_example);
-      energy.add_window(e.warmup ? "warmup" : "train", e.epoch, e.start_mono_s, e.validation_start_mono_s);
-      if (!e.warmup) energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
+      energy.add_window(e.warmup ? "warmup" : "train", e.epoch, e.start_mono_s,
+                        e.validation_start_mono_s);
+      if (!e.warmup)
+        energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
       const DistFftStats now = dist_fft_stats();
       if (!e.warmup) {
         timed_comm_s += now.seconds - comm_before.seconds;
@@ -371,7 +404,8 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
   rec.global_batch = static_cast<int64_t>(cfg.batch_size) * grid.replicas();
   rec.local_batch = cfg.batch_size;
   rec.warmup_epochs = cfg.warmup_epochs;
-  const bool any_timed = std::any_of(rows.begin(), rows.end(), [](const EpochRow& r) { return !r.warmup; });
+  const bool any_timed =
+      std::any_of(rows.begin(), rows.end(), [](const EpochRow& r) { return !r.warmup; });
   if (!any_timed) {
     // Stopped before the first timed epoch ended: nothing to report but the reason.
     LOG_WARN("stopped by {} before any timed epoch finished: no figures; {} resumes the run",
@@ -396,70 +430,101 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suit
   rec.params.push_back({"viscosity", core::python_float_str(data.viscosity)});
   rec.params.push_back({"dataset", data.root.filename().string()});
   rec.counters = {
-      {kCounterParameters, static_cast<double>(params), "", "trainable parameters (complex weights count 2)"},
-      {kCounterModelSizeMb, static_cast<double>(size_bytes) / kMiB, "MB", "parameters and buffers, 2^20 bytes"},
-      {kCounterTrainTimePerEpochMin, f.train_time_per_epoch_min, "min", "TotalTrainTime / timed epochs"},
+      {kCounterParameters, static_cast<double>(params), "",
+       "trainable parameters (complex weights count 2)"},
+      {kCounterModelSizeMb, static_cast<double>(size_bytes) / kMiB, "MB",
+       "parameters and buffers, 2^20 bytes"},
+      {kCounterTrainTimePerEpochMin, f.train_time_per_epoch_min, "min",
+       "TotalTrainTime / timed epochs"},
       {kCounterTotalEpochTimeS, f.total_epoch_time_s, "s",
        "timed epochs: training, validation, LR step, reporting and checkpoints"},
       {kCounterTotalTrainTimeS, f.total_train_time_s, "s", "timed epochs' training passes"},
-      {kCounterTotalComputeTimeS, f.total_compute_time_s, "s", "timed epochs' training + validation passes"},
-      {kCounterTotalMonitorTimeS, f.total_monitor_time_s, "s", "reporting the timed epochs (log, energy, CSV)"},
-      {kCounterTotalCheckpointTimeS, f.total_checkpoint_time_s, "s", "writing the timed epochs' checkpoints (rank 0)"},
-      {kCounterTimesteps, f.timesteps, "", "(training + validation examples) x timesteps per example, timed epochs"},
+      {kCounterTotalComputeTimeS, f.total_compute_time_s, "s",
+       "timed epochs' training + validation passes"},
+      {kCounterTotalMonitorTimeS, f.total_monitor_time_s, "s",
+       "reporting the timed epochs (log, energy, CSV)"},
+      {kCounterTotalCheckpointTimeS, f.total_checkpoint_time_s, "s",
+       "writing the timed epochs' checkpoints (rank 0)"},
+      {kCounterTimesteps, f.timesteps, "",
+       "(training + validation examples) x timesteps per example, timed epochs"},
       {kCounterTimestepsPerS, f.timesteps_per_s, "timesteps/s", "Timesteps / TotalComputeTime"},
-      {kCounterTrainTimesteps, f.train_timesteps, "", "training examples x timesteps per example, timed epochs"},
-      {kCounterTrainTimestepsPerS, f.train_timesteps_per_s, "timesteps/s", "TrainTimesteps / TotalTrainTime"},
+      {kCounterTrainTimesteps, f.train_timesteps, "",
+       "training examples x timesteps per example, timed epochs"},
+      {kCounterTrainTimestepsPerS, f.train_timesteps_per_s, "timesteps/s",
+       "TrainTimesteps / TotalTrainTime"},
       {kCounterPeakFwdMemMb, static_cast<double>(memory.peak_forward_bytes) / kMiB, "MB",
        "persistent + one training batch + the peak during its forward (rank 0)"},
       {kCounterPersistentMemMb, static_cast<double>(memory.persistent_bytes) / kMiB, "MB",
        "parameters, gradients, Adam's moments, buffers"},
       {kCounterActivationMemMb, static_cast<double>(memory.activation_bytes) / kMiB, "MB",
        "kept by one training forward for its backward (rank 0)"},
-      {kCounterTflopPerEpoch, f.tflop_per_epoch, "TFLOP", "(3 x training + validation examples) x forward FLOPs, per epoch"},
-      {kCounterValRelL2, f.val_rel_l2, "", "mean relative L2 error on the held-out examples, last epoch"},
-      {"train_rel_l2", f.train_rel_l2, "", "mean relative L2 error of the last epoch's training steps"},
+      {kCounterTflopPerEpoch, f.tflop_per_epoch, "TFLOP",
+       "(3 x training + validation examples) x forward FLOPs, per epoch"},
+      {kCounterValRelL2, f.val_rel_l2, "",
+       "mean relative L2 error on the held-out examples, last epoch"},
+      {"train_rel_l2", f.train_rel_l2, "",
+       "mean relative L2 error of the last epoch's training steps"},
       {"forward_flop_per_example", forward_flops, "FLOP",
        "fno_forward_flops (docs/reports.md), times t_out for a recurrent rollout"},
-      {"achieved_flop_per_s", f.achieved_flop_per_s, "FLOP/s", "the epochs' model FLOPs / TotalComputeTime"},
-      {"median_step_s", core::median(result.step_times_s), "s", "median timed training step on rank 0"},
-      {"dist_fft_comm_s", timed_comm_s, "s", "rank 0's time in the sharded transforms' collectives, timed epochs"},
-      {"dist_fft_comm_share", f.total_epoch_time_s > 0 ? timed_comm_s / f.total_epoch_time_s : 0.0, "",
-       "dist_fft_comm_s / TotalEpochTime"},
-      {"dist_fft_bytes", static_cast<double>(timed_comm_bytes), "bytes", "rank 0's bytes sent by those collectives"}};
+      {"achieved_flop_per_s", f.achieved_flop_per_s, "FLOP/s",
+       "the epochs' model FLOPs / TotalComputeTime"},
+      {"median_step_s", core::median(result.step_times_s), "s",
+       "median timed training step on rank 0"},
+      {"dist_fft_comm_s", timed_comm_s, "s",
+       "rank 0's time in the sharded transforms' collectives, timed epochs"},
+      {"dist_fft_comm_share", f.total_epoch_time_s > 0 ? timed_comm_s / f.total_epoch_time_s : 0.0,
+       "", "dist_fft_comm_s / TotalEpochTime"},
+      {"dist_fft_bytes", static_cast<double>(timed_comm_bytes), "bytes",
+       "rank 0's bytes sent by those collectives"}};
   if (f.timesteps_per_wh)
-    rec.counters.push_back({kCounterTimestepsPerWh, *f.timesteps_per_wh, "timesteps/Wh", "Timesteps / timed energy"});
+    rec.counters.push_back(
+        {kCounterTimestepsPerWh, *f.timesteps_per_wh, "timesteps/Wh", "Timesteps / timed energy"});
   report::write_summary_json(run_dir, rec);
 
-  LOG_INFO("fno: {} timed epochs after {} warm-up epoch(s); val_rel_l2 {:.5f} (train {:.5f})", f.timed_epochs,
-           cfg.warmup_epochs, f.val_rel_l2, f.train_rel_l2);
-  LOG_INFO("TotalEpochTime {:.3f} s, TotalTrainTime {:.3f} s, TotalComputeTime {:.3f} s, TotalMonitorTime {:.3f} s, "
-           "TotalCheckpointTime {:.3f} s, TrainTime/Epoch {:.4f} min",
-           f.total_epoch_time_s, f.total_train_time_s, f.total_compute_time_s, f.total_monitor_time_s,
-           f.total_checkpoint_time_s, f.train_time_per_epoch_min);
-  LOG_INFO("TrainTimesteps {:.0f}, TrainTimesteps/s {:.2f}; Timesteps {:.0f}; {:.4g} TFLOP per epoch, {:.4g} GFLOP/s",
-           f.train_timesteps, f.train_timesteps_per_s, f.timesteps, f.tflop_per_epoch, f.achieved_flop_per_s / 1e9);
+  LOG_INFO("fno: {} timed epochs after {} warm-up epoch(s); val_rel_l2 {:.5f} (train {:.5f})",
+           f.timed_epochs, cfg.warmup_epochs, f.val_rel_l2, f.train_rel_l2);
+  LOG_INFO(
+      "TotalEpochTime {:.3f} s, TotalTrainTime {:.3f} s, TotalComputeTime {:.3f} s, "
+      "TotalMonitorTime {:.3f} s, "
+      "TotalCheckpointTime {:.3f} s, TrainTime/Epoch {:.4f} min",
+      f.total_epoch_time_s, f.total_train_time_s, f.total_compute_time_s, f.total_monitor_time_s,
+      f.total_checkpoint_time_s, f.train_time_per_epoch_min);
+  LOG_INFO(
+      "TrainTimesteps {:.0f}, TrainTimesteps/s {:.2f}; Timesteps {:.0f}; {:.4g} TFLOP per epoch, "
+      "{:.4g} GFLOP/s",
+      f.train_timesteps, f.train_timesteps_per_s, f.timesteps, f.tflop_per_epoch,
+      f.achieved_flop_per_s / 1e9);
   if (cfg.tp_size > 1)
-    LOG_INFO("sharded transforms: {:.3f} s in collectives on rank 0 ({:.1f}% of the timed epochs), {:.3g} MB sent",
-             timed_comm_s, 100.0 * timed_comm_s / std::max(f.total_epoch_time_s, 1e-12), timed_comm_bytes / 1e6);
+    LOG_INFO(
+        "sharded transforms: {:.3f} s in collectives on rank 0 ({:.1f}% of the timed epochs), "
+        "{:.3g} MB sent",
+        timed_comm_s, 100.0 * timed_comm_s / std::max(f.total_epoch_time_s, 1e-12),
+        timed_comm_bytes / 1e6);
   if (f.timesteps_per_wh)
-    LOG_INFO("energy of the timed epochs: {:.4g} Wh, {:.4g} timesteps/Wh", *wh, *f.timesteps_per_wh);
+    LOG_INFO("energy of the timed epochs: {:.4g} Wh, {:.4g} timesteps/Wh", *wh,
+             *f.timesteps_per_wh);
   LOG_INFO("peak memory: process RSS {:.2f} GiB; phase wall times: {}",
            static_cast<double>(core::peak_rss_bytes()) / (1 << 30), phases.summary());
   if (result.stopped)
-    LOG_WARN("stopped by {} after epoch {}: the files are complete up to that epoch; {} resumes the run",
-             suite::signal_name(result.stop_signal), result.last_epoch, (run_dir / "restart.sh").string());
+    LOG_WARN(
+        "stopped by {} after epoch {}: the files are complete up to that epoch; {} resumes the run",
+        suite::signal_name(result.stop_signal), result.last_epoch,
+        (run_dir / "restart.sh").string());
   // The headline, last.
   LOG_INFO("Timesteps/s: {:.2f}", f.timesteps_per_s);
   return result.stopped ? suite::kExitStoppedBySignal : 0;
 }
 
 // CARAML's `eval`: timed inference on a fixed input shape (random fields), no data, no training.
-int run_eval(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suite::PhaseDriver& phases) {
-  const train::DeviceChoice device_choice = train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
+int run_eval(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
+             suite::PhaseDriver& phases) {
+  const train::DeviceChoice device_choice =
+      train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
   const c10::Device device = device_choice.device;
   Layout layout = make_layout(ctx.comm, cfg, device);
   const dist::ProcessGrid& grid = *layout.grid;
-  if (!args.run_dir.empty()) throw core::UsageError("--run-dir/--restart: eval mode has nothing to resume");
+  if (!args.run_dir.empty())
+    throw core::UsageError("--run-dir/--restart: eval mode has nothing to resume");
   const fs::path run_dir = suite::prepare_run_folder(ctx.comm, folder_request(cfg, args));
   LOG_INFO("fno eval: run folder {}", run_dir.string());
   {
@@ -481,7 +546,9 @@ int run_eval(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suite
   // Unused sources: the task needs two, eval reads neither.
   struct NoExamples : dataset::ExampleSource {
     std::size_t size() const override { return 0; }
-    dataset::Example get(std::size_t, uint64_t) const override { throw core::Error("eval mode reads no examples"); }
+    dataset::Example get(std::size_t, uint64_t) const override {
+      throw core::Error("eval mode reads no examples");
+    }
   } none;
   phases.run("init_model", [&] {
     torch::manual_seed(static_cast<uint64_t>(cfg.seed));
@@ -490,13 +557,15 @@ int run_eval(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suite
     size_bytes = model_bytes(*net);
     net->to(device);
     net->eval();
-    task = std::make_unique<FnoTask>(net, none, none, device, task_options(cfg, shape, layout.shard));
-    input = at::randn(input_shape, at::TensorOptions().device(device));  // the same on every rank (seeded)
+    task =
+        std::make_unique<FnoTask>(net, none, none, device, task_options(cfg, shape, layout.shard));
+    input = at::randn(input_shape,
+                      at::TensorOptions().device(device));  // the same on every rank (seeded)
   });
   const double forward_flops = example_forward_flops(cfg, mo, grid_points);
   LOG_INFO("model: FNO {}-D, modes {}, width {}, {} layers, {} parameters; input [{}], {}, on {}",
-           grid_points.size(), joined(mo.modes, "x"), cfg.width, cfg.layers, params, joined(input_shape, ", "),
-           cfg.precision, device.str());
+           grid_points.size(), joined(mo.modes, "x"), cfg.width, cfg.layers, params,
+           joined(input_shape, ", "), cfg.precision, device.str());
   cli::EnergyMeter energy(ctx.comm);
   phases.set_energy_meter(&energy);
   std::vector<double> times_s;
@@ -525,7 +594,8 @@ int run_eval(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suite
   if (ctx.comm.rank() != 0) return 0;
 
   const double total_s = window_end - window_start;
-  const double examples = static_cast<double>(cfg.eval_batch_size) * cfg.eval_iterations * grid.replicas();
+  const double examples =
+      static_cast<double>(cfg.eval_batch_size) * cfg.eval_iterations * grid.replicas();
   const double timesteps = examples * static_cast<double>(shape.timesteps_per_example);
   report::RunRecord rec = fno_record(ctx, run_dir, device, cfg, args, grid, phases);
   rec.status = report::kStatusCompleted;
@@ -541,18 +611,27 @@ int run_eval(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg, suite
   rec.energy_wh = wh;
   rec.params.push_back({kParamInputShape, "[" + joined(input_shape, ", ") + "]"});
   rec.counters = {
-      {kCounterParameters, static_cast<double>(params), "", "trainable parameters (complex weights count 2)"},
-      {kCounterModelSizeMb, static_cast<double>(size_bytes) / kMiB, "MB", "parameters and buffers, 2^20 bytes"},
-      {"eval_forward_s", core::median(times_s), "s", "median timed forward of one input batch (rank 0)"},
+      {kCounterParameters, static_cast<double>(params), "",
+       "trainable parameters (complex weights count 2)"},
+      {kCounterModelSizeMb, static_cast<double>(size_bytes) / kMiB, "MB",
+       "parameters and buffers, 2^20 bytes"},
+      {"eval_forward_s", core::median(times_s), "s",
+       "median timed forward of one input batch (rank 0)"},
       {"eval_forward_s_mean", total_s / cfg.eval_iterations, "s", "timed window / iterations"},
-      {kCounterTimesteps, timesteps, "", "examples x timesteps per example in the timed forwards, all replicas"},
-      {kCounterTimestepsPerS, total_s > 0 ? timesteps / total_s : 0.0, "timesteps/s", "Timesteps / timed window"},
+      {kCounterTimesteps, timesteps, "",
+       "examples x timesteps per example in the timed forwards, all replicas"},
+      {kCounterTimestepsPerS, total_s > 0 ? timesteps / total_s : 0.0, "timesteps/s",
+       "Timesteps / timed window"},
       {"examples_per_s", total_s > 0 ? examples / total_s : 0.0, "examples/s", "all replicas"},
-      {kCounterEvalTflop, examples * forward_flops / 1e12, "TFLOP", "forward FLOPs of the timed forwards"}};
-  if (wh && *wh > 0) rec.counters.push_back({kCounterTimestepsPerWh, timesteps / *wh, "timesteps/Wh", "Timesteps / energy"});
+      {kCounterEvalTflop, examples * forward_flops / 1e12, "TFLOP",
+       "forward FLOPs of the timed forwards"}};
+  if (wh && *wh > 0)
+    rec.counters.push_back(
+        {kCounterTimestepsPerWh, timesteps / *wh, "timesteps/Wh", "Timesteps / energy"});
   report::write_summary_json(run_dir, rec);
-  LOG_INFO("eval: {} forwards of [{}] in {:.3f} s: median {:.2f} ms, {:.1f} examples/s", cfg.eval_iterations,
-           joined(input_shape, ", "), total_s, core::median(times_s) * 1e3, total_s > 0 ? examples / total_s : 0.0);
+  LOG_INFO("eval: {} forwards of [{}] in {:.3f} s: median {:.2f} ms, {:.1f} examples/s",
+           cfg.eval_iterations, joined(input_shape, ", "), total_s, core::median(times_s) * 1e3,
+           total_s > 0 ? examples / total_s : 0.0);
   LOG_INFO("Timesteps/s: {:.2f}", total_s > 0 ? timesteps / total_s : 0.0);
   return 0;
 }

@@ -276,10 +276,66 @@ TEST_F(SchemaFlagsLoad, ListFlagsTakeAsManyValuesAsTheKeyAllows) {
     Parsed<Config> p;
     EXPECT_THROW(p.parse({"--dc-num-shards", "1", "1", "1", "1"}), CLI::ParseError);
   }
-  {
-    Parsed<Config> p;
-    EXPECT_THROW(p.parse({"--seed", "abc"}), CLI::ParseError);  // typed by the key's kind
+}
+
+// Number flags are taken as text and judged by the loader's rules, as the same text in a YAML
+// file (issue 16): CLI11 read 99999999999999999999 as the largest int64 and reported
+// "epochs = 9223372036854775807", a value never typed, and refused 1e20 or 3.5 with "Could not
+// convert" and no key.
+TEST_F(SchemaFlagsLoad, NumberFlagsAreJudgedAsTypedLikeAFilesValues) {
+  Parsed<Config> p;
+  p.parse({"--epochs", "99999999999999999999", "--seed", "abc", "--T-0", "-99999999999999999999",
+           "--T-mult", "4294967300", "--warmup-batches", "1e20", "--starting-learning-rate",
+           "1e400", "--dc-num-shards", "2", "0x10", "--n-categories", "0x10"});
+  try {
+    load(p);
+    FAIL() << "no error";
+  } catch (const core::Error& e) {
+    const std::string message = e.what();
+    EXPECT_CONTAINS(message, "  --epochs: epochs = 99999999999999999999: expected");
+    EXPECT_CONTAINS(
+        message,
+        "99999999999999999999: expected -1 (until target_dice) or an integer >= 1 (beyond the "
+        "64-bit integer range)");
+    EXPECT_CONTAINS(message, "  --seed: seed = abc: expected an integer >= 0 (got a string)");
+    EXPECT_CONTAINS(
+        message,
+        "  --T-0: T_0 = -99999999999999999999: expected an integer >= 1 (beyond the 64-bit");
+    EXPECT_CONTAINS(
+        message,
+        "  --T-mult: T_mult = 4294967300: expected an integer >= 1 (beyond the 32-bit integer "
+        "range of this key)");
+    EXPECT_CONTAINS(message, "  --warmup-batches: warmup_batches = 1e20: expected");
+    EXPECT_CONTAINS(message, "(got a non-integer number)");
+    EXPECT_CONTAINS(
+        message,
+        "  --starting-learning-rate: starting_learning_rate = 1e400: expected a number > 0 (got "
+        "a non-finite number)");
+    EXPECT_CONTAINS(message, "  --dc-num-shards: dc_num_shards = [2, 0x10]: expected");
+    EXPECT_CONTAINS(message, "(entry 2, 0x10, is not an integer)");
+    EXPECT_CONTAINS(
+        message, "  --n-categories: n_categories = 0x10: expected an integer >= 1 (got a string)");
+    EXPECT_EQ(message.find("9223372036854775807"), std::string::npos)
+        << message;  // never the clamped value
   }
+  // Plain values still arrive typed; problem_scale's non-integer is floored as in a file.
+  Parsed<Config> ok;
+  ok.parse({"--problem-scale", "5.7", "--seed", "+7", "--val-split", "25", "--min-learning-rate",
+            "-0.5e-3"});
+  const auto flags = ok.flags();
+  EXPECT_EQ(std::get<config::FlagText>(flags.at("problem_scale").value),
+            (config::FlagText{{"5.7"}, false}));
+  EXPECT_EQ(std::get<int64_t>(flags.at("seed").value), 7);
+  EXPECT_EQ(std::get<double>(flags.at("val_split").value), 25.0);
+  EXPECT_EQ(std::get<double>(flags.at("min_learning_rate").value), -0.5e-3);
+  config::LoadRequest request;
+  request.flags = {flags.at("problem_scale"), flags.at("seed")};
+  request.resolve_paths = false;
+  const config::LoadedConfig loaded = config::load_config_as<Config>(request);
+  EXPECT_EQ(loaded.config.problem_scale, 5);
+  EXPECT_EQ(loaded.config.seed, 7);
+  ASSERT_EQ(loaded.warnings.size(), 1u);
+  EXPECT_CONTAINS(loaded.warnings[0], "floored to 5");
 }
 
 // ---- loading on every rank -------------------------------------------------------------------

@@ -27,8 +27,9 @@ class FnoDataConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
     static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() / ("scaffold_test_fno_data_config_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(counter++));
+    dir_ =
+        fs::temp_directory_path() / ("scaffold_test_fno_data_config_" + std::to_string(::getpid()) +
+                                     "_" + std::to_string(counter++));
     fs::create_directories(dir_);
   }
   void TearDown() override {
@@ -52,7 +53,8 @@ class FnoDataConfigTest : public ::testing::Test {
       load({write(text)});
     } catch (const core::Error& e) {
       const std::string m = e.what();
-      for (const auto& n : needles) EXPECT_NE(m.find(n), std::string::npos) << "'" << n << "' missing in:\n" << m;
+      for (const auto& n : needles)
+        EXPECT_NE(m.find(n), std::string::npos) << "'" << n << "' missing in:\n" << m;
       return m;
     }
     ADD_FAILURE() << "no error for:\n" << text;
@@ -117,10 +119,13 @@ TEST_F(FnoDataConfigTest, CrossChecksFitTheKeysToTheProblem) {
   error_of("problem: navier_stokes2d\ngrid: [64, 32]\n", {"grid", "[N, N]"});
   error_of("problem: burgers1d\ngrid: [64]\nt_in: 2\n", {"t_in", "1 for burgers1d"});
   error_of("viscosity: 0.01\n", {"viscosity", "rbc_rayleigh"});
-  error_of("problem: burgers1d\ngrid: [64]\nt_out: 3\n", {"burgers_dt", "burgers_final_time / t_out"});
-  error_of("problem: navier_stokes2d\ngrid: [64, 64]\nns_dt: 0.3\n", {"ns_dt", "ns_record_interval"});
+  error_of("problem: burgers1d\ngrid: [64]\nt_out: 3\n",
+           {"burgers_dt", "burgers_final_time / t_out"});
+  error_of("problem: navier_stokes2d\ngrid: [64, 64]\nns_dt: 0.3\n",
+           {"ns_dt", "ns_record_interval"});
   error_of("t_in: 150\nt_out: 60\n", {"rbc_states", "t_in + t_out = 210"});
-  const FD ok = load({write("problem: navier_stokes2d\ngrid: [64, 64]\nt_in: 10\nt_out: 40\nviscosity: 1e-4\n")});
+  const FD ok = load(
+      {write("problem: navier_stokes2d\ngrid: [64, 64]\nt_in: 10\nt_out: 40\nviscosity: 1e-4\n")});
   EXPECT_EQ(ok.viscosity, 1e-4);
 }
 
@@ -162,7 +167,9 @@ struct Outer {
   int t_in = 1, t_out = 1;
   FnoDataConfig data;
 };
-FnoDataConfig& data_of(Outer& o) { return o.data; }
+FnoDataConfig& data_of(Outer& o) {
+  return o.data;
+}
 FnoDataConfig view_of(const Outer& o) {
   FnoDataConfig d = o.data;
   d.problem = o.problem;

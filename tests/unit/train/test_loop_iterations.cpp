@@ -2,17 +2,21 @@
 // layer): Megatron's stream order, gradient accumulation of k micro-batches of b against one
 // hand-made step on the k*b batch, the per-step learning rate against its closed-form effect, the
 // step cap ending inside an epoch, the deadline ending after the step in flight, validation
-// every n epochs on a few batches, and the clipping hook replacing torch's clipping.
+// every n epochs on a few batches, and the clipping hook replacing torch's clipping. Also where a
+// non-finite loss came from: the batch that first turned the sums non-finite, and whether its
+// data held the NaN (issue 16's "training diverged" without the file).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/timer.hpp"
 #include "dataset/example_source.hpp"
 #include "dataset/sampler.hpp"
@@ -276,6 +280,77 @@ TEST(LoopIterations, DatasetEpochsKeepWholeStepsAndTheClipHookReplacesTorchsClip
   EXPECT_EQ(clip_args, (std::vector<double>{1e-9, 1e-9}));
   torch::nn::Linear initial = fresh_linear();
   EXPECT_GT(max_abs_difference(initial->parameters(), task.module().parameters()), 1e-4);
+}
+
+// Points with a NaN in example `bad`'s second input; origin(i) names a made-up file per example.
+class PointsWithNaN : public Points {
+ public:
+  PointsWithNaN(int64_t n, int64_t bad) : Points(n), bad_(bad) {}
+  dataset::Example get(std::size_t index, uint64_t draw) const override {
+    dataset::Example e = Points::get(index, draw);
+    if (static_cast<int64_t>(index) == bad_) e.fields[0][1] = std::nanf("");
+    return e;
+  }
+  std::string origin(std::size_t index) const override { return "/data/point" + std::to_string(index) + ".npy"; }
+
+ private:
+  int64_t bad_;
+};
+
+// LinearTask whose epoch metrics refuse a non-finite loss, as every workload's task does.
+class DivergenceCheckingTask : public LinearTask {
+ public:
+  using LinearTask::LinearTask;
+  EpochMetrics epoch_metrics(int64_t epoch, const PassSums& train, const PassSums& val) const override {
+    if (!std::isfinite(train.sums[0]) || !std::isfinite(val.sums[0]))
+      throw core::Error("training diverged at epoch " + std::to_string(epoch));
+    return LinearTask::epoch_metrics(epoch, train, val);
+  }
+};
+
+TEST(LoopNonFinite, TheErrorNamesTheFirstNonFiniteBatchAndTheFileWithTheNaN) {
+  const PointsWithNaN train(12, /*bad=*/7);
+  const Points val(4);
+  DivergenceCheckingTask task(fresh_linear(), train, val);
+  LoopOptions o = sgd_options(/*local_batch=*/3, 0.01);
+  o.max_epochs = 1;
+  TrainingLoop loop(task, o, c10::Device(c10::kCPU), world(), one_rank());
+  std::string message;
+  try {
+    loop.run([](const LoopEpoch&) {});
+  } catch (const dist::AgreedError& e) {
+    message = e.what();
+  }
+  // Reference: where example 7 came in this epoch's order, as the task saw the batches.
+  const auto at = std::find(task.seen.begin(), task.seen.end(), 7) - task.seen.begin();
+  ASSERT_LT(static_cast<std::size_t>(at), task.seen.size());
+  const int64_t batch = at / 3 + 1;
+  EXPECT_NE(message.find("training diverged at epoch 1; the training sums first turned non-finite in optimizer "
+                         "step " + std::to_string(batch) + " (batch " + std::to_string(batch) + " of epoch 1)"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("/data/point7.npy holds NaN (field 0, element [1])"), std::string::npos) << message;
+  EXPECT_NE(message.find("replace or regenerate the data"), std::string::npos) << message;
+}
+
+TEST(LoopNonFinite, FiniteDataThatDivergesIsSaidToBeFinite) {
+  const Points train(12), val(4);
+  DivergenceCheckingTask task(fresh_linear(), train, val);
+  LoopOptions o = sgd_options(/*local_batch=*/3, 1e30);  // each SGD step multiplies the error
+  o.max_epochs = 1;
+  TrainingLoop loop(task, o, c10::Device(c10::kCPU), world(), one_rank());
+  std::string message;
+  try {
+    loop.run([](const LoopEpoch&) {});
+  } catch (const dist::AgreedError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("training diverged at epoch 1; the training sums first turned non-finite in optimizer "
+                         "step "),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("is finite, so the model diverged, not the data"), std::string::npos) << message;
+  EXPECT_EQ(message.find("holds NaN"), std::string::npos) << message;
 }
 
 }  // namespace

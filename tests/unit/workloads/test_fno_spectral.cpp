@@ -50,7 +50,8 @@ int64_t frequency_of(int64_t p, int64_t m, int64_t n, bool last) {
   return p < m ? p : n - 2 * m + p;
 }
 
-// Kept modes (B, C, *K) of x (B, C, *grid) by the definition X[k] = sum_x x[x] exp(-2 pi i k.x / N).
+// Kept modes (B, C, *K) of x (B, C, *grid) by the definition X[k] = sum_x x[x] exp(-2 pi i k.x /
+// N).
 std::vector<cd> direct_modes(const at::Tensor& x, const Case& c, std::vector<int64_t>* kshape) {
   const int64_t b = x.size(0), ch = x.size(1);
   *kshape = kept_mode_shape(c.modes);
@@ -62,13 +63,16 @@ std::vector<cd> direct_modes(const at::Tensor& x, const Case& c, std::vector<int
   for (int64_t kf = 0; kf < nk; ++kf) {
     const auto kpos = unflatten(kf, *kshape);
     std::vector<int64_t> k(d);
-    for (std::size_t i = 0; i < d; ++i) k[i] = frequency_of(kpos[i], c.modes[i], c.grid[i], i + 1 == d);
+    for (std::size_t i = 0; i < d; ++i)
+      k[i] = frequency_of(kpos[i], c.modes[i], c.grid[i], i + 1 == d);
     for (int64_t xf = 0; xf < npts; ++xf) {
       const auto xi = unflatten(xf, c.grid);
       double phase = 0;
-      for (std::size_t i = 0; i < d; ++i) phase += static_cast<double>(k[i] * xi[i]) / static_cast<double>(c.grid[i]);
+      for (std::size_t i = 0; i < d; ++i)
+        phase += static_cast<double>(k[i] * xi[i]) / static_cast<double>(c.grid[i]);
       const cd e = std::exp(cd(0, -2 * M_PI * phase));
-      for (int64_t bc = 0; bc < b * ch; ++bc) out[static_cast<std::size_t>(bc * nk + kf)] += xp[bc * npts + xf] * e;
+      for (int64_t bc = 0; bc < b * ch; ++bc)
+        out[static_cast<std::size_t>(bc * nk + kf)] += xp[bc * npts + xf] * e;
     }
   }
   return out;
@@ -98,12 +102,14 @@ at::Tensor direct_inverse(const at::Tensor& z, const Case& c) {
   for (int64_t kf = 0; kf < nk; ++kf) {
     const auto kpos = unflatten(kf, kshape);
     std::vector<int64_t> k(d);
-    for (std::size_t i = 0; i < d; ++i) k[i] = frequency_of(kpos[i], c.modes[i], c.grid[i], i + 1 == d);
+    for (std::size_t i = 0; i < d; ++i)
+      k[i] = frequency_of(kpos[i], c.modes[i], c.grid[i], i + 1 == d);
     const double w = (k[d - 1] == 0 || (n_last % 2 == 0 && k[d - 1] == n_last / 2)) ? 1.0 : 2.0;
     for (int64_t xf = 0; xf < npts; ++xf) {
       const auto xi = unflatten(xf, c.grid);
       double phase = 0;
-      for (std::size_t i = 0; i < d; ++i) phase += static_cast<double>(k[i] * xi[i]) / static_cast<double>(c.grid[i]);
+      for (std::size_t i = 0; i < d; ++i)
+        phase += static_cast<double>(k[i] * xi[i]) / static_cast<double>(c.grid[i]);
       const cd e = std::exp(cd(0, 2 * M_PI * phase));
       for (int64_t bc = 0; bc < b * ch; ++bc) {
         const auto zz = zp[bc * nk + kf];
@@ -122,11 +128,11 @@ at::Tensor random_input(int64_t b, int64_t c, const std::vector<int64_t>& grid) 
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> c{
-      {{16}, {5}},            // 1-D, no Nyquist
-      {{16}, {9}},            // 1-D, the whole half spectrum (Nyquist included)
-      {{8, 6}, {3, 3}},       // 2-D corners
-      {{8, 6}, {4, 4}},       // 2-D: the corners cover axis 0, Nyquist column of axis 1
-      {{6, 4, 5}, {2, 2, 3}}, // 3-D: four corners, odd last axis
+      {{16}, {5}},             // 1-D, no Nyquist
+      {{16}, {9}},             // 1-D, the whole half spectrum (Nyquist included)
+      {{8, 6}, {3, 3}},        // 2-D corners
+      {{8, 6}, {4, 4}},        // 2-D: the corners cover axis 0, Nyquist column of axis 1
+      {{6, 4, 5}, {2, 2, 3}},  // 3-D: four corners, odd last axis
   };
   return c;
 }
@@ -149,8 +155,8 @@ TEST(FnoSpectral, KeptModesEqualTheDirectDft) {
     shape.insert(shape.end(), kshape.begin(), kshape.end());
     const at::Tensor expected = complex_tensor(ref, shape);
     const at::Tensor got = rfft_modes(x, c.modes);
-    EXPECT_TRUE(tensors_close(at::view_as_real(got.to(at::kComplexDouble)), at::view_as_real(expected), kTol,
-                              "rfft_modes, " + name_of(c)));
+    EXPECT_TRUE(tensors_close(at::view_as_real(got.to(at::kComplexDouble)),
+                              at::view_as_real(expected), kTol, "rfft_modes, " + name_of(c)));
   }
 }
 
@@ -160,7 +166,8 @@ TEST(FnoSpectral, InverseEqualsTheDirectSum) {
     std::vector<int64_t> shape{2, 2};
     for (int64_t k : kept_mode_shape(c.modes)) shape.push_back(k);
     const at::Tensor z = at::randn(shape, at::kComplexFloat);
-    EXPECT_TRUE(tensors_close(irfft_modes(z, c.grid), direct_inverse(z, c), kTol, "irfft_modes, " + name_of(c)));
+    EXPECT_TRUE(tensors_close(irfft_modes(z, c.grid), direct_inverse(z, c), kTol,
+                              "irfft_modes, " + name_of(c)));
   }
 }
 
@@ -177,7 +184,9 @@ TEST(FnoSpectral, SpectralConvEqualsDirectDftMixAndInverse) {
     std::vector<int64_t> kshape;
     const std::vector<cd> xk = direct_modes(x, c, &kshape);
     const int64_t nk = prod(kshape);
-    const at::Tensor w = at::view_as_complex(conv->weight.detach()).to(at::kComplexDouble).contiguous();  // (Ci, Co, *K)
+    const at::Tensor w = at::view_as_complex(conv->weight.detach())
+                             .to(at::kComplexDouble)
+                             .contiguous();  // (Ci, Co, *K)
     const auto* wp = w.data_ptr<c10::complex<double>>();
     std::vector<cd> mixed(static_cast<std::size_t>(2 * 2 * nk));
     for (int64_t b = 0; b < 2; ++b)
@@ -252,7 +261,9 @@ TEST(FnoModel, GradientsMatchFloat64AndFiniteDifferences) {
     std::vector<int64_t> oshape{2, 3};
     oshape.insert(oshape.end(), c.grid.begin(), c.grid.end());
     const at::Tensor r = at::randn(oshape);  // d loss / d output
-    const auto loss_of = [&](Fno& m, at::ScalarType t) { return (m->forward(x.to(t)) * r.to(t)).sum(); };
+    const auto loss_of = [&](Fno& m, at::ScalarType t) {
+      return (m->forward(x.to(t)) * r.to(t)).sum();
+    };
     loss_of(net, at::kFloat).backward();
     Fno net64(o);
     {
@@ -268,7 +279,8 @@ TEST(FnoModel, GradientsMatchFloat64AndFiniteDifferences) {
     for (std::size_t i = 0; i < p32.size(); ++i)
       EXPECT_TRUE(tensors_close(p32[i].value().grad(), p64[i].value().grad(), 1e-4,
                                 "float32 gradient of " + p32[i].key() + ", " + name_of(c)));
-    // Finite differences of the float64 loss for a few entries of the first and last spectral weights.
+    // Finite differences of the float64 loss for a few entries of the first and last spectral
+    // weights.
     for (const char* name : {"spectral.0.weight", "spectral.1.weight", "lift.weight"}) {
       at::Tensor p = net64->named_parameters()[name];
       const at::Tensor g = p.grad().flatten();

@@ -16,7 +16,8 @@ constexpr double kPi = 3.14159265358979323846264338327950288;
 
 BurgersSolver::BurgersSolver(BurgersSolverOptions options) : options_(options) {
   const int64_t n = options_.n;
-  if (n < 4 || n % 2 != 0) throw core::Error("Burgers solver: the grid must be even and >= 4, got " + std::to_string(n));
+  if (n < 4 || n % 2 != 0)
+    throw core::Error("Burgers solver: the grid must be even and >= 4, got " + std::to_string(n));
   if (!(options_.viscosity > 0.0)) throw core::Error("Burgers solver: the viscosity must be > 0");
   const at::Tensor k = rfft_wavenumbers(n);
   const at::Tensor L = -options_.viscosity * (2.0 * kPi * k) * (2.0 * kPi * k);
@@ -33,7 +34,8 @@ BurgersSolver::BurgersSolver(BurgersSolver&&) noexcept = default;
 BurgersSolver& BurgersSolver::operator=(BurgersSolver&&) noexcept = default;
 
 at::Tensor BurgersSolver::advance(const at::Tensor& u, int64_t steps) const {
-  SCAFFOLD_CHECK(u.scalar_type() == at::kDouble && u.size(-1) == options_.n, "Burgers: (B, n) float64 expected");
+  SCAFFOLD_CHECK(u.scalar_type() == at::kDouble && u.size(-1) == options_.n,
+                 "Burgers: (B, n) float64 expected");
   at::Tensor v = at::fft_rfft(u, c10::nullopt, -1);
   for (int64_t s = 0; s < steps; ++s) v = stepper_->step(v);
   return at::fft_irfft(v, options_.n, -1);

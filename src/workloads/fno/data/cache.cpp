@@ -18,31 +18,57 @@ using nlohmann::json;
 
 namespace {
 
-int64_t steps_in(double interval, double dt) { return static_cast<int64_t>(std::llround(interval / dt)); }
+int64_t steps_in(double interval, double dt) {
+  return static_cast<int64_t>(std::llround(interval / dt));
+}
 
-json grf_json(const GrfOptions& g) { return json{{"alpha", g.alpha}, {"scale", g.scale}, {"tau", g.tau}}; }
+json grf_json(const GrfOptions& g) {
+  return json{{"alpha", g.alpha}, {"scale", g.scale}, {"tau", g.tau}};
+}
 
 json problem_json(const FnoDataOptions& o) {
   switch (o.problem) {
     case FnoProblem::Burgers: {
       const auto& b = o.burgers;
-      return json{{"grid", b.grid}, {"solver_grid", b.solver_grid}, {"viscosity", b.viscosity},
-                  {"final_time", b.final_time}, {"dt", b.dt}, {"steps_out", b.steps_out}, {"grf", grf_json(b.grf)},
-                  {"train_samples", b.train_samples}, {"val_samples", b.val_samples}};
+      return json{{"grid", b.grid},
+                  {"solver_grid", b.solver_grid},
+                  {"viscosity", b.viscosity},
+                  {"final_time", b.final_time},
+                  {"dt", b.dt},
+                  {"steps_out", b.steps_out},
+                  {"grf", grf_json(b.grf)},
+                  {"train_samples", b.train_samples},
+                  {"val_samples", b.val_samples}};
     }
     case FnoProblem::NavierStokes: {
       const auto& n = o.navier_stokes;
-      return json{{"grid", n.grid}, {"solver_grid", n.solver_grid}, {"viscosity", n.viscosity},
-                  {"forcing_amplitude", n.forcing_amplitude}, {"steps_in", n.steps_in},
-                  {"steps_out", n.steps_out}, {"record_interval", n.record_interval}, {"dt", n.dt},
-                  {"grf", grf_json(n.grf)}, {"train_samples", n.train_samples}, {"val_samples", n.val_samples}};
+      return json{{"grid", n.grid},
+                  {"solver_grid", n.solver_grid},
+                  {"viscosity", n.viscosity},
+                  {"forcing_amplitude", n.forcing_amplitude},
+                  {"steps_in", n.steps_in},
+                  {"steps_out", n.steps_out},
+                  {"record_interval", n.record_interval},
+                  {"dt", n.dt},
+                  {"grf", grf_json(n.grf)},
+                  {"train_samples", n.train_samples},
+                  {"val_samples", n.val_samples}};
     }
     case FnoProblem::RayleighBenard: {
       const auto& r = o.rayleigh_benard;
-      return json{{"nx", r.nx}, {"nz", r.nz}, {"rayleigh", r.rayleigh}, {"prandtl", r.prandtl},
-                  {"aspect", r.aspect}, {"dt", r.dt}, {"spinup_time", r.spinup_time}, {"states", r.states},
-                  {"record_steps", r.record_steps}, {"noise_amplitude", r.noise_amplitude},
-                  {"cfl_max", r.cfl_max}, {"train_samples", r.train_samples}, {"val_samples", r.val_samples}};
+      return json{{"nx", r.nx},
+                  {"nz", r.nz},
+                  {"rayleigh", r.rayleigh},
+                  {"prandtl", r.prandtl},
+                  {"aspect", r.aspect},
+                  {"dt", r.dt},
+                  {"spinup_time", r.spinup_time},
+                  {"states", r.states},
+                  {"record_steps", r.record_steps},
+                  {"noise_amplitude", r.noise_amplitude},
+                  {"cfl_max", r.cfl_max},
+                  {"train_samples", r.train_samples},
+                  {"val_samples", r.val_samples}};
     }
   }
   return json::object();
@@ -74,7 +100,8 @@ ProblemLayout layout_from_json(const json& j) {
   l.input_channels = j.at("input_channels").get<std::vector<std::string>>();
   l.target_channels = j.at("target_channels").get<std::vector<std::string>>();
   for (const auto& f : j.at("files_per_sample"))
-    l.files.push_back(SampleFile{f.at("name").get<std::string>(), f.at("shape").get<std::vector<int64_t>>()});
+    l.files.push_back(
+        SampleFile{f.at("name").get<std::string>(), f.at("shape").get<std::vector<int64_t>>()});
   l.examples_per_sample = j.at("examples_per_sample").get<int64_t>();
   l.timesteps_per_example = j.at("timesteps_per_example").get<int64_t>();
   l.time_per_timestep = j.at("time_per_timestep").get<double>();
@@ -105,7 +132,8 @@ ProblemLayout problem_layout(const FnoDataOptions& o) {
       l.grid = {n.grid, n.grid};
       l.input_channels = numbered("w_t", 1, n.steps_in);
       l.target_channels = numbered("w_t", n.steps_in + 1, n.steps_out);
-      l.files = {{"input", {n.steps_in, n.grid, n.grid}}, {"target", {n.steps_out, n.grid, n.grid}}};
+      l.files = {{"input", {n.steps_in, n.grid, n.grid}},
+                 {"target", {n.steps_out, n.grid, n.grid}}};
       l.timesteps_per_example = n.steps_out;
       l.time_per_timestep = n.record_interval;
       l.solver_steps_per_timestep = steps_in(n.record_interval, n.dt);
@@ -130,9 +158,12 @@ ProblemLayout problem_layout(const FnoDataOptions& o) {
 int64_t sample_count(const FnoDataOptions& o, FnoSplit split) {
   const bool train = split == FnoSplit::Train;
   switch (o.problem) {
-    case FnoProblem::Burgers: return train ? o.burgers.train_samples : o.burgers.val_samples;
-    case FnoProblem::NavierStokes: return train ? o.navier_stokes.train_samples : o.navier_stokes.val_samples;
-    case FnoProblem::RayleighBenard: return train ? o.rayleigh_benard.train_samples : o.rayleigh_benard.val_samples;
+    case FnoProblem::Burgers:
+      return train ? o.burgers.train_samples : o.burgers.val_samples;
+    case FnoProblem::NavierStokes:
+      return train ? o.navier_stokes.train_samples : o.navier_stokes.val_samples;
+    case FnoProblem::RayleighBenard:
+      return train ? o.rayleigh_benard.train_samples : o.rayleigh_benard.val_samples;
   }
   return 0;
 }
@@ -147,7 +178,9 @@ std::string key_json(const FnoDataOptions& o) {
   return j.dump();
 }
 
-std::string config_id(const FnoDataOptions& o) { return core::sha256_hex(key_json(o)).substr(0, 12); }
+std::string config_id(const FnoDataOptions& o) {
+  return core::sha256_hex(key_json(o)).substr(0, 12);
+}
 
 FnoDataPaths data_paths(const FnoDataOptions& o) {
   FnoDataPaths p;
@@ -192,8 +225,9 @@ FnoDataMeta parse_meta_json(const std::string& text, const std::string& source) 
     m.format_version = j.at("format_version").get<int>();
     m.generator = j.at("generator").get<std::string>();
     if (m.format_version != kFnoDataFormatVersion || m.generator != kFnoGenerator)
-      throw core::FileError(source, fmt::format("format {} of '{}', expected format {} of '{}'", m.format_version,
-                                                m.generator, kFnoDataFormatVersion, kFnoGenerator));
+      throw core::FileError(
+          source, fmt::format("format {} of '{}', expected format {} of '{}'", m.format_version,
+                              m.generator, kFnoDataFormatVersion, kFnoGenerator));
     m.config_id = j.at("config_id").get<std::string>();
     m.key_json = j.at("key").dump();
     m.problem = j.at("problem").get<std::string>();

@@ -2,8 +2,8 @@
 // the key that names a dataset (compact, key-sorted JSON of everything that decides its bytes,
 // hashed with SHA-256), the folder layout and meta.json.
 //   <dataset_dir>/fno_<problem>/<config_id>/            complete (meta.json written last)
-//   <dataset_dir>/fno_<problem>/<config_id>.partial/    being generated: key.json + finished samples
-//   <dataset_dir>/fno_<problem>/<config_id>.lock        held by the generating job's rank 0
+//   <dataset_dir>/fno_<problem>/<config_id>.partial/    being generated: key.json + finished
+//   samples <dataset_dir>/fno_<problem>/<config_id>.lock        held by the generating job's rank 0
 //   .../{train,val}/<index:06d>_<name>.npy              float32, C order
 // Every .npy is written atomically, so a file under its final name is whole; a sample is done
 // when all its files are; a rerun resumes the .partial folder and makes only what is missing.

@@ -17,7 +17,9 @@ constexpr double kPi = 3.14159265358979323846264338327950288;
 
 using Matrix = std::vector<std::vector<double>>;  // [row][column]
 
-Matrix zeros(int64_t rows, int64_t cols) { return Matrix(rows, std::vector<double>(cols, 0.0)); }
+Matrix zeros(int64_t rows, int64_t cols) {
+  return Matrix(rows, std::vector<double>(cols, 0.0));
+}
 
 Matrix multiply(const Matrix& a, const Matrix& b) {
   const std::size_t n = a.size(), k = b.size(), m = b.front().size();
@@ -32,7 +34,8 @@ Matrix multiply(const Matrix& a, const Matrix& b) {
 }
 
 at::Tensor to_tensor(const Matrix& m) {
-  const int64_t rows = static_cast<int64_t>(m.size()), cols = static_cast<int64_t>(m.front().size());
+  const int64_t rows = static_cast<int64_t>(m.size()),
+                cols = static_cast<int64_t>(m.front().size());
   at::Tensor t = at::empty({rows, cols}, at::kDouble);
   double* p = t.data_ptr<double>();
   for (int64_t i = 0; i < rows; ++i)
@@ -44,7 +47,8 @@ std::vector<double> points(int64_t n) {
   std::vector<double> x(n);
   const double big_n = static_cast<double>(n - 1);
   // sin form: symmetric to the last bit, so x_{N-j} == -x_j exactly.
-  for (int64_t j = 0; j < n; ++j) x[j] = std::sin(kPi * (big_n - 2.0 * static_cast<double>(j)) / (2.0 * big_n));
+  for (int64_t j = 0; j < n; ++j)
+    x[j] = std::sin(kPi * (big_n - 2.0 * static_cast<double>(j)) / (2.0 * big_n));
   return x;
 }
 
@@ -67,8 +71,9 @@ Matrix diff_matrix(int64_t n) {
 }
 
 void check_size(int64_t n, int64_t least, const char* what) {
-  if (n < least) throw core::Error(std::string(what) + ": a Chebyshev grid needs at least " +
-                                   std::to_string(least) + " points, got " + std::to_string(n));
+  if (n < least)
+    throw core::Error(std::string(what) + ": a Chebyshev grid needs at least " +
+                      std::to_string(least) + " points, got " + std::to_string(n));
 }
 
 }  // namespace
@@ -117,7 +122,8 @@ at::Tensor chebyshev_interpolation_matrix(int64_t n, int64_t m) {
   check_size(m, 2, "chebyshev_interpolation_matrix");
   const std::vector<double> x = points(n), y = points(m);
   std::vector<double> w(n);  // barycentric weights of the Lobatto points
-  for (int64_t j = 0; j < n; ++j) w[j] = ((j % 2 == 0) ? 1.0 : -1.0) * ((j == 0 || j == n - 1) ? 0.5 : 1.0);
+  for (int64_t j = 0; j < n; ++j)
+    w[j] = ((j % 2 == 0) ? 1.0 : -1.0) * ((j == 0 || j == n - 1) ? 0.5 : 1.0);
   Matrix p = zeros(m, n);
   for (int64_t i = 0; i < m; ++i) {
     int64_t hit = -1;
@@ -164,10 +170,12 @@ at::Tensor clenshaw_curtis_weights(int64_t n) {
     const double theta = kPi * static_cast<double>(j) / nn;
     double v = 1.0;
     if (big_n % 2 == 0) {
-      for (int64_t k = 1; k < big_n / 2; ++k) v -= 2.0 * std::cos(2.0 * k * theta) / (4.0 * k * k - 1.0);
+      for (int64_t k = 1; k < big_n / 2; ++k)
+        v -= 2.0 * std::cos(2.0 * k * theta) / (4.0 * k * k - 1.0);
       v -= std::cos(nn * theta) / (nn * nn - 1.0);
     } else {
-      for (int64_t k = 1; k <= (big_n - 1) / 2; ++k) v -= 2.0 * std::cos(2.0 * k * theta) / (4.0 * k * k - 1.0);
+      for (int64_t k = 1; k <= (big_n - 1) / 2; ++k)
+        v -= 2.0 * std::cos(2.0 * k * theta) / (4.0 * k * k - 1.0);
     }
     w[j] = 2.0 * v / nn;
   }

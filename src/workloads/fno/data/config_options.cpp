@@ -5,11 +5,14 @@
 namespace scaffold::fno {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace
 
-FnoDataOptions fno_data_options(const config::FnoDataConfig& c, int threads, const std::string& code_commit) {
+FnoDataOptions fno_data_options(const config::FnoDataConfig& c, int threads,
+                                const std::string& code_commit) {
   FnoDataOptions o;
   o.problem = parse_problem(c.problem);
   o.seed = static_cast<uint64_t>(c.seed);

@@ -1,7 +1,7 @@
-// FnoDataOptions and FnoSourceOptions from the validated FnoDataConfig (config/fno_data_options.hpp):
-// the one place that maps config keys to the generators' options, for `scaffold generate_pde_data`
-// and the FNO benchmark alike. train_samples / val_samples count examples; for rbc2d they become
-// as many trajectories as hold that many examples.
+// FnoDataOptions and FnoSourceOptions from the validated FnoDataConfig
+// (config/fno_data_options.hpp): the one place that maps config keys to the generators' options,
+// for `scaffold generate_pde_data` and the FNO benchmark alike. train_samples / val_samples count
+// examples; for rbc2d they become as many trajectories as hold that many examples.
 #pragma once
 
 #include <string>
@@ -12,7 +12,8 @@
 
 namespace scaffold::fno {
 
-FnoDataOptions fno_data_options(const config::FnoDataConfig& config, int threads, const std::string& code_commit);
+FnoDataOptions fno_data_options(const config::FnoDataConfig& config, int threads,
+                                const std::string& code_commit);
 FnoSourceOptions fno_source_options(const config::FnoDataConfig& config);
 
 }  // namespace scaffold::fno

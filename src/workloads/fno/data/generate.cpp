@@ -64,7 +64,8 @@ std::vector<SampleId> unpack(const std::string& in) {
 
 // [first, last) of `count` items for this rank (contiguous blocks in rank order).
 std::pair<std::size_t, std::size_t> block_of(std::size_t count, const dist::Communicator& comm) {
-  const std::size_t ranks = static_cast<std::size_t>(comm.size()), rank = static_cast<std::size_t>(comm.rank());
+  const std::size_t ranks = static_cast<std::size_t>(comm.size()),
+                    rank = static_cast<std::size_t>(comm.rank());
   const std::size_t block = (count + ranks - 1) / ranks;
   const std::size_t first = std::min(count, block * rank);
   return {first, std::min(count, first + block)};
@@ -103,8 +104,8 @@ std::optional<FnoDataMeta> complete_dataset(const fs::path& root, const std::str
 }
 
 // Rank 0: the partial folder ready for generation; returns the samples still to make.
-std::vector<SampleId> prepare_partial(const FnoDataOptions& o, const FnoDataPaths& paths, const std::string& key,
-                                      const ProblemLayout& layout) {
+std::vector<SampleId> prepare_partial(const FnoDataOptions& o, const FnoDataPaths& paths,
+                                      const std::string& key, const ProblemLayout& layout) {
   std::error_code ec;
   const fs::path key_file = paths.partial / "key.json";
   if (fs::exists(paths.partial, ec)) {
@@ -123,13 +124,17 @@ std::vector<SampleId> prepare_partial(const FnoDataOptions& o, const FnoDataPath
     core::create_directories(paths.partial);
     core::write_file_atomic(key_file, key);
   }
-  for (FnoSplit split : {FnoSplit::Train, FnoSplit::Val}) core::create_directories(paths.partial / split_name(split));
+  for (FnoSplit split : {FnoSplit::Train, FnoSplit::Val})
+    core::create_directories(paths.partial / split_name(split));
   // Leftovers of writers that were killed: temporary names are never trusted.
   std::size_t removed = 0;
-  for (auto it = fs::recursive_directory_iterator(paths.partial, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec))
-    if (it->is_regular_file(ec) && core::is_temporary_name(it->path()) && fs::remove(it->path(), ec)) ++removed;
-  if (removed > 0) LOG_INFO("fno data: removed {} temporary file(s) of an interrupted run", removed);
+  for (auto it = fs::recursive_directory_iterator(paths.partial, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec) && core::is_temporary_name(it->path()) &&
+        fs::remove(it->path(), ec))
+      ++removed;
+  if (removed > 0)
+    LOG_INFO("fno data: removed {} temporary file(s) of an interrupted run", removed);
   std::vector<SampleId> missing;
   for (const auto& id : all_samples(o))
     if (!sample_done(paths.partial, layout, id)) missing.push_back(id);
@@ -156,7 +161,8 @@ struct Readback {
 };
 
 // Channel sums of float32 data (channels, rest) in double, in memory order.
-void channel_sums(const float* data, int64_t channels, int64_t per_channel, std::vector<double>* out) {
+void channel_sums(const float* data, int64_t channels, int64_t per_channel,
+                  std::vector<double>* out) {
   for (int64_t c = 0; c < channels; ++c) {
     double s = 0.0, q = 0.0;
     for (int64_t i = 0; i < per_channel; ++i) {
@@ -230,8 +236,8 @@ FnoChannelStats stats_of(const std::vector<double>& pairs, double count) {
 }
 
 // Combines the training samples' sums into the input and target statistics.
-void training_stats(const FnoDataOptions& o, const ProblemLayout& layout, const std::vector<Readback>& rs,
-                    FnoDataMeta* meta) {
+void training_stats(const FnoDataOptions& o, const ProblemLayout& layout,
+                    const std::vector<Readback>& rs, FnoDataMeta* meta) {
   int64_t cells = 1;
   for (int64_t g : layout.grid) cells *= g;
   const std::size_t c_in = layout.input_channels.size(), c_out = layout.target_channels.size();
@@ -263,19 +269,23 @@ void training_stats(const FnoDataOptions& o, const ProblemLayout& layout, const 
 std::string describe(const FnoDataOptions& o) {
   switch (o.problem) {
     case FnoProblem::Burgers:
-      return fmt::format("burgers1d: grid {} (solved on {}), nu {}, {} snapshot(s) to t = {}, dt {}", o.burgers.grid,
-                         o.burgers.solver_grid, o.burgers.viscosity, o.burgers.steps_out, o.burgers.final_time,
-                         o.burgers.dt);
+      return fmt::format(
+          "burgers1d: grid {} (solved on {}), nu {}, {} snapshot(s) to t = {}, dt {}",
+          o.burgers.grid, o.burgers.solver_grid, o.burgers.viscosity, o.burgers.steps_out,
+          o.burgers.final_time, o.burgers.dt);
     case FnoProblem::NavierStokes: {
       const auto& n = o.navier_stokes;
-      return fmt::format("navier_stokes2d: {}^2 (solved on {}^2), nu {}, {} -> {} records every {}, dt {}", n.grid,
-                         n.solver_grid, n.viscosity, n.steps_in, n.steps_out, n.record_interval, n.dt);
+      return fmt::format(
+          "navier_stokes2d: {}^2 (solved on {}^2), nu {}, {} -> {} records every {}, dt {}", n.grid,
+          n.solver_grid, n.viscosity, n.steps_in, n.steps_out, n.record_interval, n.dt);
     }
     case FnoProblem::RayleighBenard: {
       const auto& r = o.rayleigh_benard;
-      return fmt::format("rbc2d: {} x {}, Ra {}, Pr {}, aspect {}, dt {}, spin-up {}, {} states every {} "
-                         "step(s)",
-                         r.nx, r.nz, r.rayleigh, r.prandtl, r.aspect, r.dt, r.spinup_time, r.states, r.record_steps);
+      return fmt::format(
+          "rbc2d: {} x {}, Ra {}, Pr {}, aspect {}, dt {}, spin-up {}, {} states every {} "
+          "step(s)",
+          r.nx, r.nz, r.rayleigh, r.prandtl, r.aspect, r.dt, r.spinup_time, r.states,
+          r.record_steps);
     }
   }
   return "";
@@ -332,9 +342,10 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
     info.root = paths.root;
     info.reused = true;
     info.meta = parse_meta_json(text, (paths.root / "meta.json").string());
-    LOG_INFO("fno data: reusing {} ({}: {} + {} samples, {} + {} examples; created {}, commit {})", info.root.string(),
-             info.meta.problem, info.meta.train_samples, info.meta.val_samples, info.meta.examples(FnoSplit::Train),
-             info.meta.examples(FnoSplit::Val), info.meta.created_at, info.meta.code_commit);
+    LOG_INFO("fno data: reusing {} ({}: {} + {} samples, {} + {} examples; created {}, commit {})",
+             info.root.string(), info.meta.problem, info.meta.train_samples, info.meta.val_samples,
+             info.meta.examples(FnoSplit::Train), info.meta.examples(FnoSplit::Val),
+             info.meta.created_at, info.meta.code_commit);
     double secs = clock.elapsed_s();
     comm.allreduce_max(&secs, 1);
     info.seconds = secs;
@@ -348,8 +359,9 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
   const auto [first, last] = block_of(missing.size(), comm);
   std::atomic<int64_t> steps{0};
   if (!missing.empty())
-    LOG_INFO("fno data: generating {} of {} samples ({}) into {} ({} rank(s) x {} thread(s))", missing.size(),
-             samples.size(), describe(o), paths.partial.string(), comm.size(), o.threads);
+    LOG_INFO("fno data: generating {} of {} samples ({}) into {} ({} rank(s) x {} thread(s))",
+             missing.size(), samples.size(), describe(o), paths.partial.string(), comm.size(),
+             o.threads);
   dist::run_agreed(comm, [&] {
     if (first == last) return;
     IntraOpThreads single(1);
@@ -361,8 +373,9 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
       try {
         const GeneratedSample s = generator.generate(id.split, id.index);
         for (std::size_t f = 0; f < layout.files.size(); ++f)
-          core::write_npy(sample_path(paths.partial, id.split, id.index, layout.files[f].name), core::DType::Float32,
-                          layout.files[f].shape, s.arrays[f].data_ptr<float>());
+          core::write_npy(sample_path(paths.partial, id.split, id.index, layout.files[f].name),
+                          core::DType::Float32, layout.files[f].shape,
+                          s.arrays[f].data_ptr<float>());
         steps += s.solver_steps;
       } catch (const std::exception& e) {
         throw core::Error(fmt::format("{} sample {} of {}: {}", problem_name(o.problem), id.index,
@@ -377,7 +390,8 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
   const auto [r_first, r_last] = block_of(samples.size(), comm);
   std::vector<Readback> mine;
   dist::run_agreed(comm, [&] {
-    for (std::size_t i = r_first; i < r_last; ++i) mine.push_back(read_back(paths.partial, layout, samples[i]));
+    for (std::size_t i = r_first; i < r_last; ++i)
+      mine.push_back(read_back(paths.partial, layout, samples[i]));
   });
   const std::vector<std::string> parts = comm.allgather(pack_readbacks(mine));
   int64_t totals[2] = {steps.load(), static_cast<int64_t>(last - first)};
@@ -411,7 +425,9 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
     core::write_file_atomic(paths.partial / "meta.json", meta_text);
     std::error_code ec;
     fs::rename(paths.partial, paths.root, ec);
-    if (ec) throw core::FileError(paths.partial.string(), "cannot rename to " + paths.root.string() + ": " + ec.message());
+    if (ec)
+      throw core::FileError(paths.partial.string(),
+                            "cannot rename to " + paths.root.string() + ": " + ec.message());
   });
   lock.reset();
   comm.broadcast(meta_text, 0);
@@ -423,12 +439,14 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
   double secs = clock.elapsed_s();
   comm.allreduce_max(&secs, 1);
   info.seconds = secs;
-  LOG_INFO("fno data: {} sample(s) generated ({} solver steps) in {:.2f} s: {:.4g} solver steps/s, {:.4g} samples/s; "
-           "ready: {} (sha256 {})",
-           info.samples_generated, info.solver_steps, solve_secs,
-           static_cast<double>(info.solver_steps) / std::max(solve_secs, 1e-9),
-           static_cast<double>(info.samples_generated) / std::max(solve_secs, 1e-9), info.root.string(),
-           info.meta.dataset_sha256.substr(0, 16));
+  LOG_INFO(
+      "fno data: {} sample(s) generated ({} solver steps) in {:.2f} s: {:.4g} solver steps/s, "
+      "{:.4g} samples/s; "
+      "ready: {} (sha256 {})",
+      info.samples_generated, info.solver_steps, solve_secs,
+      static_cast<double>(info.solver_steps) / std::max(solve_secs, 1e-9),
+      static_cast<double>(info.samples_generated) / std::max(solve_secs, 1e-9), info.root.string(),
+      info.meta.dataset_sha256.substr(0, 16));
   return info;
 }
 

@@ -13,10 +13,10 @@
 namespace scaffold::fno {
 
 cli::Subcommand add_generate_pde_data(CLI::App& app) {
-  auto* sub = app.add_subcommand(
-      "generate_pde_data",
-      "generate (or reuse from the cache) the PDE dataset of the FNO workload: Burgers, Navier-Stokes or "
-      "Rayleigh-Benard");
+  auto* sub = app.add_subcommand("generate_pde_data",
+                                 "generate (or reuse from the cache) the PDE dataset of the FNO "
+                                 "workload: Burgers, Navier-Stokes or "
+                                 "Rayleigh-Benard");
   auto args = std::make_shared<cli::ConfigArgs>();
   auto threads = std::make_shared<int>(1);
   cli::add_config_files_option(sub, args.get());
@@ -25,9 +25,11 @@ cli::Subcommand add_generate_pde_data(CLI::App& app) {
   return {sub, [args, threads](cli::RunContext& ctx) {
             ctx.threads = *threads;
             const auto cfg = cli::load_config_everywhere_as<config::FnoDataConfig>(ctx.comm, *args);
-            const FnoDatasetInfo info = ensure_fno_dataset(ctx.comm, fno_data_options(cfg, ctx.threads, core::git_commit()));
+            const FnoDatasetInfo info = ensure_fno_dataset(
+                ctx.comm, fno_data_options(cfg, ctx.threads, core::git_commit()));
             LOG_INFO("pde data ready: {} ({} train + {} val examples of {})", info.root.string(),
-                     info.meta.examples(FnoSplit::Train), info.meta.examples(FnoSplit::Val), info.meta.problem);
+                     info.meta.examples(FnoSplit::Train), info.meta.examples(FnoSplit::Val),
+                     info.meta.problem);
             return 0;
           }};
 }

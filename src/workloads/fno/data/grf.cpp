@@ -19,7 +19,8 @@ constexpr double kPi = 3.14159265358979323846264338327950288;
 
 void check_grid(int64_t n, const char* what) {
   if (n < 4 || n % 2 != 0)
-    throw core::Error(std::string(what) + ": the grid must be even and >= 4, got " + std::to_string(n));
+    throw core::Error(std::string(what) + ": the grid must be even and >= 4, got " +
+                      std::to_string(n));
 }
 
 // xi with E|xi|^2 = 1: real and imaginary parts N(0, 1/2).

@@ -23,13 +23,16 @@ at::Tensor times_i(const at::Tensor& real_factor, const at::Tensor& z) {
 NavierStokesSolver::NavierStokesSolver(NavierStokesSolverOptions options) : options_(options) {
   const int64_t n = options_.n;
   if (n < 4 || n % 2 != 0)
-    throw core::Error("Navier-Stokes solver: the grid must be even and >= 4, got " + std::to_string(n));
-  if (!(options_.viscosity >= 0.0)) throw core::Error("Navier-Stokes solver: the viscosity must be >= 0");
+    throw core::Error("Navier-Stokes solver: the grid must be even and >= 4, got " +
+                      std::to_string(n));
+  if (!(options_.viscosity >= 0.0))
+    throw core::Error("Navier-Stokes solver: the viscosity must be >= 0");
   kx_ = fft_wavenumbers(n).unsqueeze(1).expand({n, n / 2 + 1}).contiguous();
   ky_ = rfft_wavenumbers(n).unsqueeze(0).expand({n, n / 2 + 1}).contiguous();
   const at::Tensor k2 = kx_ * kx_ + ky_ * ky_;
   const at::Tensor lap = 4.0 * kPi * kPi * k2;  // -Laplacian
-  inv_lap_ = at::where(k2 > 0.0, 1.0 / at::where(k2 > 0.0, lap, at::ones_like(lap)), at::zeros_like(lap));
+  inv_lap_ =
+      at::where(k2 > 0.0, 1.0 / at::where(k2 > 0.0, lap, at::ones_like(lap)), at::zeros_like(lap));
   mask_ = dealias_mask(kx_, n) * dealias_mask(ky_, n);
   forcing_hat_ = at::fft_rfft2(forcing());
   const at::Tensor L = -options_.viscosity * lap;
@@ -42,7 +45,8 @@ NavierStokesSolver::NavierStokesSolver(NavierStokesSolverOptions options) : opti
                                        times_i(two_pi_kx, w_hat), times_i(two_pi_ky, w_hat)},
                                       -3);
     const at::Tensor fields = at::fft_irfft2(hats, at::IntArrayRef({n, n}));  // (..., 4, n, n)
-    const at::Tensor advection = fields.select(-3, 0) * fields.select(-3, 2) + fields.select(-3, 1) * fields.select(-3, 3);
+    const at::Tensor advection =
+        fields.select(-3, 0) * fields.select(-3, 2) + fields.select(-3, 1) * fields.select(-3, 3);
     return f_hat - mask * at::fft_rfft2(advection);
   });
 }
@@ -69,8 +73,9 @@ std::pair<at::Tensor, at::Tensor> NavierStokesSolver::velocity(const at::Tensor&
 
 at::Tensor NavierStokesSolver::divergence(const at::Tensor& u, const at::Tensor& v) const {
   const int64_t n = options_.n;
-  return at::fft_irfft2(times_i(2.0 * kPi * kx_, at::fft_rfft2(u)) + times_i(2.0 * kPi * ky_, at::fft_rfft2(v)),
-                        at::IntArrayRef({n, n}));
+  return at::fft_irfft2(
+      times_i(2.0 * kPi * kx_, at::fft_rfft2(u)) + times_i(2.0 * kPi * ky_, at::fft_rfft2(v)),
+      at::IntArrayRef({n, n}));
 }
 
 double NavierStokesSolver::cfl(const at::Tensor& w) const {

@@ -44,10 +44,10 @@ class NavierStokesSolver {
 
  private:
   NavierStokesSolverOptions options_;
-  at::Tensor kx_, ky_;        // (n, n/2+1) float64, integer wavenumbers
-  at::Tensor inv_lap_;        // (n, n/2+1): 1 / (4 pi^2 |k|^2), 0 at k = 0
-  at::Tensor mask_;           // (n, n/2+1): the 2/3 rule
-  at::Tensor forcing_hat_;    // (n, n/2+1) complex
+  at::Tensor kx_, ky_;      // (n, n/2+1) float64, integer wavenumbers
+  at::Tensor inv_lap_;      // (n, n/2+1): 1 / (4 pi^2 |k|^2), 0 at k = 0
+  at::Tensor mask_;         // (n, n/2+1): the 2/3 rule
+  at::Tensor forcing_hat_;  // (n, n/2+1) complex
   std::unique_ptr<Etdrk4> stepper_;
 };
 

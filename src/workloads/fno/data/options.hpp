@@ -37,8 +37,8 @@ struct BurgersOptions {
   int64_t solver_grid = 8192;  // points the solver uses (a multiple of grid; pointwise subsampled)
   double viscosity = 0.1;
   double final_time = 1.0;
-  double dt = 1e-3;            // ETDRK4 step; final_time / (steps_out dt) must be an integer
-  int64_t steps_out = 1;       // target snapshots
+  double dt = 1e-3;       // ETDRK4 step; final_time / (steps_out dt) must be an integer
+  int64_t steps_out = 1;  // target snapshots
   GrfOptions grf{625.0, 5.0, 2.0};
   int64_t train_samples = 1000;  // the FNO paper: 1000 training, 100 test pairs
   int64_t val_samples = 100;
@@ -57,9 +57,10 @@ struct NavierStokesOptions {
   int64_t steps_out = 40;
   double record_interval = 1.0;  // time between records
   double dt = 1e-2;              // ETDRK4 step; record_interval / dt must be an integer
-  // The paper writes N(0, 7^{3/2} (-Delta + 49 I)^-2.5); 7^{3/2} is the code's sigma (random_fields.py:
-  // sigma = tau^(alpha - d/2)), a scale of the square-root eigenvalues, so the covariance is
-  // sigma^2 = 343 (the 2020 version of that code drew real normals and got 2 sigma^2 = 686).
+  // The paper writes N(0, 7^{3/2} (-Delta + 49 I)^-2.5); 7^{3/2} is the code's sigma
+  // (random_fields.py: sigma = tau^(alpha - d/2)), a scale of the square-root eigenvalues, so the
+  // covariance is sigma^2 = 343 (the 2020 version of that code drew real normals and got 2 sigma^2
+  // = 686).
   GrfOptions grf{343.0, 7.0, 2.5};
   int64_t train_samples = 1000;  // the FNO paper: 1000 training, 200 test
   int64_t val_samples = 200;
@@ -75,14 +76,14 @@ struct RayleighBenardOptions {
   int64_t nz = 64;   // Chebyshev-Gauss-Lobatto points in z, walls included
   double rayleigh = 1e7;
   double prandtl = 1.0;
-  double aspect = 4.0;          // domain width / height
-  double dt = 5e-3;             // IMEX step (fixed; the run fails if the CFL number passes cfl_max)
-  double spinup_time = 50.0;    // simulated before the first stored state
-  int64_t states = 201;         // stored states per trajectory (states - 1 examples)
-  int64_t record_steps = 1;     // solver steps between stored states
+  double aspect = 4.0;        // domain width / height
+  double dt = 5e-3;           // IMEX step (fixed; the run fails if the CFL number passes cfl_max)
+  double spinup_time = 50.0;  // simulated before the first stored state
+  int64_t states = 201;       // stored states per trajectory (states - 1 examples)
+  int64_t record_steps = 1;   // solver steps between stored states
   double noise_amplitude = 1e-3;  // initial buoyancy perturbation
   double cfl_max = 0.8;
-  int64_t train_samples = 5;   // trajectories (5 x 200 = 1000 examples)
+  int64_t train_samples = 5;  // trajectories (5 x 200 = 1000 examples)
   int64_t val_samples = 1;
 };
 

@@ -25,19 +25,23 @@ constexpr uint64_t kFnoStream = 0x666e6f2d64617461ULL;  // "fno-data"
 constexpr double kSpectralCflMax = 1.0;
 constexpr int64_t kRbcCheckEvery = 50;  // solver steps between stability checks while spinning up
 
-int64_t round_steps(double interval, double dt) { return static_cast<int64_t>(std::llround(interval / dt)); }
+int64_t round_steps(double interval, double dt) {
+  return static_cast<int64_t>(std::llround(interval / dt));
+}
 
 std::string sample_name(FnoProblem p, FnoSplit split, int64_t index) {
   return fmt::format("{} sample {} of {}", problem_name(p), index, split_name(split));
 }
 
-at::Tensor to_float(const at::Tensor& t) { return t.to(at::kFloat).contiguous(); }
+at::Tensor to_float(const at::Tensor& t) {
+  return t.to(at::kFloat).contiguous();
+}
 
 }  // namespace
 
 uint64_t sample_stream(const FnoDataOptions& o, FnoSplit split, int64_t index) {
-  return core::stream_key({o.seed, kFnoStream, static_cast<uint64_t>(o.problem), static_cast<uint64_t>(split),
-                           static_cast<uint64_t>(index)});
+  return core::stream_key({o.seed, kFnoStream, static_cast<uint64_t>(o.problem),
+                           static_cast<uint64_t>(split), static_cast<uint64_t>(index)});
 }
 
 struct SampleGenerator::Impl {
@@ -63,14 +67,16 @@ GeneratedSample SampleGenerator::Impl::burgers_sample(FnoSplit split, int64_t in
     u = burgers->advance(u, per_snapshot);
     const double after = u.abs().max().item<double>();
     if (!u.isfinite().all().item<bool>() || after > before * (1.0 + 1e-6) + 1e-12)
-      throw core::Error(fmt::format("{}: the Burgers solver went unstable (max |u| {} -> {} at t = {}, which viscous "
-                                    "Burgers cannot do): use a smaller burgers_dt than {}",
-                                    sample_name(options.problem, split, index), before, after,
-                                    static_cast<double>(j * per_snapshot) * b.dt, b.dt));
+      throw core::Error(fmt::format(
+          "{}: the Burgers solver went unstable (max |u| {} -> {} at t = {}, which viscous "
+          "Burgers cannot do): use a smaller burgers_dt than {}",
+          sample_name(options.problem, split, index), before, after,
+          static_cast<double>(j * per_snapshot) * b.dt, b.dt));
     snapshots.push_back(u.slice(0, 0, b.solver_grid, stride));
   }
   GeneratedSample s;
-  s.arrays = {to_float(u0.slice(0, 0, b.solver_grid, stride).unsqueeze(0)), to_float(at::stack(snapshots))};
+  s.arrays = {to_float(u0.slice(0, 0, b.solver_grid, stride).unsqueeze(0)),
+              to_float(at::stack(snapshots))};
   s.solver_steps = per_snapshot * b.steps_out;
   return s;
 }
@@ -85,9 +91,10 @@ GeneratedSample SampleGenerator::Impl::navier_stokes_sample(FnoSplit split, int6
     w = navier_stokes->advance(w, per_record);
     const double cfl = w.isfinite().all().item<bool>() ? navier_stokes->cfl(w) : INFINITY;
     if (!(cfl <= kSpectralCflMax))
-      throw core::Error(fmt::format("{}: CFL number {} at t = {} (limit {}): use a smaller ns_dt than {}",
-                                    sample_name(options.problem, split, index), cfl,
-                                    static_cast<double>(r) * n.record_interval, kSpectralCflMax, n.dt));
+      throw core::Error(
+          fmt::format("{}: CFL number {} at t = {} (limit {}): use a smaller ns_dt than {}",
+                      sample_name(options.problem, split, index), cfl,
+                      static_cast<double>(r) * n.record_interval, kSpectralCflMax, n.dt));
     frames.push_back(w.slice(0, 0, n.solver_grid, stride).slice(1, 0, n.solver_grid, stride));
   }
   const at::Tensor all = at::stack(frames);
@@ -102,13 +109,15 @@ GeneratedSample SampleGenerator::Impl::rayleigh_benard_sample(FnoSplit split, in
   const RayleighBenardSolver& solver = *rayleigh_benard;
   RbcState state = solver.initial_state(r.noise_amplitude, sample_stream(options, split, index));
   auto check = [&] {
-    const double cfl = state.theta.isfinite().all().item<bool>() && state.flow.isfinite().all().item<bool>()
-                           ? solver.cfl(state)
-                           : INFINITY;
+    const double cfl =
+        state.theta.isfinite().all().item<bool>() && state.flow.isfinite().all().item<bool>()
+            ? solver.cfl(state)
+            : INFINITY;
     if (!(cfl <= r.cfl_max))
-      throw core::Error(fmt::format("{}: CFL number {} at t = {} (limit rbc_cfl_max = {}): use a smaller rbc_dt "
-                                    "than {}",
-                                    sample_name(options.problem, split, index), cfl, state.time, r.cfl_max, r.dt));
+      throw core::Error(fmt::format(
+          "{}: CFL number {} at t = {} (limit rbc_cfl_max = {}): use a smaller rbc_dt "
+          "than {}",
+          sample_name(options.problem, split, index), cfl, state.time, r.cfl_max, r.dt));
   };
   const int64_t spinup = round_steps(r.spinup_time, r.dt);
   for (int64_t k = 1; k <= spinup; ++k) {
@@ -133,12 +142,13 @@ SampleGenerator::SampleGenerator(const FnoDataOptions& options) : impl_(std::mak
   impl_->options = options;
   switch (options.problem) {
     case FnoProblem::Burgers:
-      impl_->burgers.emplace(BurgersSolverOptions{options.burgers.solver_grid, options.burgers.viscosity,
-                                                  options.burgers.dt});
+      impl_->burgers.emplace(BurgersSolverOptions{options.burgers.solver_grid,
+                                                  options.burgers.viscosity, options.burgers.dt});
       break;
     case FnoProblem::NavierStokes: {
       const auto& n = options.navier_stokes;
-      impl_->navier_stokes.emplace(NavierStokesSolverOptions{n.solver_grid, n.viscosity, n.dt, n.forcing_amplitude});
+      impl_->navier_stokes.emplace(
+          NavierStokesSolverOptions{n.solver_grid, n.viscosity, n.dt, n.forcing_amplitude});
       break;
     }
     case FnoProblem::RayleighBenard: {
@@ -160,9 +170,12 @@ SampleGenerator::~SampleGenerator() = default;
 
 GeneratedSample SampleGenerator::generate(FnoSplit split, int64_t index) const {
   switch (impl_->options.problem) {
-    case FnoProblem::Burgers: return impl_->burgers_sample(split, index);
-    case FnoProblem::NavierStokes: return impl_->navier_stokes_sample(split, index);
-    case FnoProblem::RayleighBenard: return impl_->rayleigh_benard_sample(split, index);
+    case FnoProblem::Burgers:
+      return impl_->burgers_sample(split, index);
+    case FnoProblem::NavierStokes:
+      return impl_->navier_stokes_sample(split, index);
+    case FnoProblem::RayleighBenard:
+      return impl_->rayleigh_benard_sample(split, index);
   }
   return {};
 }

@@ -23,7 +23,9 @@ constexpr double kPi = 3.14159265358979323846264338327950288;
 const double kGamma = 1.0 - 1.0 / std::sqrt(2.0);
 const double kDelta = 1.0 - 1.0 / (2.0 * kGamma);
 
-at::Tensor complex_t(const at::Tensor& m) { return m.t().contiguous().to(at::kComplexDouble); }
+at::Tensor complex_t(const at::Tensor& m) {
+  return m.t().contiguous().to(at::kComplexDouble);
+}
 
 // Zero wall values around interior ones: (..., Ni) -> (..., Ni + 2).
 at::Tensor pad_walls(const at::Tensor& x) {
@@ -33,7 +35,9 @@ at::Tensor pad_walls(const at::Tensor& x) {
   return at::cat({zero, x, zero}, -1);
 }
 
-at::Tensor interior(const at::Tensor& x) { return x.slice(-1, 1, x.size(-1) - 1); }
+at::Tensor interior(const at::Tensor& x) {
+  return x.slice(-1, 1, x.size(-1) - 1);
+}
 
 // Real (Mx, n, n) matrices times complex (Mx, n) vectors, real and imaginary parts at once.
 at::Tensor apply(const at::Tensor& mats, const at::Tensor& x) {
@@ -42,7 +46,9 @@ at::Tensor apply(const at::Tensor& mats, const at::Tensor& x) {
 
 // Complex (rows, Mx) <-> real (rows, 2 Mx) views (no copy), so real z operators apply to both
 // parts in one GEMM.
-at::Tensor as_real_rows(const at::Tensor& x) { return at::view_as_real(x).reshape({x.size(0), 2 * x.size(1)}); }
+at::Tensor as_real_rows(const at::Tensor& x) {
+  return at::view_as_real(x).reshape({x.size(0), 2 * x.size(1)});
+}
 at::Tensor as_complex_rows(const at::Tensor& x, int64_t rows) {
   return at::view_as_complex(x.reshape({rows, x.size(1) / 2, 2}));
 }
@@ -52,24 +58,30 @@ at::Tensor as_real_batch(const at::Tensor& x) {
 }
 
 at::Tensor solve(const at::Tensor& lu, const at::Tensor& pivots, const at::Tensor& rhs) {
-  return at::view_as_complex(at::linalg_lu_solve(lu, pivots, at::view_as_real(rhs.contiguous())).contiguous());
+  return at::view_as_complex(
+      at::linalg_lu_solve(lu, pivots, at::view_as_real(rhs.contiguous())).contiguous());
 }
 
 }  // namespace
 
-RayleighBenardSolver::RayleighBenardSolver(RayleighBenardSolverOptions options) : options_(options) {
+RayleighBenardSolver::RayleighBenardSolver(RayleighBenardSolverOptions options)
+    : options_(options) {
   const int64_t nx = options_.nx, nz = options_.nz;
   if (nx < 4 || nx % 2 != 0)
-    throw core::Error("Rayleigh-Benard solver: nx must be even and >= 4, got " + std::to_string(nx));
-  if (nz < 6) throw core::Error("Rayleigh-Benard solver: nz must be >= 6, got " + std::to_string(nz));
-  if (!(options_.rayleigh > 0.0) || !(options_.prandtl > 0.0) || !(options_.aspect > 0.0) || !(options_.dt > 0.0))
+    throw core::Error("Rayleigh-Benard solver: nx must be even and >= 4, got " +
+                      std::to_string(nx));
+  if (nz < 6)
+    throw core::Error("Rayleigh-Benard solver: nz must be >= 6, got " + std::to_string(nz));
+  if (!(options_.rayleigh > 0.0) || !(options_.prandtl > 0.0) || !(options_.aspect > 0.0) ||
+      !(options_.dt > 0.0))
     throw core::Error("Rayleigh-Benard solver: Ra, Pr, the aspect ratio and dt must be > 0");
   nu_ = std::sqrt(options_.prandtl / options_.rayleigh);
   kappa_ = 1.0 / std::sqrt(options_.rayleigh * options_.prandtl);
   mx_ = nx / 2 + 1;
   ni_ = nz - 2;
   nf_ = options_.nz_products > 0 ? options_.nz_products : (3 * nz + 1) / 2;
-  if (nf_ < nz) throw core::Error("Rayleigh-Benard solver: the product grid must have at least nz points");
+  if (nf_ < nz)
+    throw core::Error("Rayleigh-Benard solver: the product grid must have at least nz points");
 
   // z = (1 - x) / 2 maps the Lobatto points x = 1 .. -1 onto z = 0 .. 1, so d/dz = -2 d/dx.
   z_ = (1.0 - chebyshev_points(nz)) / 2.0;
@@ -85,7 +97,8 @@ RayleighBenardSolver::RayleighBenardSolver(RayleighBenardSolverOptions options) 
   project_t_ = complex_t(chebyshev_projection_matrix(nz, nf_));
   cc_weights_ = clenshaw_curtis_weights(nz) / 2.0;
   const at::Tensor gaps = z_.slice(0, 1) - z_.slice(0, 0, nz - 1);  // (nz - 1)
-  dz_local_ = at::minimum(at::cat({gaps.slice(0, 0, 1), gaps}), at::cat({gaps, gaps.slice(0, nz - 2)}));
+  dz_local_ =
+      at::minimum(at::cat({gaps.slice(0, 0, 1), gaps}), at::cat({gaps, gaps.slice(0, nz - 2)}));
   d2_wall_t_ = complex_t(at::stack({dz2.select(0, 0), dz2.select(0, nz - 1)}));
 
   // The pre-product fields on the product grid from [psi; u0; theta] at the interior points
@@ -99,18 +112,19 @@ RayleighBenardSolver::RayleighBenardSolver(RayleighBenardSolverOptions options) 
     auto i_of = [&](const at::Tensor& m) { return at::matmul(interp, m); };
     const at::Tensor d_pad = at::matmul(dz, pad), dd_pad = at::matmul(dz2, pad);
     const std::vector<std::vector<at::Tensor>> rows{
-        {i_of(d1c), i_of(pad), none},                                    // u
-        {i_of(pad), none, none},                                         // psi
-        {i_of(d2c), i_of(d_pad), none},                                  // psi_zz (+ u0')
-        {i_of(at::matmul(dz, d2c)), i_of(dd_pad), none},                 // D psi_zz (+ u0'')
-        {i_of(d_pad), none, none},                                       // D psi
-        {none, none, i_of(pad)},                                         // theta
-        {none, none, i_of(d_pad)},                                       // theta_z
-        {i_of(at::matmul(dz, d1c)), i_of(d_pad), none}};                 // u_z
+        {i_of(d1c), i_of(pad), none},                     // u
+        {i_of(pad), none, none},                          // psi
+        {i_of(d2c), i_of(d_pad), none},                   // psi_zz (+ u0')
+        {i_of(at::matmul(dz, d2c)), i_of(dd_pad), none},  // D psi_zz (+ u0'')
+        {i_of(d_pad), none, none},                        // D psi
+        {none, none, i_of(pad)},                          // theta
+        {none, none, i_of(d_pad)},                        // theta_z
+        {i_of(at::matmul(dz, d1c)), i_of(d_pad), none}};  // u_z
     std::vector<at::Tensor> blocks;
     for (const auto& row : rows) blocks.push_back(at::cat(row, 1));
     products_in_ = at::cat(blocks, 0).contiguous();  // (8 Nf, 3 Ni)
-    project_int_ = chebyshev_projection_matrix(nz, nf_).slice(0, 1, nz - 1).contiguous();  // (Ni, Nf)
+    project_int_ =
+        chebyshev_projection_matrix(nz, nf_).slice(0, 1, nz - 1).contiguous();  // (Ni, Nf)
   }
 
   const at::Tensor m = at::arange(mx_, at::kDouble);
@@ -180,16 +194,20 @@ RayleighBenardSolver::Explicit RayleighBenardSolver::explicit_terms(const at::Te
                                                                     const at::Tensor& theta) const {
   // z-major (Ni, Mx) copies: the z operators are then real matrices applied from the left to the
   // complex data viewed as (rows, 2 Mx) reals, one GEMM for all eight pre-product fields.
-  const at::Tensor inputs = at::cat({(flow * (1.0 - mean_row_)).t(), (flow * mean_row_).t(), theta.t()}).contiguous();
-  const at::Tensor r = as_complex_rows(at::matmul(products_in_, as_real_rows(inputs)), 8 * nf_);  // (8 Nf, Mx)
+  const at::Tensor inputs =
+      at::cat({(flow * (1.0 - mean_row_)).t(), (flow * mean_row_).t(), theta.t()}).contiguous();
+  const at::Tensor r =
+      as_complex_rows(at::matmul(products_in_, as_real_rows(inputs)), 8 * nf_);  // (8 Nf, Mx)
   auto block = [&](int64_t b) { return r.slice(0, b * nf_, (b + 1) * nf_); };
   const at::Tensor u = block(0), psi = block(1);
   const at::Tensor omega = block(2) - k2_row_ * psi;
-  const at::Tensor hats = at::stack({u, -ik_row_ * psi, ik_row_ * omega, block(3) - k2_row_ * block(4),
-                                     ik_row_ * block(5), block(6), ik_row_ * u, block(7)});  // (8, Nf, Mx)
-  const at::Tensor f = at::fft_irfft(hats, options_.nx, -1);                                   // (8, Nf, nx)
+  const at::Tensor hats =
+      at::stack({u, -ik_row_ * psi, ik_row_ * omega, block(3) - k2_row_ * block(4),
+                 ik_row_ * block(5), block(6), ik_row_ * u, block(7)});  // (8, Nf, Mx)
+  const at::Tensor f = at::fft_irfft(hats, options_.nx, -1);             // (8, Nf, nx)
   const at::Tensor uf = f[0], wf = f[1];
-  const at::Tensor products = at::stack({uf * f[2] + wf * f[3], uf * f[4] + wf * f[5], uf * f[6] + wf * f[7]});
+  const at::Tensor products =
+      at::stack({uf * f[2] + wf * f[3], uf * f[4] + wf * f[5], uf * f[6] + wf * f[7]});
   const at::Tensor spectra = at::fft_rfft(products, c10::nullopt, -1).contiguous();  // (3, Nf, Mx)
   // Project back to nz Chebyshev modes at the interior points: (3 Ni, Mx) -> three (Mx, Ni).
   const at::Tensor n_hat = at::matmul(project_int_, as_real_batch(spectra));  // (3, Ni, 2 Mx)
@@ -209,12 +227,12 @@ void RayleighBenardSolver::step(RbcState* s) const {
   const at::Tensor flow1 = solve(flow_lu_, flow_piv_, mass_flow0 + (h * kGamma) * f0.flow);
   const at::Tensor theta1 = solve(theta_lu_, theta_piv_, s->theta + (h * kGamma) * f0.theta);
   const Explicit f1 = explicit_terms(flow1, theta1);
-  const at::Tensor flow2 =
-      solve(flow_lu_, flow_piv_,
-            mass_flow0 + h * (kDelta * f0.flow + (1.0 - kDelta) * f1.flow) + (h * (1.0 - kGamma)) * apply(flow_lin_, flow1));
-  const at::Tensor theta2 =
-      solve(theta_lu_, theta_piv_,
-            s->theta + h * (kDelta * f0.theta + (1.0 - kDelta) * f1.theta) + (h * (1.0 - kGamma)) * apply(theta_lin_, theta1));
+  const at::Tensor flow2 = solve(flow_lu_, flow_piv_,
+                                 mass_flow0 + h * (kDelta * f0.flow + (1.0 - kDelta) * f1.flow) +
+                                     (h * (1.0 - kGamma)) * apply(flow_lin_, flow1));
+  const at::Tensor theta2 = solve(theta_lu_, theta_piv_,
+                                  s->theta + h * (kDelta * f0.theta + (1.0 - kDelta) * f1.theta) +
+                                      (h * (1.0 - kGamma)) * apply(theta_lin_, theta1));
   s->flow = flow2 * mask_;
   s->theta = theta2 * mask_;
   s->time += h;
@@ -227,11 +245,13 @@ at::Tensor RayleighBenardSolver::pressure_hat(const RbcState& s) const {
   at::Tensor w_hat;
   const at::Tensor u_hat = velocity_hat(s.flow, &w_hat);
   const at::Tensor theta_full = pad_walls(s.theta);
-  const at::Tensor hats = at::stack({ik_ * u_hat, at::matmul(u_hat, d_t_), ik_ * w_hat, at::matmul(w_hat, d_t_), u_hat, w_hat});
-  const at::Tensor f = to_physical(at::matmul(hats, interp_t_));  // (6, nx, nf)
+  const at::Tensor hats = at::stack(
+      {ik_ * u_hat, at::matmul(u_hat, d_t_), ik_ * w_hat, at::matmul(w_hat, d_t_), u_hat, w_hat});
+  const at::Tensor f = to_physical(at::matmul(hats, interp_t_));       // (6, nx, nf)
   const at::Tensor q = f[0] * f[0] + 2.0 * f[1] * f[2] + f[3] * f[3];  // div(u.grad u)
   const at::Tensor nw = f[4] * f[2] + f[5] * f[3];                     // u.grad w
-  const at::Tensor spectra = at::matmul(at::fft_rfft(at::stack({q, nw}), c10::nullopt, -2), project_t_);
+  const at::Tensor spectra =
+      at::matmul(at::fft_rfft(at::stack({q, nw}), c10::nullopt, -2), project_t_);
   // Poisson right-hand side: Lap p = db/dz - div(u.grad u), with db/dz = -1 + theta_z.
   at::Tensor rhs = (at::matmul(theta_full, d_t_) - spectra[0]).clone();
   rhs.select(0, 0).sub_(nx);
@@ -248,7 +268,8 @@ at::Tensor RayleighBenardSolver::pressure_hat(const RbcState& s) const {
 at::Tensor RayleighBenardSolver::fields(const RbcState& s) const {
   at::Tensor w_hat;
   const at::Tensor u_hat = velocity_hat(s.flow, &w_hat);
-  at::Tensor out = to_physical(at::stack({u_hat, w_hat, pad_walls(s.theta), pressure_hat(s)})).contiguous();
+  at::Tensor out =
+      to_physical(at::stack({u_hat, w_hat, pad_walls(s.theta), pressure_hat(s)})).contiguous();
   out[2] += (1.0 - z_).unsqueeze(0);
   return out;
 }
@@ -258,11 +279,14 @@ RbcDiagnostics RayleighBenardSolver::diagnostics(const RbcState& s) const {
   const at::Tensor u_hat = velocity_hat(s.flow, &w_hat);
   const at::Tensor theta_full = pad_walls(s.theta);
   const at::Tensor f = to_physical(at::stack({u_hat, w_hat, theta_full}));
-  auto volume_mean = [&](const at::Tensor& g) { return (g.mean(0) * cc_weights_).sum().item<double>(); };
+  auto volume_mean = [&](const at::Tensor& g) {
+    return (g.mean(0) * cc_weights_).sum().item<double>();
+  };
   RbcDiagnostics d;
   d.kinetic_energy = 0.5 * volume_mean(f[0] * f[0] + f[1] * f[1]);
   d.nusselt_volume = 1.0 + volume_mean(f[1] * f[2]) / kappa_;
-  const at::Tensor theta_z0 = at::real(at::matmul(theta_full[0], d_t_)) / static_cast<double>(options_.nx);
+  const at::Tensor theta_z0 =
+      at::real(at::matmul(theta_full[0], d_t_)) / static_cast<double>(options_.nx);
   d.nusselt_bottom = 1.0 - theta_z0[0].item<double>();
   d.nusselt_top = 1.0 - theta_z0[options_.nz - 1].item<double>();
   d.max_abs_theta = f[2].abs().max().item<double>();

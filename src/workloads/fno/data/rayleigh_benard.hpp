@@ -72,19 +72,19 @@ class RayleighBenardSolver {
   };
   Explicit explicit_terms(const at::Tensor& flow, const at::Tensor& theta) const;
   at::Tensor velocity_hat(const at::Tensor& flow, at::Tensor* w_hat) const;  // u_hat (Mx, Nz)
-  at::Tensor pressure_hat(const RbcState& state) const;                       // (Mx, Nz)
+  at::Tensor pressure_hat(const RbcState& state) const;                      // (Mx, Nz)
   at::Tensor to_physical(const at::Tensor& field_hat) const;  // (..., Mx, Nz) -> (..., nx, nz)
 
   RayleighBenardSolverOptions options_;
   double nu_ = 0.0, kappa_ = 0.0;
   int64_t mx_ = 0, ni_ = 0, nf_ = 0;  // Fourier modes, interior points, product-grid points
-  at::Tensor z_;                    // (nz)
-  at::Tensor ik_, k2_;              // (Mx, 1) complex i k_m; float64 k_m^2
-  at::Tensor mask_;                 // (Mx, 1) float64: the 2/3 rule
-  at::Tensor mean_row_;             // (Mx, 1) float64: 1 in row 0
-  at::Tensor ik_row_, k2_row_;      // (1, Mx): the same, for z-major data
-  at::Tensor products_in_;          // (8 Nf, 3 Ni) float64: [psi; u0; theta] -> pre-product fields
-  at::Tensor project_int_;          // (Ni, Nf) float64: product grid -> interior points, truncated
+  at::Tensor z_;                      // (nz)
+  at::Tensor ik_, k2_;                // (Mx, 1) complex i k_m; float64 k_m^2
+  at::Tensor mask_;                   // (Mx, 1) float64: the 2/3 rule
+  at::Tensor mean_row_;               // (Mx, 1) float64: 1 in row 0
+  at::Tensor ik_row_, k2_row_;        // (1, Mx): the same, for z-major data
+  at::Tensor products_in_;  // (8 Nf, 3 Ni) float64: [psi; u0; theta] -> pre-product fields
+  at::Tensor project_int_;  // (Ni, Nf) float64: product grid -> interior points, truncated
   // z operators, transposed and complex so that X (Mx, from) @ op = (Mx, to).
   at::Tensor d_t_;         // (Nz, Nz) d/dz
   at::Tensor d1c_t_;       // (Ni, Nz) psi -> psi_z (clamped psi)

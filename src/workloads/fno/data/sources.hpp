@@ -26,14 +26,15 @@ namespace scaffold::fno {
 struct FnoSourceOptions {
   int64_t train_examples = 0;  // the first N examples of each split; 0: all of them
   int64_t val_examples = 0;
-  int64_t rbc_steps_in = 1;    // rbc2d: stored states in the input
-  int64_t rbc_steps_out = 1;   // rbc2d: states predicted
+  int64_t rbc_steps_in = 1;   // rbc2d: stored states in the input
+  int64_t rbc_steps_out = 1;  // rbc2d: states predicted
 };
 
 class FnoExampleSource : public dataset::ExampleSource {
  public:
   // Throws core::Error when `count` examples do not fit the split.
-  FnoExampleSource(std::filesystem::path root, FnoSplit split, FnoDataMeta meta, const FnoSourceOptions& options);
+  FnoExampleSource(std::filesystem::path root, FnoSplit split, FnoDataMeta meta,
+                   const FnoSourceOptions& options);
   std::size_t size() const override { return static_cast<std::size_t>(count_); }
   // Fields {input, target}; id "<split>/<sample>" or, for trajectories, "<split>/<sample>@<state>".
   // `draw` is ignored. Throws core::FileError naming a missing, truncated or reshaped file.
@@ -63,6 +64,7 @@ struct FnoSources {
 // folder, and how to make it, when it is not there or not complete.
 FnoSources make_fno_sources(const FnoDataOptions& options, const FnoSourceOptions& sources = {});
 // Any complete dataset folder.
-FnoSources open_fno_sources(const std::filesystem::path& root, const FnoSourceOptions& sources = {});
+FnoSources open_fno_sources(const std::filesystem::path& root,
+                            const FnoSourceOptions& sources = {});
 
 }  // namespace scaffold::fno

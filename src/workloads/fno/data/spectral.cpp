@@ -21,14 +21,16 @@ at::Tensor fft_wavenumbers(int64_t n) {
   return at::where(k < static_cast<double>((n + 1) / 2), k, k - static_cast<double>(n));
 }
 
-at::Tensor rfft_wavenumbers(int64_t n) { return at::arange(n / 2 + 1, at::kDouble); }
+at::Tensor rfft_wavenumbers(int64_t n) {
+  return at::arange(n / 2 + 1, at::kDouble);
+}
 
 at::Tensor dealias_mask(const at::Tensor& k, int64_t n) {
   return (at::abs(k) * 3.0 < static_cast<double>(n)).to(at::kDouble);
 }
 
-Etdrk4::Etdrk4(const at::Tensor& L, double h, std::function<at::Tensor(const at::Tensor&)> nonlinear,
-               int contour_points)
+Etdrk4::Etdrk4(const at::Tensor& L, double h,
+               std::function<at::Tensor(const at::Tensor&)> nonlinear, int contour_points)
     : h_(h), nonlinear_(std::move(nonlinear)) {
   if (!(h > 0.0)) throw core::Error("ETDRK4: the time step must be > 0");
   SCAFFOLD_CHECK(L.scalar_type() == at::kDouble, "ETDRK4 needs a float64 linear part");
@@ -36,7 +38,8 @@ Etdrk4::Etdrk4(const at::Tensor& L, double h, std::function<at::Tensor(const at:
   e_ = at::exp(hl);
   e2_ = at::exp(hl / 2.0);
   const int64_t m = contour_points;
-  const at::Tensor angle = (at::arange(1, m + 1, at::kDouble) - 0.5) * (kPi / static_cast<double>(m));
+  const at::Tensor angle =
+      (at::arange(1, m + 1, at::kDouble) - 0.5) * (kPi / static_cast<double>(m));
   const at::Tensor roots = at::polar(at::ones({m}, at::kDouble), angle);  // (M) complex
   const at::Tensor lr = hl.unsqueeze(-1).to(at::kComplexDouble) + roots;  // (*L, M)
   const at::Tensor elr = at::exp(lr), elr2 = at::exp(lr / 2.0);

@@ -77,6 +77,7 @@ std::array<int64_t, 4> split_document_ranges(const std::string& split, int64_t d
   else
     parts = {split};
   std::vector<double> weights;
+  weights.reserve(std::max<std::size_t>(parts.size(), 3));
   for (const std::string& p : parts) weights.push_back(parse_weight(split, p));
   while (weights.size() < 3) weights.push_back(0.0);
   weights.resize(3);

@@ -18,7 +18,8 @@ inline FnoDataOptions tiny_options(FnoProblem problem, const std::filesystem::pa
   o.dataset_dir = dir;
   o.code_commit = "test";
   o.burgers = BurgersOptions{32, 64, 0.1, 0.1, 0.01, 2, GrfOptions{625.0, 5.0, 2.0}, 3, 2};
-  o.navier_stokes = NavierStokesOptions{16, 16, 1e-3, 0.1, 2, 3, 0.1, 0.05, GrfOptions{343.0, 7.0, 2.5}, 3, 2};
+  o.navier_stokes =
+      NavierStokesOptions{16, 16, 1e-3, 0.1, 2, 3, 0.1, 0.05, GrfOptions{343.0, 7.0, 2.5}, 3, 2};
   RayleighBenardOptions& r = o.rayleigh_benard;
   r.nx = 16;
   r.nz = 9;

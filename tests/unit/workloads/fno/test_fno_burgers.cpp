@@ -54,11 +54,13 @@ TEST_F(FnoBurgers, MatchesColeHopfWithASteepFrontAndTwoModes) {
   const at::Tensor x = at::arange(n, at::kDouble) / static_cast<double>(n);
   const at::Tensor u0 = at::sin(2 * kPi * x) + 0.5 * at::sin(4 * kPi * x + 1.0);
   auto U0 = [](double y) {
-    return (1.0 - std::cos(2 * kPi * y)) / (2 * kPi) + 0.5 * (std::cos(1.0) - std::cos(4 * kPi * y + 1.0)) / (4 * kPi);
+    return (1.0 - std::cos(2 * kPi * y)) / (2 * kPi) +
+           0.5 * (std::cos(1.0) - std::cos(4 * kPi * y + 1.0)) / (4 * kPi);
   };
   const at::Tensor u = solver.advance(u0, 600);  // t = 0.3: the front has steepened
   const at::Tensor expected = cole_hopf(U0, nu, 0.3, n);
-  const double slope = (expected.roll(-1) - expected).abs().max().item<double>() * static_cast<double>(n);
+  const double slope =
+      (expected.roll(-1) - expected).abs().max().item<double>() * static_cast<double>(n);
   EXPECT_GT(slope, 10.0) << "the case should have a steep front (max |u_x| " << slope << ")";
   test::expect_close(u, expected, 1e-6, "u(., 0.3), nu 0.02");
 }

@@ -37,10 +37,14 @@ class FnoDataEnvironment : public ::testing::Environment {
     return r;
   }
 };
-[[maybe_unused]] ::testing::Environment* const kEnvironment = ::testing::AddGlobalTestEnvironment(new FnoDataEnvironment);
-dist::Communicator& world() { return FnoDataEnvironment::runtime()->world(); }
+[[maybe_unused]] ::testing::Environment* const kEnvironment =
+    ::testing::AddGlobalTestEnvironment(new FnoDataEnvironment);
+dist::Communicator& world() {
+  return FnoDataEnvironment::runtime()->world();
+}
 
-constexpr FnoProblem kProblems[] = {FnoProblem::Burgers, FnoProblem::NavierStokes, FnoProblem::RayleighBenard};
+constexpr FnoProblem kProblems[] = {FnoProblem::Burgers, FnoProblem::NavierStokes,
+                                    FnoProblem::RayleighBenard};
 
 using Mutation = std::pair<const char*, std::function<void(FnoDataOptions&)>>;
 
@@ -101,7 +105,8 @@ TEST(FnoDataCache, KeyChangesWithEveryParameterOfTheProblemAndNothingElse) {
       mutate(o);
       const std::string other = config_id(o);
       EXPECT_NE(other, id) << problem_name(p) << ": changing " << name << " must change the key";
-      EXPECT_TRUE(ids.insert(other).second) << problem_name(p) << ": " << name << " collides with another change";
+      EXPECT_TRUE(ids.insert(other).second)
+          << problem_name(p) << ": " << name << " collides with another change";
     }
     FnoDataOptions seed = base;
     seed.seed = 6;
@@ -183,7 +188,8 @@ TEST_P(FnoDataGeneration, ThreadsDoNotChangeTheBytesAndRerunsReuse) {
   EXPECT_FALSE(i1.reused);
   EXPECT_EQ(i1.samples_generated, i1.samples_total);
   const auto files = snapshot(i1.root);
-  EXPECT_EQ(files.size(), 1 + static_cast<std::size_t>(i1.samples_total) * problem_layout(o1).files.size());
+  EXPECT_EQ(files.size(),
+            1 + static_cast<std::size_t>(i1.samples_total) * problem_layout(o1).files.size());
   EXPECT_EQ(snapshot(i2.root), files) << "1 and 2 threads";
   EXPECT_EQ(i1.meta.dataset_sha256, i2.meta.dataset_sha256);
   const FnoDatasetInfo again = ensure_fno_dataset(world(), o1);
@@ -212,9 +218,11 @@ TEST_P(FnoDataGeneration, AnInterruptedRunResumesWithWhatIsMissing) {
   fs::remove(sample_path(paths.partial, FnoSplit::Train, 1, name));
   const fs::path damaged = sample_path(paths.partial, FnoSplit::Val, 0, layout.files.front().name);
   fs::resize_file(damaged, fs::file_size(damaged) - 8);
-  const fs::path leftover = core::temporary_sibling(sample_path(paths.partial, FnoSplit::Train, 2, name));
+  const fs::path leftover =
+      core::temporary_sibling(sample_path(paths.partial, FnoSplit::Train, 2, name));
   std::ofstream(leftover) << "junk";
-  const fs::path untouched = sample_path(paths.partial, FnoSplit::Train, 0, layout.files.front().name);
+  const fs::path untouched =
+      sample_path(paths.partial, FnoSplit::Train, 0, layout.files.front().name);
   struct stat before {};
   ASSERT_EQ(::stat(untouched.c_str(), &before), 0);
   EXPECT_THROW(make_fno_sources(o), core::FileError) << "an unfinished dataset is never served";
@@ -222,10 +230,12 @@ TEST_P(FnoDataGeneration, AnInterruptedRunResumesWithWhatIsMissing) {
   const FnoDatasetInfo resumed = ensure_fno_dataset(world(), o);
   EXPECT_FALSE(resumed.reused);
   EXPECT_EQ(resumed.samples_generated, 2) << "only the missing and the damaged sample";
-  EXPECT_EQ(snapshot(resumed.root), reference) << "the resumed dataset equals the uninterrupted one";
+  EXPECT_EQ(snapshot(resumed.root), reference)
+      << "the resumed dataset equals the uninterrupted one";
   EXPECT_EQ(resumed.meta.dataset_sha256, first.meta.dataset_sha256);
   EXPECT_FALSE(fs::exists(paths.partial));
-  EXPECT_FALSE(fs::exists(resumed.root / fs::relative(leftover, paths.partial))) << "temporary files are dropped";
+  EXPECT_FALSE(fs::exists(resumed.root / fs::relative(leftover, paths.partial)))
+      << "temporary files are dropped";
   struct stat after {};
   ASSERT_EQ(::stat((resumed.root / fs::relative(untouched, paths.partial)).c_str(), &after), 0);
   EXPECT_EQ(after.st_ino, before.st_ino) << "a finished sample is kept, not rewritten";
@@ -238,8 +248,10 @@ TEST_P(FnoDataGeneration, StatisticsAndSourcesMatchTheFiles) {
   const FnoDatasetInfo info = ensure_fno_dataset(world(), o);
   const FnoSources s = make_fno_sources(o);
   const ProblemLayout& l = s.meta.layout;
-  ASSERT_EQ(s.train->size(), static_cast<std::size_t>(sample_count(o, FnoSplit::Train) * l.examples_per_sample));
-  ASSERT_EQ(s.val->size(), static_cast<std::size_t>(sample_count(o, FnoSplit::Val) * l.examples_per_sample));
+  ASSERT_EQ(s.train->size(),
+            static_cast<std::size_t>(sample_count(o, FnoSplit::Train) * l.examples_per_sample));
+  ASSERT_EQ(s.val->size(),
+            static_cast<std::size_t>(sample_count(o, FnoSplit::Val) * l.examples_per_sample));
   // Recompute the statistics from the sources' examples (every example, in double).
   const std::size_t c_in = l.input_channels.size(), c_out = l.target_channels.size();
   std::vector<double> sum(c_in + c_out, 0.0), sq(c_in + c_out, 0.0);
@@ -247,7 +259,8 @@ TEST_P(FnoDataGeneration, StatisticsAndSourcesMatchTheFiles) {
   for (std::size_t i = 0; i < s.train->size(); ++i) {
     const dataset::Example e = s.train->get(i, 0);
     ASSERT_EQ(e.fields.size(), 2u);
-    std::vector<int64_t> in_shape{static_cast<int64_t>(c_in)}, out_shape{static_cast<int64_t>(c_out)};
+    std::vector<int64_t> in_shape{static_cast<int64_t>(c_in)},
+        out_shape{static_cast<int64_t>(c_out)};
     for (int64_t g : l.grid) {
       in_shape.push_back(g);
       out_shape.push_back(g);
@@ -255,7 +268,8 @@ TEST_P(FnoDataGeneration, StatisticsAndSourcesMatchTheFiles) {
     ASSERT_EQ(e.fields[0].sizes().vec(), in_shape) << e.id;
     ASSERT_EQ(e.fields[1].sizes().vec(), out_shape) << e.id;
     ASSERT_EQ(e.fields[0].scalar_type(), at::kFloat);
-    const at::Tensor in = e.fields[0].to(at::kDouble).flatten(1), out = e.fields[1].to(at::kDouble).flatten(1);
+    const at::Tensor in = e.fields[0].to(at::kDouble).flatten(1),
+                     out = e.fields[1].to(at::kDouble).flatten(1);
     for (std::size_t c = 0; c < c_in; ++c) {
       sum[c] += in[c].sum().item<double>();
       sq[c] += (in[c] * in[c]).sum().item<double>();
@@ -292,7 +306,8 @@ TEST_P(FnoDataGeneration, StatisticsAndSourcesMatchTheFiles) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Problems, FnoDataGeneration,
-                         ::testing::Values(FnoProblem::Burgers, FnoProblem::NavierStokes, FnoProblem::RayleighBenard),
+                         ::testing::Values(FnoProblem::Burgers, FnoProblem::NavierStokes,
+                                           FnoProblem::RayleighBenard),
                          [](const auto& p) { return std::string(problem_name(p.param)); });
 
 TEST(FnoDataFailures, AnUnstableTimeStepFailsNamingTheKeyAndLeavesNoDataset) {

@@ -22,10 +22,12 @@ struct FnoNumerics : test::SingleThreaded {};
 TEST_F(FnoNumerics, ChebyshevPointsAndDerivativeOfPolynomials) {
   const int64_t n = 13;  // degree 12
   const at::Tensor x = chebyshev_points(n);
-  for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(x[j].item<double>(), std::cos(kPi * j / (n - 1)), 1e-15);
+  for (int64_t j = 0; j < n; ++j)
+    EXPECT_NEAR(x[j].item<double>(), std::cos(kPi * j / (n - 1)), 1e-15);
   const at::Tensor d = chebyshev_diff_matrix(n);
   // p = x^7 - 3 x^4 + x, p' = 7 x^6 - 12 x^3 + 1: exact for degree <= 12.
-  expect_close(at::matmul(d, x.pow(7) - 3 * x.pow(4) + x), 7 * x.pow(6) - 12 * x.pow(3) + 1, 1e-12, "D p");
+  expect_close(at::matmul(d, x.pow(7) - 3 * x.pow(4) + x), 7 * x.pow(6) - 12 * x.pow(3) + 1, 1e-12,
+               "D p");
   expect_close(at::matmul(at::matmul(d, d), x.pow(7)), 42 * x.pow(5), 1e-11, "D^2 x^7");
 }
 
@@ -49,13 +51,16 @@ TEST_F(FnoNumerics, InterpolationIsExactAndProjectionUndoesIt) {
   const int64_t n = 9, m = 14;
   const at::Tensor x = chebyshev_points(n), y = chebyshev_points(m);
   const at::Tensor interp = chebyshev_interpolation_matrix(n, m);
-  auto p = [](const at::Tensor& t) { return 2 * t.pow(8) - t.pow(5) + 0.5 * t - 3; };  // degree 8 = n - 1
+  auto p = [](const at::Tensor& t) {
+    return 2 * t.pow(8) - t.pow(5) + 0.5 * t - 3;
+  };  // degree 8 = n - 1
   expect_close(at::matmul(interp, p(x)), p(y), 1e-12, "interpolation of a degree-8 polynomial");
   const at::Tensor proj = chebyshev_projection_matrix(n, m);
-  expect_close(at::matmul(proj, interp), at::eye(n, at::kDouble), 1e-12, "projection o interpolation");
+  expect_close(at::matmul(proj, interp), at::eye(n, at::kDouble), 1e-12,
+               "projection o interpolation");
   // T_10 (x) = cos(10 acos x) lies beyond the coarse grid's modes: its projection is zero.
-  expect_close(at::matmul(proj, at::cos(10 * at::acos(y.clamp(-1, 1)))), at::zeros({n}, at::kDouble), 1e-12,
-               "projection of T_10");
+  expect_close(at::matmul(proj, at::cos(10 * at::acos(y.clamp(-1, 1)))),
+               at::zeros({n}, at::kDouble), 1e-12, "projection of T_10");
 }
 
 TEST_F(FnoNumerics, ClenshawCurtisIsExactForPolynomials) {
@@ -72,13 +77,16 @@ TEST_F(FnoNumerics, Etdrk4IsExactForConstantForcingAndFourthOrderOtherwise) {
   // v' = L v + c (c constant): ETDRK4 reproduces v(t) = e^{Lt} v0 + (e^{Lt} - 1)/L c exactly,
   // for stiff and for vanishing L alike.
   const at::Tensor L = test::from_vector({0.0, -1e-8, -0.5, -40.0, -2e4});
-  const at::Tensor c = at::complex(test::from_vector({1.0, 2.0, -1.0, 3.0, 0.5}), at::zeros({5}, at::kDouble));
-  const at::Tensor v0 = at::complex(test::from_vector({0.3, -0.2, 1.0, 0.0, 2.0}), test::from_vector({0, 0, 1, 0, 0}));
+  const at::Tensor c =
+      at::complex(test::from_vector({1.0, 2.0, -1.0, 3.0, 0.5}), at::zeros({5}, at::kDouble));
+  const at::Tensor v0 = at::complex(test::from_vector({0.3, -0.2, 1.0, 0.0, 2.0}),
+                                    test::from_vector({0, 0, 1, 0, 0}));
   const Etdrk4 stepper(L, 0.1, [c](const at::Tensor&) { return c; });
   at::Tensor v = v0;
   for (int s = 0; s < 10; ++s) v = stepper.step(v);
   const at::Tensor e = at::exp(L);  // expm1: (e^L - 1) / L loses half the digits at L = -1e-8
-  const at::Tensor phi = at::where(L == 0, at::ones_like(L), at::expm1(L) / at::where(L == 0, at::ones_like(L), L));
+  const at::Tensor phi =
+      at::where(L == 0, at::ones_like(L), at::expm1(L) / at::where(L == 0, at::ones_like(L), L));
   expect_close(at::view_as_real(v), at::view_as_real(e * v0 + phi * c), 1e-12, "v(1)");
   // v' = -v^2 (N = -v^2, L = 0): v(t) = v0 / (1 + v0 t); halving dt cuts the error ~16 times.
   auto error = [](double h) {
@@ -96,8 +104,8 @@ TEST_F(FnoNumerics, WavenumbersAndDealiasMask) {
   expect_close(fft_wavenumbers(6), test::from_vector({0, 1, 2, -3, -2, -1}), 0, "fft order");
   expect_close(rfft_wavenumbers(6), test::from_vector({0, 1, 2, 3}), 0, "rfft order");
   // 2/3 rule on n = 12: keep |k| < 4.
-  expect_close(dealias_mask(fft_wavenumbers(12), 12), test::from_vector({1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1}), 0,
-               "mask");
+  expect_close(dealias_mask(fft_wavenumbers(12), 12),
+               test::from_vector({1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1}), 0, "mask");
 }
 
 // Sample variance of each drawn Fourier mode over many fields against lambda_k: with S samples
@@ -123,11 +131,13 @@ TEST_F(FnoNumerics, RandomFieldsHaveTheStatedCovariance) {
   // 2-D: the same for a few modes of a 16 x 16 field (alpha 2.5, tau 7, scale 343).
   const GrfOptions g2{343.0, 7.0, 2.5};
   at::Tensor p2 = at::zeros({16, 9}, at::kDouble);
-  for (int64_t s = 0; s < samples; ++s) p2 += at::abs(at::fft_rfft2(grf_2d(16, g2, 7000 + static_cast<uint64_t>(s))) / 256.0).pow(2);
+  for (int64_t s = 0; s < samples; ++s)
+    p2 += at::abs(at::fft_rfft2(grf_2d(16, g2, 7000 + static_cast<uint64_t>(s))) / 256.0).pow(2);
   p2 /= static_cast<double>(samples);
   for (auto [kx, ky] : {std::pair<int, int>{1, 0}, {0, 1}, {1, 1}, {-2, 3}, {3, 5}, {-7, 7}}) {
     const double lambda = 343.0 * std::pow(4 * kPi * kPi * (kx * kx + ky * ky) + 49.0, -2.5);
-    EXPECT_NEAR(p2[(kx + 16) % 16][ky].item<double>() / lambda, 1.0, tol) << "k = (" << kx << ", " << ky << ")";
+    EXPECT_NEAR(p2[(kx + 16) % 16][ky].item<double>() / lambda, 1.0, tol)
+        << "k = (" << kx << ", " << ky << ")";
   }
   // The same key gives the same field; another key another one.
   EXPECT_TRUE(at::equal(grf_2d(16, g2, 5), grf_2d(16, g2, 5)));

@@ -18,7 +18,8 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 
 struct FnoRayleighBenard : test::SingleThreaded {
-  static RayleighBenardSolverOptions options(int64_t nx, int64_t nz, double ra, double aspect, double dt) {
+  static RayleighBenardSolverOptions options(int64_t nx, int64_t nz, double ra, double aspect,
+                                             double dt) {
     RayleighBenardSolverOptions o;
     o.nx = nx;
     o.nz = nz;
@@ -35,7 +36,9 @@ struct FnoRayleighBenard : test::SingleThreaded {
     const at::Tensor ik = at::complex(at::zeros_like(k), k).unsqueeze(1);
     return at::fft_irfft(ik * at::fft_rfft(f, c10::nullopt, 0), nx, 0);
   }
-  static at::Tensor ddz(const at::Tensor& f) { return at::matmul(f, (-2.0 * chebyshev_diff_matrix(f.size(1))).t()); }
+  static at::Tensor ddz(const at::Tensor& f) {
+    return at::matmul(f, (-2.0 * chebyshev_diff_matrix(f.size(1))).t());
+  }
 
   // Growth rate of the kinetic energy's square root between t1 and t2.
   static double growth_rate(double ra) {
@@ -57,7 +60,8 @@ TEST_F(FnoRayleighBenard, ConvectionSetsInAtTheCriticalRayleighNumber) {
   const double below = growth_rate(1650.0), above = growth_rate(1770.0);
   EXPECT_LT(below, 0.0) << "Ra 1650 < 1708 must decay";
   EXPECT_GT(above, 0.0) << "Ra 1770 > 1708 must grow";
-  const double ra_c = 1650.0 + (1770.0 - 1650.0) * (-below) / (above - below);  // linear in Ra near onset
+  const double ra_c =
+      1650.0 + (1770.0 - 1650.0) * (-below) / (above - below);  // linear in Ra near onset
   EXPECT_NEAR(ra_c, 1707.76, 0.01 * 1707.76) << "growth rates " << below << " and " << above;
 }
 
