@@ -1,5 +1,7 @@
 #include "fractal/ifs.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -98,12 +100,13 @@ std::vector<CsvRow> parse_numeric_csv(const std::string& text, const std::string
       char* end = nullptr;
       const double v = std::strtod(p, &end);
       if (end == p || !std::isfinite(v))
-        throw core::FileError(source, where + ", value " + std::to_string(row.values.size() + 1) +
-                                          ": expected a finite number, got '" + line + "'");
+        throw core::FileError(source, fmt::format("{}, value {}: expected a finite number, got '{}'", where,
+                                                  row.values.size() + 1, line));
       row.values.push_back(v);
       while (*end == ' ') ++end;
       if (*end == '\0') break;
-      if (*end != ',') throw core::FileError(source, where + ": expected ',' between numbers in '" + line + "'");
+      if (*end != ',')
+        throw core::FileError(source, fmt::format("{}: expected ',' between numbers in '{}'", where, line));
       p = end + 1;
     }
     if (row.values.size() != cols)
