@@ -3,11 +3,11 @@
 // example, averaged over the batch (the paper's LpLoss, a mean instead of its sum so data-
 // parallel replicas average to the single-process value). Recurrent time stepping (a rollout of
 // one-step predictions) trains on the sum over the steps of each step's relative L2 error, as the
-// paper's fourier_2d_time; its reported errors are those of the whole predicted trajectory. Validation sums the relative L2 error
-// and the mean squared error per example. With input sharding each rank of a shard group takes
-// its slab of the grid's first dimension from the full examples the loader gives, and the norms
-// are summed over the group. Precision fp32 or bf16 (autocast; the spectral part stays fp32).
-// Legend: B batch, d spatial dimensions.
+// paper's fourier_2d_time; its reported errors are those of the whole predicted trajectory.
+// Validation sums the relative L2 error and the mean squared error per example. With input sharding
+// each rank of a shard group takes its slab of the grid's first dimension from the full examples
+// the loader gives, and the norms are summed over the group. Precision fp32 or bf16 (autocast; the
+// spectral part stays fp32). Legend: B batch, d spatial dimensions.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -26,7 +26,7 @@
 namespace scaffold::fno {
 
 struct FnoTaskOptions {
-  std::string precision = "fp32";         // fp32 | bf16
+  std::string precision = "fp32";  // fp32 | bf16
   // 0: direct (one forward gives every output step). n > 0: recurrent, n steps of
   // `step_channels` each: the model maps the last t_in steps (its input channels) to the next
   // step, which replaces the oldest for the following forward (the paper's FNO-2D rollout);
@@ -67,9 +67,10 @@ class FnoTask : public train::TrainingTask {
   train::EpochMetrics epoch_metrics(int64_t epoch, const train::PassSums& train,
                                     const train::PassSums& val) const override;
 
-  // The model's output (B, C_out, *slab), float32 (float64 for a float64 model), for an input batch (B, C_in, *grid) on the
-  // device (this rank's slab taken here), in the task's precision. Recurrent: the rollout's
-  // steps concatenated in time order (B, rollout_steps * step_channels, *slab).
+  // The model's output (B, C_out, *slab), float32 (float64 for a float64 model), for an input batch
+  // (B, C_in, *grid) on the device (this rank's slab taken here), in the task's precision.
+  // Recurrent: the rollout's steps concatenated in time order (B, rollout_steps * step_channels,
+  // *slab).
   at::Tensor predict(const at::Tensor& input);
 
   Fno& model() { return model_; }
