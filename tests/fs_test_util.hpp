@@ -10,11 +10,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
+
+#include "core/fs.hpp"
 
 namespace scaffold::test {
 
@@ -92,6 +96,24 @@ class LockHolder {
   pid_t pid_ = -1;
   bool held_ = false;
 };
+
+// Polls every `interval` (at most `max_polls` times) until each of `logs` exists and contains
+// `needle`; returns whether they all did.
+inline bool every_log_says(const std::filesystem::path (&logs)[2], const std::string& needle,
+                           int max_polls = 1200,
+                           std::chrono::milliseconds interval = std::chrono::milliseconds(50)) {
+  const auto all = [&] {
+    for (const std::filesystem::path& log : logs) {
+      std::error_code ec;
+      if (!std::filesystem::exists(log, ec) ||
+          core::read_file(log).find(needle) == std::string::npos)
+        return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < max_polls && !all(); ++i) std::this_thread::sleep_for(interval);
+  return all();
+}
 
 // The pid of a process that has ended (and been reaped): an owner that is provably gone.
 inline pid_t dead_pid() {

@@ -295,15 +295,7 @@ TEST(GenerateDataset, TwoConcurrentGenerationsShareTheWork) {
     });
   const std::string waiting =
       "dataset: another process (" + core::owner_tag() + ") holds the lock " + lock_path.string() + "; waiting";
-  const auto both_wait = [&] {
-    for (const fs::path& log : logs) {
-      std::error_code ec;
-      if (!fs::exists(log, ec) || core::read_file(log).find(waiting) == std::string::npos) return false;
-    }
-    return true;
-  };
-  for (int i = 0; i < 1200 && !both_wait(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_TRUE(both_wait()) << "the runs did not wait for the lock";
+  EXPECT_TRUE(test::every_log_says(logs, waiting)) << "the runs did not wait for the lock";
   held.reset();
   for (auto& t : runs) t.join();
 
