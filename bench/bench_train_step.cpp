@@ -173,16 +173,22 @@ int run(const BenchOptions& o) {
   mo.group_norm_groups = 8;
   // As scaffold benchmark does: 1.13's CPU bf16 max_pool3d / conv_transpose3d are missing or wrong.
   mo.fp32_pool_and_upsample = o.bf16 && !model::bf16_pool_and_upsample_work(device);
-  // The CPU kernels of issue 17: native = all three (scaffold benchmark's default on the CPU),
-  // libtorch = none, or a comma list of conv, upconv, norm to measure each alone.
-  const auto uses = [&](const char* k) {
-    return o.kernels == "native" ||
-           ("," + o.kernels + ",").find(std::string(",") + k + ",") != std::string::npos;
-  };
-  mo.kernels.onednn_conv = uses("conv") && model::dnnl_conv3d_built();
-  mo.kernels.gemm_upconv = uses("upconv");
-  mo.kernels.norm_kernel =
-      uses("norm") && !o.channels_last ? model::NormKernel::Fused : model::NormKernel::Unfused;
+  // The CPU kernels of issue 17: native = what scaffold benchmark's `auto` keys pick for this
+  // device, layout and precision; libtorch = none; or a comma list of winograd, conv (oneDNN),
+  // upconv, norm to measure each alone.
+  if (o.kernels == "native") {
+    mo.kernels =
+        model::resolve_unet_kernels("auto", "auto", "auto", device, o.channels_last, o.bf16);
+  } else {
+    const auto uses = [&](const char* k) {
+      return ("," + o.kernels + ",").find(std::string(",") + k + ",") != std::string::npos;
+    };
+    mo.kernels.winograd_conv = uses("winograd");
+    mo.kernels.onednn_conv = uses("conv") && model::dnnl_conv3d_built();
+    mo.kernels.gemm_upconv = uses("upconv");
+    mo.kernels.norm_kernel =
+        uses("norm") && !o.channels_last ? model::NormKernel::Fused : model::NormKernel::Unfused;
+  }
 
   // Model, then input, then labels from one seed: train_step.py draws them in the same order from
   // the same generator, so both start from the same weights and data (checked through loss0).
@@ -341,8 +347,8 @@ int parse_and_run(int argc, char** argv) {
   app.add_flag("--bf16", o.bf16, "bf16 autocast in the forward pass");
   app.add_flag("--channels-last", o.channels_last, "parameters and input in ChannelsLast3d");
   app.add_option("--kernels", o.kernels,
-                 "CPU kernels: native (oneDNN convolutions, GEMM upsampling, fused GroupNorm + "
-                 "ReLU), libtorch, or a comma list of conv, upconv, norm");
+                 "CPU kernels: native (what the auto keys pick), libtorch, or a comma list of "
+                 "winograd, conv (oneDNN), upconv, norm");
   app.add_option("--gemm-n", o.gemm_n, "side of the fp32 GEMM (0: skip)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--gemm-reps", o.gemm_reps, "timed GEMMs (median)")->check(CLI::PositiveNumber);

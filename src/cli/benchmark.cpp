@@ -316,7 +316,7 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
               {"dc_num_shards", fmt::format("{}", fmt::join(cfg.dc_num_shards, "x"))},
               {"dc_groupnorm", grid.spatial_size() > 1 ? cfg.dc_groupnorm : std::string("-")},
               {"memory_format", train::use_channels_last(cfg.memory_format, device) ? "channels_last" : "contiguous"},
-              {"conv_kernel", kernels.onednn_conv ? "onednn" : "libtorch"},
+              {"conv_kernel", model::conv_kernel_name(kernels)},
               {"upconv_kernel", kernels.gemm_upconv ? "gemm" : "libtorch"},
               {"groupnorm_kernel", model::to_string(kernels.norm_kernel)},
               {"target_dice", core::python_float_str(cfg.target_dice)}};

@@ -229,11 +229,12 @@ std::vector<KeySpec> scaffold_keys() {
   {
     const auto i = add(bind_key(
         "conv_kernel", &Config::conv_kernel,
-        "extension: the U-Net's 3^3 convolutions on the CPU: onednn (oneDNN at every batch size; "
-        "LibTorch 1.13 sends batch 1 to a 3-5x slower path), libtorch, or auto (onednn on the CPU "
-        "when built with it, libtorch on CUDA)",
-        "one of auto, onednn, libtorch"));
-    t[i].choices = {"auto", "onednn", "libtorch"};
+        "extension: the U-Net's 3^3 convolutions on the CPU: winograd (Winograd F(2,3) for the "
+        "float32 layers where it pays, oneDNN for the rest), onednn (oneDNN at every batch size; "
+        "LibTorch 1.13 sends batch 1 to a 3-5x slower path), libtorch, or auto (winograd on the "
+        "CPU, libtorch on CUDA)",
+        "one of auto, winograd, onednn, libtorch"));
+    t[i].choices = {"auto", "winograd", "onednn", "libtorch"};
   }
   {
     const auto i = add(bind_key(

@@ -18,6 +18,7 @@
 
 #include "core/error.hpp"
 #include "model/autocast.hpp"
+#include "model/parallel_check.hpp"
 
 namespace scaffold::model {
 namespace {

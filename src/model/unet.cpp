@@ -17,6 +17,7 @@
 #include "model/checkpoint.hpp"
 #include "model/conv_transpose.hpp"
 #include "model/dnnl_conv.hpp"
+#include "model/winograd_conv.hpp"
 
 namespace scaffold::model {
 namespace {
@@ -60,13 +61,18 @@ UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upc
   UNetKernels k;
   if (conv == "auto") {
     k.onednn_conv = cpu && dnnl_conv3d_built();
+    k.winograd_conv = cpu;
+  } else if (conv == "winograd") {
+    if (!cpu) throw core::Error(fmt::format("conv_kernel: winograd runs on the CPU, this run trains on {}", device.str()));
+    k.winograd_conv = true;
+    k.onednn_conv = dnnl_conv3d_built();
   } else if (conv == "onednn") {
     if (!cpu) throw core::Error(fmt::format("conv_kernel: onednn runs on the CPU, this run trains on {}", device.str()));
     if (!dnnl_conv3d_built())
       throw core::Error("conv_kernel: onednn, but this build has no oneDNN (install libdnnl-dev and rebuild)");
     k.onednn_conv = true;
   } else if (conv != "libtorch") {
-    throw core::Error(fmt::format("conv_kernel: '{}' is not allowed; expected auto, onednn or libtorch", conv));
+    throw core::Error(fmt::format("conv_kernel: '{}' is not allowed; expected auto, winograd, onednn or libtorch", conv));
   }
   if (upconv == "auto") {
     // In float32 LibTorch's own is as fast (oneDNN from batch 2 on); under bf16 autocast the GEMM
@@ -82,8 +88,12 @@ UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upc
   return k;
 }
 
+std::string conv_kernel_name(const UNetKernels& k) {
+  return k.winograd_conv ? "winograd" : k.onednn_conv ? "onednn" : "libtorch";
+}
+
 std::vector<std::string> kernel_names(const UNetKernels& k) {
-  return {std::string("conv=") + (k.onednn_conv ? "onednn" : "libtorch"),
+  return {"conv=" + conv_kernel_name(k),
           std::string("upconv=") + (k.gemm_upconv ? "gemm" : "libtorch"),
           std::string("groupnorm=") + to_string(k.norm_kernel)};
 }
@@ -128,13 +138,14 @@ DoubleConvImpl::DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_
 
 at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
   if (spatial_) return conv3d_same(x, c->weight, c->bias, spatial_);
-  if (kernels_.onednn_conv && x.device().is_cpu()) {
+  if ((kernels_.onednn_conv || kernels_.winograd_conv) && x.device().is_cpu()) {
     // CPU autocast would run the convolution in its lower dtype: the same casts, by hand (the
-    // custom function is not on autocast's list).
+    // custom functions are not on autocast's list).
     const AutocastState state = AutocastState::current();
     const c10::ScalarType dtype = state.cpu_enabled ? state.cpu_dtype : x.scalar_type();
     const at::Tensor xc = x.to(dtype), wc = c->weight.to(dtype);
-    if (dnnl_conv3d_supported(xc, wc)) return dnnl_conv3d(xc, wc, /*padding=*/1);
+    if (kernels_.winograd_conv && winograd_conv3d_pays(xc, wc)) return winograd_conv3d(xc, wc);
+    if (kernels_.onednn_conv && dnnl_conv3d_supported(xc, wc)) return dnnl_conv3d(xc, wc, /*padding=*/1);
   }
   return c(x);
 }

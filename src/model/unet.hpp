@@ -25,6 +25,9 @@ namespace scaffold::model {
 // falls back to LibTorch for arguments it cannot take (CUDA tensors, float64, sharded samples).
 struct UNetKernels {
   bool onednn_conv = false;  // the 3^3 convolutions through oneDNN at any batch size (model/dnnl_conv.hpp)
+  // float32 3^3 convolutions by Winograd F(2,3) where it pays (model/winograd_conv.hpp); the
+  // others go to oneDNN (onednn_conv) or LibTorch.
+  bool winograd_conv = false;
   bool gemm_upconv = false;  // ConvTranspose3d k2 s2 as a matrix product (model/conv_transpose.hpp)
   // GroupNorm + ReLU as torch's two ops, or the fused CPU kernel (model/fused_norm.hpp), which
   // falls back to the two ops for inputs it does not run.
@@ -39,6 +42,8 @@ struct UNetKernels {
 UNetKernels resolve_unet_kernels(const std::string& conv_kernel, const std::string& upconv_kernel,
                                  const std::string& groupnorm_kernel, const c10::Device& device, bool channels_last,
                                  bool bf16_autocast);
+// The conv_kernel value the kernels amount to: winograd, onednn or libtorch.
+std::string conv_kernel_name(const UNetKernels& kernels);
 // "conv=onednn", "upconv=gemm", "groupnorm=fused" (system.json's kernels).
 std::vector<std::string> kernel_names(const UNetKernels& kernels);
 

@@ -20,6 +20,7 @@
 #include "model/autocast.hpp"
 #include "model/dnnl_conv.hpp"
 #include "model/unet.hpp"
+#include "model/winograd_conv.hpp"
 #include "unit/model/tensor_compare.hpp"
 
 namespace scaffold::model {
@@ -155,12 +156,12 @@ struct ForwardBackward {
 
 // Same seed -> same weights and data; loss = sum(out * g) with a fixed random g.
 ForwardBackward forward_backward(UNetOptions o, bool checkpointing, bool bf16_autocast,
-                                 int64_t batch = 2) {
+                                 int64_t batch = 2, int64_t side = 8) {
   o.activation_checkpointing = checkpointing;
   torch::manual_seed(5);
   UNet3d model(o);
-  const at::Tensor x = at::randn({batch, 3, 8, 8, 8}).requires_grad_(true);
-  const at::Tensor g = at::randn({batch, o.n_classes, 8, 8, 8});
+  const at::Tensor x = at::randn({batch, 3, side, side, side}).requires_grad_(true);
+  const at::Tensor g = at::randn({batch, o.n_classes, side, side, side});
   at::Tensor out;
   {
     AutocastState state = AutocastState::current();
@@ -198,19 +199,26 @@ TEST(UNet3d, KernelKeysResolvePerDeviceAndPrecision) {
   const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA, 0);
   const UNetKernels fp32 = resolve_unet_kernels("auto", "auto", "auto", cpu, false, false);
   EXPECT_EQ(fp32.onednn_conv, dnnl_conv3d_built());
+  EXPECT_TRUE(fp32.winograd_conv);
+  EXPECT_EQ(conv_kernel_name(fp32), "winograd");
+  EXPECT_EQ(resolve_unet_kernels("winograd", "auto", "auto", cpu, false, false).onednn_conv,
+            dnnl_conv3d_built());
+  EXPECT_EQ(conv_kernel_name(resolve_unet_kernels("onednn", "auto", "auto", cpu, false, false)),
+            dnnl_conv3d_built() ? "onednn" : "libtorch");
   EXPECT_FALSE(fp32.gemm_upconv);
   EXPECT_EQ(fp32.norm_kernel, NormKernel::Unfused);
   EXPECT_TRUE(resolve_unet_kernels("auto", "auto", "auto", cpu, false, true).gemm_upconv);
   const UNetKernels gpu = resolve_unet_kernels("auto", "auto", "auto", cuda, false, true);
-  EXPECT_FALSE(gpu.onednn_conv || gpu.gemm_upconv);
+  EXPECT_FALSE(gpu.onednn_conv || gpu.gemm_upconv || gpu.winograd_conv);
   const UNetKernels all = resolve_unet_kernels("libtorch", "gemm", "fused", cpu, false, false);
   EXPECT_TRUE(all.gemm_upconv);
-  EXPECT_FALSE(all.onednn_conv);
+  EXPECT_FALSE(all.onednn_conv || all.winograd_conv);
   EXPECT_EQ(all.norm_kernel, NormKernel::Fused);
   EXPECT_EQ(kernel_names(all),
             (std::vector<std::string>{"conv=libtorch", "upconv=gemm", "groupnorm=fused"}));
   for (const auto& [conv, upconv, what] :
        {std::make_tuple("onednn", "auto", "conv_kernel: onednn runs on the CPU"),
+        std::make_tuple("winograd", "auto", "conv_kernel: winograd runs on the CPU"),
         std::make_tuple("auto", "gemm", "upconv_kernel: gemm runs on the CPU"),
         std::make_tuple("fast", "auto", "conv_kernel: 'fast' is not allowed")}) {
     try {
@@ -232,6 +240,19 @@ TEST(UNet3d, CpuKernelsGiveLibTorchsOutputAndGradients) {
     expect_same(forward_backward(fast, false, false, batch),
                 forward_backward(plain, false, false, batch), 1e-5);
   }
+}
+
+// Winograd where it pays (base 32 at 16^3: every 3^3 layer but the first, whose 3 input channels
+// go to oneDNN), against LibTorch's kernels: output and every gradient.
+TEST(UNet3d, WinogradConvolutionsGiveLibTorchsOutputAndGradients) {
+  UNetOptions plain = small_options(1, /*base=*/32, /*n_classes=*/3, /*groups=*/4);
+  UNetOptions fast = plain;
+  fast.kernels.winograd_conv = true;
+  fast.kernels.onednn_conv = dnnl_conv3d_built();
+  const int64_t calls = winograd_conv3d_calls();
+  const ForwardBackward ours = forward_backward(fast, false, false, 1, 16);
+  EXPECT_EQ(winograd_conv3d_calls() - calls, 3) << "conv2 of the input block and both of Up's";
+  expect_same(ours, forward_backward(plain, false, false, 1, 16), 1e-5);
 }
 
 bool bf16_autocast_supported() {

@@ -1,0 +1,553 @@
+// Winograd F(2x2x2, 3x3x3) convolution of winograd_conv.hpp. Activations are channels-last
+// (N, D, H, W, C) inside, so every transform is a loop over contiguous channels the compiler
+// vectorises, and the products are row-major panels. Per block of tiles (sized so its transformed
+// input and output stay in the core's L2) a thread transforms the input tiles, runs the 64
+// products, and transforms the results into the output; blocks run in parallel. Matrices of F(2,3)
+// (Lavin and Gray, 2016):
+//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   (input, 4 -> 4)
+//   G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1] (weights, 3 -> 4)
+//   A^T = [1 1 1 0; 0 1 -1 -1]                       (output, 4 -> 2)
+// applied along D, H and W in turn.
+#include "model/winograd_conv.hpp"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/error.hpp"
+#include "model/parallel_check.hpp"
+
+#pragma GCC diagnostic ignored "-Wpsabi"  // vector-extension values never cross a call boundary
+
+namespace scaffold::model {
+namespace {
+
+constexpr int kPoints = 64;  // 4 x 4 x 4 transformed points per tile
+constexpr int kVec = 16;     // floats per vector (one AVX-512 register, two AVX2 ones)
+
+using v16 = float __attribute__((vector_size(64)));
+
+#define SCAFFOLD_WG_INLINE inline __attribute__((always_inline))
+#define SCAFFOLD_WG_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+SCAFFOLD_WG_INLINE v16 loadv(const float* p) {
+  v16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+SCAFFOLD_WG_INLINE void storev(float* p, v16 v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// --- Products --------------------------------------------------------------------------------
+// C[i][j] (R rows, NV vectors of columns) (+)= sum_k A(i, k) B[k][j], A(i, k) = a[i*ars + k*aks].
+template <int R, int NV>
+SCAFFOLD_WG_INLINE void micro(const float* a, int64_t ars, int64_t aks, const float* b, int64_t ldb,
+                              float* c, int64_t ldc, int64_t k_len, bool accumulate) {
+  v16 acc[R][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = accumulate ? loadv(c + i * ldc + v * kVec) : v16{};
+  for (int64_t k = 0; k < k_len; ++k) {
+    v16 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = loadv(b + k * ldb + v * kVec);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const float s = a[i * ars + k * aks];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] += bv[v] * s;
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) storev(c + i * ldc + v * kVec, acc[i][v]);
+}
+
+template <int NV>
+SCAFFOLD_WG_INLINE void gemm_columns(const float* a, int64_t ars, int64_t aks, const float* b,
+                                     int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t k_len,
+                                     bool accumulate) {
+  constexpr int kRows = NV >= 2 ? 6 : 8;
+  int64_t i = 0;
+  for (; i + kRows <= m; i += kRows)
+    micro<kRows, NV>(a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, k_len, accumulate);
+  switch (m - i) {
+#define SCAFFOLD_WG_TAIL(r)                                                           \
+  case r:                                                                             \
+    micro<r, NV>(a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, k_len, accumulate); \
+    break;
+    SCAFFOLD_WG_TAIL(7)
+    SCAFFOLD_WG_TAIL(6)
+    SCAFFOLD_WG_TAIL(5)
+    SCAFFOLD_WG_TAIL(4)
+    SCAFFOLD_WG_TAIL(3)
+    SCAFFOLD_WG_TAIL(2)
+    SCAFFOLD_WG_TAIL(1)
+#undef SCAFFOLD_WG_TAIL
+    default:
+      break;
+  }
+}
+
+// C (m x n) (+)= A (m x k) B (k x n), n a multiple of kVec, B and C row-major.
+SCAFFOLD_WG_INLINE void gemm(const float* a, int64_t ars, int64_t aks, const float* b, int64_t ldb,
+                             float* c, int64_t ldc, int64_t m, int64_t n, int64_t k_len,
+                             bool accumulate) {
+  int64_t j = 0;
+  for (; j + 2 * kVec <= n; j += 2 * kVec)
+    gemm_columns<2>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
+  for (; j < n; j += kVec)
+    gemm_columns<1>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
+}
+
+// --- Transforms (each a loop over `len` contiguous channels) ----------------------------------
+
+// B^T: 4 -> 4. In place is allowed (each vector reads all four before writing). Channel counts
+// are multiples of kVec, so the loops run whole vectors.
+SCAFFOLD_WG_INLINE void bt4(const float* s0, const float* s1, const float* s2, const float* s3,
+                            float* d0, float* d1, float* d2, float* d3, int64_t len) {
+  for (int64_t c = 0; c < len; c += kVec) {
+    const v16 x0 = loadv(s0 + c), x1 = loadv(s1 + c), x2 = loadv(s2 + c), x3 = loadv(s3 + c);
+    storev(d0 + c, x0 - x2);
+    storev(d1 + c, x1 + x2);
+    storev(d2 + c, x2 - x1);
+    storev(d3 + c, x1 - x3);
+  }
+}
+
+// A^T: 4 -> 2.
+SCAFFOLD_WG_INLINE void at2(const float* s0, const float* s1, const float* s2, const float* s3,
+                            float* d0, float* d1, int64_t len) {
+  for (int64_t c = 0; c < len; c += kVec) {
+    const v16 x1 = loadv(s1 + c), x2 = loadv(s2 + c);
+    storev(d0 + c, loadv(s0 + c) + x1 + x2);
+    storev(d1 + c, x1 - x2 - loadv(s3 + c));
+  }
+}
+
+// A: 2 -> 4 (the adjoint of A^T, for output gradients).
+SCAFFOLD_WG_INLINE void a4(const float* s0, const float* s1, float* d0, float* d1, float* d2,
+                           float* d3, int64_t len) {
+  for (int64_t c = 0; c < len; c += kVec) {
+    const v16 x0 = loadv(s0 + c), x1 = loadv(s1 + c);
+    storev(d0 + c, x0);
+    storev(d1 + c, x0 + x1);
+    storev(d2 + c, x0 - x1);
+    storev(d3 + c, -x1);
+  }
+}
+
+// An activation (N, D, H, W, C) and its grid of 2x2x2 tiles.
+struct Grid {
+  int64_t n, d, h, w, c;
+  int64_t td, th, tw;
+  Grid(int64_t n_, int64_t d_, int64_t h_, int64_t w_, int64_t c_)
+      : n(n_), d(d_), h(h_), w(w_), c(c_), td((d_ + 1) / 2), th((h_ + 1) / 2), tw((w_ + 1) / 2) {}
+  int64_t tiles() const { return n * td * th * tw; }
+  struct Tile {
+    int64_t n, d0, h0, w0;  // the tile's first output voxel
+  };
+  Tile tile(int64_t t) const {
+    const int64_t x = t % tw, y = (t / tw) % th, z = (t / (tw * th)) % td, s = t / (tw * th * td);
+    return {s, 2 * z, 2 * y, 2 * x};
+  }
+  int64_t row(int64_t s, int64_t z, int64_t y) const { return ((s * d + z) * h + y) * w * c; }
+};
+
+// The 4x4x4 input tile of output tile `t` (input voxels d0-1 .. d0+2, zero outside), transformed
+// to V: point p's `g.c` values at v + p * v_stride. `patch` holds 64 * g.c floats.
+SCAFFOLD_WG_INLINE void input_tile(const float* x, const Grid& g, int64_t t, float* patch, float* v,
+                                   int64_t v_stride) {
+  const int64_t c = g.c;
+  const Grid::Tile tl = g.tile(t);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      float* dst = patch + (i * 4 + j) * 4 * c;
+      const int64_t z = tl.d0 - 1 + i, y = tl.h0 - 1 + j;
+      if (z < 0 || z >= g.d || y < 0 || y >= g.h) {
+        std::memset(dst, 0, sizeof(float) * 4 * c);
+        continue;
+      }
+      const float* src = x + g.row(tl.n, z, y);
+      const int64_t lo = std::max<int64_t>(0, 1 - tl.w0),
+                    hi = std::min<int64_t>(4, g.w - tl.w0 + 1);
+      if (lo > 0) std::memset(dst, 0, sizeof(float) * lo * c);
+      if (hi > lo)
+        std::memcpy(dst + lo * c, src + (tl.w0 - 1 + lo) * c, sizeof(float) * (hi - lo) * c);
+      if (hi < 4) std::memset(dst + hi * c, 0, sizeof(float) * (4 - hi) * c);
+    }
+  }
+  const auto p = [&](int i, int j, int k) { return patch + ((i * 4 + j) * 4 + k) * c; };
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      bt4(p(i, j, 0), p(i, j, 1), p(i, j, 2), p(i, j, 3), p(i, j, 0), p(i, j, 1), p(i, j, 2),
+          p(i, j, 3), c);
+  for (int i = 0; i < 4; ++i)
+    for (int k = 0; k < 4; ++k)
+      bt4(p(i, 0, k), p(i, 1, k), p(i, 2, k), p(i, 3, k), p(i, 0, k), p(i, 1, k), p(i, 2, k),
+          p(i, 3, k), c);
+  const auto out = [&](int i, int j, int k) { return v + ((i * 4 + j) * 4 + k) * v_stride; };
+  for (int j = 0; j < 4; ++j)
+    for (int k = 0; k < 4; ++k)
+      bt4(p(0, j, k), p(1, j, k), p(2, j, k), p(3, j, k), out(0, j, k), out(1, j, k), out(2, j, k),
+          out(3, j, k), c);
+}
+
+// The 64 products of one tile (point p at m + p * m_stride, g.c values) transformed to its 2x2x2
+// output voxels in y; voxels past the edge are dropped. `tmp` holds 50 * g.c floats.
+SCAFFOLD_WG_INLINE void output_tile(const float* m, int64_t m_stride, const Grid& g, int64_t t,
+                                    float* tmp, float* y) {
+  const int64_t c = g.c;
+  const Grid::Tile tl = g.tile(t);
+  const auto in = [&](int i, int j, int k) { return m + ((i * 4 + j) * 4 + k) * m_stride; };
+  float* t1 = tmp;           // [i][j][2]: 32 * c
+  float* t2 = tmp + 32 * c;  // [i][2][2]: 16 * c
+  const auto p1 = [&](int i, int j, int k) { return t1 + ((i * 4 + j) * 2 + k) * c; };
+  const auto p2 = [&](int i, int j, int k) { return t2 + ((i * 2 + j) * 2 + k) * c; };
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      at2(in(i, j, 0), in(i, j, 1), in(i, j, 2), in(i, j, 3), p1(i, j, 0), p1(i, j, 1), c);
+  for (int i = 0; i < 4; ++i)
+    for (int k = 0; k < 2; ++k)
+      at2(p1(i, 0, k), p1(i, 1, k), p1(i, 2, k), p1(i, 3, k), p2(i, 0, k), p2(i, 1, k), c);
+  float* spill = tmp + 48 * c;  // where voxels past the edge go: 2 * c
+  for (int j = 0; j < 2; ++j) {
+    for (int k = 0; k < 2; ++k) {
+      float* d[2];
+      for (int i = 0; i < 2; ++i) {
+        const int64_t z = tl.d0 + i, yy = tl.h0 + j, xx = tl.w0 + k;
+        d[i] = (z < g.d && yy < g.h && xx < g.w) ? y + g.row(tl.n, z, yy) + xx * c : spill + i * c;
+      }
+      at2(p2(0, j, k), p2(1, j, k), p2(2, j, k), p2(3, j, k), d[0], d[1], c);
+    }
+  }
+}
+
+// The output gradient of tile `t` (dy, g.c channels) as the 64 points A dY A^T at
+// dm + p * dm_stride. `tmp` holds 56 * g.c floats.
+SCAFFOLD_WG_INLINE void grad_output_tile(const float* dy, const Grid& g, int64_t t, float* tmp,
+                                         float* dm, int64_t dm_stride) {
+  const int64_t c = g.c;
+  const Grid::Tile tl = g.tile(t);
+  float* t0 = tmp;           // [2][2][2]: the gradient gathered, zero past the edge
+  float* t1 = tmp + 8 * c;   // [2][2][4]: after W
+  float* t3 = tmp + 24 * c;  // [2][4][4]: after H
+  const auto q0 = [&](int i, int j, int k) { return t0 + ((i * 2 + j) * 2 + k) * c; };
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      for (int k = 0; k < 2; ++k) {
+        const int64_t z = tl.d0 + i, yy = tl.h0 + j, xx = tl.w0 + k;
+        float* dst = q0(i, j, k);
+        if (z < g.d && yy < g.h && xx < g.w)
+          std::memcpy(dst, dy + g.row(tl.n, z, yy) + xx * c, sizeof(float) * c);
+        else
+          std::memset(dst, 0, sizeof(float) * c);
+      }
+  const auto q1 = [&](int i, int j, int k) { return t1 + ((i * 2 + j) * 4 + k) * c; };
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      a4(q0(i, j, 0), q0(i, j, 1), q1(i, j, 0), q1(i, j, 1), q1(i, j, 2), q1(i, j, 3), c);
+  const auto q3 = [&](int i, int j, int k) { return t3 + ((i * 4 + j) * 4 + k) * c; };
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k)
+      a4(q1(i, 0, k), q1(i, 1, k), q3(i, 0, k), q3(i, 1, k), q3(i, 2, k), q3(i, 3, k), c);
+  const auto out = [&](int i, int j, int k) { return dm + ((i * 4 + j) * 4 + k) * dm_stride; };
+  for (int j = 0; j < 4; ++j)
+    for (int k = 0; k < 4; ++k)
+      a4(q3(0, j, k), q3(1, j, k), out(0, j, k), out(1, j, k), out(2, j, k), out(3, j, k), c);
+}
+
+// --- Weights ---------------------------------------------------------------------------------
+
+// G along one axis: 3 -> 4, and its transpose 4 -> 3.
+inline void g4(float s0, float s1, float s2, float* d) {
+  d[0] = s0;
+  d[1] = 0.5f * (s0 + s1 + s2);
+  d[2] = 0.5f * (s0 - s1 + s2);
+  d[3] = s2;
+}
+
+// U[p][ci][co] = (G w[co][ci] G^T)[p] for w (O, C, 3, 3, 3) contiguous.
+std::vector<float> transform_weights(const float* w, int64_t o, int64_t c) {
+  std::vector<float> u(static_cast<std::size_t>(kPoints * c * o));
+  at::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t ci = begin; ci < end; ++ci) {
+      for (int64_t co = 0; co < o; ++co) {
+        const float* g = w + (co * c + ci) * 27;
+        float a[3][3][4], b[3][4][4], r[4][4][4];
+        for (int i = 0; i < 3; ++i)
+          for (int j = 0; j < 3; ++j)
+            g4(g[i * 9 + j * 3], g[i * 9 + j * 3 + 1], g[i * 9 + j * 3 + 2], a[i][j]);
+        for (int i = 0; i < 3; ++i)
+          for (int k = 0; k < 4; ++k) {
+            float d[4];
+            g4(a[i][0][k], a[i][1][k], a[i][2][k], d);
+            for (int j = 0; j < 4; ++j) b[i][j][k] = d[j];
+          }
+        for (int j = 0; j < 4; ++j)
+          for (int k = 0; k < 4; ++k) {
+            float d[4];
+            g4(b[0][j][k], b[1][j][k], b[2][j][k], d);
+            for (int i = 0; i < 4; ++i) r[i][j][k] = d[i];
+          }
+        for (int p = 0; p < kPoints; ++p) u[(p * c + ci) * o + co] = (&r[0][0][0])[p];
+      }
+    }
+  });
+  return u;
+}
+
+// dw[co][ci] = G^T dU[.][ci][co] G for dU (64, C, O): the adjoint of transform_weights.
+void weights_gradient(const float* du, int64_t o, int64_t c, float* dw) {
+  const auto gt3 = [](float u0, float u1, float u2, float u3, float* e) {
+    e[0] = u0 + 0.5f * (u1 + u2);
+    e[1] = 0.5f * (u1 - u2);
+    e[2] = 0.5f * (u1 + u2) + u3;
+  };
+  at::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t ci = begin; ci < end; ++ci) {
+      for (int64_t co = 0; co < o; ++co) {
+        float r[4][4][4], b[3][4][4], a[3][3][4];
+        for (int p = 0; p < kPoints; ++p) (&r[0][0][0])[p] = du[(p * c + ci) * o + co];
+        for (int j = 0; j < 4; ++j)
+          for (int k = 0; k < 4; ++k) {
+            float e[3];
+            gt3(r[0][j][k], r[1][j][k], r[2][j][k], r[3][j][k], e);
+            for (int i = 0; i < 3; ++i) b[i][j][k] = e[i];
+          }
+        for (int i = 0; i < 3; ++i)
+          for (int k = 0; k < 4; ++k) {
+            float e[3];
+            gt3(b[i][0][k], b[i][1][k], b[i][2][k], b[i][3][k], e);
+            for (int j = 0; j < 3; ++j) a[i][j][k] = e[j];
+          }
+        float* out = dw + (co * c + ci) * 27;
+        for (int i = 0; i < 3; ++i)
+          for (int j = 0; j < 3; ++j)
+            gt3(a[i][j][0], a[i][j][1], a[i][j][2], a[i][j][3], out + i * 9 + j * 3);
+      }
+    }
+  });
+}
+
+// --- Passes ----------------------------------------------------------------------------------
+
+// Tiles per block: the block's transformed input (64 x T x C) and products (64 x T x O) together
+// about 1 MiB, half a core's L2 here; a multiple of the product kernel's 6 rows.
+int64_t block_tiles(int64_t c, int64_t o) {
+  static const int64_t override_tiles = [] {
+    const char* s = std::getenv("SCAFFOLD_WINOGRAD_TILES");
+    return s ? std::atoll(s) : 0;
+  }();
+  if (override_tiles > 0) return override_tiles;
+  const int64_t t = (1 << 20) / (kPoints * 4 * (c + o));
+  return std::max<int64_t>(6, std::min<int64_t>(96, t / 6 * 6));
+}
+
+// One block of the forward pass: tiles t0 .. t0 + nt of y = conv(x, u). Cloned per ISA with
+// everything it calls inlined, so the transforms run as wide as the products.
+SCAFFOLD_WG_CLONES void forward_block(const float* x, const Grid& g, const float* u, const Grid& gy,
+                                      float* y, int64_t t0, int64_t nt, int64_t bt, float* v,
+                                      float* m, float* patch) {
+  const int64_t c = g.c, o = gy.c;
+  for (int64_t t = 0; t < nt; ++t) input_tile(x, g, t0 + t, patch, v + t * c, bt * c);
+  for (int p = 0; p < kPoints; ++p)
+    gemm(v + p * bt * c, c, 1, u + p * c * o, o, m + p * bt * o, o, nt, o, c, false);
+  for (int64_t t = 0; t < nt; ++t) output_tile(m + t * o, bt * o, gy, t0 + t, patch, y);
+}
+
+// One block of the weight gradient: du (64, C, O) += V(x)^T dM(dy) over tiles t0 .. t0 + nt.
+SCAFFOLD_WG_CLONES void weights_block(const float* x, const Grid& g, const float* dy,
+                                      const Grid& gy, float* du, int64_t t0, int64_t nt, int64_t bt,
+                                      float* v, float* m, float* patch) {
+  const int64_t c = g.c, o = gy.c;
+  for (int64_t t = 0; t < nt; ++t) {
+    input_tile(x, g, t0 + t, patch, v + t * c, bt * c);
+    grad_output_tile(dy, gy, t0 + t, patch, m + t * o, bt * o);
+  }
+  for (int p = 0; p < kPoints; ++p)
+    gemm(v + p * bt * c, 1, c, m + p * bt * o, o, du + p * c * o, o, c, o, nt, true);
+}
+
+// y (N, D, H, W, O) = conv(x (N, D, H, W, C), weights transformed to u (64, C, O)).
+void forward_pass(const float* x, const Grid& g, const float* u, int64_t o, float* y) {
+  const int64_t c = g.c, tiles = g.tiles(), bt = block_tiles(c, o);
+  const int64_t blocks = (tiles + bt - 1) / bt;
+  const Grid gy(g.n, g.d, g.h, g.w, o);
+  at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> v(kPoints * bt * c), m(kPoints * bt * o), patch(kPoints * std::max(c, o));
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t t0 = b * bt;
+      forward_block(x, g, u, gy, y, t0, std::min(bt, tiles - t0), bt, v.data(), m.data(),
+                    patch.data());
+    }
+  });
+}
+
+// dU (64, C, O) = sum over tiles of V(x)^T dM(dy); then dw = G^T dU G.
+void weights_pass(const float* x, const Grid& g, const float* dy, int64_t o, float* dw) {
+  const int64_t c = g.c, tiles = g.tiles(), bt = block_tiles(c, o);
+  const int64_t blocks = (tiles + bt - 1) / bt;
+  const Grid gy(g.n, g.d, g.h, g.w, o);
+  const int threads = at::get_num_threads();
+  std::vector<std::vector<float>> partial(static_cast<std::size_t>(threads));
+  at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float>& du = partial.at(static_cast<std::size_t>(at::get_thread_num()));
+    if (du.empty()) du.assign(static_cast<std::size_t>(kPoints * c * o), 0.f);
+    std::vector<float> v(kPoints * bt * c), m(kPoints * bt * o), patch(kPoints * std::max(c, o));
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t t0 = b * bt;
+      weights_block(x, g, dy, gy, du.data(), t0, std::min(bt, tiles - t0), bt, v.data(), m.data(),
+                    patch.data());
+    }
+  });
+  std::vector<float> sum(static_cast<std::size_t>(kPoints * c * o), 0.f);
+  for (const auto& du : partial)
+    if (!du.empty())
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += du[i];
+  weights_gradient(sum.data(), o, c, dw);
+}
+
+// --- Autograd ---------------------------------------------------------------------------------
+
+bool channels_last(const at::Tensor& x) {
+  return !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast3d);
+}
+
+// dst[n][j][i] = src[n][i][j] for src (batches, rows, cols) contiguous, in 16 x 16 blocks (each
+// block's reads and writes whole cache lines), parallel over blocks. LibTorch 1.13's own layout
+// copy from channels-last back to contiguous runs at a fifth of this speed.
+void transpose_batches(const float* src, float* dst, int64_t batches, int64_t rows, int64_t cols) {
+  constexpr int64_t kB = 16;
+  const int64_t rb = (rows + kB - 1) / kB, cb = (cols + kB - 1) / kB;
+  at::parallel_for(0, batches * rb * cb, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t n = blk / (rb * cb), r0 = (blk / cb) % rb * kB, c0 = blk % cb * kB;
+      const float* s = src + n * rows * cols;
+      float* d = dst + n * rows * cols;
+      const int64_t r1 = std::min(rows, r0 + kB), c1 = std::min(cols, c0 + kB);
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r = r0; r < r1; ++r) d[c * rows + r] = s[r * cols + c];
+    }
+  });
+}
+
+// x (N, C, D, H, W) in channels-last memory (itself when it already is).
+at::Tensor cl(const at::Tensor& x_in) {
+  if (channels_last(x_in) || x_in.size(1) == 1)
+    return x_in.contiguous(at::MemoryFormat::ChannelsLast3d);
+  const at::Tensor x = x_in.contiguous();
+  at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::ChannelsLast3d));
+  transpose_batches(x.data_ptr<float>(), y.data_ptr<float>(), x.size(0), x.size(1),
+                    x.numel() / std::max<int64_t>(1, x.size(0) * x.size(1)));
+  return y;
+}
+
+// y (N, C, D, H, W) channels-last -> contiguous.
+at::Tensor contiguous_from_cl(const at::Tensor& y) {
+  at::Tensor out = at::empty(y.sizes(), y.options().memory_format(at::MemoryFormat::Contiguous));
+  transpose_batches(y.data_ptr<float>(), out.data_ptr<float>(), y.size(0),
+                    y.numel() / std::max<int64_t>(1, y.size(0) * y.size(1)), y.size(1));
+  return out;
+}
+
+// conv(x, w) with x (N, C, D, H, W) in channels-last memory and w (O, C, 3, 3, 3) contiguous;
+// the result channels-last.
+at::Tensor conv_cl(const at::Tensor& x, const at::Tensor& w) {
+  const int64_t o = w.size(0);
+  const Grid g(x.size(0), x.size(2), x.size(3), x.size(4), x.size(1));
+  at::Tensor y = at::empty({g.n, o, g.d, g.h, g.w},
+                           x.options().memory_format(at::MemoryFormat::ChannelsLast3d));
+  static const bool prof = std::getenv("WG_PROF") != nullptr;
+  const auto now = [] {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const double t0 = now();
+  const std::vector<float> u = transform_weights(w.data_ptr<float>(), o, g.c);
+  const double t1 = now();
+  forward_pass(x.data_ptr<float>(), g, u.data(), o, y.data_ptr<float>());
+  if (prof) fmt::print(stderr, "wt {:.2f} fwd {:.2f}\n", t1 - t0, now() - t1);
+  return y;
+}
+
+class WinogradConv3dFunction : public torch::autograd::Function<WinogradConv3dFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& w_in) {
+    const bool keep_cl = channels_last(x);
+    const at::Tensor w = w_in.contiguous();
+    // The input is saved as given (no second copy held for backward) and converted again there.
+    ctx->save_for_backward({x, w});
+    at::Tensor y = conv_cl(cl(x), w);
+    return keep_cl ? y : contiguous_from_cl(y);
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& w = saved[1];
+    const bool keep_cl = channels_last(saved[0]);
+    const at::Tensor dy = cl(grads.at(0).to(at::kFloat));
+    at::Tensor dx, dw;
+    if (ctx->needs_input_grad(0)) {
+      // dx = conv(dy, w flipped in space with its channel axes swapped), padding 1.
+      dx = conv_cl(dy, w.flip({2, 3, 4}).transpose(0, 1).contiguous());
+      if (!keep_cl) dx = contiguous_from_cl(dx);
+    }
+    if (ctx->needs_input_grad(1)) {
+      const at::Tensor x = cl(saved[0]);
+      dw = at::empty_like(w);
+      const Grid g(x.size(0), x.size(2), x.size(3), x.size(4), x.size(1));
+      weights_pass(x.data_ptr<float>(), g, dy.data_ptr<float>(), w.size(0), dw.data_ptr<float>());
+    }
+    return {dx, dw};
+  }
+};
+
+}  // namespace
+
+bool winograd_conv3d_supported(const at::Tensor& x, const at::Tensor& w) {
+  if (!x.defined() || !w.defined() || !x.device().is_cpu() || !w.device().is_cpu()) return false;
+  if (x.dim() != 5 || w.dim() != 5 || x.size(1) != w.size(1)) return false;
+  if (x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat) return false;
+  if (w.size(2) != 3 || w.size(3) != 3 || w.size(4) != 3) return false;
+  return x.size(1) % kVec == 0 && w.size(0) % kVec == 0;
+}
+
+std::atomic<int64_t> forward_calls{0};
+
+int64_t winograd_conv3d_calls() {
+  return forward_calls.load();
+}
+
+bool winograd_conv3d_pays(const at::Tensor& x, const at::Tensor& w) {
+  if (!winograd_conv3d_supported(x, w)) return false;
+  const int64_t c = x.size(1), o = w.size(0);
+  const int64_t tiles = Grid(x.size(0), x.size(2), x.size(3), x.size(4), c).tiles();
+  return std::min(c, o) >= 32 && tiles >= 512 && tiles >= 4 * std::max(c, o);
+}
+
+at::Tensor winograd_conv3d(const at::Tensor& x, const at::Tensor& w) {
+  if (!winograd_conv3d_supported(x, w))
+    throw core::Error(fmt::format(
+        "Winograd conv3d: unsupported arguments (input {} {} on {}, weight {} {}); it takes "
+        "float32 CPU tensors, a 3x3x3 kernel and channel counts that are multiples of {}",
+        fmt::join(x.sizes(), "x"), c10::toString(x.scalar_type()), x.device().str(),
+        fmt::join(w.sizes(), "x"), c10::toString(w.scalar_type()), kVec));
+  ++forward_calls;
+  return WinogradConv3dFunction::apply(x, w);
+}
+
+}  // namespace scaffold::model
