@@ -125,9 +125,9 @@ TEST(Messages, ATooWideModelNamesTheKeysThatSizeIt) {
   const fs::path cfg = test::write_tiny_benchmark_config(dir.path());
   // 100000 base channels: the second convolution's weight is 100000 x 100000 x 27 float32 =
   // 1.08e12 bytes. The address-space limit makes the allocation fail on any machine, whatever
-  // its memory overcommit policy.
+  // its memory overcommit policy; on the CPU, where the limit applies.
   const auto r = run_command("ulimit -v 16000000; " + kBinary + " benchmark -c " + cfg.string() +
-                             " --unet-base-channels 100000 --epochs 1");
+                             " --unet-base-channels 100000 --epochs 1 --device cpu");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_CONTAINS(r.output,
                   "not enough memory on cpu to build the model: an allocation of 1005.8 GiB "
