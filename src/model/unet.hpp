@@ -35,8 +35,8 @@ struct UNetKernels {
 };
 
 // The conv_kernel, upconv_kernel and groupnorm_kernel keys for `device`, layout and precision:
-// auto picks what measured faster in whole steps (docs/performance.md): on the CPU the oneDNN
-// convolutions (where this build has oneDNN), the GEMM upsampling under bf16 autocast only, and
+// auto picks what measured faster in whole steps (docs/performance.md): on the CPU the Winograd
+// convolutions where they pay and oneDNN's for the rest (where this build has oneDNN), the GEMM upsampling under bf16 autocast only, and
 // LibTorch's GroupNorm; LibTorch's kernels on CUDA. Throws core::Error naming the key for a value that
 // cannot run here (onednn, gemm or fused on CUDA, onednn in a build without oneDNN, ...).
 UNetKernels resolve_unet_kernels(const std::string& conv_kernel, const std::string& upconv_kernel,

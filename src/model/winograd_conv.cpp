@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -269,75 +268,96 @@ SCAFFOLD_WG_INLINE void grad_output_tile(const float* dy, const Grid& g, int64_t
 
 // --- Weights ---------------------------------------------------------------------------------
 
-// G along one axis: 3 -> 4, and its transpose 4 -> 3.
-inline void g4(float s0, float s1, float s2, float* d) {
+// G along one axis (3 -> 4) and its transpose (4 -> 3), for floats or vectors of them.
+template <typename T>
+SCAFFOLD_WG_INLINE void g4(T s0, T s1, T s2, T* d) {
   d[0] = s0;
-  d[1] = 0.5f * (s0 + s1 + s2);
-  d[2] = 0.5f * (s0 - s1 + s2);
+  d[1] = (s0 + s1 + s2) * 0.5f;
+  d[2] = (s0 - s1 + s2) * 0.5f;
   d[3] = s2;
 }
+template <typename T>
+SCAFFOLD_WG_INLINE void gt3(T u0, T u1, T u2, T u3, T* e) {
+  e[0] = u0 + (u1 + u2) * 0.5f;
+  e[1] = (u1 - u2) * 0.5f;
+  e[2] = (u1 + u2) * 0.5f + u3;
+}
 
-// U[p][ci][co] = (G w[co][ci] G^T)[p] for w (O, C, 3, 3, 3) contiguous.
-std::vector<float> transform_weights(const float* w, int64_t o, int64_t c) {
+// The 64 rows U[p][ci][.] of one input channel from its weights wt (27, O) ([tap][co]), 16
+// output channels per vector; row p at u + p * u_stride.
+SCAFFOLD_WG_CLONES void transform_channel(const float* wt, int64_t o, float* u, int64_t u_stride) {
+  for (int64_t co = 0; co < o; co += kVec) {
+    v16 a[3][3][4], b[3][4][4], r[4][4][4];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        g4(loadv(wt + (i * 9 + j * 3) * o + co), loadv(wt + (i * 9 + j * 3 + 1) * o + co),
+           loadv(wt + (i * 9 + j * 3 + 2) * o + co), a[i][j]);
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 4; ++k) {
+        v16 d[4];
+        g4(a[i][0][k], a[i][1][k], a[i][2][k], d);
+        for (int j = 0; j < 4; ++j) b[i][j][k] = d[j];
+      }
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 4; ++k) {
+        v16 d[4];
+        g4(b[0][j][k], b[1][j][k], b[2][j][k], d);
+        for (int i = 0; i < 4; ++i) r[i][j][k] = d[i];
+      }
+    for (int p = 0; p < kPoints; ++p) storev(u + p * u_stride + co, (&r[0][0][0])[p]);
+  }
+}
+
+// The adjoint for one input channel: dwt (27, O) of ci from the 64 rows dU[p][ci][.] at
+// du + p * du_stride.
+SCAFFOLD_WG_CLONES void gradient_channel(const float* du, int64_t du_stride, int64_t o,
+                                         float* dwt) {
+  for (int64_t co = 0; co < o; co += kVec) {
+    v16 r[4][4][4], b[3][4][4], a[3][3][4];
+    for (int p = 0; p < kPoints; ++p) (&r[0][0][0])[p] = loadv(du + p * du_stride + co);
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 4; ++k) {
+        v16 e[3];
+        gt3(r[0][j][k], r[1][j][k], r[2][j][k], r[3][j][k], e);
+        for (int i = 0; i < 3; ++i) b[i][j][k] = e[i];
+      }
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 4; ++k) {
+        v16 e[3];
+        gt3(b[i][0][k], b[i][1][k], b[i][2][k], b[i][3][k], e);
+        for (int j = 0; j < 3; ++j) a[i][j][k] = e[j];
+      }
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        v16 e[3];
+        gt3(a[i][j][0], a[i][j][1], a[i][j][2], a[i][j][3], e);
+        for (int k = 0; k < 3; ++k) storev(dwt + (i * 9 + j * 3 + k) * o + co, e[k]);
+      }
+  }
+}
+
+// U[p][ci][co] = (G w[co][ci] G^T)[p] for w (O, C, 3, 3, 3).
+std::vector<float> transform_weights(const at::Tensor& w) {
+  const int64_t o = w.size(0), c = w.size(1);
+  const at::Tensor wt = w.reshape({o, c, 27}).permute({1, 2, 0}).contiguous();  // (C, 27, O)
+  const float* src = wt.data_ptr<float>();
   std::vector<float> u(static_cast<std::size_t>(kPoints * c * o));
   at::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t ci = begin; ci < end; ++ci) {
-      for (int64_t co = 0; co < o; ++co) {
-        const float* g = w + (co * c + ci) * 27;
-        float a[3][3][4], b[3][4][4], r[4][4][4];
-        for (int i = 0; i < 3; ++i)
-          for (int j = 0; j < 3; ++j)
-            g4(g[i * 9 + j * 3], g[i * 9 + j * 3 + 1], g[i * 9 + j * 3 + 2], a[i][j]);
-        for (int i = 0; i < 3; ++i)
-          for (int k = 0; k < 4; ++k) {
-            float d[4];
-            g4(a[i][0][k], a[i][1][k], a[i][2][k], d);
-            for (int j = 0; j < 4; ++j) b[i][j][k] = d[j];
-          }
-        for (int j = 0; j < 4; ++j)
-          for (int k = 0; k < 4; ++k) {
-            float d[4];
-            g4(b[0][j][k], b[1][j][k], b[2][j][k], d);
-            for (int i = 0; i < 4; ++i) r[i][j][k] = d[i];
-          }
-        for (int p = 0; p < kPoints; ++p) u[(p * c + ci) * o + co] = (&r[0][0][0])[p];
-      }
-    }
+    for (int64_t ci = begin; ci < end; ++ci)
+      transform_channel(src + ci * 27 * o, o, u.data() + ci * o, c * o);
   });
   return u;
 }
 
-// dw[co][ci] = G^T dU[.][ci][co] G for dU (64, C, O): the adjoint of transform_weights.
-void weights_gradient(const float* du, int64_t o, int64_t c, float* dw) {
-  const auto gt3 = [](float u0, float u1, float u2, float u3, float* e) {
-    e[0] = u0 + 0.5f * (u1 + u2);
-    e[1] = 0.5f * (u1 - u2);
-    e[2] = 0.5f * (u1 + u2) + u3;
-  };
+// dw (O, C, 3, 3, 3) = G^T dU[.][ci][co] G for dU (64, C, O): the adjoint of transform_weights.
+at::Tensor weights_gradient(const float* du, int64_t o, int64_t c) {
+  at::Tensor dwt = at::empty({c, 27, o}, at::TensorOptions().dtype(at::kFloat));
+  float* dst = dwt.data_ptr<float>();
   at::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t ci = begin; ci < end; ++ci) {
-      for (int64_t co = 0; co < o; ++co) {
-        float r[4][4][4], b[3][4][4], a[3][3][4];
-        for (int p = 0; p < kPoints; ++p) (&r[0][0][0])[p] = du[(p * c + ci) * o + co];
-        for (int j = 0; j < 4; ++j)
-          for (int k = 0; k < 4; ++k) {
-            float e[3];
-            gt3(r[0][j][k], r[1][j][k], r[2][j][k], r[3][j][k], e);
-            for (int i = 0; i < 3; ++i) b[i][j][k] = e[i];
-          }
-        for (int i = 0; i < 3; ++i)
-          for (int k = 0; k < 4; ++k) {
-            float e[3];
-            gt3(b[i][0][k], b[i][1][k], b[i][2][k], b[i][3][k], e);
-            for (int j = 0; j < 3; ++j) a[i][j][k] = e[j];
-          }
-        float* out = dw + (co * c + ci) * 27;
-        for (int i = 0; i < 3; ++i)
-          for (int j = 0; j < 3; ++j)
-            gt3(a[i][j][0], a[i][j][1], a[i][j][2], a[i][j][3], out + i * 9 + j * 3);
-      }
-    }
+    for (int64_t ci = begin; ci < end; ++ci)
+      gradient_channel(du + ci * o, c * o, o, dst + ci * 27 * o);
   });
+  return dwt.permute({2, 0, 1}).contiguous().view({o, c, 3, 3, 3});
 }
 
 // --- Passes ----------------------------------------------------------------------------------
@@ -345,11 +365,6 @@ void weights_gradient(const float* du, int64_t o, int64_t c, float* dw) {
 // Tiles per block: the block's transformed input (64 x T x C) and products (64 x T x O) together
 // about 1 MiB, half a core's L2 here; a multiple of the product kernel's 6 rows.
 int64_t block_tiles(int64_t c, int64_t o) {
-  static const int64_t override_tiles = [] {
-    const char* s = std::getenv("SCAFFOLD_WINOGRAD_TILES");
-    return s ? std::atoll(s) : 0;
-  }();
-  if (override_tiles > 0) return override_tiles;
   const int64_t t = (1 << 20) / (kPoints * 4 * (c + o));
   return std::max<int64_t>(6, std::min<int64_t>(96, t / 6 * 6));
 }
@@ -379,8 +394,105 @@ SCAFFOLD_WG_CLONES void weights_block(const float* x, const Grid& g, const float
     gemm(v + p * bt * c, 1, c, m + p * bt * o, o, du + p * c * o, o, c, o, nt, true);
 }
 
+// The other schedule, for layers whose transformed weights (64 C O floats) are too big to stream
+// through L2 once per small block of tiles (the wide ones): a large chunk of tiles is transformed
+// first, then each point's product runs over the whole chunk with that point's weights in cache,
+// then the chunk is transformed back. Its scratch, the chunk's transformed input and products,
+// is bounded by chunk_bytes (64 MiB; set_winograd_chunk_bytes).
+std::atomic<int64_t> chunk_bytes{int64_t{64} << 20};
+
+// `n` floats, uninitialised (every element is written before it is read).
+at::Tensor scratch(int64_t n) {
+  return at::empty({n}, at::TensorOptions().dtype(at::kFloat));
+}
+
+// Measured (docs/performance.md): blocks of fewer than 18 tiles (three of the product kernel's row
+// groups) lose to the chunks; 128 -> 64 channels (blocks of 18) is faster in blocks.
+bool chunked_schedule(int64_t c, int64_t o) {
+  return block_tiles(c, o) < 18;
+}
+
+int64_t chunk_tiles(int64_t tiles, int64_t c, int64_t o) {
+  return std::max<int64_t>(1, std::min(tiles, chunk_bytes.load() / (kPoints * (c + o) * 4)));
+}
+
+// Tiles t0 + begin .. t0 + end of a chunk of `nt` tiles: point p of chunk tile t at
+// v + (p * nt + t) * channels.
+SCAFFOLD_WG_CLONES void input_tiles(const float* x, const Grid& g, int64_t t0, int64_t nt,
+                                    int64_t begin, int64_t end, float* v, float* patch) {
+  for (int64_t t = begin; t < end; ++t) input_tile(x, g, t0 + t, patch, v + t * g.c, nt * g.c);
+}
+
+SCAFFOLD_WG_CLONES void grad_output_tiles(const float* dy, const Grid& gy, int64_t t0, int64_t nt,
+                                          int64_t begin, int64_t end, float* m, float* tmp) {
+  for (int64_t t = begin; t < end; ++t)
+    grad_output_tile(dy, gy, t0 + t, tmp, m + t * gy.c, nt * gy.c);
+}
+
+SCAFFOLD_WG_CLONES void output_tiles(const float* m, const Grid& gy, int64_t t0, int64_t nt,
+                                     int64_t begin, int64_t end, float* tmp, float* y) {
+  for (int64_t t = begin; t < end; ++t) output_tile(m + t * gy.c, nt * gy.c, gy, t0 + t, tmp, y);
+}
+
+// Points begin .. end of the products over a chunk of nt tiles: out[p] = v[p] b[p] with b the
+// transformed weights (forward), or out[p] (+)= v[p]^T b[p] with b the transformed output
+// gradient (weights; `accumulate` after the first chunk).
+SCAFFOLD_WG_CLONES void point_products(const float* v, const float* b, float* out, int64_t nt,
+                                       int64_t c, int64_t o, int64_t begin, int64_t end,
+                                       bool weights, bool accumulate) {
+  for (int64_t p = begin; p < end; ++p) {
+    const float* vp = v + p * nt * c;
+    if (weights)
+      gemm(vp, 1, c, b + p * nt * o, o, out + p * c * o, o, c, o, nt, accumulate);
+    else
+      gemm(vp, c, 1, b + p * c * o, o, out + p * nt * o, o, nt, o, c, false);
+  }
+}
+
+void forward_chunked(const float* x, const Grid& g, const float* u, int64_t o, float* y) {
+  const int64_t c = g.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
+  const Grid gy(g.n, g.d, g.h, g.w, o);
+  const at::Tensor vt = scratch(kPoints * ct * c), mt = scratch(kPoints * ct * o);
+  float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>();
+  for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
+    const int64_t nt = std::min(ct, tiles - t0);
+    at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+      std::vector<float> patch(kPoints * c);
+      input_tiles(x, g, t0, nt, begin, end, v, patch.data());
+    });
+    at::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
+      point_products(v, u, m, nt, c, o, begin, end, false, false);
+    });
+    at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+      std::vector<float> tmp(kPoints * o);
+      output_tiles(m, gy, t0, nt, begin, end, tmp.data(), y);
+    });
+  }
+}
+
+at::Tensor weights_chunked(const float* x, const Grid& g, const float* dy, int64_t o) {
+  const int64_t c = g.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
+  const Grid gy(g.n, g.d, g.h, g.w, o);
+  const at::Tensor vt = scratch(kPoints * ct * c), mt = scratch(kPoints * ct * o),
+                   dut = scratch(kPoints * c * o);
+  float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>(), *du = dut.data_ptr<float>();
+  for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
+    const int64_t nt = std::min(ct, tiles - t0);
+    at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+      std::vector<float> patch(kPoints * std::max(c, o));
+      input_tiles(x, g, t0, nt, begin, end, v, patch.data());
+      grad_output_tiles(dy, gy, t0, nt, begin, end, m, patch.data());
+    });
+    at::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
+      point_products(v, m, du, nt, c, o, begin, end, true, t0 > 0);
+    });
+  }
+  return weights_gradient(du, o, c);
+}
+
 // y (N, D, H, W, O) = conv(x (N, D, H, W, C), weights transformed to u (64, C, O)).
 void forward_pass(const float* x, const Grid& g, const float* u, int64_t o, float* y) {
+  if (chunked_schedule(g.c, o)) return forward_chunked(x, g, u, o, y);
   const int64_t c = g.c, tiles = g.tiles(), bt = block_tiles(c, o);
   const int64_t blocks = (tiles + bt - 1) / bt;
   const Grid gy(g.n, g.d, g.h, g.w, o);
@@ -395,7 +507,8 @@ void forward_pass(const float* x, const Grid& g, const float* u, int64_t o, floa
 }
 
 // dU (64, C, O) = sum over tiles of V(x)^T dM(dy); then dw = G^T dU G.
-void weights_pass(const float* x, const Grid& g, const float* dy, int64_t o, float* dw) {
+at::Tensor weights_pass(const float* x, const Grid& g, const float* dy, int64_t o) {
+  if (chunked_schedule(g.c, o)) return weights_chunked(x, g, dy, o);
   const int64_t c = g.c, tiles = g.tiles(), bt = block_tiles(c, o);
   const int64_t blocks = (tiles + bt - 1) / bt;
   const Grid gy(g.n, g.d, g.h, g.w, o);
@@ -411,11 +524,17 @@ void weights_pass(const float* x, const Grid& g, const float* dy, int64_t o, flo
                     patch.data());
     }
   });
-  std::vector<float> sum(static_cast<std::size_t>(kPoints * c * o), 0.f);
-  for (const auto& du : partial)
-    if (!du.empty())
-      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += du[i];
-  weights_gradient(sum.data(), o, c, dw);
+  // The threads' partial sums added into the first one, in parallel over its elements.
+  std::vector<float*> parts;
+  for (auto& du : partial)
+    if (!du.empty()) parts.push_back(du.data());
+  if (parts.empty()) throw core::Error("Winograd conv3d: the weight gradient ran no block");
+  float* sum = parts.front();
+  at::parallel_for(0, kPoints * c * o, 4096, [&](int64_t begin, int64_t end) {
+    for (std::size_t q = 1; q < parts.size(); ++q)
+      for (int64_t i = begin; i < end; ++i) sum[i] += parts[q][i];
+  });
+  return weights_gradient(sum, o, c);
 }
 
 // --- Autograd ---------------------------------------------------------------------------------
@@ -468,17 +587,8 @@ at::Tensor conv_cl(const at::Tensor& x, const at::Tensor& w) {
   const Grid g(x.size(0), x.size(2), x.size(3), x.size(4), x.size(1));
   at::Tensor y = at::empty({g.n, o, g.d, g.h, g.w},
                            x.options().memory_format(at::MemoryFormat::ChannelsLast3d));
-  static const bool prof = std::getenv("WG_PROF") != nullptr;
-  const auto now = [] {
-    return std::chrono::duration<double, std::milli>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  };
-  const double t0 = now();
-  const std::vector<float> u = transform_weights(w.data_ptr<float>(), o, g.c);
-  const double t1 = now();
+  const std::vector<float> u = transform_weights(w);
   forward_pass(x.data_ptr<float>(), g, u.data(), o, y.data_ptr<float>());
-  if (prof) fmt::print(stderr, "wt {:.2f} fwd {:.2f}\n", t1 - t0, now() - t1);
   return y;
 }
 
@@ -496,21 +606,22 @@ class WinogradConv3dFunction : public torch::autograd::Function<WinogradConv3dFu
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor& w = saved[1];
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor w = saved[1];
     const bool keep_cl = channels_last(saved[0]);
     const at::Tensor dy = cl(grads.at(0).to(at::kFloat));
     at::Tensor dx, dw;
+    // The weight gradient first, so the input's channels-last copy is gone before dx exists.
+    if (ctx->needs_input_grad(1)) {
+      const at::Tensor x = cl(saved[0]);
+      const Grid g(x.size(0), x.size(2), x.size(3), x.size(4), x.size(1));
+      dw = weights_pass(x.data_ptr<float>(), g, dy.data_ptr<float>(), w.size(0));
+    }
+    saved.clear();
     if (ctx->needs_input_grad(0)) {
       // dx = conv(dy, w flipped in space with its channel axes swapped), padding 1.
       dx = conv_cl(dy, w.flip({2, 3, 4}).transpose(0, 1).contiguous());
       if (!keep_cl) dx = contiguous_from_cl(dx);
-    }
-    if (ctx->needs_input_grad(1)) {
-      const at::Tensor x = cl(saved[0]);
-      dw = at::empty_like(w);
-      const Grid g(x.size(0), x.size(2), x.size(3), x.size(4), x.size(1));
-      weights_pass(x.data_ptr<float>(), g, dy.data_ptr<float>(), w.size(0), dw.data_ptr<float>());
     }
     return {dx, dw};
   }
@@ -528,6 +639,10 @@ bool winograd_conv3d_supported(const at::Tensor& x, const at::Tensor& w) {
 
 std::atomic<int64_t> forward_calls{0};
 
+void set_winograd_chunk_bytes(int64_t bytes) {
+  chunk_bytes = std::max<int64_t>(1, bytes);
+}
+
 int64_t winograd_conv3d_calls() {
   return forward_calls.load();
 }
@@ -536,7 +651,7 @@ bool winograd_conv3d_pays(const at::Tensor& x, const at::Tensor& w) {
   if (!winograd_conv3d_supported(x, w)) return false;
   const int64_t c = x.size(1), o = w.size(0);
   const int64_t tiles = Grid(x.size(0), x.size(2), x.size(3), x.size(4), c).tiles();
-  return std::min(c, o) >= 32 && tiles >= 512 && tiles >= 4 * std::max(c, o);
+  return std::min(c, o) >= 32 && tiles >= 512;
 }
 
 at::Tensor winograd_conv3d(const at::Tensor& x, const at::Tensor& w) {

@@ -24,9 +24,13 @@ bool winograd_conv3d_supported(const at::Tensor& x, const at::Tensor& w);
 
 // Whether this layer gains from Winograd over oneDNN's direct convolution (measured on ScaFFold's
 // layers, docs/performance.md): supported, at least 32 channels in and out (with fewer the
-// transforms, not the products, carry the time), and at least 512 tiles and 4 per channel (with
-// fewer the weight transform outweighs what the products save).
+// transforms, not the products, carry the time), and at least 512 tiles of 2x2x2 output voxels
+// (with fewer, transforming the weights and the layouts outweighs what the products save).
 bool winograd_conv3d_pays(const at::Tensor& x, const at::Tensor& w);
+
+// The bound on the scratch of the schedule for wide layers (transformed input and products of a
+// chunk of tiles; default 64 MiB). Tests lower it to run several chunks on small inputs.
+void set_winograd_chunk_bytes(int64_t bytes);
 
 // Forward calls of winograd_conv3d in this process (tests check which layers it ran).
 int64_t winograd_conv3d_calls();

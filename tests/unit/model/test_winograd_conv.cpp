@@ -2,9 +2,11 @@
 // independent reference: its float64 CPU path is slow_conv3d, im2col + GEMM): output and both
 // gradients within 1e-5 of the reference's largest magnitude, on sizes that leave partial tiles at
 // every edge, batch 1 and 2, unequal channel counts, contiguous and channels-last inputs, and more
-// tiles than one block holds (so blocks, threads and the weight-gradient partial sums all run).
+// tiles than one block holds (so blocks, threads and the weight-gradient partial sums all run),
+// and channel counts wide enough for the other schedule (every tile transformed first).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -42,9 +44,13 @@ TEST_P(WinogradConv, EqualsFloat64Conv3dInOutputAndGradients) {
   const at::Tensor wt = at::randn({o, c, 3, 3, 3}) * 0.1;
   const at::Tensor g = at::randn({n, o, d, h, w});
   ASSERT_TRUE(winograd_conv3d_supported(x, wt));
-  for (const int threads : {1, 2}) {
-    SCOPED_TRACE("threads " + std::to_string(threads));
+  // 1 MiB of chunk scratch splits the wide shapes into several chunks (17 tiles each).
+  for (const auto& [threads, chunk] :
+       {std::make_tuple(1, int64_t{64} << 20), std::make_tuple(2, int64_t{64} << 20),
+        std::make_tuple(2, int64_t{1} << 20)}) {
+    SCOPED_TRACE(fmt::format("threads {}, chunk scratch {} bytes", threads, chunk));
     at::set_num_threads(threads);
+    set_winograd_chunk_bytes(chunk);
     const Grads got = run(
         x, wt, g, [](const at::Tensor& a, const at::Tensor& b) { return winograd_conv3d(a, b); });
     const Grads ref = run(x.to(at::kDouble), wt.to(at::kDouble), g.to(at::kDouble),
@@ -59,6 +65,7 @@ TEST_P(WinogradConv, EqualsFloat64Conv3dInOutputAndGradients) {
     EXPECT_EQ(got.dx.is_contiguous(), !cl) << "so does the input gradient";
   }
   at::set_num_threads(2);
+  set_winograd_chunk_bytes(int64_t{64} << 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -68,7 +75,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{2, 32, 16, 6, 7, 4, false},     // batch 2
                       Shape{1, 16, 16, 7, 6, 5, true},      // channels-last input
                       Shape{1, 16, 16, 16, 14, 13, false},  // 8x7x7 = 392 tiles: several blocks
-                      Shape{2, 48, 16, 3, 3, 3, true}));    // one tile per sample
+                      Shape{2, 48, 16, 3, 3, 3, true},      // one tile per sample
+                      // C + O > 227: the schedule that transforms a chunk of tiles first.
+                      Shape{1, 128, 112, 5, 6, 7, false}, Shape{2, 144, 96, 4, 3, 5, true}));
 
 TEST(WinogradConv, RefusesWhatItCannotRunAndSaysWhy) {
   const at::Tensor x = at::randn({1, 8, 4, 4, 4}), w = at::randn({16, 8, 3, 3, 3});
@@ -92,11 +101,11 @@ TEST(WinogradConv, PaysOnlyOnWideLayersWithManyTiles) {
   const auto pays = [](int64_t c, int64_t o, int64_t side) {
     return winograd_conv3d_pays(at::empty({1, c, side, side, side}), at::empty({o, c, 3, 3, 3}));
   };
-  EXPECT_TRUE(pays(64, 64, 32));     // 4096 tiles
-  EXPECT_TRUE(pays(128, 128, 16));   // 512 tiles, 4 per channel
-  EXPECT_FALSE(pays(256, 128, 16));  // 512 tiles, 2 per channel
-  EXPECT_FALSE(pays(16, 16, 64));    // thin
-  EXPECT_FALSE(pays(256, 256, 8));   // 64 tiles
+  EXPECT_TRUE(pays(64, 64, 32));    // 4096 tiles
+  EXPECT_TRUE(pays(128, 128, 16));  // 512 tiles
+  EXPECT_TRUE(pays(256, 128, 16));  // 512 tiles, wide
+  EXPECT_FALSE(pays(16, 16, 64));   // thin
+  EXPECT_FALSE(pays(256, 256, 8));  // 64 tiles
 }
 
 }  // namespace
