@@ -398,8 +398,8 @@ SCAFFOLD_WG_CLONES void weights_block(const float* x, const Grid& g, const float
 // through L2 once per small block of tiles (the wide ones): a large chunk of tiles is transformed
 // first, then each point's product runs over the whole chunk with that point's weights in cache,
 // then the chunk is transformed back. Its scratch, the chunk's transformed input and products,
-// is bounded by chunk_bytes (64 MiB; set_winograd_chunk_bytes).
-std::atomic<int64_t> chunk_bytes{int64_t{64} << 20};
+// is bounded by chunk_bytes (16 MiB; set_winograd_chunk_bytes).
+std::atomic<int64_t> chunk_bytes{int64_t{16} << 20};
 
 // `n` floats, uninitialised (every element is written before it is read).
 at::Tensor scratch(int64_t n) {

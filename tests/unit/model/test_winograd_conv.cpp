@@ -46,7 +46,7 @@ TEST_P(WinogradConv, EqualsFloat64Conv3dInOutputAndGradients) {
   ASSERT_TRUE(winograd_conv3d_supported(x, wt));
   // 1 MiB of chunk scratch splits the wide shapes into several chunks (17 tiles each).
   for (const auto& [threads, chunk] :
-       {std::make_tuple(1, int64_t{64} << 20), std::make_tuple(2, int64_t{64} << 20),
+       {std::make_tuple(1, int64_t{16} << 20), std::make_tuple(2, int64_t{16} << 20),
         std::make_tuple(2, int64_t{1} << 20)}) {
     SCOPED_TRACE(fmt::format("threads {}, chunk scratch {} bytes", threads, chunk));
     at::set_num_threads(threads);
@@ -65,7 +65,7 @@ TEST_P(WinogradConv, EqualsFloat64Conv3dInOutputAndGradients) {
     EXPECT_EQ(got.dx.is_contiguous(), !cl) << "so does the input gradient";
   }
   at::set_num_threads(2);
-  set_winograd_chunk_bytes(int64_t{64} << 20);
+  set_winograd_chunk_bytes(int64_t{16} << 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(
