@@ -369,31 +369,6 @@ int64_t block_tiles(int64_t c, int64_t o) {
   return std::max<int64_t>(6, std::min<int64_t>(96, t / 6 * 6));
 }
 
-// One block of the forward pass: tiles t0 .. t0 + nt of y = conv(x, u). Cloned per ISA with
-// everything it calls inlined, so the transforms run as wide as the products.
-SCAFFOLD_WG_CLONES void forward_block(const float* x, const Grid& g, const float* u, const Grid& gy,
-                                      float* y, int64_t t0, int64_t nt, int64_t bt, float* v,
-                                      float* m, float* patch) {
-  const int64_t c = g.c, o = gy.c;
-  for (int64_t t = 0; t < nt; ++t) input_tile(x, g, t0 + t, patch, v + t * c, bt * c);
-  for (int p = 0; p < kPoints; ++p)
-    gemm(v + p * bt * c, c, 1, u + p * c * o, o, m + p * bt * o, o, nt, o, c, false);
-  for (int64_t t = 0; t < nt; ++t) output_tile(m + t * o, bt * o, gy, t0 + t, patch, y);
-}
-
-// One block of the weight gradient: du (64, C, O) += V(x)^T dM(dy) over tiles t0 .. t0 + nt.
-SCAFFOLD_WG_CLONES void weights_block(const float* x, const Grid& g, const float* dy,
-                                      const Grid& gy, float* du, int64_t t0, int64_t nt, int64_t bt,
-                                      float* v, float* m, float* patch) {
-  const int64_t c = g.c, o = gy.c;
-  for (int64_t t = 0; t < nt; ++t) {
-    input_tile(x, g, t0 + t, patch, v + t * c, bt * c);
-    grad_output_tile(dy, gy, t0 + t, patch, m + t * o, bt * o);
-  }
-  for (int p = 0; p < kPoints; ++p)
-    gemm(v + p * bt * c, 1, c, m + p * bt * o, o, du + p * c * o, o, c, o, nt, true);
-}
-
 // The other schedule, for layers whose transformed weights (64 C O floats) are too big to stream
 // through L2 once per small block of tiles (the wide ones): a large chunk of tiles is transformed
 // first, then each point's product runs over the whole chunk with that point's weights in cache,
@@ -439,13 +414,14 @@ SCAFFOLD_WG_CLONES void output_tiles(const float* m, const Grid& gy, int64_t t0,
 // gradient (weights; `accumulate` after the first chunk).
 SCAFFOLD_WG_CLONES void point_products(const float* v, const float* b, float* out, int64_t nt,
                                        int64_t c, int64_t o, int64_t begin, int64_t end,
-                                       bool weights, bool accumulate) {
+                                       bool weights, bool accumulate, int64_t rows = -1) {
+  if (rows < 0) rows = nt;  // tiles in use; nt is the layout's stride (a block's last is short)
   for (int64_t p = begin; p < end; ++p) {
     const float* vp = v + p * nt * c;
     if (weights)
-      gemm(vp, 1, c, b + p * nt * o, o, out + p * c * o, o, c, o, nt, accumulate);
+      gemm(vp, 1, c, b + p * nt * o, o, out + p * c * o, o, c, o, rows, accumulate);
     else
-      gemm(vp, c, 1, b + p * c * o, o, out + p * nt * o, o, nt, o, c, false);
+      gemm(vp, c, 1, b + p * c * o, o, out + p * nt * o, o, rows, o, c, false);
   }
 }
 
@@ -500,8 +476,11 @@ void forward_pass(const float* x, const Grid& g, const float* u, int64_t o, floa
     std::vector<float> v(kPoints * bt * c), m(kPoints * bt * o), patch(kPoints * std::max(c, o));
     for (int64_t b = begin; b < end; ++b) {
       const int64_t t0 = b * bt;
-      forward_block(x, g, u, gy, y, t0, std::min(bt, tiles - t0), bt, v.data(), m.data(),
-                    patch.data());
+      // One block, each stage inlined into its ISA clone: tiles t0 .. t0 + nt, laid out for bt.
+      const int64_t nt = std::min(bt, tiles - t0);
+      input_tiles(x, g, t0, bt, 0, nt, v.data(), patch.data());
+      point_products(v.data(), u, m.data(), bt, c, o, 0, kPoints, false, false, nt);
+      output_tiles(m.data(), gy, t0, bt, 0, nt, patch.data(), y);
     }
   });
 }
@@ -520,8 +499,10 @@ at::Tensor weights_pass(const float* x, const Grid& g, const float* dy, int64_t 
     std::vector<float> v(kPoints * bt * c), m(kPoints * bt * o), patch(kPoints * std::max(c, o));
     for (int64_t b = begin; b < end; ++b) {
       const int64_t t0 = b * bt;
-      weights_block(x, g, dy, gy, du.data(), t0, std::min(bt, tiles - t0), bt, v.data(), m.data(),
-                    patch.data());
+      const int64_t nt = std::min(bt, tiles - t0);
+      input_tiles(x, g, t0, bt, 0, nt, v.data(), patch.data());
+      grad_output_tiles(dy, gy, t0, bt, 0, nt, m.data(), patch.data());
+      point_products(v.data(), m.data(), du.data(), bt, c, o, 0, kPoints, true, true, nt);
     }
   });
   // The threads' partial sums added into the first one, in parallel over its elements.
