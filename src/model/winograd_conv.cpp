@@ -109,41 +109,34 @@ SCAFFOLD_WG_INLINE void gemm(const float* a, int64_t ars, int64_t aks, const flo
     gemm_columns<1>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
 }
 
-// --- Transforms (each a loop over `len` contiguous channels) ----------------------------------
+// --- Transforms (per vector of 16 channels, the tile's values in registers) -------------------
 
-// B^T: 4 -> 4. In place is allowed (each vector reads all four before writing). Channel counts
-// are multiples of kVec, so the loops run whole vectors.
-SCAFFOLD_WG_INLINE void bt4(const float* s0, const float* s1, const float* s2, const float* s3,
-                            float* d0, float* d1, float* d2, float* d3, int64_t len) {
-  for (int64_t c = 0; c < len; c += kVec) {
-    const v16 x0 = loadv(s0 + c), x1 = loadv(s1 + c), x2 = loadv(s2 + c), x3 = loadv(s3 + c);
-    storev(d0 + c, x0 - x2);
-    storev(d1 + c, x1 + x2);
-    storev(d2 + c, x2 - x1);
-    storev(d3 + c, x1 - x3);
-  }
+// Row r of B^T (4 -> 4), of A^T (4 -> 2) and of A (2 -> 4), r a compile-time constant.
+template <int R>
+SCAFFOLD_WG_INLINE v16 bt_row(v16 x0, v16 x1, v16 x2, v16 x3) {
+  if constexpr (R == 0) return x0 - x2;
+  if constexpr (R == 1) return x1 + x2;
+  if constexpr (R == 2) return x2 - x1;
+  return x1 - x3;
 }
-
-// A^T: 4 -> 2.
-SCAFFOLD_WG_INLINE void at2(const float* s0, const float* s1, const float* s2, const float* s3,
-                            float* d0, float* d1, int64_t len) {
-  for (int64_t c = 0; c < len; c += kVec) {
-    const v16 x1 = loadv(s1 + c), x2 = loadv(s2 + c);
-    storev(d0 + c, loadv(s0 + c) + x1 + x2);
-    storev(d1 + c, x1 - x2 - loadv(s3 + c));
-  }
+SCAFFOLD_WG_INLINE void bt4(v16& x0, v16& x1, v16& x2, v16& x3) {
+  const v16 d0 = x0 - x2, d1 = x1 + x2, d2 = x2 - x1, d3 = x1 - x3;
+  x0 = d0;
+  x1 = d1;
+  x2 = d2;
+  x3 = d3;
 }
-
-// A: 2 -> 4 (the adjoint of A^T, for output gradients).
-SCAFFOLD_WG_INLINE void a4(const float* s0, const float* s1, float* d0, float* d1, float* d2,
-                           float* d3, int64_t len) {
-  for (int64_t c = 0; c < len; c += kVec) {
-    const v16 x0 = loadv(s0 + c), x1 = loadv(s1 + c);
-    storev(d0 + c, x0);
-    storev(d1 + c, x0 + x1);
-    storev(d2 + c, x0 - x1);
-    storev(d3 + c, -x1);
-  }
+template <int R>
+SCAFFOLD_WG_INLINE v16 at_row(v16 x0, v16 x1, v16 x2, v16 x3) {
+  if constexpr (R == 0) return x0 + x1 + x2;
+  return x1 - x2 - x3;
+}
+template <int R>
+SCAFFOLD_WG_INLINE v16 a_row(v16 x0, v16 x1) {
+  if constexpr (R == 0) return x0;
+  if constexpr (R == 1) return x0 + x1;
+  if constexpr (R == 2) return x0 - x1;
+  return -x1;
 }
 
 // An activation (N, D, H, W, C) and its grid of 2x2x2 tiles.
@@ -161,109 +154,177 @@ struct Grid {
     return {s, 2 * z, 2 * y, 2 * x};
   }
   int64_t row(int64_t s, int64_t z, int64_t y) const { return ((s * d + z) * h + y) * w * c; }
+  // Whether the tile's whole 4x4x4 input (d0-1 .. d0+2 on each axis) lies inside.
+  bool interior_input(const Tile& t) const {
+    return t.d0 >= 1 && t.d0 + 2 < d && t.h0 >= 1 && t.h0 + 2 < h && t.w0 >= 1 && t.w0 + 2 < w;
+  }
+  bool interior_output(const Tile& t) const { return t.d0 + 1 < d && t.h0 + 1 < h && t.w0 + 1 < w; }
 };
 
+// Each transform runs in two stages: one a loop over the tile's 16 rows at the tensor's runtime
+// strides (few live addresses), the other fully unrolled on a stack copy at fixed offsets. Fully
+// unrolled over runtime strides, the compiler keeps 64 addresses alive and spills them.
+
+// Plane K (the W point) of a transformed input tile: from the 16 rows already transformed along W
+// (r[i*4+j][k]), B^T along H and D, stored to v + ((i*4+j)*4+K) * vs.
+template <int K>
+SCAFFOLD_WG_INLINE void input_plane(const v16 (&r)[16][4], float* v, int64_t vs) {
+  v16 a[4][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) a[i][j] = r[i * 4 + j][K];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) bt4(a[i][0], a[i][1], a[i][2], a[i][3]);
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) bt4(a[0][j], a[1][j], a[2][j], a[3][j]);
+  float* o = v + K * vs;
+#pragma GCC unroll 16
+  for (int q = 0; q < 16; ++q, o += 4 * vs) storev(o, a[q / 4][q % 4]);
+}
+
 // The 4x4x4 input tile of output tile `t` (input voxels d0-1 .. d0+2, zero outside), transformed
-// to V: point p's `g.c` values at v + p * v_stride. `patch` holds 64 * g.c floats.
+// to V: point p's `g.c` values at v + p * v_stride. A tile on the edge is first gathered,
+// zero-padded, into `patch` (64 * g.c floats).
 SCAFFOLD_WG_INLINE void input_tile(const float* x, const Grid& g, int64_t t, float* patch, float* v,
                                    int64_t v_stride) {
   const int64_t c = g.c;
   const Grid::Tile tl = g.tile(t);
-  for (int i = 0; i < 4; ++i) {
-    for (int j = 0; j < 4; ++j) {
-      float* dst = patch + (i * 4 + j) * 4 * c;
-      const int64_t z = tl.d0 - 1 + i, y = tl.h0 - 1 + j;
-      if (z < 0 || z >= g.d || y < 0 || y >= g.h) {
-        std::memset(dst, 0, sizeof(float) * 4 * c);
-        continue;
+  const float* src = patch;
+  int64_t sd = 16 * c, sh = 4 * c;
+  if (g.interior_input(tl)) {
+    src = x + g.row(tl.n, tl.d0 - 1, tl.h0 - 1) + (tl.w0 - 1) * c;
+    sd = g.h * g.w * c;
+    sh = g.w * c;
+  } else {
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 4; ++j) {
+        float* dst = patch + (i * 4 + j) * 4 * c;
+        const int64_t z = tl.d0 - 1 + i, y = tl.h0 - 1 + j;
+        if (z < 0 || z >= g.d || y < 0 || y >= g.h) {
+          std::memset(dst, 0, sizeof(float) * 4 * c);
+          continue;
+        }
+        const float* row = x + g.row(tl.n, z, y);
+        const int64_t lo = std::max<int64_t>(0, 1 - tl.w0),
+                      hi = std::min<int64_t>(4, g.w - tl.w0 + 1);
+        if (lo > 0) std::memset(dst, 0, sizeof(float) * lo * c);
+        if (hi > lo)
+          std::memcpy(dst + lo * c, row + (tl.w0 - 1 + lo) * c, sizeof(float) * (hi - lo) * c);
+        if (hi < 4) std::memset(dst + hi * c, 0, sizeof(float) * (4 - hi) * c);
       }
-      const float* src = x + g.row(tl.n, z, y);
-      const int64_t lo = std::max<int64_t>(0, 1 - tl.w0),
-                    hi = std::min<int64_t>(4, g.w - tl.w0 + 1);
-      if (lo > 0) std::memset(dst, 0, sizeof(float) * lo * c);
-      if (hi > lo)
-        std::memcpy(dst + lo * c, src + (tl.w0 - 1 + lo) * c, sizeof(float) * (hi - lo) * c);
-      if (hi < 4) std::memset(dst + hi * c, 0, sizeof(float) * (4 - hi) * c);
     }
   }
-  const auto p = [&](int i, int j, int k) { return patch + ((i * 4 + j) * 4 + k) * c; };
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j)
-      bt4(p(i, j, 0), p(i, j, 1), p(i, j, 2), p(i, j, 3), p(i, j, 0), p(i, j, 1), p(i, j, 2),
-          p(i, j, 3), c);
-  for (int i = 0; i < 4; ++i)
-    for (int k = 0; k < 4; ++k)
-      bt4(p(i, 0, k), p(i, 1, k), p(i, 2, k), p(i, 3, k), p(i, 0, k), p(i, 1, k), p(i, 2, k),
-          p(i, 3, k), c);
-  const auto out = [&](int i, int j, int k) { return v + ((i * 4 + j) * 4 + k) * v_stride; };
-  for (int j = 0; j < 4; ++j)
-    for (int k = 0; k < 4; ++k)
-      bt4(p(0, j, k), p(1, j, k), p(2, j, k), p(3, j, k), out(0, j, k), out(1, j, k), out(2, j, k),
-          out(3, j, k), c);
+  for (int64_t cc = 0; cc < c; cc += kVec) {
+    v16 r[16][4];  // [i*4+j][k]: each row transformed along W
+#pragma GCC unroll 1
+    for (int q = 0; q < 16; ++q) {
+      const float* row = src + (q / 4) * sd + (q % 4) * sh + cc;
+      const v16 x0 = loadv(row), x1 = loadv(row + c), x2 = loadv(row + 2 * c),
+                x3 = loadv(row + 3 * c);
+      r[q][0] = bt_row<0>(x0, x1, x2, x3);
+      r[q][1] = bt_row<1>(x0, x1, x2, x3);
+      r[q][2] = bt_row<2>(x0, x1, x2, x3);
+      r[q][3] = bt_row<3>(x0, x1, x2, x3);
+    }
+    input_plane<0>(r, v + cc, v_stride);
+    input_plane<1>(r, v + cc, v_stride);
+    input_plane<2>(r, v + cc, v_stride);
+    input_plane<3>(r, v + cc, v_stride);
+  }
 }
 
-// The 64 products of one tile (point p at m + p * m_stride, g.c values) transformed to its 2x2x2
-// output voxels in y; voxels past the edge are dropped. `tmp` holds 50 * g.c floats.
+// The 64 products of one tile (point p at m + p * m_stride, g.c values) transformed by A^T along
+// W, H and D to its 2x2x2 output voxels in y; voxels past the edge are dropped.
 SCAFFOLD_WG_INLINE void output_tile(const float* m, int64_t m_stride, const Grid& g, int64_t t,
-                                    float* tmp, float* y) {
+                                    float* y) {
   const int64_t c = g.c;
   const Grid::Tile tl = g.tile(t);
-  const auto in = [&](int i, int j, int k) { return m + ((i * 4 + j) * 4 + k) * m_stride; };
-  float* t1 = tmp;           // [i][j][2]: 32 * c
-  float* t2 = tmp + 32 * c;  // [i][2][2]: 16 * c
-  const auto p1 = [&](int i, int j, int k) { return t1 + ((i * 4 + j) * 2 + k) * c; };
-  const auto p2 = [&](int i, int j, int k) { return t2 + ((i * 2 + j) * 2 + k) * c; };
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j)
-      at2(in(i, j, 0), in(i, j, 1), in(i, j, 2), in(i, j, 3), p1(i, j, 0), p1(i, j, 1), c);
-  for (int i = 0; i < 4; ++i)
-    for (int k = 0; k < 2; ++k)
-      at2(p1(i, 0, k), p1(i, 1, k), p1(i, 2, k), p1(i, 3, k), p2(i, 0, k), p2(i, 1, k), c);
-  float* spill = tmp + 48 * c;  // where voxels past the edge go: 2 * c
-  for (int j = 0; j < 2; ++j) {
-    for (int k = 0; k < 2; ++k) {
-      float* d[2];
-      for (int i = 0; i < 2; ++i) {
-        const int64_t z = tl.d0 + i, yy = tl.h0 + j, xx = tl.w0 + k;
-        d[i] = (z < g.d && yy < g.h && xx < g.w) ? y + g.row(tl.n, z, yy) + xx * c : spill + i * c;
-      }
-      at2(p2(0, j, k), p2(1, j, k), p2(2, j, k), p2(3, j, k), d[0], d[1], c);
+  const bool whole = g.interior_output(tl);
+  for (int64_t cc = 0; cc < c; cc += kVec) {
+    v16 r[16][2];  // [i*4+j][k]: each row of points transformed along W
+    const float* q = m + cc;
+#pragma GCC unroll 1
+    for (int row = 0; row < 16; ++row, q += 4 * m_stride) {
+      const v16 x0 = loadv(q), x1 = loadv(q + m_stride), x2 = loadv(q + 2 * m_stride),
+                x3 = loadv(q + 3 * m_stride);
+      r[row][0] = at_row<0>(x0, x1, x2, x3);
+      r[row][1] = at_row<1>(x0, x1, x2, x3);
     }
+    v16 s[4][2][2];  // [i][j][k] after H
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 2
+      for (int k = 0; k < 2; ++k) {
+        const v16 x0 = r[i * 4][k], x1 = r[i * 4 + 1][k], x2 = r[i * 4 + 2][k],
+                  x3 = r[i * 4 + 3][k];
+        s[i][0][k] = at_row<0>(x0, x1, x2, x3);
+        s[i][1][k] = at_row<1>(x0, x1, x2, x3);
+      }
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; ++i)
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j)
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; ++k) {
+          const v16 out = i == 0 ? at_row<0>(s[0][j][k], s[1][j][k], s[2][j][k], s[3][j][k])
+                                 : at_row<1>(s[0][j][k], s[1][j][k], s[2][j][k], s[3][j][k]);
+          const int64_t z = tl.d0 + i, yy = tl.h0 + j, xx = tl.w0 + k;
+          if (whole || (z < g.d && yy < g.h && xx < g.w))
+            storev(y + g.row(tl.n, z, yy) + xx * c + cc, out);
+        }
   }
 }
 
-// The output gradient of tile `t` (dy, g.c channels) as the 64 points A dY A^T at
-// dm + p * dm_stride. `tmp` holds 56 * g.c floats.
-SCAFFOLD_WG_INLINE void grad_output_tile(const float* dy, const Grid& g, int64_t t, float* tmp,
-                                         float* dm, int64_t dm_stride) {
+// The output gradient of tile `t` (dy, g.c channels, zero past the edge) as the 64 points
+// A dY A^T at dm + p * dm_stride.
+SCAFFOLD_WG_INLINE void grad_output_tile(const float* dy, const Grid& g, int64_t t, float* dm,
+                                         int64_t dm_stride) {
   const int64_t c = g.c;
   const Grid::Tile tl = g.tile(t);
-  float* t0 = tmp;           // [2][2][2]: the gradient gathered, zero past the edge
-  float* t1 = tmp + 8 * c;   // [2][2][4]: after W
-  float* t3 = tmp + 24 * c;  // [2][4][4]: after H
-  const auto q0 = [&](int i, int j, int k) { return t0 + ((i * 2 + j) * 2 + k) * c; };
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 2; ++j)
-      for (int k = 0; k < 2; ++k) {
-        const int64_t z = tl.d0 + i, yy = tl.h0 + j, xx = tl.w0 + k;
-        float* dst = q0(i, j, k);
-        if (z < g.d && yy < g.h && xx < g.w)
-          std::memcpy(dst, dy + g.row(tl.n, z, yy) + xx * c, sizeof(float) * c);
-        else
-          std::memset(dst, 0, sizeof(float) * c);
+  const bool whole = g.interior_output(tl);
+  for (int64_t cc = 0; cc < c; cc += kVec) {
+    v16 q[2][2][2];
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; ++i)
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j)
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; ++k) {
+          const int64_t z = tl.d0 + i, yy = tl.h0 + j, xx = tl.w0 + k;
+          q[i][j][k] = (whole || (z < g.d && yy < g.h && xx < g.w))
+                           ? loadv(dy + g.row(tl.n, z, yy) + xx * c + cc)
+                           : v16{};
+        }
+    // A along D, then H: e[i*4+j][k] for the tile's 16 rows, still 2 wide in W.
+    v16 e[16][2];
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; ++k) {
+      v16 f[4][2];  // [i][j]
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j) {
+        f[0][j] = a_row<0>(q[0][j][k], q[1][j][k]);
+        f[1][j] = a_row<1>(q[0][j][k], q[1][j][k]);
+        f[2][j] = a_row<2>(q[0][j][k], q[1][j][k]);
+        f[3][j] = a_row<3>(q[0][j][k], q[1][j][k]);
       }
-  const auto q1 = [&](int i, int j, int k) { return t1 + ((i * 2 + j) * 4 + k) * c; };
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 2; ++j)
-      a4(q0(i, j, 0), q0(i, j, 1), q1(i, j, 0), q1(i, j, 1), q1(i, j, 2), q1(i, j, 3), c);
-  const auto q3 = [&](int i, int j, int k) { return t3 + ((i * 4 + j) * 4 + k) * c; };
-  for (int i = 0; i < 2; ++i)
-    for (int k = 0; k < 4; ++k)
-      a4(q1(i, 0, k), q1(i, 1, k), q3(i, 0, k), q3(i, 1, k), q3(i, 2, k), q3(i, 3, k), c);
-  const auto out = [&](int i, int j, int k) { return dm + ((i * 4 + j) * 4 + k) * dm_stride; };
-  for (int j = 0; j < 4; ++j)
-    for (int k = 0; k < 4; ++k)
-      a4(q3(0, j, k), q3(1, j, k), out(0, j, k), out(1, j, k), out(2, j, k), out(3, j, k), c);
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        e[i * 4][k] = a_row<0>(f[i][0], f[i][1]);
+        e[i * 4 + 1][k] = a_row<1>(f[i][0], f[i][1]);
+        e[i * 4 + 2][k] = a_row<2>(f[i][0], f[i][1]);
+        e[i * 4 + 3][k] = a_row<3>(f[i][0], f[i][1]);
+      }
+    }
+    float* o = dm + cc;
+#pragma GCC unroll 1
+    for (int row = 0; row < 16; ++row, o += 4 * dm_stride) {
+      storev(o, a_row<0>(e[row][0], e[row][1]));
+      storev(o + dm_stride, a_row<1>(e[row][0], e[row][1]));
+      storev(o + 2 * dm_stride, a_row<2>(e[row][0], e[row][1]));
+      storev(o + 3 * dm_stride, a_row<3>(e[row][0], e[row][1]));
+    }
+  }
 }
 
 // --- Weights ---------------------------------------------------------------------------------
@@ -391,22 +452,32 @@ int64_t chunk_tiles(int64_t tiles, int64_t c, int64_t o) {
   return std::max<int64_t>(1, std::min(tiles, chunk_bytes.load() / (kPoints * (c + o) * 4)));
 }
 
+// Floats from one point's rows to the next in a block's or chunk's transformed input or products
+// (`rows` tiles of `ch` channels): one vector more than the rows take, so the 64 points of a tile
+// fall in different L1 sets. Unpadded, rows * ch is often a multiple of 4 KiB (96 tiles of 64
+// channels: 24 KiB), and every point of a tile maps to the same set.
+int64_t point_stride(int64_t rows, int64_t ch) {
+  return rows * ch + kVec;
+}
+
 // Tiles t0 + begin .. t0 + end of a chunk of `nt` tiles: point p of chunk tile t at
-// v + (p * nt + t) * channels.
+// v + p * point_stride(nt, channels) + t * channels.
 SCAFFOLD_WG_CLONES void input_tiles(const float* x, const Grid& g, int64_t t0, int64_t nt,
                                     int64_t begin, int64_t end, float* v, float* patch) {
-  for (int64_t t = begin; t < end; ++t) input_tile(x, g, t0 + t, patch, v + t * g.c, nt * g.c);
+  for (int64_t t = begin; t < end; ++t)
+    input_tile(x, g, t0 + t, patch, v + t * g.c, point_stride(nt, g.c));
 }
 
 SCAFFOLD_WG_CLONES void grad_output_tiles(const float* dy, const Grid& gy, int64_t t0, int64_t nt,
-                                          int64_t begin, int64_t end, float* m, float* tmp) {
+                                          int64_t begin, int64_t end, float* m) {
   for (int64_t t = begin; t < end; ++t)
-    grad_output_tile(dy, gy, t0 + t, tmp, m + t * gy.c, nt * gy.c);
+    grad_output_tile(dy, gy, t0 + t, m + t * gy.c, point_stride(nt, gy.c));
 }
 
 SCAFFOLD_WG_CLONES void output_tiles(const float* m, const Grid& gy, int64_t t0, int64_t nt,
-                                     int64_t begin, int64_t end, float* tmp, float* y) {
-  for (int64_t t = begin; t < end; ++t) output_tile(m + t * gy.c, nt * gy.c, gy, t0 + t, tmp, y);
+                                     int64_t begin, int64_t end, float* y) {
+  for (int64_t t = begin; t < end; ++t)
+    output_tile(m + t * gy.c, point_stride(nt, gy.c), gy, t0 + t, y);
 }
 
 // Points begin .. end of the products over a chunk of nt tiles: out[p] = v[p] b[p] with b the
@@ -417,18 +488,19 @@ SCAFFOLD_WG_CLONES void point_products(const float* v, const float* b, float* ou
                                        bool weights, bool accumulate, int64_t rows = -1) {
   if (rows < 0) rows = nt;  // tiles in use; nt is the layout's stride (a block's last is short)
   for (int64_t p = begin; p < end; ++p) {
-    const float* vp = v + p * nt * c;
+    const float* vp = v + p * point_stride(nt, c);
     if (weights)
-      gemm(vp, 1, c, b + p * nt * o, o, out + p * c * o, o, c, o, rows, accumulate);
+      gemm(vp, 1, c, b + p * point_stride(nt, o), o, out + p * c * o, o, c, o, rows, accumulate);
     else
-      gemm(vp, c, 1, b + p * c * o, o, out + p * nt * o, o, rows, o, c, false);
+      gemm(vp, c, 1, b + p * c * o, o, out + p * point_stride(nt, o), o, rows, o, c, false);
   }
 }
 
 void forward_chunked(const float* x, const Grid& g, const float* u, int64_t o, float* y) {
   const int64_t c = g.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
   const Grid gy(g.n, g.d, g.h, g.w, o);
-  const at::Tensor vt = scratch(kPoints * ct * c), mt = scratch(kPoints * ct * o);
+  const at::Tensor vt = scratch(kPoints * point_stride(ct, c)),
+                   mt = scratch(kPoints * point_stride(ct, o));
   float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>();
   for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
     const int64_t nt = std::min(ct, tiles - t0);
@@ -439,25 +511,23 @@ void forward_chunked(const float* x, const Grid& g, const float* u, int64_t o, f
     at::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
       point_products(v, u, m, nt, c, o, begin, end, false, false);
     });
-    at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
-      std::vector<float> tmp(kPoints * o);
-      output_tiles(m, gy, t0, nt, begin, end, tmp.data(), y);
-    });
+    at::parallel_for(
+        0, nt, 8, [&](int64_t begin, int64_t end) { output_tiles(m, gy, t0, nt, begin, end, y); });
   }
 }
 
 at::Tensor weights_chunked(const float* x, const Grid& g, const float* dy, int64_t o) {
   const int64_t c = g.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
   const Grid gy(g.n, g.d, g.h, g.w, o);
-  const at::Tensor vt = scratch(kPoints * ct * c), mt = scratch(kPoints * ct * o),
-                   dut = scratch(kPoints * c * o);
+  const at::Tensor vt = scratch(kPoints * point_stride(ct, c)),
+                   mt = scratch(kPoints * point_stride(ct, o)), dut = scratch(kPoints * c * o);
   float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>(), *du = dut.data_ptr<float>();
   for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
     const int64_t nt = std::min(ct, tiles - t0);
     at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
-      std::vector<float> patch(kPoints * std::max(c, o));
+      std::vector<float> patch(kPoints * c);
       input_tiles(x, g, t0, nt, begin, end, v, patch.data());
-      grad_output_tiles(dy, gy, t0, nt, begin, end, m, patch.data());
+      grad_output_tiles(dy, gy, t0, nt, begin, end, m);
     });
     at::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
       point_products(v, m, du, nt, c, o, begin, end, true, t0 > 0);
@@ -473,14 +543,15 @@ void forward_pass(const float* x, const Grid& g, const float* u, int64_t o, floa
   const int64_t blocks = (tiles + bt - 1) / bt;
   const Grid gy(g.n, g.d, g.h, g.w, o);
   at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> v(kPoints * bt * c), m(kPoints * bt * o), patch(kPoints * std::max(c, o));
+    std::vector<float> v(kPoints * point_stride(bt, c)), m(kPoints * point_stride(bt, o)),
+        patch(kPoints * c);
     for (int64_t b = begin; b < end; ++b) {
       const int64_t t0 = b * bt;
       // One block, each stage inlined into its ISA clone: tiles t0 .. t0 + nt, laid out for bt.
       const int64_t nt = std::min(bt, tiles - t0);
       input_tiles(x, g, t0, bt, 0, nt, v.data(), patch.data());
       point_products(v.data(), u, m.data(), bt, c, o, 0, kPoints, false, false, nt);
-      output_tiles(m.data(), gy, t0, bt, 0, nt, patch.data(), y);
+      output_tiles(m.data(), gy, t0, bt, 0, nt, y);
     }
   });
 }
@@ -496,12 +567,13 @@ at::Tensor weights_pass(const float* x, const Grid& g, const float* dy, int64_t 
   at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float>& du = partial.at(static_cast<std::size_t>(at::get_thread_num()));
     if (du.empty()) du.assign(static_cast<std::size_t>(kPoints * c * o), 0.f);
-    std::vector<float> v(kPoints * bt * c), m(kPoints * bt * o), patch(kPoints * std::max(c, o));
+    std::vector<float> v(kPoints * point_stride(bt, c)), m(kPoints * point_stride(bt, o)),
+        patch(kPoints * c);
     for (int64_t b = begin; b < end; ++b) {
       const int64_t t0 = b * bt;
       const int64_t nt = std::min(bt, tiles - t0);
       input_tiles(x, g, t0, bt, 0, nt, v.data(), patch.data());
-      grad_output_tiles(dy, gy, t0, bt, 0, nt, m.data(), patch.data());
+      grad_output_tiles(dy, gy, t0, bt, 0, nt, m.data());
       point_products(v.data(), m.data(), du.data(), bt, c, o, 0, kPoints, true, true, nt);
     }
   });
