@@ -139,31 +139,148 @@ SCAFFOLD_WG_INLINE v16 a_row(v16 x0, v16 x1) {
   return -x1;
 }
 
-// An activation (N, D, H, W, C) and its grid of 2x2x2 tiles.
+// An activation (N, C, D, H, W), contiguous (NCDHW) or channels-last (NDHWC) in memory, and its
+// grid of 2x2x2 tiles, numbered ((n * td + tz) * th + ty) * tw + tx.
 struct Grid {
   int64_t n, d, h, w, c;
+  bool cl;
   int64_t td, th, tw;
-  Grid(int64_t n_, int64_t d_, int64_t h_, int64_t w_, int64_t c_)
-      : n(n_), d(d_), h(h_), w(w_), c(c_), td((d_ + 1) / 2), th((h_ + 1) / 2), tw((w_ + 1) / 2) {}
+  Grid(int64_t n_, int64_t d_, int64_t h_, int64_t w_, int64_t c_, bool cl_)
+      : n(n_),
+        d(d_),
+        h(h_),
+        w(w_),
+        c(c_),
+        cl(cl_),
+        td((d_ + 1) / 2),
+        th((h_ + 1) / 2),
+        tw((w_ + 1) / 2) {}
   int64_t tiles() const { return n * td * th * tw; }
-  struct Tile {
-    int64_t n, d0, h0, w0;  // the tile's first output voxel
-  };
-  Tile tile(int64_t t) const {
-    const int64_t x = t % tw, y = (t / tw) % th, z = (t / (tw * th)) % td, s = t / (tw * th * td);
-    return {s, 2 * z, 2 * y, 2 * x};
-  }
-  int64_t row(int64_t s, int64_t z, int64_t y) const { return ((s * d + z) * h + y) * w * c; }
-  // Whether the tile's whole 4x4x4 input (d0-1 .. d0+2 on each axis) lies inside.
-  bool interior_input(const Tile& t) const {
-    return t.d0 >= 1 && t.d0 + 2 < d && t.h0 >= 1 && t.h0 + 2 < h && t.w0 >= 1 && t.w0 + 2 < w;
-  }
-  bool interior_output(const Tile& t) const { return t.d0 + 1 < d && t.h0 + 1 < h && t.w0 + 1 < w; }
+  Grid with_channels(int64_t channels) const { return Grid(n, d, h, w, channels, cl); }
 };
 
-// Each transform runs in two stages: one a loop over the tile's 16 rows at the tensor's runtime
-// strides (few live addresses), the other fully unrolled on a stack copy at fixed offsets. Fully
-// unrolled over runtime strides, the compiler keeps 64 addresses alive and spills them.
+// Tiles a .. b of tile row (n, tz, ty), the first of them tile number t.
+struct TileRow {
+  int64_t n, tz, ty, a, b, t;
+};
+
+// The run of tiles from `begin` (before `end`) that lies in begin's tile row. The callers loop
+// over these runs themselves: a lambda would be compiled for the base ISA, outside the clones.
+SCAFFOLD_WG_INLINE TileRow tile_row(const Grid& g, int64_t begin, int64_t end) {
+  const int64_t a = begin % g.tw, row = begin / g.tw;
+  const int64_t b = std::min(g.tw, a + (end - begin));
+  return TileRow{row / (g.th * g.td), (row / g.th) % g.td, row % g.th, a, b, begin};
+}
+
+// r[i][j] = r[j][i] for 16 vectors of 16 floats: four butterfly stages, stage D exchanging the
+// elements (i, j) and (i + D, j - D) where bit D is clear in i and set in j.
+template <int D>
+SCAFFOLD_WG_INLINE void transpose_stage(v16 (&r)[16]) {
+  using i16 = int __attribute__((vector_size(64)));
+  i16 lo, hi;
+  for (int j = 0; j < 16; ++j) {
+    lo[j] = (j & D) ? 16 + j - D : j;
+    hi[j] = (j & D) ? 16 + j : j + D;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    if (!(i & D)) {
+      const v16 a = r[i], b = r[i + D];
+      r[i] = __builtin_shuffle(a, b, lo);
+      r[i + D] = __builtin_shuffle(a, b, hi);
+    }
+}
+SCAFFOLD_WG_INLINE void transpose16(v16 (&r)[16]) {
+  transpose_stage<8>(r);
+  transpose_stage<4>(r);
+  transpose_stage<2>(r);
+  transpose_stage<1>(r);
+}
+
+// Voxels w0 .. w1 of row (n, z, y) of activation x, channels-last at out + (w - w0) * g.c: a
+// copy from channels-last memory, a transpose in 16 x 16 register blocks from NCDHW.
+SCAFFOLD_WG_INLINE void load_row(const float* x, const Grid& g, int64_t n, int64_t z, int64_t y,
+                                 int64_t w0, int64_t w1, float* out) {
+  const int64_t c = g.c;
+  if (w1 <= w0) return;
+  if (g.cl) {
+    std::memcpy(out, x + (((n * g.d + z) * g.h + y) * g.w + w0) * c, sizeof(float) * (w1 - w0) * c);
+    return;
+  }
+  const int64_t plane = g.d * g.h * g.w;
+  for (int64_t c0 = 0; c0 < c; c0 += kVec) {
+    const float* s = x + (n * c + c0) * plane + (z * g.h + y) * g.w;
+    int64_t w = w0;
+    for (; w + kVec <= w1; w += kVec) {
+      v16 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) r[i] = loadv(s + i * plane + w);
+      transpose16(r);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) storev(out + (w - w0 + i) * c + c0, r[i]);
+    }
+    for (; w < w1; ++w)
+      for (int i = 0; i < kVec; ++i) out[(w - w0) * c + c0 + i] = s[i * plane + w];
+  }
+}
+
+// The inverse: voxels w0 .. w1 of row (n, z, y) of y written from channels-last `in`.
+SCAFFOLD_WG_INLINE void store_row(const float* in, const Grid& g, int64_t n, int64_t z, int64_t yy,
+                                  int64_t w0, int64_t w1, float* y) {
+  const int64_t c = g.c;
+  if (w1 <= w0) return;
+  if (g.cl) {
+    std::memcpy(y + (((n * g.d + z) * g.h + yy) * g.w + w0) * c, in, sizeof(float) * (w1 - w0) * c);
+    return;
+  }
+  const int64_t plane = g.d * g.h * g.w;
+  for (int64_t c0 = 0; c0 < c; c0 += kVec) {
+    float* d = y + (n * c + c0) * plane + (z * g.h + yy) * g.w;
+    int64_t w = w0;
+    for (; w + kVec <= w1; w += kVec) {
+      v16 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) r[i] = loadv(in + (w - w0 + i) * c + c0);
+      transpose16(r);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) storev(d + i * plane + w, r[i]);
+    }
+    for (; w < w1; ++w)
+      for (int i = 0; i < kVec; ++i) d[i * plane + w] = in[(w - w0) * c + c0 + i];
+  }
+}
+
+// The input rows one thread's tiles read, channels-last with a zero voxel before and after:
+// slot (z mod 4, y mod 4) holds row (n, z, y) over w = -1 .. 2 tw; a tile row's 16 rows have
+// distinct slots, and the next tile row along H finds half of them staged. Rows outside the
+// volume read a row of zeros. Nothing in the activation is read twice for one tile row.
+class InputRows {
+ public:
+  InputRows(const float* x, const Grid& g)
+      : x_(x), g_(g), width_((2 * g.tw + 2) * g.c), buf_(static_cast<std::size_t>(17 * width_)) {
+    std::fill(tag_, tag_ + 16, int64_t{-1});
+  }
+  SCAFFOLD_WG_INLINE const float* row(int64_t n, int64_t z, int64_t y) {
+    float* zero = buf_.data() + 16 * width_;  // zero-initialised, never written
+    if (z < 0 || z >= g_.d || y < 0 || y >= g_.h) return zero;
+    const int64_t slot = (z & 3) * 4 + (y & 3), key = (n * g_.d + z) * g_.h + y;
+    float* r = buf_.data() + slot * width_;
+    if (tag_[slot] != key) {
+      tag_[slot] = key;
+      std::memset(r, 0, sizeof(float) * g_.c);
+      std::memset(r + (g_.w + 1) * g_.c, 0, sizeof(float) * (width_ - (g_.w + 1) * g_.c));
+      load_row(x_, g_, n, z, y, 0, g_.w, r + g_.c);
+    }
+    return r;
+  }
+
+ private:
+  const float* x_;
+  Grid g_;
+  int64_t width_;
+  std::vector<float> buf_;
+  int64_t tag_[16];
+};
 
 // Plane K (the W point) of a transformed input tile: from the 16 rows already transformed along W
 // (r[i*4+j][k]), B^T along H and D, stored to v + ((i*4+j)*4+K) * vs.
@@ -183,43 +300,19 @@ SCAFFOLD_WG_INLINE void input_plane(const v16 (&r)[16][4], float* v, int64_t vs)
   for (int q = 0; q < 16; ++q, o += 4 * vs) storev(o, a[q / 4][q % 4]);
 }
 
-// The 4x4x4 input tile of output tile `t` (input voxels d0-1 .. d0+2, zero outside), transformed
-// to V: point p's `g.c` values at v + p * v_stride. A tile on the edge is first gathered,
-// zero-padded, into `patch` (64 * g.c floats).
-SCAFFOLD_WG_INLINE void input_tile(const float* x, const Grid& g, int64_t t, float* patch, float* v,
+// Each transform runs in two stages: one a loop over the tile's 16 rows at runtime strides (few
+// live addresses), the other fully unrolled on a stack copy at fixed offsets. Fully unrolled over
+// runtime strides, the compiler keeps 64 addresses alive and spills them.
+
+// The 4x4x4 input tile whose row (i, j) starts at rows[i * 4 + j] + off (c channels per voxel),
+// transformed to V: point p's c values at v + p * v_stride.
+SCAFFOLD_WG_INLINE void input_tile(const float* const (&rows)[16], int64_t off, int64_t c, float* v,
                                    int64_t v_stride) {
-  const int64_t c = g.c;
-  const Grid::Tile tl = g.tile(t);
-  const float* src = patch;
-  int64_t sd = 16 * c, sh = 4 * c;
-  if (g.interior_input(tl)) {
-    src = x + g.row(tl.n, tl.d0 - 1, tl.h0 - 1) + (tl.w0 - 1) * c;
-    sd = g.h * g.w * c;
-    sh = g.w * c;
-  } else {
-    for (int i = 0; i < 4; ++i) {
-      for (int j = 0; j < 4; ++j) {
-        float* dst = patch + (i * 4 + j) * 4 * c;
-        const int64_t z = tl.d0 - 1 + i, y = tl.h0 - 1 + j;
-        if (z < 0 || z >= g.d || y < 0 || y >= g.h) {
-          std::memset(dst, 0, sizeof(float) * 4 * c);
-          continue;
-        }
-        const float* row = x + g.row(tl.n, z, y);
-        const int64_t lo = std::max<int64_t>(0, 1 - tl.w0),
-                      hi = std::min<int64_t>(4, g.w - tl.w0 + 1);
-        if (lo > 0) std::memset(dst, 0, sizeof(float) * lo * c);
-        if (hi > lo)
-          std::memcpy(dst + lo * c, row + (tl.w0 - 1 + lo) * c, sizeof(float) * (hi - lo) * c);
-        if (hi < 4) std::memset(dst + hi * c, 0, sizeof(float) * (4 - hi) * c);
-      }
-    }
-  }
   for (int64_t cc = 0; cc < c; cc += kVec) {
     v16 r[16][4];  // [i*4+j][k]: each row transformed along W
 #pragma GCC unroll 1
     for (int q = 0; q < 16; ++q) {
-      const float* row = src + (q / 4) * sd + (q % 4) * sh + cc;
+      const float* row = rows[q] + off + cc;
       const v16 x0 = loadv(row), x1 = loadv(row + c), x2 = loadv(row + 2 * c),
                 x3 = loadv(row + 3 * c);
       r[q][0] = bt_row<0>(x0, x1, x2, x3);
@@ -234,13 +327,10 @@ SCAFFOLD_WG_INLINE void input_tile(const float* x, const Grid& g, int64_t t, flo
   }
 }
 
-// The 64 products of one tile (point p at m + p * m_stride, g.c values) transformed by A^T along
-// W, H and D to its 2x2x2 output voxels in y; voxels past the edge are dropped.
-SCAFFOLD_WG_INLINE void output_tile(const float* m, int64_t m_stride, const Grid& g, int64_t t,
-                                    float* y) {
-  const int64_t c = g.c;
-  const Grid::Tile tl = g.tile(t);
-  const bool whole = g.interior_output(tl);
+// The 64 products of one tile (point p at m + p * m_stride, c values) transformed by A^T along W,
+// H and D to its 2x2x2 output voxels: voxel (i, j, k) at out + (i * 2 + j) * row_stride + k * c.
+SCAFFOLD_WG_INLINE void output_tile(const float* m, int64_t m_stride, int64_t c, float* out,
+                                    int64_t row_stride) {
   for (int64_t cc = 0; cc < c; cc += kVec) {
     v16 r[16][2];  // [i*4+j][k]: each row of points transformed along W
     const float* q = m + cc;
@@ -262,27 +352,20 @@ SCAFFOLD_WG_INLINE void output_tile(const float* m, int64_t m_stride, const Grid
         s[i][1][k] = at_row<1>(x0, x1, x2, x3);
       }
 #pragma GCC unroll 2
-    for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
 #pragma GCC unroll 2
-      for (int j = 0; j < 2; ++j)
-#pragma GCC unroll 2
-        for (int k = 0; k < 2; ++k) {
-          const v16 out = i == 0 ? at_row<0>(s[0][j][k], s[1][j][k], s[2][j][k], s[3][j][k])
-                                 : at_row<1>(s[0][j][k], s[1][j][k], s[2][j][k], s[3][j][k]);
-          const int64_t z = tl.d0 + i, yy = tl.h0 + j, xx = tl.w0 + k;
-          if (whole || (z < g.d && yy < g.h && xx < g.w))
-            storev(y + g.row(tl.n, z, yy) + xx * c + cc, out);
-        }
+      for (int k = 0; k < 2; ++k) {
+        float* o = out + j * row_stride + k * c + cc;
+        storev(o, at_row<0>(s[0][j][k], s[1][j][k], s[2][j][k], s[3][j][k]));
+        storev(o + 2 * row_stride, at_row<1>(s[0][j][k], s[1][j][k], s[2][j][k], s[3][j][k]));
+      }
   }
 }
 
-// The output gradient of tile `t` (dy, g.c channels, zero past the edge) as the 64 points
-// A dY A^T at dm + p * dm_stride.
-SCAFFOLD_WG_INLINE void grad_output_tile(const float* dy, const Grid& g, int64_t t, float* dm,
+// The output gradient of one tile, voxel (i, j, k) at in + (i * 2 + j) * row_stride + k * c, as
+// the 64 points A dY A^T at dm + p * dm_stride.
+SCAFFOLD_WG_INLINE void grad_output_tile(const float* in, int64_t row_stride, int64_t c, float* dm,
                                          int64_t dm_stride) {
-  const int64_t c = g.c;
-  const Grid::Tile tl = g.tile(t);
-  const bool whole = g.interior_output(tl);
   for (int64_t cc = 0; cc < c; cc += kVec) {
     v16 q[2][2][2];
 #pragma GCC unroll 2
@@ -290,12 +373,7 @@ SCAFFOLD_WG_INLINE void grad_output_tile(const float* dy, const Grid& g, int64_t
 #pragma GCC unroll 2
       for (int j = 0; j < 2; ++j)
 #pragma GCC unroll 2
-        for (int k = 0; k < 2; ++k) {
-          const int64_t z = tl.d0 + i, yy = tl.h0 + j, xx = tl.w0 + k;
-          q[i][j][k] = (whole || (z < g.d && yy < g.h && xx < g.w))
-                           ? loadv(dy + g.row(tl.n, z, yy) + xx * c + cc)
-                           : v16{};
-        }
+        for (int k = 0; k < 2; ++k) q[i][j][k] = loadv(in + (i * 2 + j) * row_stride + k * c + cc);
     // A along D, then H: e[i*4+j][k] for the tile's 16 rows, still 2 wide in W.
     v16 e[16][2];
 #pragma GCC unroll 2
@@ -462,22 +540,61 @@ int64_t point_stride(int64_t rows, int64_t ch) {
 
 // Tiles t0 + begin .. t0 + end of a chunk of `nt` tiles: point p of chunk tile t at
 // v + p * point_stride(nt, channels) + t * channels.
-SCAFFOLD_WG_CLONES void input_tiles(const float* x, const Grid& g, int64_t t0, int64_t nt,
-                                    int64_t begin, int64_t end, float* v, float* patch) {
-  for (int64_t t = begin; t < end; ++t)
-    input_tile(x, g, t0 + t, patch, v + t * g.c, point_stride(nt, g.c));
+SCAFFOLD_WG_CLONES void input_tiles(InputRows& rows, const Grid& g, int64_t t0, int64_t nt,
+                                    int64_t begin, int64_t end, float* v) {
+  const int64_t vs = point_stride(nt, g.c);
+  for (int64_t t = t0 + begin; t < t0 + end;) {
+    const TileRow r = tile_row(g, t, t0 + end);
+    t += r.b - r.a;
+    const float* src[16];
+    for (int q = 0; q < 16; ++q) src[q] = rows.row(r.n, 2 * r.tz - 1 + q / 4, 2 * r.ty - 1 + q % 4);
+    for (int64_t tx = r.a; tx < r.b; ++tx)
+      input_tile(src, 2 * tx * g.c, g.c, v + (r.t + tx - r.a - t0) * g.c, vs);
+  }
 }
 
+// `stage` holds 4 rows of 2 tw voxels (4 * 2 * gy.tw * gy.c floats): a tile row's output
+// gradient, channels-last and zero past the edge.
 SCAFFOLD_WG_CLONES void grad_output_tiles(const float* dy, const Grid& gy, int64_t t0, int64_t nt,
-                                          int64_t begin, int64_t end, float* m) {
-  for (int64_t t = begin; t < end; ++t)
-    grad_output_tile(dy, gy, t0 + t, m + t * gy.c, point_stride(nt, gy.c));
+                                          int64_t begin, int64_t end, float* m, float* stage) {
+  const int64_t c = gy.c, ms = point_stride(nt, c);
+  for (int64_t t = t0 + begin; t < t0 + end;) {
+    const TileRow r = tile_row(gy, t, t0 + end);
+    t += r.b - r.a;
+    const int64_t bw = 2 * (r.b - r.a), w0 = 2 * r.a, w1 = std::min(2 * r.b, gy.w);
+    for (int q = 0; q < 4; ++q) {
+      float* row = stage + q * bw * c;
+      const int64_t z = 2 * r.tz + q / 2, y = 2 * r.ty + q % 2;
+      const int64_t filled = (z < gy.d && y < gy.h) ? w1 - w0 : 0;
+      load_row(dy, gy, r.n, z, y, w0, w0 + filled, row);
+      std::memset(row + filled * c, 0, sizeof(float) * (bw - filled) * c);
+    }
+    for (int64_t tx = r.a; tx < r.b; ++tx)
+      grad_output_tile(stage + 2 * (tx - r.a) * c, bw * c, c, m + (r.t + tx - r.a - t0) * c, ms);
+  }
 }
 
+// `stage` as for grad_output_tiles: a tile row's output, written to y once the row is done.
 SCAFFOLD_WG_CLONES void output_tiles(const float* m, const Grid& gy, int64_t t0, int64_t nt,
-                                     int64_t begin, int64_t end, float* y) {
-  for (int64_t t = begin; t < end; ++t)
-    output_tile(m + t * gy.c, point_stride(nt, gy.c), gy, t0 + t, y);
+                                     int64_t begin, int64_t end, float* y, float* stage) {
+  const int64_t c = gy.c, ms = point_stride(nt, c);
+  for (int64_t t = t0 + begin; t < t0 + end;) {
+    const TileRow r = tile_row(gy, t, t0 + end);
+    t += r.b - r.a;
+    const int64_t bw = 2 * (r.b - r.a);
+    for (int64_t tx = r.a; tx < r.b; ++tx)
+      output_tile(m + (r.t + tx - r.a - t0) * c, ms, c, stage + 2 * (tx - r.a) * c, bw * c);
+    for (int q = 0; q < 4; ++q) {
+      const int64_t z = 2 * r.tz + q / 2, yy = 2 * r.ty + q % 2;
+      if (z < gy.d && yy < gy.h)
+        store_row(stage + q * bw * c, gy, r.n, z, yy, 2 * r.a, std::min(2 * r.b, gy.w), y);
+    }
+  }
+}
+
+// Floats of one thread's output stage.
+int64_t stage_floats(const Grid& g) {
+  return 4 * 2 * g.tw * g.c;
 }
 
 // Points begin .. end of the products over a chunk of nt tiles: out[p] = v[p] b[p] with b the
@@ -496,38 +613,39 @@ SCAFFOLD_WG_CLONES void point_products(const float* v, const float* b, float* ou
   }
 }
 
-void forward_chunked(const float* x, const Grid& g, const float* u, int64_t o, float* y) {
-  const int64_t c = g.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
-  const Grid gy(g.n, g.d, g.h, g.w, o);
+void forward_chunked(const float* x, const Grid& g, const float* u, const Grid& gy, float* y) {
+  const int64_t c = g.c, o = gy.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
   const at::Tensor vt = scratch(kPoints * point_stride(ct, c)),
                    mt = scratch(kPoints * point_stride(ct, o));
   float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>();
   for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
     const int64_t nt = std::min(ct, tiles - t0);
     at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
-      std::vector<float> patch(kPoints * c);
-      input_tiles(x, g, t0, nt, begin, end, v, patch.data());
+      InputRows rows(x, g);
+      input_tiles(rows, g, t0, nt, begin, end, v);
     });
     at::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
       point_products(v, u, m, nt, c, o, begin, end, false, false);
     });
-    at::parallel_for(
-        0, nt, 8, [&](int64_t begin, int64_t end) { output_tiles(m, gy, t0, nt, begin, end, y); });
+    at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+      std::vector<float> stage(static_cast<std::size_t>(stage_floats(gy)));
+      output_tiles(m, gy, t0, nt, begin, end, y, stage.data());
+    });
   }
 }
 
-at::Tensor weights_chunked(const float* x, const Grid& g, const float* dy, int64_t o) {
-  const int64_t c = g.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
-  const Grid gy(g.n, g.d, g.h, g.w, o);
+at::Tensor weights_chunked(const float* x, const Grid& g, const float* dy, const Grid& gy) {
+  const int64_t c = g.c, o = gy.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
   const at::Tensor vt = scratch(kPoints * point_stride(ct, c)),
                    mt = scratch(kPoints * point_stride(ct, o)), dut = scratch(kPoints * c * o);
   float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>(), *du = dut.data_ptr<float>();
   for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
     const int64_t nt = std::min(ct, tiles - t0);
     at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
-      std::vector<float> patch(kPoints * c);
-      input_tiles(x, g, t0, nt, begin, end, v, patch.data());
-      grad_output_tiles(dy, gy, t0, nt, begin, end, m);
+      InputRows rows(x, g);
+      std::vector<float> stage(static_cast<std::size_t>(stage_floats(gy)));
+      input_tiles(rows, g, t0, nt, begin, end, v);
+      grad_output_tiles(dy, gy, t0, nt, begin, end, m, stage.data());
     });
     at::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
       point_products(v, m, du, nt, c, o, begin, end, true, t0 > 0);
@@ -536,44 +654,46 @@ at::Tensor weights_chunked(const float* x, const Grid& g, const float* dy, int64
   return weights_gradient(du, o, c);
 }
 
-// y (N, D, H, W, O) = conv(x (N, D, H, W, C), weights transformed to u (64, C, O)).
-void forward_pass(const float* x, const Grid& g, const float* u, int64_t o, float* y) {
-  if (chunked_schedule(g.c, o)) return forward_chunked(x, g, u, o, y);
-  const int64_t c = g.c, tiles = g.tiles(), bt = block_tiles(c, o);
+// y = conv(x, weights transformed to u (64, C, O)); x described by g, y by gy (O channels).
+void forward_pass(const float* x, const Grid& g, const float* u, const Grid& gy, float* y) {
+  const int64_t c = g.c, o = gy.c;
+  if (chunked_schedule(c, o)) return forward_chunked(x, g, u, gy, y);
+  const int64_t tiles = g.tiles(), bt = block_tiles(c, o);
   const int64_t blocks = (tiles + bt - 1) / bt;
-  const Grid gy(g.n, g.d, g.h, g.w, o);
   at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> v(kPoints * point_stride(bt, c)), m(kPoints * point_stride(bt, o)),
-        patch(kPoints * c);
+        stage(stage_floats(gy));
+    InputRows rows(x, g);
     for (int64_t b = begin; b < end; ++b) {
       const int64_t t0 = b * bt;
       // One block, each stage inlined into its ISA clone: tiles t0 .. t0 + nt, laid out for bt.
       const int64_t nt = std::min(bt, tiles - t0);
-      input_tiles(x, g, t0, bt, 0, nt, v.data(), patch.data());
+      input_tiles(rows, g, t0, bt, 0, nt, v.data());
       point_products(v.data(), u, m.data(), bt, c, o, 0, kPoints, false, false, nt);
-      output_tiles(m.data(), gy, t0, bt, 0, nt, y);
+      output_tiles(m.data(), gy, t0, bt, 0, nt, y, stage.data());
     }
   });
 }
 
 // dU (64, C, O) = sum over tiles of V(x)^T dM(dy); then dw = G^T dU G.
-at::Tensor weights_pass(const float* x, const Grid& g, const float* dy, int64_t o) {
-  if (chunked_schedule(g.c, o)) return weights_chunked(x, g, dy, o);
-  const int64_t c = g.c, tiles = g.tiles(), bt = block_tiles(c, o);
+at::Tensor weights_pass(const float* x, const Grid& g, const float* dy, const Grid& gy) {
+  const int64_t c = g.c, o = gy.c;
+  if (chunked_schedule(c, o)) return weights_chunked(x, g, dy, gy);
+  const int64_t tiles = g.tiles(), bt = block_tiles(c, o);
   const int64_t blocks = (tiles + bt - 1) / bt;
-  const Grid gy(g.n, g.d, g.h, g.w, o);
   const int threads = at::get_num_threads();
   std::vector<std::vector<float>> partial(static_cast<std::size_t>(threads));
   at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float>& du = partial.at(static_cast<std::size_t>(at::get_thread_num()));
     if (du.empty()) du.assign(static_cast<std::size_t>(kPoints * c * o), 0.f);
     std::vector<float> v(kPoints * point_stride(bt, c)), m(kPoints * point_stride(bt, o)),
-        patch(kPoints * c);
+        stage(stage_floats(gy));
+    InputRows rows(x, g);
     for (int64_t b = begin; b < end; ++b) {
       const int64_t t0 = b * bt;
       const int64_t nt = std::min(bt, tiles - t0);
-      input_tiles(x, g, t0, bt, 0, nt, v.data(), patch.data());
-      grad_output_tiles(dy, gy, t0, bt, 0, nt, m.data());
+      input_tiles(rows, g, t0, bt, 0, nt, v.data());
+      grad_output_tiles(dy, gy, t0, bt, 0, nt, m.data(), stage.data());
       point_products(v.data(), m.data(), du.data(), bt, c, o, 0, kPoints, true, true, nt);
     }
   });
@@ -596,86 +716,50 @@ bool channels_last(const at::Tensor& x) {
   return !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast3d);
 }
 
-// dst[n][j][i] = src[n][i][j] for src (batches, rows, cols) contiguous, in 16 x 16 blocks (each
-// block's reads and writes whole cache lines), parallel over blocks. LibTorch 1.13's own layout
-// copy from channels-last back to contiguous runs at a fifth of this speed.
-void transpose_batches(const float* src, float* dst, int64_t batches, int64_t rows, int64_t cols) {
-  constexpr int64_t kB = 16;
-  const int64_t rb = (rows + kB - 1) / kB, cb = (cols + kB - 1) / kB;
-  at::parallel_for(0, batches * rb * cb, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t blk = begin; blk < end; ++blk) {
-      const int64_t n = blk / (rb * cb), r0 = (blk / cb) % rb * kB, c0 = blk % cb * kB;
-      const float* s = src + n * rows * cols;
-      float* d = dst + n * rows * cols;
-      const int64_t r1 = std::min(rows, r0 + kB), c1 = std::min(cols, c0 + kB);
-      for (int64_t c = c0; c < c1; ++c)
-        for (int64_t r = r0; r < r1; ++r) d[c * rows + r] = s[r * cols + c];
-    }
-  });
+// x in the memory format the transforms read: channels-last when it is, else contiguous.
+at::Tensor dense(const at::Tensor& x, bool cl) {
+  return cl ? x.contiguous(at::MemoryFormat::ChannelsLast3d) : x.contiguous();
 }
 
-// x (N, C, D, H, W) in channels-last memory (itself when it already is).
-at::Tensor cl(const at::Tensor& x_in) {
-  if (channels_last(x_in) || x_in.size(1) == 1)
-    return x_in.contiguous(at::MemoryFormat::ChannelsLast3d);
-  const at::Tensor x = x_in.contiguous();
-  at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::ChannelsLast3d));
-  transpose_batches(x.data_ptr<float>(), y.data_ptr<float>(), x.size(0), x.size(1),
-                    x.numel() / std::max<int64_t>(1, x.size(0) * x.size(1)));
-  return y;
+Grid grid_of(const at::Tensor& x, bool cl) {
+  return Grid(x.size(0), x.size(2), x.size(3), x.size(4), x.size(1), cl);
 }
 
-// y (N, C, D, H, W) channels-last -> contiguous.
-at::Tensor contiguous_from_cl(const at::Tensor& y) {
-  at::Tensor out = at::empty(y.sizes(), y.options().memory_format(at::MemoryFormat::Contiguous));
-  transpose_batches(y.data_ptr<float>(), out.data_ptr<float>(), y.size(0),
-                    y.numel() / std::max<int64_t>(1, y.size(0) * y.size(1)), y.size(1));
-  return out;
-}
-
-// conv(x, w) with x (N, C, D, H, W) in channels-last memory and w (O, C, 3, 3, 3) contiguous;
-// the result channels-last.
-at::Tensor conv_cl(const at::Tensor& x, const at::Tensor& w) {
-  const int64_t o = w.size(0);
-  const Grid g(x.size(0), x.size(2), x.size(3), x.size(4), x.size(1));
-  at::Tensor y = at::empty({g.n, o, g.d, g.h, g.w},
-                           x.options().memory_format(at::MemoryFormat::ChannelsLast3d));
+// conv(x, w), padding 1, for x dense in the layout `cl` names and w (O, C, 3, 3, 3) contiguous;
+// the result in the same layout. The transforms read and write that layout directly.
+at::Tensor conv(const at::Tensor& x, const at::Tensor& w, bool cl) {
+  const Grid g = grid_of(x, cl), gy = g.with_channels(w.size(0));
+  at::Tensor y = at::empty({g.n, gy.c, g.d, g.h, g.w},
+                           x.options().memory_format(cl ? at::MemoryFormat::ChannelsLast3d
+                                                        : at::MemoryFormat::Contiguous));
   const std::vector<float> u = transform_weights(w);
-  forward_pass(x.data_ptr<float>(), g, u.data(), o, y.data_ptr<float>());
+  forward_pass(x.data_ptr<float>(), g, u.data(), gy, y.data_ptr<float>());
   return y;
 }
 
 class WinogradConv3dFunction : public torch::autograd::Function<WinogradConv3dFunction> {
  public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
                             const at::Tensor& w_in) {
-    const bool keep_cl = channels_last(x);
-    const at::Tensor w = w_in.contiguous();
-    // The input is saved as given (no second copy held for backward) and converted again there.
+    const bool cl = channels_last(x_in);
+    const at::Tensor x = dense(x_in, cl), w = w_in.contiguous();
     ctx->save_for_backward({x, w});
-    at::Tensor y = conv_cl(cl(x), w);
-    return keep_cl ? y : contiguous_from_cl(y);
+    return conv(x, w, cl);
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
-    const at::Tensor w = saved[1];
-    const bool keep_cl = channels_last(saved[0]);
-    const at::Tensor dy = cl(grads.at(0).to(at::kFloat));
+    const at::Tensor x = saved[0], w = saved[1];
+    const bool cl = channels_last(x);
+    const at::Tensor dy = dense(grads.at(0).to(at::kFloat), cl);
     at::Tensor dx, dw;
-    // The weight gradient first, so the input's channels-last copy is gone before dx exists.
     if (ctx->needs_input_grad(1)) {
-      const at::Tensor x = cl(saved[0]);
-      const Grid g(x.size(0), x.size(2), x.size(3), x.size(4), x.size(1));
-      dw = weights_pass(x.data_ptr<float>(), g, dy.data_ptr<float>(), w.size(0));
+      const Grid g = grid_of(x, cl);
+      dw = weights_pass(x.data_ptr<float>(), g, dy.data_ptr<float>(), g.with_channels(w.size(0)));
     }
-    saved.clear();
-    if (ctx->needs_input_grad(0)) {
-      // dx = conv(dy, w flipped in space with its channel axes swapped), padding 1.
-      dx = conv_cl(dy, w.flip({2, 3, 4}).transpose(0, 1).contiguous());
-      if (!keep_cl) dx = contiguous_from_cl(dx);
-    }
+    // dx = conv(dy, w flipped in space with its channel axes swapped), padding 1.
+    if (ctx->needs_input_grad(0)) dx = conv(dy, w.flip({2, 3, 4}).transpose(0, 1).contiguous(), cl);
     return {dx, dw};
   }
 };
@@ -703,8 +787,8 @@ int64_t winograd_conv3d_calls() {
 bool winograd_conv3d_pays(const at::Tensor& x, const at::Tensor& w) {
   if (!winograd_conv3d_supported(x, w)) return false;
   const int64_t c = x.size(1), o = w.size(0);
-  const int64_t tiles = Grid(x.size(0), x.size(2), x.size(3), x.size(4), c).tiles();
-  return std::min(c, o) >= 32 && tiles >= 512;
+  const int64_t tiles = Grid(x.size(0), x.size(2), x.size(3), x.size(4), c, false).tiles();
+  return tiles >= (std::min(c, o) >= 32 ? 512 : 2048);
 }
 
 at::Tensor winograd_conv3d(const at::Tensor& x, const at::Tensor& w) {

@@ -23,9 +23,9 @@ namespace scaffold::model {
 bool winograd_conv3d_supported(const at::Tensor& x, const at::Tensor& w);
 
 // Whether this layer gains from Winograd over oneDNN's direct convolution (measured on ScaFFold's
-// layers, docs/performance.md): supported, at least 32 channels in and out (with fewer the
-// transforms, not the products, carry the time), and at least 512 tiles of 2x2x2 output voxels
-// (with fewer, transforming the weights and the layouts outweighs what the products save).
+// layers, docs/performance.md): supported, and at least 512 tiles of 2x2x2 output voxels with 32
+// or more channels in and out, 2048 with 16 on either side (with fewer, transforming the weights
+// outweighs what the products save; thin layers save less per tile).
 bool winograd_conv3d_pays(const at::Tensor& x, const at::Tensor& w);
 
 // The bound on the scratch of the schedule for wide layers (transformed input and products of a

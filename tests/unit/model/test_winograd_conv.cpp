@@ -76,6 +76,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{1, 16, 16, 7, 6, 5, true},      // channels-last input
                       Shape{1, 16, 16, 16, 14, 13, false},  // 8x7x7 = 392 tiles: several blocks
                       Shape{2, 48, 16, 3, 3, 3, true},      // one tile per sample
+                      // Rows of 16+ voxels (NCDHW rows move in 16 x 16 register transposes, the
+                      // rest one voxel at a time), and blocks that end inside a tile row.
+                      Shape{1, 16, 16, 4, 5, 37, false}, Shape{2, 32, 16, 3, 4, 35, true},
                       // C + O > 227: the schedule that transforms a chunk of tiles first.
                       Shape{1, 128, 112, 5, 6, 7, false}, Shape{2, 144, 96, 4, 3, 5, true}));
 
@@ -96,7 +99,7 @@ TEST(WinogradConv, RefusesWhatItCannotRunAndSaysWhy) {
   }
 }
 
-// Where it is used (the U-Net's choice): wide layers with many tiles, not thin or small ones.
+// Where it is used (the U-Net's choice): layers with many tiles, more of them when thin.
 TEST(WinogradConv, PaysOnlyOnWideLayersWithManyTiles) {
   const auto pays = [](int64_t c, int64_t o, int64_t side) {
     return winograd_conv3d_pays(at::empty({1, c, side, side, side}), at::empty({o, c, 3, 3, 3}));
@@ -104,7 +107,10 @@ TEST(WinogradConv, PaysOnlyOnWideLayersWithManyTiles) {
   EXPECT_TRUE(pays(64, 64, 32));    // 4096 tiles
   EXPECT_TRUE(pays(128, 128, 16));  // 512 tiles
   EXPECT_TRUE(pays(256, 128, 16));  // 512 tiles, wide
-  EXPECT_FALSE(pays(16, 16, 64));   // thin
+  EXPECT_TRUE(pays(16, 16, 64));    // thin, 32768 tiles
+  EXPECT_TRUE(pays(16, 32, 32));    // thin, 4096 tiles
+  EXPECT_FALSE(pays(16, 16, 16));   // thin, 512 tiles
+  EXPECT_FALSE(pays(32, 16, 16));   // thin, 512 tiles
   EXPECT_FALSE(pays(256, 256, 8));  // 64 tiles
 }
 
