@@ -282,15 +282,19 @@ class InputRows {
   int64_t tag_[16];
 };
 
-// Plane K (the W point) of a transformed input tile: from the 16 rows already transformed along W
-// (r[i*4+j][k]), B^T along H and D, stored to v + ((i*4+j)*4+K) * vs.
+// Plane K (the W point) of a transformed input tile whose row (i, j) starts at rows[i * 4 + j]
+// (c floats per voxel): B^T row K along W of each row, then B^T along H and D, stored to
+// v + ((i*4+j)*4+K) * vs. Each plane reloads the two voxels per row it needs (from L1), so no
+// intermediate spills to memory: the stores are V's alone.
 template <int K>
-SCAFFOLD_WG_INLINE void input_plane(const v16 (&r)[16][4], float* v, int64_t vs) {
+SCAFFOLD_WG_INLINE void input_plane(const float* const (&rows)[16], int64_t off, int64_t c,
+                                    float* v, int64_t vs) {
   v16 a[4][4];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) a[i][j] = r[i * 4 + j][K];
+#pragma GCC unroll 16
+  for (int q = 0; q < 16; ++q) {
+    const float* row = rows[q] + off;
+    a[q / 4][q % 4] = bt_row<K>(loadv(row), loadv(row + c), loadv(row + 2 * c), loadv(row + 3 * c));
+  }
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) bt4(a[i][0], a[i][1], a[i][2], a[i][3]);
 #pragma GCC unroll 4
@@ -300,32 +304,21 @@ SCAFFOLD_WG_INLINE void input_plane(const v16 (&r)[16][4], float* v, int64_t vs)
   for (int q = 0; q < 16; ++q, o += 4 * vs) storev(o, a[q / 4][q % 4]);
 }
 
-// Each transform runs in two stages: one a loop over the tile's 16 rows at runtime strides (few
-// live addresses), the other fully unrolled on a stack copy at fixed offsets. Fully unrolled over
-// runtime strides, the compiler keeps 64 addresses alive and spills them.
-
 // The 4x4x4 input tile whose row (i, j) starts at rows[i * 4 + j] + off (c channels per voxel),
 // transformed to V: point p's c values at v + p * v_stride.
 SCAFFOLD_WG_INLINE void input_tile(const float* const (&rows)[16], int64_t off, int64_t c, float* v,
                                    int64_t v_stride) {
   for (int64_t cc = 0; cc < c; cc += kVec) {
-    v16 r[16][4];  // [i*4+j][k]: each row transformed along W
-#pragma GCC unroll 1
-    for (int q = 0; q < 16; ++q) {
-      const float* row = rows[q] + off + cc;
-      const v16 x0 = loadv(row), x1 = loadv(row + c), x2 = loadv(row + 2 * c),
-                x3 = loadv(row + 3 * c);
-      r[q][0] = bt_row<0>(x0, x1, x2, x3);
-      r[q][1] = bt_row<1>(x0, x1, x2, x3);
-      r[q][2] = bt_row<2>(x0, x1, x2, x3);
-      r[q][3] = bt_row<3>(x0, x1, x2, x3);
-    }
-    input_plane<0>(r, v + cc, v_stride);
-    input_plane<1>(r, v + cc, v_stride);
-    input_plane<2>(r, v + cc, v_stride);
-    input_plane<3>(r, v + cc, v_stride);
+    input_plane<0>(rows, off + cc, c, v + cc, v_stride);
+    input_plane<1>(rows, off + cc, c, v + cc, v_stride);
+    input_plane<2>(rows, off + cc, c, v + cc, v_stride);
+    input_plane<3>(rows, off + cc, c, v + cc, v_stride);
   }
 }
+
+// Each of the other transforms runs in two stages: one a loop over the tile's 16 rows at runtime
+// strides (few live addresses), the other fully unrolled on a stack copy at fixed offsets. Fully
+// unrolled over runtime strides, the compiler keeps 64 addresses alive and spills them.
 
 // The 64 products of one tile (point p at m + p * m_stride, c values) transformed by A^T along W,
 // H and D to its 2x2x2 output voxels: voxel (i, j, k) at out + (i * 2 + j) * row_stride + k * c.
