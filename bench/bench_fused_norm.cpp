@@ -16,10 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "core/stats.hpp"
 #include "core/threads.hpp"
-#include "core/timer.hpp"
 #include "model/fused_norm.hpp"
+#include "paired_timing.hpp"
 
 using namespace scaffold;
 
@@ -29,28 +28,10 @@ struct Shape {
   int64_t n, c, side;
 };
 
-struct Timing {
-  double forward_ms, step_ms;  // forward; forward + backward
-};
-
-Timing time_once(bool fused, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
-                 const at::Tensor& r, int64_t groups) {
-  auto op = [&] {
-    return fused ? model::group_norm_relu(x, groups, w, b, 1e-5)
-                 : at::group_norm(x, groups, w, b, 1e-5).relu_();
-  };
-  Timing t{};
-  {
-    torch::NoGradGuard no_grad;
-    const double t0 = core::monotonic_s();
-    const at::Tensor y = op();
-    t.forward_ms = 1e3 * (core::monotonic_s() - t0);
-  }
-  const double t0 = core::monotonic_s();
-  const at::Tensor y = op();
-  const auto grads = torch::autograd::grad({y}, {x, w, b}, {r});
-  t.step_ms = 1e3 * (core::monotonic_s() - t0);
-  return t;
+at::Tensor norm_relu(bool fused, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                     int64_t groups) {
+  return fused ? model::group_norm_relu(x, groups, w, b, 1e-5)
+               : at::group_norm(x, groups, w, b, 1e-5).relu_();
 }
 
 }  // namespace
@@ -83,22 +64,10 @@ int main(int argc, char** argv) try {
     const at::Tensor w = (at::rand({s.c}) + 0.5).requires_grad_(true);
     const at::Tensor b = (at::randn({s.c}) * 0.1).requires_grad_(true);
     const at::Tensor r = at::randn(x.sizes());
-    std::vector<double> uf, ff, us, fs;
-    for (int i = 0; i < warmup + repeats; ++i) {
-      // Alternate which goes first, so neither always runs on the other's warm cache.
-      const bool fused_first = i % 2 == 1;
-      const Timing a = time_once(fused_first, x, w, b, r, groups);
-      const Timing c = time_once(!fused_first, x, w, b, r, groups);
-      if (i < warmup) continue;
-      const Timing& fused = fused_first ? a : c;
-      const Timing& unfused = fused_first ? c : a;
-      uf.push_back(unfused.forward_ms);
-      ff.push_back(fused.forward_ms);
-      us.push_back(unfused.step_ms);
-      fs.push_back(fused.step_ms);
-    }
-    const double muf = core::median(uf), mff = core::median(ff), mus = core::median(us),
-                 mfs = core::median(fs);
+    const bench::Paired m = bench::alternate(warmup, repeats, [&](bool fused) {
+      return bench::time_op([&] { return norm_relu(fused, x, w, b, groups); }, {x, w, b}, r);
+    });
+    const double muf = m.b.forward_ms, mff = m.a.forward_ms, mus = m.b.step_ms, mfs = m.a.step_ms;
     fmt::print("{:<16} {:>12.2f} {:>10.2f} {:>7.2f} {:>14.2f} {:>12.2f} {:>7.2f}\n",
                fmt::format("{}x{}x{}^3", s.n, s.c, s.side), muf, mff, mff / muf, mus, mfs,
                mfs / mus);

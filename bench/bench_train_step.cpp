@@ -175,10 +175,10 @@ int run(const BenchOptions& o) {
   mo.fp32_pool_and_upsample = o.bf16 && !model::bf16_pool_and_upsample_work(device);
   // The CPU kernels of issue 17: native = what scaffold benchmark's `auto` keys pick for this
   // device, layout and precision; libtorch = none; or a comma list of winograd, conv (oneDNN),
-  // upconv, norm to measure each alone.
+  // upconv, norm, pool to measure each alone.
   if (o.kernels == "native") {
-    mo.kernels =
-        model::resolve_unet_kernels("auto", "auto", "auto", device, o.channels_last, o.bf16);
+    mo.kernels = model::resolve_unet_kernels("auto", "auto", "auto", "auto", device,
+                                             o.channels_last, o.bf16);
   } else {
     const auto uses = [&](const char* k) {
       return ("," + o.kernels + ",").find(std::string(",") + k + ",") != std::string::npos;
@@ -186,6 +186,7 @@ int run(const BenchOptions& o) {
     mo.kernels.winograd_conv = uses("winograd");
     mo.kernels.onednn_conv = uses("conv") && model::dnnl_conv3d_built();
     mo.kernels.gemm_upconv = uses("upconv");
+    mo.kernels.native_pool = uses("pool");
     mo.kernels.norm_kernel =
         uses("norm") && !o.channels_last ? model::NormKernel::Fused : model::NormKernel::Unfused;
   }
@@ -348,7 +349,7 @@ int parse_and_run(int argc, char** argv) {
   app.add_flag("--channels-last", o.channels_last, "parameters and input in ChannelsLast3d");
   app.add_option("--kernels", o.kernels,
                  "CPU kernels: native (what the auto keys pick), libtorch, or a comma list of "
-                 "winograd, conv (oneDNN), upconv, norm");
+                 "winograd, conv (oneDNN), upconv, norm, pool");
   app.add_option("--gemm-n", o.gemm_n, "side of the fp32 GEMM (0: skip)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--gemm-reps", o.gemm_reps, "timed GEMMs (median)")->check(CLI::PositiveNumber);

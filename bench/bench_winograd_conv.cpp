@@ -17,11 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "core/stats.hpp"
 #include "core/threads.hpp"
-#include "core/timer.hpp"
 #include "model/dnnl_conv.hpp"
 #include "model/winograd_conv.hpp"
+#include "paired_timing.hpp"
 
 using namespace scaffold;
 
@@ -31,27 +30,8 @@ struct Shape {
   int64_t n, c, o, side;
 };
 
-struct Timing {
-  double forward_ms, step_ms;
-};
-
 at::Tensor conv(bool winograd, const at::Tensor& x, const at::Tensor& w) {
   return winograd ? model::winograd_conv3d(x, w) : model::dnnl_conv3d(x, w, 1);
-}
-
-Timing time_once(bool winograd, const at::Tensor& x, const at::Tensor& w, const at::Tensor& r) {
-  Timing t{};
-  {
-    torch::NoGradGuard no_grad;
-    const double t0 = core::monotonic_s();
-    const at::Tensor y = conv(winograd, x, w);
-    t.forward_ms = 1e3 * (core::monotonic_s() - t0);
-  }
-  const double t0 = core::monotonic_s();
-  const at::Tensor y = conv(winograd, x, w);
-  const auto grads = torch::autograd::grad({y}, {x, w}, {r});
-  t.step_ms = 1e3 * (core::monotonic_s() - t0);
-  return t;
 }
 
 double rel_diff(const at::Tensor& a, const at::Tensor& b) {
@@ -104,21 +84,10 @@ int main(int argc, char** argv) try {
       edx = rel_diff(g1[0], g0[0]);
       edw = rel_diff(g1[1], g0[1]);
     }
-    std::vector<double> df, wf, ds, ws;
-    for (int i = 0; i < warmup + repeats; ++i) {
-      const bool wino_first = i % 2 == 1;
-      const Timing a = time_once(wino_first, x, w, r);
-      const Timing b = time_once(!wino_first, x, w, r);
-      if (i < warmup) continue;
-      const Timing& wino = wino_first ? a : b;
-      const Timing& dnnl = wino_first ? b : a;
-      df.push_back(dnnl.forward_ms);
-      wf.push_back(wino.forward_ms);
-      ds.push_back(dnnl.step_ms);
-      ws.push_back(wino.step_ms);
-    }
-    const double mdf = core::median(df), mwf = core::median(wf), mds = core::median(ds),
-                 mws = core::median(ws);
+    const bench::Paired m = bench::alternate(warmup, repeats, [&](bool winograd) {
+      return bench::time_op([&] { return conv(winograd, x, w); }, {x, w}, r);
+    });
+    const double mdf = m.b.forward_ms, mwf = m.a.forward_ms, mds = m.b.step_ms, mws = m.a.step_ms;
     fmt::print(
         "{:<18} {:>9.2f} {:>9.2f} {:>6.2f} {:>10.2f} {:>10.2f} {:>6.2f} {:>9.1e} {:>9.1e} "
         "{:>9.1e}\n",

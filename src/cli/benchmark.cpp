@@ -63,9 +63,9 @@ struct BenchmarkArgs {
   std::vector<std::string> argv;  // the command line after the executable, for restart.sh
 };
 
-// The kernel keys (conv_kernel, upconv_kernel, groupnorm_kernel) resolved for this device.
+// The kernel keys (conv_kernel, upconv_kernel, groupnorm_kernel, pool_kernel) resolved for this device.
 model::UNetKernels unet_kernels(const config::Config& cfg, const c10::Device& device) {
-  return model::resolve_unet_kernels(cfg.conv_kernel, cfg.upconv_kernel, cfg.groupnorm_kernel, device,
+  return model::resolve_unet_kernels(cfg.conv_kernel, cfg.upconv_kernel, cfg.groupnorm_kernel, cfg.pool_kernel, device,
                                      train::use_channels_last(cfg.memory_format, device), cfg.torch_amp);
 }
 
@@ -224,8 +224,12 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
   mo.kernels = unet_kernels(cfg, device);
   if (cfg.torch_amp && !model::bf16_pool_and_upsample_work(device)) {
     mo.fp32_pool_and_upsample = true;
-    LOG_INFO("bf16 autocast: max-pooling{} runs in fp32 (this LibTorch has no working bf16 kernel for it on {})",
-             mo.kernels.gemm_upconv ? "" : " and transposed convolution", device.str());
+    if (!mo.kernels.native_pool || !mo.kernels.gemm_upconv)
+      LOG_INFO("bf16 autocast: {} in fp32 (this LibTorch has no working bf16 kernel for {} on {})",
+               !mo.kernels.native_pool && !mo.kernels.gemm_upconv ? "max-pooling and transposed convolution run"
+               : mo.kernels.native_pool                            ? "transposed convolution runs"
+                                                                   : "max-pooling runs",
+               !mo.kernels.native_pool && !mo.kernels.gemm_upconv ? "them" : "it", device.str());
   }
   // Spatial parallelism: ranks of one replica (consecutive ranks) form the sample's group. Every
   // rank has the same grid, so all of them split (a collective) or none does.
@@ -319,6 +323,7 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
               {"conv_kernel", model::conv_kernel_name(kernels)},
               {"upconv_kernel", kernels.gemm_upconv ? "gemm" : "libtorch"},
               {"groupnorm_kernel", model::to_string(kernels.norm_kernel)},
+              {"pool_kernel", kernels.native_pool ? "native" : "libtorch"},
               {"target_dice", core::python_float_str(cfg.target_dice)}};
   const double samples = static_cast<double>(steps * global_batch);
   const double median_s = core::median(result.step_times_s);

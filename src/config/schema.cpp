@@ -254,6 +254,15 @@ std::vector<KeySpec> scaffold_keys() {
         "one of auto, fused, unfused"));
     t[i].choices = {"auto", "fused", "unfused"};
   }
+  {
+    const auto i = add(bind_key(
+        "pool_kernel", &Config::pool_kernel,
+        "extension: the U-Net's max pooling (kernel 2, stride 2): native (one CPU kernel, "
+        "contiguous float32 or bf16, bf16 pooled in bf16), libtorch, or auto (native on the CPU, "
+        "libtorch on CUDA)",
+        "one of auto, native, libtorch"));
+    t[i].choices = {"auto", "native", "libtorch"};
+  }
   add(bind_key("activation_checkpointing", &Config::activation_checkpointing,
                "1 recomputes every U-Net block in the backward pass", kBoolAllowed, bool_any));
   {

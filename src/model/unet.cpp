@@ -17,6 +17,7 @@
 #include "model/checkpoint.hpp"
 #include "model/conv_transpose.hpp"
 #include "model/dnnl_conv.hpp"
+#include "model/max_pool.hpp"
 #include "model/winograd_conv.hpp"
 
 namespace scaffold::model {
@@ -56,7 +57,8 @@ at::Tensor in_fp32(const at::Tensor& x, Op&& op) {
 }  // namespace
 
 UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upconv, const std::string& groupnorm,
-                                 const c10::Device& device, bool channels_last, bool bf16_autocast) {
+                                 const std::string& pool, const c10::Device& device, bool channels_last,
+                                 bool bf16_autocast) {
   const bool cpu = device.is_cpu();
   UNetKernels k;
   if (conv == "auto") {
@@ -85,6 +87,15 @@ UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upc
     throw core::Error(fmt::format("upconv_kernel: '{}' is not allowed; expected auto, gemm or libtorch", upconv));
   }
   k.norm_kernel = choose_norm_kernel(groupnorm, cpu, channels_last);
+  if (pool == "auto") {
+    // Faster than LibTorch's forward and backward on every pooled shape measured (docs/performance.md).
+    k.native_pool = cpu;
+  } else if (pool == "native") {
+    if (!cpu) throw core::Error(fmt::format("pool_kernel: native runs on the CPU, this run trains on {}", device.str()));
+    k.native_pool = true;
+  } else if (pool != "libtorch") {
+    throw core::Error(fmt::format("pool_kernel: '{}' is not allowed; expected auto, native or libtorch", pool));
+  }
   return k;
 }
 
@@ -95,7 +106,8 @@ std::string conv_kernel_name(const UNetKernels& k) {
 std::vector<std::string> kernel_names(const UNetKernels& k) {
   return {"conv=" + conv_kernel_name(k),
           std::string("upconv=") + (k.gemm_upconv ? "gemm" : "libtorch"),
-          std::string("groupnorm=") + to_string(k.norm_kernel)};
+          std::string("groupnorm=") + to_string(k.norm_kernel),
+          std::string("pool=") + (k.native_pool ? "native" : "libtorch")};
 }
 
 void validate(const UNetOptions& o) {
@@ -184,14 +196,16 @@ at::Tensor DoubleConvImpl::forward(const at::Tensor& x) {
 
 DownImpl::DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_pool,
                    std::shared_ptr<const SpatialContext> spatial, UNetKernels kernels)
-    : fp32_pool_(fp32_pool) {
+    : fp32_pool_(fp32_pool), native_pool_(kernels.native_pool) {
   pool_ = register_module("pool", torch::nn::MaxPool3d(torch::nn::MaxPool3dOptions(2)));
   conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial), kernels));
 }
 
 at::Tensor DownImpl::forward(const at::Tensor& x) {
-  const at::Tensor pooled =
-      fp32_pool_ ? in_fp32(x, [this](const at::Tensor& xf) { return pool_(xf); }) : pool_(x);
+  // The native kernel pools bf16 as it is (a maximum rounds nothing), so it takes no float32 detour.
+  const at::Tensor pooled = native_pool_ && max_pool3d_k2s2_supported(x) ? max_pool3d_k2s2(x)
+                            : fp32_pool_ ? in_fp32(x, [this](const at::Tensor& xf) { return pool_(xf); })
+                                         : pool_(x);
   return conv_(pooled);
 }
 

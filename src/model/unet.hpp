@@ -32,19 +32,23 @@ struct UNetKernels {
   // GroupNorm + ReLU as torch's two ops, or the fused CPU kernel (model/fused_norm.hpp), which
   // falls back to the two ops for inputs it does not run.
   NormKernel norm_kernel = NormKernel::Unfused;
+  // MaxPool3d(2) by the k2 s2 kernel (model/max_pool.hpp) on contiguous float32 and bf16 CPU
+  // inputs, in the input's precision (no float32 detour under bf16 autocast); LibTorch's otherwise.
+  bool native_pool = false;
 };
 
-// The conv_kernel, upconv_kernel and groupnorm_kernel keys for `device`, layout and precision:
-// auto picks what measured faster in whole steps (docs/performance.md): on the CPU the Winograd
+// The conv_kernel, upconv_kernel, groupnorm_kernel and pool_kernel keys for `device`, layout and
+// precision: auto picks what measured faster in whole steps (docs/performance.md): on the CPU the Winograd
 // convolutions where they pay and oneDNN's for the rest (where this build has oneDNN), the GEMM upsampling under bf16 autocast only, and
-// LibTorch's GroupNorm; LibTorch's kernels on CUDA. Throws core::Error naming the key for a value that
+// LibTorch's GroupNorm and the native max pool; LibTorch's kernels on CUDA. Throws core::Error naming the key for a value that
 // cannot run here (onednn, gemm or fused on CUDA, onednn in a build without oneDNN, ...).
 UNetKernels resolve_unet_kernels(const std::string& conv_kernel, const std::string& upconv_kernel,
-                                 const std::string& groupnorm_kernel, const c10::Device& device, bool channels_last,
+                                 const std::string& groupnorm_kernel, const std::string& pool_kernel,
+                                 const c10::Device& device, bool channels_last,
                                  bool bf16_autocast);
 // The conv_kernel value the kernels amount to: winograd, onednn or libtorch.
 std::string conv_kernel_name(const UNetKernels& kernels);
-// "conv=onednn", "upconv=gemm", "groupnorm=fused" (system.json's kernels).
+// "conv=onednn", "upconv=gemm", "groupnorm=fused", "pool=native" (system.json's kernels).
 std::vector<std::string> kernel_names(const UNetKernels& kernels);
 
 struct UNetOptions {
@@ -58,7 +62,8 @@ struct UNetOptions {
   // kernels for them are missing or broken (bf16_pool_and_upsample_work). Under autocast their
   // outputs stay float32 (the next conv casts again); without autocast they are cast back to the
   // input's dtype, so a model converted to bf16 as a whole works too. The GEMM upsampling
-  // (kernels.gemm_upconv) is exempt: a bf16 matrix product is sound, so it runs in bf16.
+  // (kernels.gemm_upconv) is exempt: a bf16 matrix product is sound, so it runs in bf16; so is the
+  // native max pool (kernels.native_pool), which pools bf16 exactly.
   bool fp32_pool_and_upsample = false;
   // Spatial parallelism: set when each sample is split across ranks (spec §7.2). The 3^3
   // convolutions then pad from their neighbours, and GroupNorm follows spatial->group_norm.
@@ -105,6 +110,7 @@ class DownImpl : public torch::nn::Module {
   torch::nn::MaxPool3d pool_{nullptr};
   DoubleConv conv_{nullptr};
   bool fp32_pool_;
+  bool native_pool_;
 };
 TORCH_MODULE(Down);
 

@@ -22,34 +22,24 @@
 
 #include "core/error.hpp"
 #include "model/parallel_check.hpp"
-
-#pragma GCC diagnostic ignored "-Wpsabi"  // vector-extension values never cross a call boundary
+#include "model/simd.hpp"
 
 namespace scaffold::model {
 namespace {
 
+using simd::kVec;
+using simd::loadv;
+using simd::storev;
+using simd::v16;
+
 constexpr int kPoints = 64;  // 4 x 4 x 4 transformed points per tile
-constexpr int kVec = 16;     // floats per vector (one AVX-512 register, two AVX2 ones)
-
-using v16 = float __attribute__((vector_size(64)));
-
-#define SCAFFOLD_WG_INLINE inline __attribute__((always_inline))
-#define SCAFFOLD_WG_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
-SCAFFOLD_WG_INLINE v16 loadv(const float* p) {
-  v16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-SCAFFOLD_WG_INLINE void storev(float* p, v16 v) {
-  std::memcpy(p, &v, sizeof v);
-}
 
 // --- Products --------------------------------------------------------------------------------
 // C[i][j] (R rows, NV vectors of columns) (+)= sum_k A(i, k) B[k][j], A(i, k) = a[i*ars + k*aks].
 template <int R, int NV>
-SCAFFOLD_WG_INLINE void micro(const float* a, int64_t ars, int64_t aks, const float* b, int64_t ldb,
-                              float* c, int64_t ldc, int64_t k_len, bool accumulate) {
+SCAFFOLD_SIMD_INLINE void micro(const float* a, int64_t ars, int64_t aks, const float* b,
+                                int64_t ldb, float* c, int64_t ldc, int64_t k_len,
+                                bool accumulate) {
   v16 acc[R][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
@@ -73,9 +63,9 @@ SCAFFOLD_WG_INLINE void micro(const float* a, int64_t ars, int64_t aks, const fl
 }
 
 template <int NV>
-SCAFFOLD_WG_INLINE void gemm_columns(const float* a, int64_t ars, int64_t aks, const float* b,
-                                     int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t k_len,
-                                     bool accumulate) {
+SCAFFOLD_SIMD_INLINE void gemm_columns(const float* a, int64_t ars, int64_t aks, const float* b,
+                                       int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t k_len,
+                                       bool accumulate) {
   constexpr int kRows = NV >= 2 ? 6 : 8;
   int64_t i = 0;
   for (; i + kRows <= m; i += kRows)
@@ -99,9 +89,9 @@ SCAFFOLD_WG_INLINE void gemm_columns(const float* a, int64_t ars, int64_t aks, c
 }
 
 // C (m x n) (+)= A (m x k) B (k x n), n a multiple of kVec, B and C row-major.
-SCAFFOLD_WG_INLINE void gemm(const float* a, int64_t ars, int64_t aks, const float* b, int64_t ldb,
-                             float* c, int64_t ldc, int64_t m, int64_t n, int64_t k_len,
-                             bool accumulate) {
+SCAFFOLD_SIMD_INLINE void gemm(const float* a, int64_t ars, int64_t aks, const float* b,
+                               int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+                               int64_t k_len, bool accumulate) {
   int64_t j = 0;
   for (; j + 2 * kVec <= n; j += 2 * kVec)
     gemm_columns<2>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
@@ -113,13 +103,13 @@ SCAFFOLD_WG_INLINE void gemm(const float* a, int64_t ars, int64_t aks, const flo
 
 // Row r of B^T (4 -> 4), of A^T (4 -> 2) and of A (2 -> 4), r a compile-time constant.
 template <int R>
-SCAFFOLD_WG_INLINE v16 bt_row(v16 x0, v16 x1, v16 x2, v16 x3) {
+SCAFFOLD_SIMD_INLINE v16 bt_row(v16 x0, v16 x1, v16 x2, v16 x3) {
   if constexpr (R == 0) return x0 - x2;
   if constexpr (R == 1) return x1 + x2;
   if constexpr (R == 2) return x2 - x1;
   return x1 - x3;
 }
-SCAFFOLD_WG_INLINE void bt4(v16& x0, v16& x1, v16& x2, v16& x3) {
+SCAFFOLD_SIMD_INLINE void bt4(v16& x0, v16& x1, v16& x2, v16& x3) {
   const v16 d0 = x0 - x2, d1 = x1 + x2, d2 = x2 - x1, d3 = x1 - x3;
   x0 = d0;
   x1 = d1;
@@ -127,12 +117,12 @@ SCAFFOLD_WG_INLINE void bt4(v16& x0, v16& x1, v16& x2, v16& x3) {
   x3 = d3;
 }
 template <int R>
-SCAFFOLD_WG_INLINE v16 at_row(v16 x0, v16 x1, v16 x2, v16 x3) {
+SCAFFOLD_SIMD_INLINE v16 at_row(v16 x0, v16 x1, v16 x2, v16 x3) {
   if constexpr (R == 0) return x0 + x1 + x2;
   return x1 - x2 - x3;
 }
 template <int R>
-SCAFFOLD_WG_INLINE v16 a_row(v16 x0, v16 x1) {
+SCAFFOLD_SIMD_INLINE v16 a_row(v16 x0, v16 x1) {
   if constexpr (R == 0) return x0;
   if constexpr (R == 1) return x0 + x1;
   if constexpr (R == 2) return x0 - x1;
@@ -166,7 +156,7 @@ struct TileRow {
 
 // The run of tiles from `begin` (before `end`) that lies in begin's tile row. The callers loop
 // over these runs themselves: a lambda would be compiled for the base ISA, outside the clones.
-SCAFFOLD_WG_INLINE TileRow tile_row(const Grid& g, int64_t begin, int64_t end) {
+SCAFFOLD_SIMD_INLINE TileRow tile_row(const Grid& g, int64_t begin, int64_t end) {
   const int64_t a = begin % g.tw, row = begin / g.tw;
   const int64_t b = std::min(g.tw, a + (end - begin));
   return TileRow{row / (g.th * g.td), (row / g.th) % g.td, row % g.th, a, b, begin};
@@ -175,8 +165,8 @@ SCAFFOLD_WG_INLINE TileRow tile_row(const Grid& g, int64_t begin, int64_t end) {
 // r[i][j] = r[j][i] for 16 vectors of 16 floats: four butterfly stages, stage D exchanging the
 // elements (i, j) and (i + D, j - D) where bit D is clear in i and set in j.
 template <int D>
-SCAFFOLD_WG_INLINE void transpose_stage(v16 (&r)[16]) {
-  using i16 = int __attribute__((vector_size(64)));
+SCAFFOLD_SIMD_INLINE void transpose_stage(v16 (&r)[16]) {
+  using simd::i16;
   i16 lo, hi;
   for (int j = 0; j < 16; ++j) {
     lo[j] = (j & D) ? 16 + j - D : j;
@@ -190,7 +180,7 @@ SCAFFOLD_WG_INLINE void transpose_stage(v16 (&r)[16]) {
       r[i + D] = __builtin_shuffle(a, b, hi);
     }
 }
-SCAFFOLD_WG_INLINE void transpose16(v16 (&r)[16]) {
+SCAFFOLD_SIMD_INLINE void transpose16(v16 (&r)[16]) {
   transpose_stage<8>(r);
   transpose_stage<4>(r);
   transpose_stage<2>(r);
@@ -199,8 +189,8 @@ SCAFFOLD_WG_INLINE void transpose16(v16 (&r)[16]) {
 
 // Voxels w0 .. w1 of row (n, z, y) of activation x, channels-last at out + (w - w0) * g.c: a
 // copy from channels-last memory, a transpose in 16 x 16 register blocks from NCDHW.
-SCAFFOLD_WG_INLINE void load_row(const float* x, const Grid& g, int64_t n, int64_t z, int64_t y,
-                                 int64_t w0, int64_t w1, float* out) {
+SCAFFOLD_SIMD_INLINE void load_row(const float* x, const Grid& g, int64_t n, int64_t z, int64_t y,
+                                   int64_t w0, int64_t w1, float* out) {
   const int64_t c = g.c;
   if (w1 <= w0) return;
   if (g.cl) {
@@ -225,8 +215,8 @@ SCAFFOLD_WG_INLINE void load_row(const float* x, const Grid& g, int64_t n, int64
 }
 
 // The inverse: voxels w0 .. w1 of row (n, z, y) of y written from channels-last `in`.
-SCAFFOLD_WG_INLINE void store_row(const float* in, const Grid& g, int64_t n, int64_t z, int64_t yy,
-                                  int64_t w0, int64_t w1, float* y) {
+SCAFFOLD_SIMD_INLINE void store_row(const float* in, const Grid& g, int64_t n, int64_t z,
+                                    int64_t yy, int64_t w0, int64_t w1, float* y) {
   const int64_t c = g.c;
   if (w1 <= w0) return;
   if (g.cl) {
@@ -260,7 +250,7 @@ class InputRows {
       : x_(x), g_(g), width_((2 * g.tw + 2) * g.c), buf_(static_cast<std::size_t>(17 * width_)) {
     std::fill(tag_, tag_ + 16, int64_t{-1});
   }
-  SCAFFOLD_WG_INLINE const float* row(int64_t n, int64_t z, int64_t y) {
+  SCAFFOLD_SIMD_INLINE const float* row(int64_t n, int64_t z, int64_t y) {
     float* zero = buf_.data() + 16 * width_;  // zero-initialised, never written
     if (z < 0 || z >= g_.d || y < 0 || y >= g_.h) return zero;
     const int64_t slot = (z & 3) * 4 + (y & 3), key = (n * g_.d + z) * g_.h + y;
@@ -287,8 +277,8 @@ class InputRows {
 // v + ((i*4+j)*4+K) * vs. Each plane reloads the two voxels per row it needs (from L1), so no
 // intermediate spills to memory: the stores are V's alone.
 template <int K>
-SCAFFOLD_WG_INLINE void input_plane(const float* const (&rows)[16], int64_t off, int64_t c,
-                                    float* v, int64_t vs) {
+SCAFFOLD_SIMD_INLINE void input_plane(const float* const (&rows)[16], int64_t off, int64_t c,
+                                      float* v, int64_t vs) {
   v16 a[4][4];
 #pragma GCC unroll 16
   for (int q = 0; q < 16; ++q) {
@@ -306,8 +296,8 @@ SCAFFOLD_WG_INLINE void input_plane(const float* const (&rows)[16], int64_t off,
 
 // The 4x4x4 input tile whose row (i, j) starts at rows[i * 4 + j] + off (c channels per voxel),
 // transformed to V: point p's c values at v + p * v_stride.
-SCAFFOLD_WG_INLINE void input_tile(const float* const (&rows)[16], int64_t off, int64_t c, float* v,
-                                   int64_t v_stride) {
+SCAFFOLD_SIMD_INLINE void input_tile(const float* const (&rows)[16], int64_t off, int64_t c,
+                                     float* v, int64_t v_stride) {
   for (int64_t cc = 0; cc < c; cc += kVec) {
     input_plane<0>(rows, off + cc, c, v + cc, v_stride);
     input_plane<1>(rows, off + cc, c, v + cc, v_stride);
@@ -322,8 +312,8 @@ SCAFFOLD_WG_INLINE void input_tile(const float* const (&rows)[16], int64_t off, 
 
 // The 64 products of one tile (point p at m + p * m_stride, c values) transformed by A^T along W,
 // H and D to its 2x2x2 output voxels: voxel (i, j, k) at out + (i * 2 + j) * row_stride + k * c.
-SCAFFOLD_WG_INLINE void output_tile(const float* m, int64_t m_stride, int64_t c, float* out,
-                                    int64_t row_stride) {
+SCAFFOLD_SIMD_INLINE void output_tile(const float* m, int64_t m_stride, int64_t c, float* out,
+                                      int64_t row_stride) {
   for (int64_t cc = 0; cc < c; cc += kVec) {
     v16 r[16][2];  // [i*4+j][k]: each row of points transformed along W
     const float* q = m + cc;
@@ -357,8 +347,8 @@ SCAFFOLD_WG_INLINE void output_tile(const float* m, int64_t m_stride, int64_t c,
 
 // The output gradient of one tile, voxel (i, j, k) at in + (i * 2 + j) * row_stride + k * c, as
 // the 64 points A dY A^T at dm + p * dm_stride.
-SCAFFOLD_WG_INLINE void grad_output_tile(const float* in, int64_t row_stride, int64_t c, float* dm,
-                                         int64_t dm_stride) {
+SCAFFOLD_SIMD_INLINE void grad_output_tile(const float* in, int64_t row_stride, int64_t c,
+                                           float* dm, int64_t dm_stride) {
   for (int64_t cc = 0; cc < c; cc += kVec) {
     v16 q[2][2][2];
 #pragma GCC unroll 2
@@ -402,14 +392,14 @@ SCAFFOLD_WG_INLINE void grad_output_tile(const float* in, int64_t row_stride, in
 
 // G along one axis (3 -> 4) and its transpose (4 -> 3), for floats or vectors of them.
 template <typename T>
-SCAFFOLD_WG_INLINE void g4(T s0, T s1, T s2, T* d) {
+SCAFFOLD_SIMD_INLINE void g4(T s0, T s1, T s2, T* d) {
   d[0] = s0;
   d[1] = (s0 + s1 + s2) * 0.5f;
   d[2] = (s0 - s1 + s2) * 0.5f;
   d[3] = s2;
 }
 template <typename T>
-SCAFFOLD_WG_INLINE void gt3(T u0, T u1, T u2, T u3, T* e) {
+SCAFFOLD_SIMD_INLINE void gt3(T u0, T u1, T u2, T u3, T* e) {
   e[0] = u0 + (u1 + u2) * 0.5f;
   e[1] = (u1 - u2) * 0.5f;
   e[2] = (u1 + u2) * 0.5f + u3;
@@ -417,7 +407,8 @@ SCAFFOLD_WG_INLINE void gt3(T u0, T u1, T u2, T u3, T* e) {
 
 // The 64 rows U[p][ci][.] of one input channel from its weights wt (27, O) ([tap][co]), 16
 // output channels per vector; row p at u + p * u_stride.
-SCAFFOLD_WG_CLONES void transform_channel(const float* wt, int64_t o, float* u, int64_t u_stride) {
+SCAFFOLD_SIMD_CLONES void transform_channel(const float* wt, int64_t o, float* u,
+                                            int64_t u_stride) {
   for (int64_t co = 0; co < o; co += kVec) {
     v16 a[3][3][4], b[3][4][4], r[4][4][4];
     for (int i = 0; i < 3; ++i)
@@ -442,8 +433,8 @@ SCAFFOLD_WG_CLONES void transform_channel(const float* wt, int64_t o, float* u, 
 
 // The adjoint for one input channel: dwt (27, O) of ci from the 64 rows dU[p][ci][.] at
 // du + p * du_stride.
-SCAFFOLD_WG_CLONES void gradient_channel(const float* du, int64_t du_stride, int64_t o,
-                                         float* dwt) {
+SCAFFOLD_SIMD_CLONES void gradient_channel(const float* du, int64_t du_stride, int64_t o,
+                                           float* dwt) {
   for (int64_t co = 0; co < o; co += kVec) {
     v16 r[4][4][4], b[3][4][4], a[3][3][4];
     for (int p = 0; p < kPoints; ++p) (&r[0][0][0])[p] = loadv(du + p * du_stride + co);
@@ -533,8 +524,8 @@ int64_t point_stride(int64_t rows, int64_t ch) {
 
 // Tiles t0 + begin .. t0 + end of a chunk of `nt` tiles: point p of chunk tile t at
 // v + p * point_stride(nt, channels) + t * channels.
-SCAFFOLD_WG_CLONES void input_tiles(InputRows& rows, const Grid& g, int64_t t0, int64_t nt,
-                                    int64_t begin, int64_t end, float* v) {
+SCAFFOLD_SIMD_CLONES void input_tiles(InputRows& rows, const Grid& g, int64_t t0, int64_t nt,
+                                      int64_t begin, int64_t end, float* v) {
   const int64_t vs = point_stride(nt, g.c);
   for (int64_t t = t0 + begin; t < t0 + end;) {
     const TileRow r = tile_row(g, t, t0 + end);
@@ -548,8 +539,8 @@ SCAFFOLD_WG_CLONES void input_tiles(InputRows& rows, const Grid& g, int64_t t0, 
 
 // `stage` holds 4 rows of 2 tw voxels (4 * 2 * gy.tw * gy.c floats): a tile row's output
 // gradient, channels-last and zero past the edge.
-SCAFFOLD_WG_CLONES void grad_output_tiles(const float* dy, const Grid& gy, int64_t t0, int64_t nt,
-                                          int64_t begin, int64_t end, float* m, float* stage) {
+SCAFFOLD_SIMD_CLONES void grad_output_tiles(const float* dy, const Grid& gy, int64_t t0, int64_t nt,
+                                            int64_t begin, int64_t end, float* m, float* stage) {
   const int64_t c = gy.c, ms = point_stride(nt, c);
   for (int64_t t = t0 + begin; t < t0 + end;) {
     const TileRow r = tile_row(gy, t, t0 + end);
@@ -568,8 +559,8 @@ SCAFFOLD_WG_CLONES void grad_output_tiles(const float* dy, const Grid& gy, int64
 }
 
 // `stage` as for grad_output_tiles: a tile row's output, written to y once the row is done.
-SCAFFOLD_WG_CLONES void output_tiles(const float* m, const Grid& gy, int64_t t0, int64_t nt,
-                                     int64_t begin, int64_t end, float* y, float* stage) {
+SCAFFOLD_SIMD_CLONES void output_tiles(const float* m, const Grid& gy, int64_t t0, int64_t nt,
+                                       int64_t begin, int64_t end, float* y, float* stage) {
   const int64_t c = gy.c, ms = point_stride(nt, c);
   for (int64_t t = t0 + begin; t < t0 + end;) {
     const TileRow r = tile_row(gy, t, t0 + end);
@@ -593,9 +584,9 @@ int64_t stage_floats(const Grid& g) {
 // Points begin .. end of the products over a chunk of nt tiles: out[p] = v[p] b[p] with b the
 // transformed weights (forward), or out[p] (+)= v[p]^T b[p] with b the transformed output
 // gradient (weights; `accumulate` after the first chunk).
-SCAFFOLD_WG_CLONES void point_products(const float* v, const float* b, float* out, int64_t nt,
-                                       int64_t c, int64_t o, int64_t begin, int64_t end,
-                                       bool weights, bool accumulate, int64_t rows = -1) {
+SCAFFOLD_SIMD_CLONES void point_products(const float* v, const float* b, float* out, int64_t nt,
+                                         int64_t c, int64_t o, int64_t begin, int64_t end,
+                                         bool weights, bool accumulate, int64_t rows = -1) {
   if (rows < 0) rows = nt;  // tiles in use; nt is the layout's stride (a block's last is short)
   for (int64_t p = begin; p < end; ++p) {
     const float* vp = v + p * point_stride(nt, c);

@@ -197,32 +197,39 @@ TEST(UNet3d, ActivationCheckpointingGivesTheSameOutputAndGradients) {
 // errors naming the key.
 TEST(UNet3d, KernelKeysResolvePerDeviceAndPrecision) {
   const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA, 0);
-  const UNetKernels fp32 = resolve_unet_kernels("auto", "auto", "auto", cpu, false, false);
+  const UNetKernels fp32 = resolve_unet_kernels("auto", "auto", "auto", "auto", cpu, false, false);
   EXPECT_EQ(fp32.onednn_conv, dnnl_conv3d_built());
   EXPECT_TRUE(fp32.winograd_conv);
   EXPECT_EQ(conv_kernel_name(fp32), "winograd");
-  EXPECT_EQ(resolve_unet_kernels("winograd", "auto", "auto", cpu, false, false).onednn_conv,
+  EXPECT_EQ(resolve_unet_kernels("winograd", "auto", "auto", "auto", cpu, false, false).onednn_conv,
             dnnl_conv3d_built());
-  EXPECT_EQ(conv_kernel_name(resolve_unet_kernels("onednn", "auto", "auto", cpu, false, false)),
-            dnnl_conv3d_built() ? "onednn" : "libtorch");
+  EXPECT_EQ(
+      conv_kernel_name(resolve_unet_kernels("onednn", "auto", "auto", "auto", cpu, false, false)),
+      dnnl_conv3d_built() ? "onednn" : "libtorch");
   EXPECT_FALSE(fp32.gemm_upconv);
   EXPECT_EQ(fp32.norm_kernel, NormKernel::Unfused);
-  EXPECT_TRUE(resolve_unet_kernels("auto", "auto", "auto", cpu, false, true).gemm_upconv);
-  const UNetKernels gpu = resolve_unet_kernels("auto", "auto", "auto", cuda, false, true);
+  EXPECT_TRUE(resolve_unet_kernels("auto", "auto", "auto", "auto", cpu, false, true).gemm_upconv);
+  const UNetKernels gpu = resolve_unet_kernels("auto", "auto", "auto", "auto", cuda, false, true);
   EXPECT_FALSE(gpu.onednn_conv || gpu.gemm_upconv || gpu.winograd_conv);
-  const UNetKernels all = resolve_unet_kernels("libtorch", "gemm", "fused", cpu, false, false);
+  const UNetKernels all =
+      resolve_unet_kernels("libtorch", "gemm", "fused", "libtorch", cpu, false, false);
   EXPECT_TRUE(all.gemm_upconv);
   EXPECT_FALSE(all.onednn_conv || all.winograd_conv);
   EXPECT_EQ(all.norm_kernel, NormKernel::Fused);
-  EXPECT_EQ(kernel_names(all),
-            (std::vector<std::string>{"conv=libtorch", "upconv=gemm", "groupnorm=fused"}));
-  for (const auto& [conv, upconv, what] :
-       {std::make_tuple("onednn", "auto", "conv_kernel: onednn runs on the CPU"),
-        std::make_tuple("winograd", "auto", "conv_kernel: winograd runs on the CPU"),
-        std::make_tuple("auto", "gemm", "upconv_kernel: gemm runs on the CPU"),
-        std::make_tuple("fast", "auto", "conv_kernel: 'fast' is not allowed")}) {
+  EXPECT_EQ(kernel_names(all), (std::vector<std::string>{"conv=libtorch", "upconv=gemm",
+                                                         "groupnorm=fused", "pool=libtorch"}));
+  EXPECT_TRUE(fp32.native_pool);
+  EXPECT_FALSE(gpu.native_pool);
+  EXPECT_FALSE(all.native_pool);
+  for (const auto& [conv, upconv, pool, what] :
+       {std::make_tuple("onednn", "auto", "auto", "conv_kernel: onednn runs on the CPU"),
+        std::make_tuple("winograd", "auto", "auto", "conv_kernel: winograd runs on the CPU"),
+        std::make_tuple("auto", "gemm", "auto", "upconv_kernel: gemm runs on the CPU"),
+        std::make_tuple("auto", "auto", "native", "pool_kernel: native runs on the CPU"),
+        std::make_tuple("auto", "auto", "max", "pool_kernel: 'max' is not allowed"),
+        std::make_tuple("fast", "auto", "auto", "conv_kernel: 'fast' is not allowed")}) {
     try {
-      resolve_unet_kernels(conv, upconv, "auto", cuda, false, false);
+      resolve_unet_kernels(conv, upconv, "auto", pool, cuda, false, false);
       ADD_FAILURE() << what;
     } catch (const core::Error& e) {
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
@@ -237,6 +244,7 @@ TEST(UNet3d, CpuKernelsGiveLibTorchsOutputAndGradients) {
     UNetOptions fast = plain;
     fast.kernels.onednn_conv = dnnl_conv3d_built();
     fast.kernels.gemm_upconv = true;
+    fast.kernels.native_pool = true;
     expect_same(forward_backward(fast, false, false, batch),
                 forward_backward(plain, false, false, batch), 1e-5);
   }
