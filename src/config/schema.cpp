@@ -2,6 +2,7 @@
 // range checks, in options.hpp order, plus the keys ScaFFold's files hold besides them (auxiliary,
 // renamed). The scalar rules shared by every struct's table are in schema_rules.cpp.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -35,6 +36,13 @@ std::vector<KeySpec> scaffold_keys() {
   const auto add = [&t](KeySpec spec) {
     t.push_back(std::move(spec));
     return t.size() - 1;
+  };
+  // A string key that takes one of `choices`: its allowed text is "one of" them.
+  const auto add_choice = [&](const char* name, std::string Config::*member, const char* help,
+                              std::vector<std::string> choices) {
+    const auto i =
+        add(bind_key(name, member, help, fmt::format("one of {}", fmt::join(choices, ", "))));
+    t[i].choices = std::move(choices);
   };
 
   // Paths.
@@ -188,15 +196,12 @@ std::vector<KeySpec> scaffold_keys() {
                                c.dc_num_shards.size(), c.dc_shard_dims.size());
     };
   }
-  {
-    const auto i = add(bind_key(
-        "dc_groupnorm", &Config::dc_groupnorm,
-        "extension: GroupNorm statistics of a sharded sample: local (per shard, as ScaFFold's "
-        "DistConv: comparable with ScaFFold) or global (all-reduced: the sharded model equals the "
-        "unsharded one)",
-        "one of local, global"));
-    t[i].choices = {"local", "global"};
-  }
+  add_choice(
+      "dc_groupnorm", &Config::dc_groupnorm,
+      "extension: GroupNorm statistics of a sharded sample: local (per shard, as ScaFFold's "
+      "DistConv: comparable with ScaFFold) or global (all-reduced: the sharded model equals the "
+      "unsharded one)",
+      {"local", "global"});
   add(rules::progress_timeout_key<Config>(/*extension=*/true));
   add(rules::dataloader_workers_key<Config>());
 
@@ -218,51 +223,35 @@ std::vector<KeySpec> scaffold_keys() {
   }
   add(rules::device_key<Config>(/*extension=*/true));
   add(rules::device_sharing_key<Config>(/*extension=*/true));
-  {
-    const auto i = add(bind_key(
-        "memory_format", &Config::memory_format,
-        "extension: layout of the U-Net's 5-D parameters and inputs: auto (channels-last on CUDA, "
-        "contiguous on the CPU, where it measures no faster), channels_last or contiguous",
-        "one of auto, channels_last, contiguous"));
-    t[i].choices = {"auto", "channels_last", "contiguous"};
-  }
-  {
-    const auto i = add(bind_key(
-        "conv_kernel", &Config::conv_kernel,
-        "extension: the U-Net's 3^3 convolutions on the CPU: winograd (Winograd F(2,3) for the "
-        "float32 layers where it pays, oneDNN for the rest), onednn (oneDNN at every batch size; "
-        "LibTorch 1.13 sends batch 1 to a 3-5x slower path), libtorch, or auto (winograd on the "
-        "CPU, libtorch on CUDA)",
-        "one of auto, winograd, onednn, libtorch"));
-    t[i].choices = {"auto", "winograd", "onednn", "libtorch"};
-  }
-  {
-    const auto i = add(bind_key(
-        "upconv_kernel", &Config::upconv_kernel,
-        "extension: the U-Net's transposed convolutions (kernel 2, stride 2): gemm (one matrix "
-        "product and a pixel shuffle, bf16 under autocast), libtorch, or auto (gemm on the CPU "
-        "under bf16 autocast, where it measures faster; libtorch otherwise)",
-        "one of auto, gemm, libtorch"));
-    t[i].choices = {"auto", "gemm", "libtorch"};
-  }
-  {
-    const auto i = add(bind_key(
-        "groupnorm_kernel", &Config::groupnorm_kernel,
-        "extension: GroupNorm + ReLU of the U-Net blocks: fused (one CPU kernel, contiguous "
-        "layout only), unfused (LibTorch's group_norm, then relu) or auto (unfused: the fused "
-        "kernel measures slower in whole steps)",
-        "one of auto, fused, unfused"));
-    t[i].choices = {"auto", "fused", "unfused"};
-  }
-  {
-    const auto i = add(bind_key(
-        "pool_kernel", &Config::pool_kernel,
-        "extension: the U-Net's max pooling (kernel 2, stride 2): native (one CPU kernel, "
-        "contiguous float32 or bf16, bf16 pooled in bf16), libtorch, or auto (native on the CPU, "
-        "libtorch on CUDA)",
-        "one of auto, native, libtorch"));
-    t[i].choices = {"auto", "native", "libtorch"};
-  }
+  add_choice(
+      "memory_format", &Config::memory_format,
+      "extension: layout of the U-Net's 5-D parameters and inputs: auto (channels-last on CUDA, "
+      "contiguous on the CPU, where it measures no faster), channels_last or contiguous",
+      {"auto", "channels_last", "contiguous"});
+  add_choice(
+      "conv_kernel", &Config::conv_kernel,
+      "extension: the U-Net's 3^3 convolutions on the CPU: winograd (Winograd F(2,3) for the "
+      "float32 layers where it pays, oneDNN for the rest), onednn (oneDNN at every batch size; "
+      "LibTorch 1.13 sends batch 1 to a 3-5x slower path), libtorch, or auto (winograd on the "
+      "CPU, libtorch on CUDA)",
+      {"auto", "winograd", "onednn", "libtorch"});
+  add_choice(
+      "upconv_kernel", &Config::upconv_kernel,
+      "extension: the U-Net's transposed convolutions (kernel 2, stride 2): gemm (one matrix "
+      "product and a pixel shuffle, bf16 under autocast), libtorch, or auto (gemm on the CPU "
+      "under bf16 autocast, where it measures faster; libtorch otherwise)",
+      {"auto", "gemm", "libtorch"});
+  add_choice("groupnorm_kernel", &Config::groupnorm_kernel,
+             "extension: GroupNorm + ReLU of the U-Net blocks: fused (one CPU kernel, contiguous "
+             "layout only), unfused (LibTorch's group_norm, then relu) or auto (unfused: the fused "
+             "kernel measures slower in whole steps)",
+             {"auto", "fused", "unfused"});
+  add_choice(
+      "pool_kernel", &Config::pool_kernel,
+      "extension: the U-Net's max pooling (kernel 2, stride 2): native (one CPU kernel, "
+      "contiguous float32 or bf16, bf16 pooled in bf16), libtorch, or auto (native on the CPU, "
+      "libtorch on CUDA)",
+      {"auto", "native", "libtorch"});
   add(bind_key("activation_checkpointing", &Config::activation_checkpointing,
                "1 recomputes every U-Net block in the backward pass", kBoolAllowed, bool_any));
   {
