@@ -1,9 +1,9 @@
-// Winograd F(2x2x2, 3x3x3) convolution of winograd_conv.hpp. Activations are channels-last
-// (N, D, H, W, C) inside, so every transform is a loop over contiguous channels the compiler
-// vectorises, and the products are row-major panels. Per block of tiles (sized so its transformed
-// input and output stay in the core's L2) a thread transforms the input tiles, runs the 64
-// products, and transforms the results into the output; blocks run in parallel. Matrices of F(2,3)
-// (Lavin and Gray, 2016):
+// Winograd F(2x2x2, 3x3x3) convolution of winograd_conv.hpp. The tensors stay in their own layout
+// (NCDHW or channels-last); each thread stages the rows its tiles read channels-last, so every
+// transform runs on vectors of 16 contiguous channels, and the products are row-major panels. Per
+// block of tiles (sized so its transformed input and output stay in the core's L2) a thread
+// transforms the input tiles, runs the 64 products, and transforms the results into the output;
+// blocks run in parallel. Matrices of F(2,3) (Lavin and Gray, 2016):
 //   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   (input, 4 -> 4)
 //   G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1] (weights, 3 -> 4)
 //   A^T = [1 1 1 0; 0 1 -1 -1]                       (output, 4 -> 2)
@@ -187,6 +187,17 @@ SCAFFOLD_SIMD_INLINE void transpose16(v16 (&r)[16]) {
   transpose_stage<1>(r);
 }
 
+// 16 vectors loaded at src + i * src_stride, transposed, stored at dst + i * dst_stride.
+SCAFFOLD_SIMD_INLINE void transpose_block(const float* src, int64_t src_stride, float* dst,
+                                          int64_t dst_stride) {
+  v16 r[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = loadv(src + i * src_stride);
+  transpose16(r);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) storev(dst + i * dst_stride, r[i]);
+}
+
 // Voxels w0 .. w1 of row (n, z, y) of activation x, channels-last at out + (w - w0) * g.c: a
 // copy from channels-last memory, a transpose in 16 x 16 register blocks from NCDHW.
 SCAFFOLD_SIMD_INLINE void load_row(const float* x, const Grid& g, int64_t n, int64_t z, int64_t y,
@@ -201,14 +212,7 @@ SCAFFOLD_SIMD_INLINE void load_row(const float* x, const Grid& g, int64_t n, int
   for (int64_t c0 = 0; c0 < c; c0 += kVec) {
     const float* s = x + (n * c + c0) * plane + (z * g.h + y) * g.w;
     int64_t w = w0;
-    for (; w + kVec <= w1; w += kVec) {
-      v16 r[16];
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) r[i] = loadv(s + i * plane + w);
-      transpose16(r);
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) storev(out + (w - w0 + i) * c + c0, r[i]);
-    }
+    for (; w + kVec <= w1; w += kVec) transpose_block(s + w, plane, out + (w - w0) * c + c0, c);
     for (; w < w1; ++w)
       for (int i = 0; i < kVec; ++i) out[(w - w0) * c + c0 + i] = s[i * plane + w];
   }
@@ -227,14 +231,7 @@ SCAFFOLD_SIMD_INLINE void store_row(const float* in, const Grid& g, int64_t n, i
   for (int64_t c0 = 0; c0 < c; c0 += kVec) {
     float* d = y + (n * c + c0) * plane + (z * g.h + yy) * g.w;
     int64_t w = w0;
-    for (; w + kVec <= w1; w += kVec) {
-      v16 r[16];
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) r[i] = loadv(in + (w - w0 + i) * c + c0);
-      transpose16(r);
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) storev(d + i * plane + w, r[i]);
-    }
+    for (; w + kVec <= w1; w += kVec) transpose_block(in + (w - w0) * c + c0, c, d + w, plane);
     for (; w < w1; ++w)
       for (int i = 0; i < kVec; ++i) d[i * plane + w] = in[(w - w0) * c + c0 + i];
   }
