@@ -93,6 +93,8 @@ SCAFFOLD_SIMD_INLINE void gemm(const float* a, int64_t ars, int64_t aks, const f
                                int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
                                int64_t k_len, bool accumulate) {
   int64_t j = 0;
+  for (; j + 4 * kVec <= n; j += 4 * kVec)
+    gemm_columns<4>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
   for (; j + 2 * kVec <= n; j += 2 * kVec)
     gemm_columns<2>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
   for (; j < n; j += kVec)

@@ -79,6 +79,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // Rows of 16+ voxels (NCDHW rows move in 16 x 16 register transposes, the
                       // rest one voxel at a time), and blocks that end inside a tile row.
                       Shape{1, 16, 16, 4, 5, 37, false}, Shape{2, 32, 16, 3, 4, 35, true},
+                      // 64+ output channels (the four-vector product kernel) in blocks of 30 tiles.
+                      Shape{1, 64, 64, 9, 8, 7, true},
                       // C + O > 227: the schedule that transforms a chunk of tiles first.
                       Shape{1, 128, 112, 5, 6, 7, false}, Shape{2, 144, 96, 4, 3, 5, true}));
 
