@@ -30,6 +30,8 @@
 #include "model/autocast.hpp"
 #include "model/dnnl_conv.hpp"
 #include "model/unet.hpp"
+#include "profile/profiler.hpp"
+#include "profile/torch_ops.hpp"
 #include "train/grad_clip.hpp"
 #include "train/loss.hpp"
 
@@ -52,6 +54,7 @@ struct BenchOptions {
   int gemm_reps = 3;
   uint64_t seed = 0;
   std::string device = "cpu";  // cpu | cuda
+  std::string trace;           // Chrome trace of the timed steps with LibTorch's operators
 };
 
 // Wall time of each part of one step.
@@ -246,15 +249,31 @@ int run(const BenchOptions& o) {
     phases.push_back(ph);
   };
 
+  // --trace: the profiler records the timed steps only (its schedule: the warm-up steps wait).
+  profile::ProfileOptions trace_options;
+  // (LibTorch's profiler is prepared in the profiler's warm-up step: the last untimed one.)
+  const int64_t trace_warmup = o.warmup_steps > 0 ? 1 : 0;
+  trace_options.schedule = {o.warmup_steps - trace_warmup, trace_warmup, o.timed_steps};
+  trace_options.record_shapes = true;
+  profile::Profiler profiler(!o.trace.empty(), trace_options.schedule);
+  profile::record_torch_operators(profiler, trace_options);
+
   const int64_t rss_before_bytes = proc_status_bytes("VmRSS");
-  for (int i = 0; i < o.warmup_steps; ++i) step();
+  for (int i = 0; i < o.warmup_steps; ++i) {
+    profiler.step();
+    step();
+  }
   std::vector<double> step_s;
   for (int i = 0; i < o.timed_steps; ++i) {
+    profiler.step();
     core::Stopwatch clock;
     step();
     step_s.push_back(clock.elapsed_s());
   }
   const int64_t hwm_bytes = proc_status_bytes("VmHWM");  // before the GEMM's 3 n^2 floats
+  if (profiler.write_chrome_trace(o.trace))
+    fmt::print("  trace of the {} timed steps (LibTorch's operators, with shapes): {}\n",
+               o.timed_steps, o.trace);
   phases.erase(phases.begin(), phases.begin() + o.warmup_steps);
   auto phase_ms = [&](double StepPhases::*field) {
     std::vector<double> v;
@@ -357,6 +376,9 @@ int parse_and_run(int argc, char** argv) {
   app.add_option("--device", o.device,
                  "cpu, or cuda (cuda:0; the GEMM is then cuBLAS in the step's precision)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--trace", o.trace,
+                 "write a Chrome trace of the timed steps, LibTorch's operators included, here "
+                 "(peak memory then includes the profiler's)");
   CLI11_PARSE(app, argc, argv);
   if (o.gemm_n % 2 != 0) {
     fmt::print(
