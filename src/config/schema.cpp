@@ -238,8 +238,8 @@ std::vector<KeySpec> scaffold_keys() {
   add_choice(
       "upconv_kernel", &Config::upconv_kernel,
       "extension: the U-Net's transposed convolutions (kernel 2, stride 2): gemm (one matrix "
-      "product and a pixel shuffle, bf16 under autocast), libtorch, or auto (gemm on the CPU "
-      "under bf16 autocast, where it measures faster; libtorch otherwise)",
+      "product per sample scattered into the output, bf16 under autocast; CPU only), libtorch, "
+      "or auto (gemm on the CPU, libtorch on CUDA)",
       {"auto", "gemm", "libtorch"});
   add_choice("groupnorm_kernel", &Config::groupnorm_kernel,
              "extension: GroupNorm + ReLU of the U-Net blocks: fused (one CPU kernel, contiguous "

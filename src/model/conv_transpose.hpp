@@ -2,8 +2,10 @@
 // a 3-D pixel shuffle. With kernel = stride the output blocks do not overlap: each input voxel's
 // C_in values times the weight viewed as (C_in, C_out x 8) give the 2x2x2 output block of that
 // voxel. LibTorch 1.13 sends every CPU conv_transpose3d to slow_conv_transpose3d (col2vol); this
-// is a batched GEMM (BLAS, or oneDNN for bf16) plus one copy, and autograd differentiates it
-// (two GEMMs and the inverse shuffle). Tested against at::conv_transpose3d.
+// is one at::mm per sample (BLAS, or oneDNN for bf16) and one pass that scatters the products into
+// the output with the bias added. The backward gathers the output gradient back into that matrix
+// and runs two products (input and weight gradients); the bias gradient is a sum. Either memory
+// layout is read and written as it is. Tested against at::conv_transpose3d.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -11,7 +13,8 @@
 namespace scaffold::model {
 
 // x (N, C_in, D, H, W), weight (C_in, C_out, 2, 2, 2), bias (C_out) or undefined
-// -> (N, C_out, 2D, 2H, 2W), contiguous. Throws core::Error for other kernel shapes.
+// -> (N, C_out, 2D, 2H, 2W) in x's memory format (contiguous or channels-last 3-D), all CPU
+// tensors of one floating dtype. Throws core::Error for other kernel shapes, devices or dtypes.
 at::Tensor conv_transpose3d_k2s2(const at::Tensor& x, const at::Tensor& weight,
                                  const at::Tensor& bias);
 

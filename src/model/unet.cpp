@@ -11,6 +11,7 @@
 #include <exception>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "model/autocast.hpp"
@@ -58,7 +59,7 @@ at::Tensor in_fp32(const at::Tensor& x, Op&& op) {
 
 UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upconv, const std::string& groupnorm,
                                  const std::string& pool, const c10::Device& device, bool channels_last,
-                                 bool bf16_autocast) {
+                                 bool /*bf16_autocast: no auto choice depends on it at present*/) {
   const bool cpu = device.is_cpu();
   UNetKernels k;
   if (conv == "auto") {
@@ -77,9 +78,10 @@ UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upc
     throw core::Error(fmt::format("conv_kernel: '{}' is not allowed; expected auto, winograd, onednn or libtorch", conv));
   }
   if (upconv == "auto") {
-    // In float32 LibTorch's own is as fast (oneDNN from batch 2 on); under bf16 autocast the GEMM
-    // runs in bf16 where LibTorch's needs a float32 detour.
-    k.gemm_upconv = cpu && bf16_autocast;
+    // LibTorch 1.13's CPU conv_transpose3d is col2vol at every batch size; one at::mm per sample
+    // and a scatter measured 1-10 % faster whole steps in float32 (docs/performance.md), and under
+    // bf16 autocast it runs in bf16 where LibTorch's needs a float32 detour.
+    k.gemm_upconv = cpu;
   } else if (upconv == "gemm") {
     if (!cpu) throw core::Error(fmt::format("upconv_kernel: gemm runs on the CPU, this run trains on {}", device.str()));
     k.gemm_upconv = true;
@@ -257,13 +259,35 @@ at::Tensor UpImpl::forward(const at::Tensor& x, const at::Tensor& skip) {
 
 // --- OutConv -------------------------------------------------------------------------------------
 
-OutConvImpl::OutConvImpl(int64_t in_channels, int64_t n_classes) {
+OutConvImpl::OutConvImpl(int64_t in_channels, int64_t n_classes, bool matrix_product)
+    : matrix_product_(matrix_product) {
   conv_ = register_module(
       "conv", torch::nn::Conv3d(torch::nn::Conv3dOptions(in_channels, n_classes, 1).bias(true)));
 }
 
 at::Tensor OutConvImpl::forward(const at::Tensor& x) {
+  if (matrix_product_ && x.device().is_cpu() && x.dim() == 5) return product(x);
   return conv_(x);
+}
+
+// y = W x + b voxel by voxel. at::mm is on CPU autocast's lower-precision list as conv3d is, so
+// the product runs in the same dtype; the bias is cast to the product's (as conv3d's would be).
+at::Tensor OutConvImpl::product(const at::Tensor& x) const {
+  const int64_t n = x.size(0), c = x.size(1), k = conv_->weight.size(0);
+  const int64_t d = x.size(2), h = x.size(3), w = x.size(4);
+  const at::Tensor weight = conv_->weight.view({k, c});
+  if (!x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast3d)) {
+    // Channels-last: every voxel of the batch is a row, one product for all of them.
+    const at::Tensor y = at::mm(x.permute({0, 2, 3, 4, 1}).view({n * d * h * w, c}), weight.t());
+    return (y + conv_->bias.to(y.scalar_type())).view({n, d, h, w, k}).permute({0, 4, 1, 2, 3});
+  }
+  const at::Tensor xc = x.contiguous();
+  std::vector<at::Tensor> samples;
+  samples.reserve(static_cast<std::size_t>(n));
+  // One at::mm per sample: LibTorch 1.13's batched matmul is ~10x slower on these shapes.
+  for (int64_t i = 0; i < n; ++i) samples.push_back(at::mm(weight, xc.select(0, i).view({c, d * h * w})));
+  const at::Tensor y = n == 1 ? samples[0].unsqueeze(0) : at::stack(samples);
+  return (y + conv_->bias.to(y.scalar_type()).view({1, k, 1})).view({n, k, d, h, w});
 }
 
 // --- UNet3d --------------------------------------------------------------------------------------
@@ -284,7 +308,7 @@ UNet3dImpl::UNet3dImpl(const UNetOptions& options) : options_(options) {
     const int64_t c = base << (options_.layers - k + 1);  // from level L-k+1 to level L-k
     ups_.push_back(register_module("up" + std::to_string(k), Up(c, c / 2, groups, fp32, sp, kernels)));
   }
-  outc_ = register_module("outc", OutConv(base, options_.n_classes));
+  outc_ = register_module("outc", OutConv(base, options_.n_classes, kernels.onednn_conv || kernels.winograd_conv));
 }
 
 at::Tensor UNet3dImpl::forward(const at::Tensor& x) {

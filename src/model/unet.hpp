@@ -39,7 +39,7 @@ struct UNetKernels {
 
 // The conv_kernel, upconv_kernel, groupnorm_kernel and pool_kernel keys for `device`, layout and
 // precision: auto picks what measured faster in whole steps (docs/performance.md): on the CPU the Winograd
-// convolutions where they pay and oneDNN's for the rest (where this build has oneDNN), the GEMM upsampling under bf16 autocast only, and
+// convolutions where they pay and oneDNN's for the rest (where this build has oneDNN), the GEMM upsampling, and
 // LibTorch's GroupNorm and the native max pool; LibTorch's kernels on CUDA. Throws core::Error naming the key for a value that
 // cannot run here (onednn, gemm or fused on CUDA, onednn in a build without oneDNN, ...).
 UNetKernels resolve_unet_kernels(const std::string& conv_kernel, const std::string& upconv_kernel,
@@ -134,12 +134,17 @@ TORCH_MODULE(Up);
 // Conv3d 1^3 with bias: the per-voxel classifier. No softmax.
 class OutConvImpl : public torch::nn::Module {
  public:
-  OutConvImpl(int64_t in_channels, int64_t n_classes);
+  // `matrix_product`: on the CPU, the 1x1x1 convolution as a matrix product per sample (LibTorch
+  // 1.13 sends it to slow_conv3d at batch 1); the native conv_kernel choices turn it on.
+  OutConvImpl(int64_t in_channels, int64_t n_classes, bool matrix_product = false);
   // (N, Cin, D, H, W) -> (N, n_classes, D, H, W)
   at::Tensor forward(const at::Tensor& x);
 
  private:
+  at::Tensor product(const at::Tensor& x) const;
+
   torch::nn::Conv3d conv_{nullptr};  // weight (K, Cin, 1, 1, 1), bias (K)
+  bool matrix_product_ = false;
 };
 TORCH_MODULE(OutConv);
 

@@ -206,9 +206,11 @@ TEST(UNet3d, KernelKeysResolvePerDeviceAndPrecision) {
   EXPECT_EQ(
       conv_kernel_name(resolve_unet_kernels("onednn", "auto", "auto", "auto", cpu, false, false)),
       dnnl_conv3d_built() ? "onednn" : "libtorch");
-  EXPECT_FALSE(fp32.gemm_upconv);
+  EXPECT_TRUE(fp32.gemm_upconv);
   EXPECT_EQ(fp32.norm_kernel, NormKernel::Unfused);
   EXPECT_TRUE(resolve_unet_kernels("auto", "auto", "auto", "auto", cpu, false, true).gemm_upconv);
+  EXPECT_FALSE(
+      resolve_unet_kernels("auto", "libtorch", "auto", "auto", cpu, false, true).gemm_upconv);
   const UNetKernels gpu = resolve_unet_kernels("auto", "auto", "auto", "auto", cuda, false, true);
   EXPECT_FALSE(gpu.onednn_conv || gpu.gemm_upconv || gpu.winograd_conv);
   const UNetKernels all =
@@ -247,6 +249,38 @@ TEST(UNet3d, CpuKernelsGiveLibTorchsOutputAndGradients) {
     fast.kernels.native_pool = true;
     expect_same(forward_backward(fast, false, false, batch),
                 forward_backward(plain, false, false, batch), 1e-5);
+  }
+}
+
+// The 1x1x1 head as a matrix product against LibTorch's conv3d on the same parameters, in both
+// memory layouts and at batch 1 and 2: output and the input, weight and bias gradients.
+TEST(OutConv, MatrixProductGivesConv3dsOutputAndGradients) {
+  for (const bool cl : {false, true}) {
+    for (const int64_t batch : {1, 2}) {
+      SCOPED_TRACE(std::string(cl ? "channels-last" : "NCDHW") + ", batch " +
+                   std::to_string(batch));
+      at::manual_seed(5);
+      OutConv reference(16, 6), product(16, 6, /*matrix_product=*/true);
+      {
+        torch::NoGradGuard no_grad;
+        product->parameters()[0].copy_(reference->parameters()[0]);
+        product->parameters()[1].copy_(reference->parameters()[1]);
+      }
+      at::Tensor x0 = at::randn({batch, 16, 3, 4, 5});
+      if (cl) x0 = x0.contiguous(at::MemoryFormat::ChannelsLast3d);
+      const at::Tensor g = at::randn({batch, 6, 3, 4, 5});
+      std::vector<std::vector<at::Tensor>> results;
+      for (OutConv* m : {&reference, &product}) {
+        const at::Tensor x = x0.detach().clone().requires_grad_(true);
+        const at::Tensor y = (*m)->forward(x);
+        y.backward(g);
+        results.push_back(
+            {y.detach(), x.grad(), (*m)->parameters()[0].grad(), (*m)->parameters()[1].grad()});
+      }
+      const char* names[] = {"output", "input gradient", "weight gradient", "bias gradient"};
+      for (std::size_t i = 0; i < 4; ++i)
+        EXPECT_TRUE(test::tensors_close(results[1][i], results[0][i], 1e-5, names[i]));
+    }
   }
 }
 
