@@ -19,6 +19,7 @@
 #include "core/stats.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
+#include "train/fused_adam.hpp"
 #include "workloads/fno/fno.hpp"
 
 using namespace scaffold;
@@ -74,7 +75,7 @@ int run(const BenchOptions& o) {
   shape.insert(shape.end(), o.grid.begin(), o.grid.end());
   const at::Tensor x = pattern(shape, 0.5) * 20.0;  // (B, C, *grid)
   const at::Tensor y = pattern(shape, 1.5) * 20.0;
-  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-3).weight_decay(1e-4));
+  train::FusedAdam adam(net->parameters(), torch::optim::AdamOptions(1e-3).weight_decay(1e-4));
   const int64_t params = fno::count_parameters(*net);
 
   double loss0 = 0.0;

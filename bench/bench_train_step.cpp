@@ -32,6 +32,7 @@
 #include "model/unet.hpp"
 #include "profile/profiler.hpp"
 #include "profile/torch_ops.hpp"
+#include "train/fused_adam.hpp"
 #include "train/grad_clip.hpp"
 #include "train/loss.hpp"
 
@@ -214,7 +215,7 @@ int run(const BenchOptions& o) {
   net->to(device);
   image = image.to(device);
   const at::Tensor device_labels = labels.to(device);
-  torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(1e-3));
+  train::FusedAdam optimizer(net->parameters(), torch::optim::AdamOptions(1e-3));
   const model::AutocastState amp_state = forward_autocast(o.bf16, device);
   const int64_t params = model::count_parameters(*net);
 

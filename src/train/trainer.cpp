@@ -27,6 +27,7 @@
 #include "core/timer.hpp"
 #include "model/autocast.hpp"
 #include "model/memory_format.hpp"
+#include "train/fused_adam.hpp"
 #include "train/loss.hpp"
 #include "train/schedule.hpp"
 
@@ -176,7 +177,7 @@ Trainer::Trainer(model::UNet3d model, TrainerOptions options, const dataset::Fra
   const std::string optimizer = options_.optimizer;
   const double lr = options_.learning_rate;
   lo.make_optimizer = [optimizer, lr](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
-    if (optimizer == "ADAM") return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+    if (optimizer == "ADAM") return std::make_unique<FusedAdam>(params, torch::optim::AdamOptions(lr));
     if (optimizer == "SGD") return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
     return std::make_unique<torch::optim::RMSprop>(params, torch::optim::RMSpropOptions(lr).alpha(0.99).eps(1e-8));
   };

@@ -43,6 +43,7 @@
 #include "suite/stop_signals.hpp"
 #include "train/device.hpp"
 #include "train/device_memory.hpp"
+#include "train/fused_adam.hpp"
 #include "train/loop.hpp"
 #include "workloads/fno/dist_fft.hpp"
 #include "workloads/fno/fno.hpp"
@@ -288,8 +289,7 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
     const double lr = cfg.learning_rate, wd = cfg.weight_decay;
     lo.make_optimizer =
         [lr, wd](const std::vector<at::Tensor>& p) -> std::unique_ptr<torch::optim::Optimizer> {
-      return std::make_unique<torch::optim::Adam>(p,
-                                                  torch::optim::AdamOptions(lr).weight_decay(wd));
+      return std::make_unique<train::FusedAdam>(p, torch::optim::AdamOptions(lr).weight_decay(wd));
     };
     // StepLR(step, gamma) stepped once per epoch (warm-up epochs included), as the paper's loop.
     lo.lr_after = lr_after;
