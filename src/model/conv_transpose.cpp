@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "model/memory_format.hpp"
 
 namespace scaffold::model {
 namespace {
@@ -22,14 +23,6 @@ struct Dims {
 
 Dims dims_of(const at::Tensor& x, const at::Tensor& weight) {
   return {x.size(0), x.size(1), weight.size(1), x.size(2), x.size(3), x.size(4)};
-}
-
-bool channels_last(const at::Tensor& x) {
-  return !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast3d);
-}
-
-at::MemoryFormat format_of(bool cl) {
-  return cl ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::Contiguous;
 }
 
 // The weight (C, O, 2, 2, 2) as the matrix each layout multiplies by. NCDHW: (8 O, C), row
@@ -125,14 +118,14 @@ class ConvTransposeK2S2Function : public torch::autograd::Function<ConvTranspose
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
                             const at::Tensor& weight, const at::Tensor& bias) {
-    const bool cl = channels_last(x_in);
-    const at::Tensor x = x_in.contiguous(format_of(cl));
+    const bool cl = is_channels_last_3d(x_in);
+    const at::Tensor x = x_in.contiguous(volume_format(cl));
     const Dims g = dims_of(x, weight);
     const at::Tensor wm = weight_matrix(weight, cl);
     // No bias comes as an empty tensor (autograd inputs must be defined tensors).
     const at::Tensor b = bias.numel() > 0 ? bias.contiguous() : at::Tensor();
-    at::Tensor y =
-        at::empty({g.n, g.o, 2 * g.d, 2 * g.h, 2 * g.w}, x.options().memory_format(format_of(cl)));
+    at::Tensor y = at::empty({g.n, g.o, 2 * g.d, 2 * g.h, 2 * g.w},
+                             x.options().memory_format(volume_format(cl)));
     at::Tensor r = at::empty({cl ? g.s() : 8 * g.o, cl ? 8 * g.o : g.s()}, x.options());
     for (int64_t n = 0; n < g.n; ++n) {
       const at::Tensor xs = sample_matrix(x, n, g, cl);
@@ -153,12 +146,12 @@ class ConvTransposeK2S2Function : public torch::autograd::Function<ConvTranspose
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &weight = saved[1];
-    const bool cl = channels_last(x);
+    const bool cl = is_channels_last_3d(x);
     const Dims g = dims_of(x, weight);
-    const at::Tensor dy = grads.at(0).to(x.scalar_type()).contiguous(format_of(cl));
+    const at::Tensor dy = grads.at(0).to(x.scalar_type()).contiguous(volume_format(cl));
     const at::Tensor wm = weight_matrix(weight, cl);
     at::Tensor dx, dwm;
-    if (ctx->needs_input_grad(0)) dx = at::empty_like(x, format_of(cl));
+    if (ctx->needs_input_grad(0)) dx = at::empty_like(x, volume_format(cl));
     const bool want_w = ctx->needs_input_grad(1);
     at::Tensor dr = at::empty({cl ? g.s() : 8 * g.o, cl ? 8 * g.o : g.s()}, x.options());
     for (int64_t n = 0; n < g.n; ++n) {

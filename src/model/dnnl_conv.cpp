@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "core/error.hpp"
+#include "model/memory_format.hpp"
 
 #if SCAFFOLD_WITH_DNNL
 #include <map>
@@ -50,10 +51,6 @@ memory::data_type dnnl_type(at::ScalarType t) {
   return t == at::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
 }
 
-bool channels_last(const at::Tensor& x) {
-  return !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast3d);
-}
-
 // One convolution shape: its three primitives and the user (plain) layouts they exchange.
 struct Primitives {
   memory::desc src_user, wei_user, dst_user, diff_wei_user;
@@ -71,7 +68,7 @@ using Key =
 
 std::shared_ptr<const Primitives> primitives_for(const at::Tensor& x, const at::Tensor& w,
                                                  int64_t pad) {
-  const bool cl = channels_last(x);
+  const bool cl = is_channels_last_3d(x);
   const Key key{x.size(0), x.size(1), w.size(0),
                 x.size(2), x.size(3), x.size(4),
                 w.size(2), pad,       static_cast<int>(x.scalar_type()),
@@ -145,20 +142,13 @@ void run_into(const dnnl::primitive& prim, std::unordered_map<int, memory> args,
   stream.wait();
 }
 
-// The activation layout a call uses: x's own (contiguous or channels-last 3-D), anything else
-// made contiguous.
-at::Tensor activation(const at::Tensor& t, bool cl) {
-  return cl ? t.contiguous(at::MemoryFormat::ChannelsLast3d) : t.contiguous();
-}
-
 at::Tensor forward_impl(const at::Tensor& x_in, const at::Tensor& w_in, int64_t pad) {
-  const bool cl = channels_last(x_in);
-  const at::Tensor x = activation(x_in, cl), w = w_in.contiguous();
+  const bool cl = is_channels_last_3d(x_in);
+  const at::Tensor x = x_in.contiguous(volume_format(cl)), w = w_in.contiguous();
   const auto p = primitives_for(x, w, pad);
   const auto& dims = p->dst_user.dims();
   at::Tensor y = at::empty({dims[0], dims[1], dims[2], dims[3], dims[4]},
-                           x.options().memory_format(cl ? at::MemoryFormat::ChannelsLast3d
-                                                        : at::MemoryFormat::Contiguous));
+                           x.options().memory_format(volume_format(cl)));
   dnnl::engine& engine = cpu_engine();
   dnnl::stream stream(engine);
   const memory src_u(p->src_user, engine, x.data_ptr()), wei_u(p->wei_user, engine, w.data_ptr()),
@@ -183,9 +173,9 @@ class DnnlConv3dFunction : public torch::autograd::Function<DnnlConv3dFunction> 
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const int64_t pad = ctx->saved_data["padding"].toInt();
-    const bool cl = channels_last(saved[0]);
-    const at::Tensor x = activation(saved[0], cl), w = saved[1].contiguous();
-    const at::Tensor dy = activation(grads.at(0).to(x.scalar_type()), cl);
+    const bool cl = is_channels_last_3d(saved[0]);
+    const at::Tensor x = saved[0].contiguous(volume_format(cl)), w = saved[1].contiguous();
+    const at::Tensor dy = grads.at(0).to(x.scalar_type()).contiguous(volume_format(cl));
     const auto p = primitives_for(x, w, pad);
     dnnl::engine& engine = cpu_engine();
     dnnl::stream stream(engine);

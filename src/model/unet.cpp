@@ -19,6 +19,7 @@
 #include "model/conv_transpose.hpp"
 #include "model/dnnl_conv.hpp"
 #include "model/max_pool.hpp"
+#include "model/memory_format.hpp"
 #include "model/winograd_conv.hpp"
 
 namespace scaffold::model {
@@ -276,7 +277,7 @@ at::Tensor OutConvImpl::product(const at::Tensor& x) const {
   const int64_t n = x.size(0), c = x.size(1), k = conv_->weight.size(0);
   const int64_t d = x.size(2), h = x.size(3), w = x.size(4);
   const at::Tensor weight = conv_->weight.view({k, c});
-  if (!x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast3d)) {
+  if (is_channels_last_3d(x)) {
     // Channels-last: every voxel of the batch is a row, one product for all of them.
     const at::Tensor y = at::mm(x.permute({0, 2, 3, 4, 1}).view({n * d * h * w, c}), weight.t());
     return (y + conv_->bias.to(y.scalar_type())).view({n, d, h, w, k}).permute({0, 4, 1, 2, 3});

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "model/memory_format.hpp"
 #include "model/parallel_check.hpp"
 #include "model/simd.hpp"
 
@@ -695,15 +696,6 @@ at::Tensor weights_pass(const float* x, const Grid& g, const float* dy, const Gr
 
 // --- Autograd ---------------------------------------------------------------------------------
 
-bool channels_last(const at::Tensor& x) {
-  return !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast3d);
-}
-
-// x in the memory format the transforms read: channels-last when it is, else contiguous.
-at::Tensor dense(const at::Tensor& x, bool cl) {
-  return cl ? x.contiguous(at::MemoryFormat::ChannelsLast3d) : x.contiguous();
-}
-
 Grid grid_of(const at::Tensor& x, bool cl) {
   return Grid(x.size(0), x.size(2), x.size(3), x.size(4), x.size(1), cl);
 }
@@ -712,9 +704,8 @@ Grid grid_of(const at::Tensor& x, bool cl) {
 // the result in the same layout. The transforms read and write that layout directly.
 at::Tensor conv(const at::Tensor& x, const at::Tensor& w, bool cl) {
   const Grid g = grid_of(x, cl), gy = g.with_channels(w.size(0));
-  at::Tensor y = at::empty({g.n, gy.c, g.d, g.h, g.w},
-                           x.options().memory_format(cl ? at::MemoryFormat::ChannelsLast3d
-                                                        : at::MemoryFormat::Contiguous));
+  at::Tensor y =
+      at::empty({g.n, gy.c, g.d, g.h, g.w}, x.options().memory_format(volume_format(cl)));
   const std::vector<float> u = transform_weights(w);
   forward_pass(x.data_ptr<float>(), g, u.data(), gy, y.data_ptr<float>());
   return y;
@@ -724,8 +715,8 @@ class WinogradConv3dFunction : public torch::autograd::Function<WinogradConv3dFu
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
                             const at::Tensor& w_in) {
-    const bool cl = channels_last(x_in);
-    const at::Tensor x = dense(x_in, cl), w = w_in.contiguous();
+    const bool cl = is_channels_last_3d(x_in);
+    const at::Tensor x = x_in.contiguous(volume_format(cl)), w = w_in.contiguous();
     ctx->save_for_backward({x, w});
     return conv(x, w, cl);
   }
@@ -734,8 +725,8 @@ class WinogradConv3dFunction : public torch::autograd::Function<WinogradConv3dFu
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
     const at::Tensor x = saved[0], w = saved[1];
-    const bool cl = channels_last(x);
-    const at::Tensor dy = dense(grads.at(0).to(at::kFloat), cl);
+    const bool cl = is_channels_last_3d(x);
+    const at::Tensor dy = grads.at(0).to(at::kFloat).contiguous(volume_format(cl));
     at::Tensor dx, dw;
     if (ctx->needs_input_grad(1)) {
       const Grid g = grid_of(x, cl);
