@@ -177,6 +177,91 @@ class ConvTransposeK2S2Function : public torch::autograd::Function<ConvTranspose
   }
 };
 
+// The 1x1x1 convolution y = W x + b voxel by voxel. NCDHW: one product per sample, (O, C) x
+// (C, s); channels-last: one for the whole batch, (N s, C) x (C, O). The backward writes each
+// sample's input gradient in place: through autograd, per-sample products of selected slices
+// would cost two zero-filled copies of the whole input gradient at batch 2 (select's backward).
+class Conv1x1x1Function : public torch::autograd::Function<Conv1x1x1Function> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
+                            const at::Tensor& weight, const at::Tensor& bias) {
+    const bool cl = is_channels_last_3d(x_in);
+    const at::Tensor x = x_in.contiguous(volume_format(cl));
+    const Dims g{x.size(0), x.size(1), weight.size(0), x.size(2), x.size(3), x.size(4)};
+    const at::Tensor wm = weight.reshape({g.o, g.c});
+    at::Tensor y =
+        at::empty({g.n, g.o, g.d, g.h, g.w}, x.options().memory_format(volume_format(cl)));
+    if (cl) {
+      at::Tensor ym = y.permute({0, 2, 3, 4, 1}).view({g.n * g.s(), g.o});
+      at::mm_out(ym, x.permute({0, 2, 3, 4, 1}).view({g.n * g.s(), g.c}), wm.t());
+    } else {
+      for (int64_t n = 0; n < g.n; ++n) {
+        at::Tensor ys = y.select(0, n).view({g.o, g.s()});
+        at::mm_out(ys, wm, sample_matrix(x, n, g, cl));
+      }
+    }
+    if (bias.numel() > 0) y.add_(bias.view({1, g.o, 1, 1, 1}));
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["bias"] = bias.numel() > 0;
+    return y;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &weight = saved[1];
+    const bool cl = is_channels_last_3d(x);
+    const Dims g{x.size(0), x.size(1), weight.size(0), x.size(2), x.size(3), x.size(4)};
+    const at::Tensor dy = grads.at(0).to(x.scalar_type()).contiguous(volume_format(cl));
+    const at::Tensor wm = weight.reshape({g.o, g.c});
+    at::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) {
+      dx = at::empty_like(x, volume_format(cl));
+      if (cl) {
+        at::Tensor dxm = dx.permute({0, 2, 3, 4, 1}).view({g.n * g.s(), g.c});
+        at::mm_out(dxm, dy.permute({0, 2, 3, 4, 1}).view({g.n * g.s(), g.o}), wm);
+      } else {
+        for (int64_t n = 0; n < g.n; ++n) {
+          at::Tensor dxs = sample_matrix(dx, n, g, cl);
+          at::mm_out(dxs, wm.t(), dy.select(0, n).view({g.o, g.s()}));
+        }
+      }
+    }
+    if (ctx->needs_input_grad(1)) {
+      at::Tensor dwm;
+      if (cl) {
+        dwm = at::mm(dy.permute({0, 2, 3, 4, 1}).view({g.n * g.s(), g.o}).t(),
+                     x.permute({0, 2, 3, 4, 1}).view({g.n * g.s(), g.c}));
+      } else {
+        for (int64_t n = 0; n < g.n; ++n) {
+          const at::Tensor dys = dy.select(0, n).view({g.o, g.s()});
+          const at::Tensor xst = sample_matrix(x, n, g, cl).t();
+          dwm = dwm.defined() ? dwm.addmm_(dys, xst) : at::mm(dys, xst);
+        }
+      }
+      dw = dwm.view(weight.sizes());
+    }
+    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum({0, 2, 3, 4});
+    return {dx, dw, db};
+  }
+};
+
+// Both layers take CPU tensors of one dtype and a bias of c_out values or none.
+void check_cpu_one_dtype(const char* name, const at::Tensor& x, const at::Tensor& weight,
+                         const at::Tensor& bias, int64_t c_out) {
+  if (!x.device().is_cpu() || weight.scalar_type() != x.scalar_type() ||
+      (bias.defined() &&
+       (bias.scalar_type() != x.scalar_type() || bias.dim() != 1 || bias.numel() != c_out)))
+    throw core::Error(fmt::format(
+        "{}: takes CPU tensors of one dtype and a bias of C_out = {} values; got input {} on {}, "
+        "weight {}, bias {}",
+        name, c_out, c10::toString(x.scalar_type()), x.device().str(),
+        c10::toString(weight.scalar_type()),
+        bias.defined()
+            ? std::string(c10::toString(bias.scalar_type())) + " of " + std::to_string(bias.numel())
+            : std::string("none")));
+}
+
 }  // namespace
 
 at::Tensor conv_transpose3d_k2s2(const at::Tensor& x, const at::Tensor& weight,
@@ -187,19 +272,20 @@ at::Tensor conv_transpose3d_k2s2(const at::Tensor& x, const at::Tensor& weight,
         fmt::format("conv_transpose3d_k2s2: input {} and weight {} are not (N, C_in, D, H, W) and "
                     "(C_in, C_out, 2, 2, 2)",
                     fmt::join(x.sizes(), "x"), fmt::join(weight.sizes(), "x")));
-  if (!x.device().is_cpu() || weight.scalar_type() != x.scalar_type() ||
-      (bias.defined() && (bias.scalar_type() != x.scalar_type() || bias.dim() != 1 ||
-                          bias.numel() != weight.size(1))))
-    throw core::Error(fmt::format(
-        "conv_transpose3d_k2s2: takes CPU tensors of one dtype and a bias of C_out = {} values; "
-        "got input {} on {}, weight {}, bias {}",
-        weight.size(1), c10::toString(x.scalar_type()), x.device().str(),
-        c10::toString(weight.scalar_type()),
-        bias.defined()
-            ? std::string(c10::toString(bias.scalar_type())) + " of " + std::to_string(bias.numel())
-            : std::string("none")));
+  check_cpu_one_dtype("conv_transpose3d_k2s2", x, weight, bias, weight.size(1));
   return ConvTransposeK2S2Function::apply(x, weight,
                                           bias.defined() ? bias : at::empty({0}, x.options()));
+}
+
+at::Tensor conv3d_1x1x1(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (x.dim() != 5 || weight.dim() != 5 || weight.size(1) != x.size(1) || weight.size(2) != 1 ||
+      weight.size(3) != 1 || weight.size(4) != 1)
+    throw core::Error(
+        fmt::format("conv3d_1x1x1: input {} and weight {} are not (N, C_in, D, H, W) and (C_out, "
+                    "C_in, 1, 1, 1)",
+                    fmt::join(x.sizes(), "x"), fmt::join(weight.sizes(), "x")));
+  check_cpu_one_dtype("conv3d_1x1x1", x, weight, bias, weight.size(0));
+  return Conv1x1x1Function::apply(x, weight, bias.defined() ? bias : at::empty({0}, x.options()));
 }
 
 }  // namespace scaffold::model

@@ -18,4 +18,10 @@ namespace scaffold::model {
 at::Tensor conv_transpose3d_k2s2(const at::Tensor& x, const at::Tensor& weight,
                                  const at::Tensor& bias);
 
+// The 1x1x1 convolution (the U-Net's head) as matrix products: x (N, C_in, D, H, W), weight
+// (C_out, C_in, 1, 1, 1), bias (C_out) or undefined -> (N, C_out, D, H, W) in x's memory format;
+// CPU tensors of one floating dtype (core::Error otherwise). LibTorch 1.13 sends it to slow_conv3d
+// at batch 1. Tested against at::conv3d.
+at::Tensor conv3d_1x1x1(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
 }  // namespace scaffold::model

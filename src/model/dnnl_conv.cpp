@@ -101,21 +101,26 @@ std::shared_ptr<const Primitives> primitives_for(const at::Tensor& x, const at::
   // bf16 weight gradients accumulate in float32, reordered (rounded) into the weight's dtype.
   const memory::desc diff_wei_any(wei_dims, memory::data_type::f32, Tag::any);
   dnnl::engine& engine = cpu_engine();
+  // The caller hands each primitive its scratchpad as an ATen tensor, freed after the call. In
+  // oneDNN's own (library) mode it is a per-thread buffer kept for the process at the size of the
+  // largest primitive run so far: ~50 MiB more resident memory in a bf16 step on AMX kernels.
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   p->fwd_pd = dnnl::convolution_forward::primitive_desc(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
                                       dnnl::algorithm::convolution_direct, src_any, wei_any,
                                       dst_any, strides, padding, padding),
-      engine);
+      attr, engine);
   p->fwd = dnnl::convolution_forward(p->fwd_pd);
   p->bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(
       dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_any, wei_any,
                                             dst_any, strides, padding, padding),
-      engine, p->fwd_pd);
+      attr, engine, p->fwd_pd);
   p->bwd_data = dnnl::convolution_backward_data(p->bwd_data_pd);
   p->bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
       dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any,
                                                diff_wei_any, dst_any, strides, padding, padding),
-      engine, p->fwd_pd);
+      attr, engine, p->fwd_pd);
   p->bwd_weights = dnnl::convolution_backward_weights(p->bwd_weights_pd);
   if (cache.size() >= 256) cache.clear();  // a bound for shape-changing callers
   cache.emplace(key, p);
@@ -131,12 +136,18 @@ memory in_layout(memory user, const memory::desc& want,
   return m;
 }
 
-// Runs `prim` with `args` writing its output argument `out_arg` (layout `produced`) into `out`.
-void run_into(const dnnl::primitive& prim, std::unordered_map<int, memory> args, int out_arg,
-              const memory::desc& produced, memory out, dnnl::stream& stream) {
+// Runs `prim` (made from `pd`) with `args` writing its output argument `out_arg` (layout
+// `produced`) into `out`, with a scratchpad of its own for the call.
+void run_into(const dnnl::primitive& prim, const dnnl::primitive_desc_base& pd,
+              std::unordered_map<int, memory> args, int out_arg, const memory::desc& produced,
+              memory out, dnnl::stream& stream) {
   const bool direct = produced == out.get_desc();
   memory result = direct ? out : memory(produced, cpu_engine());
   args.emplace(out_arg, result);
+  const memory::desc scratch_desc = pd.scratchpad_desc();
+  const at::Tensor scratch =
+      at::empty({static_cast<int64_t>(scratch_desc.get_size())}, at::TensorOptions(at::kByte));
+  args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_desc, cpu_engine(), scratch.data_ptr()));
   prim.execute(stream, args);
   if (!direct) dnnl::reorder(result, out).execute(stream, result, out);
   stream.wait();
@@ -153,7 +164,7 @@ at::Tensor forward_impl(const at::Tensor& x_in, const at::Tensor& w_in, int64_t 
   dnnl::stream stream(engine);
   const memory src_u(p->src_user, engine, x.data_ptr()), wei_u(p->wei_user, engine, w.data_ptr()),
       dst_u(p->dst_user, engine, y.data_ptr());
-  run_into(p->fwd,
+  run_into(p->fwd, p->fwd_pd,
            {{DNNL_ARG_SRC, in_layout(src_u, p->fwd_pd.src_desc(), stream)},
             {DNNL_ARG_WEIGHTS, in_layout(wei_u, p->fwd_pd.weights_desc(), stream)}},
            DNNL_ARG_DST, p->fwd_pd.dst_desc(), dst_u, stream);
@@ -185,7 +196,7 @@ class DnnlConv3dFunction : public torch::autograd::Function<DnnlConv3dFunction> 
       dx = at::empty_like(x);
       const memory diff_src_u(p->src_user, engine, dx.data_ptr()),
           wei_u(p->wei_user, engine, w.data_ptr());
-      run_into(p->bwd_data,
+      run_into(p->bwd_data, p->bwd_data_pd,
                {{DNNL_ARG_DIFF_DST, in_layout(dst_u, p->bwd_data_pd.diff_dst_desc(), stream)},
                 {DNNL_ARG_WEIGHTS, in_layout(wei_u, p->bwd_data_pd.weights_desc(), stream)}},
                DNNL_ARG_DIFF_SRC, p->bwd_data_pd.diff_src_desc(), diff_src_u, stream);
@@ -194,7 +205,7 @@ class DnnlConv3dFunction : public torch::autograd::Function<DnnlConv3dFunction> 
       dw = at::empty_like(w);
       const memory src_u(p->src_user, engine, x.data_ptr()),
           diff_wei_u(p->diff_wei_user, engine, dw.data_ptr());
-      run_into(p->bwd_weights,
+      run_into(p->bwd_weights, p->bwd_weights_pd,
                {{DNNL_ARG_SRC, in_layout(src_u, p->bwd_weights_pd.src_desc(), stream)},
                 {DNNL_ARG_DIFF_DST, in_layout(dst_u, p->bwd_weights_pd.diff_dst_desc(), stream)}},
                DNNL_ARG_DIFF_WEIGHTS, p->bwd_weights_pd.diff_weights_desc(), diff_wei_u, stream);

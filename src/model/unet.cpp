@@ -271,24 +271,12 @@ at::Tensor OutConvImpl::forward(const at::Tensor& x) {
   return conv_(x);
 }
 
-// y = W x + b voxel by voxel. at::mm is on CPU autocast's lower-precision list as conv3d is, so
-// the product runs in the same dtype; the bias is cast to the product's (as conv3d's would be).
+// y = W x + b voxel by voxel as matrix products (conv_transpose.hpp). Under CPU autocast in its
+// lower dtype, as conv3d would run (the custom function is not on autocast's list).
 at::Tensor OutConvImpl::product(const at::Tensor& x) const {
-  const int64_t n = x.size(0), c = x.size(1), k = conv_->weight.size(0);
-  const int64_t d = x.size(2), h = x.size(3), w = x.size(4);
-  const at::Tensor weight = conv_->weight.view({k, c});
-  if (is_channels_last_3d(x)) {
-    // Channels-last: every voxel of the batch is a row, one product for all of them.
-    const at::Tensor y = at::mm(x.permute({0, 2, 3, 4, 1}).view({n * d * h * w, c}), weight.t());
-    return (y + conv_->bias.to(y.scalar_type())).view({n, d, h, w, k}).permute({0, 4, 1, 2, 3});
-  }
-  const at::Tensor xc = x.contiguous();
-  std::vector<at::Tensor> samples;
-  samples.reserve(static_cast<std::size_t>(n));
-  // One at::mm per sample: LibTorch 1.13's batched matmul is ~10x slower on these shapes.
-  for (int64_t i = 0; i < n; ++i) samples.push_back(at::mm(weight, xc.select(0, i).view({c, d * h * w})));
-  const at::Tensor y = n == 1 ? samples[0].unsqueeze(0) : at::stack(samples);
-  return (y + conv_->bias.to(y.scalar_type()).view({1, k, 1})).view({n, k, d, h, w});
+  const AutocastState state = AutocastState::current();
+  const c10::ScalarType dtype = state.cpu_enabled ? state.cpu_dtype : x.scalar_type();
+  return conv3d_1x1x1(x.to(dtype), conv_->weight.to(dtype), conv_->bias.to(dtype));
 }
 
 // --- UNet3d --------------------------------------------------------------------------------------
