@@ -179,10 +179,12 @@ int run(const BenchOptions& o) {
   mo.fp32_pool_and_upsample = o.bf16 && !model::bf16_pool_and_upsample_work(device);
   // The CPU kernels of issue 17: native = what scaffold benchmark's `auto` keys pick for this
   // device, layout and precision; libtorch = none; or a comma list of winograd, conv (oneDNN),
-  // upconv, norm, pool to measure each alone.
+  // upconv, norm, pool, loss to measure each alone.
+  bool fused_loss = false;
   if (o.kernels == "native") {
     mo.kernels = model::resolve_unet_kernels("auto", "auto", "auto", "auto", device,
                                              o.channels_last, o.bf16);
+    fused_loss = train::fused_loss_for("auto", device.is_cpu());
   } else {
     const auto uses = [&](const char* k) {
       return ("," + o.kernels + ",").find(std::string(",") + k + ",") != std::string::npos;
@@ -193,6 +195,7 @@ int run(const BenchOptions& o) {
     mo.kernels.native_pool = uses("pool");
     mo.kernels.norm_kernel =
         uses("norm") && !o.channels_last ? model::NormKernel::Fused : model::NormKernel::Unfused;
+    fused_loss = uses("loss") && device.is_cpu();
   }
 
   // Model, then input, then labels from one seed: train_step.py draws them in the same order from
@@ -234,7 +237,8 @@ int run(const BenchOptions& o) {
     }
     wait_for(device);
     ph.forward_s = clock.elapsed_s();
-    const train::LossTerms terms = train::segmentation_loss(logits, device_labels, class_weights);
+    const train::LossTerms terms =
+        train::segmentation_loss(logits, device_labels, class_weights, {}, fused_loss);
     wait_for(device);
     ph.loss_s = clock.elapsed_s() - ph.forward_s;
     optimizer.zero_grad();
@@ -301,11 +305,11 @@ int run(const BenchOptions& o) {
   const double model_rate = flop_step / (step_ms * 1e-3) / 1e9;
   fmt::print(
       "bench_train_step (C++ LibTorch {}, scaffold {} {}): scale {} ({}^3), {} layers, base {}, "
-      "batch {}, {}, {}, {} GroupNorm + ReLU, on {}, {} threads, {} parameters\n",
+      "batch {}, {}, {}, {} GroupNorm + ReLU, {} loss, on {}, {} threads, {} parameters\n",
       core::torch_version_built_with(), core::version(), core::git_commit(), o.scale, side,
       mo.layers, o.base_channels, o.batch, o.bf16 ? "bf16 autocast" : "fp32",
       o.channels_last ? "ChannelsLast3d" : "NCDHW", model::to_string(mo.kernels.norm_kernel),
-      device.str(), threads, params);
+      fused_loss ? "fused" : "LibTorch's", device.str(), threads, params);
   fmt::print(
       "  step: median {:.1f} ms (min {:.1f}, max {:.1f}) of {} after {} warm-up; {:.2f} GFLOP "
       "-> {:.1f} GFLOP/s\n",
@@ -369,7 +373,7 @@ int parse_and_run(int argc, char** argv) {
   app.add_flag("--channels-last", o.channels_last, "parameters and input in ChannelsLast3d");
   app.add_option("--kernels", o.kernels,
                  "CPU kernels: native (what the auto keys pick), libtorch, or a comma list of "
-                 "winograd, conv (oneDNN), upconv, norm, pool");
+                 "winograd, conv (oneDNN), upconv, norm, pool, loss");
   app.add_option("--gemm-n", o.gemm_n, "side of the fp32 GEMM (0: skip)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--gemm-reps", o.gemm_reps, "timed GEMMs (median)")->check(CLI::PositiveNumber);

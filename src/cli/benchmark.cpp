@@ -49,6 +49,7 @@
 #include "suite/stop_signals.hpp"
 #include "train/device.hpp"
 #include "train/device_memory.hpp"
+#include "train/loss.hpp"
 #include "train/trainer.hpp"
 
 namespace scaffold::cli {
@@ -269,6 +270,7 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg, const dat
   to.T_mult = cfg.T_mult;
   to.disable_scheduler = cfg.disable_scheduler;
   to.amp_bf16 = cfg.torch_amp;
+  to.fused_loss = train::fused_loss_for(cfg.loss_kernel, device.is_cpu());
   to.channels_last = train::use_channels_last(cfg.memory_format, device);
   to.checkpoint_interval = cfg.checkpoint_interval;
   to.checkpoint_dir = run_dir / cfg.checkpoint_dir;
@@ -324,6 +326,7 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
               {"upconv_kernel", kernels.gemm_upconv ? "gemm" : "libtorch"},
               {"groupnorm_kernel", model::to_string(kernels.norm_kernel)},
               {"pool_kernel", kernels.native_pool ? "native" : "libtorch"},
+              {"loss_kernel", train::fused_loss_for(cfg.loss_kernel, device.is_cpu()) ? "fused" : "libtorch"},
               {"target_dice", core::python_float_str(cfg.target_dice)}};
   const double samples = static_cast<double>(steps * global_batch);
   const double median_s = core::median(result.step_times_s);
@@ -374,6 +377,8 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
     info.dc_num_shards = cfg.dc_num_shards;
     const model::UNetKernels kernels = unet_kernels(cfg, device);
     info.kernels = model::kernel_names(kernels);
+    info.kernels.push_back(std::string("loss=") +
+                           (train::fused_loss_for(cfg.loss_kernel, device.is_cpu()) ? "fused" : "libtorch"));
     suite::write_run_context(ctx.comm, run_dir, info);
   }
 

@@ -50,6 +50,7 @@ struct Config {
   std::string upconv_kernel = "auto";   // extension: auto | gemm | libtorch (the transposed convolutions)
   std::string groupnorm_kernel = "auto";  // extension: auto | fused | unfused GroupNorm + ReLU
   std::string pool_kernel = "auto";       // extension: auto | native | libtorch (MaxPool3d(2))
+  std::string loss_kernel = "auto";       // extension: auto | fused | libtorch (CE + soft Dice)
   bool activation_checkpointing = false;
   std::string optimizer = "ADAM";       // ADAM | RMSProp | SGD
   double starting_learning_rate = 0.001;

@@ -252,6 +252,11 @@ std::vector<KeySpec> scaffold_keys() {
       "contiguous float32 or bf16, bf16 pooled in bf16), libtorch, or auto (native on the CPU, "
       "libtorch on CUDA)",
       {"auto", "native", "libtorch"});
+  add_choice("loss_kernel", &Config::loss_kernel,
+             "extension: the loss's softmax sums (CE + soft Dice): fused (one CPU pass over the "
+             "logits forward, one backward; float32), libtorch (LibTorch's operators, the "
+             "reference), or auto (fused on the CPU, libtorch on CUDA)",
+             {"auto", "fused", "libtorch"});
   add(bind_key("activation_checkpointing", &Config::activation_checkpointing,
                "1 recomputes every U-Net block in the backward pass", kBoolAllowed, bool_any));
   {

@@ -10,6 +10,7 @@
 #include <string>
 #include <tuple>
 
+#include "model/parallel_check.hpp"
 #include "model/simd.hpp"
 
 namespace scaffold::train {

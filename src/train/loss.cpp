@@ -20,6 +20,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "train/fused_loss.hpp"
 
 namespace scaffold::train {
 namespace {
@@ -95,7 +96,8 @@ at::Tensor dice_from_sums(const at::Tensor& local_intersection, const at::Tensor
 }  // namespace
 
 LossTerms segmentation_loss(const at::Tensor& logits, const at::Tensor& target,
-                            const at::Tensor& class_weights, const SpatialSum& spatial_sum) {
+                            const at::Tensor& class_weights, const SpatialSum& spatial_sum,
+                            bool fused) {
   const int64_t n_classes = check_inputs(logits, target, "segmentation_loss");
   SCAFFOLD_CHECK(class_weights.dim() == 1 && class_weights.size(0) == n_classes,
                  fmt::format("segmentation_loss: class_weights must be ({}), got {}", n_classes,
@@ -106,23 +108,33 @@ LossTerms segmentation_loss(const at::Tensor& logits, const at::Tensor& target,
   const at::ScalarType dtype = logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const at::Tensor x = logits.to(dtype);  // (B, K, D, H, W)
 
-  // Weighted CE = Σ w[y]·(−log p_y) / Σ w[y] over every voxel of every sample.
-  const at::Tensor log_p = x.log_softmax(1);
-  const at::Tensor labels = target.reshape({-1});                                      // (N)
-  const at::Tensor log_p_y = log_p.gather(1, target.unsqueeze(1)).reshape({-1});       // (N)
-  const at::Tensor w_y = class_weights.to(x.device(), dtype).index_select(0, labels);  // (N)
-  const at::Tensor ce_sums =
-      sum_over_shards(spatial_sum, at::stack({(-log_p_y * w_y).sum(), w_y.sum()}));
   const double tiny = dtype == at::kDouble ? std::numeric_limits<double>::epsilon()
                                            : std::numeric_limits<float>::epsilon();
+  at::Tensor ce_sums, intersection, set_sum;
+  if (fused && softmax_loss_sums_supported(x)) {
+    // The same local sums from one pass over the logits (fused_loss.hpp).
+    const int64_t b = x.size(0), fg = n_classes - 1;
+    const at::Tensor sums =
+        softmax_loss_sums(x, target, class_weights.to(x.device(), dtype).contiguous());
+    ce_sums = sum_over_shards(spatial_sum, sums.narrow(0, 0, 2));
+    intersection = 2.0 * sums.narrow(0, 2, b * fg).view({b, fg});
+    set_sum = sums.narrow(0, 2 + b * fg, b * fg).view({b, fg}) +
+              sums.narrow(0, 2 + 2 * b * fg, b * fg).view({b, fg});
+  } else {
+    // Weighted CE = Σ w[y]·(−log p_y) / Σ w[y] over every voxel of every sample.
+    const at::Tensor log_p = x.log_softmax(1);
+    const at::Tensor labels = target.reshape({-1});                                      // (N)
+    const at::Tensor log_p_y = log_p.gather(1, target.unsqueeze(1)).reshape({-1});       // (N)
+    const at::Tensor w_y = class_weights.to(x.device(), dtype).index_select(0, labels);  // (N)
+    ce_sums = sum_over_shards(spatial_sum, at::stack({(-log_p_y * w_y).sum(), w_y.sum()}));
+    // Soft Dice on the foreground classes. p is the separate softmax ScaFFold computes, not
+    // exp(log_p), to keep its rounding.
+    const at::Tensor p_fg = x.softmax(1).narrow(1, 1, n_classes - 1);  // (B, K-1, D, H, W)
+    const at::Tensor g_fg = foreground_masks(target, n_classes);       // (B, K-1, D, H, W) bool
+    intersection = 2.0 * (p_fg * g_fg).sum(kDhw);                      // (B, K-1)
+    set_sum = p_fg.sum(kDhw) + g_fg.sum(kDhw, false, dtype);
+  }
   const at::Tensor ce = ce_sums.select(0, 0) / ce_sums.select(0, 1).clamp_min(tiny);
-
-  // Soft Dice on the foreground classes. p is the separate softmax ScaFFold computes, not
-  // exp(log_p), to keep its rounding.
-  const at::Tensor p_fg = x.softmax(1).narrow(1, 1, n_classes - 1);  // (B, K-1, D, H, W)
-  const at::Tensor g_fg = foreground_masks(target, n_classes);       // (B, K-1, D, H, W) bool
-  const at::Tensor intersection = 2.0 * (p_fg * g_fg).sum(kDhw);     // (B, K-1)
-  const at::Tensor set_sum = p_fg.sum(kDhw) + g_fg.sum(kDhw, false, dtype);
   const at::Tensor dice = dice_from_sums(intersection, set_sum, spatial_sum);  // (B, K-1)
 
   LossTerms terms;
@@ -130,6 +142,17 @@ LossTerms segmentation_loss(const at::Tensor& logits, const at::Tensor& target,
   terms.ce = ce.detach();
   terms.soft_dice = dice.detach().mean(1);
   return terms;
+}
+
+bool fused_loss_for(const std::string& loss_kernel, bool cpu) {
+  if (loss_kernel == "auto") return cpu;
+  if (loss_kernel == "libtorch") return false;
+  if (loss_kernel == "fused") {
+    if (!cpu) throw core::Error("loss_kernel: fused runs on the CPU, this run trains elsewhere");
+    return true;
+  }
+  throw core::Error(fmt::format(
+      "loss_kernel: '{}' is not allowed; expected auto, fused or libtorch", loss_kernel));
 }
 
 at::Tensor hard_dice_per_sample(const at::Tensor& logits, const at::Tensor& target,

@@ -92,7 +92,8 @@ class Trainer::SegmentationTask : public TrainingTask {
       logits = model_->forward(image);
     }
     SCAFFOLD_PROFILE_REGION(prof, "calculate_loss");
-    const LossTerms terms = segmentation_loss(logits, mask, class_weights_tensor_, spatial_sum_);
+    const LossTerms terms = segmentation_loss(logits, mask, class_weights_tensor_, spatial_sum_,
+                                                options_.fused_loss);
     const double b = static_cast<double>(image.size(0));
     return {terms.loss, at::stack({terms.loss.detach() * b, terms.soft_dice.sum().detach()})};
   }
@@ -105,7 +106,8 @@ class Trainer::SegmentationTask : public TrainingTask {
       model::AutocastGuard amp(forward_autocast(device_, options_.amp_bf16));
       logits = model_->forward(image);
     }
-    const LossTerms terms = segmentation_loss(logits, mask, class_weights_tensor_, spatial_sum_);
+    const LossTerms terms = segmentation_loss(logits, mask, class_weights_tensor_, spatial_sum_,
+                                                options_.fused_loss);
     const at::Tensor hard = hard_dice_per_sample(logits, mask, options_.n_classes, spatial_sum_);
     const double b = static_cast<double>(image.size(0));
     return at::stack({terms.loss * b, hard.sum()});

@@ -302,7 +302,7 @@ TEST_F(ConfigTest, DefaultsEqualConfigDefaults) {
 
 TEST_F(ConfigTest, KnownKeysFollowOptionsOrderAndCoverScaffold) {
   const std::vector<std::string> keys = known_keys();
-  EXPECT_EQ(keys.size(), 51u);
+  EXPECT_EQ(keys.size(), 52u);
   EXPECT_EQ(keys.front(), "base_run_dir");
   EXPECT_EQ(keys.back(), "async_save");
   for (const std::string& key : kScaffoldFileKeys)
@@ -310,7 +310,7 @@ TEST_F(ConfigTest, KnownKeysFollowOptionsOrderAndCoverScaffold) {
   for (const char* extra : {"job_name", "async_save", "dist", "datagen_batch_size",
                             "unet_base_channels", "device", "dc_groupnorm",
                             "progress_timeout_s", "device_sharing", "memory_format", "conv_kernel", "upconv_kernel",
-                            "groupnorm_kernel", "pool_kernel"})
+                            "groupnorm_kernel", "pool_kernel", "loss_kernel"})
     EXPECT_NE(std::find(keys.begin(), keys.end(), extra), keys.end()) << extra;
 }
 
