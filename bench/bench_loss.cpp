@@ -40,8 +40,7 @@ int main(int argc, char** argv) try {
   fmt::print(
       "# threads {}, float32, {} repeats after {} warm-up, median ms; ratio = fused / libtorch\n",
       at::get_num_threads(), repeats, warmup);
-  fmt::print("{:<16} {:>12} {:>10} {:>7} {:>14} {:>12} {:>7}\n", "shape", "libtorch_fwd",
-             "fused_fwd", "ratio", "libtorch_step", "fused_step", "ratio");
+  bench::print_paired_header("libtorch", "fused");
   for (const Shape& s : shapes) {
     at::manual_seed(1);
     const at::Tensor x = at::randn({s.b, s.k, s.side, s.side, s.side}).requires_grad_(true);
@@ -52,10 +51,7 @@ int main(int argc, char** argv) try {
       return bench::time_op([&] { return train::segmentation_loss(x, y, w, {}, fused).loss; }, {x},
                             r);
     });
-    fmt::print("{:<16} {:>12.2f} {:>10.2f} {:>7.2f} {:>14.2f} {:>12.2f} {:>7.2f}\n",
-               fmt::format("{}x{}x{}^3", s.b, s.k, s.side), m.b.forward_ms, m.a.forward_ms,
-               m.a.forward_ms / m.b.forward_ms, m.b.step_ms, m.a.step_ms,
-               m.a.step_ms / m.b.step_ms);
+    bench::print_paired_row(fmt::format("{}x{}x{}^3", s.b, s.k, s.side), m);
   }
   return 0;
 } catch (const std::exception& e) {

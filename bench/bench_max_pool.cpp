@@ -50,8 +50,7 @@ int main(int argc, char** argv) try {
   fmt::print(
       "# threads {}, {}, {} repeats after {} warm-up, median ms; ratio = native / libtorch\n",
       at::get_num_threads(), bf16 ? "bf16" : "float32", repeats, warmup);
-  fmt::print("{:<16} {:>12} {:>10} {:>7} {:>14} {:>12} {:>7}\n", "shape", "libtorch_fwd",
-             "native_fwd", "ratio", "libtorch_step", "native_step", "ratio");
+  bench::print_paired_header("libtorch", "native");
   for (const Shape& s : shapes) {
     at::manual_seed(1);
     const at::Tensor x = at::randn({s.n, s.c, s.side, s.side, s.side})
@@ -62,10 +61,7 @@ int main(int argc, char** argv) try {
     const bench::Paired m = bench::alternate(warmup, repeats, [&](bool native) {
       return bench::time_op([&] { return pool(native, x); }, {x}, r);
     });
-    fmt::print("{:<16} {:>12.2f} {:>10.2f} {:>7.2f} {:>14.2f} {:>12.2f} {:>7.2f}\n",
-               fmt::format("{}x{}x{}^3", s.n, s.c, s.side), m.b.forward_ms, m.a.forward_ms,
-               m.a.forward_ms / m.b.forward_ms, m.b.step_ms, m.a.step_ms,
-               m.a.step_ms / m.b.step_ms);
+    bench::print_paired_row(fmt::format("{}x{}x{}^3", s.n, s.c, s.side), m);
   }
   return 0;
 } catch (const std::exception& e) {

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/utils.h>
 
+#include <string>
 #include <vector>
 
 #include "core/stats.hpp"
@@ -57,6 +59,18 @@ Paired alternate(int warmup, int repeats, TimeOnce&& time) {
     bs.push_back(b.step_ms);
   }
   return {{core::median(af), core::median(as)}, {core::median(bf), core::median(bs)}};
+}
+
+// The table of a paired benchmark: kernel b (the reference) and a, forward and forward +
+// backward, each with the ratio a / b; one row per shape.
+inline void print_paired_header(const std::string& b_name, const std::string& a_name) {
+  fmt::print("{:<16} {:>12} {:>10} {:>7} {:>14} {:>12} {:>7}\n", "shape", b_name + "_fwd",
+             a_name + "_fwd", "ratio", b_name + "_step", a_name + "_step", "ratio");
+}
+inline void print_paired_row(const std::string& shape, const Paired& m) {
+  fmt::print("{:<16} {:>12.2f} {:>10.2f} {:>7.2f} {:>14.2f} {:>12.2f} {:>7.2f}\n", shape,
+             m.b.forward_ms, m.a.forward_ms, m.a.forward_ms / m.b.forward_ms, m.b.step_ms,
+             m.a.step_ms, m.a.step_ms / m.b.step_ms);
 }
 
 }  // namespace scaffold::bench

@@ -177,6 +177,16 @@ class ConvTransposeK2S2Function : public torch::autograd::Function<ConvTranspose
   }
 };
 
+// A channels-last tensor as (N D H W, C): every voxel of the batch a row, a view.
+at::Tensor voxel_rows(const at::Tensor& t) {
+  return t.permute({0, 2, 3, 4, 1}).view({-1, t.size(1)});
+}
+
+// Sample n of an NCDHW tensor as (C, D H W), a view.
+at::Tensor channel_rows(const at::Tensor& t, int64_t n) {
+  return t.select(0, n).view({t.size(1), -1});
+}
+
 // The 1x1x1 convolution y = W x + b voxel by voxel. NCDHW: one product per sample, (O, C) x
 // (C, s); channels-last: one for the whole batch, (N s, C) x (C, O). The backward writes each
 // sample's input gradient in place: through autograd, per-sample products of selected slices
@@ -187,20 +197,20 @@ class Conv1x1x1Function : public torch::autograd::Function<Conv1x1x1Function> {
                             const at::Tensor& weight, const at::Tensor& bias) {
     const bool cl = is_channels_last_3d(x_in);
     const at::Tensor x = x_in.contiguous(volume_format(cl));
-    const Dims g{x.size(0), x.size(1), weight.size(0), x.size(2), x.size(3), x.size(4)};
-    const at::Tensor wm = weight.reshape({g.o, g.c});
-    at::Tensor y =
-        at::empty({g.n, g.o, g.d, g.h, g.w}, x.options().memory_format(volume_format(cl)));
+    const int64_t o = weight.size(0);
+    const at::Tensor wm = weight.reshape({o, x.size(1)});
+    at::Tensor y = at::empty({x.size(0), o, x.size(2), x.size(3), x.size(4)},
+                             x.options().memory_format(volume_format(cl)));
     if (cl) {
-      at::Tensor ym = y.permute({0, 2, 3, 4, 1}).view({g.n * g.s(), g.o});
-      at::mm_out(ym, x.permute({0, 2, 3, 4, 1}).view({g.n * g.s(), g.c}), wm.t());
+      at::Tensor ym = voxel_rows(y);
+      at::mm_out(ym, voxel_rows(x), wm.t());
     } else {
-      for (int64_t n = 0; n < g.n; ++n) {
-        at::Tensor ys = y.select(0, n).view({g.o, g.s()});
-        at::mm_out(ys, wm, sample_matrix(x, n, g, cl));
+      for (int64_t n = 0; n < x.size(0); ++n) {
+        at::Tensor ys = channel_rows(y, n);
+        at::mm_out(ys, wm, channel_rows(x, n));
       }
     }
-    if (bias.numel() > 0) y.add_(bias.view({1, g.o, 1, 1, 1}));
+    if (bias.numel() > 0) y.add_(bias.view({1, o, 1, 1, 1}));
     ctx->save_for_backward({x, weight});
     ctx->saved_data["bias"] = bias.numel() > 0;
     return y;
@@ -211,31 +221,28 @@ class Conv1x1x1Function : public torch::autograd::Function<Conv1x1x1Function> {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &weight = saved[1];
     const bool cl = is_channels_last_3d(x);
-    const Dims g{x.size(0), x.size(1), weight.size(0), x.size(2), x.size(3), x.size(4)};
     const at::Tensor dy = grads.at(0).to(x.scalar_type()).contiguous(volume_format(cl));
-    const at::Tensor wm = weight.reshape({g.o, g.c});
+    const at::Tensor wm = weight.reshape({weight.size(0), x.size(1)});
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) {
       dx = at::empty_like(x, volume_format(cl));
       if (cl) {
-        at::Tensor dxm = dx.permute({0, 2, 3, 4, 1}).view({g.n * g.s(), g.c});
-        at::mm_out(dxm, dy.permute({0, 2, 3, 4, 1}).view({g.n * g.s(), g.o}), wm);
+        at::Tensor dxm = voxel_rows(dx);
+        at::mm_out(dxm, voxel_rows(dy), wm);
       } else {
-        for (int64_t n = 0; n < g.n; ++n) {
-          at::Tensor dxs = sample_matrix(dx, n, g, cl);
-          at::mm_out(dxs, wm.t(), dy.select(0, n).view({g.o, g.s()}));
+        for (int64_t n = 0; n < x.size(0); ++n) {
+          at::Tensor dxs = channel_rows(dx, n);
+          at::mm_out(dxs, wm.t(), channel_rows(dy, n));
         }
       }
     }
     if (ctx->needs_input_grad(1)) {
       at::Tensor dwm;
       if (cl) {
-        dwm = at::mm(dy.permute({0, 2, 3, 4, 1}).view({g.n * g.s(), g.o}).t(),
-                     x.permute({0, 2, 3, 4, 1}).view({g.n * g.s(), g.c}));
+        dwm = at::mm(voxel_rows(dy).t(), voxel_rows(x));
       } else {
-        for (int64_t n = 0; n < g.n; ++n) {
-          const at::Tensor dys = dy.select(0, n).view({g.o, g.s()});
-          const at::Tensor xst = sample_matrix(x, n, g, cl).t();
+        for (int64_t n = 0; n < x.size(0); ++n) {
+          const at::Tensor dys = channel_rows(dy, n), xst = channel_rows(x, n).t();
           dwm = dwm.defined() ? dwm.addmm_(dys, xst) : at::mm(dys, xst);
         }
       }
