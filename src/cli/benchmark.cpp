@@ -362,6 +362,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   check_data_size(ctx, cfg, /*with_dataset=*/true, args.allow_large_data);  // before the run folder
   const fs::path run_dir = suite::prepare_run_folder(
       ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
+  std::optional<suite::SetupGuard> setup_guard(std::in_place, ctx.comm, run_dir, !args.run_dir.empty());
   LOG_INFO("benchmark: run folder {}", run_dir.string());
   // ScaFFold's worker set-up (spec §6.1, §7.1): each rank's GPU, then cuDNN autotuning or
   // deterministic algorithms.
@@ -412,6 +413,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   if (ctx.comm.rank() == 0)
     for (const auto& r : report::read_train_stats(run_dir / report::kTrainStatsFileName)) total_s += r.epoch_duration_s;
 
+  setup_guard.reset();  // training starts: the folder stays whatever happens now
   const train::TrainResult result = phases.run("training", [&] {
     return sized_by_model_keys(cfg, device, "train", [&] { return trainer.run([&](const train::EpochStats& e) {
       total_s += e.duration_s;

@@ -150,7 +150,7 @@ std::string broadcast_config_yaml(dist::Communicator& comm,
       for (const auto& w : loaded.warnings) LOG_WARN("{}", w);
       payload = loaded.yaml;
     } catch (const std::exception& e) {
-      error = e.what();
+      error = core::error_text(e);
     }
   }
   // Rank 0's verdict is the job's verdict: broadcast it before anyone goes on.

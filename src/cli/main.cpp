@@ -117,10 +117,10 @@ int main(int argc, char** argv) {
     try {
       return sub.run_without_mpi();
     } catch (const core::UsageError& e) {
-      LOG_ERROR("{}", e.what());
+      LOG_ERROR("{}", core::error_text(e));
       return 2;  // as every other subcommand's usage errors
     } catch (const std::exception& e) {
-      LOG_ERROR("{}", e.what());
+      LOG_ERROR("{}", core::error_text(e));
       return 1;
     }
   }
@@ -144,14 +144,14 @@ int main(int argc, char** argv) {
         return sub.run(ctx);
       } catch (const dist::AgreedError& e) {
         // Every rank threw this; rank 0 says it once and all exit normally with 1.
-        if (comm.rank() == 0) LOG_ERROR("{}", e.what());
+        if (comm.rank() == 0) LOG_ERROR("{}", core::error_text(e));
         return 1;
       } catch (const core::UsageError& e) {
-        LOG_ERROR("{}", e.what());
+        LOG_ERROR("{}", core::error_text(e));
         if (comm.size() > 1) comm.abort(2);
         return 2;
       } catch (const std::exception& e) {
-        LOG_ERROR("{}", e.what());
+        LOG_ERROR("{}", core::error_text(e));
         if (comm.size() > 1) {
           LOG_ERROR("rank {} failed alone: aborting all {} ranks", comm.rank(), comm.size());
           comm.abort(1);
@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
     if (e.report_here()) std::fprintf(stderr, "scaffold: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "scaffold: %s\n", e.what());
+    std::fprintf(stderr, "scaffold: %s\n", core::error_text(e).c_str());
     return 1;
   }
   return 2;

@@ -26,6 +26,12 @@ class FileError : public Error {
   FileError(const std::string& path, const std::string& what) : Error(path + ": " + what) {}
 };
 
+// The message of `e` for a person: what() without the C++ backtrace LibTorch appends to its
+// errors (the "Exception raised from ... (most recent call first):" line and the "frame #N"
+// lines after it, wherever they stand in a message that wrapped one).
+std::string error_text(const std::exception& e);
+std::string strip_backtrace(const std::string& message);
+
 [[noreturn]] void check_failed(const char* expr, const char* file, int line, const std::string& msg);
 
 }  // namespace scaffold::core

@@ -77,6 +77,29 @@ void log_progress_line(const std::string& text) {
   g_progress = text;
 }
 
+std::string strip_backtrace(const std::string& message) {
+  if (message.find("Exception raised from ") == std::string::npos) return message;
+  std::string out;
+  bool in_trace = false;
+  std::size_t start = 0;
+  while (start <= message.size()) {
+    std::size_t end = message.find('\n', start);
+    if (end == std::string::npos) end = message.size();
+    const std::string line = message.substr(start, end - start);
+    if (line.rfind("Exception raised from ", 0) == 0) {
+      in_trace = true;
+    } else if (!(in_trace && (line.rfind("frame #", 0) == 0 || line.empty()))) {
+      in_trace = false;
+      out += (out.empty() ? "" : "\n") + line;
+    }
+    start = end + 1;
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+std::string error_text(const std::exception& e) { return strip_backtrace(e.what()); }
+
 void check_failed(const char* expr, const char* file, int line, const std::string& msg) {
   throw std::logic_error(
       fmt::format("internal error at {}:{}: check '{}' failed: {}", base_name(file), line, expr, msg));

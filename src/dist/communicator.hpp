@@ -86,7 +86,7 @@ void run_agreed(Communicator& comm, Step&& step) {
   try {
     step();
   } catch (const std::exception& e) {
-    error = e.what();
+    error = core::error_text(e);
   }
   agree(comm, error);
 }

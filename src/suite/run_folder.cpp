@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <exception>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -103,7 +104,8 @@ void remove_new_run_folder(const fs::path& dir) {
     g_held.erase(dir.string());
   }
   std::error_code ec;
-  for (const char* name : {"base_config.yaml", "config.yaml", "overrides.yaml", report::kRestartScriptName, ".lock"})
+  for (const char* name :
+       {"base_config.yaml", "config.yaml", "overrides.yaml", report::kRestartScriptName, "system.json", ".lock"})
     fs::remove(dir / name, ec);
   if (fs::remove(dir, ec))
     LOG_INFO("removed the run folder {}, which this run had created and could not set up", dir.string());
@@ -196,6 +198,18 @@ fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& re
   });
   comm.broadcast(path, 0);
   return path;
+}
+
+SetupGuard::SetupGuard(dist::Communicator& comm, fs::path run_dir, bool resumed)
+    : comm_(comm), run_dir_(std::move(run_dir)), armed_(!resumed), exceptions_(std::uncaught_exceptions()) {}
+
+SetupGuard::~SetupGuard() {
+  // Only while an exception leaves the set-up: a normal return keeps the folder.
+  if (!armed_ || std::uncaught_exceptions() <= exceptions_ || comm_.rank() != 0) return;
+  try {
+    remove_new_run_folder(run_dir_);
+  } catch (...) {  // never from a destructor during unwinding
+  }
 }
 
 void write_run_context(dist::Communicator& comm, const fs::path& run_dir, report::SystemInfo info) {

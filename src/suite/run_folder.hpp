@@ -68,6 +68,26 @@ std::vector<std::string> restart_config_changes(const std::string& run_yaml, con
 // own flags as a comment.
 std::filesystem::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& request);
 
+// A new run folder whose set-up fails (its data cannot be opened, the model cannot be built)
+// holds a config and a restart.sh that cannot work: while an exception leaves the scope this
+// guard covers, rank 0 removes the folder (the files prepare_run_folder and write_run_context
+// wrote, then the folder itself; anything else in it keeps it). Create it right after
+// prepare_run_folder and let it end where training starts; a normal exit from the scope, or a
+// resumed run's folder (`resumed`), is never touched.
+class SetupGuard {
+ public:
+  SetupGuard(dist::Communicator& comm, std::filesystem::path run_dir, bool resumed);
+  ~SetupGuard();
+  SetupGuard(const SetupGuard&) = delete;
+  SetupGuard& operator=(const SetupGuard&) = delete;
+
+ private:
+  dist::Communicator& comm_;
+  std::filesystem::path run_dir_;
+  bool armed_;
+  int exceptions_;
+};
+
 // The run's context as system.json records it: host facts plus what the caller knows of the
 // devices and the process grid. Rank 0 writes it; call on every rank (collective-free).
 void write_run_context(dist::Communicator& comm, const std::filesystem::path& run_dir, report::SystemInfo info);

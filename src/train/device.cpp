@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -145,6 +146,21 @@ bool use_channels_last(const std::string& memory_format, const c10::Device& devi
   if (memory_format == "auto") return device.is_cuda();
   throw core::Error(fmt::format("memory_format: '{}' is not allowed; expected auto, channels_last or contiguous",
                                 memory_format));
+}
+
+void check_memory_budget_on(const std::string& workload, const core::MemoryEstimate& estimate,
+                            const c10::Device& device, int ranks_per_node, bool device_shared) {
+  std::optional<double> available;
+  std::string where = device.str();
+  if (device.is_cuda()) {
+    const int64_t total = device_total_memory_bytes(device);
+    if (total > 0) available = static_cast<double>(total) / (device_shared ? std::max(1, ranks_per_node) : 1);
+    if (const std::string name = device_model_name(device); !name.empty()) where += " (" + name + ")";
+  } else {
+    available = core::host_memory_per_rank_bytes(ranks_per_node);
+    if (ranks_per_node > 1) where += fmt::format(", shared by {} ranks of this node", ranks_per_node);
+  }
+  if (available) core::check_memory_budget(workload, estimate, *available, where);
 }
 
 }  // namespace scaffold::train

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory_budget.hpp"
 #include "dist/communicator.hpp"
 
 namespace scaffold::train {
@@ -38,5 +39,13 @@ void apply_determinism(bool more_determinism);
 // 5-D parameters and inputs are ChannelsLast3d. auto: on CUDA, where cuDNN's 3-D kernels want it
 // (ScaFFold trains channels-last); not on the CPU, where LibTorch 1.13 measures no gain.
 bool use_channels_last(const std::string& memory_format, const c10::Device& device);
+
+// Refuses, before anything is allocated, a run whose lower-bound `estimate` exceeds the memory one
+// rank has on `device`: the GPU's total memory (shared by the node's ranks when `device_shared`),
+// or on the CPU the host's available memory split over the node's `ranks_per_node` ranks
+// (core/memory_budget.hpp). Nothing is checked when that memory cannot be read. Throws
+// core::Error naming the largest items and their config keys.
+void check_memory_budget_on(const std::string& workload, const core::MemoryEstimate& estimate,
+                            const c10::Device& device, int ranks_per_node, bool device_shared);
 
 }  // namespace scaffold::train

@@ -15,6 +15,9 @@ namespace scaffold::train {
 // device or in a build without CUDA.
 int64_t device_peak_allocated_bytes(const c10::Device& device);
 
+// The accelerator's total memory in bytes; -1 on a CPU device or in a build without CUDA.
+int64_t device_total_memory_bytes(const c10::Device& device);
+
 // The accelerator's model name ("NVIDIA H200"), or "" on a CPU device or a build without CUDA.
 std::string device_model_name(const c10::Device& device);
 

@@ -19,6 +19,11 @@ int64_t device_peak_allocated_bytes(const c10::Device& device) {
   return stats.allocated_bytes[0].peak;  // index 0: StatType::AGGREGATE
 }
 
+int64_t device_total_memory_bytes(const c10::Device& device) {
+  if (!device.is_cuda()) return -1;
+  return static_cast<int64_t>(at::cuda::getDeviceProperties(index_of(device))->totalGlobalMem);
+}
+
 std::string device_model_name(const c10::Device& device) {
   if (!device.is_cuda()) return {};
   return at::cuda::getDeviceProperties(index_of(device))->name;

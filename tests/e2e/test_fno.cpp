@@ -368,3 +368,25 @@ TEST(Fno, BadInputIsOneClearErrorAndNoRunFolder) {
 
 }  // namespace
 }  // namespace scaffold
+
+namespace scaffold {
+namespace {
+
+// A grid, width or batch that cannot fit is refused by name before any PDE data is generated
+// or the run folder exists.
+TEST(Fno, ASizeThatCannotFitIsRefusedByNameBeforeAnyDataIsMade) {
+  TempDir dir;
+  const std::string cfg = write_tiny_config(dir.path()).string();
+  const auto r = run_command(
+      kBinary +
+      " fno --problem navier_stokes2d --grid 8192 8192 --modes 4 --width 4096 --batch-size 64 -c " +
+      cfg);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("needs at least"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("grid"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "runs")) << r.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "data")) << "no PDE data generated before the check";
+}
+
+}  // namespace
+}  // namespace scaffold

@@ -271,3 +271,36 @@ TEST(ImageClassification, BadInputIsOneClearErrorAndNoRunFolder) {
 
 }  // namespace
 }  // namespace scaffold
+
+namespace scaffold {
+namespace {
+
+// Sizes that cannot fit are refused by name before the data or the run folder exist; an image
+// folder found bad after the run folder was made leaves no half-made folder behind.
+TEST(ImageClassification, ASizeThatCannotFitIsRefusedAndBadDataLeavesNoRunFolder) {
+  TempDir dir;
+  const std::string cfg = write_tiny_config(dir.path()).string();
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"--image-size 1024 --global-batch-size 100000", "global_batch_size"},
+      {"--num-classes 2000000000", "num_classes"}};
+  for (const auto& [flags, key] : cases) {
+    const auto r = run_command(kBinary + " image_classification " + flags + " -c " + cfg);
+    EXPECT_EQ(r.exit_code, 1) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("needs at least"), std::string::npos) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(key), std::string::npos) << flags << "\n" << r.output;
+    EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir.path() / "runs")) << "nothing written before the check";
+  fs::create_directories(dir.path() / "images" / "train" / "empty_class");
+  fs::create_directories(dir.path() / "images" / "val");
+  const auto r = run_command(kBinary + " image_classification --dataset folder --data-dir " +
+                             (dir.path() / "images").string() + " -c " + cfg);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("empty_class"), std::string::npos) << r.output;
+  std::error_code ec;
+  EXPECT_TRUE(!fs::exists(dir.path() / "runs") || fs::is_empty(dir.path() / "runs", ec))
+      << r.output;
+}
+
+}  // namespace
+}  // namespace scaffold

@@ -284,3 +284,45 @@ TEST(LlmTraining, BadInputIsOneClearErrorAndNoRunFolder) {
 
 }  // namespace
 }  // namespace scaffold
+
+namespace scaffold {
+namespace {
+
+// A size that cannot fit is refused by name before the data or the run folder exist, and no
+// LibTorch backtrace reaches the user (issue 31: seq_length 1000000 used to build samples for
+// 45 s, then fail to allocate the causal mask with a 25-frame c10 trace).
+TEST(LlmTraining, ASizeThatCannotFitIsRefusedByNameBeforeAnythingRuns) {
+  TempDir dir;
+  const std::string cfg = write_tiny_config(dir.path()).string();
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"--seq-length 1000000", "seq_length"},
+      {"--vocab-size 100000000000", "vocab_size"},
+      {"--hidden-size 4000000 --num-attention-heads 4", "hidden_size"}};
+  for (const auto& [flags, key] : cases) {
+    const auto r = run_command(kBinary + " llm_training " + flags + " -c " + cfg);
+    EXPECT_EQ(r.exit_code, 1) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("needs at least"), std::string::npos) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(key), std::string::npos) << flags << "\n" << r.output;
+    EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("Exception raised from"), std::string::npos) << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir.path() / "runs")) << "nothing written before the check";
+}
+
+// A data error found after the run folder was made leaves no half-made folder (one whose
+// restart.sh could not work).
+TEST(LlmTraining, ABrokenIndexedDatasetLeavesNoRunFolder) {
+  TempDir dir;
+  const fs::path prefix = dir.path() / "broken";
+  std::ofstream(prefix.string() + ".bin") << "junk";
+  std::ofstream(prefix.string() + ".idx") << "junk";
+  const std::string cfg = write_tiny_config(dir.path(), "data_path: " + prefix.string() + "\n").string();
+  const auto r = run_command(kBinary + " llm_training -c " + cfg);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("broken.idx"), std::string::npos) << r.output;
+  std::error_code ec;
+  EXPECT_TRUE(!fs::exists(dir.path() / "runs") || fs::is_empty(dir.path() / "runs", ec)) << r.output;
+}
+
+}  // namespace
+}  // namespace scaffold

@@ -48,6 +48,7 @@
 #include "workloads/fno/dist_fft.hpp"
 #include "workloads/fno/fno.hpp"
 #include "workloads/fno/memory.hpp"
+#include "workloads/fno/memory_estimate.hpp"
 #include "workloads/fno/metrics.hpp"
 #include "workloads/fno/result_columns.hpp"
 #include "workloads/fno/sources.hpp"
@@ -210,6 +211,17 @@ dataset::Batch first_batch(const dataset::ExampleSource& source, int64_t n) {
   return b;
 }
 
+// The configuration's lower-bound memory against this rank's (memory_estimate.hpp), before any
+// data is generated or the run folder exists. Agreed.
+void check_memory(dist::Communicator& comm, const FnoConfig& cfg, const c10::Device& device) {
+  dist::run_agreed(comm, [&] {
+    const ProblemShape shape = problem_shape(cfg);
+    train::check_memory_budget_on(kWorkloadName,
+                                  fno_memory_estimate(cfg, shape.in_channels, shape.out_channels),
+                                  device, comm.local_size(), cfg.device_sharing);
+  });
+}
+
 int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
               suite::PhaseDriver& phases, profile::Profiler& profiler) {
   const train::DeviceChoice device_choice =
@@ -217,7 +229,10 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
   const c10::Device device = device_choice.device;
   Layout layout = make_layout(ctx.comm, cfg, device);
   const dist::ProcessGrid& grid = *layout.grid;
+  check_memory(ctx.comm, cfg, device);
   const fs::path run_dir = suite::prepare_run_folder(ctx.comm, folder_request(cfg, args));
+  std::optional<suite::SetupGuard> setup_guard(std::in_place, ctx.comm, run_dir,
+                                               !args.run_dir.empty());
   LOG_INFO("fno: run folder {}", run_dir.string());
   {
     report::SystemInfo info;
@@ -353,6 +368,7 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
   DistFftStats comm_before = dist_fft_stats();
   double timed_comm_s = 0.0;
   int64_t timed_comm_bytes = 0;
+  setup_guard.reset();  // training starts: the folder stays whatever happens now
   const train::LoopResult result = phases.run("training", [&] {
     return loop->run([&](const train::LoopEpoch& e) {
       core::Stopwatch monitor;  // CARAML's monitoring: reporting the epoch
@@ -523,9 +539,12 @@ int run_eval(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
   const c10::Device device = device_choice.device;
   Layout layout = make_layout(ctx.comm, cfg, device);
   const dist::ProcessGrid& grid = *layout.grid;
+  check_memory(ctx.comm, cfg, device);
   if (!args.run_dir.empty())
     throw core::UsageError("--run-dir/--restart: eval mode has nothing to resume");
   const fs::path run_dir = suite::prepare_run_folder(ctx.comm, folder_request(cfg, args));
+  std::optional<suite::SetupGuard> setup_guard(std::in_place, ctx.comm, run_dir,
+                                               !args.run_dir.empty());
   LOG_INFO("fno eval: run folder {}", run_dir.string());
   {
     report::SystemInfo info;
@@ -570,6 +589,7 @@ int run_eval(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
   phases.set_energy_meter(&energy);
   std::vector<double> times_s;
   double window_start = 0.0, window_end = 0.0;
+  setup_guard.reset();  // training starts: the folder stays whatever happens now
   phases.run("eval", [&] {
     c10::InferenceMode no_grad;
     const auto sync = [&] {

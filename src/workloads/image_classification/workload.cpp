@@ -38,8 +38,10 @@
 #include "train/device_memory.hpp"
 #include "train/loop.hpp"
 #include "workloads/image_classification/image_folder.hpp"
+#include "workloads/image_classification/memory_estimate.hpp"
 #include "workloads/image_classification/metrics.hpp"
 #include "workloads/image_classification/resnet.hpp"
+#include "workloads/image_classification/result_columns.hpp"
 #include "workloads/image_classification/synthetic_images.hpp"
 #include "workloads/image_classification/task.hpp"
 #include "workloads/image_classification/workload.hpp"
@@ -151,11 +153,16 @@ int run(cli::RunContext& ctx, const Args& args) {
   const ImageClassificationConfig cfg = cli::load_config_everywhere_as<ImageClassificationConfig>(ctx.comm, args.config);
   const int64_t batch = local_batch(ctx.comm, cfg);
   const dist::ProcessGrid grid(ctx.comm.size(), ctx.comm.rank(), {1, 1, 1}, {2, 3, 4});  // data parallel only
-  const fs::path run_dir = suite::prepare_run_folder(
-      ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
-  LOG_INFO("image_classification: run folder {}", run_dir.string());
   const train::DeviceChoice device_choice = train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
   const c10::Device device = device_choice.device;
+  dist::run_agreed(ctx.comm, [&] {
+    train::check_memory_budget_on(kWorkloadName, imgcls_memory_estimate(cfg, batch), device, ctx.comm.local_size(),
+                                  cfg.device_sharing);
+  });
+  const fs::path run_dir = suite::prepare_run_folder(
+      ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
+  std::optional<suite::SetupGuard> setup_guard(std::in_place, ctx.comm, run_dir, !args.run_dir.empty());
+  LOG_INFO("image_classification: run folder {}", run_dir.string());
   train::apply_determinism(false);  // cuDNN autotuning on, as torchvision's reference trainer
   {
     report::SystemInfo info;
@@ -239,6 +246,7 @@ int run(cli::RunContext& ctx, const Args& args) {
     core::write_file_atomic(stats_file, text);
   };
 
+  setup_guard.reset();  // training starts: the folder stays whatever happens now
   const train::LoopResult result = phases.run("training", [&] {
     return loop->run([&](const train::LoopEpoch& e) {
       log_epoch(e, cfg.warmup_epochs, cfg.epochs);

@@ -55,6 +55,8 @@ int64_t padded_vocab_size(int64_t vocab, int64_t divisible_by, int64_t tp) {
   return (vocab + multiple - 1) / multiple * multiple;
 }
 
+bool attention_keeps_scores(AttentionImpl impl) { return impl == AttentionImpl::kPlain || !SCAFFOLD_HAS_SDPA; }
+
 int64_t gpt_parameter_count(const GptOptions& o) {
   const int64_t h = o.hidden_size, f = o.ffn_hidden_size;
   const int64_t per_layer = 4 * h * h + 4 * h   // QKV and attention output, with biases

@@ -38,6 +38,9 @@ Recompute parse_recompute(const std::string& value);
 // "auto" -> kFused where LibTorch >= 2.0 (a build-time version check), else kPlain.
 AttentionImpl parse_attention(const std::string& value);
 const char* to_string(AttentionImpl impl);
+// Whether the kernel materialises the (B, heads, s, s) probabilities: the plain one always, the
+// fused one on LibTorch 1.13 (its _scaled_dot_product_attention computes them in full).
+bool attention_keeps_scores(AttentionImpl impl);
 
 struct GptOptions {
   int64_t num_layers = 12;            // L

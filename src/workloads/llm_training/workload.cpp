@@ -42,6 +42,7 @@
 #include "train/loop.hpp"
 #include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/data/gpt_sources.hpp"
+#include "workloads/llm_training/memory_estimate.hpp"
 #include "workloads/llm_training/metrics.hpp"
 #include "workloads/llm_training/result_columns.hpp"
 #include "workloads/llm_training/task.hpp"
@@ -174,8 +175,16 @@ int run(cli::RunContext& ctx, const Args& args) {
                                     device.str()));
     });
   Layout layout = make_layout(ctx.comm, cfg, dims, device);
+  dist::run_agreed(ctx.comm, [&] {
+    LlmMemoryLayout memory;
+    memory.tensor_parallel = layout.tp;
+    memory.attention_keeps_scores = attention_keeps_scores(parse_attention(cfg.attention));
+    train::check_memory_budget_on(kWorkloadName, llm_memory_estimate(cfg, memory), device, ctx.comm.local_size(),
+                                  cfg.device_sharing);
+  });
   const fs::path run_dir = suite::prepare_run_folder(
       ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
+  std::optional<suite::SetupGuard> setup_guard(std::in_place, ctx.comm, run_dir, !args.run_dir.empty());
   LOG_INFO("llm_training: run folder {}", run_dir.string());
   const std::string device_name = train::device_model_name(device);
   {
@@ -300,6 +309,7 @@ int run(cli::RunContext& ctx, const Args& args) {
 
   int64_t skipped_before = loop->skipped_steps();
   const double tp_comm_before = tensor_parallel_stats().seconds;
+  setup_guard.reset();  // training starts: the folder stays whatever happens now
   const train::LoopResult result = phases.run("training", [&] {
     return loop->run([&](const train::LoopEpoch& e) {
       IntervalRow r;

@@ -5,8 +5,11 @@
 #include <sys/statvfs.h>
 
 #include <new>
+#include <optional>
 #include <stdexcept>
 
+#include "core/error.hpp"
+#include "core/memory_budget.hpp"
 #include "core/resources.hpp"
 #include "test_util.hpp"
 
@@ -72,6 +75,65 @@ TEST(AllocationFailure, RecognisesLibTorchsMessagesAndTheBytesTheyName) {
   EXPECT_FALSE(allocation_failure(std::runtime_error("training diverged at epoch 3")).has_value());
   EXPECT_FALSE(allocation_failure(std::runtime_error("index 9 is out of bounds for dimension 1"))
                    .has_value());
+}
+
+}  // namespace
+}  // namespace scaffold::core
+
+namespace scaffold::core {
+namespace {
+
+// LibTorch 1.13's message layout, written out: the message, then the backtrace.
+TEST(StripBacktrace, DropsLibTorchsTraceAndKeepsTheMessageAroundIt) {
+  const std::string c10 =
+      "DefaultCPUAllocator: not enough memory: you tried to allocate 1000000000000 bytes.\n"
+      "Exception raised from alloc_cpu at ../c10/core/impl/alloc_cpu.cpp:75 (most recent call "
+      "first):\n"
+      "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f in "
+      "/lib/libc10.so)\n"
+      "frame #1: c10::alloc_cpu(unsigned long) + 0x2b (0x7f in /lib/libc10.so)\n";
+  EXPECT_EQ(strip_backtrace(c10),
+            "DefaultCPUAllocator: not enough memory: you tried to allocate 1000000000000 bytes.");
+  EXPECT_EQ(strip_backtrace("loading x.npy: " + c10 + "while building the model"),
+            "loading x.npy: DefaultCPUAllocator: not enough memory: you tried to allocate "
+            "1000000000000 bytes.\n"
+            "while building the model");
+  EXPECT_EQ(strip_backtrace("a plain message\nwith two lines"), "a plain message\nwith two lines");
+  EXPECT_EQ(error_text(std::runtime_error(c10)).find("frame #"), std::string::npos);
+}
+
+TEST(MemoryBudget, RefusesNamingTheLargestItemsAndTheirKeys) {
+  MemoryEstimate e;
+  e.add("the mask", 3.0 * (1 << 30), {"seq_length"});
+  e.add("the logits", 1.0 * (1 << 30), {"vocab_size", "seq_length"});
+  e.add("a crumb", 10.0, {"crumb_key"});
+  e.add("nothing", -5.0, {"negative_key"});  // counted as 0
+  EXPECT_DOUBLE_EQ(e.total_bytes(), 4.0 * (1 << 30) + 10.0);
+  EXPECT_NO_THROW(check_memory_budget("w", e, 4.0 * (1 << 30) + 10.0, "cpu"));
+  try {
+    check_memory_budget("w", e, 2.0 * (1 << 30), "cpu");
+    FAIL() << "no error";
+  } catch (const Error& err) {
+    const std::string m = err.what();
+    EXPECT_EQ(m.rfind("w: this configuration needs at least 4.0 GiB per rank, more than the 2.0 "
+                      "GiB available on cpu",
+                      0),
+              0u)
+        << m;
+    EXPECT_LT(m.find("the mask 3.0 GiB (seq_length)"),
+              m.find("the logits 1.0 GiB (vocab_size, seq_length)"))
+        << m;
+    EXPECT_NE(m.find("reduce seq_length, vocab_size"), std::string::npos) << m;
+    EXPECT_EQ(m.find("crumb"), std::string::npos) << "items under 1 % are not named: " << m;
+  }
+}
+
+TEST(MemoryBudget, HostMemoryPerRankSplitsOverTheNodesRanks) {
+  const std::optional<double> one = host_memory_per_rank_bytes(1),
+                              four = host_memory_per_rank_bytes(4);
+  ASSERT_TRUE(one && four);  // /proc/meminfo is there on Linux
+  EXPECT_GT(*one, 0.0);
+  EXPECT_NEAR(*four, *one / 4, *one * 0.05);  // MemAvailable moves a little between the two reads
 }
 
 }  // namespace

@@ -1,0 +1,32 @@
+// The memory an llm_training configuration certainly needs on each rank, before anything is
+// allocated (core/memory_budget.hpp checks it against the machine): the model state, one
+// layer's attention probabilities where the attention keeps them, the output layer's logits and
+// the layer inputs kept for the backward pass. Each item names the config keys that set it.
+// Torch-free: the fuzz target drives it with any configuration the schema accepts.
+#pragma once
+
+#include <cstdint>
+
+#include "config/llm_training_options.hpp"
+#include "core/memory_budget.hpp"
+
+namespace scaffold::llm {
+
+struct LlmMemoryLayout {
+  int64_t tensor_parallel = 1;  // the tensor-parallel size the run will use
+  bool attention_keeps_scores =
+      true;  // the attention kernel materialises (B, a, s, s) probabilities
+};
+
+// Megatron's padded vocabulary: the smallest multiple of divisible_by x tensor_parallel that holds
+// vocab (as the model pads it), in double so an absurd vocabulary cannot overflow.
+double padded_vocab_estimate(int64_t vocab, int64_t divisible_by, int64_t tensor_parallel);
+
+// GPT's trainable parameters for these dimensions (the same formula as the model's count).
+double gpt_parameters_estimate(const config::GptDims& dims, double padded_vocab,
+                               bool learned_positions);
+
+core::MemoryEstimate llm_memory_estimate(const config::LlmTrainingConfig& cfg,
+                                         const LlmMemoryLayout& layout);
+
+}  // namespace scaffold::llm
