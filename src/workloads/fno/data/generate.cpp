@@ -392,19 +392,30 @@ void training_stats(const FnoDataOptions& o, const ProblemLayout& layout,
   meta->target_stats = stats_of(out, slots * static_cast<double>(cells));
 }
 
-// Every rank checks its block of a reused dataset's files (check_reused_sample); rank 0 adds the
-// whole-dataset digest for a meta.json without per-file digests and throws core::FileError naming
-// the folder and every problem: a sealed dataset whose files disagree with their seal is refused,
-// never repaired (as the fractal dataset is), and every rank ends with the same AgreedError.
+// Every rank checks its block of a reused dataset's files (check_reused_sample, on `threads`
+// threads); rank 0 adds the whole-dataset digest for a meta.json without per-file digests and
+// throws core::FileError naming the folder and every problem: a sealed dataset whose files
+// disagree with their seal is refused, never repaired (as the fractal dataset is), and every rank
+// ends with the same AgreedError.
 void check_reused_files(dist::Communicator& comm, const fs::path& root, const FnoDataMeta& meta,
-                        const std::vector<SampleId>& samples) {
+                        const std::vector<SampleId>& samples, int threads) {
   core::Stopwatch clock;
   std::string problems, hexes;
   double bytes = 0.0;
   const auto [first, last] = block_of(samples.size(), comm);
   dist::run_agreed(comm, [&] {
-    for (std::size_t i = first; i < last; ++i)
-      bytes += static_cast<double>(check_reused_sample(root, meta, samples[i], &problems, &hexes));
+    // Per sample into its own slot on `threads` threads, joined in sample order.
+    std::vector<std::string> sample_problems(last - first), sample_hexes(last - first);
+    std::atomic<uint64_t> read{0};
+    core::parallel_for(last - first, threads, [&](int, std::size_t k) {
+      read += check_reused_sample(root, meta, samples[first + k], &sample_problems[k],
+                                  &sample_hexes[k]);
+    });
+    for (std::size_t k = 0; k < sample_problems.size(); ++k) {
+      problems += sample_problems[k];
+      hexes += sample_hexes[k];
+    }
+    bytes = static_cast<double>(read.load());
   });
   const std::vector<std::string> all_problems = comm.allgather(problems);
   const std::vector<std::string> all_hexes = comm.allgather(hexes);
@@ -540,7 +551,7 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
     info.root = paths.root;
     info.reused = true;
     info.meta = parse_meta_json(text, (paths.root / "meta.json").string());
-    check_reused_files(comm, paths.root, info.meta, samples);
+    check_reused_files(comm, paths.root, info.meta, samples, o.threads);
     LOG_INFO("fno data: reusing {} ({}: {} + {} samples, {} + {} examples; created {}, commit {})",
              info.root.string(), info.meta.problem, info.meta.train_samples, info.meta.val_samples,
              info.meta.examples(FnoSplit::Train), info.meta.examples(FnoSplit::Val),
