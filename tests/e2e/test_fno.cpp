@@ -334,6 +334,29 @@ TEST(Fno, AWarningSignalStopsCleanlyAndRestartResumes) {
     EXPECT_EQ(after[i], rows[i]) << "row " << i << " kept";
 }
 
+TEST(Fno, AnEditedCachedFileIsRefusedBeforeTraining) {
+  TempDir dir;
+  const std::string cmd = kBinary + " fno -c " + write_tiny_config(dir.path()).string() +
+                          " --epochs 1 --warmup-epochs 0 --train-samples 8 --val-samples 2";
+  const auto first = run_command(cmd);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  fs::path file;
+  for (const auto& e : fs::recursive_directory_iterator(dir.path() / "data"))
+    if (e.path().filename() == "000003_target.npy") file = e.path();
+  ASSERT_FALSE(file.empty());
+  {  // one float of the data, in place: same size, finite
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-4, std::ios::end);
+    const float value = 0.5f;
+    f.write(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  const auto r = run_command(cmd);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("train/000003_target.npy"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("timed epochs after"), std::string::npos) << "refused before training\n"
+                                                                    << r.output;
+}
+
 TEST(Fno, BadInputIsOneClearErrorAndNoRunFolder) {
   TempDir dir;
   const std::string cfg = write_tiny_config(dir.path()).string();

@@ -7,9 +7,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "core/fs.hpp"
+#include "core/npy.hpp"
 #include "e2e/e2e_util.hpp"
 #include "test_util.hpp"
 
@@ -21,14 +23,15 @@ using test::run_command;
 using test::TempDir;
 
 const char* kNavierStokes =
-    "problem: navier_stokes2d\ngrid: [16, 16]\ntrain_samples: 4\nval_samples: 2\nt_in: 2\nt_out: 3\n"
-    "ns_record_interval: 0.1\nns_dt: 0.05\nseed: 3\n";
+    "problem: navier_stokes2d\ngrid: [16, 16]\ntrain_samples: 4\nval_samples: 2\n"
+    "t_in: 2\nt_out: 3\nns_record_interval: 0.1\nns_dt: 0.05\nseed: 3\n";
 const char* kBurgers =
-    "problem: burgers1d\ngrid: [32]\ntrain_samples: 4\nval_samples: 2\nt_out: 2\nburgers_solver_refinement: 2\n"
-    "burgers_final_time: 0.1\nburgers_dt: 0.01\n";
+    "problem: burgers1d\ngrid: [32]\ntrain_samples: 4\nval_samples: 2\nt_out: 2\n"
+    "burgers_solver_refinement: 2\nburgers_final_time: 0.1\nburgers_dt: 0.01\n";
 const char* kRbc =
-    "problem: rbc2d\ngrid: [16, 9]\ntrain_samples: 9\nval_samples: 3\nt_in: 1\nt_out: 1\nrbc_rayleigh: 1e4\n"
-    "rbc_aspect: 2\nrbc_dt: 0.05\nrbc_spinup_time: 0.5\nrbc_states: 4\nrbc_noise_amplitude: 0.1\n";
+    "problem: rbc2d\ngrid: [16, 9]\ntrain_samples: 9\nval_samples: 3\nt_in: 1\nt_out: 1\n"
+    "rbc_rayleigh: 1e4\nrbc_aspect: 2\nrbc_dt: 0.05\nrbc_spinup_time: 0.5\n"
+    "rbc_states: 4\nrbc_noise_amplitude: 0.1\n";
 
 fs::path write_config(const fs::path& dir, const std::string& body) {
   const fs::path cfg = dir / "pde.yml";
@@ -36,8 +39,10 @@ fs::path write_config(const fs::path& dir, const std::string& body) {
   return cfg;
 }
 
-std::string generate(const fs::path& cfg, const std::string& extra = "", const std::string& launcher = "") {
-  const auto r = run_command(launcher + kBinary + " generate_pde_data -c " + cfg.string() + " " + extra);
+std::string generate(const fs::path& cfg, const std::string& extra = "",
+                     const std::string& launcher = "") {
+  const auto r =
+      run_command(launcher + kBinary + " generate_pde_data -c " + cfg.string() + " " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return r.output;
 }
@@ -56,7 +61,9 @@ fs::path only_dataset(const fs::path& dir) {
   EXPECT_EQ(found.size(), 1u);
   return found.empty() ? fs::path() : found.front();
 }
-std::map<std::string, std::string> snapshot(const fs::path& root) { return test::snapshot(root, "meta.json"); }
+std::map<std::string, std::string> snapshot(const fs::path& root) {
+  return test::snapshot(root, "meta.json");
+}
 
 TEST(GeneratePdeData, ByteIdenticalForThreadsAndRanks) {
   for (const char* body : {kNavierStokes, kRbc}) {
@@ -73,7 +80,8 @@ TEST(GeneratePdeData, ByteIdenticalForThreadsAndRanks) {
 
 TEST(GeneratePdeData, NumpyReadsTheFilesAndRecomputesTheStatistics) {
   TempDir dir;
-  for (const char* body : {kBurgers, kNavierStokes, kRbc}) generate(write_config(dir.path(), body), "--threads 2");
+  for (const char* body : {kBurgers, kNavierStokes, kRbc})
+    generate(write_config(dir.path(), body), "--threads 2");
   const std::string script = R"PY(
 import glob, json, os, sys
 import numpy as np
@@ -112,7 +120,8 @@ print('numpy-ok')
   const auto r = run_command(cmd);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("numpy-ok"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("ok rbc2d 9 3"), std::string::npos) << r.output;  // 3 trajectories of 3 examples
+  // 3 trajectories of 3 examples
+  EXPECT_NE(r.output.find("ok rbc2d 9 3"), std::string::npos) << r.output;
 }
 
 TEST(GeneratePdeData, RerunsReuseAndKeyChangesRegenerate) {
@@ -131,7 +140,8 @@ TEST(GeneratePdeData, RerunsReuseAndKeyChangesRegenerate) {
 TEST(GeneratePdeData, AKilledRunIsNeverServedAndResumesToTheSameBytes) {
   // 8 trajectories of ~0.3 s each, one thread: still running when its first files appear.
   const std::string body =
-      "problem: rbc2d\ngrid: [32, 17]\ntrain_samples: 28\nval_samples: 4\nrbc_rayleigh: 1e5\nrbc_dt: 0.02\n"
+      "problem: rbc2d\ngrid: [32, 17]\ntrain_samples: 28\nval_samples: 4\nrbc_rayleigh: "
+      "1e5\nrbc_dt: 0.02\n"
       "rbc_spinup_time: 6\nrbc_states: 5\nrbc_noise_amplitude: 0.01\n";
   TempDir killed, clean;
   const fs::path cfg = write_config(killed.path(), body);
@@ -153,16 +163,66 @@ TEST(GeneratePdeData, AKilledRunIsNeverServedAndResumesToTheSameBytes) {
   EXPECT_EQ(snapshot(only_dataset(killed.path())), snapshot(only_dataset(clean.path())));
 }
 
+// Overwrites element `k` of a float32 .npy in place (same size, header untouched); returns the
+// value it held.
+float poke_float(const fs::path& file, int64_t k, float value) {
+  const core::NpyInfo info = core::read_npy_info(file);
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  const auto at = static_cast<std::streamoff>(info.data_offset + 4 * static_cast<std::size_t>(k));
+  float old = 0.0f;
+  f.seekg(at);
+  f.read(reinterpret_cast<char*>(&old), sizeof old);
+  f.seekp(at);
+  f.write(reinterpret_cast<const char*>(&value), sizeof value);
+  EXPECT_TRUE(f.good()) << file;
+  return old;
+}
+
+TEST(GeneratePdeData, AnEditedOrNonFiniteCacheFileIsRefusedNamingIt) {
+  TempDir dir;
+  const fs::path cfg = write_config(dir.path(), kBurgers);
+  generate(cfg);
+  const fs::path file = only_dataset(dir.path()) / "val" / "000000_target.npy";
+  const float kept = poke_float(file, 10, 0.125f);
+  const auto edited = run_command(kBinary + " generate_pde_data -c " + cfg.string());
+  EXPECT_EQ(edited.exit_code, 1) << edited.output;
+  EXPECT_NE(edited.output.find("val/000000_target.npy"), std::string::npos) << edited.output;
+  EXPECT_NE(edited.output.find("SHA-256"), std::string::npos) << edited.output;
+  poke_float(file, 10, kept);
+  EXPECT_NE(generate(cfg).find("fno data: reusing"), std::string::npos) << "restored, reused";
+  poke_float(file, 11, std::numeric_limits<float>::quiet_NaN());
+  const auto nan = run_command(kBinary + " generate_pde_data -c " + cfg.string());
+  EXPECT_EQ(nan.exit_code, 1) << nan.output;
+  EXPECT_NE(nan.output.find("val/000000_target.npy"), std::string::npos) << nan.output;
+  EXPECT_NE(nan.output.find("nan"), std::string::npos) << nan.output;
+}
+
+TEST(GeneratePdeData, ADamagedMetaJsonIsGeneratedAgainAndLeavesNoPartialFolder) {
+  TempDir dir;
+  const fs::path cfg = write_config(dir.path(), kBurgers);
+  generate(cfg);
+  const fs::path root = only_dataset(dir.path());
+  const auto reference = snapshot(root);
+  fs::resize_file(root / "meta.json", fs::file_size(root / "meta.json") / 3);
+  const auto out = generate(cfg);
+  EXPECT_NE(out.find("meta.json"), std::string::npos) << "the warning names the file: " << out;
+  EXPECT_NE(out.find("fno data: generating 6 of 6 samples"), std::string::npos) << out;
+  EXPECT_EQ(snapshot(only_dataset(dir.path())), reference);
+  EXPECT_FALSE(fs::exists(root.string() + ".partial"));
+  EXPECT_NE(generate(cfg).find("fno data: reusing"), std::string::npos);
+}
+
 TEST(GeneratePdeData, ConfigErrorsAreClear) {
   TempDir dir;
-  const auto r = run_command(kBinary + " generate_pde_data -c " +
-                             write_config(dir.path(), "problem: navier_stokes2d\ngrid: [16, 8]\n").string());
+  const auto r =
+      run_command(kBinary + " generate_pde_data -c " +
+                  write_config(dir.path(), "problem: navier_stokes2d\ngrid: [16, 8]\n").string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("grid"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[N, N]"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir.path() / "data"));
-  const auto flag = run_command(kBinary + " generate_pde_data -c " + write_config(dir.path(), kRbc).string() +
-                                " --rbc-rayleigh -5");
+  const auto flag = run_command(kBinary + " generate_pde_data -c " +
+                                write_config(dir.path(), kRbc).string() + " --rbc-rayleigh -5");
   EXPECT_EQ(flag.exit_code, 1) << flag.output;
   EXPECT_NE(flag.output.find("rbc_rayleigh"), std::string::npos) << flag.output;
   EXPECT_FALSE(fs::exists(dir.path() / "data"));

@@ -1,12 +1,14 @@
 // FNO data generation under several ranks: the dataset P ranks make is byte-identical to the one
 // a single rank makes (each rank's share of the samples, the statistics and the digest combined
 // in sample order), an interrupted P-rank generation resumes to the same bytes, and a solver
-// failure on the rank that owns a sample ends every rank with the same error instead of a hang.
+// failure on the rank that owns a sample ends every rank with the same error instead of a hang, and
+// so does a reused file edited in another rank's block of the check.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -113,6 +115,41 @@ TEST(FnoDataMpiFailures, AFailingSampleEndsEveryRankWithTheSameError) {
     message = e.what();
   }
   EXPECT_NE(message.find("ns_dt"), std::string::npos) << message;
+  std::string rank0 = message;
+  world.broadcast(rank0, 0);
+  EXPECT_EQ(message, rank0) << "the same error on every rank";
+  world.barrier();
+  std::error_code ec;
+  if (world.rank() == 0) fs::remove_all(root, ec);
+}
+
+TEST(FnoDataMpiFailures, AFileEditedInAnotherRanksBlockIsRefusedOnEveryRank) {
+  at::set_num_threads(1);
+  dist::Communicator& world = scaffold::test::world();
+  std::string root;
+  if (world.rank() == 0)
+    root =
+        (fs::temp_directory_path() / ("scaffold-fno-data-mpi-edit-" + std::to_string(::getpid())))
+            .string();
+  world.broadcast(root, 0);
+  FnoDataOptions o = test::tiny_options(FnoProblem::Burgers, root);
+  o.burgers.train_samples = 7;  // 9 samples: the last is in rank 1's block (2 ranks), 2's (4)
+  const FnoDatasetInfo info = ensure_fno_dataset(world, o);
+  if (world.rank() == 0) {  // the last float of the last sample: same size, finite
+    std::fstream f(sample_path(info.root, FnoSplit::Val, 1, "target"),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-4, std::ios::end);
+    const float value = 0.75f;
+    f.write(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  world.barrier();
+  std::string message;
+  try {
+    ensure_fno_dataset(world, o);
+  } catch (const dist::AgreedError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("val/000001_target.npy"), std::string::npos) << message;
   std::string rank0 = message;
   world.broadcast(rank0, 0);
   EXPECT_EQ(message, rank0) << "the same error on every rank";

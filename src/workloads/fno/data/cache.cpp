@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <ctime>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -17,6 +18,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+constexpr const char* kMetaDigestKey = "meta_sha256";
 
 int64_t steps_in(double interval, double dt) {
   return static_cast<int64_t>(std::llround(interval / dt));
@@ -196,6 +199,14 @@ fs::path sample_path(const fs::path& root, FnoSplit split, int64_t index, const 
   return root / split_name(split) / fmt::format("{:06d}_{}.npy", index, name);
 }
 
+std::string sample_name(FnoSplit split, int64_t index, const std::string& name) {
+  return fmt::format("{}/{:06d}_{}.npy", split_name(split), index, name);
+}
+
+std::string layout_text(const ProblemLayout& layout) {
+  return layout_json(layout).dump();
+}
+
 std::string meta_json(const FnoDataMeta& m) {
   json j;
   j["format_version"] = m.format_version;
@@ -213,15 +224,25 @@ std::string meta_json(const FnoDataMeta& m) {
   j["input_stats"] = json{{"mean", m.input_stats.mean}, {"std", m.input_stats.std}};
   j["target_stats"] = json{{"mean", m.target_stats.mean}, {"std", m.target_stats.std}};
   j["dataset_sha256"] = m.dataset_sha256;
+  if (!m.file_sha256.empty()) j["file_sha256"] = m.file_sha256;
   j["solver_steps"] = m.solver_steps;
   j["generation_s"] = m.generation_s;
+  j[kMetaDigestKey] = core::sha256_hex(j.dump());
   return j.dump(2) + "\n";
 }
 
 FnoDataMeta parse_meta_json(const std::string& text, const std::string& source) {
   FnoDataMeta m;
   try {
-    const json j = json::parse(text);
+    json j = json::parse(text);
+    if (!j.is_object()) throw core::FileError(source, "not a dataset meta.json: not an object");
+    if (j.contains(kMetaDigestKey)) {
+      m.meta_sha256_recorded = j.at(kMetaDigestKey).get<std::string>();
+      j.erase(kMetaDigestKey);
+    }
+    // nlohmann keeps keys sorted and writes doubles as the shortest text that reads back exactly,
+    // so the compact dump of what was parsed is the text meta_json hashed.
+    m.meta_sha256_actual = core::sha256_hex(j.dump());
     m.format_version = j.at("format_version").get<int>();
     m.generator = j.at("generator").get<std::string>();
     if (m.format_version != kFnoDataFormatVersion || m.generator != kFnoGenerator)
@@ -241,6 +262,8 @@ FnoDataMeta parse_meta_json(const std::string& text, const std::string& source) 
     m.target_stats = {j.at("target_stats").at("mean").get<std::vector<double>>(),
                       j.at("target_stats").at("std").get<std::vector<double>>()};
     m.dataset_sha256 = j.at("dataset_sha256").get<std::string>();
+    if (j.contains("file_sha256"))
+      m.file_sha256 = j.at("file_sha256").get<std::map<std::string, std::string>>();
     m.solver_steps = j.at("solver_steps").get<int64_t>();
     m.generation_s = j.at("generation_s").get<double>();
   } catch (const json::exception& e) {

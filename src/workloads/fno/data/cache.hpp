@@ -7,13 +7,15 @@
 //   .../{train,val}/<index:06d>_<name>.npy              float32, C order
 // Every .npy is written atomically, so a file under its final name is whole; a sample is done
 // when all its files are; a rerun resumes the .partial folder and makes only what is missing.
-// The folder is renamed to its final name only after every file was read back (statistics and
-// digest), so nothing under a final name is ever partial. Not the fractal dataset's cache: those
-// folders carry a timestamp and commit; ours are deterministic, so the key alone names them.
+// The folder is renamed to its final name only after every file was read back (statistics,
+// digests, finite values), so nothing under a final name is ever partial. meta.json is the seal:
+// the SHA-256 of every file and a digest of itself (meta_sha256). Not the fractal dataset's cache:
+// those folders carry a timestamp and commit; ours are deterministic, so the key alone names them.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,12 @@ FnoDataPaths data_paths(const FnoDataOptions& options);
 // <root>/<split>/<index:06d>_<name>.npy
 std::filesystem::path sample_path(const std::filesystem::path& root, FnoSplit split, int64_t index,
                                   const std::string& name);
+// The same file's path below the dataset folder, "<split>/<index:06d>_<name>.npy" (the keys of
+// meta.json's file_sha256).
+std::string sample_name(FnoSplit split, int64_t index, const std::string& name);
+
+// The layout as compact JSON (meta.json's "layout"), for comparing two layouts.
+std::string layout_text(const ProblemLayout& layout);
 
 struct FnoChannelStats {
   std::vector<double> mean, std;  // per channel, over every training example
@@ -79,15 +87,23 @@ struct FnoDataMeta {
   int64_t train_samples = 0, val_samples = 0;
   FnoChannelStats input_stats, target_stats;
   std::string dataset_sha256;  // SHA-256 over the files' SHA-256s in (split, index, file) order
-  int64_t solver_steps = 0;    // taken to make every sample
-  double generation_s = 0.0;   // wall time of the generation that completed it
+  // Hex SHA-256 of every file by sample_name(); empty when meta.json was written by a scaffold
+  // without per-file digests (its files are then checked against dataset_sha256 alone).
+  std::map<std::string, std::string> file_sha256;
+  // The meta_sha256 entry as read ("" when absent: an older meta.json) and the SHA-256 of the
+  // file's other entries (compact, key-sorted JSON); meta_json writes the latter.
+  std::string meta_sha256_recorded, meta_sha256_actual;
+  int64_t solver_steps = 0;   // taken to make every sample
+  double generation_s = 0.0;  // wall time of the generation that completed it
   int64_t examples(FnoSplit split) const {
     return (split == FnoSplit::Train ? train_samples : val_samples) * layout.examples_per_sample;
   }
 };
 
+// meta.json's text: every field above plus meta_sha256, the SHA-256 of the others.
 std::string meta_json(const FnoDataMeta& meta);
-// Throws core::FileError naming `source` when the text is not a meta.json of this format.
+// Throws core::FileError naming `source` when the text is not a meta.json of this format
+// (meta_sha256 is read, not checked: compare meta_sha256_recorded with meta_sha256_actual).
 FnoDataMeta parse_meta_json(const std::string& text, const std::string& source);
 
 // UTC now as ISO 8601.

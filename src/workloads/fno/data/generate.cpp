@@ -1,13 +1,16 @@
 // ensure_fno_dataset: rank 0 decides (reuse / resume / start) under the lock and lists the
-// missing samples; every rank generates its block of that list; every rank reads back its block
-// of all samples (SHA-256 per file, per-channel sums of the training data, in double); rank 0
-// combines the blocks in sample order (so the statistics do not depend on the rank count either),
-// writes meta.json and renames the folder.
+// missing samples; a reused dataset is checked by every rank (its block of the files: SHA-256
+// against meta.json, finite values) before anything trains on it; a final folder whose meta.json
+// cannot be trusted is removed under the lock and generated again; every rank generates its block
+// of that list; every rank reads back its block of all samples (SHA-256 per file, per-channel sums
+// of the training data, in double); rank 0 combines the blocks in sample order (so the statistics
+// do not depend on the rank count either), writes meta.json and renames the folder.
 #include "workloads/fno/data/generate.hpp"
 
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -71,12 +74,35 @@ std::pair<std::size_t, std::size_t> block_of(std::size_t count, const dist::Comm
   return {first, std::min(count, first + block)};
 }
 
+// "" when every value of the float32 data is finite, else which one is not ("value 17 is nan").
+std::string first_nonfinite(const float* data, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i)
+    if (!std::isfinite(data[i])) return fmt::format("value {} is {}", i, data[i]);
+  return "";
+}
+
+// The same for a whole float32 .npy file's bytes (what fits of them: read_npy_info has checked
+// the size).
+std::string first_nonfinite(const std::string& bytes, const core::NpyInfo& info) {
+  if (bytes.size() <= info.data_offset) return "";
+  return first_nonfinite(reinterpret_cast<const float*>(bytes.data() + info.data_offset),
+                         std::min(info.element_count(), (bytes.size() - info.data_offset) / 4));
+}
+
+// A file of an unfinished dataset is kept when it is a float32 .npy of `shape` holding finite
+// values only (the generators write nothing else; anything else is made again).
 bool file_valid(const fs::path& file, const std::vector<int64_t>& shape) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) return false;
   try {
     const core::NpyInfo info = core::read_npy_info(file);
-    return info.dtype == core::DType::Float32 && info.shape == shape;
+    if (info.dtype != core::DType::Float32 || info.shape != shape) return false;
+    const std::string bad = first_nonfinite(core::read_file(file), info);
+    if (!bad.empty()) {
+      LOG_WARN("fno data: {}: {}; making its sample again", file.string(), bad);
+      return false;
+    }
+    return true;
   } catch (const core::Error&) {
     return false;
   }
@@ -88,19 +114,114 @@ bool sample_done(const fs::path& dir, const ProblemLayout& layout, const SampleI
   return true;
 }
 
-// The complete dataset at `root` when its meta.json is readable and carries our key.
-std::optional<FnoDataMeta> complete_dataset(const fs::path& root, const std::string& key) {
+// SHA-256 over the files' hex SHA-256s in (split, index, file) order: meta.json's dataset_sha256.
+std::string combined_digest(const std::vector<std::string>& file_hexes) {
+  core::Sha256 digest;
+  for (const auto& s : file_hexes) digest.update(s);
+  std::string hex;
+  for (uint8_t byte : digest.finish()) hex += fmt::format("{:02x}", byte);
+  return hex;
+}
+
+// The complete dataset at `root` when its meta.json is a seal this key can trust: readable,
+// unedited (meta_sha256, when it has one), of this key, layout and sample counts, and with a
+// digest for every file that add up to dataset_sha256 (when it has per-file digests). Otherwise
+// nullopt; when the folder exists, *why says what is wrong with its meta.json.
+std::optional<FnoDataMeta> sealed_dataset(const FnoDataOptions& o, const fs::path& root,
+                                          const std::string& key, const ProblemLayout& layout,
+                                          const std::vector<SampleId>& samples, std::string* why) {
   std::error_code ec;
+  if (!fs::exists(root, ec)) return std::nullopt;
   const fs::path file = root / "meta.json";
-  if (!fs::is_regular_file(file, ec)) return std::nullopt;
-  try {
-    FnoDataMeta meta = parse_meta_json(core::read_file(file), file.string());
-    if (meta.key_json != key) return std::nullopt;
-    return meta;
-  } catch (const core::Error& e) {
-    LOG_WARN("fno data: ignoring {}: {}", root.string(), e.what());
+  if (!fs::is_regular_file(file, ec)) {
+    *why = file.string() + " is missing";
     return std::nullopt;
   }
+  FnoDataMeta meta;
+  try {
+    meta = parse_meta_json(core::read_file(file), file.string());
+  } catch (const core::Error& e) {
+    *why = e.what();
+    return std::nullopt;
+  }
+  if (!meta.meta_sha256_recorded.empty() && meta.meta_sha256_recorded != meta.meta_sha256_actual) {
+    *why = fmt::format(
+        "{}: edited after it was written (its meta_sha256 is {}, its other entries hash to {})",
+        file.string(), meta.meta_sha256_recorded, meta.meta_sha256_actual);
+    return std::nullopt;
+  }
+  if (meta.key_json != key) {
+    *why = fmt::format("{}: its key {} is not this configuration's {}", file.string(),
+                       meta.key_json, key);
+    return std::nullopt;
+  }
+  if (layout_text(meta.layout) != layout_text(layout) ||
+      meta.train_samples != sample_count(o, FnoSplit::Train) ||
+      meta.val_samples != sample_count(o, FnoSplit::Val)) {
+    *why =
+        fmt::format("{}: its layout or sample counts are not those the key gives", file.string());
+    return std::nullopt;
+  }
+  if (!meta.file_sha256.empty()) {
+    std::vector<std::string> hexes;
+    for (const auto& id : samples)
+      for (const auto& f : layout.files) {
+        const auto it = meta.file_sha256.find(sample_name(id.split, id.index, f.name));
+        if (it == meta.file_sha256.end()) {
+          *why = fmt::format("{}: file_sha256 has no entry for {}", file.string(),
+                             sample_name(id.split, id.index, f.name));
+          return std::nullopt;
+        }
+        hexes.push_back(it->second);
+      }
+    if (meta.file_sha256.size() != hexes.size() || combined_digest(hexes) != meta.dataset_sha256) {
+      *why = fmt::format("{}: file_sha256 does not add up to its dataset_sha256", file.string());
+      return std::nullopt;
+    }
+  }
+  return meta;
+}
+
+// Checks this rank's block of a reused dataset's files: a float32 .npy of the layout's shape,
+// whose SHA-256 is the one meta.json records (when it records one per file) and whose values are
+// all finite. Appends one line per problem to *problems and each file's hex SHA-256 (64 'x' for
+// a file that cannot be read) to *hexes, in (split, index, file) order. Returns the bytes read.
+uint64_t check_reused_sample(const fs::path& root, const FnoDataMeta& meta, const SampleId& id,
+                             std::string* problems, std::string* hexes) {
+  uint64_t bytes_read = 0;
+  for (const auto& f : meta.layout.files) {
+    const std::string name = sample_name(id.split, id.index, f.name);
+    const fs::path file = sample_path(root, id.split, id.index, f.name);
+    std::string bytes;
+    core::NpyInfo info;
+    try {
+      info = core::read_npy_info(file);
+      if (info.dtype != core::DType::Float32 || info.shape != f.shape) {
+        *problems += fmt::format("{}: {} of shape ({}), expected float32 of shape ({})\n", name,
+                                 core::dtype_name(info.dtype), fmt::join(info.shape, ", "),
+                                 fmt::join(f.shape, ", "));
+        *hexes += std::string(64, 'x');
+        continue;
+      }
+      bytes = core::read_file(file);
+    } catch (const core::Error& e) {
+      *problems += fmt::format("{}: {}\n", name, e.what());
+      *hexes += std::string(64, 'x');
+      continue;
+    }
+    bytes_read += bytes.size();
+    const std::string hex = core::sha256_hex(bytes);
+    *hexes += hex;
+    const auto recorded = meta.file_sha256.find(name);
+    if (recorded != meta.file_sha256.end() && recorded->second != hex)
+      *problems += fmt::format(
+          "{}: its SHA-256 is {}, meta.json records {} (edited or damaged since it was written)\n",
+          name, hex, recorded->second);
+    const std::string bad = first_nonfinite(bytes, info);
+    if (!bad.empty())
+      *problems += fmt::format("{}: {} (the generators write finite values only)\n", name, bad);
+  }
+  return bytes_read;
 }
 
 // Rank 0: the partial folder ready for generation; returns the samples still to make.
@@ -184,6 +305,11 @@ Readback read_back(const fs::path& dir, const ProblemLayout& layout, const Sampl
     if (info.dtype != core::DType::Float32 || info.shape != f.shape)
       throw core::FileError(file.string(), "changed while the dataset was being sealed");
     bytes.push_back(core::read_file(file));
+    if (const std::string bad = first_nonfinite(bytes.back(), info); !bad.empty())
+      throw core::FileError(file.string(),
+                            bad +
+                                ": the generator made a value that is not finite (are the "
+                                "problem's time step and parameters stable?)");
     r.sha.push_back(core::sha256_hex(bytes.back()));
     if (id.split != FnoSplit::Train) continue;
     const float* data = reinterpret_cast<const float*>(bytes.back().data() + info.data_offset);
@@ -266,6 +392,78 @@ void training_stats(const FnoDataOptions& o, const ProblemLayout& layout,
   meta->target_stats = stats_of(out, slots * static_cast<double>(cells));
 }
 
+// Every rank checks its block of a reused dataset's files (check_reused_sample, on `threads`
+// threads); rank 0 adds the whole-dataset digest for a meta.json without per-file digests and
+// throws core::FileError naming the folder and every problem: a sealed dataset whose files
+// disagree with their seal is refused, never repaired (as the fractal dataset is), and every rank
+// ends with the same AgreedError.
+void check_reused_files(dist::Communicator& comm, const fs::path& root, const FnoDataMeta& meta,
+                        const std::vector<SampleId>& samples, int threads) {
+  core::Stopwatch clock;
+  std::string problems, hexes;
+  double bytes = 0.0;
+  const auto [first, last] = block_of(samples.size(), comm);
+  dist::run_agreed(comm, [&] {
+    // Per sample into its own slot on `threads` threads, joined in sample order.
+    std::vector<std::string> sample_problems(last - first), sample_hexes(last - first);
+    std::atomic<uint64_t> read{0};
+    core::parallel_for(last - first, threads, [&](int, std::size_t k) {
+      read += check_reused_sample(root, meta, samples[first + k], &sample_problems[k],
+                                  &sample_hexes[k]);
+    });
+    for (std::size_t k = 0; k < sample_problems.size(); ++k) {
+      problems += sample_problems[k];
+      hexes += sample_hexes[k];
+    }
+    bytes = static_cast<double>(read.load());
+  });
+  const std::vector<std::string> all_problems = comm.allgather(problems);
+  const std::vector<std::string> all_hexes = comm.allgather(hexes);
+  comm.allreduce_sum(&bytes, 1);
+  dist::run_agreed(comm, [&] {
+    if (comm.rank() != 0) return;
+    std::vector<std::string> lines;
+    for (const auto& part : all_problems)
+      for (std::size_t pos = 0; pos < part.size();) {
+        const std::size_t end = part.find('\n', pos);
+        lines.push_back(part.substr(pos, end - pos));
+        pos = end + 1;
+      }
+    if (meta.file_sha256.empty()) {
+      std::vector<std::string> per_file;
+      for (const auto& part : all_hexes)
+        for (std::size_t pos = 0; pos + 64 <= part.size(); pos += 64)
+          per_file.push_back(part.substr(pos, 64));
+      const std::string actual = combined_digest(per_file);
+      if (actual != meta.dataset_sha256)
+        lines.push_back(fmt::format(
+            "the files hash to dataset_sha256 {}, meta.json records {}: a file was edited or "
+            "damaged since it was written (this meta.json predates per-file digests, so which "
+            "one cannot be told)",
+            actual, meta.dataset_sha256));
+    }
+    if (lines.empty()) return;
+    constexpr std::size_t kShown = 20;
+    std::string message =
+        fmt::format("the dataset does not match its meta.json ({} problem(s)):", lines.size());
+    for (std::size_t i = 0; i < lines.size() && i < kShown; ++i) message += "\n  " + lines[i];
+    if (lines.size() > kShown) message += fmt::format("\n  ... and {} more", lines.size() - kShown);
+    message += fmt::format(
+        "\nDelete the folder (rm -r {}) so that the next run generates it again.", root.string());
+    throw core::FileError(root.string(), message);
+  });
+  if (meta.meta_sha256_recorded.empty() || meta.file_sha256.empty())
+    LOG_WARN(
+        "fno data: {} was written by an older scaffold ({}): an edit of it would go "
+        "unnoticed unless it changes the files' digest",
+        (root / "meta.json").string(),
+        meta.file_sha256.empty() ? "no per-file digests, no meta_sha256" : "no meta_sha256");
+  LOG_INFO(
+      "fno data: checked {} files ({:.1f} MB) against meta.json (SHA-256, finite values) in "
+      "{:.2f} s",
+      samples.size() * meta.layout.files.size(), bytes / 1e6, clock.elapsed_s());
+}
+
 std::string describe(const FnoDataOptions& o) {
   switch (o.problem) {
     case FnoProblem::Burgers:
@@ -310,14 +508,25 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
   dist::run_agreed(comm, [&] {
     if (comm.rank() != 0) return;
     core::create_directories(paths.problem_dir);
-    if (complete_dataset(paths.root, key)) {
+    std::string why;
+    if (sealed_dataset(o, paths.root, key, layout, samples, &why)) {
       verdict = "reuse";
       return;
     }
     lock.emplace(core::FileLock::wait(paths.lock, "fno data"));
-    if (complete_dataset(paths.root, key)) {  // the job we waited for finished it
+    why.clear();
+    if (sealed_dataset(o, paths.root, key, layout, samples, &why)) {  // the job we waited for
       verdict = "reuse";
       return;
+    }
+    if (!why.empty()) {
+      // A final folder without a seal we can trust: nothing in it is checked against anything, so
+      // it goes (under the lock; a kill midway leaves a folder that is removed the next time).
+      LOG_WARN("fno data: {}; removing {} and generating the dataset again", why,
+               paths.root.string());
+      std::error_code ec;
+      fs::remove_all(paths.root, ec);
+      if (ec) throw core::FileError(paths.root.string(), "cannot remove: " + ec.message());
     }
     std::string existing_key;
     try {
@@ -342,6 +551,7 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
     info.root = paths.root;
     info.reused = true;
     info.meta = parse_meta_json(text, (paths.root / "meta.json").string());
+    check_reused_files(comm, paths.root, info.meta, samples, o.threads);
     LOG_INFO("fno data: reusing {} ({}: {} + {} samples, {} + {} examples; created {}, commit {})",
              info.root.string(), info.meta.problem, info.meta.train_samples, info.meta.val_samples,
              info.meta.examples(FnoSplit::Train), info.meta.examples(FnoSplit::Val),
@@ -413,12 +623,14 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
     meta.train_samples = sample_count(o, FnoSplit::Train);
     meta.val_samples = sample_count(o, FnoSplit::Val);
     training_stats(o, layout, all, &meta);
-    core::Sha256 digest;
-    for (const auto& r : all)
-      for (const auto& s : r.sha) digest.update(s);
-    std::string hex;
-    for (uint8_t byte : digest.finish()) hex += fmt::format("{:02x}", byte);
-    meta.dataset_sha256 = hex;
+    std::vector<std::string> hexes;
+    for (std::size_t i = 0; i < all.size(); ++i)
+      for (std::size_t f = 0; f < layout.files.size(); ++f) {
+        hexes.push_back(all[i].sha[f]);
+        meta.file_sha256[sample_name(samples[i].split, samples[i].index, layout.files[f].name)] =
+            all[i].sha[f];
+      }
+    meta.dataset_sha256 = combined_digest(hexes);
     meta.solver_steps = layout.solver_steps_per_sample * static_cast<int64_t>(samples.size());
     meta.generation_s = clock.elapsed_s();
     meta_text = meta_json(meta);

@@ -8,10 +8,13 @@
 
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/error.hpp"
 #include "core/npy.hpp"
+#include "core/sha256.hpp"
 #include "dist/communicator.hpp"
 #include "test_util.hpp"
 #include "unit/workloads/fno/fno_data_fixtures.hpp"
@@ -340,6 +343,166 @@ TEST(FnoDataFailures, APartialFolderOfAnotherKeyIsStartedAgain) {
   EXPECT_EQ(info.samples_generated, info.samples_total);
   EXPECT_EQ(snapshot(info.root).count("key.json"), 1u);
   EXPECT_EQ(core::read_file(info.root / "key.json"), key_json(o));
+}
+
+// Reusing a complete dataset: its files are checked against meta.json (per-file SHA-256s, or the
+// whole-dataset digest of an older meta.json) and for finite values; a folder whose meta.json
+// cannot be trusted is generated again under the lock.
+struct FnoDataReuse : fno::test::SingleThreaded {};
+
+float float_at(const fs::path& file, int64_t k) {
+  std::vector<int64_t> shape;
+  return core::read_npy<float>(file, &shape).at(static_cast<std::size_t>(k));
+}
+
+// Overwrites element `k` of a float32 .npy in place: same size, header untouched.
+void poke_float(const fs::path& file, int64_t k, float value) {
+  const core::NpyInfo info = core::read_npy_info(file);
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(info.data_offset + 4 * static_cast<std::size_t>(k)));
+  f.write(reinterpret_cast<const char*>(&value), sizeof value);
+  ASSERT_TRUE(f.good()) << file;
+}
+
+// SHA-256 over the hex SHA-256s of every file in (split, index, file) order, computed here.
+std::string whole_dataset_digest(const fs::path& root, const FnoDataOptions& o) {
+  std::string hexes;
+  for (FnoSplit split : {FnoSplit::Train, FnoSplit::Val})
+    for (int64_t i = 0; i < sample_count(o, split); ++i)
+      for (const auto& f : problem_layout(o).files)
+        hexes += core::sha256_hex(core::read_file(sample_path(root, split, i, f.name)));
+  return core::sha256_hex(hexes);
+}
+
+// Rewrites meta.json as a scaffold without per-file digests wrote it, with `root`'s digest.
+void write_older_meta(const fs::path& root, const FnoDataOptions& o) {
+  nlohmann::json j = nlohmann::json::parse(core::read_file(root / "meta.json"));
+  j.erase("file_sha256");
+  j.erase("meta_sha256");
+  j["dataset_sha256"] = whole_dataset_digest(root, o);
+  std::ofstream(root / "meta.json") << j.dump(2) << "\n";
+}
+
+std::string reuse_error(const FnoDataOptions& o) {
+  try {
+    ensure_fno_dataset(world(), o);
+  } catch (const dist::AgreedError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "the damaged dataset was reused";
+  return "";
+}
+
+TEST_F(FnoDataReuse, AFileEditedInPlaceIsRefusedNamingIt) {
+  TempDir a;
+  const FnoDataOptions o = tiny_options(FnoProblem::Burgers, a.path());
+  const FnoDatasetInfo first = ensure_fno_dataset(world(), o);
+  const fs::path edited = sample_path(first.root, FnoSplit::Val, 1, "target");
+  const auto size = fs::file_size(edited);
+  poke_float(edited, 5, float_at(edited, 5) + 0.25f);  // finite, same size
+  ASSERT_EQ(fs::file_size(edited), size);
+  const std::string what = reuse_error(o);
+  EXPECT_NE(what.find("val/000001_target.npy"), std::string::npos) << what;
+  EXPECT_NE(what.find("SHA-256"), std::string::npos) << what;
+  EXPECT_EQ(what.find("train/"), std::string::npos) << "only the edited file is named: " << what;
+  EXPECT_EQ(what.find("val/000000"), std::string::npos)
+      << "only the edited file is named: " << what;
+  EXPECT_TRUE(fs::exists(edited)) << "a refused dataset is left as it was";
+  EXPECT_FALSE(fs::exists(data_paths(o).partial));
+}
+
+TEST_F(FnoDataReuse, ANonFiniteValueIsRefusedNamingTheFileEvenWhenTheDigestsAgree) {
+  TempDir a;
+  const FnoDataOptions o = tiny_options(FnoProblem::Burgers, a.path());
+  const FnoDatasetInfo first = ensure_fno_dataset(world(), o);
+  for (const float bad :
+       {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    const fs::path file = sample_path(first.root, FnoSplit::Train, 2, "input");
+    const float kept = float_at(file, 3);
+    poke_float(file, 3, bad);
+    write_older_meta(first.root, o);  // digests that agree with the damaged file
+    const std::string what = reuse_error(o);
+    EXPECT_NE(what.find("train/000002_input.npy"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::isnan(bad) ? "nan" : "-inf"), std::string::npos) << what;
+    poke_float(file, 3, kept);
+  }
+}
+
+TEST_F(FnoDataReuse, AnOlderMetaJsonWithoutPerFileDigestsIsReusedAndStillChecked) {
+  TempDir a;
+  const FnoDataOptions o = tiny_options(FnoProblem::NavierStokes, a.path());
+  const FnoDatasetInfo first = ensure_fno_dataset(world(), o);
+  write_older_meta(first.root, o);
+  const FnoDatasetInfo again = ensure_fno_dataset(world(), o);
+  EXPECT_TRUE(again.reused);
+  EXPECT_EQ(again.meta.dataset_sha256, first.meta.dataset_sha256);
+  const fs::path edited = sample_path(first.root, FnoSplit::Train, 0, "target");
+  poke_float(edited, 7, float_at(edited, 7) * 2.0f + 1.0f);
+  const std::string what = reuse_error(o);
+  EXPECT_NE(what.find("dataset_sha256"), std::string::npos) << what;
+  EXPECT_NE(what.find(first.root.string()), std::string::npos) << what;
+}
+
+struct MetaDamage {
+  const char* name;
+  std::function<void(const fs::path&)> damage;
+};
+void PrintTo(const MetaDamage& d, std::ostream* os) {
+  *os << d.name;
+}
+struct FnoDataDamagedMeta : ::testing::TestWithParam<MetaDamage> {
+  void SetUp() override { at::set_num_threads(1); }
+};
+
+TEST_P(FnoDataDamagedMeta, IsGeneratedAgainUnderTheLockAndLeavesNoPartialFolder) {
+  TempDir a;
+  const FnoDataOptions o = tiny_options(FnoProblem::Burgers, a.path());
+  const FnoDatasetInfo first = ensure_fno_dataset(world(), o);
+  const auto reference = snapshot(first.root);
+  GetParam().damage(first.root / "meta.json");
+  const FnoDatasetInfo again = ensure_fno_dataset(world(), o);
+  EXPECT_FALSE(again.reused);
+  EXPECT_EQ(again.samples_generated, again.samples_total);
+  EXPECT_EQ(snapshot(again.root), reference);
+  EXPECT_EQ(again.meta.dataset_sha256, first.meta.dataset_sha256);
+  EXPECT_FALSE(fs::exists(data_paths(o).partial)) << "no .partial folder left on success";
+  EXPECT_TRUE(ensure_fno_dataset(world(), o).reused) << "the new meta.json is trusted";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Damages, FnoDataDamagedMeta,
+    ::testing::Values(
+        MetaDamage{"truncated",
+                   [](const fs::path& m) { fs::resize_file(m, fs::file_size(m) / 2); }},
+        MetaDamage{"deleted", [](const fs::path& m) { fs::remove(m); }},
+        MetaDamage{"garbage", [](const fs::path& m) { std::ofstream(m) << "{\"format_version\""; }},
+        MetaDamage{"another_key",
+                   [](const fs::path& m) {
+                     nlohmann::json j = nlohmann::json::parse(core::read_file(m));
+                     j["key"]["seed"] = 6;
+                     std::ofstream(m) << j.dump(2) << "\n";
+                   }},
+        MetaDamage{"edited_statistics",
+                   [](const fs::path& m) {
+                     nlohmann::json j = nlohmann::json::parse(core::read_file(m));
+                     j["input_stats"]["mean"][0] = 0.5;
+                     std::ofstream(m) << j.dump(2) << "\n";
+                   }}),
+    [](const auto& p) { return std::string(p.param.name); });
+
+TEST_F(FnoDataReuse, ANonFiniteSampleOfAnUnfinishedDatasetIsMadeAgain) {
+  TempDir a;
+  const FnoDataOptions o = tiny_options(FnoProblem::Burgers, a.path());
+  const FnoDatasetInfo first = ensure_fno_dataset(world(), o);
+  const auto reference = snapshot(first.root);
+  const FnoDataPaths paths = data_paths(o);
+  fs::rename(paths.root, paths.partial);
+  fs::remove(paths.partial / "meta.json");
+  poke_float(sample_path(paths.partial, FnoSplit::Train, 1, "target"), 4,
+             std::numeric_limits<float>::quiet_NaN());
+  const FnoDatasetInfo resumed = ensure_fno_dataset(world(), o);
+  EXPECT_EQ(resumed.samples_generated, 1) << "the sample holding a NaN";
+  EXPECT_EQ(snapshot(resumed.root), reference);
 }
 
 }  // namespace
