@@ -269,6 +269,30 @@ TEST(ImageFolder, LinkLoopsAndFoldersReachedTwiceAreSkippedByNameAndTheScanEnds)
                                       "b/ext/back"}));
 }
 
+// No loop, but 2^24 paths: a chain of 24 folders, each linking twice to the next. Walked by
+// path, this takes hours; walked by folder, each is walked once and the second link is skipped.
+TEST(ImageFolder, AChainOfDoubleLinksIsWalkedOnceAFolder) {
+  test::TempDir dir;
+  const fs::path root = dir.path() / "train";
+  const fs::path chain = dir.path() / "chain";
+  constexpr int kLevels = 24;
+  for (int i = 0; i <= kLevels; ++i) fs::create_directories(chain / ("n" + std::to_string(i)));
+  for (int i = 0; i < kLevels; ++i)
+    for (const char* link : {"l1", "l2"})
+      fs::create_directory_symlink("../n" + std::to_string(i + 1),
+                                   chain / ("n" + std::to_string(i)) / link);
+  encode_png(make_image(4, 4, 3, jagged), chain / ("n" + std::to_string(kLevels)) / "end.png");
+  fs::create_directories(root / "a");
+  fs::create_directory_symlink(chain / "n0", root / "a/start");
+
+  const std::unique_ptr<ImageFolder> folder = scan_within_a_minute(root);
+  std::string expected = "a/start";
+  for (int i = 0; i < kLevels; ++i) expected += "/l1";
+  ASSERT_EQ(folder->size(), 1u);
+  EXPECT_EQ(folder->files()[0].relative_path, expected + "/end.png");
+  EXPECT_EQ(folder->skipped_links().size(), static_cast<std::size_t>(kLevels)) << "every l2";
+}
+
 TEST(ImageFolder, AClassFolderLeadingBackToTheRootIsRefusedByName) {
   test::TempDir dir;
   const fs::path root = dir.path() / "train";
