@@ -46,6 +46,36 @@ std::string csv(const WorkloadTable& table, const std::vector<RunRecord>& record
 
 }  // namespace
 
+void check_counters(const RunRecord& record, const std::vector<CounterRule>& rules,
+                    const std::string& source) {
+  for (std::size_t i = 0; i < record.counters.size(); ++i) {
+    const Counter& c = record.counters[i];
+    if (!std::isfinite(c.value)) continue;  // null: no value
+    const auto rule = std::find_if(rules.begin(), rules.end(),
+                                   [&](const CounterRule& r) { return r.name == c.name; });
+    if (rule == rules.end()) continue;
+    const bool fraction = rule->range == CounterRange::kFraction;
+    if (c.value >= 0 && (!fraction || c.value <= 1)) continue;
+    throw core::FileError(
+        source, fmt::format("key \"counters[{}].value\" is {}, expected {} ({})", i, c.value,
+                            fraction ? "a fraction in [0, 1]" : "a number >= 0", c.name));
+  }
+}
+
+void check_timed_rows(const std::filesystem::path& csv, std::size_t timed_rows, double timed_s,
+                      const RunRecord& record) {
+  if (static_cast<int64_t>(timed_rows) != record.epochs)
+    throw core::FileError(csv.string(),
+                          fmt::format("holds {} timed row(s) (warm-up rows excluded), but {} has "
+                                      "\"epochs\": {}: the run folder's files disagree",
+                                      timed_rows, kSummaryFileName, record.epochs));
+  if (std::abs(timed_s - record.time_s) > 1e-6 * std::max(1.0, std::abs(record.time_s)))
+    throw core::FileError(csv.string(),
+                          fmt::format("its timed rows add up to {} s, but {} has \"time_s\": "
+                                      "{}: the run folder's files disagree",
+                                      timed_s, kSummaryFileName, record.time_s));
+}
+
 std::string fixed_text(const std::optional<double>& x, int decimals) {
   if (!x || !std::isfinite(*x)) return "";
   return fmt::format("{:.{}f}", *x, decimals);

@@ -5,6 +5,7 @@
 // suite/result_tables.hpp); the ScaFFold benchmark table keeps its own path (report/table.hpp).
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -24,6 +25,30 @@ struct Column {
   Align align = Align::kRight;  // kLeft for text
 };
 
+// What a counter's value may be, when it has one.
+enum class CounterRange {
+  kNonNegative,  // a count, time, rate, FLOP figure, memory, energy, loss or error: >= 0
+  kFraction,     // in [0, 1] (an accuracy)
+};
+
+// The range of one counter a workload writes.
+struct CounterRule {
+  std::string name;
+  CounterRange range = CounterRange::kNonNegative;
+};
+
+// The first counter of `record` that `rules` name and whose value (when it has one) is out of its
+// range is a core::FileError on `source`: key "counters[i].value" is v, expected a number >= 0
+// (name). Counters the rules do not name, and counters without a value, are not checked.
+void check_counters(const RunRecord& record, const std::vector<CounterRule>& rules,
+                    const std::string& source);
+
+// That a per-step CSV (`csv`) agrees with the record: its timed (non-warm-up) rows number
+// record.epochs, and their time, `timed_s`, is record.time_s to a relative 1e-6. Otherwise a
+// core::FileError on `csv` naming both values.
+void check_timed_rows(const std::filesystem::path& csv, std::size_t timed_rows, double timed_s,
+                      const RunRecord& record);
+
 // A workload's table: its columns and its row order.
 struct WorkloadTable {
   std::string workload;  // RunRecord::workload it applies to
@@ -31,6 +56,10 @@ struct WorkloadTable {
   // Strict weak order of rows; equal rows (and every row when it is empty) fall back to the run
   // name, so the table does not depend on the order the folders were given in.
   std::function<bool(const RunRecord&, const RunRecord&)> less;
+  // Checks a record read from <run_dir>/summary.json, and the files beside it, beyond
+  // read_summary_json's rules (the workload's counter ranges, its per-step CSV); throws
+  // core::FileError naming the file. Empty: nothing more is checked.
+  std::function<void(const std::filesystem::path& run_dir, const RunRecord& record)> check;
 };
 
 // `x` with `decimals` digits after the point ("1234.50"); "" when there is none or it is not

@@ -158,10 +158,8 @@ TEST(ImageClassification, SyntheticImagesDrawnOnTheDeviceAreDeterministic) {
     EXPECT_EQ(runs[0][1][c], runs[1][1][c]) << "column " << c << " differs between two runs of one seed";
 }
 
-TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
-  TempDir dir;
-  // Two classes told apart by brightness, 8 training and 4 validation images each.
-  const fs::path data = dir.path() / "images";
+// Two classes told apart by brightness, 8 training and 4 validation images each, under data/.
+void write_two_class_folder(const fs::path& data) {
   for (const char* split : {"train", "val"})
     for (const char* cls : {"dark", "light"}) fs::create_directories(data / split / cls);
   const auto write_png = [](const fs::path& file, int value) {
@@ -180,6 +178,12 @@ TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
     write_png(data / "val" / "dark" / fmt::format("{}.png", i), 30 + i);
     write_png(data / "val" / "light" / fmt::format("{}.png", i), 210 - i);
   }
+}
+
+TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
+  TempDir dir;
+  const fs::path data = dir.path() / "images";
+  write_two_class_folder(data);
   // A second config file layered over the tiny one (later files win key by key).
   const fs::path folder_cfg = dir.path() / "folder.yml";
   std::ofstream(folder_cfg) << "dataset: folder\ndata_dir: " << data.string() << "\nnum_classes: 2\nglobal_batch_size: 4\n";
@@ -203,6 +207,37 @@ TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
                                    "--skip-bad-images 1 -c " + cfg);
   EXPECT_EQ(skipped.exit_code, 0) << skipped.output;
   EXPECT_NE(skipped.output.find("unreadable image(s) were skipped"), std::string::npos) << skipped.output;
+}
+
+// A class folder holding `self -> .` (and one holding a link two levels up, to the split's
+// root): the run ends (under a timeout, so a regression fails instead of hanging), warns once per
+// link naming it, and trains on each image once.
+TEST(ImageClassification, LinkLoopsInAnImageFolderAreSkippedWithAWarningNamingThem) {
+  TempDir dir;
+  const fs::path data = dir.path() / "images";
+  write_two_class_folder(data);
+  fs::create_directory_symlink(".", data / "train" / "dark" / "self");
+  fs::create_directories(data / "train" / "light" / "sub");
+  fs::create_directory_symlink("../..", data / "train" / "light" / "sub" / "up2");
+  const fs::path folder_cfg = dir.path() / "folder.yml";
+  std::ofstream(folder_cfg) << "dataset: folder\ndata_dir: " << data.string() << "\nnum_classes: 2\nglobal_batch_size: 4\n";
+  const std::string cfg = write_tiny_config(dir.path()).string() + " -c " + folder_cfg.string();
+  const auto r = run_command("timeout -k 5 120 " + kBinary +
+                             " image_classification --threads 2 --epochs 1 --warmup-epochs 0 -c " + cfg);
+  ASSERT_NE(r.exit_code, 124) << "the run did not end within 120 s (a symlink loop?)";
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const fs::path& link : {data / "train" / "dark" / "self", data / "train" / "light" / "sub" / "up2"}) {
+    const std::string warning = link.string() + ": symbolic link to '";
+    const std::size_t at = r.output.find(warning);
+    EXPECT_NE(at, std::string::npos) << warning << "\n" << r.output;
+    EXPECT_EQ(r.output.find(warning, at + 1), std::string::npos) << "warned once: " << r.output;
+  }
+  EXPECT_NE(r.output.find("leads back to a folder that contains it (a loop); skipped"), std::string::npos)
+      << r.output;
+  const auto rows = test::csv_rows(test::only_run_dir(dir.path()) / "epoch_stats.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1][11], "16") << "each training image once";
+  EXPECT_EQ(rows[1][12], "8");
 }
 
 // The scheduler's warning signal (SIGUSR2) mid-run: the step in flight finishes, the epochs done

@@ -3,6 +3,7 @@
 // without energy): the whole stdout of each format, --plot's PNG, and the errors users see. Then
 // on two hand-written image-classification summary.json folders: CARAML's CSV line by line, the
 // other formats, mixing them with benchmark folders, and their errors.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -411,6 +412,181 @@ TEST(ReportRecords, AMalformedSummaryNamesTheFileAndTheKey) {
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find((dir / "summary.json").string() +
                        ": key \"devices\" is \"1\", expected an integer >= 1"),
+            std::string::npos)
+      << r.err;
+}
+
+// Per-step CSVs that agree with kLaptopSummary (1 warm-up and 2 timed epochs or log intervals,
+// 50 s timed), one per workload, with the column to damage: a time and a count.
+struct StepCsv {
+  const char* workload;
+  const char* counter;  // a rate the workload's table prints
+  const char* file;
+  const char* text;
+  std::size_t time_column;
+  const char* time_name;
+  std::size_t count_column;
+  const char* count_name;
+  std::size_t columns;
+};
+const StepCsv kStepCsvs[] = {
+    {"image_classification", "images_per_s", "epoch_stats.csv",
+     "epoch,warmup,train_loss,train_top1,val_loss,val_top1,val_top5,lr,duration_s,train_s,"
+     "validation_s,train_images,val_images,median_step_s\n"
+     "1,1,2.0,0.3,1.9,0.35,0.9,0.01,30.0,28.0,2.0,288,64,0.1\n"
+     "2,0,1.5,0.5,1.4,0.55,0.95,0.01,25.0,23.0,2.0,288,64,0.08\n"
+     "3,0,1.2,0.6,1.1,0.65,0.97,0.01,25.0,23.0,2.0,288,64,0.08\n",
+     8, "duration_s", 11, "train_images", 14},
+    {"llm_training", "tokens_per_s", "iteration_stats.csv",
+     "iteration,iterations,warmup,train_s,time_per_iteration_s,lm_loss,val_loss,lr,grad_norm,"
+     "loss_scale,skipped\n"
+     "5,5,1,10.0,2.0,10.5,nan,1e-05,1.5,1.0,0\n"
+     "10,5,0,25.0,5.0,9.5,9.4,1e-05,1.2,1.0,0\n"
+     "15,5,0,25.0,5.0,9.0,nan,1e-05,1.1,1.0,0\n",
+     3, "train_s", 10, "skipped", 11},
+    {"fno", "timesteps_per_s", "epoch_stats.csv",
+     "epoch,warmup,train_rel_l2,val_rel_l2,val_mse,lr,duration_s,train_s,validation_s,monitor_s,"
+     "checkpoint_s,train_samples,val_samples,median_step_s\n"
+     "1,1,0.9,0.9,0.1,0.001,30.0,25.0,4.0,0.5,0.5,40,10,0.5\n"
+     "2,0,0.5,0.6,0.05,0.001,24.0,20.0,3.0,0.5,0.5,40,10,0.5\n"
+     "3,0,0.4,0.5,0.04,0.001,24.0,20.0,3.0,0.5,0.5,40,10,0.5\n",
+     6, "duration_s", 11, "train_samples", 14},
+};
+
+// kLaptopSummary as a record of `workload` whose first counter is `counter` = `value`.
+std::string laptop_summary_of(const std::string& workload, const std::string& counter,
+                              const std::string& value) {
+  std::string text = kLaptopSummary;
+  text.replace(text.find("image_classification"), 20, workload);
+  const std::string first = R"("name": "images_per_s", "value": 12.345)";
+  text.replace(text.find(first), first.size(),
+               R"("name": ")" + counter + R"(", "value": )" + value);
+  return text;
+}
+
+// `csv` with the cell at (line, column) (1-based line, 0-based column) set to `value`, or
+// removed when `value` is null.
+std::string with_cell(const std::string& csv, std::size_t line, std::size_t column,
+                      const char* value) {
+  std::vector<std::string> rows = lines(csv);
+  std::vector<std::string> cells;
+  std::stringstream in(rows[line - 1]);
+  for (std::string c; std::getline(in, c, ',');) cells.push_back(c);
+  if (value == nullptr)
+    cells.erase(cells.begin() + static_cast<std::ptrdiff_t>(column));
+  else
+    cells[column] = value;
+  std::string row;
+  for (const std::string& c : cells) row += (row.empty() ? "" : ",") + c;
+  rows[line - 1] = row;
+  std::string out;
+  for (const std::string& r : rows) out += r + "\n";
+  return out;
+}
+
+TEST(ReportRecords, StepCsvsThatAgreeWithTheSummaryAreAccepted) {
+  for (const StepCsv& c : kStepCsvs) {
+    TempDir tmp;
+    const fs::path dir =
+        summary_folder(tmp.path(), "run", laptop_summary_of(c.workload, c.counter, "12.345"));
+    std::ofstream(dir / c.file) << c.text;
+    const Report r = report(dir.string() + " --format csv");
+    EXPECT_EQ(r.exit_code, 0) << c.workload << "\n" << r.out << r.err;
+    EXPECT_EQ(r.err, "") << c.workload;
+  }
+}
+
+// Every kind of damage, in every workload's per-step CSV: one error naming the file, the line
+// and the column with what was expected; nothing on stdout, exit 1, although the other folder
+// given with it is fine (one bad folder fails the whole report).
+TEST(ReportRecords, ADamagedStepCsvIsOneErrorNamingTheFileLineAndColumn) {
+  for (const StepCsv& c : kStepCsvs) {
+    const std::string header = lines(c.text)[0];
+    struct Damage {
+      std::string what, text, expected;
+    };
+    const std::vector<Damage> damages = {
+        {"wrong header", "x" + std::string(c.text),
+         "line 1: the header is 'x" + header.substr(0, 36) + "...', expected '" + header + "'"},
+        {"short row", with_cell(c.text, 3, 5, nullptr),
+         fmt::format("line 3: expected {} columns, found {}", c.columns, c.columns - 1)},
+        {"trailing text", with_cell(c.text, 3, c.time_column, "25.0x"),
+         fmt::format("line 3: column {} is '25.0x', expected a finite number >= 0", c.time_name)},
+        {"empty cell", with_cell(c.text, 3, c.time_column, ""),
+         fmt::format("line 3: column {} is '', expected a finite number >= 0", c.time_name)},
+        {"nan time", with_cell(c.text, 4, c.time_column, "nan"),
+         fmt::format("line 4: column {} is 'nan', expected a finite number >= 0", c.time_name)},
+        {"infinite time", with_cell(c.text, 2, c.time_column, "inf"),
+         fmt::format("line 2: column {} is 'inf', expected a finite number >= 0", c.time_name)},
+        {"negative time", with_cell(c.text, 3, c.time_column, "-25.0"),
+         fmt::format("line 3: column {} is '-25.0', expected a finite number >= 0", c.time_name)},
+        {"negative count", with_cell(c.text, 3, c.count_column, "-1"),
+         fmt::format("line 3: column {} is '-1', expected an integer >= 0", c.count_name)},
+        {"fractional count", with_cell(c.text, 3, c.count_column, "2.5"),
+         fmt::format("line 3: column {} is '2.5', expected an integer >= 0", c.count_name)},
+        {"a timed row missing", c.text + std::string(), ""},
+    };
+    for (const Damage& d : damages) {
+      TempDir tmp;
+      const fs::path dir =
+          summary_folder(tmp.path(), "run", laptop_summary_of(c.workload, c.counter, "12.345"));
+      std::string text = d.text;
+      std::string expected = (dir / c.file).string() + ": " + d.expected;
+      if (d.what == "a timed row missing") {
+        text = text.substr(0, text.rfind('\n', text.size() - 2) + 1);  // drop the last row
+        expected = (dir / c.file).string() + ": holds 1 timed row";
+      }
+      std::ofstream(dir / c.file) << text;
+      const fs::path good =
+          summary_folder(tmp.path(), "good", laptop_summary_of(c.workload, c.counter, "12.345"));
+      const Report r = report(good.string() + " " + dir.string() + " --format csv");
+      EXPECT_EQ(r.exit_code, 1) << c.workload << ", " << d.what << ":\n" << r.out << r.err;
+      EXPECT_EQ(r.out, "") << c.workload << ", " << d.what;
+      EXPECT_NE(r.err.find(expected), std::string::npos)
+          << c.workload << ", " << d.what << ": expected\n  " << expected << "\nin\n  " << r.err;
+    }
+  }
+}
+
+// A counter that cannot be negative (a rate, time, count or energy), or a fraction above 1, in an
+// edited summary.json: an error naming the file, the key and the counter.
+TEST(ReportRecords, ANegativeCounterIsAnErrorNamingTheFileAndTheKey) {
+  for (const StepCsv& c : kStepCsvs) {
+    TempDir tmp;
+    const fs::path dir =
+        summary_folder(tmp.path(), "run", laptop_summary_of(c.workload, c.counter, "-12.345"));
+    const Report r = report(dir.string() + " --format csv");
+    EXPECT_EQ(r.exit_code, 1) << c.workload << "\n" << r.out << r.err;
+    EXPECT_EQ(r.out, "") << c.workload;
+    const std::string expected =
+        (dir / "summary.json").string() +
+        ": key \"counters[0].value\" is -12.345, expected a number >= 0 (" + c.counter + ")";
+    EXPECT_NE(r.err.find(expected), std::string::npos)
+        << c.workload << ": expected\n  " << expected << "\nin\n  " << r.err;
+  }
+  TempDir tmp;
+  const fs::path top1 = summary_folder(
+      tmp.path(), "top1", laptop_summary_of("image_classification", "val_top1", "1.5"));
+  const Report r = report(top1.string());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find((top1 / "summary.json").string() +
+                       ": key \"counters[0].value\" is 1.5, expected a fraction in [0, 1] "
+                       "(val_top1)"),
+            std::string::npos)
+      << r.err;
+}
+
+// A required key missing, or of the wrong type, names the file and the key.
+TEST(ReportRecords, AMissingSummaryKeyNamesTheFileAndTheKey) {
+  TempDir tmp;
+  std::string text = laptop_summary_of("llm_training", "tokens_per_s", "12.345");
+  const std::string time = "  \"time_s\": 50,\n";
+  text.erase(text.find(time), time.size());
+  const fs::path dir = summary_folder(tmp.path(), "run", text);
+  const Report r = report(dir.string());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find((dir / "summary.json").string() +
+                       ": key \"time_s\" is missing (expected a number >= 0)"),
             std::string::npos)
       << r.err;
 }

@@ -3,18 +3,29 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <sstream>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/pyfloat.hpp"
+#include "report/step_csv.hpp"
 
 namespace scaffold::fno {
 
+namespace {
+
+// The columns of epoch_stats.csv, in order.
+const std::vector<std::string>& epoch_stats_columns() {
+  static const std::vector<std::string> columns{
+      "epoch",        "warmup",        "train_rel_l2", "val_rel_l2",   "val_mse",
+      "lr",           "duration_s",    "train_s",      "validation_s", "monitor_s",
+      "checkpoint_s", "train_samples", "val_samples",  "median_step_s"};
+  return columns;
+}
+
+}  // namespace
+
 std::string epoch_stats_header() {
-  return "epoch,warmup,train_rel_l2,val_rel_l2,val_mse,lr,duration_s,train_s,validation_s,"
-         "monitor_s,checkpoint_s,"
-         "train_samples,val_samples,median_step_s";
+  return report::step_csv_header(epoch_stats_columns());
 }
 
 std::string epoch_stats_line(const EpochRow& r) {
@@ -26,40 +37,28 @@ std::string epoch_stats_line(const EpochRow& r) {
 }
 
 std::vector<EpochRow> read_epoch_stats(const std::filesystem::path& path) {
-  std::istringstream in(core::read_file(path));
-  std::string line;
-  if (!std::getline(in, line) || line != epoch_stats_header())
-    throw core::FileError(path.string(),
-                          "line 1: expected the header '" + epoch_stats_header() + "'");
+  using report::NumberRange;
   std::vector<EpochRow> rows;
-  for (int n = 2; std::getline(in, line); ++n) {
-    if (line.empty()) continue;
-    std::vector<std::string> cells;
-    std::stringstream cs(line);
-    for (std::string c; std::getline(cs, c, ',');) cells.push_back(c);
-    try {
-      if (cells.size() != 14) throw std::invalid_argument("14 columns expected");
-      EpochRow r;
-      std::size_t i = 0;
-      r.epoch = std::stoll(cells[i++]);
-      r.warmup = std::stoi(cells[i++]) != 0;
-      for (double* v : {&r.train_rel_l2, &r.val_rel_l2, &r.val_mse, &r.lr, &r.duration_s,
-                        &r.train_s, &r.validation_s, &r.monitor_s, &r.checkpoint_s})
-        *v = std::stod(cells[i++]);
-      r.train_samples = std::stoll(cells[i++]);
-      r.val_samples = std::stoll(cells[i++]);
-      r.median_step_s = std::stod(cells[i++]);
-      if (r.duration_s < 0 || r.train_s < 0 || r.validation_s < 0 || r.monitor_s < 0 ||
-          r.checkpoint_s < 0 || r.train_samples < 0 || r.val_samples < 0)
-        throw std::invalid_argument("negative duration or sample count");
-      if (!rows.empty() && r.epoch != rows.back().epoch + 1)
-        throw std::invalid_argument(
-            fmt::format("epoch {} after epoch {}", r.epoch, rows.back().epoch));
-      rows.push_back(r);
-    } catch (const std::exception& e) {
-      throw core::FileError(path.string(), fmt::format("line {}: {} ('{}')", n, e.what(), line));
-    }
-  }
+  report::read_step_csv(path, epoch_stats_columns(), [&](const report::StepCsvRow& row) {
+    EpochRow r;
+    r.epoch = row.integer(0, 1);
+    r.warmup = row.flag(1);
+    // Errors of a diverged epoch may be nan or inf, never negative.
+    r.train_rel_l2 = row.number(2, NumberRange::kNotNegative);
+    r.val_rel_l2 = row.number(3, NumberRange::kNotNegative);
+    r.val_mse = row.number(4, NumberRange::kNotNegative);
+    r.lr = row.number(5, NumberRange::kFinite);
+    std::size_t i = 6;
+    for (double* v : {&r.duration_s, &r.train_s, &r.validation_s, &r.monitor_s, &r.checkpoint_s})
+      *v = row.number(i++, NumberRange::kFinite);
+    r.train_samples = row.integer(11, 0);
+    r.val_samples = row.integer(12, 0);
+    r.median_step_s = row.number(13, NumberRange::kFinite);
+    if (!rows.empty() && r.epoch != rows.back().epoch + 1)
+      row.fail(fmt::format("epoch {} after epoch {} (epochs must follow each other)", r.epoch,
+                           rows.back().epoch));
+    rows.push_back(r);
+  });
   return rows;
 }
 

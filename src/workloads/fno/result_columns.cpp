@@ -4,8 +4,12 @@
 // the relative L2 error to 5, Wh to 3. Full precision is in `scaffold report --format json`.
 #include "workloads/fno/result_columns.hpp"
 
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <tuple>
+
+#include "workloads/fno/metrics.hpp"
 
 namespace scaffold::fno {
 
@@ -130,8 +134,62 @@ bool result_order(const RunRecord& a, const RunRecord& b) {
   return std::tie(pa, a.devices, sa) < std::tie(pb, b.devices, sb);
 }
 
+const std::vector<report::CounterRule>& counter_rules() {
+  using Range = report::CounterRange;
+  static const std::vector<report::CounterRule> rules{
+      {"parameters", Range::kNonNegative},
+      {"model_size_mb", Range::kNonNegative},
+      {"train_time_per_epoch_min", Range::kNonNegative},
+      {"total_epoch_time_s", Range::kNonNegative},
+      {"total_train_time_s", Range::kNonNegative},
+      {"total_compute_time_s", Range::kNonNegative},
+      {"total_monitor_time_s", Range::kNonNegative},
+      {"total_checkpoint_time_s", Range::kNonNegative},
+      {"timesteps", Range::kNonNegative},
+      {"timesteps_per_s", Range::kNonNegative},
+      {"train_timesteps", Range::kNonNegative},
+      {"train_timesteps_per_s", Range::kNonNegative},
+      {"peak_forward_memory_mb", Range::kNonNegative},
+      {"persistent_memory_mb", Range::kNonNegative},
+      {"activation_memory_mb", Range::kNonNegative},
+      {"tflop_per_epoch", Range::kNonNegative},
+      {"val_rel_l2", Range::kNonNegative},
+      {"train_rel_l2", Range::kNonNegative},
+      {"forward_flop_per_example", Range::kNonNegative},
+      {"achieved_flop_per_s", Range::kNonNegative},
+      {"median_step_s", Range::kNonNegative},
+      {"dist_fft_comm_s", Range::kNonNegative},
+      {"dist_fft_comm_share", Range::kNonNegative},
+      {"dist_fft_bytes", Range::kNonNegative},
+      {"timesteps_per_wh", Range::kNonNegative},
+      {"eval_forward_s", Range::kNonNegative},
+      {"eval_forward_s_mean", Range::kNonNegative},
+      {"examples_per_s", Range::kNonNegative},
+      {"eval_tflop", Range::kNonNegative},
+  };
+  return rules;
+}
+
+void check_run(const std::filesystem::path& run_dir, const report::RunRecord& record) {
+  report::check_counters(record, counter_rules(), (run_dir / report::kSummaryFileName).string());
+  const std::filesystem::path csv = run_dir / kEpochStatsFileName;
+  std::error_code ec;
+  if (!std::filesystem::exists(csv, ec)) return;
+  std::size_t timed = 0;
+  double timed_s = 0.0;
+  for (const EpochRow& row : read_epoch_stats(csv)) {
+    if (row.warmup) continue;
+    ++timed;
+    timed_s += row.duration_s + row.monitor_s + row.checkpoint_s;
+  }
+  // An eval run times forwards only; it has no per-step CSV to agree with.
+  const std::string* mode = report::find_param(record, kParamMode);
+  if (mode != nullptr && *mode == "eval") return;
+  report::check_timed_rows(csv, timed, timed_s, record);
+}
+
 report::WorkloadTable result_table() {
-  return {kWorkloadName, result_columns(), result_order};
+  return {kWorkloadName, result_columns(), result_order, check_run};
 }
 
 }  // namespace scaffold::fno

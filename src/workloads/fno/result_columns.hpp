@@ -6,6 +6,7 @@
 // the names of the counters and parameters the workload records for them. No LibTorch here.
 #pragma once
 
+#include <filesystem>
 #include <vector>
 
 #include "report/record_table.hpp"
@@ -58,7 +59,14 @@ std::vector<report::Column> result_columns();
 // CARAML's row order: by problem, then devices, then shards.
 bool result_order(const report::RunRecord& a, const report::RunRecord& b);
 
-// {kWorkloadName, result_columns(), result_order}.
+// The range of every counter the workload writes (docs/reports.md, "What is checked").
+const std::vector<report::CounterRule>& counter_rules();
+
+// WorkloadTable::check: counter_rules() over the record, then, when the folder holds it, its
+// per-step CSV read strictly and checked against the record (timed rows and their time).
+void check_run(const std::filesystem::path& run_dir, const report::RunRecord& record);
+
+// {kWorkloadName, result_columns(), result_order, check_run}.
 report::WorkloadTable result_table();
 
 }  // namespace scaffold::fno

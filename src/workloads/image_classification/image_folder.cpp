@@ -8,9 +8,13 @@
 #include <ATen/ops/empty.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <set>
 #include <utility>
 
 #include "core/error.hpp"
@@ -32,21 +36,124 @@ bool ends_with_lower(const std::string& lower, const std::string& suffix) {
          lower.compare(lower.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Every image file under `class_dir`, relative to `root`, sorted as torchvision's
-// sorted(os.walk(dir)) + sorted(fnames): by containing folder, then by name.
-std::vector<std::string> list_images(const fs::path& root, const fs::path& class_dir) {
-  std::vector<std::pair<std::string, std::string>> found;  // (folder, file name)
-  std::error_code ec;
-  fs::recursive_directory_iterator it(class_dir, fs::directory_options::follow_directory_symlink,
-                                      ec);
-  for (const fs::recursive_directory_iterator end; !ec && it != end; it.increment(ec)) {
-    std::error_code type_ec;
-    if (it->is_directory(type_ec)) continue;
-    const std::string name = it->path().filename().string();
-    if (!has_image_extension(name)) continue;
-    found.emplace_back(it->path().parent_path().lexically_relative(root).generic_string(), name);
+// A folder's identity: the (device, inode) pair of what the path leads to, links followed.
+struct FolderId {
+  dev_t device = 0;
+  ino_t inode = 0;
+  bool operator<(const FolderId& o) const {
+    return device != o.device ? device < o.device : inode < o.inode;
   }
-  if (ec) throw core::FileError(class_dir.string(), "cannot list folder: " + ec.message());
+  bool operator==(const FolderId& o) const { return device == o.device && inode == o.inode; }
+};
+
+FolderId folder_id(const fs::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0)
+    throw core::FileError(dir.string(), std::string("cannot stat: ") + std::strerror(errno));
+  return {st.st_dev, st.st_ino};
+}
+
+// The identities of `dir` (links resolved) and of every folder above it up to "/": a link to
+// one of them leads back to where it is, a loop.
+std::vector<FolderId> folder_and_ancestors(const fs::path& dir) {
+  std::error_code ec;
+  fs::path p = fs::canonical(dir, ec);
+  if (ec) throw core::FileError(dir.string(), "cannot resolve the folder: " + ec.message());
+  std::vector<FolderId> ids;
+  while (true) {
+    ids.push_back(folder_id(p));
+    if (p == p.parent_path() || p.parent_path().empty()) break;
+    p = p.parent_path();
+  }
+  return ids;
+}
+
+bool contains(const std::vector<FolderId>& ids, const FolderId& id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+// One class folder's walk. Real subfolders are walked first (depth first, by name); links to
+// folders are set aside and followed afterwards, in the order met, each only when it leads to a
+// folder not walked yet in this class. So every folder is walked at most once, whatever the links'
+// shape (a loop, two folders linking to each other, many links to one folder), the scan ends,
+// and a folder's images are listed once, under its own path when it has one without links.
+class ClassWalk {
+ public:
+  ClassWalk(const fs::path& root, const fs::path& class_dir, std::vector<std::string>* skipped)
+      : root_(root), skipped_(skipped) {
+    visited_.insert(folder_id(class_dir));
+    walk(class_dir);
+    for (std::size_t i = 0; i < links_.size(); ++i) {  // links_ grows while it is walked
+      const fs::path link = links_[i];
+      const FolderId target = folder_id(link);
+      if (contains(folder_and_ancestors(link.parent_path()), target)) {
+        skip(link, "leads back to a folder that contains it (a loop)");
+      } else if (!visited_.insert(target).second) {
+        skip(link, "leads to a folder already listed, whose images are listed once");
+      } else {
+        walk(link);
+      }
+    }
+  }
+
+  // Every image file found, as (folder relative to the root, file name).
+  std::vector<std::pair<std::string, std::string>>& found() { return found_; }
+
+ private:
+  void walk(const fs::path& dir) {
+    std::vector<fs::directory_entry> entries;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      entries.push_back(*it);
+    if (ec) throw core::FileError(dir.string(), "cannot list folder: " + ec.message());
+    std::sort(entries.begin(), entries.end(),
+              [](const fs::directory_entry& a, const fs::directory_entry& b) {
+                return a.path().filename() < b.path().filename();
+              });
+    const std::string folder = dir.lexically_relative(root_).generic_string();
+    for (const fs::directory_entry& entry : entries) {
+      std::error_code type_ec;
+      // A dangling link is no folder: it is listed when named like an image, and is then an
+      // unreadable image like any other.
+      if (!entry.is_directory(type_ec)) {
+        const std::string name = entry.path().filename().string();
+        if (has_image_extension(name)) found_.emplace_back(folder, name);
+        continue;
+      }
+      if (entry.is_symlink(type_ec)) {
+        links_.push_back(entry.path());
+      } else if (visited_.insert(folder_id(entry.path())).second) {
+        walk(entry.path());
+      }
+    }
+  }
+
+  void skip(const fs::path& link, const std::string& why) {
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(link, ec);
+    const std::string text = fmt::format("{}: symbolic link{} {}; skipped", link.string(),
+                                         ec ? std::string() : " to '" + target.string() + "'", why);
+    if (skipped_->size() < kLoggedLinks) LOG_WARN("{}", text);
+    if (skipped_->size() + 1 == kLoggedLinks)
+      LOG_WARN("further skipped links are counted, not logged");
+    skipped_->push_back(link.lexically_relative(root_).generic_string());
+  }
+
+  static constexpr std::size_t kLoggedLinks = 10;
+  const fs::path& root_;
+  std::vector<std::string>* skipped_;
+  std::set<FolderId> visited_;   // every folder walked in this class
+  std::vector<fs::path> links_;  // links to folders met, in order, not yet followed
+  std::vector<std::pair<std::string, std::string>> found_;
+};
+
+// Every image file under `class_dir`, relative to `root`, sorted as torchvision's
+// sorted(os.walk(dir)) + sorted(fnames): by containing folder, then by name. Links skipped on the
+// way are appended to `skipped` (relative to the root).
+std::vector<std::string> list_images(const fs::path& root, const fs::path& class_dir,
+                                     std::vector<std::string>* skipped) {
+  ClassWalk walk(root, class_dir, skipped);
+  std::vector<std::pair<std::string, std::string>>& found = walk.found();
   std::sort(found.begin(), found.end());
   std::vector<std::string> files;
   files.reserve(found.size());
@@ -85,9 +192,19 @@ ImageFolder::ImageFolder(fs::path root, ImageFolderOptions options)
                           "ImageFolder)");
   std::sort(class_names_.begin(), class_names_.end());
 
+  // A class folder that is the root or a folder above it would hold every class (and itself).
+  const std::vector<FolderId> above = folder_and_ancestors(root_);
+  for (const std::string& name : class_names_)
+    if (contains(above, folder_id(root_ / name)))
+      throw core::FileError((root_ / name).string(),
+                            "class folder '" + name +
+                                "' leads back to the image folder or a folder above it (a "
+                                "symbolic link loop); remove the link or point it elsewhere");
+
   std::vector<std::string> empty;
   for (std::size_t c = 0; c < class_names_.size(); ++c) {
-    const std::vector<std::string> images = list_images(root_, root_ / class_names_[c]);
+    const std::vector<std::string> images =
+        list_images(root_, root_ / class_names_[c], &skipped_links_);
     if (images.empty()) empty.push_back(class_names_[c]);
     for (const std::string& file : images) files_.push_back({file, static_cast<int64_t>(c)});
   }

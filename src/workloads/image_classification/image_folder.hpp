@@ -31,8 +31,12 @@ class ImageFolder : public dataset::ExampleSource {
   // Lists the classes (the root's subfolders, followed through symlinks, sorted by name; label =
   // index) and, in each, every file whose name ends in .jpg, .jpeg or .png in any letter case,
   // searched recursively and sorted as torchvision does (by folder path, then file name).
-  // Throws core::FileError naming the folder when the root is missing, has no class folder, or a
-  // class folder holds no image file; core::Error when image_size < 1.
+  // Symbolic links to folders are followed, but every folder is walked at most once per class: a
+  // link that leads back to a folder containing it (a loop), or to a folder already listed, is
+  // skipped with a warning naming it (skipped_links()), so the scan always ends.
+  // Throws core::FileError naming the folder when the root is missing, has no class folder, a
+  // class folder leads back to the root or above it, or a class folder holds no image file;
+  // core::Error when image_size < 1.
   ImageFolder(std::filesystem::path root, ImageFolderOptions options = {});
 
   std::size_t size() const override { return files_.size(); }
@@ -51,6 +55,9 @@ class ImageFolder : public dataset::ExampleSource {
   // Unreadable images replaced so far (each time one was met, so a bad file read in each of
   // three epochs counts three times), for the run summary.
   std::size_t skipped() const { return skipped_.load(); }
+  // The links to folders the scan skipped (loops, folders already listed), relative to the root,
+  // in the order met.
+  const std::vector<std::string>& skipped_links() const { return skipped_links_; }
 
   static constexpr int kMaxSkips = 10;
 
@@ -61,6 +68,7 @@ class ImageFolder : public dataset::ExampleSource {
   ImageFolderOptions options_;
   std::vector<std::string> class_names_;
   std::vector<ImageFile> files_;
+  std::vector<std::string> skipped_links_;
   mutable std::atomic<std::size_t> skipped_{0};
 };
 

@@ -4,18 +4,32 @@
 
 #include <algorithm>
 #include <numeric>
-#include <sstream>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/pyfloat.hpp"
 #include "core/stats.hpp"
+#include "report/step_csv.hpp"
 
 namespace scaffold::imgcls {
 
+namespace {
+
+using report::NumberRange;
+
+// The columns of epoch_stats.csv, in order.
+const std::vector<std::string>& epoch_stats_columns() {
+  static const std::vector<std::string> columns{
+      "epoch",    "warmup",     "train_loss", "train_top1",   "val_loss",     "val_top1",
+      "val_top5", "lr",         "duration_s", "train_s",      "validation_s", "train_images",
+      "val_images", "median_step_s"};
+  return columns;
+}
+
+}  // namespace
+
 std::string epoch_stats_header() {
-  return "epoch,warmup,train_loss,train_top1,val_loss,val_top1,val_top5,lr,duration_s,train_s,validation_s,"
-         "train_images,val_images,median_step_s";
+  return report::step_csv_header(epoch_stats_columns());
 }
 
 std::string epoch_stats_line(const EpochRow& r) {
@@ -26,37 +40,28 @@ std::string epoch_stats_line(const EpochRow& r) {
 }
 
 std::vector<EpochRow> read_epoch_stats(const std::filesystem::path& path) {
-  std::istringstream in(core::read_file(path));
-  std::string line;
-  if (!std::getline(in, line) || line != epoch_stats_header())
-    throw core::FileError(path.string(), "line 1: expected the header '" + epoch_stats_header() + "'");
   std::vector<EpochRow> rows;
-  for (int n = 2; std::getline(in, line); ++n) {
-    if (line.empty()) continue;
-    std::vector<std::string> cells;
-    std::stringstream cs(line);
-    for (std::string c; std::getline(cs, c, ',');) cells.push_back(c);
-    try {
-      if (cells.size() != 14) throw std::invalid_argument("14 columns expected");
-      EpochRow r;
-      std::size_t i = 0;
-      r.epoch = std::stoll(cells[i++]);
-      r.warmup = std::stoi(cells[i++]) != 0;
-      for (double* v : {&r.train_loss, &r.train_top1, &r.val_loss, &r.val_top1, &r.val_top5, &r.lr, &r.duration_s,
-                        &r.train_s, &r.validation_s})
-        *v = std::stod(cells[i++]);
-      r.train_images = std::stoll(cells[i++]);
-      r.val_images = std::stoll(cells[i++]);
-      r.median_step_s = std::stod(cells[i++]);
-      if (r.duration_s < 0 || r.train_s < 0 || r.validation_s < 0 || r.train_images < 0 || r.val_images < 0)
-        throw std::invalid_argument("negative duration or image count");
-      if (!rows.empty() && r.epoch != rows.back().epoch + 1)
-        throw std::invalid_argument(fmt::format("epoch {} after epoch {}", r.epoch, rows.back().epoch));
-      rows.push_back(r);
-    } catch (const std::exception& e) {
-      throw core::FileError(path.string(), fmt::format("line {}: {} ('{}')", n, e.what(), line));
-    }
-  }
+  report::read_step_csv(path, epoch_stats_columns(), [&](const report::StepCsvRow& row) {
+    EpochRow r;
+    r.epoch = row.integer(0, 1);
+    r.warmup = row.flag(1);
+    r.train_loss = row.number(2, NumberRange::kAny);  // a diverged epoch keeps its nan
+    r.train_top1 = row.number(3, NumberRange::kFraction);
+    r.val_loss = row.number(4, NumberRange::kAny);
+    r.val_top1 = row.number(5, NumberRange::kFraction);
+    r.val_top5 = row.number(6, NumberRange::kFraction);
+    r.lr = row.number(7, NumberRange::kFinite);
+    r.duration_s = row.number(8, NumberRange::kFinite);
+    r.train_s = row.number(9, NumberRange::kFinite);
+    r.validation_s = row.number(10, NumberRange::kFinite);
+    r.train_images = row.integer(11, 0);
+    r.val_images = row.integer(12, 0);
+    r.median_step_s = row.number(13, NumberRange::kFinite);
+    if (!rows.empty() && r.epoch != rows.back().epoch + 1)
+      row.fail(fmt::format("epoch {} after epoch {} (epochs must follow each other)", r.epoch,
+                           rows.back().epoch));
+    rows.push_back(r);
+  });
   return rows;
 }
 

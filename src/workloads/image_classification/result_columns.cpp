@@ -3,8 +3,12 @@
 // images/Wh to 1, J/image to 4. Full precision is in `scaffold report --format json`.
 #include "workloads/image_classification/result_columns.hpp"
 
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <tuple>
+
+#include "workloads/image_classification/metrics.hpp"
 
 namespace scaffold::imgcls {
 
@@ -74,8 +78,44 @@ bool result_order(const RunRecord& a, const RunRecord& b) {
          std::tie(b.devices, b.nodes, b.global_batch);
 }
 
+const std::vector<report::CounterRule>& counter_rules() {
+  using Range = report::CounterRange;
+  static const std::vector<report::CounterRule> rules{
+      {"images_per_s", Range::kNonNegative},
+      {"images_per_s_median", Range::kNonNegative},
+      {"images_per_s_min", Range::kNonNegative},
+      {"images_per_s_max", Range::kNonNegative},
+      {"train_images_per_s", Range::kNonNegative},
+      {"val_top1", Range::kFraction},
+      {"val_top5", Range::kFraction},
+      {"parameters", Range::kNonNegative},
+      {"forward_flop_per_image", Range::kNonNegative},
+      {"achieved_flop_per_s", Range::kNonNegative},
+      {"median_step_s", Range::kNonNegative},
+      {"skipped_steps", Range::kNonNegative},
+      {"images_per_wh", Range::kNonNegative},
+      {"j_per_image", Range::kNonNegative},
+  };
+  return rules;
+}
+
+void check_run(const std::filesystem::path& run_dir, const report::RunRecord& record) {
+  report::check_counters(record, counter_rules(), (run_dir / report::kSummaryFileName).string());
+  const std::filesystem::path csv = run_dir / kEpochStatsFileName;
+  std::error_code ec;
+  if (!std::filesystem::exists(csv, ec)) return;
+  std::size_t timed = 0;
+  double timed_s = 0.0;
+  for (const EpochRow& row : read_epoch_stats(csv)) {
+    if (row.warmup) continue;
+    ++timed;
+    timed_s += row.duration_s;
+  }
+  report::check_timed_rows(csv, timed, timed_s, record);
+}
+
 report::WorkloadTable result_table() {
-  return {kWorkloadName, result_columns(), result_order};
+  return {kWorkloadName, result_columns(), result_order, check_run};
 }
 
 }  // namespace scaffold::imgcls

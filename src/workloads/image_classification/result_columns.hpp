@@ -4,6 +4,7 @@
 // parameters the workload must record for them. No LibTorch here: `scaffold report` links it.
 #pragma once
 
+#include <filesystem>
 #include <vector>
 
 #include "report/record_table.hpp"
@@ -37,7 +38,14 @@ std::vector<report::Column> result_columns();
 // CARAML's row order: by devices, then nodes, then global batch size.
 bool result_order(const report::RunRecord& a, const report::RunRecord& b);
 
-// {kWorkloadName, result_columns(), result_order}.
+// The range of every counter the workload writes (docs/reports.md, "What is checked").
+const std::vector<report::CounterRule>& counter_rules();
+
+// WorkloadTable::check: counter_rules() over the record, then, when the folder holds it, its
+// per-step CSV read strictly and checked against the record (timed rows and their time).
+void check_run(const std::filesystem::path& run_dir, const report::RunRecord& record);
+
+// {kWorkloadName, result_columns(), result_order, check_run}.
 report::WorkloadTable result_table();
 
 }  // namespace scaffold::imgcls

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <sstream>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/pyfloat.hpp"
+#include "report/step_csv.hpp"
 
 namespace scaffold::llm {
 
@@ -45,8 +45,20 @@ double tokens_per_s(int64_t global_batch, int64_t seq_length, double t) {
   return t > 0 ? static_cast<double>(global_batch) * static_cast<double>(seq_length) / t : 0.0;
 }
 
+namespace {
+
+// The columns of iteration_stats.csv, in order.
+const std::vector<std::string>& iteration_stats_columns() {
+  static const std::vector<std::string> columns{
+      "iteration", "iterations", "warmup",    "train_s",    "time_per_iteration_s", "lm_loss",
+      "val_loss",  "lr",         "grad_norm", "loss_scale", "skipped"};
+  return columns;
+}
+
+}  // namespace
+
 std::string iteration_stats_header() {
-  return "iteration,iterations,warmup,train_s,time_per_iteration_s,lm_loss,val_loss,lr,grad_norm,loss_scale,skipped";
+  return report::step_csv_header(iteration_stats_columns());
 }
 
 std::string iteration_stats_line(const IntervalRow& r) {
@@ -57,38 +69,38 @@ std::string iteration_stats_line(const IntervalRow& r) {
 }
 
 std::vector<IntervalRow> read_iteration_stats(const std::filesystem::path& path) {
-  std::istringstream in(core::read_file(path));
-  std::string line;
-  if (!std::getline(in, line) || line != iteration_stats_header())
-    throw core::FileError(path.string(), "line 1: expected the header '" + iteration_stats_header() + "'");
+  using report::NumberRange;
   std::vector<IntervalRow> rows;
-  for (int n = 2; std::getline(in, line); ++n) {
-    if (line.empty()) continue;
-    std::vector<std::string> cells;
-    std::stringstream cs(line);
-    for (std::string c; std::getline(cs, c, ',');) cells.push_back(c);
-    try {
-      if (cells.size() != 11) throw std::invalid_argument("11 columns expected");
-      IntervalRow r;
-      r.iteration = std::stoll(cells[0]);
-      r.iterations = std::stoll(cells[1]);
-      r.warmup = std::stoi(cells[2]) != 0;
-      r.train_s = std::stod(cells[3]);  // cells[4], time per iteration, is derived from it
-      r.lm_loss = std::stod(cells[5]);
-      r.val_loss = std::stod(cells[6]);
-      r.lr = std::stod(cells[7]);
-      r.grad_norm = std::stod(cells[8]);
-      r.loss_scale = std::stod(cells[9]);
-      r.skipped = std::stoll(cells[10]);
-      if (r.iterations < 1 || r.train_s < 0 || r.skipped < 0) throw std::invalid_argument("negative time or count");
-      if (!rows.empty() && r.iteration != rows.back().iteration + r.iterations)
-        throw std::invalid_argument(fmt::format("iteration {} does not follow iteration {} by {}", r.iteration,
-                                                rows.back().iteration, r.iterations));
-      rows.push_back(r);
-    } catch (const std::exception& e) {
-      throw core::FileError(path.string(), fmt::format("line {}: {} ('{}')", n, e.what(), line));
-    }
-  }
+  report::read_step_csv(path, iteration_stats_columns(), [&](const report::StepCsvRow& row) {
+    IntervalRow r;
+    r.iteration = row.integer(0, 1);
+    r.iterations = row.integer(1, 1);
+    r.warmup = row.flag(2);
+    r.train_s = row.number(3, NumberRange::kFinite);
+    // Derived from train_s / iterations and written back exactly: a different value was edited.
+    const double per_iteration = row.number(4, NumberRange::kFinite);
+    const double expected = r.time_per_iteration_s();
+    if (std::abs(per_iteration - expected) > 1e-9 * std::max(1.0, expected))
+      row.fail(fmt::format("time_per_iteration_s {} is not train_s / iterations = {}",
+                           core::python_float_str(per_iteration), core::python_float_str(expected)));
+    r.lm_loss = row.number(5, NumberRange::kAny);  // a diverged interval keeps its nan
+    r.val_loss = row.number(6, NumberRange::kAny);  // nan: no validation after it
+    r.lr = row.number(7, NumberRange::kFinite);
+    r.grad_norm = row.number(8, NumberRange::kNotNegative);  // inf or nan when fp16 overflowed
+    r.loss_scale = row.number(9, NumberRange::kPositive);
+    r.skipped = row.integer(10, 0);
+    if (r.skipped > r.iterations)
+      row.fail(fmt::format("skipped {} is more than the interval's {} iterations", r.skipped,
+                           r.iterations));
+    const int64_t previous = rows.empty() ? 0 : rows.back().iteration;
+    if (rows.empty() ? r.iteration < r.iterations : r.iteration != previous + r.iterations)
+      row.fail(rows.empty() ? fmt::format("iteration {} ends an interval of {} iterations, which "
+                                          "cannot start before iteration 1",
+                                          r.iteration, r.iterations)
+                            : fmt::format("iteration {} does not follow iteration {} by {}",
+                                          r.iteration, previous, r.iterations));
+    rows.push_back(r);
+  });
   return rows;
 }
 

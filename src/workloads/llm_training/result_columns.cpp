@@ -3,8 +3,12 @@
 // tokens/Wh to 1, J/token to 6. Full precision is in `scaffold report --format json`.
 #include "workloads/llm_training/result_columns.hpp"
 
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <tuple>
+
+#include "workloads/llm_training/metrics.hpp"
 
 namespace scaffold::llm {
 
@@ -69,6 +73,48 @@ bool result_order(const RunRecord& a, const RunRecord& b) {
   return std::tie(a.devices, a.nodes, a.global_batch) < std::tie(b.devices, b.nodes, b.global_batch);
 }
 
-report::WorkloadTable result_table() { return {kWorkloadName, result_columns(), result_order}; }
+const std::vector<report::CounterRule>& counter_rules() {
+  using Range = report::CounterRange;
+  static const std::vector<report::CounterRule> rules{
+      {"iterations", Range::kNonNegative},
+      {"time_per_iteration_s", Range::kNonNegative},
+      {"tokens_per_s", Range::kNonNegative},
+      {"tflops_per_device", Range::kNonNegative},
+      {"steady_time_per_iteration_s", Range::kNonNegative},
+      {"steady_tokens_per_s", Range::kNonNegative},
+      {"steady_tflops_per_device", Range::kNonNegative},
+      {"model_tflops_per_device", Range::kNonNegative},
+      {"mfu", Range::kNonNegative},
+      {"lm_loss", Range::kNonNegative},
+      {"val_loss", Range::kNonNegative},
+      {"tokens_per_wh", Range::kNonNegative},
+      {"j_per_token", Range::kNonNegative},
+      {"median_iteration_s", Range::kNonNegative},
+      {"gradient_wait_s", Range::kNonNegative},
+      {"tensor_parallel_comm_s", Range::kNonNegative},
+      {"skipped_steps", Range::kNonNegative},
+      {"parameters", Range::kNonNegative},
+      {"peak_tflops_per_device", Range::kNonNegative},
+      {"table_peak_tflops_per_device", Range::kNonNegative},
+  };
+  return rules;
+}
+
+void check_run(const std::filesystem::path& run_dir, const report::RunRecord& record) {
+  report::check_counters(record, counter_rules(), (run_dir / report::kSummaryFileName).string());
+  const std::filesystem::path csv = run_dir / kIterationStatsFileName;
+  std::error_code ec;
+  if (!std::filesystem::exists(csv, ec)) return;
+  std::size_t timed = 0;
+  double timed_s = 0.0;
+  for (const IntervalRow& row : read_iteration_stats(csv)) {
+    if (row.warmup) continue;
+    ++timed;
+    timed_s += row.train_s;
+  }
+  report::check_timed_rows(csv, timed, timed_s, record);
+}
+
+report::WorkloadTable result_table() { return {kWorkloadName, result_columns(), result_order, check_run}; }
 
 }  // namespace scaffold::llm

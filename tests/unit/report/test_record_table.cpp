@@ -39,7 +39,8 @@ WorkloadTable toy_table() {
            {"Items/s",
             [](const RunRecord& r) { return fixed_text(counter_value(r, "items_per_s"), 2); }},
            {"Energy(Wh)", [](const RunRecord& r) { return fixed_text(r.energy_wh, 3); }}},
-          [](const RunRecord& a, const RunRecord& b) { return a.devices < b.devices; }};
+          [](const RunRecord& a, const RunRecord& b) { return a.devices < b.devices; },
+          {}};
 }
 
 // Given out of order; "b" and "a" tie on devices, so the name decides.

@@ -5,11 +5,16 @@
 #include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <future>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -212,6 +217,91 @@ TEST(ImageFolder, SkippingGivesUpOnARunOfBadImages) {
   const ImageFolder folder(dir.path(), {16, true, /*skip_bad=*/true});
   const std::string message = error_of([&] { folder.get(1, 0); });
   EXPECT_NE(message.find("bad1.png: unreadable, and so are the 2 images after it"),
+            std::string::npos)
+      << message;
+}
+
+// Builds the ImageFolder on a thread and gives it 60 s: a scan that loops forever fails the test
+// (ending the process, as the thread cannot be stopped) instead of hanging it.
+std::unique_ptr<ImageFolder> scan_within_a_minute(const fs::path& root) {
+  auto scan = std::async(std::launch::async, [root] {
+    return std::make_unique<ImageFolder>(root, ImageFolderOptions{8, false});
+  });
+  if (scan.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    std::fprintf(stderr, "FAILED: scanning %s did not end within 60 s\n", root.c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  return scan.get();
+}
+
+TEST(ImageFolder, LinkLoopsAndFoldersReachedTwiceAreSkippedByNameAndTheScanEnds) {
+  test::TempDir dir;
+  const fs::path root = dir.path() / "train";
+  const fs::path outside = dir.path() / "outside";
+  for (const fs::path& d : {root / "a/sub", root / "b/x", root / "b/y", outside})
+    fs::create_directories(d);
+  const Image im = make_image(12, 10, 3, jagged);
+  for (const char* f : {"a/img.png", "a/sub/s.png", "b/x/q.png", "b/y/p.png"})
+    encode_png(im, root / f);
+  encode_png(im, outside / "o.png");
+  fs::create_directory_symlink(".", root / "a/self");         // the folder itself
+  fs::create_directory_symlink("..", root / "a/sub/back");    // its parent, the class folder
+  fs::create_directory_symlink("../..", root / "a/sub/up2");  // two levels up: the root
+  fs::create_directory_symlink("../y", root / "b/x/toy");     // two folders linking to each other
+  fs::create_directory_symlink("../x", root / "b/y/tox");
+  fs::create_directory_symlink(outside, root / "b/ext");       // a folder outside: followed
+  fs::create_directory_symlink(root / "b", outside / "back");  // and back into the class
+  fs::create_symlink("nowhere", root / "b/dangling");          // dangling: not a folder, no image
+  fs::create_symlink("nowhere.png", root / "b/dangling.png");  // dangling, named as an image
+
+  const std::unique_ptr<ImageFolder> folder = scan_within_a_minute(root);
+  EXPECT_EQ(folder->class_names(), (std::vector<std::string>{"a", "b"}));
+  std::vector<std::string> files;
+  for (const ImageFile& f : folder->files()) files.push_back(f.relative_path);
+  // Each real folder's images once, under its own path; the outside folder's through its link;
+  // the dangling link named as an image is listed (reading it fails, as for any unreadable file).
+  EXPECT_EQ(files, (std::vector<std::string>{"a/img.png", "a/sub/s.png", "b/dangling.png",
+                                             "b/ext/o.png", "b/x/q.png", "b/y/p.png"}));
+  // Links in the order met: real folders first (by name), then the links' own folders.
+  EXPECT_EQ(folder->skipped_links(),
+            (std::vector<std::string>{"a/self", "a/sub/back", "a/sub/up2", "b/x/toy", "b/y/tox",
+                                      "b/ext/back"}));
+}
+
+// No loop, but 2^24 paths: a chain of 24 folders, each linking twice to the next. Walked by
+// path, this takes hours; walked by folder, each is walked once and the second link is skipped.
+TEST(ImageFolder, AChainOfDoubleLinksIsWalkedOnceAFolder) {
+  test::TempDir dir;
+  const fs::path root = dir.path() / "train";
+  const fs::path chain = dir.path() / "chain";
+  constexpr int kLevels = 24;
+  for (int i = 0; i <= kLevels; ++i) fs::create_directories(chain / ("n" + std::to_string(i)));
+  for (int i = 0; i < kLevels; ++i)
+    for (const char* link : {"l1", "l2"})
+      fs::create_directory_symlink("../n" + std::to_string(i + 1),
+                                   chain / ("n" + std::to_string(i)) / link);
+  encode_png(make_image(4, 4, 3, jagged), chain / ("n" + std::to_string(kLevels)) / "end.png");
+  fs::create_directories(root / "a");
+  fs::create_directory_symlink(chain / "n0", root / "a/start");
+
+  const std::unique_ptr<ImageFolder> folder = scan_within_a_minute(root);
+  std::string expected = "a/start";
+  for (int i = 0; i < kLevels; ++i) expected += "/l1";
+  ASSERT_EQ(folder->size(), 1u);
+  EXPECT_EQ(folder->files()[0].relative_path, expected + "/end.png");
+  EXPECT_EQ(folder->skipped_links().size(), static_cast<std::size_t>(kLevels)) << "every l2";
+}
+
+TEST(ImageFolder, AClassFolderLeadingBackToTheRootIsRefusedByName) {
+  test::TempDir dir;
+  const fs::path root = dir.path() / "train";
+  fs::create_directories(root / "a");
+  encode_png(make_image(4, 4, 3, jagged), root / "a/img.png");
+  fs::create_directory_symlink(".", root / "all");
+  const std::string message = error_of([&] { scan_within_a_minute(root); });
+  EXPECT_NE(message.find((root / "all").string() + ": class folder 'all' leads back to the image "
+                                                   "folder or a folder above it"),
             std::string::npos)
       << message;
 }
