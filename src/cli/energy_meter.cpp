@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
 #include "core/pyfloat.hpp"
@@ -23,6 +24,15 @@ EnergyMeter::EnergyMeter(dist::Communicator& comm) : comm_(comm), origin_s_(core
       energy::SourceOptions options;
       if (const char* root = std::getenv("SCAFFOLD_HWMON_ROOT")) options.hwmon.root = root;
       if (const char* root = std::getenv("SCAFFOLD_POWERCAP_ROOT")) options.powercap.root = root;
+      // SCAFFOLD_POWER_METHODS (a system's power_methods in jube/systems.yaml) names the methods,
+      // as `scaffold power --methods` does; unset or empty: auto.
+      if (const char* methods = std::getenv("SCAFFOLD_POWER_METHODS"); methods && *methods) {
+        try {
+          options.methods = energy::parse_methods(methods);
+        } catch (const std::exception& e) {
+          throw core::Error(fmt::format("SCAFFOLD_POWER_METHODS='{}': {}", methods, e.what()));
+        }
+      }
       energy::OpenedSources opened = energy::open_sources(options);
       if (!opened.sources.empty()) {
         sampler_ = std::make_unique<energy::PowerSampler>(std::move(opened.sources));
