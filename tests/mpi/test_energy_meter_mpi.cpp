@@ -20,7 +20,8 @@ TEST(EnergyMeterMpi, OneSamplerPerNodeAndNoDoubleCounting) {
   // The GH200 fixture: 412.5 + 398.0 W of module power on this "node".
   ::setenv("SCAFFOLD_HWMON_ROOT", SCAFFOLD_SOURCE_DIR "/tests/fixtures/energy/gh200/hwmon", 1);
   ::setenv("SCAFFOLD_POWERCAP_ROOT", "/nonexistent", 1);
-  std::string dir = comm.rank() == 0 ? std::string("/tmp/scaffold-energy-mpi-") + std::to_string(::getpid()) : "";
+  std::string dir =
+      comm.rank() == 0 ? std::string("/tmp/scaffold-energy-mpi-") + std::to_string(::getpid()) : "";
   comm.broadcast(dir, 0);
   if (comm.rank() == 0) core::create_directories(dir);
   comm.barrier();
@@ -37,7 +38,8 @@ TEST(EnergyMeterMpi, OneSamplerPerNodeAndNoDoubleCounting) {
       EXPECT_NEAR(rows[0].energy_j, 810.5 * (t1 - t0), 1e-6 * rows[0].energy_j)
           << "a window counted once per node, whatever the ranks on it";
       EXPECT_NEAR(rows[0].avg_power_w, 810.5, 1e-6);
-      EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::path(dir) / "energy_stats.csv"));
+      EXPECT_TRUE(
+          std::filesystem::is_regular_file(std::filesystem::path(dir) / "energy_stats.csv"));
     } else {
       EXPECT_TRUE(rows.empty());
     }
@@ -54,7 +56,9 @@ double window_power_with_methods(const char* methods) {
   ::setenv("SCAFFOLD_HWMON_ROOT", SCAFFOLD_SOURCE_DIR "/tests/fixtures/energy/gh200/hwmon", 1);
   ::setenv("SCAFFOLD_POWERCAP_ROOT", SCAFFOLD_SOURCE_DIR "/tests/fixtures/energy/powercap", 1);
   ::setenv("SCAFFOLD_POWER_METHODS", methods, 1);
-  std::string dir = comm.rank() == 0 ? std::string("/tmp/scaffold-energy-methods-") + std::to_string(::getpid()) : "";
+  std::string dir = comm.rank() == 0
+                        ? std::string("/tmp/scaffold-energy-methods-") + std::to_string(::getpid())
+                        : "";
   comm.broadcast(dir, 0);
   if (comm.rank() == 0) core::create_directories(dir);
   comm.barrier();
