@@ -43,8 +43,23 @@ FIELDS = {
     "nodes": (int, 1),
     "device": (str, "auto"),
     "signal": (str, "USR2@120"),  # sbatch --signal of training jobs; "" for none
+    # srun's binding, rendered where the launcher has {binding} (docs/campaigns.md, "Binding").
+    "cpu_bind": (str, ""),          # --cpu-bind=VALUE; "" leaves it out
+    "gpus_per_task": (int, 0),      # --gpus-per-task=N; 0 leaves it out
+    "gpu_bind": (str, ""),          # --gpu-bind=VALUE; "" leaves it out
+    "workers": (int, 0),            # data-loader workers per rank; 0: cpus_per_rank / 4
+    "power_methods": (list, []),    # SCAFFOLD_POWER_METHODS of the jobs; []: auto
 }
+# A tag known not to run has `unsupported` (the reason) and at most `description` instead.
 OPTIONAL_NONE = ("launcher_one_rank",)
+# scaffold's power methods (docs/energy.md), the values of `power_methods`.
+POWER_METHODS = ("nvml", "rocm", "hwmon", "rapl")
+# Slurm's --cpu-bind and --gpu-bind keywords (srun(1)); a map_/mask_ value takes a list after ':'.
+CPU_BIND_WORDS = ("none", "no", "rank", "rank_ldom", "sockets", "socket", "cores", "core", "threads",
+                  "thread", "ldoms", "ldom", "boards", "board", "verbose", "v", "quiet", "q")
+CPU_BIND_LISTS = ("map_cpu", "mask_cpu", "map_ldom", "mask_ldom")
+GPU_BIND_WORDS = ("none", "closest", "verbose", "v")
+GPU_BIND_LISTS = ("map_gpu", "mask_gpu", "per_task", "single")
 
 
 def _fail(message):
@@ -55,6 +70,8 @@ def _check_entry(path, name, entry):
     where = "{0}: system '{1}'".format(path, name)
     if not isinstance(entry, dict):
         _fail("{0}: an entry is a mapping of fields, got {1!r}".format(where, entry))
+    if "unsupported" in entry:
+        return _check_unsupported(where, entry)
     unknown = sorted(set(entry) - set(FIELDS))
     if unknown:
         _fail("{0}: unknown field(s) {1} (fields: {2})".format(
@@ -93,7 +110,84 @@ def _check_entry(path, name, entry):
     if out["device"] not in DEVICES:
         _fail("{0}: device '{1}' is not one of {2}".format(where, out["device"], ", ".join(DEVICES)))
     _check_signal(where, out)
+    _check_binding(where, out)
+    _check_power(where, out)
+    if out["workers"] < 0:
+        _fail("{0}: field 'workers' must be >= 0 (0: cpus_per_rank / 4), got {1}".format(
+            where, out["workers"]))
     return out
+
+
+def _check_unsupported(where, entry):
+    """An entry that names a tag scaffold cannot run: `unsupported` (the reason) and an optional
+    `description`, nothing else, so that it cannot be half a system."""
+    extra = sorted(set(entry) - {"unsupported", "description"})
+    if extra:
+        _fail("{0}: an 'unsupported' entry has only 'unsupported' (the reason) and 'description'; "
+              "it also sets {1}".format(where, ", ".join(extra)))
+    for field in ("unsupported", "description"):
+        value = entry.get(field, "")
+        if not isinstance(value, str) or (field == "unsupported" and not value.strip()):
+            _fail("{0}: field '{1}' must be a {2}string, got {3!r}".format(
+                where, field, "non-empty " if field == "unsupported" else "", value))
+    return {"unsupported": entry["unsupported"].strip(),
+            "description": entry.get("description", "")}
+
+
+def _check_bind_value(where, field, value, words, lists):
+    """A Slurm --cpu-bind / --gpu-bind value: comma-separated keywords, or NAME:LIST where a
+    list may go on over the following commas (map_cpu:0,1,2)."""
+    expected = "comma-separated {0}, or {1} followed by ':' and a list".format(
+        "/".join(words), "/".join(lists))
+    in_list = False
+    for token in value.split(","):
+        token = token.strip()
+        name, colon, arg = token.partition(":")
+        if colon:
+            if name not in lists or not arg:
+                _fail("{0}: field '{1}' '{2}': '{3}' is not a Slurm binding ({4})".format(
+                    where, field, value, token, expected))
+            if name in ("per_task", "single") and not arg.isdigit():
+                _fail("{0}: field '{1}' '{2}': {3} takes a number of GPUs, got '{4}'".format(
+                    where, field, value, name, arg))
+            in_list = name not in ("per_task", "single")
+        elif in_list and token and all(c in "0123456789abcdefABCDEFx*" for c in token):
+            continue
+        elif token not in words:
+            _fail("{0}: field '{1}' '{2}': '{3}' is not a Slurm binding ({4})".format(
+                where, field, value, token, expected))
+        else:
+            in_list = False
+
+
+def _check_binding(where, sysentry):
+    """cpu_bind, gpus_per_task and gpu_bind are valid Slurm values and reach the launcher: a
+    value set for a launcher without {binding} would silently do nothing."""
+    if sysentry["cpu_bind"]:
+        _check_bind_value(where, "cpu_bind", sysentry["cpu_bind"], CPU_BIND_WORDS,
+                          CPU_BIND_LISTS)
+    if sysentry["gpu_bind"]:
+        _check_bind_value(where, "gpu_bind", sysentry["gpu_bind"], GPU_BIND_WORDS,
+                          GPU_BIND_LISTS)
+    if sysentry["gpus_per_task"] < 0:
+        _fail("{0}: field 'gpus_per_task' must be >= 0 (0 leaves --gpus-per-task out), got "
+              "{1}".format(where, sysentry["gpus_per_task"]))
+    set_fields = [f for f in ("cpu_bind", "gpus_per_task", "gpu_bind") if sysentry[f]]
+    if set_fields and "{binding}" not in sysentry["launcher"]:
+        _fail("{0}: field(s) {1} set, but the launcher '{2}' has no {{binding}} placeholder "
+              "where they go".format(where, ", ".join(set_fields), sysentry["launcher"]))
+
+
+def _check_power(where, sysentry):
+    methods = sysentry["power_methods"]
+    bad = [m for m in methods if m not in POWER_METHODS]
+    if bad or len(set(methods)) != len(methods):
+        _fail("{0}: field 'power_methods' {1!r}: expected distinct names of {2} (jpwr's pynvml "
+              "is nvml, gh is hwmon), or [] for auto".format(where, methods,
+                                                             ", ".join(POWER_METHODS)))
+    if methods and "SCAFFOLD_POWER_METHODS" in sysentry["environment"]:
+        _fail("{0}: power_methods and environment SCAFFOLD_POWER_METHODS both set; keep "
+              "power_methods".format(where))
 
 
 # Signals scaffold can stop on (its --stop-signals); USR2 and TERM are its default.
@@ -146,6 +240,11 @@ def load_table(path):
     return {str(name): _check_entry(path, name, entry) for name, entry in data.items()}
 
 
+def runnable(table):
+    """The table's systems that can run (not `unsupported`)."""
+    return {name: e for name, e in table.items() if "unsupported" not in e}
+
+
 def run_tags(rundir):
     """The tags the run was started with, as JUBE stored them in configuration.xml."""
     config = os.path.join(rundir, "configuration.xml")
@@ -166,18 +265,22 @@ def select_system(rundir, table_path, campaign_tags=""):
     table = load_table(table_path)
     tags = run_tags(rundir)
     known = list(MODIFIER_TAGS) + [t for t in str(campaign_tags).split() if t not in MODIFIER_TAGS]
+    for tag in tags:
+        if tag in table and "unsupported" in table[tag]:
+            _fail("system '{0}' is not supported: {1} ({2})".format(
+                tag, table[tag]["unsupported"], table_path))
     systems = [tag for tag in tags if tag in table]
     unknown = [tag for tag in tags if tag not in table and tag not in known]
     if unknown:
         _fail("unknown tag(s) {0}: not a system of {1} (systems: {2}) nor a campaign tag ({3}). "
               "Add an entry to the table to benchmark a new system.".format(
                   ", ".join("'{0}'".format(t) for t in unknown), table_path,
-                  ", ".join(sorted(table)), ", ".join(known)))
+                  ", ".join(sorted(runnable(table))), ", ".join(known)))
     if len(systems) > 1:
         _fail("tags select several systems ({0}); give one".format(", ".join(systems)))
     if systems:
         return systems[0]
-    if DEFAULT_SYSTEM not in table:
+    if DEFAULT_SYSTEM not in runnable(table):
         _fail("no system tag given and {0} has no '{1}' entry".format(table_path, DEFAULT_SYSTEM))
     return DEFAULT_SYSTEM
 
@@ -277,9 +380,12 @@ def device_flag(table_path, system):
 
 
 def workers_flag(table_path, system):
-    """CARAML's data-loader workers, threads / 4 per rank ('' without cpus_per_rank: the
-    config's dataloader_num_workers)."""
-    cpus = entry(table_path, system)["cpus_per_rank"]
+    """The data-loader workers per rank: the system's `workers`, else CARAML's rule threads / 4
+    ('' without either: the config's dataloader_num_workers)."""
+    sysentry = entry(table_path, system)
+    if sysentry["workers"] > 0:
+        return "--dataloader-num-workers {0}".format(sysentry["workers"])
+    cpus = sysentry["cpus_per_rank"]
     return "--dataloader-num-workers {0}".format(max(1, cpus // 4)) if cpus > 0 else ""
 
 
@@ -316,11 +422,27 @@ def launcher(table_path, system, ranks):
         template = sysentry["launcher_one_rank"]
     node_count, per_node = layout(table_path, system, ranks)
     try:
-        return template.format(ranks=int(ranks), nodes=node_count, tasks_per_node=per_node,
-                               cpus_per_rank=sysentry["cpus_per_rank"]).strip()
+        text = template.format(ranks=int(ranks), nodes=node_count, tasks_per_node=per_node,
+                               cpus_per_rank=sysentry["cpus_per_rank"],
+                               binding=binding(sysentry))
     except (KeyError, IndexError, ValueError) as error:
         _fail("system '{0}': launcher '{1}' has an unknown placeholder {2} (known: {{ranks}}, "
-              "{{nodes}}, {{tasks_per_node}}, {{cpus_per_rank}})".format(system, template, error))
+              "{{nodes}}, {{tasks_per_node}}, {{cpus_per_rank}}, {{binding}})".format(
+                  system, template, error))
+    return " ".join(text.split())
+
+
+def binding(sysentry):
+    """srun's binding options of a system: --cpu-bind, --gpus-per-task, --gpu-bind, each left
+    out when unset (the launcher's {binding})."""
+    options = []
+    if sysentry["cpu_bind"]:
+        options.append("--cpu-bind=" + sysentry["cpu_bind"])
+    if sysentry["gpus_per_task"] > 0:
+        options.append("--gpus-per-task={0}".format(sysentry["gpus_per_task"]))
+    if sysentry["gpu_bind"]:
+        options.append("--gpu-bind=" + sysentry["gpu_bind"])
+    return " ".join(options)
 
 
 def threads_flag(table_path, system):
@@ -363,6 +485,9 @@ def setup_block(table_path, system):
         lines.append("module load " + " ".join(sysentry["modules"]))
     for name, value in sysentry["environment"].items():
         lines.append('export {0}="{1}"'.format(name, value))
+    if sysentry["power_methods"]:  # read by scaffold's energy meter (docs/energy.md)
+        lines.append('export SCAFFOLD_POWER_METHODS="{0}"'.format(
+            ",".join(sysentry["power_methods"])))
     lines += sysentry["setup"]
     return "\n".join(lines) if lines else "# system '{0}' sets no modules or environment".format(
         system)

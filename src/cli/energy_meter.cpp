@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
 #include "core/pyfloat.hpp"
@@ -23,6 +24,15 @@ EnergyMeter::EnergyMeter(dist::Communicator& comm) : comm_(comm), origin_s_(core
       energy::SourceOptions options;
       if (const char* root = std::getenv("SCAFFOLD_HWMON_ROOT")) options.hwmon.root = root;
       if (const char* root = std::getenv("SCAFFOLD_POWERCAP_ROOT")) options.powercap.root = root;
+      // SCAFFOLD_POWER_METHODS (a system's power_methods in jube/systems.yaml) names the methods,
+      // as `scaffold power --methods` does; unset or empty: auto.
+      if (const char* methods = std::getenv("SCAFFOLD_POWER_METHODS"); methods && *methods) {
+        try {
+          options.methods = energy::parse_methods(methods);
+        } catch (const std::exception& e) {
+          throw core::Error(fmt::format("SCAFFOLD_POWER_METHODS='{}': {}", methods, e.what()));
+        }
+      }
       energy::OpenedSources opened = energy::open_sources(options);
       if (!opened.sources.empty()) {
         sampler_ = std::make_unique<energy::PowerSampler>(std::move(opened.sources));
@@ -39,13 +49,15 @@ EnergyMeter::EnergyMeter(dist::Communicator& comm) : comm_(comm), origin_s_(core
   comm_.allreduce_sum(&measuring, 1);
   any_node_measures_ = measuring > 0;
   if (!any_node_measures_)
-    LOG_INFO("energy: no power source found (NVML, ROCm SMI, hwmon, powercap): energy is not measured");
+    LOG_INFO(
+        "energy: no power source found (NVML, ROCm SMI, hwmon, powercap): energy is not measured");
   else
     // The origin lets the windows be laid beside other records on the steady clock (a power
     // trace, the tests' time-varying fixture): start_s + origin = steady-clock seconds.
-    LOG_INFO("energy: sampling every 100 ms on {} of {} node(s); sensors here: {}; start_s counts from "
-             "steady-clock time {:.6f} s",
-             measuring, comm_.nodes(), found.empty() ? "none" : found, origin_s_);
+    LOG_INFO(
+        "energy: sampling every 100 ms on {} of {} node(s); sensors here: {}; start_s counts from "
+        "steady-clock time {:.6f} s",
+        measuring, comm_.nodes(), found.empty() ? "none" : found, origin_s_);
 }
 
 EnergyMeter::~EnergyMeter() {
@@ -60,7 +72,8 @@ void EnergyMeter::add_phase(const std::string& name, double t0_s, double t1_s) {
   windows_.push_back({name, 0, t0_s, t1_s, true});
 }
 
-std::vector<report::EnergyWindowRecord> EnergyMeter::finish(const fs::path& run_dir, int64_t first_epoch) {
+std::vector<report::EnergyWindowRecord> EnergyMeter::finish(const fs::path& run_dir,
+                                                            int64_t first_epoch) {
   if (!any_node_measures_) return {};
   if (sampler_) sampler_->stop();
   // Per window: energy (J), peak power (W), samples, and whether this node measured it; summed over
@@ -70,9 +83,11 @@ std::vector<report::EnergyWindowRecord> EnergyMeter::finish(const fs::path& run_
   for (std::size_t w = 0; w < windows_.size() && sampler_; ++w) {
     const energy::WindowSummary s = sampler_->window(windows_[w].t0_s, windows_[w].t1_s);
     double peak = 0.0, samples = 0.0;
-    for (const auto& sensor : s.sensors) samples = std::max(samples, static_cast<double>(sensor.samples));
+    for (const auto& sensor : s.sensors)
+      samples = std::max(samples, static_cast<double>(sensor.samples));
     for (std::size_t i = 0; i < s.sensors.size(); ++i)
-      if (sampler_->sensors()[i].in_total && std::isfinite(s.sensors[i].peak_w)) peak += s.sensors[i].peak_w;
+      if (sampler_->sensors()[i].in_total && std::isfinite(s.sensors[i].peak_w))
+        peak += s.sensors[i].peak_w;
     sums[w * fields + 0] = std::isfinite(s.total_j) ? s.total_j : 0.0;
     sums[w * fields + 1] = peak;
     sums[w * fields + 2] = samples;
@@ -104,14 +119,17 @@ std::vector<report::EnergyWindowRecord> EnergyMeter::finish(const fs::path& run_
   std::string text = report::energy_stats_header() + "\n";
   auto f = [](double v) { return core::python_float_str(v); };
   for (const auto& r : rows)
-    text += fmt::format("{},{},{},{},{},{},{},{},{}\n", r.window, r.epoch, f(r.start_s), f(r.duration_s),
-                        f(r.energy_j), f(r.energy_wh), f(r.avg_power_w), f(r.peak_power_w), r.samples);
+    text += fmt::format("{},{},{},{},{},{},{},{},{}\n", r.window, r.epoch, f(r.start_s),
+                        f(r.duration_s), f(r.energy_j), f(r.energy_wh), f(r.avg_power_w),
+                        f(r.peak_power_w), r.samples);
   core::write_file_atomic(file, text);
   if (!phases.empty()) {
-    std::string p = "phase,start_s,duration_s,energy_j,energy_wh,avg_power_w,peak_power_w,samples\n";
+    std::string p =
+        "phase,start_s,duration_s,energy_j,energy_wh,avg_power_w,peak_power_w,samples\n";
     for (const auto& r : phases)
-      p += fmt::format("{},{},{},{},{},{},{},{}\n", r.window, f(r.start_s), f(r.duration_s), f(r.energy_j),
-                       f(r.energy_wh), f(r.avg_power_w), f(r.peak_power_w), r.samples);
+      p += fmt::format("{},{},{},{},{},{},{},{}\n", r.window, f(r.start_s), f(r.duration_s),
+                       f(r.energy_j), f(r.energy_wh), f(r.avg_power_w), f(r.peak_power_w),
+                       r.samples);
     core::write_file_atomic(run_dir / "energy_phases.csv", p);
   }
   return rows;
