@@ -4,6 +4,7 @@
 // (warm-up, data generation and set-up excluded, as ScaFFold's code measures it).
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/utils.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <ctime>
 #include <numeric>
 #include <optional>
+#include <vector>
 
 #include "cli/common.hpp"
 #include "cli/energy_meter.hpp"
@@ -154,13 +156,18 @@ dist::ProcessGrid checked_process_grid(dist::Communicator& comm, const config::C
     const int64_t volumes = dataset::planned_volumes(plan);
     const int64_t validation = dataset::planned_validation_volumes(plan);
     const int64_t global_batch = int64_t{cfg.local_batch_size} * grid->replicas();
-    if (global_batch > volumes - validation || global_batch > validation)
+    // Name only the split that is too small.
+    std::vector<std::string> too_small;
+    if (global_batch > volumes - validation)
+      too_small.push_back(fmt::format("the training split ({} volumes)", volumes - validation));
+    if (global_batch > validation)
+      too_small.push_back(fmt::format("the validation split ({} volumes)", validation));
+    if (!too_small.empty())
       throw core::Error(fmt::format(
           "global batch {} (local_batch_size {} x {} data-parallel replicas = {} ranks / prod(dc_num_shards) {}) "
-          "is larger than the training ({}) or validation ({}) volumes; lower local_batch_size or the number "
-          "of ranks, or raise n_instances_used_per_fractal",
+          "is larger than {}; lower local_batch_size or the number of ranks, or raise n_instances_used_per_fractal",
           global_batch, cfg.local_batch_size, grid->replicas(), comm.size(), grid->spatial_size(),
-          volumes - validation, validation));
+          fmt::join(too_small, " and ")));
   });
   return *grid;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 
 #include "core/log.hpp"
@@ -141,27 +142,62 @@ config::LoadRequest ConfigArgs::request() const {
   return request;
 }
 
+namespace {
+
+// The first line where two configurations' YAML differ, as "line (rank 0: line)"; the texts come
+// from config::to_yaml, one key per line, so the line names the key.
+std::string first_difference(const std::string& mine, const std::string& rank0) {
+  std::istringstream a(mine), b(rank0);
+  std::string la, lb;
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(a, la));
+    const bool more_b = static_cast<bool>(std::getline(b, lb));
+    if (!more_a && !more_b) return "";
+    if (!more_a) la = "(nothing)";
+    if (!more_b) lb = "(nothing)";
+    if (la != lb || !more_a || !more_b) return "'" + la + "' (rank 0: '" + lb + "')";
+  }
+}
+
+}  // namespace
+
 std::string broadcast_config_yaml(dist::Communicator& comm,
-                                  const std::function<LoadedYaml()>& load_on_rank0) {
+                                  const std::function<LoadedYaml()>& load) {
+  // Every rank loads its own command line, so a rank given other arguments (another data path, a
+  // missing file) is found here instead of silently running rank 0's configuration.
   std::string payload, error;
-  if (comm.rank() == 0) {
-    try {
-      const LoadedYaml loaded = load_on_rank0();
+  try {
+    const LoadedYaml loaded = load();
+    if (comm.rank() == 0)
       for (const auto& w : loaded.warnings) LOG_WARN("{}", w);
-      payload = loaded.yaml;
-    } catch (const std::exception& e) {
-      error = core::error_text(e);
-    }
+    payload = loaded.yaml;
+  } catch (const std::exception& e) {
+    error = core::error_text(e);
   }
-  // Rank 0's verdict is the job's verdict: broadcast it before anyone goes on.
+  // Rank 0's verdict comes first: its error is the job's error.
   std::string verdict = error.empty() ? "ok" : "error";
-  comm.broadcast(verdict, 0);
-  if (verdict != "ok") {
-    comm.broadcast(error, 0);
-    throw dist::AgreedError(error);
+  std::string rank0_verdict = verdict;
+  comm.broadcast(rank0_verdict, 0);
+  if (rank0_verdict != "ok") {
+    std::string rank0_error = error;
+    comm.broadcast(rank0_error, 0);
+    throw dist::AgreedError(rank0_error);
   }
-  comm.broadcast(payload, 0);
-  return payload;
+  std::string rank0_yaml = payload;
+  comm.broadcast(rank0_yaml, 0);
+  // Each rank's verdict on itself, gathered so every rank throws the same lowest-rank error.
+  std::string mine;
+  if (!error.empty()) {
+    mine = "rank " + std::to_string(comm.rank()) +
+           " could not load its configuration, which rank 0 could: " + error;
+  } else if (payload != rank0_yaml) {
+    mine = "rank " + std::to_string(comm.rank()) +
+           "'s configuration differs from rank 0's: " + first_difference(payload, rank0_yaml) +
+           "; every rank of one job must be given the same configuration files and flags";
+  }
+  for (const std::string& verdict_of_rank : comm.allgather(mine))
+    if (!verdict_of_rank.empty()) throw dist::AgreedError(verdict_of_rank);
+  return rank0_yaml;
 }
 
 config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs& args) {

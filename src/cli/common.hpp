@@ -79,13 +79,14 @@ struct LoadedYaml {
   std::vector<std::string> warnings;  // logged once, by rank 0
 };
 
-// Rank 0 runs `load_on_rank0`; its YAML, or its error, is broadcast. Returns the YAML on every
-// rank, or throws the same dist::AgreedError on every rank.
-std::string broadcast_config_yaml(dist::Communicator& comm,
-                                  const std::function<LoadedYaml()>& load_on_rank0);
+// Every rank runs `load` on its own command line; rank 0's YAML is the job's. Returns it on every
+// rank, or throws the same dist::AgreedError on every rank: rank 0's load error, else the first
+// rank whose load failed or whose YAML differs from rank 0's (naming the first differing line).
+// Warnings are logged by rank 0 only.
+std::string broadcast_config_yaml(dist::Communicator& comm, const std::function<LoadedYaml()>& load);
 
-// Rank 0 loads and validates; every rank gets the same C, or every rank throws the same
-// dist::AgreedError. Warnings are logged once. C is any struct config/ has a schema for.
+// Every rank loads and validates; every rank gets rank 0's C, or every rank throws the same
+// dist::AgreedError (see broadcast_config_yaml). Warnings are logged once. C is any struct config/ has a schema for.
 template <class C>
 C load_config_everywhere_as(dist::Communicator& comm, const ConfigArgs& args) {
   const std::string yaml = broadcast_config_yaml(comm, [&args] {

@@ -5,6 +5,9 @@
 // struct has no older format to stay compatible with.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -47,6 +50,27 @@ bool int64_at_least_1(const int64_t& v) { return v >= 1; }
 bool number_at_least_0(const double& v) { return v >= 0.0; }
 bool number_above_0(const double& v) { return v > 0.0; }
 bool probability(const double& v) { return v >= 0.0 && v < 1.0; }
+
+// Megatron's split string: weights separated by ',' (or '/'), each a number >= 0, one of them
+// positive ("969,30,1", "7/3/1", "1"). Checked here even when the data is synthetic, so a typo
+// is found before a run that later switches to data_path.
+bool split_weights_ok(const std::string& split) {
+  const char sep = split.find(',') != std::string::npos ? ',' : '/';
+  double sum = 0.0;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = std::min(split.find(sep, begin), split.size());
+    const std::string part = split.substr(begin, end - begin);
+    char* stop = nullptr;
+    const double w = std::strtod(part.c_str(), &stop);
+    if (stop == part.c_str() || std::string(stop).find_first_not_of(" \t") != std::string::npos ||
+        !std::isfinite(w) || w < 0.0)
+      return false;
+    sum += w;
+    if (end == split.size()) return sum > 0.0;
+    begin = end + 1;
+  }
+}
 
 std::string preset_names() {
   std::string s;
@@ -228,7 +252,9 @@ std::vector<Spec> llm_training_keys() {
                 "prefix of an indexed dataset (<prefix>.bin and .idx); empty: synthetic tokens",
                 "a path prefix, or empty"));
   add(bind_key("split", &LC::split, "train,valid,test weights of the indexed dataset (CARAML: 7,3,1)",
-               "comma-separated weights", non_empty));
+               "train,valid,test weights: numbers >= 0 separated by ',' or '/', one of them > 0 "
+               "(e.g. 969,30,1)",
+               +[](const std::string& v) { return split_weights_ok(v); }));
   add(bind_path("vocab_file", &LC::vocab_file, "GPT-2 BPE vocabulary (vocab.json)", "a path, or empty"));
   add(bind_path("merge_file", &LC::merge_file, "GPT-2 BPE merges (merges.txt)", "a path, or empty"));
   add_choice(bind_key("tokenizer_type", &LC::tokenizer_type, "tokenizer of the indexed dataset",

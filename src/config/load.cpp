@@ -190,7 +190,11 @@ class Merge {
                                         name, value.shown));
         continue;
       }
-      if (is_aux_key<C>(name)) continue;  // written by ScaFFold or our run folders; not settings
+      if (is_aux_key<C>(name)) {  // written by ScaFFold or our run folders; not settings
+        if (schema_table<C>().derived_keys.count(name) > 0)
+          derived_given_[name] = Given{value, origin, where};
+        continue;
+      }
       if (find_key<C>(name) == nullptr) {
         unknown_key(where, name, value);
         continue;
@@ -249,6 +253,7 @@ class Merge {
       problem(spec, config, fmt::format("expected {} ({})", expected, deps));
       bad.insert(spec.name);  // later checks that read this key would only repeat the problem
     }
+    check_derived(config, bad);
     if (!problems_.empty()) throw_problems();
     if (resolve_paths) {
       for (const KeySpecT<C>& spec : schema_of<C>()) {
@@ -284,6 +289,46 @@ class Merge {
           fmt::format("  default: {} = {}: {}", spec.name, spec.yaml(config), what));
   }
 
+  // A derived aux key given in a file: refused when no setting can give its value, a warning
+  // when it differs from what this configuration gives (the given value is ignored either way).
+  void check_derived(const C& config, const std::set<std::string>& bad) {
+    for (const auto& [name, given] : derived_given_) {
+      const auto& derived = schema_table<C>().derived_keys.find(name)->second;
+      long long v = 0;
+      std::size_t used = 0;
+      bool integer = given.value.form == RawValue::Form::kScalar && !given.value.quoted;
+      try {
+        v = integer ? std::stoll(given.value.scalar, &used) : 0;
+      } catch (const std::exception&) {
+        integer = false;
+      }
+      integer = integer && used == given.value.scalar.size();
+      const std::string reject = integer ? derived.reject(v) : "an integer";
+      if (!reject.empty()) {
+        problems_.push_back(fmt::format(
+            "  {}: {} = {}: expected {}; {} is not a setting but follows from {} ({}): set "
+            "those instead, or leave {} out",
+            given.where, name, given.value.shown, reject, name, derived.rule,
+            describe_keys(derived.depends_on, config), name));
+        continue;
+      }
+      bool deps_ok = true;
+      for (const std::string& dep : derived.depends_on) deps_ok = deps_ok && bad.count(dep) == 0;
+      if (!deps_ok || v == derived.value(config)) continue;
+      warnings_.push_back(
+          fmt::format("{}: {} = {} is ignored: it follows from {}, which gives {} here ({})",
+                      given.where, name, given.value.shown, derived.rule, derived.value(config),
+                      describe_keys(derived.depends_on, config)));
+    }
+  }
+
+  std::string describe_keys(const std::vector<std::string>& names, const C& config) const {
+    std::string out;
+    for (const std::string& dep : names)
+      out += (out.empty() ? "" : ", ") + describe(*find_key<C>(dep), config);
+    return out;
+  }
+
   std::string describe(const KeySpecT<C>& spec, const C& config) const {
     const auto it = given_.find(spec.name);
     if (it != given_.end())
@@ -308,6 +353,7 @@ class Merge {
   }
 
   std::map<std::string, Given> given_;
+  std::map<std::string, Given> derived_given_;  // derived aux keys as given in files
   std::vector<std::string> problems_;
   std::vector<std::string> warnings_;
   bool sources_broken_ = false;  // a file could not be read as a mapping: stop before values

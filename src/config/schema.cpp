@@ -353,6 +353,30 @@ SchemaT<Config> build_schema(SchemaFor<Config>) {
                 "scheduler_metadata",
                 "machine_name",
                 "scale"};
+  // A power of two from 2^3 to 2^15 (problem_scale's range) for vol_size, its cube / 256 for
+  // point_num, and problem_scale - unet_bottleneck_dim (1 to 14) for unet_layers.
+  const auto side_ok = [](long long v) { return v >= 8 && v <= (1LL << 15) && (v & (v - 1)) == 0; };
+  s.derived_keys["vol_size"] = {"2^problem_scale",
+                                [](const Config& c) -> long long { return c.vol_size(); },
+                                [side_ok](long long v) {
+                                  return side_ok(v) ? ""
+                                                    : "a power of two from 8 (2^3) to 32768 (2^15)";
+                                },
+                                {"problem_scale"}};
+  s.derived_keys["point_num"] = {
+      "vol_size^3 / 256",
+      [](const Config& c) -> long long { return c.point_num(); },
+      [side_ok](long long v) {
+        for (int scale = 3; scale <= 15; ++scale)
+          if (v == (1LL << (3 * scale)) / 256) return std::string();
+        return std::string("(2^problem_scale)^3 / 256 for a problem_scale from 3 to 15");
+      },
+      {"problem_scale"}};
+  s.derived_keys["unet_layers"] = {
+      "problem_scale - unet_bottleneck_dim",
+      [](const Config& c) -> long long { return c.unet_layers(); },
+      [](long long v) { return v >= 1 && v <= 15 ? "" : "an integer from 1 to 15"; },
+      {"problem_scale", "unet_bottleneck_dim"}};
   s.moved_keys = {
       {"batch_size", "it was renamed 'local_batch_size'"},
       {"dataset_num_shards", "it was replaced by 'dc_num_shards' (shards per sharded dimension)"},

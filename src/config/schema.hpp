@@ -82,6 +82,16 @@ struct SchemaT {
   // Keys that our run folders (and, for Config, ScaFFold's CLI) write into config.yaml:
   // accepted and ignored.
   std::set<std::string, std::less<>> aux_keys;
+  // Aux keys whose value follows from the settings (vol_size = 2^problem_scale). ScaFFold derives
+  // them and ignores a given value; we refuse a value no setting can give and warn when a possible
+  // value differs from this configuration's, so `vol_size: 0` is never passed over in silence.
+  struct Derived {
+    std::string rule;                              // "2^problem_scale", for messages
+    std::function<long long(const C&)> value;      // what this configuration gives
+    std::function<std::string(long long)> reject;  // "" or what a possible value is
+    std::vector<std::string> depends_on;           // keys the rule reads
+  };
+  std::map<std::string, Derived, std::less<>> derived_keys;
   // Old names with why they are unknown now ("it was renamed 'local_batch_size'").
   std::map<std::string, std::string, std::less<>> moved_keys;
 };

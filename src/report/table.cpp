@@ -306,8 +306,8 @@ RunData read_run_folder(const fs::path& run_dir, const RunConfigReader& read_con
     if (!fs::is_regular_file(run_dir / required, ec))
       throw core::FileError(
           run_dir.string(),
-          fmt::format("not a run folder: it has no {} (run folders are written by "
-                      "`scaffold benchmark`)",
+          fmt::format("not a run folder: it has no {} (a `scaffold benchmark` run folder holds "
+                      "config.yaml and train_stats.csv; every other workload's holds summary.json)",
                       required));
   RunData run;
   run.name = fs::absolute(run_dir).lexically_normal().filename().string();

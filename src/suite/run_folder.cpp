@@ -137,6 +137,10 @@ fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& re
       dir = fs::absolute(request.resume_dir).lexically_normal();
       const fs::path ckpt = dir / request.checkpoint_dir;
       std::error_code ec;
+      if (!fs::is_directory(dir, ec))
+        throw core::FileError(dir.string(), fs::exists(dir, ec)
+                                                ? "cannot restart: not a folder (--run-dir names a run folder)"
+                                                : "cannot restart: no such run folder");
       if (!fs::exists(ckpt / "checkpoint_last", ec) && !fs::exists(ckpt / "checkpoint_best", ec))
         throw core::FileError(dir.string(), "cannot restart: no " + (ckpt / "checkpoint_last").string() +
                                                 " or checkpoint_best (was checkpoint_interval > 0?)");

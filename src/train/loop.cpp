@@ -126,12 +126,24 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
   const auto n_train = static_cast<int64_t>(task_.training_set().size());
   const auto n_val = static_cast<int64_t>(task_.validation_set().size());
   const bool streamed = options_.train_batches_per_epoch > 0;
-  if ((streamed ? n_train < 1 : global_batch > n_train) ||
-      (options_.validation_every > 0 && validation_batch() * grid_.replicas() > n_val))
-    throw core::Error(fmt::format(
-        "global batch {} (local_batch_size {} x {} replicas) is larger than the training ({}) or "
-        "validation ({}) set",
-        global_batch, options_.local_batch_size, grid_.replicas(), n_train, n_val));
+  // Name only the split that is too small: a user told "the training or validation set" has to
+  // work out which one it was.
+  std::vector<std::string> too_small;
+  if (streamed ? n_train < 1 : global_batch > n_train)
+    too_small.push_back(fmt::format("the training set ({} example{}) is smaller than the global batch {} "
+                                    "(local_batch_size {} x {} replicas)",
+                                    n_train, n_train == 1 ? "" : "s", global_batch, options_.local_batch_size,
+                                    grid_.replicas()));
+  if (options_.validation_every > 0 && validation_batch() * grid_.replicas() > n_val)
+    too_small.push_back(fmt::format("the validation set ({} example{}) is smaller than the global validation "
+                                    "batch {} ({} per replica x {} replicas)",
+                                    n_val, n_val == 1 ? "" : "s", validation_batch() * grid_.replicas(),
+                                    validation_batch(),
+                                    grid_.replicas()));
+  if (!too_small.empty())
+    throw core::Error(fmt::format("{}; every rank needs one full batch of each split: use more examples, a "
+                                  "smaller batch or fewer ranks",
+                                  fmt::join(too_small, "; ")));
 }
 
 TrainingLoop::~TrainingLoop() = default;

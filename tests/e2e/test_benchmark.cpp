@@ -286,7 +286,7 @@ TEST(Benchmark, UsageAndRestartErrors) {
   const auto missing = run_command(kBinary + " benchmark -c " + cfg.string() + " --run-dir " +
                                    (dir.path() / "nowhere").string());
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
-  EXPECT_NE(missing.output.find("cannot restart"), std::string::npos) << missing.output;
+  EXPECT_NE(missing.output.find("cannot restart: no such run folder"), std::string::npos) << missing.output;
 }
 
 // A run whose first write fails (a file-size limit standing in for a full disk; issue 16, item

@@ -141,7 +141,38 @@ TEST(DistributedBenchmark, InvalidLayoutsAreRejectedBeforeAnythingRuns) {
   const auto big_batch = run_command(mpiexec(2) + kBinary + " benchmark --threads 1 --local-batch-size 3 -c " + cfg.string());
   EXPECT_NE(big_batch.exit_code, 0);
   EXPECT_NE(big_batch.output.find("global batch 6"), std::string::npos) << big_batch.output;
+  EXPECT_NE(big_batch.output.find("is larger than the validation split (4 volumes)"), std::string::npos)
+      << big_batch.output;
   nothing_written();
+}
+
+// Ranks of one job given different command lines (MPMD: one rank gets another seed, or a config
+// file that does not exist) used to run rank 0's configuration with exit 0. Every rank now loads
+// its own and the job stops, naming the rank and the key or file, before anything is written.
+TEST(DistributedBenchmark, RanksGivenDifferentConfigurationsAreRefusedNamingTheRankAndKey) {
+  TempDir dir;
+  const fs::path cfg = test::write_tiny_benchmark_config(dir.path());
+  const std::string launcher = std::string(SCAFFOLD_MPIEXEC) + " --oversubscribe --allow-run-as-root ";
+  const std::string rank0 = "-n 1 " + kBinary + " benchmark --threads 1 -c " + cfg.string();
+  const auto other_seed = run_command(launcher + rank0 + " : -n 1 " + kBinary + " benchmark --threads 1 --seed 12345 -c " +
+                                      cfg.string());
+  EXPECT_NE(other_seed.exit_code, 0);
+  EXPECT_NE(other_seed.output.find("rank 1's configuration differs from rank 0's"), std::string::npos)
+      << other_seed.output;
+  EXPECT_NE(other_seed.output.find("seed: 12345"), std::string::npos) << other_seed.output;
+  // (A file that does not exist is refused by the command-line parser on that rank, before MPI.)
+  const fs::path sweep = dir.path() / "sweep.yml";
+  std::ofstream(sweep) << "seed: [1, 2]\n";
+  const auto broken = run_command(launcher + rank0 + " : -n 1 " + kBinary + " benchmark --threads 1 -c " +
+                                  cfg.string() + " -c " + sweep.string());
+  EXPECT_NE(broken.exit_code, 0);
+  EXPECT_NE(broken.output.find("rank 1 could not load its configuration"), std::string::npos) << broken.output;
+  EXPECT_NE(broken.output.find(sweep.string()), std::string::npos) << broken.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "runs"));
+  // The same command line on both ranks still runs (the check compares, it does not refuse MPI).
+  const auto same = run_command(launcher + rank0 + " --epochs 1 : -n 1 " + kBinary +
+                                " benchmark --threads 1 -c " + cfg.string() + " --epochs 1");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ endif()
 add_test(NAME fuzz.build
          COMMAND sh -c "${CMAKE_COMMAND} -S ${fuzz_src} -B ${fuzz_bin} -DCMAKE_CXX_COMPILER=${SCAFFOLD_FUZZ_CXX} -DCMAKE_BUILD_TYPE=RelWithDebInfo ${fuzz_launcher} >/dev/null && ${CMAKE_COMMAND} --build ${fuzz_bin} -j2")
 set_tests_properties(fuzz.build PROPERTIES LABELS fuzz FIXTURES_SETUP scaffold_fuzz_build TIMEOUT 900)
-foreach(name config npy train_stats step_csv sysfs checkpoint megatron_index)
+foreach(name config npy train_stats step_csv sysfs checkpoint megatron_index memory_estimate)
   add_test(NAME fuzz.${name}
            COMMAND sh -c "mkdir -p ${fuzz_bin}/corpus/${name} && cd ${fuzz_bin} && ./fuzz_${name} -max_total_time=${SCAFFOLD_FUZZ_SECONDS} -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 corpus/${name} ${fuzz_src}/corpus/${name}")
   set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz FIXTURES_REQUIRED scaffold_fuzz_build

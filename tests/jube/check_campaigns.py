@@ -752,11 +752,12 @@ def test_imgcls_errors(env):
           rows[0]["BatchSize/Device"] == "4096", "expected one row of global batch 4096: {0}".format(
               rows))
     check(rows[0]["Status"].startswith("failed at train (exit 1)") and
-          "larger than the training" in rows[0]["Status"] and rows[0]["Images/second"] == "",
+          "the training set (256 examples)" in rows[0]["Status"] and
+          rows[0]["Images/second"] == "",
           "the rejected run's row does not say why: {0!r}".format(rows[0]["Status"]))
     proc = env.jube("run", "-e", "--hide-animation", campaign, "--tag", "local", "smoke",
                     "-o", out, expect_ok=False)
-    check(proc.returncode != 0 and "larger than the training" in proc.stdout,
+    check(proc.returncode != 0 and "the training set (256 examples)" in proc.stdout,
           "jube run -e does not stop with scaffold's message")
 
 

@@ -400,6 +400,33 @@ TEST_F(ConfigTest, AuxKeysAcceptedAndIgnored) {
   EXPECT_EQ(loaded.origin.count("vol_size"), 0u);
 }
 
+// vol_size, point_num and unet_layers follow from problem_scale and unet_bottleneck_dim: a value
+// no setting can give is refused, naming the rule; a possible but different one is a warning.
+TEST_F(ConfigTest, DerivedAuxKeyNoSettingCanGiveIsRefusedNamingTheRule) {
+  const std::string path = write("vol.yml", "problem_scale: 6\nvol_size: 0\n");
+  const std::string line = line_with(load_error({path}), "vol_size = 0");
+  EXPECT_CONTAINS(line, "vol.yml:2");
+  EXPECT_CONTAINS(line, "a power of two from 8");
+  EXPECT_CONTAINS(line, "problem_scale = 6");
+  const std::string layers = write("layers.yml", "unet_layers: many\n");
+  EXPECT_CONTAINS(line_with(load_error({layers}), "unet_layers = many"), "expected an integer");
+  const std::string points = write("points.yml", "point_num: 1000\n");
+  EXPECT_CONTAINS(line_with(load_error({points}), "point_num = 1000"), "/ 256");
+}
+
+TEST_F(ConfigTest, DerivedAuxKeyThatDiffersIsIgnoredWithAWarningAndAMatchingOneSilently) {
+  const std::string differs = write("d.yml", "problem_scale: 6\nvol_size: 128\n");
+  const LoadedConfig loaded = load({differs});
+  ASSERT_EQ(loaded.warnings.size(), 1u);
+  EXPECT_CONTAINS(loaded.warnings[0], "vol_size = 128 is ignored");
+  EXPECT_CONTAINS(loaded.warnings[0], "gives 64");
+  EXPECT_EQ(loaded.config.vol_size(), 64);
+  const std::string matches = write(
+      "m.yml", "problem_scale: 7\nunet_bottleneck_dim: 3\nvol_size: 128\npoint_num: 8192\n"
+               "unet_layers: 4\n");
+  EXPECT_TRUE(load({matches}).warnings.empty());
+}
+
 TEST_F(ConfigTest, DuplicateKeyInOneFileRejected) {
   const std::string path = write("a.yml", "seed: 1\nseed: 2\n");
   EXPECT_CONTAINS(line_with(load_error({path}), "seed = 2"), "given twice");

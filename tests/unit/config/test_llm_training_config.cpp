@@ -193,6 +193,10 @@ TEST_F(LlmTrainingConfigTest, BadValuesNameTheKeyValueAndWhatIsAllowed) {
       {"lr: 0\n", "lr", "a number > 0"},
       {"lr_decay_style: step\n", "lr_decay_style", "one of cosine, linear, constant"},
       {"exit_duration_in_mins: -1\n", "exit_duration_in_mins", "a number >= 0"},
+      // The split is checked with synthetic data too (a typo found before data_path is set).
+      {"split: 90,10,x\n", "split", "numbers >= 0 separated by ',' or '/'"},
+      {"split: 0/0\n", "split", "one of them > 0"},
+      {"split: 7,-3,1\n", "split", "numbers >= 0"},
       // Cross checks.
       {"hidden_size: 100\n", "hidden_size", "a multiple of the attention heads (8)"},
       {"global_batch_size: 10\nmicro_batch_size: 4\n", "global_batch_size", "a multiple of micro_batch_size (4)"},

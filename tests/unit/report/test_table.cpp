@@ -517,12 +517,14 @@ TEST(RunFolder, NotARunFolderIsAnErrorNamingIt) {
   EXPECT_EQ(folder_error(run), run.string() + ": no such folder");
   core::create_directories(run);
   EXPECT_EQ(folder_error(run), run.string() +
-                                   ": not a run folder: it has no config.yaml (run folders are "
-                                   "written by `scaffold benchmark`)");
+                                   ": not a run folder: it has no config.yaml (a `scaffold "
+                                   "benchmark` run folder holds config.yaml and train_stats.csv; "
+                                   "every other workload's holds summary.json)");
   core::write_file_atomic(run / "config.yaml", "seed: 1\n");
   EXPECT_EQ(folder_error(run), run.string() +
-                                   ": not a run folder: it has no train_stats.csv (run folders "
-                                   "are written by `scaffold benchmark`)");
+                                   ": not a run folder: it has no train_stats.csv (a `scaffold "
+                                   "benchmark` run folder holds config.yaml and train_stats.csv; "
+                                   "every other workload's holds summary.json)");
   EXPECT_EQ(folder_error(run / "config.yaml"), (run / "config.yaml").string() + ": not a folder");
 }
 

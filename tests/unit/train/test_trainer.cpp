@@ -676,12 +676,17 @@ TEST_F(TrainerTest, GlobalBatchLargerThanEitherSplitIsRejected) {
 
   options.local_batch_size = kValVolumes + 1;
   const std::string val_msg = error_of([&] { make_trainer(options); });
-  EXPECT_NE(val_msg.find("global batch 3"), std::string::npos) << val_msg;
-  EXPECT_NE(val_msg.find("validation (2)"), std::string::npos) << val_msg;
+  EXPECT_NE(val_msg.find("global validation batch 3"), std::string::npos) << val_msg;
+  EXPECT_NE(val_msg.find("the validation set (2 examples)"), std::string::npos) << val_msg;
+  // The training set is big enough, so the message does not send the user to it.
+  EXPECT_EQ(val_msg.find("training set"), std::string::npos) << val_msg;
 
   options.local_batch_size = kTrainVolumes + 1;
   const std::string train_msg = error_of([&] { make_trainer(options); });
   EXPECT_NE(train_msg.find("global batch 7"), std::string::npos) << train_msg;
+  EXPECT_NE(train_msg.find("the training set (" + std::to_string(kTrainVolumes) + " examples)"),
+            std::string::npos)
+      << train_msg;
 }
 
 // A NaN parameter makes every loss NaN: run() must stop after the first epoch's validation, before
