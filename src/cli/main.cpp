@@ -79,7 +79,13 @@ int main(int argc, char** argv) {
   // CLI11 says only "A subcommand is required" for a mistyped one: name it and the choices.
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
-    if (!word.empty() && word[0] == '-') continue;  // the global flags take no value
+    // --stop-signals is the one global option with a value; its spaced form
+    // (`--stop-signals USR1 llm_training`) must not read USR1 as the subcommand.
+    if (word == "--stop-signals") {
+      ++i;
+      continue;
+    }
+    if (!word.empty() && word[0] == '-') continue;  // the other global flags take no value
     bool known = false;
     std::string names;
     for (const auto& sub : subcommands) {

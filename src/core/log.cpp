@@ -68,6 +68,21 @@ void log_write(LogLevel level, const char* file, int line, const std::string& me
   std::fflush(stderr);
 }
 
+void print_stdout_line(const std::string& line) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_progress.empty()) {
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+  }
+  std::fputs(line.c_str(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!g_progress.empty()) {
+    std::fputs(g_progress.c_str(), stderr);
+    std::fflush(stderr);
+  }
+}
+
 void log_progress_line(const std::string& text) {
   if (!stderr_is_terminal() || g_options.rank != 0) return;
   std::lock_guard<std::mutex> lock(g_mutex);

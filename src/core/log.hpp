@@ -22,6 +22,12 @@ const LogOptions& log_options();
 bool log_enabled(LogLevel level);
 void log_write(LogLevel level, const char* file, int line, const std::string& message);
 
+// Writes `line` and a newline to stdout, unprefixed, on the calling rank (the caller decides which
+// rank prints), clearing and redrawing the progress line around it. For the lines other tools
+// parse from a job's stdout in their own format: Megatron's iteration lines, CARAML's and
+// operator_learning's figures (JUBE patterns read them from the job's output file).
+void print_stdout_line(const std::string& line);
+
 // True when stderr is a terminal: progress lines are drawn in place only then.
 bool stderr_is_terminal();
 // Draws (or clears, with an empty string) the in-place progress line; no-op off a terminal.

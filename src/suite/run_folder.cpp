@@ -127,6 +127,21 @@ std::vector<std::string> restart_config_changes(const std::string& run_yaml, con
   return changes;
 }
 
+namespace {
+
+// The subcommand named in config::to_yaml's header ("# Reload it with `scaffold fno -c ..."), or
+// "" for a file without that header.
+std::string written_by(const std::string& yaml) {
+  const std::string mark = "`scaffold ";
+  const std::size_t at = yaml.find(mark);
+  if (at == std::string::npos) return "";
+  const std::size_t begin = at + mark.size();
+  const std::size_t end = yaml.find_first_of(" `\n", begin);
+  return yaml.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+}  // namespace
+
 fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& request) {
   std::string path;
   fs::path created;  // the folder this call made, if it made one
@@ -148,8 +163,14 @@ fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& re
       // Before any file is written: a refused restart leaves the run as it was.
       if (!fs::exists(dir / "config.yaml", ec))
         throw core::FileError(dir.string(), "cannot restart: the run folder has no config.yaml");
-      const std::vector<std::string> changes =
-          restart_config_changes(core::read_file(dir / "config.yaml"), request.config_yaml);
+      const std::string run_yaml = core::read_file(dir / "config.yaml");
+      // Another workload's folder: its keys would be listed as "changes", which hides the mistake.
+      const std::string run_command = written_by(run_yaml), this_command = written_by(request.config_yaml);
+      if (!run_command.empty() && !this_command.empty() && run_command != this_command)
+        throw core::FileError(dir.string(), fmt::format("cannot restart: this run folder was written by `scaffold {}`, "
+                                                        "not `scaffold {}`; resume it with its own restart.sh",
+                                                        run_command, this_command));
+      const std::vector<std::string> changes = restart_config_changes(run_yaml, request.config_yaml);
       if (!changes.empty()) {
         std::string message = "cannot restart: a restart continues the same run, so the keys that set its data, "
                               "model and training recipe cannot change:";

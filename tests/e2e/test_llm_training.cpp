@@ -12,6 +12,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -322,6 +323,56 @@ TEST(LlmTraining, ABrokenIndexedDatasetLeavesNoRunFolder) {
   EXPECT_NE(r.output.find("broken.idx"), std::string::npos) << r.output;
   std::error_code ec;
   EXPECT_TRUE(!fs::exists(dir.path() / "runs") || fs::is_empty(dir.path() / "runs", ec)) << r.output;
+}
+
+// CARAML's JUBE analyser reads the job's output file with these patterns
+// (llm_training/llm_benchmark_nvidia_amd.yaml, patternset perf_patterns), with JUBE's macros as
+// jube2/pattern.py defines them. Applied to our stdout alone (stderr goes to a file), they must
+// fill every column CARAML's table computes from them, equal to summary.json's CARAML figures.
+TEST(LlmTraining, StdoutFillsEveryColumnOfCaramlsTable) {
+  TempDir dir;
+  const std::string jube_pat_int = R"(([+-]?\d+))", jube_pat_nint = R"((?:[+-]?\d+))",
+                    jube_pat_fp = R"(([+-]?(?:\d*\.?\d+(?:[eE][-+]?\d+)?|\d+\.)))";
+  const std::regex iter_pat("iteration\\s+" + jube_pat_int + "/\\s*" + jube_pat_nint);
+  const std::regex tflops_pat("TFLOPs:\\s+" + jube_pat_fp);
+  const std::regex elp_pat("elapsed time per iteration \\(s\\):\\s+" + jube_pat_fp);
+  const fs::path err = dir.path() / "stderr.txt";
+  const auto r = run_command("( " + kBinary + " llm_training --threads 1 -c " + write_tiny_config(dir.path()).string() +
+                             " 2>" + err.string() + " )");
+  ASSERT_EQ(r.exit_code, 0) << r.output << core::read_file(err);
+  std::vector<double> iters, tflops, elapsed;
+  const auto all = [&](const std::regex& re, std::vector<double>& out) {
+    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), re); it != std::sregex_iterator(); ++it)
+      out.push_back(std::stod((*it)[1]));
+  };
+  all(iter_pat, iters);
+  all(tflops_pat, tflops);
+  all(elp_pat, elapsed);
+  ASSERT_EQ(iters.size(), 5u) << r.output;  // train_iters 10, log_interval 2
+  ASSERT_EQ(tflops.size(), 5u) << r.output;
+  ASSERT_EQ(elapsed.size(), 5u) << r.output;
+  const auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  // CARAML's columns: Iterations = $iter_pat_max, Time/iteration(s) = $elp_pat_avg,
+  // Tokens/second = (1.0/$elp_pat_avg)*$global_batch_size*$sequence_length, Avg_TFLOPs/GPU.
+  const double iterations = *std::max_element(iters.begin(), iters.end());
+  const double time_per_iteration = mean(elapsed);
+  const double tokens_per_second = 1.0 / time_per_iteration * 4 * 32;
+  const nlohmann::json s = nlohmann::json::parse(core::read_file(test::only_run_dir(dir.path()) / "summary.json"));
+  EXPECT_EQ(iterations, counter(s, "iterations"));
+  // The line prints t with 4 decimals and TFLOPs with 2: the tolerances are those roundings.
+  EXPECT_NEAR(time_per_iteration, counter(s, "time_per_iteration_s"), 5e-5 + 1e-9);
+  EXPECT_NEAR(tokens_per_second, counter(s, "tokens_per_s"),
+              counter(s, "tokens_per_s") * 5e-5 / time_per_iteration + 1e-6);
+  EXPECT_NEAR(mean(tflops), counter(s, "tflops_per_device"), 0.005 + 1e-9);
+  // Megatron's lines are on stdout only (not repeated on stderr), and stdout holds no log prefix.
+  const std::string stderr_text = core::read_file(err);
+  EXPECT_EQ(stderr_text.find("elapsed time per iteration"), std::string::npos) << stderr_text;
+  EXPECT_EQ(r.output.find("[INFO]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" validation loss at iteration 10 | lm loss value: "), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -662,7 +662,7 @@ int run(cli::RunContext& ctx, const Args& args) {
   profile::Profiler profiler(profile::profiles_this_rank(profile_options, ctx.comm.local_rank()),
                              profile_options.schedule);
   suite::PhaseDriver phases(&profiler);
-  suite::install_stop_signals();
+  suite::install_stop_signals(ctx.stop_signals);
   const FnoConfig cfg = cli::load_config_everywhere_as<FnoConfig>(ctx.comm, args.config);
   if (cfg.mode == "eval") return run_eval(ctx, args, cfg, phases);
   return run_train(ctx, args, cfg, phases, profiler);

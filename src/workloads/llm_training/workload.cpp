@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <optional>
 
@@ -24,6 +25,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
+#include "core/pyfloat.hpp"
 #include "core/stats.hpp"
 #include "core/sysinfo.hpp"
 #include "core/timer.hpp"
@@ -162,7 +164,7 @@ int run(cli::RunContext& ctx, const Args& args) {
   profile::Profiler profiler(profile::profiles_this_rank(profile_options, ctx.comm.local_rank()),
                              profile_options.schedule);
   suite::PhaseDriver phases(&profiler);
-  suite::install_stop_signals();
+  suite::install_stop_signals(ctx.stop_signals);
 
   // init: config, layout, run folder, context.
   const LlmTrainingConfig cfg = cli::load_config_everywhere_as<LlmTrainingConfig>(ctx.comm, args.config);
@@ -324,10 +326,18 @@ int run(cli::RunContext& ctx, const Args& args) {
       r.loss_scale = cfg.precision == "fp16" ? loop->loss_scale() : 1.0;
       r.skipped = loop->skipped_steps() - skipped_before;
       skipped_before = loop->skipped_steps();
-      LOG_INFO("{}", megatron_log_line(r, cfg.train_iters, flops, devices));
-      if (e.validated)
-        LOG_INFO(" validation loss at iteration {} | lm loss value: {:.6E} | lm loss PPL: {:.6E} |", r.iteration,
-                 r.val_loss, std::exp(std::min(r.val_loss, 20.0)));
+      // Megatron's lines go to stdout, unprefixed, as Megatron prints them (CARAML's JUBE patterns
+      // read them from the job's output file); docs/llm.md lists them.
+      if (ctx.comm.rank() == 0) {
+        core::print_stdout_line(megatron_log_line(r, cfg.train_iters, flops, devices));
+        if (e.validated) {
+          const std::string line =
+              fmt::format(" validation loss at iteration {} | lm loss value: {:.6E} | lm loss PPL: {:.6E} | ",
+                          r.iteration, r.val_loss, std::exp(std::min(r.val_loss, 20.0)));
+          const std::string rule(line.size() + 1, '-');
+          for (const std::string& l : {rule, line, rule}) core::print_stdout_line(l);
+        }
+      }
       energy.add_window(e.warmup ? "warmup" : "train", e.epoch, e.start_mono_s, e.validation_start_mono_s);
       if (e.validated) energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
       if (ctx.comm.rank() != 0) return;
@@ -341,9 +351,17 @@ int run(cli::RunContext& ctx, const Args& args) {
   phases.set_energy_meter(nullptr);
   const auto energy_rows = energy.finish(run_dir, start.epoch + 1);
   profiler.finish();
-  if (result.deadline_reached)
-    LOG_INFO("exiting program after {:.2f} minutes (exit_duration_in_mins {})",
-             (core::monotonic_s() - start_mono_s) / 60.0, cfg.exit_duration_in_mins);
+  if (result.deadline_reached && ctx.comm.rank() == 0) {
+    // Megatron's print_datetime line; our reason on stderr.
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &local);
+    core::print_stdout_line(fmt::format("[exiting program after {} minutes] datetime: {} ",
+                                        core::python_float_str((core::monotonic_s() - start_mono_s) / 60.0), stamp));
+    LOG_INFO("exit_duration_in_mins {} reached: stopped after the iteration in flight", cfg.exit_duration_in_mins);
+  }
 
   if (ctx.comm.rank() == 0) {
     report::RunRecord rec = suite::base_record(kWorkloadName, run_dir, ctx.comm, ctx.threads, device.str());

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "config/fno_options.hpp"
 #include "config/load.hpp"
 #include "config/options.hpp"
 #include "core/error.hpp"
@@ -100,6 +101,19 @@ TEST_F(RunFolderTest, RestartChangingTheDataIsRefusedBeforeAnythingIsWritten) {
   EXPECT_EQ(core::read_file(dir / "config.yaml"), config_before);
   EXPECT_EQ(core::read_file(dir / "overrides.yaml"), overrides_before);
   EXPECT_EQ(core::read_file(dir / "restart.sh"), restart_before);
+}
+
+// --run-dir of another workload's folder names both workloads, instead of listing the other
+// workload's keys as changes.
+TEST_F(RunFolderTest, RestartInAnotherWorkloadsFolderNamesBothWorkloads) {
+  const fs::path dir = new_run();
+  const std::string config_before = core::read_file(dir / "config.yaml");
+  config::FnoConfig fno;
+  fno.base_run_dir = cfg_.base_run_dir;
+  const RunFolderRequest other = run_folder_request(fno, {base_config_}, {}, dir.string(), {"fno"});
+  const std::string message = error_of([&] { prepare_run_folder(world(), other); });
+  EXPECT_TRUE(contains(message, "written by `scaffold benchmark`, not `scaffold fno`")) << message;
+  EXPECT_EQ(core::read_file(dir / "config.yaml"), config_before);
 }
 
 TEST_F(RunFolderTest, RestartKeepsTheOriginalFlagsAndMayChangeEpochs) {
