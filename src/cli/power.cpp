@@ -50,7 +50,7 @@ struct PowerArgs {
   std::string df_out;  // "": no jpwr files
   std::string df_filetype = "h5";
   std::string df_suffix;
-  CLI::Option* df_suffix_option = nullptr;  // given at all (an empty suffix is a suffix)
+  CLI::Option* df_suffix_option = nullptr;  // given at all
   CLI::Option* df_filetype_option = nullptr;
   bool use_mpi = false;
   std::vector<int> mpi_ranks;
@@ -255,7 +255,8 @@ JpwrPlan plan_jpwr(const PowerArgs& args) {
     throw core::Error(
         "--df-filetype h5: this scaffold was built without HDF5 (libhdf5-dev was not found when "
         "it was configured; scripts/install-deps installs it): use --df-filetype csv, or rebuild");
-  if (suffix_given)
+  // An empty --df-suffix is no suffix, as in jpwr (`if args.df_suffix:`).
+  if (suffix_given && !args.df_suffix.empty())
     plan.suffix = energy::jpwr::expand_suffix(args.df_suffix, [](const char* name) {
       return static_cast<const char*>(std::getenv(name));
     });
@@ -384,7 +385,58 @@ int run_power(const PowerArgs& args) {
   return exit_code;
 }
 
+// The option `word` names in `power` or, as CLI11's fallthrough does, in `app`; nullptr when
+// neither has it. `--name=value` and bundled short flags (`-vv`) name their first option.
+const CLI::Option* find_option(const CLI::App& app, const CLI::App& power, const std::string& word,
+                               bool* value_attached) {
+  std::string name = word;
+  *value_attached = false;
+  if (word.rfind("--", 0) == 0) {
+    const std::size_t eq = word.find('=');
+    if (eq != std::string::npos) {
+      name = word.substr(0, eq);
+      *value_attached = true;
+    }
+  } else if (word.size() > 2) {  // -vv, -x3: the first letter's option
+    name = word.substr(0, 2);
+    *value_attached = true;
+  }
+  if (const CLI::Option* opt = power.get_option_no_throw(name)) return opt;
+  return app.get_option_no_throw(name);
+}
+
 }  // namespace
+
+std::vector<std::string> separate_power_command(const CLI::App& app, const CLI::App& power,
+                                                std::vector<std::string> args) {
+  bool in_power = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    if (word == "--") return args;  // given: COMMAND follows it
+    if (word.size() > 1 && word[0] == '-') {
+      bool attached = false;
+      const CLI::Option* opt = find_option(app, in_power ? power : app, word, &attached);
+      if (opt == nullptr) return args;  // unknown: CLI11 names it
+      if (attached || opt->get_items_expected_max() == 0) continue;
+      if (opt->get_items_expected_max() == 1) {
+        ++i;
+        continue;
+      }
+      while (i + 1 < args.size() && !(args[i + 1].size() > 1 && args[i + 1][0] == '-') &&
+             args[i + 1] != "--")
+        ++i;
+      continue;
+    }
+    if (!in_power) {
+      if (!power.check_name(word)) return args;  // another subcommand
+      in_power = true;
+      continue;
+    }
+    args.insert(args.begin() + static_cast<std::ptrdiff_t>(i), "--");
+    return args;
+  }
+  return args;
+}
 
 Subcommand add_power(CLI::App& app) {
   auto* sub = app.add_subcommand(

@@ -147,13 +147,22 @@ std::string series_csv(const Series& series) {
 }
 
 std::string series_text(const Series& series) {
+  // Six decimals, then the trailing zeros every number has cut, down to one decimal (pandas'
+  // float format; its switch to exponents for tiny or huge values is not reproduced).
   std::vector<std::string> values;
+  for (double v : series.values) values.push_back(std::isnan(v) ? "NaN" : fmt::format("{:.6f}", v));
+  for (int decimals = 6; decimals > 1; --decimals) {
+    bool all_zero = true;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!std::isnan(series.values[i]) && values[i].back() != '0') all_zero = false;
+    if (!all_zero) break;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!std::isnan(series.values[i])) values[i].pop_back();
+  }
   std::size_t index_width = 0, value_width = 0;
-  for (std::size_t i = 0; i < series.index.size(); ++i) {
-    values.push_back(std::isnan(series.values[i]) ? "NaN"
-                                                  : fmt::format("{:.6f}", series.values[i]));
+  for (std::size_t i = 0; i < values.size(); ++i) {
     index_width = std::max(index_width, series.index[i].size());
-    value_width = std::max(value_width, values.back().size());
+    value_width = std::max(value_width, values[i].size());
   }
   std::string out;
   for (std::size_t i = 0; i < values.size(); ++i)

@@ -71,9 +71,10 @@ Tables make_tables(const PowerTrace& trace);
 std::string frame_csv(const Frame& frame);
 std::string series_csv(const Series& series);  // header ",0" then "<index>,<value>" lines
 
-// The Series as pandas prints it (index left-aligned, values right-aligned with 6 decimals,
-// "dtype: float64" last), so patterns written against jpwr's stdout (CARAML's `pynvml:<d> <Wh>`)
-// match.
+// The Series as pandas prints it (index left-aligned, values right-aligned with up to 6
+// decimals, trailing zeros common to all cut, "dtype: float64" last), so patterns written
+// against jpwr's stdout (CARAML's `pynvml:<d> <Wh>`) match. pandas' exponent notation for tiny
+// or huge values is not reproduced.
 std::string series_text(const Series& series);
 
 // Whether this build writes HDF5 (libhdf5 found at configure time).
