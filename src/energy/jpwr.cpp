@@ -80,7 +80,7 @@ std::string expand_suffix(const std::string& text, const EnvLookup& env) {
 }
 
 std::string file_suffix(const SuffixParts& parts) {
-  const std::string host_pid = parts.host + "." + std::to_string(parts.pid);
+  std::string host_pid = parts.host + "." + std::to_string(parts.pid);
   if (parts.suffix) return *parts.suffix + "." + host_pid;
   if (parts.use_mpi) return std::to_string(parts.rank);
   return host_pid;
@@ -93,6 +93,7 @@ const char* extension(FileType type) {
 Tables make_tables(const PowerTrace& trace) {
   const auto& sensors = trace.sensors();
   std::vector<std::string> names;
+  names.reserve(sensors.size());
   for (const auto& s : sensors) names.push_back(s.jpwr_name.empty() ? s.name : s.jpwr_name);
   make_unique(names);
 

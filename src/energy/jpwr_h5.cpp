@@ -136,7 +136,7 @@ template <typename Fill>
 std::string file_image(Fill fill) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as exceptions, not stderr
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate");
-  check(H5Pset_fapl_core(fapl.get(), 64 * 1024, 0), "H5Pset_fapl_core");
+  check(H5Pset_fapl_core(fapl.get(), std::size_t{64} * 1024, 0), "H5Pset_fapl_core");
   Handle file(H5Fcreate("jpwr.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose, "H5Fcreate");
   {
     Handle root(H5Gopen2(file.get(), "/", H5P_DEFAULT), H5Gclose, "opening /");
