@@ -251,15 +251,16 @@ JpwrPlan plan_jpwr(const PowerArgs& args) {
   if (!args.mpi_ranks.empty() && !args.use_mpi)
     throw core::UsageError("--mpi-ranks requires --use-mpi (as in jpwr)");
   plan.type = args.df_filetype == "csv" ? energy::jpwr::FileType::Csv : energy::jpwr::FileType::H5;
-  if (plan.files && plan.type == energy::jpwr::FileType::H5 && !energy::jpwr::hdf5_available())
-    throw core::Error(
-        "--df-filetype h5: this scaffold was built without HDF5 (libhdf5-dev was not found when "
-        "it was configured; scripts/install-deps installs it): use --df-filetype csv, or rebuild");
   // An empty --df-suffix is no suffix, as in jpwr (`if args.df_suffix:`).
   if (suffix_given && !args.df_suffix.empty())
     plan.suffix = energy::jpwr::expand_suffix(args.df_suffix, [](const char* name) {
       return static_cast<const char*>(std::getenv(name));
     });
+  // After the usage errors: those are the same in every build.
+  if (plan.files && plan.type == energy::jpwr::FileType::H5 && !energy::jpwr::hdf5_available())
+    throw core::Error(
+        "--df-filetype h5: this scaffold was built without HDF5 (libhdf5-dev was not found when "
+        "it was configured; scripts/install-deps installs it): use --df-filetype csv, or rebuild");
   return plan;
 }
 
@@ -488,7 +489,9 @@ Subcommand add_power(CLI::App& app) {
       ->capture_default_str();
   // Not required() here: a command swallowed by --methods' values is reported by run_power,
   // after the unknown method it became.
-  sub->add_option("command", args->command, "the command to run and its arguments (after --)");
+  sub->add_option("command", args->command,
+                  "the command to run and its arguments (after --, or after the last option as "
+                  "with jpwr)");
   Subcommand power{sub, nullptr, [args] { return run_power(*args); }};
   return power;
 }

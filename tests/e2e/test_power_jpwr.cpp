@@ -286,8 +286,8 @@ TEST(JpwrPower, GcAndUnknownMethodsAreRefusedBeforeTheCommandRuns) {
   EXPECT_NE(r.output.find("unknown power method 'touch'"), std::string::npos) << r.output;
   // gh without a GH200 meter: absent, naming what was looked for.
   r = run_command(kBinary + " power --hwmon-root " + quoted(kFixtures / "generic" / "hwmon") +
-                  " --methods gh --df-out " + quoted(dir.path() / "d") + " -- touch " +
-                  quoted(marker));
+                  " --methods gh --df-out " + quoted(dir.path() / "d") +
+                  " --df-filetype csv -- touch " + quoted(marker));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("no GH200 power meter under"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(marker));
@@ -327,7 +327,8 @@ TEST(JpwrPower, DfSuffixExpandsEnvironmentVariables) {
   const fs::path marker = dir.path() / "ran";
   auto r = run_command("env -u SCAFFOLD_TEST_UNSET " + kBinary + " power --hwmon-root " +
                        quoted(kGh200) + " --methods gh --df-out " + quoted(dir.path() / "e") +
-                       " --df-suffix '%q{SCAFFOLD_TEST_UNSET}' -- touch " + quoted(marker));
+                       " --df-filetype csv --df-suffix '%q{SCAFFOLD_TEST_UNSET}' -- touch " +
+                       quoted(marker));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("the environment variable SCAFFOLD_TEST_UNSET is not set"),
             std::string::npos)
