@@ -78,6 +78,15 @@ void bool_attr(hid_t obj, const char* name, bool value) {
   attr(obj, name, H5T_STD_B8LE, space.get(), &byte);
 }
 
+// pandas' `name` of an index or a series, None here, which PyTables stores pickled (protocol 0:
+// "N.") in an ASCII string and unpickles when it reads it back.
+void none_name_attr(hid_t obj) {
+  static const std::string pickled_none = "N.";
+  Handle type = string_type(pickled_none.size(), H5T_CSET_ASCII);
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate");
+  attr(obj, "name", type.get(), space.get(), pickled_none.data());
+}
+
 void pytables_node(hid_t obj, const char* cls, const char* version) {
   string_attr(obj, "CLASS", cls);
   string_attr(obj, "VERSION", version);
@@ -100,7 +109,10 @@ void array(hid_t group, const char* name, hid_t file_type, hid_t mem_type,
   pytables_node(set.get(), "ARRAY", "2.4");
   string_attr(set.get(), "FLAVOR", "numpy");
   bool_attr(set.get(), "transposed", true);
-  if (kind != nullptr) string_attr(set.get(), "kind", kind);
+  if (kind != nullptr) {  // an index
+    string_attr(set.get(), "kind", kind);
+    none_name_attr(set.get());
+  }
 }
 
 // An index of strings (pandas' kind "string"): numpy bytes of the longest one's length.
@@ -181,6 +193,7 @@ std::string series_h5(const Series& series) {
   return file_image([&](hid_t file) {
     Handle group = pandas_group(file, "series");
     string_attr(group.get(), "index_variety", "regular");
+    none_name_attr(group.get());
     string_index(group.get(), "index", series.index);
     floats(group.get(), "values", {series.values.size()}, series.values);
   });

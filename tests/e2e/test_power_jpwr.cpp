@@ -382,6 +382,12 @@ TEST(JpwrPower, H5FilesReadBackByPandasHoldTheKnownPowerAndTheCsvRunsTables) {
   }
   ASSERT_EQ(files_in(dc), want_csv);
   ASSERT_EQ(files_in(dh), want_h5);
+  // The layout pandas itself writes for the same tables, node by node and attribute by attribute
+  // (h5py; pandas' own file uncompressed, as ours).
+  std::string layout = kReader + " layout";
+  for (std::size_t k = 0; k < tables.size(); ++k) layout += " " + quoted(paths[2 * k + 1]);
+  const auto same = run_command(layout);
+  EXPECT_EQ(same.exit_code, 0) << "needs python3-h5py besides pandas and PyTables: " << same.output;
   const nlohmann::json got = read_with_pandas(paths);
   ASSERT_EQ(got.size(), paths.size());
   Sensors all = kNvml;
