@@ -47,3 +47,15 @@ endif()
 # OpenSSL's libcrypto for SHA-256 (core/sha256.cpp). CMake's FindOpenSSL already searches
 # CMAKE_PREFIX_PATH, so a staged copy (scripts/gpu-benchmark --stage) needs no fallback here.
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+# libhdf5's C library (Debian libhdf5-dev) for jpwr's HDF5 files; optional (see src/CMakeLists.txt).
+# Through pkg-config: CMake's FindHDF5 needs the C language, which this project does not enable.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(SCAFFOLD_HDF5 QUIET IMPORTED_TARGET GLOBAL hdf5)
+endif()
+if(TARGET PkgConfig::SCAFFOLD_HDF5)
+  add_library(HDF5::HDF5 ALIAS PkgConfig::SCAFFOLD_HDF5)
+  message(STATUS "HDF5 ${SCAFFOLD_HDF5_VERSION}: scaffold power writes jpwr's h5 files")
+else()
+  message(STATUS "HDF5 not found (libhdf5-dev): scaffold power --df-filetype h5 will be refused")
+endif()

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -144,5 +143,13 @@ Subcommand add_benchmark(CLI::App& app, int argc, char** argv);
 Subcommand add_report(CLI::App& app);
 // `scaffold power -- COMMAND`: runs COMMAND while sampling power (jpwr-style wrapper).
 Subcommand add_power(CLI::App& app);
+// jpwr's command line puts COMMAND right after the options, "--" optional (argparse's REMAINDER:
+// `jpwr --methods gh --df-out d stress-ng --cpu 4`); CLI11 would read COMMAND's own options as
+// scaffold's. `args` is argv[1..]; when its subcommand is `power` (the subcommand `power` of
+// `app`) and no "--" comes before COMMAND, "--" is inserted before the first word that is neither
+// an option of power or of `app` nor an option's value (an option of several values takes the
+// words up to the next one starting with '-', as CLI11 does). Anything else: `args` unchanged.
+std::vector<std::string> separate_power_command(const CLI::App& app, const CLI::App& power,
+                                                std::vector<std::string> args);
 
 }  // namespace scaffold::cli

@@ -6,9 +6,9 @@
 //   else on a multi-rank job -> MPI_Abort (every rank ends).
 // `scaffold power` starts no MPI: the command it wraps is the MPI program. SIGXFSZ is ignored, so
 // a file-size limit is a clear write error, not a kill.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -43,9 +43,10 @@ int main(int argc, char** argv) {
   // Over a file-size limit (ulimit -f) a write fails with EFBIG, which the writer reports naming
   // its file and removes its temporary; the default action would kill the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
-  CLI::App app{"scaffold: the ScaFFold 3-D U-Net benchmark and a suite of HPC deep-learning "
-               "benchmarks, in native C++",
-               "scaffold"};
+  CLI::App app{
+      "scaffold: the ScaFFold 3-D U-Net benchmark and a suite of HPC deep-learning "
+      "benchmarks, in native C++",
+      "scaffold"};
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1, 1);
   app.fallthrough();  // global flags may also follow the subcommand name
@@ -65,8 +66,9 @@ int main(int argc, char** argv) {
 
   // The workloads and tools, in one explicit list (no static registration): the ScaFFold
   // benchmark and its data steps, CARAML's workloads, then report and power.
-  std::vector<cli::Subcommand> subcommands{cli::add_generate_fractals(app), cli::add_generate_dataset(app),
-                                          cli::add_benchmark(app, argc, argv)};
+  std::vector<cli::Subcommand> subcommands{cli::add_generate_fractals(app),
+                                           cli::add_generate_dataset(app),
+                                           cli::add_benchmark(app, argc, argv)};
 #ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION  // needs libjpeg and libpng (scripts/install-deps)
   subcommands.push_back(imgcls::add_image_classification(app, argc, argv));
 #endif
@@ -99,8 +101,13 @@ int main(int argc, char** argv) {
     }
     break;
   }
+  // jpwr's command line without "--" before COMMAND (cli::separate_power_command).
+  std::vector<std::string> words =
+      cli::separate_power_command(app, *app.get_subcommand("power"), {argv + 1, argv + argc});
+  std::vector<char*> words_argv = {argv[0]};
+  for (auto& w : words) words_argv.push_back(w.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(words_argv.size()), words_argv.data());
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);  // prints help/version (rc 0) or the error
     return rc == 0 ? 0 : 2;

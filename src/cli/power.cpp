@@ -5,18 +5,23 @@
 // with several tasks (`srun -n 8 scaffold power -- scaffold benchmark ...`) the first task of
 // each node samples and writes OUT/<host>/, the others become COMMAND (exec), so a node is
 // measured once and every task still runs its rank.
-#include <signal.h>
+// jpwr's own flags work too (`--methods pynvml gh --df-out DIR --df-filetype h5 --df-suffix
+// %q{SLURM_PROCID} --use-mpi --mpi-ranks 0 1`): jpwr's file names and tables (energy/jpwr.hpp),
+// and with --use-mpi jpwr's choice of which ranks measure (the launcher's rank numbers; no MPI).
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +31,7 @@
 #include "core/log.hpp"
 #include "core/sysinfo.hpp"
 #include "dist/launcher.hpp"
+#include "energy/jpwr.hpp"
 #include "energy/output.hpp"
 #include "energy/sampler.hpp"
 #include "energy/sources.hpp"
@@ -37,9 +43,17 @@ namespace scaffold::cli {
 namespace {
 
 struct PowerArgs {
-  std::string methods = "auto";
+  std::vector<std::string> methods = {"auto"};
   double interval_ms = 100.0;
-  std::string out = ".";
+  std::string out;  // "" = "." unless only jpwr's --df-out is given
+  // jpwr's flags
+  std::string df_out;  // "": no jpwr files
+  std::string df_filetype = "h5";
+  std::string df_suffix;
+  CLI::Option* df_suffix_option = nullptr;  // given at all
+  CLI::Option* df_filetype_option = nullptr;
+  bool use_mpi = false;
+  std::vector<int> mpi_ranks;
   std::string hwmon_root = "/sys/class/hwmon";
   std::string powercap_root = "/sys/class/powercap";
   std::vector<std::string> command;
@@ -218,30 +232,96 @@ int wait_exit_code(pid_t pid) {
 
 // ------------------------------------------------------------------------------ run
 
-int run_power(const PowerArgs& args) {
-  // One sampler per node: the launcher's first task on each node. The launcher's numbers are
-  // all there is, since this process is not part of an MPI job.
-  const dist::LaunchEnvironment launch = dist::read_launch_environment(dist::process_environment());
-  const bool several_tasks = launch.announced_size > 1;
-  if (several_tasks && launch.local_rank != 0) return exec_command(args);
+// What jpwr's flags ask for, checked before anything runs.
+struct JpwrPlan {
+  bool files = false;  // --df-out given
+  energy::jpwr::FileType type = energy::jpwr::FileType::H5;
+  std::optional<std::string> suffix;  // --df-suffix, expanded
+};
 
+JpwrPlan plan_jpwr(const PowerArgs& args) {
+  JpwrPlan plan;
+  plan.files = !args.df_out.empty();
+  const bool suffix_given = args.df_suffix_option != nullptr && args.df_suffix_option->count() > 0;
+  const bool type_given =
+      args.df_filetype_option != nullptr && args.df_filetype_option->count() > 0;
+  if (!plan.files && (suffix_given || type_given))
+    throw core::UsageError(std::string(suffix_given ? "--df-suffix" : "--df-filetype") +
+                           " names jpwr's files, which only --df-out DIR writes: add --df-out");
+  if (!args.mpi_ranks.empty() && !args.use_mpi)
+    throw core::UsageError("--mpi-ranks requires --use-mpi (as in jpwr)");
+  plan.type = args.df_filetype == "csv" ? energy::jpwr::FileType::Csv : energy::jpwr::FileType::H5;
+  // An empty --df-suffix is no suffix, as in jpwr (`if args.df_suffix:`).
+  if (suffix_given && !args.df_suffix.empty())
+    plan.suffix = energy::jpwr::expand_suffix(args.df_suffix, [](const char* name) {
+      return static_cast<const char*>(std::getenv(name));
+    });
+  // After the usage errors: those are the same in every build.
+  if (plan.files && plan.type == energy::jpwr::FileType::H5 && !energy::jpwr::hdf5_available())
+    throw core::Error(
+        "--df-filetype h5: this scaffold was built without HDF5 (libhdf5-dev was not found when "
+        "it was configured; scripts/install-deps installs it): use --df-filetype csv, or rebuild");
+  return plan;
+}
+
+int run_power(const PowerArgs& args) {
   energy::SourceOptions source_options;
   source_options.methods = energy::parse_methods(args.methods);
+  if (args.command.empty())
+    throw core::UsageError(
+        "no command given: scaffold power [options] -- COMMAND ARGS... (put -- after "
+        "--methods' values)");
+  const JpwrPlan jpwr = plan_jpwr(args);
+
+  // Who samples. By default one sampler per node: the launcher's first task on each node. With
+  // jpwr's --use-mpi, the ranks in --mpi-ranks (default 0, as jpwr), by the launcher's
+  // numbering: this process is not part of an MPI job, so the wrapped program can be one.
+  const dist::LaunchEnvironment launch = dist::read_launch_environment(dist::process_environment());
+  const bool several_tasks = launch.announced_size > 1;
+  const int world = std::max(1, launch.announced_size);
+  if (args.use_mpi) {
+    const std::vector<int> ranks = args.mpi_ranks.empty() ? std::vector<int>{0} : args.mpi_ranks;
+    for (int r : ranks)
+      if (r < 0 || r >= world)
+        throw core::UsageError(
+            fmt::format("--mpi-ranks: rank {} is not in this job of {} task{}{} (ranks 0 to {})", r,
+                        world, world == 1 ? "" : "s",
+                        launch.size_variable.empty() ? " (no launcher announced a size)"
+                                                     : " (" + launch.size_variable + ")",
+                        world - 1));
+    if (std::find(ranks.begin(), ranks.end(), launch.rank) == ranks.end()) {
+      LOG_DEBUG("rank {} is not in --mpi-ranks: running the command unmeasured", launch.rank);
+      return exec_command(args);
+    }
+  } else if (several_tasks && launch.local_rank != 0) {
+    return exec_command(args);
+  }
+
   source_options.hwmon.root = args.hwmon_root;
   source_options.powercap.root = args.powercap_root;
   energy::SamplerOptions sampler_options;
   sampler_options.interval_s = args.interval_ms * 1e-3;
 
-  // Several tasks: one folder per node, named after it, so nodes sharing a file system keep
-  // their files apart.
-  std::filesystem::path out = args.out;
-  if (several_tasks) {
-    const char* node = std::getenv("SLURMD_NODENAME");
-    out /= node != nullptr && *node != '\0' ? std::string(node) : core::host_name();
-    LOG_INFO("task {} of {} ({}): the first on its node, so it samples this node's power",
-             launch.rank, launch.announced_size, launch.size_variable);
+  // Our files: --out, or "." when jpwr's --df-out is not given either. Several tasks: one
+  // folder per node, named after it (per rank with --use-mpi, where several ranks of a node may
+  // measure), so tasks sharing a file system keep their files apart.
+  std::optional<std::filesystem::path> out;
+  if (!args.out.empty() || !jpwr.files) {
+    out = args.out.empty() ? std::filesystem::path(".") : std::filesystem::path(args.out);
+    if (several_tasks && args.use_mpi) {
+      *out /= "rank" + std::to_string(launch.rank);
+    } else if (several_tasks) {
+      const char* node = std::getenv("SLURMD_NODENAME");
+      *out /= node != nullptr && *node != '\0' ? std::string(node) : core::host_name();
+    }
   }
-  core::create_directories(out);  // fail before the command runs, not after
+  if (several_tasks)
+    LOG_INFO("task {} of {} ({}): {}, so it samples this node's power", launch.rank,
+             launch.announced_size, launch.size_variable,
+             args.use_mpi ? "in --mpi-ranks" : "the first on its node");
+  // Fail before the command runs, not after.
+  if (out) core::create_directories(*out);
+  if (jpwr.files) core::create_directories(args.df_out);
 
   auto opened = energy::open_sources(source_options);
   if (opened.sources.empty()) {
@@ -272,7 +352,20 @@ int run_power(const PowerArgs& args) {
   sampler.stop();
 
   const energy::PowerTrace trace = sampler.trace();
-  energy::write_power_files(out, trace);
+  if (out) energy::write_power_files(*out, trace);
+  std::vector<std::filesystem::path> jpwr_paths;
+  energy::jpwr::Tables tables;
+  if (jpwr.files) {
+    energy::jpwr::SuffixParts parts;
+    parts.suffix = jpwr.suffix;
+    parts.use_mpi = args.use_mpi;
+    parts.rank = launch.rank;
+    parts.host = core::host_name();
+    parts.pid = static_cast<long>(::getpid());
+    tables = energy::jpwr::make_tables(trace);
+    jpwr_paths =
+        energy::jpwr::write_files(args.df_out, energy::jpwr::file_suffix(parts), jpwr.type, tables);
+  }
   const energy::JitterStats jitter = sampler.jitter();
   const double span_s = trace.empty() ? 0.0 : trace.last_t_s() - trace.first_t_s();
   std::string text = fmt::format(
@@ -282,13 +375,69 @@ int run_power(const PowerArgs& args) {
       shell_quote(args.command), exit_code, span_s, trace.size(), args.interval_ms,
       jitter.late_mean_s * 1e3, jitter.late_max_s * 1e3, jitter.missed_deadlines);
   text += energy::summary_table(trace, trace.whole());
+  // jpwr's energy Series as jpwr prints it (Wh per sensor, jpwr's names), for patterns written
+  // against jpwr's stdout.
+  if (jpwr.files) text += "Energy data:\n" + energy::jpwr::series_text(tables.energy);
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
-  LOG_INFO("wrote {} and {}", (out / "power.csv").string(), (out / "energy.csv").string());
+  if (out)
+    LOG_INFO("wrote {} and {}", (*out / "power.csv").string(), (*out / "energy.csv").string());
+  for (const auto& p : jpwr_paths) LOG_INFO("wrote {}", p.string());
   return exit_code;
 }
 
+// The option `word` names in `power` or, as CLI11's fallthrough does, in `app`; nullptr when
+// neither has it. `--name=value` and bundled short flags (`-vv`) name their first option.
+const CLI::Option* find_option(const CLI::App& app, const CLI::App& power, const std::string& word,
+                               bool* value_attached) {
+  std::string name = word;
+  *value_attached = false;
+  if (word.rfind("--", 0) == 0) {
+    const std::size_t eq = word.find('=');
+    if (eq != std::string::npos) {
+      name = word.substr(0, eq);
+      *value_attached = true;
+    }
+  } else if (word.size() > 2) {  // -vv, -x3: the first letter's option
+    name = word.substr(0, 2);
+    *value_attached = true;
+  }
+  if (const CLI::Option* opt = power.get_option_no_throw(name)) return opt;
+  return app.get_option_no_throw(name);
+}
+
 }  // namespace
+
+std::vector<std::string> separate_power_command(const CLI::App& app, const CLI::App& power,
+                                                std::vector<std::string> args) {
+  bool in_power = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    if (word == "--") return args;  // given: COMMAND follows it
+    if (word.size() > 1 && word[0] == '-') {
+      bool attached = false;
+      const CLI::Option* opt = find_option(app, in_power ? power : app, word, &attached);
+      if (opt == nullptr) return args;  // unknown: CLI11 names it
+      if (attached || opt->get_items_expected_max() == 0) continue;
+      if (opt->get_items_expected_max() == 1) {
+        ++i;
+        continue;
+      }
+      while (i + 1 < args.size() && !(args[i + 1].size() > 1 && args[i + 1][0] == '-') &&
+             args[i + 1] != "--")
+        ++i;
+      continue;
+    }
+    if (!in_power) {
+      if (!power.check_name(word)) return args;  // another subcommand
+      in_power = true;
+      continue;
+    }
+    args.insert(args.begin() + static_cast<std::ptrdiff_t>(i), "--");
+    return args;
+  }
+  return args;
+}
 
 Subcommand add_power(CLI::App& app) {
   auto* sub = app.add_subcommand(
@@ -297,10 +446,11 @@ Subcommand add_power(CLI::App& app) {
       "energy.csv; exit with the command's status");
   auto args = std::make_shared<PowerArgs>();
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) args->environment.emplace_back(*e);
-  sub->add_option(
-         "--methods", args->methods,
-         "power sources: auto (whatever is present) or a comma-separated list of nvml, rocm, "
-         "hwmon, rapl (each must be present)")
+  sub->add_option("--methods", args->methods,
+                  "power sources: auto (whatever is present) or one or more of nvml, rocm, hwmon, "
+                  "rapl and jpwr's pynvml (= nvml) and gh (GH200 hwmon meters only), as separate "
+                  "values (jpwr) or comma-separated (each must be present); end with --")
+      ->expected(1, -1)
       ->capture_default_str();
   sub->add_option("--interval", args->interval_ms, "sampling interval in milliseconds")
       ->capture_default_str()
@@ -309,18 +459,39 @@ Subcommand add_power(CLI::App& app) {
           [](std::string& text) -> std::string {
             double ms = 0;
             if (CLI::detail::lexical_cast(text, ms) && ms > 0 && ms <= 3.6e6) return "";
-            return text + ": expected milliseconds above 0 and at most 3600000";  // after CLI11's "--interval: "
+            return text + ": expected milliseconds above 0 and at most 3600000";  // after CLI11's
+                                                                                  // "--interval: "
           },
           "MS", "MS"));
-  sub->add_option("--out", args->out, "directory for power.csv and energy.csv (created)")
-      ->capture_default_str();
+  sub->add_option("--out", args->out,
+                  "directory for power.csv and energy.csv (created; default . unless --df-out is "
+                  "given)");
+  sub->add_option("--df-out", args->df_out,
+                  "jpwr: directory for jpwr's files power.<suffix>.<ext>, energy.<suffix>.<ext> "
+                  "and energy_from_counter.<suffix>.<ext> (created)");
+  args->df_filetype_option =
+      sub->add_option("--df-filetype", args->df_filetype, "jpwr: file type of --df-out's files")
+          ->check(CLI::IsMember({"h5", "csv"}))
+          ->capture_default_str();
+  args->df_suffix_option = sub->add_option(
+      "--df-suffix", args->df_suffix,
+      "jpwr: file-name suffix before <host>.<pid>; %q{NAME} is replaced by the environment "
+      "variable NAME (e.g. %q{SLURM_PROCID})");
+  sub->add_flag("--use-mpi", args->use_mpi,
+                "jpwr: only the ranks in --mpi-ranks measure (default 0), numbered by the "
+                "launcher; without --df-suffix the file suffix is the rank");
+  sub->add_option("--mpi-ranks", args->mpi_ranks, "jpwr: the ranks that measure (with --use-mpi)")
+      ->expected(1, -1);
   sub->add_option("--hwmon-root", args->hwmon_root,
                   "where hwmon devices are (for containers and tests)")
       ->capture_default_str();
   sub->add_option("--powercap-root", args->powercap_root, "where powercap/RAPL domains are")
       ->capture_default_str();
-  sub->add_option("command", args->command, "the command to run and its arguments (after --)")
-      ->required();
+  // Not required() here: a command swallowed by --methods' values is reported by run_power,
+  // after the unknown method it became.
+  sub->add_option("command", args->command,
+                  "the command to run and its arguments (after --, or after the last option as "
+                  "with jpwr)");
   Subcommand power{sub, nullptr, [args] { return run_power(*args); }};
   return power;
 }

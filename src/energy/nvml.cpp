@@ -114,6 +114,7 @@ class NvmlSource final : public PowerSource {
       Gpu gpu{dev, false};
       SensorInfo info;
       info.name = "nvml:" + std::to_string(i);
+      info.jpwr_name = "pynvml:" + std::to_string(i);  // jpwr's index: NVML's, as ours
       info.source = method();
       info.kind = SensorKind::Accelerator;
       char text[96] = {};

@@ -78,6 +78,7 @@ class RocmSmiSource final : public PowerSource {
       }
       SensorInfo info;
       info.name = "rocm:" + std::to_string(i);
+      info.jpwr_name = info.name;
       info.source = method();
       info.kind = SensorKind::Accelerator;
       char text[128] = {};

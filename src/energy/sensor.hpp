@@ -31,7 +31,11 @@ const char* sensor_kind_name(SensorKind kind);  // "module", "accelerator", ...
 
 struct SensorInfo {
   std::string name;    // unique column name "<method>:<device or label>", e.g. "nvml:0"
-  std::string source;  // the method that reads it: nvml, rocm, hwmon, rapl (or a test fake)
+  std::string source;  // the method that reads it: nvml, rocm, hwmon, gh, rapl (or a test fake)
+  // The column jpwr gives the same sensor ("pynvml:0", "rocm:0", "gh:Module Power Socket 0"),
+  // for the files of `scaffold power --df-out`; "" where jpwr has no such sensor (RAPL, generic
+  // hwmon), and those files use `name`.
+  std::string jpwr_name;
   std::string unit = "W";
   std::string detail;  // where it comes from (device name, sysfs path, API used)
   SensorKind kind = SensorKind::Other;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/log.hpp"
 
@@ -11,7 +12,23 @@ namespace scaffold::energy {
 
 namespace {
 
+// auto's order; Gh is not in it (Hwmon reads every sensor Gh would).
 constexpr Method kAllMethods[] = {Method::Nvml, Method::Rocm, Method::Hwmon, Method::Rapl};
+constexpr Method kNamedMethods[] = {Method::Nvml, Method::Rocm, Method::Hwmon, Method::Gh,
+                                    Method::Rapl};
+
+// A name of ours or jpwr's; nullopt when unknown. Throws for jpwr's gc.
+std::optional<Method> method_from_name(const std::string& name) {
+  for (Method m : kNamedMethods)
+    if (name == method_name(m)) return m;
+  if (name == "pynvml") return Method::Nvml;
+  if (name == "gc")
+    throw core::UsageError(
+        "--methods: jpwr's method 'gc' (Graphcore IPU power through the Poplar SDK's gcipuinfo) "
+        "is not supported: scaffold runs no workload on IPUs and has no Poplar backend; measure "
+        "IPU systems with jpwr itself");
+  return std::nullopt;
+}
 
 std::unique_ptr<PowerSource> make_source(Method method, const SourceOptions& o) {
   switch (method) {
@@ -21,6 +38,11 @@ std::unique_ptr<PowerSource> make_source(Method method, const SourceOptions& o) 
       return make_rocm_smi_source(o.rocm);
     case Method::Hwmon:
       return make_hwmon_source(o.hwmon);
+    case Method::Gh: {
+      HwmonOptions gh = o.hwmon;
+      gh.gh200_only = true;
+      return make_hwmon_source(gh);
+    }
     case Method::Rapl:
       return make_powercap_source(o.powercap);
   }
@@ -37,35 +59,46 @@ const char* method_name(Method method) {
       return "rocm";
     case Method::Hwmon:
       return "hwmon";
+    case Method::Gh:
+      return "gh";
     case Method::Rapl:
       return "rapl";
   }
   return "?";
 }
 
-std::vector<Method> parse_methods(const std::string& text) {
-  if (text == "auto") return {};
+std::vector<Method> parse_methods(const std::vector<std::string>& values) {
+  std::string all;  // the values as given, for messages
+  for (const auto& v : values) all += (all.empty() ? "" : " ") + v;
+  if (values.size() == 1 && values.front() == "auto") return {};
   std::vector<Method> out;
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    const std::size_t end = std::min(text.find(',', begin), text.size());
-    const std::string item = text.substr(begin, end - begin);
-    bool known = false;
-    for (Method m : kAllMethods) {
-      if (item == method_name(m)) {
-        known = true;
-        if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
-      }
+  for (const auto& text : values) {
+    std::size_t begin = 0;
+    while (begin <= text.size()) {
+      const std::size_t end = std::min(text.find(',', begin), text.size());
+      const std::string item = text.substr(begin, end - begin);
+      begin = end + 1;
+      if (item == "auto")
+        throw core::UsageError(
+            fmt::format("--methods: 'auto' cannot be combined with other methods (got '{}')", all));
+      const std::optional<Method> m = method_from_name(item);
+      if (!m)
+        throw core::UsageError(fmt::format(
+            "--methods: unknown power method '{}' in '{}' (available: auto, or one or more of "
+            "nvml, rocm, hwmon, rapl and jpwr's pynvml (= nvml) and gh (the GH200 hwmon meters "
+            "alone), as separate values or a comma-separated list; put -- between the methods "
+            "and the command)",
+            item, all));
+      if (std::find(out.begin(), out.end(), *m) == out.end()) out.push_back(*m);
     }
-    if (!known)
-      throw core::UsageError(
-          fmt::format("--methods: unknown power method '{}' in '{}' (available: auto, or a "
-                      "comma-separated list "
-                      "of nvml, rocm, hwmon, rapl)",
-                      item, text));
-    begin = end + 1;
   }
+  const bool hwmon = std::find(out.begin(), out.end(), Method::Hwmon) != out.end();
+  if (hwmon) out.erase(std::remove(out.begin(), out.end(), Method::Gh), out.end());
   return out;
+}
+
+std::vector<Method> parse_methods(const std::string& text) {
+  return parse_methods(std::vector<std::string>{text});
 }
 
 OpenedSources open_sources(const SourceOptions& options) {

@@ -1,5 +1,7 @@
 // Choosing and opening power sources by method name: "auto" opens whatever is present, an
-// explicit list must all be present. The only place that knows every backend.
+// explicit list must all be present. The only place that knows every backend. jpwr's method
+// names are accepted too: pynvml (our nvml), rocm, gh (the GH200 hwmon meters alone); its gc
+// (Graphcore IPUs) is refused with the reason.
 #pragma once
 
 #include <string>
@@ -11,12 +13,16 @@
 
 namespace scaffold::energy {
 
-enum class Method { Nvml, Rocm, Hwmon, Rapl };
-const char* method_name(Method method);  // "nvml", "rocm", "hwmon", "rapl"
+enum class Method { Nvml, Rocm, Hwmon, Gh, Rapl };
+const char* method_name(Method method);  // "nvml", "rocm", "hwmon", "gh", "rapl"
 
-// "auto" -> {} (every method, those present); "nvml,rapl" -> those, in order, duplicates
-// dropped. Throws core::UsageError naming the bad entry and the valid choices.
-std::vector<Method> parse_methods(const std::string& text);
+// The values of --methods: each value one name or a comma-separated list (ours: "nvml,rapl";
+// jpwr's: several values, "pynvml" "gh"; both mixed). "auto" (alone) -> {} (every method, those
+// present); otherwise the methods in order, duplicates dropped, and gh dropped when hwmon is
+// there too (hwmon reads every sensor gh reads: both would count the GH200 meters twice).
+// Throws core::UsageError naming the bad entry and the valid choices; for gc, why it is refused.
+std::vector<Method> parse_methods(const std::vector<std::string>& values);
+std::vector<Method> parse_methods(const std::string& text);  // one value
 
 struct SourceOptions {
   std::vector<Method> methods;  // empty: auto

@@ -119,7 +119,7 @@ SensorKind gh200_kind(const std::string& label) {
 class HwmonSource final : public PowerSource {
  public:
   explicit HwmonSource(HwmonOptions options) : options_(std::move(options)) {}
-  std::string method() const override { return "hwmon"; }
+  std::string method() const override { return options_.gh200_only ? "gh" : "hwmon"; }
 
   std::vector<SensorInfo> init() override {
     const fs::path& root = options_.root;
@@ -162,7 +162,10 @@ class HwmonSource final : public PowerSource {
         info.detail = path.string();
         if (const auto oem = read_attr(dir / (prefix + "_oem_info")); oem && !oem->empty()) {
           info.name = "hwmon:" + *oem;
+          info.jpwr_name = "gh:" + *oem;
           info.kind = gh200_kind(*oem);
+        } else if (options_.gh200_only) {
+          continue;
         } else {
           const auto label = read_attr(dir / (prefix + "_label"));
           info.name = "hwmon:" + hw_name + "/" + (label && !label->empty() ? *label : prefix);
@@ -172,6 +175,11 @@ class HwmonSource final : public PowerSource {
         paths_.push_back(path);
       }
     }
+    if (sensors.empty() && options_.gh200_only)
+      throw SourceUnavailable(
+          "no GH200 power meter under " + root.string() +
+          " (looked for hwmon*/power*_oem_info and hwmon*/device/power*_oem_info "
+          "next to power*_input|_average)");
     if (sensors.empty()) {
       std::string why =
           "no hwmon power sensor under " + root.string() +

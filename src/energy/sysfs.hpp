@@ -12,6 +12,9 @@ namespace scaffold::energy {
 
 struct HwmonOptions {
   std::filesystem::path root = "/sys/class/hwmon";
+  // jpwr's `gh` method: only the GH200 power meters (sensors with a powerK_oem_info label),
+  // reported with method "gh"; without any, the source is unavailable.
+  bool gh200_only = false;
 };
 
 // One sensor per hwmonN/powerK (also looked for in hwmonN/device/, where GH200 kernels put
@@ -19,8 +22,8 @@ struct HwmonOptions {
 // powerK_label or powerK_oem_info. GH200 labels set the kind: "Module Power Socket N" is the
 // whole superchip (Module), "Grace Power Socket N" the CPU and its memory (CpuPackage), "CPU
 // Power"/"SysIO Power" parts of those (Part); anything else is Other. Names: "hwmon:<oem label>"
-// for GH200, else "hwmon:<hwmon name>/<label or powerK>". Devices in numeric order (hwmon2 <
-// hwmon10).
+// for GH200, else "hwmon:<hwmon name>/<label or powerK>"; jpwr's name "gh:<oem label>" for GH200
+// sensors. Devices in numeric order (hwmon2 < hwmon10).
 std::unique_ptr<PowerSource> make_hwmon_source(const HwmonOptions& options = {});
 
 struct PowercapOptions {

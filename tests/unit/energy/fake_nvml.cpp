@@ -1,6 +1,11 @@
 // A stand-in libnvidia-ml for the NVML source's tests: the handful of entry points scaffold
 // loads, over two fake GPUs whose readings the test sets through fake_nvml_set(). It follows
 // nvml.h's signatures, so it checks scaffold's loading, probing and unit handling, not the ABI.
+// For the end-to-end tests (loaded by `scaffold power` through LD_LIBRARY_PATH as
+// libnvidia-ml.so.1), FAKE_NVML_POWER_MW="P0,P1" sets both GPUs' power at nvmlInit, and GPU 0's
+// energy counter then advances at P0 on the steady clock, as a real one would.
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace {
@@ -12,6 +17,8 @@ struct FakeGpu {
 FakeGpu g_gpus[2];
 int g_initialized = 0;
 int g_instant_supported = 1;
+bool g_clocked = false;  // FAKE_NVML_POWER_MW given: the counter follows the clock
+std::chrono::steady_clock::time_point g_start;
 
 struct FieldValue {  // nvmlFieldValue_t
   unsigned field_id;
@@ -51,6 +58,14 @@ int fake_nvml_initialized() {
 
 int nvmlInit_v2() {
   ++g_initialized;
+  if (const char* env = std::getenv("FAKE_NVML_POWER_MW"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    g_gpus[0].power_mw = static_cast<unsigned>(std::strtoul(env, &end, 10));
+    g_gpus[1].power_mw = *end == ',' ? static_cast<unsigned>(std::strtoul(end + 1, nullptr, 10))
+                                     : g_gpus[0].power_mw;
+    g_clocked = true;
+    g_start = std::chrono::steady_clock::now();
+  }
   return 0;
 }
 int nvmlShutdown() {
@@ -77,7 +92,13 @@ int nvmlDeviceGetPowerUsage(void* dev, unsigned* mw) {
 }
 int nvmlDeviceGetTotalEnergyConsumption(void* dev, unsigned long long* mj) {
   if (index_of(dev) == 1) return 3;  // NVML_ERROR_NOT_SUPPORTED: GPU 1 has no counter
-  *mj = static_cast<FakeGpu*>(dev)->energy_mj;
+  const FakeGpu& gpu = *static_cast<FakeGpu*>(dev);
+  *mj = gpu.energy_mj;
+  if (g_clocked) {  // mW x s = mJ
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
+    *mj += static_cast<unsigned long long>(gpu.power_mw * s);
+  }
   return 0;
 }
 int nvmlDeviceGetFieldValues(void* dev, int count, FieldValue* values) {
