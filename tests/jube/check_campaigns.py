@@ -562,7 +562,7 @@ def test_slurm(env):
 IMGCLS_REPORT_COLUMNS = [
     "JobID", "System", "Version", "Queue", "Runtime(s)", "Model", "Dataset", "Nodes", "Devices",
     "Tasks/Node", "Threads/Task", "Workers", "GlobalBatchSize", "BatchSize/Device", "Epoch",
-    "Precision", "Compiler", "CompilerMode", "ChannelLast", "Images/second",
+    "Precision", "Compiler", "CompilerMode", "ChannelLast", "Images/second", "TF32",
     "TrainImages/second", "Top1(%)", "Top5(%)", "Energy(Wh)", "Images/Wh", "J/image"]
 IMGCLS_CSV_COLUMNS = IMGCLS_REPORT_COLUMNS + [
     "Status", "Campaign", "JubeSystem", "Tags", "JubeWP", "SlurmJob", "Run", "Host", "GitCommit"]
@@ -629,6 +629,8 @@ def test_imgcls(env):
             "Devices": str(summary["devices"]), "Nodes": str(summary["nodes"]),
             "Precision": summary["precision"], "Model": summary["params"]["model"],
             "TrainImages/second": two_decimals(counter(summary, "train_images_per_s")),
+            # tf32 has no effect on this CPU system, and the record says so.
+            "TF32": summary["params"]["tf32_effect"],
             "Top1(%)": two_decimals(100 * counter(summary, "val_top1")),
             "Runtime(s)": two_decimals(summary["runtime_s"]),
             "JobID": summary["job_id"] or summary["run"],

@@ -28,6 +28,9 @@ inline constexpr const char* kParamModel = "model";                 // "resnet50
 inline constexpr const char* kParamDataset = "dataset";             // "synthetic", "imagenet"
 inline constexpr const char* kParamWorkers = "workers";             // data loader workers
 inline constexpr const char* kParamChannelsLast = "channels_last";  // "true" / "false"
+inline constexpr const char* kParamTf32 = "tf32";                   // the config's key: "1" / "0"
+// What TF32 did (Tf32State::effect): "cudnn", "cudnn+cublas", "off", "none(cpu)"; the TF32 column.
+inline constexpr const char* kParamTf32Effect = "tf32_effect";
 
 // The columns, in order: JobID, System, Version, Queue, Runtime(s), Model, Dataset, Nodes,
 // Devices, Tasks/Node, Threads/Task, Workers, GlobalBatchSize, BatchSize/Device, Epoch,
