@@ -557,8 +557,8 @@ def test_slurm(env):
 # ---- image classification (jube/image_classification.yaml) ----
 
 # The columns of `scaffold report --format csv` for image classification, as docs/reports.md
-# lists them: CARAML's CSV titles in CARAML's order (spec/caraml.md §1.5, without EnergyFile
-# and TrainOptim), then ours.
+# lists them: CARAML's CSV titles in CARAML's order (image_classification_torch_benchmark.xml,
+# without EnergyFile and TrainOptim), then ours.
 IMGCLS_REPORT_COLUMNS = [
     "JobID", "System", "Version", "Queue", "Runtime(s)", "Model", "Dataset", "Nodes", "Devices",
     "Tasks/Node", "Threads/Task", "Workers", "GlobalBatchSize", "BatchSize/Device", "Epoch",

@@ -1,7 +1,8 @@
 // Image classification's result table: CARAML's CSV columns for its PyTorch ResNet benchmark
-// (spec/caraml.md §1.5), titled exactly as CARAML titles them, then ours (training throughput,
-// accuracy, energy), all read from a report::RunRecord. Also the names of the counters and
-// parameters the workload must record for them. No LibTorch here: `scaffold report` links it.
+// (image_classification_torch_benchmark.xml's result_csv table), titled exactly as CARAML titles
+// them, then ours (training throughput, accuracy, energy), all read from a report::RunRecord. Also
+// the names of the counters and parameters the workload must record for them. No LibTorch here:
+// `scaffold report` links it.
 #pragma once
 
 #include <filesystem>

@@ -1,9 +1,10 @@
-// `scaffold image_classification`: CARAML's image-classification benchmark (caraml.md §1.5) as a
-// phase-structured driver: init (config, run folder, context) -> data (synthetic or an image
-// folder) -> model (ResNet, task, loop) -> timed training (warm-up epochs first, excluded by
-// name) -> report (epoch_stats.csv, summary.json, the final lines). Data parallel over every rank
-// (each rank a replica, BatchNorm statistics per replica and rank 0's running statistics
-// broadcast before each step, as DDP does); gradients reduced in buckets during backward.
+// `scaffold image_classification`: CARAML's image-classification benchmark
+// (docs/image_classification.md) as a phase-structured driver: init (config, run folder, context)
+// -> data (synthetic or an image folder) -> model (ResNet, task, loop) -> timed training (warm-up
+// epochs first, excluded by name) -> report (epoch_stats.csv, summary.json, the final lines). Data
+// parallel over every rank (each rank a replica, BatchNorm statistics per replica and rank 0's
+// running statistics broadcast before each step, as DDP does); gradients reduced in buckets during
+// backward.
 #include "workloads/image_classification/workload.hpp"
 
 #include <ATen/Parallel.h>

@@ -124,7 +124,7 @@ void expect_same(const IC& a, const IC& b) {
   EXPECT_EQ(a.progress_timeout_s, b.progress_timeout_s);
 }
 
-// The defaults as the task states them (CARAML's, spec caraml.md §1.5), written out here.
+// The defaults (CARAML's, docs/image_classification.md), written out here.
 void expect_caraml_defaults(const IC& c) {
   EXPECT_EQ(c.base_run_dir, "image_classification_runs");
   EXPECT_EQ(c.job_name, "image_classification");

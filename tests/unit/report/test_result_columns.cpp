@@ -1,6 +1,7 @@
 // Image classification's result columns (workloads/image_classification/result_columns) and the
 // suite's list of tables (suite/result_tables). The expected header and lines are written by
-// hand from CARAML's column list (spec/caraml.md §1.5) and the record's values, not generated.
+// hand from CARAML's column list (image_classification_torch_benchmark.xml, table result_csv)
+// and the record's values, not generated.
 #include <gtest/gtest.h>
 
 #include <cstdint>
