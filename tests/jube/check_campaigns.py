@@ -565,7 +565,8 @@ IMGCLS_REPORT_COLUMNS = [
     "Precision", "Compiler", "CompilerMode", "ChannelLast", "Images/second", "TF32",
     "TrainImages/second", "Top1(%)", "Top5(%)", "Energy(Wh)", "Images/Wh", "J/image"]
 IMGCLS_CSV_COLUMNS = IMGCLS_REPORT_COLUMNS + [
-    "Status", "Campaign", "JubeSystem", "Tags", "JubeWP", "SlurmJob", "Run", "Host", "GitCommit"]
+    "Status", "Campaign", "JubeSystem", "Tags", "JubeWP", "SlurmJob", "Run", "Host", "GitCommit",
+    "StdoutAverageImages/s"]
 
 
 def imgcls_tables(output):
@@ -636,6 +637,12 @@ def test_imgcls(env):
             "JobID": summary["job_id"] or summary["run"],
         }
         print("{0}: summary.json {1}".format(row["Run"], expected))
+        # CARAML's JUBE pattern (`Average Images/s: ${jube_pat_fp}`, expanded by JUBE itself) on
+        # the job's stdout reads int() of summary.json's images_per_s.
+        caraml = row["StdoutAverageImages/s"]
+        check(caraml != "" and float(caraml) == int(counter(summary, "images_per_s")),
+              "StdoutAverageImages/s of {0}: {1!r}, summary.json images_per_s {2}".format(
+                  row["Run"], caraml, counter(summary, "images_per_s")))
         for title, value in expected.items():
             check(row[title] == value and shown[title] == value,
                   "{0} of {1}: table {2!r} (pretty {3!r}), summary.json {4!r}".format(
