@@ -114,8 +114,8 @@ std::vector<Spec> image_classification_keys() {
       "lr_gamma", &IC::lr_gamma, "StepLR: factor applied to the learning rate at each decay",
       "a number in (0, 1]", +[](const double& v) { return v > 0.0 && v <= 1.0; }));
   add_choice(bind_key("precision", &IC::precision,
-                      "numeric precision: fp32; bf16 autocast; tf32 matmuls and convolutions "
-                      "(CUDA only); fp16 autocast with loss scaling (CUDA only)",
+                      "numeric precision: fp32; bf16 autocast with loss scaling; tf32 matmuls "
+                      "and convolutions (CUDA only); fp16 autocast with loss scaling (CUDA only)",
                       "one of fp32, bf16, tf32, fp16"),
              {"fp32", "bf16", "tf32", "fp16"});
   {
