@@ -234,7 +234,8 @@ IMGCLS_CELLS = (
     ("global_batch", "GlobalBatchSize"), ("local_batch", "BatchSize/Device"),
     ("epochs", "Epoch"), ("precision", "Precision"), ("compiler", "Compiler"),
     ("compiler_mode", "CompilerMode"), ("channels_last", "ChannelLast"),
-    ("images_per_s", "Images/second"), ("train_images_per_s", "TrainImages/second"),
+    ("images_per_s", "Images/second"), ("tf32", "TF32"),
+    ("train_images_per_s", "TrainImages/second"),
     ("top1", "Top1(%)"), ("top5", "Top5(%)"), ("energy_wh", "Energy(Wh)"),
     ("images_per_wh", "Images/Wh"), ("j_per_image", "J/image"),
 )
@@ -275,7 +276,7 @@ def collect_image_classification(args):
              ("GlobalBatchSize", summary["global_batch"]),
              ("BatchSize/Device", summary["local_batch"]), ("Epoch", summary["epochs"]),
              ("Precision", summary["precision"]), ("Model", params.get("model")),
-             ("Dataset", params.get("dataset")))
+             ("Dataset", params.get("dataset")), ("TF32", params.get("tf32_effect")))
     check_agreement(run_dir, [
         None if report[title] == str(value) else
         "{0}: report.csv '{1}', summary.json {2!r}".format(title, report[title], value)

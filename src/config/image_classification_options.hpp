@@ -1,6 +1,8 @@
-// The image-classification configuration: CARAML's PyTorch ResNet benchmark (spec caraml.md
-// §1.5) with its defaults: SGD lr 0.01 with StepLR(10, 0.1), 5 warm-up and 100 timed epochs over
-// 9 000 + 1 000 synthetic 224x224 images. Built only by config/load (YAML + flags -> validated
+// The image-classification configuration: CARAML's PyTorch ResNet benchmark with its defaults
+// (image_classification_torch.py; each value and its source line: docs/image_classification.md):
+// plain SGD lr 0.01 (momentum 0, weight decay 0) with StepLR(10, 0.1), GradScaler(init_scale 1,
+// growth_interval 100) for fp16 and bf16, PyTorch's TF32 defaults, 5 warm-up and 100 timed epochs
+// over 9 000 + 1 000 synthetic 224x224 images. Built only by config/load (YAML + flags -> validated
 // struct); immutable afterwards. Checks that need the rank count or the device (the global batch
 // dividing over the ranks, tf32/fp16 needing CUDA) are the driver's.
 #pragma once
@@ -37,11 +39,18 @@ struct ImageClassificationConfig {
   double time_budget_s = 0.0;  // 0: none; else stop after the epoch in which it is passed
   std::string optimizer = "SGD";
   double learning_rate = 0.01;
-  double momentum = 0.9;
-  double weight_decay = 0.0001;
-  int lr_step_size = 10;            // StepLR: epochs between decays
-  double lr_gamma = 0.1;            // StepLR: decay factor
-  std::string precision = "fp32";   // fp32 | bf16 | tf32 | fp16 (tf32 and fp16 need CUDA)
+  double momentum = 0.0;           // CARAML: torch.optim.SGD(params, lr=args.lr), momentum 0
+  double weight_decay = 0.0;       // CARAML: SGD's default 0
+  int lr_step_size = 10;           // StepLR: epochs between decays
+  double lr_gamma = 0.1;           // StepLR: decay factor
+  std::string precision = "fp32";  // fp32 | bf16 | tf32 | fp16 (tf32 and fp16 need CUDA)
+  // CUDA: 1 keeps PyTorch's TF32 defaults as CARAML does (cuDNN convolutions may use TF32; cuBLAS
+  // matmuls only with precision tf32); 0 turns TF32 off in both. No effect on a CPU.
+  bool tf32 = true;
+  // Dynamic loss scaling for fp16 and bf16 (CARAML's GradScaler(init_scale=1, growth_factor=2,
+  // backoff_factor=0.5, growth_interval=100)).
+  double loss_scale_init = 1.0;
+  int loss_scale_growth_interval = 100;
   bool channels_last = true;        // NHWC memory format (CARAML: on)
   bool zero_init_residual = false;  // zero the last BatchNorm weight of each residual block
 

@@ -114,10 +114,31 @@ std::vector<Spec> image_classification_keys() {
       "lr_gamma", &IC::lr_gamma, "StepLR: factor applied to the learning rate at each decay",
       "a number in (0, 1]", +[](const double& v) { return v > 0.0 && v <= 1.0; }));
   add_choice(bind_key("precision", &IC::precision,
-                      "numeric precision: fp32; bf16 autocast; tf32 matmuls and convolutions "
-                      "(CUDA only); fp16 autocast with loss scaling (CUDA only)",
+                      "numeric precision: fp32; bf16 autocast with loss scaling; tf32 matmuls "
+                      "and convolutions (CUDA only); fp16 autocast with loss scaling (CUDA only)",
                       "one of fp32, bf16, tf32, fp16"),
              {"fp32", "bf16", "tf32", "fp16"});
+  {
+    const auto i = add(bind_key("tf32", &IC::tf32,
+                                "CUDA: 1 keeps PyTorch's TF32 defaults as CARAML does (cuDNN "
+                                "convolutions may use TF32, cuBLAS matmuls only with precision "
+                                "tf32); 0 turns TF32 off for both; no effect on a CPU",
+                                kBoolAllowed, bool_any));
+    t[i].depends_on = {"precision"};
+    t[i].cross_check = [](const IC& c) {
+      return c.tf32 || c.precision != "tf32"
+                 ? std::string()
+                 : std::string("1 when precision is tf32 (tf32: 0 turns TF32 off)");
+    };
+  }
+  add(bind_key(
+      "loss_scale_init", &IC::loss_scale_init,
+      "fp16 and bf16: the initial dynamic loss scale (CARAML's GradScaler init_scale)",
+      "a number > 0", +[](const double& v) { return v > 0.0; }));
+  add(bind_key("loss_scale_growth_interval", &IC::loss_scale_growth_interval,
+               "fp16 and bf16: good steps after which the loss scale doubles (CARAML's "
+               "GradScaler growth_interval)",
+               "an integer >= 1", at_least_1));
   add(bind_key("channels_last", &IC::channels_last,
                "1 keeps images and activations in NHWC (channels-last) memory format", kBoolAllowed,
                bool_any));

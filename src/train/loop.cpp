@@ -104,6 +104,12 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
       parallel_(std::move(parallel)),
       checkpoint_writer_(options_.async_save) {
   if (!options_.make_optimizer) throw core::Error("TrainingLoop: no optimizer factory given");
+  if (options_.loss_scaling &&
+      !(options_.loss_scale_init > 0.0 && options_.loss_scale_growth_interval >= 1))
+    throw core::Error(
+        fmt::format("TrainingLoop: loss scale {} and growth interval {} must be > 0 and >= 1",
+                    options_.loss_scale_init, options_.loss_scale_growth_interval));
+  loss_scale_ = options_.loss_scale_init;
   torch::nn::Module& module = task_.module();
   module.to(device_);
   if (parallel_.world && parallel_.world->size() > 1) {
@@ -190,7 +196,7 @@ bool TrainingLoop::unscale_gradients() {
     return false;
   }
   for (at::Tensor& g : grads) g.mul_(1.0 / loss_scale_);
-  if (++good_steps_ == 2000) {
+  if (++good_steps_ >= options_.loss_scale_growth_interval) {
     loss_scale_ *= 2.0;
     good_steps_ = 0;
   }

@@ -115,9 +115,12 @@ struct LoopOptions {
   int loader_workers = 1;
   // DDP's broadcast_buffers: rank 0's buffers (BatchNorm running statistics) before every step.
   bool broadcast_buffers = false;
-  // Dynamic loss scaling for fp16 (torch.cuda.amp.GradScaler's defaults: scale 2^16, halved and
-  // the step skipped when a gradient is not finite, doubled after 2000 good steps).
+  // Dynamic loss scaling as torch.cuda.amp.GradScaler: the loss times the scale, the gradients
+  // divided by it; the scale halved and the step skipped when a gradient is not finite, doubled
+  // after loss_scale_growth_interval good steps. The defaults are GradScaler's (2^16, 2000).
   bool loss_scaling = false;
+  double loss_scale_init = 65536.0;
+  int64_t loss_scale_growth_interval = 2000;
   profile::Profiler* profiler = nullptr;  // named regions and the per-batch step; null: off
   core::Watchdog* watchdog = nullptr;     // told of every finished step and validation batch
 

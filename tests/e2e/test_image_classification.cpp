@@ -1,27 +1,31 @@
 // End-to-end tests of `scaffold image_classification` at a tiny size: a ResNet-18 on separable
 // synthetic 32x32 images learns (validation accuracy far above chance), the run folder holds
 // epoch_stats.csv and summary.json whose figures follow CARAML's definitions from the rows, and
-// `scaffold report` prints the same numbers in CARAML's columns. Also: an image folder of PNG
-// files trains, and bad input fails with one clear message and no run folder.
-#include <gtest/gtest.h>
-
+// `scaffold report` prints the same numbers in CARAML's columns; stdout carries CARAML's lines,
+// which CARAML's JUBE pattern reads; the energy of each window is the integral of a power that
+// changes over time; tf32 is recorded. Also: an image folder of PNG files trains, and bad input
+// fails with one clear message and no run folder.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
-#include <thread>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
+#include <regex>
+#include <sstream>
+#include <thread>
 
 #include "core/fs.hpp"
 #include "e2e/e2e_util.hpp"
-#include "workloads/image_classification/image_decode.hpp"
+#include "e2e/varying_power.hpp"
 #include "test_util.hpp"
+#include "workloads/image_classification/image_decode.hpp"
 
 namespace scaffold {
 namespace {
@@ -33,12 +37,13 @@ using test::TempDir;
 // 256 training and 64 validation images of 4 separable classes; 2 warm-up + 3 timed epochs.
 fs::path write_tiny_config(const fs::path& dir, const std::string& extra = "") {
   const fs::path cfg = dir / "tiny_ic.yml";
-  std::ofstream(cfg) << "model: resnet18\nnum_classes: 4\nimage_size: 32\ndataset: synthetic\n"
-                     << "synthetic_train_images: 256\nsynthetic_val_images: 64\nsynthetic_separable: 1\n"
-                     << "global_batch_size: 32\nepochs: 3\nwarmup_epochs: 2\nlearning_rate: 0.05\n"
-                     << "dataloader_num_workers: 1\nchannels_last: 0\n"
-                     << "base_run_dir: " << (dir / "runs").string() << "\n"
-                     << extra;
+  std::ofstream(cfg)
+      << "model: resnet18\nnum_classes: 4\nimage_size: 32\ndataset: synthetic\n"
+      << "synthetic_train_images: 256\nsynthetic_val_images: 64\nsynthetic_separable: 1\n"
+      << "global_batch_size: 32\nepochs: 3\nwarmup_epochs: 2\nlearning_rate: 0.05\n"
+      << "dataloader_num_workers: 1\nchannels_last: 0\n"
+      << "base_run_dir: " << (dir / "runs").string() << "\n"
+      << extra;
   return cfg;
 }
 
@@ -51,12 +56,13 @@ double counter(const nlohmann::json& summary, const std::string& name) {
 
 TEST(ImageClassification, LearnsSeparableImagesAndRecordsCaramlFigures) {
   TempDir dir;
-  const auto r = run_command(kBinary + " image_classification --threads 2 -c " + write_tiny_config(dir.path()).string());
+  const auto r = run_command(kBinary + " image_classification --threads 2 -c " +
+                             write_tiny_config(dir.path()).string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Average Images/s: "), std::string::npos) << r.output;
   const fs::path run = test::only_run_dir(dir.path());
-  for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh", "system.json",
-                        "summary.json", "epoch_stats.csv"})
+  for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh",
+                        "system.json", "summary.json", "epoch_stats.csv"})
     EXPECT_TRUE(fs::is_regular_file(run / f)) << f;
 
   const auto rows = test::csv_rows(run / "epoch_stats.csv");
@@ -94,8 +100,10 @@ TEST(ImageClassification, LearnsSeparableImagesAndRecordsCaramlFigures) {
   EXPECT_NEAR(counter(s, "train_images_per_s"), train_per_epoch[1], 1e-9 * train_per_epoch[1]);
   EXPECT_NEAR(s.at("time_s").get<double>(), time_s, 1e-9 * time_s);
   EXPECT_NEAR(counter(s, "val_top1"), last_top1, 1e-12);
-  EXPECT_EQ(counter(s, "parameters"), 11178564.0) << "ResNet-18 with 4 classes: 11,689,512 - 508 x 996";
-  EXPECT_NE(r.output.find(fmt::format("Average Images/s: {}", static_cast<long long>(mean))), std::string::npos)
+  EXPECT_EQ(counter(s, "parameters"), 11178564.0)
+      << "ResNet-18 with 4 classes: 11,689,512 - 508 x 996";
+  EXPECT_NE(r.output.find(fmt::format("Average Images/s: {}", static_cast<long long>(mean))),
+            std::string::npos)
       << r.output;
 
   // scaffold report: CARAML's columns with the same numbers.
@@ -105,38 +113,175 @@ TEST(ImageClassification, LearnsSeparableImagesAndRecordsCaramlFigures) {
   std::string header, row;
   std::getline(lines, header);
   std::getline(lines, row);
-  EXPECT_EQ(header.substr(0, 60), std::string("JobID,System,Version,Queue,Runtime(s),Model,Dataset,Nodes,Devices,").substr(0, 60));
+  EXPECT_EQ(header.substr(0, 60),
+            std::string("JobID,System,Version,Queue,Runtime(s),Model,Dataset,Nodes,Devices,")
+                .substr(0, 60));
   EXPECT_NE(row.find(fmt::format(",{:.2f},", mean)), std::string::npos) << header << "\n" << row;
   EXPECT_NE(row.find(",resnet18,synthetic,"), std::string::npos) << row;
 }
 
-// Energy over the timed windows with the GH200 hwmon fixture (two modules at 412.5 + 398.0 W,
-// constant): the record's energy is 810.5 W x the timed train + validation windows, and
-// images/Wh and J/image follow from the images of the timed epochs.
-TEST(ImageClassification, EnergyOfTheTimedEpochsAndImagesPerWh) {
+// Energy of every window against the closed-form integral of a power that changes over time
+// (varying_power.hpp's ramp: 200 W rising by 25 W/s from the fixture's start). A window at the
+// wrong place, a constant power times the duration, or a sum over the wrong windows give other
+// energies. The windows' start_s count from the steady-clock origin the run logs.
+//
+// Tolerance: 8 W of average power per window. Linear interpolation between the sampler's
+// readings is exact for a ramp; what remains is the fixture's lag (its value is P at its last
+// rewrite, every 1 ms: 25 W/s x 0.2 s = 5 W even if the writer is descheduled for 200 ms). A
+// window misplaced by d seconds is off by 25 W/s x d whatever its length, so one off by more
+// than 0.32 s fails; the test checks that a 0.5 s shift would, window by window.
+TEST(ImageClassification, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
   TempDir dir;
-  const std::string fixture = std::string(SCAFFOLD_SOURCE_DIR) + "/tests/fixtures/energy/gh200/hwmon";
-  const auto r = run_command("SCAFFOLD_HWMON_ROOT=" + fixture + " SCAFFOLD_POWERCAP_ROOT=/nonexistent " + kBinary +
-                             " image_classification --threads 2 --epochs 2 --warmup-epochs 1 -c " +
+  test::VaryingPowerFixture power(dir.path() / "fixture", test::PowerRamp{200.0, 25.0},
+                                  test::PowerClock::steady);
+  const auto r = run_command("SCAFFOLD_HWMON_ROOT=" + power.hwmon_root().string() +
+                             " SCAFFOLD_POWERCAP_ROOT=/nonexistent " + kBinary +
+                             " image_classification --threads 2 --epochs 3 --warmup-epochs 1 -c " +
                              write_tiny_config(dir.path()).string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m,
+                                std::regex(R"(start_s counts from steady-clock time ([0-9.]+) s)")))
+      << r.output;
+  const double origin_s = std::stod(m[1]);
+  const double tol_w = 8.0, shift_s = 0.5;
+
   const fs::path run = test::only_run_dir(dir.path());
   const auto windows = test::csv_rows(run / "energy_stats.csv");
-  double timed_s = 0.0;
+  // columns: window,epoch,start_s,duration_s,energy_j,energy_wh,avg_power_w,peak_power_w,samples
+  ASSERT_EQ(windows.size(), 1u + 1u + 3u * 2u)
+      << "header, warm-up, train + validation per timed epoch";
+  EXPECT_EQ(windows[1][0], "warmup");
+  double timed_s = 0.0, timed_ref_j = 0.0, lowest_avg_w = 1e9, highest_avg_w = 0.0;
   int timed_windows = 0;
-  for (std::size_t i = 1; i < windows.size(); ++i)
+  for (std::size_t i = 1; i < windows.size(); ++i) {
+    const double t0 = origin_s + std::stod(windows[i][2]), d = std::stod(windows[i][3]),
+                 t1 = t0 + d;
+    ASSERT_GT(d, 0.0) << "row " << i;
+    const double ref_j = power.energy_j(t0, t1);
+    EXPECT_NEAR(std::stod(windows[i][4]), ref_j, tol_w * d)
+        << "row " << i << " (" << windows[i][0] << ") [" << t0 << ", " << t1 << "]";
+    EXPECT_NEAR(std::stod(windows[i][6]), ref_j / d, tol_w) << "average power, row " << i;
+    EXPECT_NEAR(std::stod(windows[i][7]), power.peak_w(t0, t1), tol_w) << "peak power, row " << i;
+    ASSERT_GT(std::abs(power.energy_j(t0 + shift_s, t1 + shift_s) - ref_j), tol_w * d)
+        << "a window misplaced by " << shift_s << " s must fail, row " << i;
+    lowest_avg_w = std::min(lowest_avg_w, ref_j / d);
+    highest_avg_w = std::max(highest_avg_w, ref_j / d);
     if (windows[i][0] == "train" || windows[i][0] == "validation") {
-      timed_s += std::stod(windows[i][3]);
+      timed_s += d;
+      timed_ref_j += ref_j;
       ++timed_windows;
     }
-  EXPECT_EQ(timed_windows, 4) << "train + validation for each of the 2 timed epochs";
+  }
+  EXPECT_EQ(timed_windows, 6) << "train + validation for each of the 3 timed epochs";
+  ASSERT_GT(highest_avg_w - lowest_avg_w, 2 * tol_w)
+      << "the windows must see different powers for this test to tell a wrong window from a right "
+         "one";
+
+  // summary.json: the timed windows' energy (warm-up excluded) against the independent integral;
+  // images/Wh and J/image from the timed epochs' images.
   const nlohmann::json s = nlohmann::json::parse(core::read_file(run / "summary.json"));
   const double wh = s.at("energy_wh").get<double>();
-  EXPECT_NEAR(wh, 810.5 * timed_s / 3600.0, 1e-6 * wh);
-  const double images = 2 * (256.0 + 64.0);
+  EXPECT_NEAR(wh, timed_ref_j / 3600.0, tol_w * timed_s / 3600.0);
+  const double images = 3 * (256.0 + 64.0);
   EXPECT_NEAR(counter(s, "images_per_wh"), images / wh, 1e-9 * images / wh);
   EXPECT_NEAR(counter(s, "j_per_image"), wh * 3600.0 / images, 1e-9 * wh * 3600.0 / images);
   EXPECT_TRUE(fs::exists(run / "energy_phases.csv")) << "the phases are measured too";
+}
+
+// CARAML's lines on stdout (not through the logger, which writes to stderr). The JUBE pattern is
+// transcribed from CARAML's image_classification/image_classification_torch_benchmark.xml
+// (patternset "pattern", the GPU variant: `Average Images/s: ${jube_pat_fp}`), with $jube_pat_fp
+// expanded to JUBE's definition (jube2/pattern.py, get_jube_pattern:
+// ([+-]?(?:\d*\.?\d+(?:[eE][-+]?\d+)?|\d+\.))). That is the only pattern CARAML's JUBE file
+// applies to the trainer's output (the others read `time -p`, sbatch and the combine step). The
+// other lines are CARAML's print0 calls in image_classification_torch.py, matched with the same
+// float macro. Every value is checked against summary.json and epoch_stats.csv. Also: the tf32
+// key is recorded in system.json, summary.json and the report's TF32 column, as "none(cpu)" here.
+TEST(ImageClassification, StdoutHasCaramlsLinesThatItsJubePatternReads) {
+  TempDir dir;
+  const fs::path err = dir.path() / "stderr.txt";
+  const auto r = run_command("(" + kBinary + " image_classification --threads 2 -c " +
+                             write_tiny_config(dir.path()).string() + " 2>" + err.string() + ")");
+  ASSERT_EQ(r.exit_code, 0) << r.output << core::read_file(err);
+  const std::string& out = r.output;  // stdout only
+  const std::string fp = R"(([+-]?(?:\d*\.?\d+(?:[eE][-+]?\d+)?|\d+\.)))";
+  const auto all = [&](const std::string& pattern) {
+    std::vector<std::smatch> found;
+    const std::regex re(pattern);
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+         ++it)
+      found.push_back(*it);
+    return found;
+  };
+  const fs::path run = test::only_run_dir(dir.path());
+  const nlohmann::json s = nlohmann::json::parse(core::read_file(run / "summary.json"));
+  const auto rows = test::csv_rows(run / "epoch_stats.csv");
+  ASSERT_EQ(rows.size(), 1u + 2u + 3u);
+
+  // CARAML's JUBE pattern: one match, int() of the mean images/s (truncated: within [x - 1, x]).
+  const auto average = all("Average Images/s: " + fp);
+  ASSERT_EQ(average.size(), 1u) << out;
+  const double images_per_s = counter(s, "images_per_s");
+  EXPECT_LE(std::stod(average[0][1]), images_per_s);
+  EXPECT_GT(std::stod(average[0][1]), images_per_s - 1.0);
+  EXPECT_EQ(core::read_file(err).find("Average Images/s"), std::string::npos) << "on stdout only";
+
+  // print0(f'Training for {args.epochs} epoch(s) took {np.round(..., 3)} s'): the timed epochs
+  // and their time (summary's time_s, printed to 3 decimals: within 0.5 ms).
+  const auto training = all(R"(Training for (\d+) epoch\(s\) took )" + fp + " s");
+  ASSERT_EQ(training.size(), 1u) << out;
+  EXPECT_EQ(std::stoi(training[0][1]), s.at("epochs").get<int>());
+  EXPECT_NEAR(std::stod(training[0][2]), s.at("time_s").get<double>(), 5e-4 + 1e-9);
+  // print0(f'End of warm-up epochs (took {np.round(..., 3)} s)...'): wall time from the first
+  // warm-up epoch's start to the last one's end, at least their durations' sum and at most 0.2 s
+  // (the epoch bookkeeping between them) plus 5 % more.
+  const auto warmup = all(R"(End of warm-up epochs \(took )" + fp + R"( s\)\.\.\.)");
+  ASSERT_EQ(warmup.size(), 1u) << out;
+  const double warmup_sum = std::stod(rows[1][8]) + std::stod(rows[2][8]);
+  EXPECT_GE(std::stod(warmup[0][1]), warmup_sum - 5e-4);
+  EXPECT_LE(std::stod(warmup[0][1]), 1.05 * warmup_sum + 0.2);
+  // The grid table: one row, the last (3rd) timed epoch, Images/s = 320 / its duration (.0f).
+  const auto grid = all(R"(\|\s+(\d+) \|\s+(\d+) \|\s+([0-9]+\.[0-9]{3}) \|)");
+  ASSERT_EQ(grid.size(), 1u) << out;
+  EXPECT_EQ(grid[0][1], "3");
+  const double last_s = std::stod(rows[5][8]);
+  EXPECT_NEAR(std::stod(grid[0][2]), 320.0 / last_s, 0.5 + 1e-9);
+  EXPECT_NEAR(std::stod(grid[0][3]), last_s, 5e-4 + 1e-9);
+  EXPECT_NE(out.find("|   Epoch |   Images/s |   Time (s) |\n"), std::string::npos) << out;
+  // The opening lines.
+  EXPECT_EQ(all("No GPUs Detected, using CPU").size(), 1u) << out;
+  EXPECT_EQ(all("Creating datasets took " + fp + " s").size(), 1u) << out;
+  EXPECT_EQ(all(R"(Starting training with 320 images\.\.\.)").size(), 1u) << out;
+  EXPECT_EQ(all(R"(Starting warm-up epochs \.\.\.)").size(), 1u) << out;
+
+  // tf32 (default 1) on a CPU: recorded, and recorded as having no effect.
+  const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
+  const auto kernels = sys.at("kernels").get<std::vector<std::string>>();
+  EXPECT_EQ(kernels, (std::vector<std::string>{"tf32=1", "tf32_effect=none(cpu)"}));
+  EXPECT_EQ(s.at("params").at("tf32"), "1");
+  EXPECT_EQ(s.at("params").at("tf32_effect"), "none(cpu)");
+  const auto rep = run_command(kBinary + " report --format csv " + run.string());
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  std::istringstream lines(rep.output);
+  std::string header, row;
+  std::getline(lines, header);
+  std::getline(lines, row);
+  const auto cells = [](const std::string& line) {  // empty cells kept, the last one too
+    std::vector<std::string> v(1);
+    for (const char c : line) {
+      if (c == ',')
+        v.emplace_back();
+      else
+        v.back().push_back(c);
+    }
+    return v;
+  };
+  const auto titles = cells(header), values = cells(row);
+  const auto at = std::find(titles.begin(), titles.end(), "TF32");
+  ASSERT_NE(at, titles.end()) << header;
+  ASSERT_EQ(titles.size(), values.size()) << header << "\n" << row;
+  EXPECT_EQ(values[static_cast<std::size_t>(at - titles.begin())], "none(cpu)") << row;
 }
 
 // synthetic_device: only labels come from the loader, the images are drawn on the device from
@@ -145,9 +290,11 @@ TEST(ImageClassification, SyntheticImagesDrawnOnTheDeviceAreDeterministic) {
   std::vector<std::vector<std::vector<std::string>>> runs;
   for (int i = 0; i < 2; ++i) {
     TempDir dir;
-    const auto r = run_command(kBinary + " image_classification --threads 1 --dataset synthetic_device --epochs 1 "
-                               "--warmup-epochs 0 --synthetic-train-images 64 --synthetic-val-images 32 -c " +
-                               write_tiny_config(dir.path()).string());
+    const auto r =
+        run_command(kBinary +
+                    " image_classification --threads 1 --dataset synthetic_device --epochs 1 "
+                    "--warmup-epochs 0 --synthetic-train-images 64 --synthetic-val-images 32 -c " +
+                    write_tiny_config(dir.path()).string());
     ASSERT_EQ(r.exit_code, 0) << r.output;
     runs.push_back(test::csv_rows(test::only_run_dir(dir.path()) / "epoch_stats.csv"));
   }
@@ -155,7 +302,8 @@ TEST(ImageClassification, SyntheticImagesDrawnOnTheDeviceAreDeterministic) {
   EXPECT_EQ(runs[0][1][11], "64");
   EXPECT_EQ(runs[0][1][12], "32");
   for (std::size_t c : {2u, 3u, 4u, 5u, 6u})  // losses and accuracies; not the wall times
-    EXPECT_EQ(runs[0][1][c], runs[1][1][c]) << "column " << c << " differs between two runs of one seed";
+    EXPECT_EQ(runs[0][1][c], runs[1][1][c])
+        << "column " << c << " differs between two runs of one seed";
 }
 
 // Two classes told apart by brightness, 8 training and 4 validation images each, under data/.
@@ -186,9 +334,11 @@ TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
   write_two_class_folder(data);
   // A second config file layered over the tiny one (later files win key by key).
   const fs::path folder_cfg = dir.path() / "folder.yml";
-  std::ofstream(folder_cfg) << "dataset: folder\ndata_dir: " << data.string() << "\nnum_classes: 2\nglobal_batch_size: 4\n";
+  std::ofstream(folder_cfg) << "dataset: folder\ndata_dir: " << data.string()
+                            << "\nnum_classes: 2\nglobal_batch_size: 4\n";
   const std::string cfg = write_tiny_config(dir.path()).string() + " -c " + folder_cfg.string();
-  const auto r = run_command(kBinary + " image_classification --threads 2 --epochs 2 --warmup-epochs 1 -c " + cfg);
+  const auto r = run_command(
+      kBinary + " image_classification --threads 2 --epochs 2 --warmup-epochs 1 -c " + cfg);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto rows = test::csv_rows(test::only_run_dir(dir.path()) / "epoch_stats.csv");
   ASSERT_EQ(rows.size(), 4u);
@@ -196,17 +346,23 @@ TEST(ImageClassification, TrainsOnAnImageFolderOfPngs) {
   EXPECT_EQ(rows[1][12], "8");
 
   // A class count that does not match the folders, and a corrupt image: one clear error each.
-  const auto wrong = run_command(kBinary + " image_classification --threads 1 --num-classes 3 -c " + cfg);
+  const auto wrong =
+      run_command(kBinary + " image_classification --threads 1 --num-classes 3 -c " + cfg);
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
-  EXPECT_NE(wrong.output.find("holds 2 class folders but num_classes is 3"), std::string::npos) << wrong.output;
+  EXPECT_NE(wrong.output.find("holds 2 class folders but num_classes is 3"), std::string::npos)
+      << wrong.output;
   std::ofstream(data / "train" / "dark" / "broken.png") << "not a png";
-  const auto broken = run_command(kBinary + " image_classification --threads 1 --epochs 1 --warmup-epochs 0 -c " + cfg);
+  const auto broken = run_command(
+      kBinary + " image_classification --threads 1 --epochs 1 --warmup-epochs 0 -c " + cfg);
   EXPECT_EQ(broken.exit_code, 1) << broken.output;
   EXPECT_NE(broken.output.find("broken.png"), std::string::npos) << broken.output;
-  const auto skipped = run_command(kBinary + " image_classification --threads 1 --epochs 1 --warmup-epochs 0 "
-                                   "--skip-bad-images 1 -c " + cfg);
+  const auto skipped = run_command(kBinary +
+                                   " image_classification --threads 1 --epochs 1 --warmup-epochs 0 "
+                                   "--skip-bad-images 1 -c " +
+                                   cfg);
   EXPECT_EQ(skipped.exit_code, 0) << skipped.output;
-  EXPECT_NE(skipped.output.find("unreadable image(s) were skipped"), std::string::npos) << skipped.output;
+  EXPECT_NE(skipped.output.find("unreadable image(s) were skipped"), std::string::npos)
+      << skipped.output;
 }
 
 // A class folder holding `self -> .` (and one holding a link two levels up, to the split's
@@ -220,19 +376,23 @@ TEST(ImageClassification, LinkLoopsInAnImageFolderAreSkippedWithAWarningNamingTh
   fs::create_directories(data / "train" / "light" / "sub");
   fs::create_directory_symlink("../..", data / "train" / "light" / "sub" / "up2");
   const fs::path folder_cfg = dir.path() / "folder.yml";
-  std::ofstream(folder_cfg) << "dataset: folder\ndata_dir: " << data.string() << "\nnum_classes: 2\nglobal_batch_size: 4\n";
+  std::ofstream(folder_cfg) << "dataset: folder\ndata_dir: " << data.string()
+                            << "\nnum_classes: 2\nglobal_batch_size: 4\n";
   const std::string cfg = write_tiny_config(dir.path()).string() + " -c " + folder_cfg.string();
-  const auto r = run_command("timeout -k 5 120 " + kBinary +
-                             " image_classification --threads 2 --epochs 1 --warmup-epochs 0 -c " + cfg);
+  const auto r =
+      run_command("timeout -k 5 120 " + kBinary +
+                  " image_classification --threads 2 --epochs 1 --warmup-epochs 0 -c " + cfg);
   ASSERT_NE(r.exit_code, 124) << "the run did not end within 120 s (a symlink loop?)";
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const fs::path& link : {data / "train" / "dark" / "self", data / "train" / "light" / "sub" / "up2"}) {
+  for (const fs::path& link :
+       {data / "train" / "dark" / "self", data / "train" / "light" / "sub" / "up2"}) {
     const std::string warning = link.string() + ": symbolic link to '";
     const std::size_t at = r.output.find(warning);
     EXPECT_NE(at, std::string::npos) << warning << "\n" << r.output;
     EXPECT_EQ(r.output.find(warning, at + 1), std::string::npos) << "warned once: " << r.output;
   }
-  EXPECT_NE(r.output.find("leads back to a folder that contains it (a loop); skipped"), std::string::npos)
+  EXPECT_NE(r.output.find("leads back to a folder that contains it (a loop); skipped"),
+            std::string::npos)
       << r.output;
   const auto rows = test::csv_rows(test::only_run_dir(dir.path()) / "epoch_stats.csv");
   ASSERT_EQ(rows.size(), 2u);
@@ -246,8 +406,8 @@ TEST(ImageClassification, LinkLoopsInAnImageFolderAreSkippedWithAWarningNamingTh
 TEST(ImageClassification, AWarningSignalStopsCleanlyAndRestartResumes) {
   TempDir dir;
   const fs::path cfg = write_tiny_config(dir.path(), "checkpoint_interval: 2\n");
-  const pid_t pid = test::spawn_scaffold({"image_classification", "--threads", "1", "--epochs", "50", "-c",
-                                          cfg.string()});
+  const pid_t pid = test::spawn_scaffold(
+      {"image_classification", "--threads", "1", "--epochs", "50", "-c", cfg.string()});
   ASSERT_GT(pid, 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   fs::path run;
@@ -255,7 +415,8 @@ TEST(ImageClassification, AWarningSignalStopsCleanlyAndRestartResumes) {
   while (std::chrono::steady_clock::now() < deadline) {
     if (fs::exists(dir.path() / "runs")) {
       for (const auto& e : fs::directory_iterator(dir.path() / "runs")) run = e.path();
-      if (!run.empty() && fs::exists(run / "epoch_stats.csv") && test::csv_rows(run / "epoch_stats.csv").size() >= 4)
+      if (!run.empty() && fs::exists(run / "epoch_stats.csv") &&
+          test::csv_rows(run / "epoch_stats.csv").size() >= 4)
         break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -278,29 +439,33 @@ TEST(ImageClassification, AWarningSignalStopsCleanlyAndRestartResumes) {
 
   // Resume: the epochs continue from the stop (2 warm-up + 50 timed in the original command,
   // here capped at done + 1 timed epoch more).
-  const auto resumed =
-      run_command("bash " + (run / "restart.sh").string() + " --epochs " + std::to_string(done - 2 + 1));
+  const auto resumed = run_command("bash " + (run / "restart.sh").string() + " --epochs " +
+                                   std::to_string(done - 2 + 1));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find(fmt::format("resumed from {}", (run / "checkpoints" / "checkpoint_last").string())),
+  EXPECT_NE(resumed.output.find(
+                fmt::format("resumed from {}", (run / "checkpoints" / "checkpoint_last").string())),
             std::string::npos)
       << resumed.output;
   const auto after = test::csv_rows(run / "epoch_stats.csv");
   ASSERT_EQ(after.size(), rows.size() + 1) << core::read_file(run / "epoch_stats.csv");
   EXPECT_EQ(std::stoll(after.back()[0]), done + 1);
-  for (std::size_t i = 1; i < rows.size(); ++i) EXPECT_EQ(after[i], rows[i]) << "row " << i << " kept";
+  for (std::size_t i = 1; i < rows.size(); ++i)
+    EXPECT_EQ(after[i], rows[i]) << "row " << i << " kept";
 }
 
 TEST(ImageClassification, BadInputIsOneClearErrorAndNoRunFolder) {
   TempDir dir;
   const fs::path cfg = write_tiny_config(dir.path());
-  const auto model = run_command(kBinary + " image_classification --model resnet19 -c " + cfg.string());
+  const auto model =
+      run_command(kBinary + " image_classification --model resnet19 -c " + cfg.string());
   EXPECT_EQ(model.exit_code, 1) << model.output;
   EXPECT_NE(model.output.find("model"), std::string::npos) << model.output;
   EXPECT_NE(model.output.find("resnet19"), std::string::npos) << model.output;
-  const auto batch = run_command(test::mpiexec(2) + kBinary + " image_classification --global-batch-size 33 -c " +
-                                 cfg.string());
+  const auto batch = run_command(test::mpiexec(2) + kBinary +
+                                 " image_classification --global-batch-size 33 -c " + cfg.string());
   EXPECT_NE(batch.exit_code, 0) << batch.output;
-  EXPECT_NE(batch.output.find("global_batch_size 33 does not split over 2"), std::string::npos) << batch.output;
+  EXPECT_NE(batch.output.find("global_batch_size 33 does not split over 2"), std::string::npos)
+      << batch.output;
   EXPECT_FALSE(fs::exists(dir.path() / "runs")) << "nothing written before the checks";
 }
 

@@ -4,12 +4,10 @@
 // after the warm-up); the log lines match CARAML's JUBE patterns; `scaffold report` prints
 // CARAML's columns; tensor and data parallelism on 2 ranks give the losses of one process; the
 // warning signal stops cleanly with complete summary and energy files and restart.sh resumes;
-// the exit duration ends the run; bad input fails with one clear message and no run folder.
-#include <gtest/gtest.h>
-
+// the exit duration ends the run; each window's energy is the integral of a time-varying power;
+// bad input fails with one clear message and no run folder.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -19,11 +17,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
 
 #include "core/fs.hpp"
 #include "e2e/e2e_util.hpp"
+#include "e2e/varying_power.hpp"
 #include "test_util.hpp"
 
 namespace scaffold {
@@ -47,6 +47,10 @@ fs::path write_tiny_config(const fs::path& dir, const std::string& extra = "") {
                      << extra;
   return cfg;
 }
+
+// The varying-power run: 12 intervals of 20 iterations (about a second on 2 idle cores).
+constexpr int kVaryingIters = 240;
+constexpr int kVaryingInterval = 20;
 
 double counter(const nlohmann::json& summary, const std::string& name) {
   for (const auto& c : summary.at("counters"))
@@ -182,6 +186,67 @@ TEST(LlmTraining, TensorAndDataParallelRunsGiveTheLossesOfOneProcess) {
   }
   EXPECT_EQ(tensor, "2");
   EXPECT_EQ(data, "1");
+}
+
+// Energy of every interval's window against the closed-form integral of a power that changes over
+// time (varying_power.hpp, as the benchmark's and image classification's energy tests): the
+// summary's energy is the train windows' (warm-up and validation excluded), so a window at the
+// wrong place, a constant power times the time, or the wrong windows summed give other energies.
+// The fixture is the ramp (200 W rising by 25 W/s) and the tolerance 8 W of average power, as in
+// test_image_classification.cpp (interpolation is exact for a ramp; the fixture lags by at most
+// 25 W/s x 0.2 s): a window misplaced by more than 0.32 s fails, checked for a 0.5 s shift.
+TEST(LlmTraining, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
+  TempDir dir;
+  test::VaryingPowerFixture power(dir.path() / "fixture", test::PowerRamp{200.0, 25.0},
+                                  test::PowerClock::steady);
+  const fs::path cfg = write_tiny_config(dir.path());
+  const auto r =
+      run_command("SCAFFOLD_HWMON_ROOT=" + power.hwmon_root().string() +
+                  " SCAFFOLD_POWERCAP_ROOT=/nonexistent " + kBinary +
+                  " llm_training --threads 2 --train-iters " + std::to_string(kVaryingIters) +
+                  " --log-interval " + std::to_string(kVaryingInterval) +
+                  " --timing-warmup-iters " + std::to_string(kVaryingInterval) +
+                  " --eval-interval " + std::to_string(kVaryingIters) + " -c " + cfg.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m,
+                                std::regex(R"(start_s counts from steady-clock time ([0-9.]+) s)")))
+      << r.output;
+  const double origin_s = std::stod(m[1]);
+  const double tol_w = 8.0, shift_s = 0.5;
+  const fs::path run = test::only_run_dir(dir.path());
+  const auto windows = test::csv_rows(run / "energy_stats.csv");
+  // columns: window,epoch,start_s,duration_s,energy_j,energy_wh,avg_power_w,peak_power_w,samples
+  const std::size_t intervals = kVaryingIters / kVaryingInterval;
+  ASSERT_EQ(windows.size(), 1u + intervals + 1u)
+      << "header, one window per interval, the validation at the end";
+  EXPECT_EQ(windows[1][0], "warmup");
+  double train_s = 0.0, train_ref_j = 0.0, lowest_avg_w = 1e9, highest_avg_w = 0.0;
+  for (std::size_t i = 1; i < windows.size(); ++i) {
+    const double t0 = origin_s + std::stod(windows[i][2]), d = std::stod(windows[i][3]);
+    ASSERT_GT(d, 0.0) << "row " << i;
+    const double ref_j = power.energy_j(t0, t0 + d);
+    EXPECT_NEAR(std::stod(windows[i][4]), ref_j, tol_w * d)
+        << "row " << i << " (" << windows[i][0] << ")";
+    EXPECT_NEAR(std::stod(windows[i][6]), ref_j / d, tol_w) << "average power, row " << i;
+    ASSERT_GT(std::abs(power.energy_j(t0 + shift_s, t0 + d + shift_s) - ref_j), tol_w * d)
+        << "a window misplaced by " << shift_s << " s must fail, row " << i;
+    lowest_avg_w = std::min(lowest_avg_w, ref_j / d);
+    highest_avg_w = std::max(highest_avg_w, ref_j / d);
+    if (windows[i][0] == "train") {
+      train_s += d;
+      train_ref_j += ref_j;
+    }
+  }
+  ASSERT_GT(highest_avg_w - lowest_avg_w, 2 * tol_w)
+      << "the windows must see different powers for this test to tell a wrong window from a right "
+         "one";
+  const nlohmann::json s = nlohmann::json::parse(core::read_file(run / "summary.json"));
+  const double wh = s.at("energy_wh").get<double>();
+  EXPECT_NEAR(wh, train_ref_j / 3600.0, tol_w * train_s / 3600.0);
+  // Timed tokens: the iterations after the warm-up interval x global batch 4 x 32 tokens.
+  const double tokens = static_cast<double>(kVaryingIters - kVaryingInterval) * 4 * 32;
+  EXPECT_NEAR(counter(s, "tokens_per_wh"), tokens / wh, 1e-6 * tokens / wh);
 }
 
 // The scheduler's warning signal mid-run: the iteration in flight finishes, the intervals done

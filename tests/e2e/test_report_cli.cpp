@@ -302,14 +302,14 @@ TEST(ReportRecords, ImageClassificationCsvHasCaramlsColumnsLineByLine) {
   EXPECT_EQ(csv[0],
             "JobID,System,Version,Queue,Runtime(s),Model,Dataset,Nodes,Devices,Tasks/Node,"
             "Threads/Task,Workers,GlobalBatchSize,BatchSize/Device,Epoch,Precision,Compiler,"
-            "CompilerMode,ChannelLast,Images/second,TrainImages/second,Top1(%),Top5(%),"
+            "CompilerMode,ChannelLast,Images/second,TF32,TrainImages/second,Top1(%),Top5(%),"
             "Energy(Wh),Images/Wh,J/image");
   EXPECT_EQ(csv[1],
             "imgcls_laptop,laptop,0.2.0,,61.00,resnet18,synthetic,1,1,1,8,,32,32,2,fp32,native,-,"
-            "false,12.35,14.00,,,,,");
+            "false,12.35,,14.00,,,,,");
   EXPECT_EQ(csv[2],
             "123456,JEDI,0.2.0,all,1400.26,resnet50,synthetic,2,8,4,72,18,256,32,100,bf16,native,-,"
-            "true,8100.12,9000.50,75.12,92.00,987.654,10237.4,0.3516");
+            "true,8100.12,,9000.50,75.12,92.00,987.654,10237.4,0.3516");
   EXPECT_EQ(r.out.back(), '\n');
 }
 

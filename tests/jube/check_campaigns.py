@@ -557,15 +557,16 @@ def test_slurm(env):
 # ---- image classification (jube/image_classification.yaml) ----
 
 # The columns of `scaffold report --format csv` for image classification, as docs/reports.md
-# lists them: CARAML's CSV titles in CARAML's order (spec/caraml.md §1.5, without EnergyFile
-# and TrainOptim), then ours.
+# lists them: CARAML's CSV titles in CARAML's order (image_classification_torch_benchmark.xml,
+# without EnergyFile and TrainOptim), then ours.
 IMGCLS_REPORT_COLUMNS = [
     "JobID", "System", "Version", "Queue", "Runtime(s)", "Model", "Dataset", "Nodes", "Devices",
     "Tasks/Node", "Threads/Task", "Workers", "GlobalBatchSize", "BatchSize/Device", "Epoch",
-    "Precision", "Compiler", "CompilerMode", "ChannelLast", "Images/second",
+    "Precision", "Compiler", "CompilerMode", "ChannelLast", "Images/second", "TF32",
     "TrainImages/second", "Top1(%)", "Top5(%)", "Energy(Wh)", "Images/Wh", "J/image"]
 IMGCLS_CSV_COLUMNS = IMGCLS_REPORT_COLUMNS + [
-    "Status", "Campaign", "JubeSystem", "Tags", "JubeWP", "SlurmJob", "Run", "Host", "GitCommit"]
+    "Status", "Campaign", "JubeSystem", "Tags", "JubeWP", "SlurmJob", "Run", "Host", "GitCommit",
+    "StdoutAverageImages/s"]
 
 
 def imgcls_tables(output):
@@ -629,11 +630,19 @@ def test_imgcls(env):
             "Devices": str(summary["devices"]), "Nodes": str(summary["nodes"]),
             "Precision": summary["precision"], "Model": summary["params"]["model"],
             "TrainImages/second": two_decimals(counter(summary, "train_images_per_s")),
+            # tf32 has no effect on this CPU system, and the record says so.
+            "TF32": summary["params"]["tf32_effect"],
             "Top1(%)": two_decimals(100 * counter(summary, "val_top1")),
             "Runtime(s)": two_decimals(summary["runtime_s"]),
             "JobID": summary["job_id"] or summary["run"],
         }
         print("{0}: summary.json {1}".format(row["Run"], expected))
+        # CARAML's JUBE pattern (`Average Images/s: ${jube_pat_fp}`, expanded by JUBE itself) on
+        # the job's stdout reads int() of summary.json's images_per_s.
+        caraml = row["StdoutAverageImages/s"]
+        check(caraml != "" and float(caraml) == int(counter(summary, "images_per_s")),
+              "StdoutAverageImages/s of {0}: {1!r}, summary.json images_per_s {2}".format(
+                  row["Run"], caraml, counter(summary, "images_per_s")))
         for title, value in expected.items():
             check(row[title] == value and shown[title] == value,
                   "{0} of {1}: table {2!r} (pretty {3!r}), summary.json {4!r}".format(

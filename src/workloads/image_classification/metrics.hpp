@@ -1,8 +1,8 @@
-// The image-classification figures, by CARAML's definitions (spec caraml.md §1.5), from the rows
-// of epoch_stats.csv: images/s of an epoch = (training + validation images) / epoch wall time,
-// CARAML's "Average Images/s" = the mean over the timed epochs (warm-up epochs excluded by name);
-// we add the median and spread, training images/s = training images / training time, model FLOP
-// rates and energy per image. No LibTorch: the report and the tests use it on plain rows.
+// The image-classification figures, by CARAML's definitions (docs/image_classification.md), from
+// the rows of epoch_stats.csv: images/s of an epoch = (training + validation images) / epoch wall
+// time, CARAML's "Average Images/s" = the mean over the timed epochs (warm-up epochs excluded by
+// name); we add the median and spread, training images/s = training images / training time, model
+// FLOP rates and energy per image. No LibTorch: the report and the tests use it on plain rows.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,8 @@ inline constexpr const char* kEpochStatsFileName = "epoch_stats.csv";
 struct EpochRow {
   int64_t epoch = 0;
   bool warmup = false;
-  double train_loss = 0.0, train_top1 = 0.0, val_loss = 0.0, val_top1 = 0.0, val_top5 = 0.0;  // fractions
+  double train_loss = 0.0, train_top1 = 0.0, val_loss = 0.0, val_top1 = 0.0,
+         val_top5 = 0.0;    // fractions
   double lr = 0.0;          // the learning rate of this epoch
   double duration_s = 0.0;  // training + validation + LR step
   double train_s = 0.0, validation_s = 0.0;
@@ -39,12 +40,12 @@ struct Spread {
 
 struct ImageClassificationFigures {
   int64_t timed_epochs = 0;
-  double time_s = 0.0;          // sum of the timed epochs' durations
-  Spread images_per_s;          // CARAML: (train + val images) / epoch duration, per timed epoch
-  Spread train_images_per_s;    // training images / training time, per timed epoch
-  int64_t images = 0;           // training + validation images of the timed epochs
+  double time_s = 0.0;        // sum of the timed epochs' durations
+  Spread images_per_s;        // CARAML: (train + val images) / epoch duration, per timed epoch
+  Spread train_images_per_s;  // training images / training time, per timed epoch
+  int64_t images = 0;         // training + validation images of the timed epochs
   double val_top1 = 0.0, val_top5 = 0.0;  // of the last epoch
-  double achieved_flop_per_s = 0.0;  // (3 F train images + F val images) / time_s
+  double achieved_flop_per_s = 0.0;       // (3 F train images + F val images) / time_s
   std::optional<double> images_per_wh, j_per_image;
 };
 

@@ -63,6 +63,9 @@ std::vector<Column> result_columns() {
       text("ChannelLast", [](const RunRecord& r) { return param(r, kParamChannelsLast); }),
       number("Images/second", [](const RunRecord& r) { return counter(r, kCounterImagesPerS, 2); }),
       // Ours.
+      // What TF32 did: cudnn (CARAML's fp32, fp16, bf16), cudnn+cublas (tf32), off (tf32: 0), or
+      // none(cpu) where there is no TF32.
+      text("TF32", [](const RunRecord& r) { return param(r, kParamTf32Effect); }),
       number("TrainImages/second",
              [](const RunRecord& r) { return counter(r, kCounterTrainImagesPerS, 2); }),
       number("Top1(%)", [](const RunRecord& r) { return counter(r, kCounterValTop1, 2, 100.0); }),

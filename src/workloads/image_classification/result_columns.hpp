@@ -1,7 +1,8 @@
 // Image classification's result table: CARAML's CSV columns for its PyTorch ResNet benchmark
-// (spec/caraml.md §1.5), titled exactly as CARAML titles them, then ours (training throughput,
-// accuracy, energy), all read from a report::RunRecord. Also the names of the counters and
-// parameters the workload must record for them. No LibTorch here: `scaffold report` links it.
+// (image_classification_torch_benchmark.xml's result_csv table), titled exactly as CARAML titles
+// them, then ours (training throughput, accuracy, energy), all read from a report::RunRecord. Also
+// the names of the counters and parameters the workload must record for them. No LibTorch here:
+// `scaffold report` links it.
 #pragma once
 
 #include <filesystem>
@@ -28,6 +29,9 @@ inline constexpr const char* kParamModel = "model";                 // "resnet50
 inline constexpr const char* kParamDataset = "dataset";             // "synthetic", "imagenet"
 inline constexpr const char* kParamWorkers = "workers";             // data loader workers
 inline constexpr const char* kParamChannelsLast = "channels_last";  // "true" / "false"
+inline constexpr const char* kParamTf32 = "tf32";                   // the config's key: "1" / "0"
+// What TF32 did (Tf32State::effect): "cudnn", "cudnn+cublas", "off", "none(cpu)"; the TF32 column.
+inline constexpr const char* kParamTf32Effect = "tf32_effect";
 
 // The columns, in order: JobID, System, Version, Queue, Runtime(s), Model, Dataset, Nodes,
 // Devices, Tasks/Node, Threads/Task, Workers, GlobalBatchSize, BatchSize/Device, Epoch,

@@ -1,10 +1,10 @@
 // CARAML's image-classification workload as a TrainingTask (train/loop.hpp): a ResNet on
 // (B, 3, S, S) images with integer labels, mean cross-entropy, top-1 accuracy in training and
-// top-1/top-5 in validation. Precision fp32, bf16 (autocast), tf32 and fp16 (CUDA only; fp16
-// with the loop's dynamic loss scaling); channels-last inputs when the model is channels-last.
-// With synthetic_device the sources carry only labels (the image seeds follow from the ids), and
-// the images are drawn on the training device (no host-to-device image traffic, CARAML's
-// device-side data).
+// top-1/top-5 in validation. Precision fp32, bf16 (autocast), tf32 and fp16 (CUDA only); fp16
+// and bf16 with the loop's dynamic loss scaling (the driver's); channels-last inputs when the model
+// is channels-last. With synthetic_device the sources carry only labels (the image seeds follow
+// from the ids), and the images are drawn on the training device (no host-to-device image traffic,
+// CARAML's device-side data).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,6 +20,30 @@
 #include "workloads/image_classification/resnet.hpp"
 
 namespace scaffold::imgcls {
+
+// What the run's TF32 setting did (apply_tf32): the flags read back from LibTorch's global
+// context after setting them. On a CPU nothing is set and `applies` is false.
+struct Tf32State {
+  bool requested = true;  // the config's tf32 key
+  bool applies = false;   // a CUDA device with a LibTorch that has the switches
+  bool cudnn = false;     // cuDNN convolutions may use TF32
+  bool cublas = false;    // cuBLAS matmuls may use TF32
+  std::string reason;     // why it does not apply ("cpu", "LibTorch < 1.7"); "" when it does
+  // "cudnn+cublas", "cudnn", "cublas", "off", or "none(<reason>)": the result table's TF32 cell.
+  std::string effect() const;
+};
+
+// Sets LibTorch's process-wide TF32 switches for `device` as CARAML's trainer leaves them
+// (image_classification_torch.py: precision tf32 sets torch.backends.cuda.matmul.allow_tf32 =
+// True, fp16/bf16 set it False, fp32 keeps PyTorch's defaults, which since 1.12 are cuBLAS off and
+// cuDNN on): with tf32 = true, cuDNN on and cuBLAS on only for precision tf32; with tf32 = false
+// both off. Does nothing on a non-CUDA device. Throws core::Error for precision tf32 with tf32 =
+// false. The driver calls it once, before system.json is written; ClassificationTask leaves the
+// switches alone.
+Tf32State apply_tf32(bool tf32, const std::string& precision, c10::Device device);
+
+// system.json's `kernels` entries for it: {"tf32=<0|1>", "tf32_effect=<effect()>"}.
+std::vector<std::string> tf32_kernel_entries(const Tf32State& state);
 
 struct ClassificationTaskOptions {
   std::string precision = "fp32";  // fp32 | bf16 | tf32 | fp16
@@ -50,14 +74,17 @@ class DeviceSyntheticLabels : public dataset::ExampleSource {
 
 class ClassificationTask : public train::TrainingTask {
  public:
-  ClassificationTask(ResNet model, const dataset::ExampleSource& train_set, const dataset::ExampleSource& val_set,
-                     c10::Device device, ClassificationTaskOptions options);
+  ClassificationTask(ResNet model, const dataset::ExampleSource& train_set,
+                     const dataset::ExampleSource& val_set, c10::Device device,
+                     ClassificationTaskOptions options);
 
   torch::nn::Module& module() override { return *model_; }
   const dataset::ExampleSource& training_set() const override { return train_set_; }
   const dataset::ExampleSource& validation_set() const override { return val_set_; }
   std::vector<std::string> training_sum_names() const override { return {"loss_x_batch", "top1"}; }
-  std::vector<std::string> validation_sum_names() const override { return {"loss_x_batch", "top1", "top5"}; }
+  std::vector<std::string> validation_sum_names() const override {
+    return {"loss_x_batch", "top1", "top5"};
+  }
   train::TrainForward train_forward(const dataset::Batch& batch) override;
   at::Tensor validation_sums(const dataset::Batch& batch) override;
   void after_step() override;

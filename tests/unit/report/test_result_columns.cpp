@@ -1,6 +1,7 @@
 // Image classification's result columns (workloads/image_classification/result_columns) and the
 // suite's list of tables (suite/result_tables). The expected header and lines are written by
-// hand from CARAML's column list (spec/caraml.md §1.5) and the record's values, not generated.
+// hand from CARAML's column list (image_classification_torch_benchmark.xml, table result_csv)
+// and the record's values, not generated.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -23,7 +24,7 @@ using report::RunRecord;
 const char* const kHeader =
     "JobID,System,Version,Queue,Runtime(s),Model,Dataset,Nodes,Devices,Tasks/Node,Threads/Task,"
     "Workers,GlobalBatchSize,BatchSize/Device,Epoch,Precision,Compiler,CompilerMode,ChannelLast,"
-    "Images/second,TrainImages/second,Top1(%),Top5(%),Energy(Wh),Images/Wh,J/image";
+    "Images/second,TF32,TrainImages/second,Top1(%),Top5(%),Energy(Wh),Images/Wh,J/image";
 
 // A 2-node, 8-GPU run inside Slurm with every value present.
 RunRecord jedi_run() {
@@ -55,7 +56,8 @@ RunRecord jedi_run() {
   r.params = {{"model", "resnet50"},
               {"dataset", "synthetic"},
               {"workers", "18"},
-              {"channels_last", "true"}};
+              {"channels_last", "true"},
+              {"tf32_effect", "cudnn"}};
   r.counters = {{"images_per_s", 8100.1234, "images/s", ""},
                 {"train_images_per_s", 9000.5, "images/s", ""},
                 {"val_top1", 0.7512, "", ""},
@@ -108,10 +110,10 @@ TEST(ImageClassificationColumns, CsvFollowsCaramlsColumnsThenOurs) {
   // Fewer devices first: the laptop run, then the JEDI run.
   EXPECT_EQ(csv[1],
             "imgcls_laptop,laptop,0.2.0,,61.00,resnet18,synthetic,1,1,1,8,,32,32,2,fp32,native,-,"
-            "false,12.35,14.00,,,,,");
+            "false,12.35,,14.00,,,,,");
   EXPECT_EQ(csv[2],
             "123456,JEDI,0.2.0,all,1400.26,resnet50,synthetic,2,8,4,72,18,256,32,100,bf16,native,-,"
-            "true,8100.12,9000.50,75.12,92.00,987.654,10237.4,0.3516");
+            "true,8100.12,cudnn,9000.50,75.12,92.00,987.654,10237.4,0.3516");
 }
 
 TEST(ImageClassificationColumns, PrettyShowsMissingValuesAsDashes) {
@@ -157,7 +159,7 @@ TEST(ImageClassificationColumns, NonFiniteCountersAreMissingAndJobIdFallsBackToT
       lines(report::format_workload_table(imgcls::result_table(), {r}, "csv"));
   ASSERT_EQ(csv.size(), 2u);
   EXPECT_EQ(csv[1].rfind("imgcls_20250312-101500,JEDI,", 0), 0u) << csv[1];
-  EXPECT_NE(csv[1].find(",true,,9000.50,"), std::string::npos) << csv[1];
+  EXPECT_NE(csv[1].find(",true,,cudnn,9000.50,"), std::string::npos) << csv[1];
 }
 
 TEST(SuiteResultTables, ListsEveryWorkloadExplicitly) {
@@ -168,7 +170,7 @@ TEST(SuiteResultTables, ListsEveryWorkloadExplicitly) {
   EXPECT_EQ(suite::find_workload_table("fno")->columns.size(), 43u);
   const report::WorkloadTable* t = suite::find_workload_table("image_classification");
   ASSERT_NE(t, nullptr);
-  EXPECT_EQ(t->columns.size(), 26u);
+  EXPECT_EQ(t->columns.size(), 27u);
   EXPECT_EQ(suite::find_workload_table("benchmark"), nullptr);  // ScaFFold has its own table
   EXPECT_EQ(suite::find_workload_table("gpt"), nullptr);
 }

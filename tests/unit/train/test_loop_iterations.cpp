@@ -4,7 +4,8 @@
 // step cap ending inside an epoch, the deadline ending after the step in flight, validation
 // every n epochs on a few batches, and the clipping hook replacing torch's clipping. Also where a
 // non-finite loss came from: the batch that first turned the sums non-finite, and whether its
-// data held the NaN (issue 16's "training diverged" without the file).
+// data held the NaN (issue 16's "training diverged" without the file). And dynamic loss scaling's
+// start, growth interval and skipped steps.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
@@ -217,6 +218,45 @@ TEST(LoopIterations, PerStepLearningRateAndAStepCapInsideAnEpoch) {
   EXPECT_EQ(asked, (std::vector<int64_t>{0, 1, 2, 3, 4}));
   const double bias = task.module().parameters()[1].item<double>();
   EXPECT_NEAR(bias, bias0 - 0.01 * (1 + 2 + 3 + 4 + 5), 1e-6);
+}
+
+// Dynamic loss scaling with a chosen start and growth interval (CARAML's GradScaler(init_scale=1,
+// growth_interval=100) for image classification): the scale doubles after every `interval` good
+// steps, and the steps are those of unscaled SGD (d loss / d bias = 1: the bias falls by lr a
+// step).
+TEST(LoopLossScaling, StartsAtTheGivenScaleAndDoublesAfterTheGrowthInterval) {
+  const Points train(20), val(4);
+  LinearTask task(fresh_linear(), train, val, /*mean_output=*/true);
+  const double bias0 = fresh_linear()->bias.item<double>();
+  LoopOptions o = sgd_options(2, 0.01);
+  o.max_epochs = 1;
+  o.loss_scaling = true;
+  o.loss_scale_init = 1.0;
+  o.loss_scale_growth_interval = 3;
+  TrainingLoop loop(task, o, c10::Device(c10::kCPU), world(), one_rank());
+  EXPECT_EQ(loop.loss_scale(), 1.0);
+  loop.run([](const LoopEpoch&) {});
+  EXPECT_EQ(loop.loss_scale(), 8.0) << "10 good steps: doubled after the 3rd, 6th and 9th";
+  EXPECT_EQ(loop.skipped_steps(), 0);
+  EXPECT_NEAR(task.module().parameters()[1].item<double>(), bias0 - 0.01 * 10, 1e-6);
+}
+
+// A scale whose gradients overflow float (4e38 > 3.4e38) skips the step and halves; 2e38 fits
+// (the gradients are the scale times at most 1.5), so one step of ten is skipped.
+TEST(LoopLossScaling, ANonFiniteGradientSkipsTheStepAndHalvesTheScale) {
+  const Points train(20), val(4);
+  LinearTask task(fresh_linear(), train, val, /*mean_output=*/true);
+  const double bias0 = fresh_linear()->bias.item<double>();
+  LoopOptions o = sgd_options(2, 0.01);
+  o.max_epochs = 1;
+  o.loss_scaling = true;
+  o.loss_scale_init = 4e38;
+  o.loss_scale_growth_interval = 1000;
+  TrainingLoop loop(task, o, c10::Device(c10::kCPU), world(), one_rank());
+  loop.run([](const LoopEpoch&) {});
+  EXPECT_EQ(loop.skipped_steps(), 1);
+  EXPECT_EQ(loop.loss_scale(), 2e38);
+  EXPECT_NEAR(task.module().parameters()[1].item<double>(), bias0 - 0.01 * 9, 1e-5);
 }
 
 TEST(LoopIterations, ADeadlineEndsTheRunAfterTheStepInFlightAndReportsThatEpoch) {
