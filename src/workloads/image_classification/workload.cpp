@@ -143,9 +143,7 @@ int64_t local_batch(dist::Communicator& comm, const ImageClassificationConfig& c
 // logger writes to stderr.
 void print0(const dist::Communicator& comm, const std::string& text) {
   if (comm.rank() != 0 || text.empty()) return;
-  std::fputs(text.c_str(), stdout);
-  if (text.back() != '\n') std::fputc('\n', stdout);
-  std::fflush(stdout);
+  core::print_stdout_line(text.back() == '\n' ? text.substr(0, text.size() - 1) : text);
 }
 
 void log_epoch(const train::LoopEpoch& e, int64_t warmup_epochs, int64_t epochs) {
