@@ -46,6 +46,7 @@ at::Tensor channel_linear(const at::Tensor& x, const torch::nn::LinearImpl& line
   shape[1] = w.size(0);
   // (Co, C) x (B, C, S) -> (B, Co, S): one product per example, the 1x1 convolution.
   at::Tensor y = at::matmul(w, x.reshape({b, c, -1}));
+  if (!bias.defined()) return y.view(shape);
   return (y + bias.view({-1, 1}).to(y.scalar_type())).view(shape);
 }
 
@@ -69,7 +70,10 @@ FnoImpl::FnoImpl(FnoOptions options) : options_(std::move(options)) {
   const auto d = static_cast<int64_t>(options_.modes.size());
   SCAFFOLD_CHECK(d >= 1 && d <= 3, fmt::format("FNO: {} spatial dimensions (1 to 3 supported)", d));
   const int64_t lifted_in = options_.in_channels + (options_.grid_coordinates ? d : 0);
-  lift_ = register_module("lift", torch::nn::Linear(lifted_in, options_.width));
+  const auto linear = [&](int64_t in, int64_t out) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(options_.bias));
+  };
+  lift_ = register_module("lift", linear(lifted_in, options_.width));
   spectral_ = register_module("spectral", torch::nn::ModuleList());
   pointwise_ = register_module("pointwise", torch::nn::ModuleList());
   for (int64_t l = 0; l < options_.layers; ++l) {
@@ -78,12 +82,10 @@ FnoImpl::FnoImpl(FnoOptions options) : options_(std::move(options)) {
     so.out_channels = options_.width;
     so.modes = options_.modes;
     spectral_->push_back(SpectralConv(so));
-    pointwise_->push_back(torch::nn::Linear(options_.width, options_.width));
+    pointwise_->push_back(linear(options_.width, options_.width));
   }
-  project_ =
-      register_module("project", torch::nn::Linear(options_.width, options_.projection_channels));
-  output_ = register_module("output",
-                            torch::nn::Linear(options_.projection_channels, options_.out_channels));
+  project_ = register_module("project", linear(options_.width, options_.projection_channels));
+  output_ = register_module("output", linear(options_.projection_channels, options_.out_channels));
 }
 
 void FnoImpl::set_shard(std::shared_ptr<const FftShard> shard) {

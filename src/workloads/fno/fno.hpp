@@ -32,6 +32,7 @@ struct FnoOptions {
   int64_t layers = 4;
   int64_t projection_channels = 128;
   bool grid_coordinates = true;  // append coordinates in [0, 1] (linspace per axis), as the paper
+  bool bias = true;  // biases in the pointwise maps; false: none (operator_learning's bias: false)
 };
 
 // x (B, C, *S) -> (B, Co, *S): weight (Co, C) and bias (Co) of `linear` over the channel axis.

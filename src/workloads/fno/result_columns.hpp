@@ -20,6 +20,8 @@ inline constexpr const char* kWorkloadName = "fno";  // RunRecord::workload
 inline constexpr const char* kCounterParameters = "parameters";
 inline constexpr const char* kCounterModelSizeMb = "model_size_mb";
 inline constexpr const char* kCounterTrainTimePerEpochMin = "train_time_per_epoch_min";
+// operator_learning's eager MeanCompileTime (the mean training pass after the first epoch).
+inline constexpr const char* kCounterMeanCompileTimeS = "mean_compile_time_s";
 inline constexpr const char* kCounterTotalEpochTimeS = "total_epoch_time_s";
 inline constexpr const char* kCounterTotalTrainTimeS = "total_train_time_s";
 inline constexpr const char* kCounterTotalComputeTimeS = "total_compute_time_s";
