@@ -1,6 +1,8 @@
-// The FNO configuration: CARAML's operator benchmark (spec caraml.md §1.8) with a Fourier neural
-// operator (Li et al., ICLR 2021): batch 4, validation batch 1, no mixed precision, input
-// sharding `tp_size` 1, Adam lr 1e-3 with step decay (the paper's optimiser). The PDE data is
+// The FNO configuration: CARAML's operator benchmark (docs/fno.md) with a Fourier neural
+// operator (Li et al., ICLR 2021). The built-in defaults are configs/fno_paper.yml's recipe:
+// batch 4, validation batch 1, no mixed precision, input sharding `tp_size` 1 (CARAML's), the
+// paper's model and Adam lr 1e-3 with step decay; configs/fno.yml sets CARAML's RBC2D recipe
+// (operator_learning's rbc2d_dedalus.yaml, docs/fno.md). The PDE data is
 // generated in situ: the data keys (problem .. viscosity) and the generators' own keys
 // (`generator`: burgers_*, ns_*, rbc_*) are the same keys `scaffold generate_pde_data` reads
 // (fno_data_options.hpp), so the dataset cache is shared. Built only by config/load (YAML +

@@ -1,4 +1,4 @@
-// The FNO figures, by CARAML's definitions (spec caraml.md §1.8; its trainer, operator_learning's
+// The FNO figures, by CARAML's definitions (docs/fno.md; its trainer, operator_learning's
 // train_fno.py), from the rows of epoch_stats.csv over the timed epochs (warm-up epochs excluded
 // by name, as CARAML skips its first): TotalTrainTime = the training passes, TotalComputeTime =
 // training + validation passes, TotalMonitorTime = reporting, TotalCheckpointTime = saving,

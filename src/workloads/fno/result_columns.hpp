@@ -1,4 +1,4 @@
-// The FNO's result table: CARAML's columns for its operator benchmark (spec/caraml.md §1.8),
+// The FNO's result table: CARAML's columns for its operator benchmark,
 // titled exactly as CARAML titles them, in its order, then ours (the held-out relative L2 error,
 // timesteps per Wh, the mode), all read from a report::RunRecord. CARAML's particle columns
 // (PIC problems) have no counterpart here; its ParticleShards is our GridShards (tp_size). Train

@@ -1,4 +1,4 @@
-// `scaffold fno`: CARAML's operator benchmark (caraml.md §1.8) with a Fourier neural operator, as
+// `scaffold fno`: CARAML's operator benchmark with a Fourier neural operator, as
 // a phase-structured driver. train: init (config, grid of shard groups x replicas, run folder,
 // context) -> data -> init_model (FNO, task, loop, one measured forward for the memory figures)
 // -> training (warm-up epochs first, excluded by name) -> report (epoch_stats.csv, summary.json,
