@@ -67,9 +67,12 @@ struct FnoConfig {
   // step: StepLR(lr_step_size, lr_gamma); cosine: CosineAnnealingLR(T_max = lr_t_max,
   // eta_min 0). Either stepped once per epoch, warm-up epochs included.
   std::string lr_scheduler = "step";
-  int lr_step_size = 100;          // StepLR: epochs between decays (the paper: 100)
-  double lr_gamma = 0.5;           // StepLR: decay factor (the paper: 0.5)
-  int lr_t_max = 50000;            // cosine: epochs of the half period (operator_learning: 50000)
+  int lr_step_size = 100;  // StepLR: epochs between decays (the paper: 100)
+  double lr_gamma = 0.5;   // StepLR: decay factor (the paper: 0.5)
+  int lr_t_max = 50000;    // cosine: epochs of the half period (operator_learning: 50000)
+  // relative_l2: one relative L2 error over all fields of an example (the paper's LpLoss);
+  // field_relative_l2: each field's own, averaged (operator_learning's VectorNormLoss).
+  std::string loss = "relative_l2";
   std::string precision = "fp32";  // fp32 | bf16 (autocast; the spectral part stays fp32)
 
   // Parallelism: the grid's first dimension split over tp_size ranks (CARAML's input sharding);

@@ -238,6 +238,13 @@ std::vector<Spec> fno_table() {
   add(bind_key("lr_t_max", &FC::lr_t_max,
                "cosine: epochs from the initial learning rate to 0 (CosineAnnealingLR's T_max)",
                "an integer >= 1", at_least_1));
+  add_choice(bind_key("loss", &FC::loss,
+                      "the training loss and the reported relative errors: relative_l2 (one "
+                      "relative L2 error over all fields of an example, the paper's LpLoss) or "
+                      "field_relative_l2 (each field's relative L2 error, averaged over the "
+                      "fields: operator_learning's VectorNormLoss)",
+                      "one of relative_l2, field_relative_l2"),
+             {"relative_l2", "field_relative_l2"});
   add_choice(bind_key("precision", &FC::precision,
                       "numeric precision: fp32, or bf16 autocast for the linear layers (the FFTs "
                       "and the spectral "

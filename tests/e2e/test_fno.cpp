@@ -266,15 +266,15 @@ std::vector<std::string> matches(const std::string& text, const std::string& pat
 // pattern matches, and each value agrees with summary.json and epoch_stats.csv within the
 // printed rounding (round(x, 3) for the totals, 4 decimals for the eager train times, int() for
 // the rates). The run also exercises configs/fno.yml's new keys: the update target scaled by
-// 1000, no biases, and cosine annealing with T_max 4, whose learning rates epoch_stats.csv
-// must show (lr x (1 + cos(pi (epoch - 1) / 4)) / 2).
+// 1000, no biases, the per-field relative loss, and cosine annealing with T_max 4, whose learning
+// rates epoch_stats.csv must show (lr x (1 + cos(pi (epoch - 1) / 4)) / 2).
 TEST(Fno, PrintsOperatorLearningsLinesForCaramlsPatterns) {
   TempDir dir;
   const fs::path err = dir.path() / "stderr.txt";
-  const auto r =
-      run_command("(" + kBinary + " fno --threads 2 --epochs 3 --target update " +
-                  "--target-scaling 1000 --bias 0 --lr-scheduler cosine --lr-t-max 4 " + "-c " +
-                  write_tiny_config(dir.path()).string() + " 2>" + err.string() + ")");
+  const auto r = run_command("(" + kBinary + " fno --threads 2 --epochs 3 --target update " +
+                             "--target-scaling 1000 --bias 0 --lr-scheduler cosine --lr-t-max 4 " +
+                             "--loss field_relative_l2 " + "-c " +
+                             write_tiny_config(dir.path()).string() + " 2>" + err.string() + ")");
   ASSERT_EQ(r.exit_code, 0) << r.output << core::read_file(err);
   const std::string& out = r.output;  // stdout only
   EXPECT_EQ(out.find("][rank="), std::string::npos) << "no logger line on stdout\n" << out;
@@ -341,6 +341,7 @@ TEST(Fno, PrintsOperatorLearningsLinesForCaramlsPatterns) {
   EXPECT_EQ(param(s, "target"), "update");
   EXPECT_EQ(param(s, "bias"), "0");
   EXPECT_EQ(param(s, "lr_scheduler"), "cosine");
+  EXPECT_EQ(param(s, "loss"), "field_relative_l2");
   // The update target is learnable: the held-out relative L2 error of the update falls.
   EXPECT_LT(std::stod(rows.back()[kValL2]), std::stod(rows[1][kValL2]));
 }

@@ -141,6 +141,7 @@ FnoTaskOptions task_options(const FnoConfig& cfg, const ProblemShape& shape,
                             std::shared_ptr<FftShard> shard) {
   FnoTaskOptions to;
   to.precision = cfg.precision;
+  to.field_relative = cfg.loss == "field_relative_l2";
   to.shard = std::move(shard);
   to.rollout_steps = recurrent(cfg) ? cfg.t_out : 0;
   to.step_channels = shape.step_channels;
@@ -204,6 +205,7 @@ report::RunRecord fno_record(cli::RunContext& ctx, const fs::path& run_dir,
                 {"target", cfg.target},
                 {"bias", cfg.bias ? "1" : "0"},
                 {"lr_scheduler", cfg.lr_scheduler},
+                {"loss", cfg.loss},
                 {"optimizer", "Adam"}};
   return rec;
 }

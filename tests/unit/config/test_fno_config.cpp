@@ -179,6 +179,8 @@ TEST_F(FnoConfigTest, FnoYmlIsCaramlsRbc2dConfig) {
   EXPECT_EQ(c.weight_decay, 1e-5);
   EXPECT_EQ(c.lr_scheduler, "cosine");
   EXPECT_EQ(c.lr_t_max, 50000);
+  // loss: VectorNormLoss, absolute false (each field's relative norm, averaged).
+  EXPECT_EQ(c.loss, "field_relative_l2");
   // train: epochs 5 (learn() times all but the first), saveInterval 5.
   EXPECT_EQ(c.warmup_epochs + c.epochs, 5);
   EXPECT_EQ(c.warmup_epochs, 1);
@@ -207,10 +209,12 @@ TEST_F(FnoConfigTest, FnoPaperYmlIsTheEarlierRecipe) {
   EXPECT_EQ(p.lr_step_size, 100);
   EXPECT_EQ(p.lr_gamma, 0.5);
   EXPECT_EQ(p.epochs, 20);
+  EXPECT_EQ(p.loss, "relative_l2");
   const FC d;
   EXPECT_EQ(d.width, p.width);
   EXPECT_EQ(d.target, p.target);
   EXPECT_EQ(d.lr_scheduler, p.lr_scheduler);
+  EXPECT_EQ(d.loss, p.loss);
 }
 
 TEST_F(FnoConfigTest, UpdateTargetAndCosineKeysAreChecked) {
@@ -218,6 +222,7 @@ TEST_F(FnoConfigTest, UpdateTargetAndCosineKeysAreChecked) {
   error_of("lr_scheduler: linear\n", {"lr_scheduler", "linear", "step, cosine"});
   error_of("lr_t_max: 0\n", {"lr_t_max", ">= 1"});
   error_of("target_scaling: 0\n", {"target_scaling", "> 0"});
+  error_of("loss: mse\n", {"loss", "mse", "relative_l2, field_relative_l2"});
   error_of("target: update\ntime_stepping: recurrent\n", {"target", "recurrent"});
 }
 

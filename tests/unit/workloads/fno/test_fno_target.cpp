@@ -1,16 +1,19 @@
 // operator_learning's update target (outType: update, outScaling s; workloads/fno/target.hpp)
 // against values written out here: the target is (next - current) x s with current the input's
 // last time step, its inverse (update / s + input, operator_learning's inference) gives back the
-// next state, and the source wrapper changes only the target field.
+// next state, and the source wrapper changes only the target field. Also the per-field relative
+// loss (operator_learning's VectorNormLoss) on hand-computed values.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "workloads/fno/target.hpp"
+#include "workloads/fno/task.hpp"
 
 namespace scaffold::fno {
 namespace {
@@ -75,6 +78,27 @@ TEST(FnoTarget, TheSourceReplacesOnlyTheTarget) {
   EXPECT_EQ(s.origin(1), "file1");
   EXPECT_TRUE(at::equal(e.fields[0], at::full({1, 4}, 1.0, at::kDouble)));
   EXPECT_TRUE(at::allclose(e.fields[1], at::full({1, 4}, 250.0, at::kDouble), 0.0, 1e-9));
+}
+
+}  // namespace
+}  // namespace scaffold::fno
+
+namespace scaffold::fno {
+namespace {
+
+// The two relative errors on numbers worked out by hand: field 0 target (3, 4) (norm 5), error
+// (0, 1): 0.2; field 1 target (0, 10), error (0, 5): 0.5. Per field (operator_learning's
+// VectorNormLoss): (0.2 + 0.5) / 2 = 0.35. Per example (the paper's LpLoss): sqrt(26 / 125).
+TEST(FnoLoss, FieldRelativeL2AveragesEachFieldsOwnError) {
+  const at::Tensor target = at::tensor({3.0, 4.0, 0.0, 10.0}, at::kDouble).view({1, 2, 2});
+  const at::Tensor pred = at::tensor({3.0, 5.0, 0.0, 15.0}, at::kDouble).view({1, 2, 2});
+  const FftShard none;
+  EXPECT_NEAR(field_relative_l2(pred, target, none).item<double>(), 0.35, 1e-15);
+  EXPECT_NEAR(relative_l2(pred, target, none).item<double>(), std::sqrt(26.0 / 125.0), 1e-15);
+  // One value per example, on a 2-D grid too.
+  const at::Tensor t2 = at::ones({3, 4, 5, 6}, at::kDouble);
+  EXPECT_TRUE(at::allclose(field_relative_l2(t2 * 1.1, t2, none), at::full({3}, 0.1, at::kDouble),
+                           0.0, 1e-12));
 }
 
 }  // namespace
