@@ -46,6 +46,11 @@ struct FnoConfig {
   int projection_channels = 128;  // hidden channels of the projection
   bool grid_coordinates = true;   // append the grid coordinates to the input (as the paper)
   bool bias = true;               // biases in the pointwise maps (operator_learning's `bias`)
+  // Depths of the lifting (>= 1) and projection (>= 2), hidden layers projection_channels wide
+  // (the paper: 1, 2; operator_learning's P and Q: scaling_layers 4 each).
+  int lifting_layers = 1;
+  int projection_layers = 2;
+  bool gelu_after_last_layer = false;  // operator_learning's FNOLayer: GELU after every layer
   // direct: one forward maps the t_in input steps to all t_out output steps (channels);
   // recurrent: the model predicts one step from the last t_in and is fed its own prediction
   // t_out times, trained through the whole rollout (the paper's FNO-2D for Navier-Stokes).

@@ -179,6 +179,20 @@ std::vector<Spec> fno_table() {
                "1 gives every pointwise map (lifting, the layers' linear paths, projection) a "
                "bias; 0 none (operator_learning's bias: false)",
                kBoolAllowed, bool_any));
+  add(bind_key(
+      "lifting_layers", &FC::lifting_layers,
+      "layers of the lifting to width: 1 (the paper) or more, the hidden ones projection_channels "
+      "wide with GELU between (operator_learning's P: scaling_layers 4)",
+      "an integer in [1, 16]", +[](const int& v) { return v >= 1 && v <= 16; }));
+  add(bind_key(
+      "projection_layers", &FC::projection_layers,
+      "layers of the projection to the output: 2 (the paper) or more, the hidden ones "
+      "projection_channels wide with GELU between (operator_learning's Q: scaling_layers 4)",
+      "an integer in [2, 16]", +[](const int& v) { return v >= 2 && v <= 16; }));
+  add(bind_key("gelu_after_last_layer", &FC::gelu_after_last_layer,
+               "1 applies GELU after the last Fourier layer too (operator_learning's FNOLayer); 0 "
+               "not (the paper)",
+               kBoolAllowed, bool_any));
   add_choice(
       bind_key(
           "time_stepping", &FC::time_stepping,

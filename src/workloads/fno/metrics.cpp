@@ -74,8 +74,16 @@ double fno_forward_flops(const FnoShape& s) {
                            (s.grid_coordinates ? static_cast<double>(s.grid.size()) : 0.0);
   const double fft = 2.5 * points * std::log2(points);  // one real FFT of one channel
   const double layer = 2.0 * w * w * points + 8.0 * w * w * kept + 2.0 * w * fft;
-  return 2.0 * lifted_in * w * points + static_cast<double>(s.layers) * layer +
-         2.0 * w * p * points + 2.0 * p * static_cast<double>(s.out_channels) * points;
+  // The lifting: in -> width, or in -> P -> ... -> P -> width; the projection width -> P -> ... ->
+  // P -> out.
+  const auto lift_hidden = static_cast<double>(std::max<int64_t>(s.lifting_layers - 1, 0));
+  const auto proj_hidden = static_cast<double>(std::max<int64_t>(s.projection_layers - 2, 0));
+  const double lift = s.lifting_layers > 1
+                          ? 2.0 * lifted_in * p + (lift_hidden - 1.0) * 2.0 * p * p + 2.0 * p * w
+                          : 2.0 * lifted_in * w;
+  return lift * points + static_cast<double>(s.layers) * layer + 2.0 * w * p * points +
+         proj_hidden * 2.0 * p * p * points +
+         2.0 * p * static_cast<double>(s.out_channels) * points;
 }
 
 double scheduled_lr(const LrSchedule& s, int64_t done) {

@@ -46,6 +46,7 @@ struct FnoShape {
   int64_t in_channels = 1, out_channels = 1;
   std::vector<int64_t> grid, modes;  // the whole grid; modes per dimension
   int64_t width = 32, layers = 4, projection_channels = 128;
+  int64_t lifting_layers = 1, projection_layers = 2;  // FnoOptions' depths
   bool grid_coordinates = true;
 };
 

@@ -93,6 +93,9 @@ FnoOptions model_options(const FnoConfig& cfg, const ProblemShape& shape) {
   o.projection_channels = cfg.projection_channels;
   o.grid_coordinates = cfg.grid_coordinates;
   o.bias = cfg.bias;
+  o.lifting_layers = cfg.lifting_layers;
+  o.projection_layers = cfg.projection_layers;
+  o.gelu_after_last_layer = cfg.gelu_after_last_layer;
   return o;
 }
 
@@ -128,6 +131,8 @@ FnoShape flop_shape(const FnoOptions& o, const std::vector<int64_t>& grid) {
   s.layers = o.layers;
   s.projection_channels = o.projection_channels;
   s.grid_coordinates = o.grid_coordinates;
+  s.lifting_layers = o.lifting_layers;
+  s.projection_layers = o.projection_layers;
   return s;
 }
 

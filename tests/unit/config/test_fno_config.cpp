@@ -166,14 +166,18 @@ TEST_F(FnoConfigTest, FnoYmlIsCaramlsRbc2dConfig) {
   // data: outType update, outScaling 1000.
   EXPECT_EQ(c.target, "update");
   EXPECT_EQ(c.target_scaling, 1000.0);
-  // model: da 4 (no coordinates), dv 16, kX 12, kY 12, n_layers 2, bias false, Q's hidden size
-  // dv x channel_mlp_expansion 4.
+  // model: da 4 (no coordinates), dv 16, kX 12, kY 12, n_layers 2, bias false, P's and Q's
+  // hidden size dv x channel_mlp_expansion 4.
   EXPECT_EQ(c.grid_coordinates, false);
   EXPECT_EQ(c.width, 16);
   EXPECT_EQ(c.modes, (std::vector<int>{12, 12}));
   EXPECT_EQ(c.layers, 2);
   EXPECT_EQ(c.bias, false);
   EXPECT_EQ(c.projection_channels, 64);
+  // model.scaling_layers 4 for P and Q; FNOLayer's activation after every layer.
+  EXPECT_EQ(c.lifting_layers, 4);
+  EXPECT_EQ(c.projection_layers, 4);
+  EXPECT_EQ(c.gelu_after_last_layer, true);
   // optim: adam, lr 1e-4, weight_decay 1e-5; lr_scheduler: CosAnnealingLR, T_max 50000.
   EXPECT_EQ(c.learning_rate, 1e-4);
   EXPECT_EQ(c.weight_decay, 1e-5);
@@ -210,11 +214,16 @@ TEST_F(FnoConfigTest, FnoPaperYmlIsTheEarlierRecipe) {
   EXPECT_EQ(p.lr_gamma, 0.5);
   EXPECT_EQ(p.epochs, 20);
   EXPECT_EQ(p.loss, "relative_l2");
+  EXPECT_EQ(p.lifting_layers, 1);
+  EXPECT_EQ(p.projection_layers, 2);
+  EXPECT_EQ(p.gelu_after_last_layer, false);
   const FC d;
   EXPECT_EQ(d.width, p.width);
   EXPECT_EQ(d.target, p.target);
   EXPECT_EQ(d.lr_scheduler, p.lr_scheduler);
   EXPECT_EQ(d.loss, p.loss);
+  EXPECT_EQ(d.lifting_layers, p.lifting_layers);
+  EXPECT_EQ(d.projection_layers, p.projection_layers);
 }
 
 TEST_F(FnoConfigTest, UpdateTargetAndCosineKeysAreChecked) {
@@ -222,6 +231,7 @@ TEST_F(FnoConfigTest, UpdateTargetAndCosineKeysAreChecked) {
   error_of("lr_scheduler: linear\n", {"lr_scheduler", "linear", "step, cosine"});
   error_of("lr_t_max: 0\n", {"lr_t_max", ">= 1"});
   error_of("target_scaling: 0\n", {"target_scaling", "> 0"});
+  error_of("projection_layers: 1\n", {"projection_layers", "[2, 16]"});
   error_of("loss: mse\n", {"loss", "mse", "relative_l2, field_relative_l2"});
   error_of("target: update\ntime_stepping: recurrent\n", {"target", "recurrent"});
 }

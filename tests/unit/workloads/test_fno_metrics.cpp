@@ -181,6 +181,14 @@ TEST(FnoMetrics, ForwardFlopsAgainstAHandCount) {
   const double expect = 2 * 3 * 2 * points + (2 * 4 * points + 8 * 4 * 18 + 2 * 2 * fft) +
                         2 * 2 * 4 * points + 2 * 4 * points;
   EXPECT_DOUBLE_EQ(fno_forward_flops(s), expect);
+  // Deeper lifting and projection (operator_learning's P and Q), back on the 1-D shape: lifting
+  // 3 layers 2 -> 4 -> 4 -> 2 = 2 x (2 x 4 + 4 x 4 + 4 x 2) x 8 = 512 instead of 64; projection
+  // 3 layers 2 -> 4 -> 4 -> 1 adds one 4 x 4 layer, 2 x 4 x 4 x 8 = 256.
+  s.grid = {8};
+  s.modes = {3};
+  s.lifting_layers = 3;
+  s.projection_layers = 3;
+  EXPECT_DOUBLE_EQ(fno_forward_flops(s), 656.0 - 64 + 512 + 256);
 }
 
 }  // namespace

@@ -269,6 +269,37 @@ TEST(FnoModel, NoBiasDropsEveryBiasAndMapsZeroToZero) {
   EXPECT_GT(with_bias->forward(zero).abs().max().item<float>(), 0.0f);
 }
 
+// configs/fno.yml's model with operator_learning's P and Q (scaling_layers 4, 64 wide) and its
+// GELU after every Fourier layer: the parameter count by hand, and the last GELU changes the map.
+TEST(FnoModel, OperatorLearningsLiftingAndProjectionDepths) {
+  FnoOptions o;
+  o.in_channels = 4;
+  o.out_channels = 4;
+  o.modes = {12, 12};
+  o.width = 16;
+  o.layers = 2;
+  o.projection_channels = 64;
+  o.grid_coordinates = false;
+  o.bias = false;
+  o.lifting_layers = 4;
+  o.projection_layers = 4;
+  torch::manual_seed(5);
+  Fno net(o);
+  // P: 4 x 64 + 2 x 64 x 64 + 64 x 16; layers as above; Q: 16 x 64 + 2 x 64 x 64 + 64 x 4.
+  EXPECT_EQ(count_parameters(*net),
+            (256 + 8192 + 1024) + 2 * (2 * 16 * 16 * 24 * 12 + 256) + (1024 + 8192 + 256));
+  EXPECT_EQ(count_parameters(*net), 314368);
+  const at::Tensor x = at::randn({1, 4, 32, 24});
+  const at::Tensor y = net->forward(x);
+  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{1, 4, 32, 24}));
+  o.gelu_after_last_layer = true;
+  torch::manual_seed(5);
+  Fno gelu_last(o);
+  EXPECT_GT((gelu_last->forward(x) - y).abs().max().item<float>(), 1e-6f);
+  o.projection_layers = 1;
+  EXPECT_ANY_THROW(Fno{o});
+}
+
 // The whole model's gradients in float32 against the same model in float64, itself checked against
 // central finite differences: catches wrong backward kernels (LibTorch 1.13's float32 CPU
 // gelu_backward is wrong for non-contiguous gradients, which fno.cpp's GELU works around).
