@@ -175,6 +175,24 @@ std::vector<Spec> fno_table() {
       "grid_coordinates", &FC::grid_coordinates,
       "1 appends each point's grid coordinates in [0, 1] to the input channels (as the paper)",
       kBoolAllowed, bool_any));
+  add(bind_key("bias", &FC::bias,
+               "1 gives every pointwise map (lifting, the layers' linear paths, projection) a "
+               "bias; 0 none (operator_learning's bias: false)",
+               kBoolAllowed, bool_any));
+  add(bind_key(
+      "lifting_layers", &FC::lifting_layers,
+      "layers of the lifting to width: 1 (the paper) or more, the hidden ones projection_channels "
+      "wide with GELU between (operator_learning's P: scaling_layers 4)",
+      "an integer in [1, 16]", +[](const int& v) { return v >= 1 && v <= 16; }));
+  add(bind_key(
+      "projection_layers", &FC::projection_layers,
+      "layers of the projection to the output: 2 (the paper) or more, the hidden ones "
+      "projection_channels wide with GELU between (operator_learning's Q: scaling_layers 4)",
+      "an integer in [2, 16]", +[](const int& v) { return v >= 2 && v <= 16; }));
+  add(bind_key("gelu_after_last_layer", &FC::gelu_after_last_layer,
+               "1 applies GELU after the last Fourier layer too (operator_learning's FNOLayer); 0 "
+               "not (the paper)",
+               kBoolAllowed, bool_any));
   add_choice(
       bind_key(
           "time_stepping", &FC::time_stepping,
@@ -183,6 +201,24 @@ std::vector<Spec> fno_table() {
           "trained through the whole rollout (the paper's FNO-2D for Navier-Stokes)",
           "one of direct, recurrent"),
       {"direct", "recurrent"});
+  {
+    const auto i = add_choice(
+        bind_key("target", &FC::target,
+                 "what the model predicts: next (the next state) or update ((next - current) x "
+                 "target_scaling, current being the input's last time step; operator_learning's "
+                 "outType: update)",
+                 "one of next, update"),
+        {"next", "update"});
+    t[i].depends_on = {"time_stepping"};
+    t[i].cross_check = [](const FC& c) {
+      return c.target != "update" || c.time_stepping == "direct"
+                 ? std::string()
+                 : std::string("next with time_stepping recurrent (a rollout feeds back states)");
+    };
+  }
+  add(bind_key("target_scaling", &FC::target_scaling,
+               "target update: the factor of the update (operator_learning's outScaling)",
+               "a number > 0", positive));
 
   // Training.
   add(bind_key("batch_size", &FC::batch_size,
@@ -203,11 +239,26 @@ std::vector<Spec> fno_table() {
                positive));
   add(bind_key("weight_decay", &FC::weight_decay, "Adam's L2 weight decay", "a number >= 0",
                non_negative));
+  add_choice(bind_key("lr_scheduler", &FC::lr_scheduler,
+                      "learning-rate schedule, stepped once per epoch (warm-up epochs included): "
+                      "step (StepLR) or cosine (CosineAnnealingLR, eta_min 0)",
+                      "one of step, cosine"),
+             {"step", "cosine"});
   add(bind_key("lr_step_size", &FC::lr_step_size, "StepLR: epochs between learning-rate decays",
                "an integer >= 1", at_least_1));
   add(bind_key(
       "lr_gamma", &FC::lr_gamma, "StepLR: factor applied to the learning rate at each decay",
       "a number in (0, 1]", +[](const double& v) { return v > 0.0 && v <= 1.0; }));
+  add(bind_key("lr_t_max", &FC::lr_t_max,
+               "cosine: epochs from the initial learning rate to 0 (CosineAnnealingLR's T_max)",
+               "an integer >= 1", at_least_1));
+  add_choice(bind_key("loss", &FC::loss,
+                      "the training loss and the reported relative errors: relative_l2 (one "
+                      "relative L2 error over all fields of an example, the paper's LpLoss) or "
+                      "field_relative_l2 (each field's relative L2 error, averaged over the "
+                      "fields: operator_learning's VectorNormLoss)",
+                      "one of relative_l2, field_relative_l2"),
+             {"relative_l2", "field_relative_l2"});
   add_choice(bind_key("precision", &FC::precision,
                       "numeric precision: fp32, or bf16 autocast for the linear layers (the FFTs "
                       "and the spectral "

@@ -16,7 +16,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -217,6 +220,132 @@ TEST(Fno, LearnsAndRecordsCaramlsFigures) {
   EXPECT_NE(again.output.find("data: reused"), std::string::npos) << again.output;
 }
 
+// CARAML's JUBE patterns for the FNO benchmark (operator_benchmark/fno_benchmark.yaml,
+// patternset perf_patterns), transcribed with JUBE's macros expanded to their definitions
+// (jube2/pattern.py): $jube_pat_int = ([+-]?\d+), $jube_pat_fp =
+// ([+-]?(?:\d*\.?\d+(?:[eE][-+]?\d+)?|\d+\.)).
+const std::string kInt = R"(([+-]?\d+))";
+const std::string kFp = R"(([+-]?(?:\d*\.?\d+(?:[eE][-+]?\d+)?|\d+\.)))";
+const std::map<std::string, std::string>& caraml_patterns() {
+  static const std::map<std::string, std::string> p = {
+      {"epochs", "NumEpochs: *" + kInt},
+      {"epochtime", R"(TotalEpochTime \(s\): *)" + kFp},
+      {"monitortime", R"(TotalMonitorTime \(s\): *)" + kFp},
+      {"checkpointtime", R"(TotalCheckpointTime \(s\): *)" + kFp},
+      {"computetime", R"(TotalComputeTime \(s\): *)" + kFp},
+      {"traintime", R"(TotalTrainTime \(s\): *)" + kFp},
+      {"traintimeepoch", R"(Train Epoch\s*[0-9]+\s*time\s*\[min\]:\s*)" + kFp},
+      {"compiletime", R"(Eager train time \(epoch\s*[0-9]+\):\s*)" + kFp + R"(\s*s)"},
+      {"trainsamples", "TotalTrainTimesteps: *" + kInt},
+      {"trainsamples_per_sec", R"(TrainTimesteps/s: *(\d+))"},
+      {"samples", "TotalTimesteps: *" + kInt},
+      {"samples_per_sec", R"(Timesteps/s: *(\d+))"},
+      {"grid", R"(-- grid shape\s*:\s*(\([^)]+\)))"},
+      {"globalbs", "Using GlobalBatchSize: *" + kInt},
+      {"effective_dp", "Using an effective DDP size: *" + kInt},
+      {"tp", "Input sharding with *" + kInt},
+      {"model_param", "Total number of model parameters: *" + kFp},
+      {"fwd_mem", "CUDA Memory for Fwd Pass - Allocated per Epoch: *" + kFp},
+      {"bwd_mem", "CUDA Memory for Bwd Pass - Allocated per Epoch: *" + kFp},
+      {"act_mem", "Estimate Activations Memory per Epoch: *" + kFp},
+      {"tflops", "Total TFLOPs per epoch = " + kFp}};
+  return p;
+}
+
+// Every match's first group, in order (JUBE keeps them all: _last, _avg, ...).
+std::vector<std::string> matches(const std::string& text, const std::string& pattern) {
+  std::vector<std::string> out;
+  const std::regex re(pattern);
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it)
+    out.push_back((*it)[1].str());
+  return out;
+}
+
+// operator_learning's printed lines on stdout (the logger's lines are on stderr): every CARAML
+// pattern matches, and each value agrees with summary.json and epoch_stats.csv within the
+// printed rounding (round(x, 3) for the totals, 4 decimals for the eager train times, int() for
+// the rates). The run also exercises configs/fno.yml's new keys: the update target scaled by
+// 1000, no biases, the per-field relative loss, and cosine annealing with T_max 4, whose learning
+// rates epoch_stats.csv must show (lr x (1 + cos(pi (epoch - 1) / 4)) / 2).
+TEST(Fno, PrintsOperatorLearningsLinesForCaramlsPatterns) {
+  TempDir dir;
+  const fs::path err = dir.path() / "stderr.txt";
+  const auto r = run_command("(" + kBinary + " fno --threads 2 --epochs 3 --target update " +
+                             "--target-scaling 1000 --bias 0 --lr-scheduler cosine --lr-t-max 4 " +
+                             "--loss field_relative_l2 " + "-c " +
+                             write_tiny_config(dir.path()).string() + " 2>" + err.string() + ")");
+  ASSERT_EQ(r.exit_code, 0) << r.output << core::read_file(err);
+  const std::string& out = r.output;  // stdout only
+  EXPECT_EQ(out.find("][rank="), std::string::npos) << "no logger line on stdout\n" << out;
+  std::map<std::string, std::vector<std::string>> got;
+  for (const auto& [name, pattern] : caraml_patterns()) {
+    got[name] = matches(out, pattern);
+    EXPECT_FALSE(got[name].empty()) << name << ": " << pattern << " not found in\n" << out;
+  }
+  if (::testing::Test::HasFailure()) return;
+  const fs::path run = test::only_run_dir(dir.path());
+  const nlohmann::json s = nlohmann::json::parse(core::read_file(run / "summary.json"));
+  const auto rows = test::csv_rows(run / "epoch_stats.csv");
+  ASSERT_EQ(rows.size(), 1u + 4u);
+  const auto num = [&](const char* name) { return std::stod(got.at(name).back()); };
+  const double rounding = 5e-4 + 1e-9;  // round(x, 3)
+  EXPECT_EQ(num("epochs"), s.at("epochs").get<double>());
+  EXPECT_EQ(num("epochs"), 3);
+  EXPECT_NEAR(num("epochtime"), counter(s, "total_epoch_time_s"), rounding);
+  EXPECT_NEAR(num("monitortime"), counter(s, "total_monitor_time_s"), rounding);
+  EXPECT_NEAR(num("checkpointtime"), counter(s, "total_checkpoint_time_s"), rounding);
+  EXPECT_NEAR(num("computetime"), counter(s, "total_compute_time_s"), rounding);
+  EXPECT_NEAR(num("traintime"), counter(s, "total_train_time_s"), rounding);
+  EXPECT_EQ(num("trainsamples"), counter(s, "train_timesteps"));
+  EXPECT_EQ(num("samples"), counter(s, "timesteps"));
+  EXPECT_EQ(num("trainsamples_per_sec"), std::floor(counter(s, "train_timesteps_per_s")));
+  // 'Timesteps/s: *(\d+)' also matches the TrainTimesteps/s line; CARAML takes the last match.
+  EXPECT_EQ(num("samples_per_sec"), std::floor(counter(s, "timesteps_per_s")));
+  EXPECT_EQ(got.at("grid").back(), "(64)");
+  EXPECT_EQ(num("globalbs"), s.at("global_batch").get<double>());
+  EXPECT_EQ(num("effective_dp"), 1);
+  EXPECT_EQ(num("tp"), 1);
+  EXPECT_EQ(num("model_param"), counter(s, "parameters"));
+  // No biases: the first test's model less its 16 + 2 x 16 + 32 + 1 biases.
+  EXPECT_EQ(counter(s, "parameters"), 48 + 2 * (2 * 16 * 16 * 8 + 272) + 544 + 33 - 81);
+  EXPECT_NEAR(num("fwd_mem"), counter(s, "peak_forward_memory_mb"), 0.005 + 1e-9);
+  EXPECT_NEAR(num("bwd_mem"), counter(s, "persistent_memory_mb"), 0.005 + 1e-9);
+  EXPECT_NEAR(num("act_mem"), counter(s, "activation_memory_mb"), 0.005 + 1e-9);
+  // One eager train time, train time [min] and TFLOPs line per epoch, warm-up included, each
+  // from that epoch's row; MeanCompileTime (eager) is the mean after the first epoch.
+  ASSERT_EQ(got.at("compiletime").size(), 4u);
+  ASSERT_EQ(got.at("traintimeepoch").size(), 4u);
+  ASSERT_EQ(got.at("tflops").size(), 4u);
+  const double flops = counter(s, "forward_flop_per_example");
+  double later = 0.0;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const double train_s = std::stod(rows[i][kTrain]);
+    EXPECT_NEAR(std::stod(got.at("compiletime")[i - 1]), train_s, 5e-5 + 1e-9) << "epoch " << i;
+    EXPECT_NEAR(std::stod(got.at("traintimeepoch")[i - 1]), train_s / 60, 1e-9) << "epoch " << i;
+    EXPECT_NEAR(std::stod(got.at("tflops")[i - 1]),
+                3 * flops * std::stod(rows[i][kTrainSamples]) / train_s / 1e12,
+                1e-6 * std::stod(got.at("tflops")[i - 1]))
+        << "epoch " << i;
+    if (i > 1) later += train_s;
+    // CosineAnnealingLR(T_max 4) stepped once per epoch from 0.003.
+    const double pi = std::acos(-1.0);
+    EXPECT_NEAR(std::stod(rows[i][kLr]),
+                0.003 * (1 + std::cos(pi * static_cast<double>(i - 1) / 4.0)) / 2, 1e-12)
+        << "epoch " << i;
+  }
+  EXPECT_NEAR(counter(s, "mean_compile_time_s"), later / 3, 1e-9);
+  const auto mean_line = matches(out, R"(MeanCompileTime \(s\): *)" + kFp);
+  ASSERT_EQ(mean_line.size(), 1u) << out;
+  EXPECT_NEAR(std::stod(mean_line[0]), later / 3, rounding);
+  EXPECT_EQ(param(s, "target"), "update");
+  EXPECT_EQ(param(s, "bias"), "0");
+  EXPECT_EQ(param(s, "lr_scheduler"), "cosine");
+  EXPECT_EQ(param(s, "loss"), "field_relative_l2");
+  // The update target is learnable: the held-out relative L2 error of the update falls.
+  EXPECT_LT(std::stod(rows.back()[kValL2]), std::stod(rows[1][kValL2]));
+}
+
 // The grid split over 2 ranks (CARAML's input sharding, distributed FFT): the same model, the
 // same batches, the same errors as one process over the warm-up and 2 epochs. Later epochs are
 // not compared: at lr 3e-3 this tiny run is chaotic enough that the roundoff of the two
@@ -330,7 +459,9 @@ TEST(Fno, AWarningSignalStopsCleanlyAndRestartResumes) {
   const auto after = test::csv_rows(run / "epoch_stats.csv");
   ASSERT_EQ(after.size(), rows.size() + 2) << core::read_file(run / "epoch_stats.csv");
   EXPECT_EQ(std::stoll(after.back()[kEpoch]), done + 2);
-  for (std::size_t i = 1; i + 1 < rows.size(); ++i)
+  // Every row written before the stop, the last one (epoch `done`, with its checkpoint time)
+  // included, survives the resume unchanged.
+  for (std::size_t i = 1; i < rows.size(); ++i)
     EXPECT_EQ(after[i], rows[i]) << "row " << i << " kept";
 }
 

@@ -172,6 +172,16 @@ TEST(ShardedFno, EqualsTheUnshardedFnoInOutputAndEveryGradient) {
       EXPECT_TRUE(close(out_s, out_r.detach().narrow(2, local.start, local.length), "output slab"));
       EXPECT_NEAR(loss_s.item<double>(), loss_r.item<double>(), kTol * loss_r.item<double>())
           << "loss";
+      {  // The per-field loss sums its norms over the shard group the same way.
+        torch::NoGradGuard no_grad;
+        const double field_r = field_relative_l2(out_r, y_full, FftShard{}).mean().item<double>();
+        const double field_s =
+            field_relative_l2(out_s, y_full.narrow(2, local.start, local.length).contiguous(),
+                              *s.shard)
+                .mean()
+                .item<double>();
+        EXPECT_NEAR(field_s, field_r, kTol * field_r) << "per-field loss";
+      }
       EXPECT_TRUE(
           close(xs.grad(), xr.grad().narrow(2, local.start, local.length), "input gradient slab"));
       const auto pr = reference->named_parameters();

@@ -46,6 +46,7 @@ at::Tensor channel_linear(const at::Tensor& x, const torch::nn::LinearImpl& line
   shape[1] = w.size(0);
   // (Co, C) x (B, C, S) -> (B, Co, S): one product per example, the 1x1 convolution.
   at::Tensor y = at::matmul(w, x.reshape({b, c, -1}));
+  if (!bias.defined()) return y.view(shape);
   return (y + bias.view({-1, 1}).to(y.scalar_type())).view(shape);
 }
 
@@ -69,7 +70,20 @@ FnoImpl::FnoImpl(FnoOptions options) : options_(std::move(options)) {
   const auto d = static_cast<int64_t>(options_.modes.size());
   SCAFFOLD_CHECK(d >= 1 && d <= 3, fmt::format("FNO: {} spatial dimensions (1 to 3 supported)", d));
   const int64_t lifted_in = options_.in_channels + (options_.grid_coordinates ? d : 0);
-  lift_ = register_module("lift", torch::nn::Linear(lifted_in, options_.width));
+  const auto linear = [&](int64_t in, int64_t out) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(options_.bias));
+  };
+  SCAFFOLD_CHECK(options_.lifting_layers >= 1 && options_.projection_layers >= 2,
+                 fmt::format("FNO: {} lifting and {} projection layers (expected >= 1 and >= 2)",
+                             options_.lifting_layers, options_.projection_layers));
+  const int64_t p = options_.projection_channels;
+  // The lifting: lifting_layers - 1 hidden layers of P channels, then one to width. The last
+  // layers keep the names "lift", "project" and "output" of the paper's model.
+  lift_hidden_ = register_module("lift_hidden", torch::nn::ModuleList());
+  for (int64_t l = 0; l + 1 < options_.lifting_layers; ++l)
+    lift_hidden_->push_back(linear(l == 0 ? lifted_in : p, p));
+  lift_ =
+      register_module("lift", linear(options_.lifting_layers > 1 ? p : lifted_in, options_.width));
   spectral_ = register_module("spectral", torch::nn::ModuleList());
   pointwise_ = register_module("pointwise", torch::nn::ModuleList());
   for (int64_t l = 0; l < options_.layers; ++l) {
@@ -78,12 +92,12 @@ FnoImpl::FnoImpl(FnoOptions options) : options_(std::move(options)) {
     so.out_channels = options_.width;
     so.modes = options_.modes;
     spectral_->push_back(SpectralConv(so));
-    pointwise_->push_back(torch::nn::Linear(options_.width, options_.width));
+    pointwise_->push_back(linear(options_.width, options_.width));
   }
-  project_ =
-      register_module("project", torch::nn::Linear(options_.width, options_.projection_channels));
-  output_ = register_module("output",
-                            torch::nn::Linear(options_.projection_channels, options_.out_channels));
+  project_ = register_module("project", linear(options_.width, options_.projection_channels));
+  project_hidden_ = register_module("project_hidden", torch::nn::ModuleList());
+  for (int64_t l = 2; l < options_.projection_layers; ++l) project_hidden_->push_back(linear(p, p));
+  output_ = register_module("output", linear(options_.projection_channels, options_.out_channels));
 }
 
 void FnoImpl::set_shard(std::shared_ptr<const FftShard> shard) {
@@ -106,17 +120,21 @@ at::Tensor FnoImpl::forward(const at::Tensor& x_in) {
     expand[0] = x.size(0);
     x = at::cat({x, coords.expand(expand)}, 1);  // (B, C_in + d, *grid)
   }
-  x = channel_linear(x, *lift_);  // (B, width, *grid)
+  for (const auto& m : *lift_hidden_)
+    x = fno::gelu(channel_linear(x, *m->as<torch::nn::LinearImpl>()));  // (B, P, *grid)
+  x = channel_linear(x, *lift_);                                        // (B, width, *grid)
   for (int64_t l = 0; l < options_.layers; ++l) {
     const at::Tensor spectral =
         spectral_[static_cast<std::size_t>(l)]->as<SpectralConvImpl>()->forward(x);
     const at::Tensor pointwise =
         channel_linear(x, *pointwise_[static_cast<std::size_t>(l)]->as<torch::nn::LinearImpl>());
     x = spectral + pointwise;
-    if (l + 1 < options_.layers) x = fno::gelu(x);
+    if (l + 1 < options_.layers || options_.gelu_after_last_layer) x = fno::gelu(x);
   }
   x = fno::gelu(channel_linear(x, *project_));  // (B, projection_channels, *grid)
-  return channel_linear(x, *output_);           // (B, C_out, *grid)
+  for (const auto& m : *project_hidden_)
+    x = fno::gelu(channel_linear(x, *m->as<torch::nn::LinearImpl>()));
+  return channel_linear(x, *output_);  // (B, C_out, *grid)
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

@@ -32,6 +32,15 @@ struct FnoOptions {
   int64_t layers = 4;
   int64_t projection_channels = 128;
   bool grid_coordinates = true;  // append coordinates in [0, 1] (linspace per axis), as the paper
+  bool bias = true;  // biases in the pointwise maps; false: none (operator_learning's bias: false)
+  // Depth of the lifting (>= 1) and of the projection (>= 2), their hidden layers
+  // `projection_channels` wide with GELU between (the paper: 1 and 2; operator_learning's P and Q:
+  // scaling_layers 4 each, 4 x width wide).
+  int64_t lifting_layers = 1;
+  int64_t projection_layers = 2;
+  // GELU after the last Fourier layer too (operator_learning's FNOLayer ends with its activation);
+  // the paper's has none there.
+  bool gelu_after_last_layer = false;
 };
 
 // x (B, C, *S) -> (B, Co, *S): weight (Co, C) and bias (Co) of `linear` over the channel axis.
@@ -61,11 +70,13 @@ class FnoImpl : public torch::nn::Module {
  private:
   FnoOptions options_;
   std::shared_ptr<const FftShard> shard_;
-  torch::nn::Linear lift_{nullptr};           // (width, C_in + d)
-  torch::nn::ModuleList spectral_{nullptr};   // SpectralConv, width -> width
-  torch::nn::ModuleList pointwise_{nullptr};  // Linear (width, width)
-  torch::nn::Linear project_{nullptr};        // (projection_channels, width)
-  torch::nn::Linear output_{nullptr};         // (C_out, projection_channels)
+  torch::nn::ModuleList lift_hidden_{nullptr};     // Linear: C_in + d -> P -> ... -> P
+  torch::nn::Linear lift_{nullptr};                // (width, C_in + d or P)
+  torch::nn::ModuleList project_hidden_{nullptr};  // Linear (P, P), projection_layers - 2 of them
+  torch::nn::ModuleList spectral_{nullptr};        // SpectralConv, width -> width
+  torch::nn::ModuleList pointwise_{nullptr};       // Linear (width, width)
+  torch::nn::Linear project_{nullptr};             // (projection_channels, width)
+  torch::nn::Linear output_{nullptr};              // (C_out, projection_channels)
 };
 TORCH_MODULE(Fno);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -73,15 +74,42 @@ double fno_forward_flops(const FnoShape& s) {
                            (s.grid_coordinates ? static_cast<double>(s.grid.size()) : 0.0);
   const double fft = 2.5 * points * std::log2(points);  // one real FFT of one channel
   const double layer = 2.0 * w * w * points + 8.0 * w * w * kept + 2.0 * w * fft;
-  return 2.0 * lifted_in * w * points + static_cast<double>(s.layers) * layer +
-         2.0 * w * p * points + 2.0 * p * static_cast<double>(s.out_channels) * points;
+  // The lifting: in -> width, or in -> P -> ... -> P -> width; the projection width -> P -> ... ->
+  // P -> out.
+  const auto lift_hidden = static_cast<double>(std::max<int64_t>(s.lifting_layers - 1, 0));
+  const auto proj_hidden = static_cast<double>(std::max<int64_t>(s.projection_layers - 2, 0));
+  const double lift = s.lifting_layers > 1
+                          ? 2.0 * lifted_in * p + (lift_hidden - 1.0) * 2.0 * p * p + 2.0 * p * w
+                          : 2.0 * lifted_in * w;
+  return lift * points + static_cast<double>(s.layers) * layer + 2.0 * w * p * points +
+         proj_hidden * 2.0 * p * p * points +
+         2.0 * p * static_cast<double>(s.out_channels) * points;
+}
+
+double scheduled_lr(const LrSchedule& s, int64_t done) {
+  if (s.kind == "step")
+    return s.initial *
+           std::pow(s.gamma, static_cast<double>(done / std::max<int64_t>(s.step_size, 1)));
+  if (s.kind == "cosine") {
+    const double pi = std::acos(-1.0);
+    return s.initial *
+           (1.0 + std::cos(pi * static_cast<double>(done) /
+                           static_cast<double>(std::max<int64_t>(s.t_max, 1)))) /
+           2.0;
+  }
+  throw core::Error(fmt::format("lr_scheduler: '{}' is not one of step, cosine", s.kind));
 }
 
 FnoFigures fno_figures(const std::vector<EpochRow>& rows, int64_t timesteps_per_example,
                        double forward_flops_per_example, std::optional<double> energy_wh) {
   FnoFigures f;
-  double train_examples = 0.0, val_examples = 0.0;
+  double train_examples = 0.0, val_examples = 0.0, later_train_s = 0.0;
+  int64_t later_epochs = 0;
   for (const EpochRow& r : rows) {
+    if (r.epoch > 1) {
+      later_train_s += r.train_s;
+      ++later_epochs;
+    }
     if (r.warmup) continue;
     ++f.timed_epochs;
     f.total_epoch_time_s += r.duration_s + r.monitor_s + r.checkpoint_s;
@@ -98,6 +126,8 @@ FnoFigures fno_figures(const std::vector<EpochRow>& rows, int64_t timesteps_per_
   const auto epochs = static_cast<double>(f.timed_epochs);
   const auto tpe = static_cast<double>(timesteps_per_example);
   f.train_time_per_epoch_min = f.total_train_time_s / epochs / 60.0;
+  f.mean_compile_time_s =
+      later_epochs > 0 ? later_train_s / static_cast<double>(later_epochs) : 0.0;
   f.train_timesteps = train_examples * tpe;
   f.timesteps = (train_examples + val_examples) * tpe;
   f.train_timesteps_per_s =

@@ -1,4 +1,4 @@
-// The FNO figures, by CARAML's definitions (spec caraml.md §1.8; its trainer, operator_learning's
+// The FNO figures, by CARAML's definitions (docs/fno.md; its trainer, operator_learning's
 // train_fno.py), from the rows of epoch_stats.csv over the timed epochs (warm-up epochs excluded
 // by name, as CARAML skips its first): TotalTrainTime = the training passes, TotalComputeTime =
 // training + validation passes, TotalMonitorTime = reporting, TotalCheckpointTime = saving,
@@ -46,6 +46,7 @@ struct FnoShape {
   int64_t in_channels = 1, out_channels = 1;
   std::vector<int64_t> grid, modes;  // the whole grid; modes per dimension
   int64_t width = 32, layers = 4, projection_channels = 128;
+  int64_t lifting_layers = 1, projection_layers = 2;  // FnoOptions' depths
   bool grid_coordinates = true;
 };
 
@@ -69,9 +70,29 @@ struct FnoFigures {
   double timesteps_per_s = 0.0;        // Timesteps / TotalComputeTime (the headline)
   double tflop_per_epoch = 0.0;        // (3 F x train + F x val examples) / epochs / 1e12
   double achieved_flop_per_s = 0.0;    // the same FLOPs / TotalComputeTime
+  // operator_learning's MeanCompileTime in eager mode: the mean training pass of every epoch
+  // but the run's first (its compile_times[1:]); 0 when there is no later epoch.
+  double mean_compile_time_s = 0.0;
   double val_rel_l2 = 0.0, train_rel_l2 = 0.0;  // of the last timed epoch
   std::optional<double> timesteps_per_wh;       // Timesteps / energy of the timed epochs
 };
+
+// The learning-rate schedule, stepped once per epoch (warm-up epochs included), as
+// operator_learning's and the paper's loops step theirs (scheduler.step() after each epoch's
+// training pass).
+struct LrSchedule {
+  std::string kind = "step";  // step: StepLR; cosine: CosineAnnealingLR with eta_min 0
+  double initial = 1e-3;
+  int64_t step_size = 100;  // step: epochs between decays
+  double gamma = 0.5;       // step: decay factor
+  int64_t t_max = 50000;    // cosine: T_max
+};
+
+// The learning rate after `epochs_done` epochs (the rate epoch epochs_done + 1 runs at). step:
+// initial x gamma^floor(done / step_size); cosine: PyTorch's closed form
+// initial x (1 + cos(pi done / t_max)) / 2 (periodic past t_max, as PyTorch's). Throws
+// core::Error for an unknown kind.
+double scheduled_lr(const LrSchedule& schedule, int64_t epochs_done);
 
 // `rows`: every epoch (warm-up ones are skipped); `forward_flops_per_example`: F; `energy_wh`:
 // the timed epochs' energy when measured. Throws core::Error when no epoch is timed.

@@ -1,4 +1,4 @@
-// The FNO's result table: CARAML's columns for its operator benchmark (spec/caraml.md §1.8),
+// The FNO's result table: CARAML's columns for its operator benchmark,
 // titled exactly as CARAML titles them, in its order, then ours (the held-out relative L2 error,
 // timesteps per Wh, the mode), all read from a report::RunRecord. CARAML's particle columns
 // (PIC problems) have no counterpart here; its ParticleShards is our GridShards (tp_size). Train
@@ -20,6 +20,8 @@ inline constexpr const char* kWorkloadName = "fno";  // RunRecord::workload
 inline constexpr const char* kCounterParameters = "parameters";
 inline constexpr const char* kCounterModelSizeMb = "model_size_mb";
 inline constexpr const char* kCounterTrainTimePerEpochMin = "train_time_per_epoch_min";
+// operator_learning's eager MeanCompileTime (the mean training pass after the first epoch).
+inline constexpr const char* kCounterMeanCompileTimeS = "mean_compile_time_s";
 inline constexpr const char* kCounterTotalEpochTimeS = "total_epoch_time_s";
 inline constexpr const char* kCounterTotalTrainTimeS = "total_train_time_s";
 inline constexpr const char* kCounterTotalComputeTimeS = "total_compute_time_s";

@@ -6,6 +6,7 @@
 #include "workloads/fno/data/config_options.hpp"
 #include "workloads/fno/data/generate.hpp"
 #include "workloads/fno/data/sources.hpp"
+#include "workloads/fno/target.hpp"
 
 namespace scaffold::fno {
 
@@ -34,6 +35,13 @@ FnoData make_fno_data(const config::FnoConfig& cfg, dist::Communicator& comm, in
   });
   d.problem = cfg.problem;
   d.shape = problem_shape(cfg);
+  if (cfg.target == "update") {
+    // operator_learning's outType update: the target is (next - current) x target_scaling.
+    d.train = std::make_unique<UpdateTargetSource>(std::move(d.train), d.shape.step_channels,
+                                                   cfg.target_scaling);
+    d.val = std::make_unique<UpdateTargetSource>(std::move(d.val), d.shape.step_channels,
+                                                 cfg.target_scaling);
+  }
   d.root = info.root;
   d.reused = info.reused;
   d.samples_generated = info.samples_generated;

@@ -26,6 +26,22 @@ at::Tensor relative_l2(const at::Tensor& pred, const at::Tensor& target, const F
   return (s.select(1, 0) / s.select(1, 1)).sqrt();
 }
 
+at::Tensor field_relative_l2(const at::Tensor& pred, const at::Tensor& target,
+                             const FftShard& shard) {
+  const int64_t b = pred.size(0), c = pred.size(1);
+  const at::Tensor p = pred.to(at::kDouble).reshape({b, c, -1});
+  const at::Tensor t = target.to(at::kDouble).reshape({b, c, -1});
+  const at::Tensor s =
+      shard_sum(at::stack({(p - t).square().sum(2), t.square().sum(2)}, 2), shard);  // (B, C, 2)
+  return (s.select(2, 0) / s.select(2, 1)).sqrt().mean(1);
+}
+
+at::Tensor FnoTask::relative_error(const at::Tensor& pred, const at::Tensor& target,
+                                   const FftShard& shard) const {
+  return options_.field_relative ? field_relative_l2(pred, target, shard)
+                                 : relative_l2(pred, target, shard);
+}
+
 at::Tensor shard_slab(const at::Tensor& field, const FftShard* shard) {
   if (shard == nullptr || shard->parts() == 1) return field;
   SCAFFOLD_CHECK(field.size(2) == shard->extent,
@@ -96,23 +112,26 @@ train::TrainForward FnoTask::train_forward(const dataset::Batch& batch) {
   const FftShard none;
   const FftShard& shard = options_.shard ? *options_.shard : none;
   const at::Tensor target = shard_slab(batch.fields[1], options_.shard.get());
-  const at::Tensor rel = relative_l2(out, target, shard);  // (B), the whole trajectory
+  const at::Tensor rel = relative_error(out, target, shard);  // (B), the whole trajectory
   if (options_.rollout_steps == 0)
     return {rel.mean().to(at::kFloat), rel.detach().sum().reshape({1})};
   // Recurrent: the paper's objective, the sum over the steps of each step's relative L2 error.
   const int64_t c = options_.step_channels;
   at::Tensor per_step = at::zeros({out.size(0)}, out.options().dtype(at::kDouble));
   for (int64_t t = 0; t < options_.rollout_steps; ++t)
-    per_step = per_step + relative_l2(out.narrow(1, t * c, c), target.narrow(1, t * c, c), shard);
+    per_step =
+        per_step + relative_error(out.narrow(1, t * c, c), target.narrow(1, t * c, c), shard);
   return {per_step.mean().to(at::kFloat), rel.detach().sum().reshape({1})};
 }
 
 at::Tensor FnoTask::validation_sums(const dataset::Batch& batch) {
   const at::Tensor out = predict(batch.fields[0]);
   const FftShard none;
-  const at::Tensor s = error_sums(out, shard_slab(batch.fields[1], options_.shard.get()),
-                                  options_.shard ? *options_.shard : none);
-  const at::Tensor rel = (s.select(1, 0) / s.select(1, 1)).sqrt();
+  const FftShard& shard = options_.shard ? *options_.shard : none;
+  const at::Tensor target = shard_slab(batch.fields[1], options_.shard.get());
+  const at::Tensor s = error_sums(out, target, shard);
+  const at::Tensor rel = options_.field_relative ? field_relative_l2(out, target, shard)
+                                                 : (s.select(1, 0) / s.select(1, 1)).sqrt();
   const at::Tensor mse = s.select(1, 0) / s.select(1, 2);
   return at::stack({rel.sum(), mse.sum()});
 }

@@ -33,6 +33,10 @@ struct FnoTaskOptions {
   // training backpropagates through all n.
   int64_t rollout_steps = 0;
   int64_t step_channels = 1;
+  // false: one relative L2 error over all channels of an example (the paper's LpLoss); true: the
+  // mean over the channels of each channel's own relative L2 error (operator_learning's
+  // VectorNormLoss), for the loss and the reported relative errors alike.
+  bool field_relative = false;
   std::shared_ptr<const FftShard> shard;  // null: unsharded
   profile::Profiler* profiler = nullptr;
 };
@@ -43,6 +47,11 @@ at::Tensor error_sums(const at::Tensor& pred, const at::Tensor& target, const Ff
 
 // (B) relative L2 errors ||pred - target|| / ||target|| over each example's whole grid.
 at::Tensor relative_l2(const at::Tensor& pred, const at::Tensor& target, const FftShard& shard);
+
+// (B) the mean over the channels of each channel's relative L2 error over the whole grid
+// (operator_learning's VectorNormLoss with absolute: false, before its mean over the batch).
+at::Tensor field_relative_l2(const at::Tensor& pred, const at::Tensor& target,
+                             const FftShard& shard);
 
 // This rank's slab (the grid's first dimension, dim 2) of a field batch (B, C, *grid).
 at::Tensor shard_slab(const at::Tensor& field, const FftShard* shard);
@@ -72,6 +81,10 @@ class FnoTask : public train::TrainingTask {
   // Recurrent: the rollout's steps concatenated in time order (B, rollout_steps * step_channels,
   // *slab).
   at::Tensor predict(const at::Tensor& input);
+
+  // (B) the configured relative error of each example: relative_l2 or field_relative_l2.
+  at::Tensor relative_error(const at::Tensor& pred, const at::Tensor& target,
+                            const FftShard& shard) const;
 
   Fno& model() { return model_; }
 

@@ -1,4 +1,4 @@
-// `scaffold fno`: CARAML's operator benchmark (caraml.md §1.8) with a Fourier neural operator, as
+// `scaffold fno`: CARAML's operator benchmark with a Fourier neural operator, as
 // a phase-structured driver. train: init (config, grid of shard groups x replicas, run folder,
 // context) -> data -> init_model (FNO, task, loop, one measured forward for the memory figures)
 // -> training (warm-up epochs first, excluded by name) -> report (epoch_stats.csv, summary.json,
@@ -18,8 +18,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "cli/energy_meter.hpp"
 #include "config/fno_options.hpp"
@@ -90,7 +92,33 @@ FnoOptions model_options(const FnoConfig& cfg, const ProblemShape& shape) {
   o.layers = cfg.layers;
   o.projection_channels = cfg.projection_channels;
   o.grid_coordinates = cfg.grid_coordinates;
+  o.bias = cfg.bias;
+  o.lifting_layers = cfg.lifting_layers;
+  o.projection_layers = cfg.projection_layers;
+  o.gelu_after_last_layer = cfg.gelu_after_last_layer;
   return o;
+}
+
+LrSchedule lr_schedule(const FnoConfig& cfg) {
+  LrSchedule s;
+  s.kind = cfg.lr_scheduler;
+  s.initial = cfg.learning_rate;
+  s.step_size = cfg.lr_step_size;
+  s.gamma = cfg.lr_gamma;
+  s.t_max = cfg.lr_t_max;
+  return s;
+}
+
+// operator_learning's own lines, on stdout (the logger writes to stderr), with its wording, so
+// CARAML's JUBE patterns (docs/fno.md) read them from job.out. Rank 0 only, as its print_rank0.
+void say(const std::string& line) {
+  std::fputs((line + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
+
+// Python's round(x, 3) printed by print(): the shortest repr of the rounded value.
+std::string round3(double x) {
+  return core::python_float_str(std::round(x * 1000.0) / 1000.0);
 }
 
 FnoShape flop_shape(const FnoOptions& o, const std::vector<int64_t>& grid) {
@@ -103,6 +131,8 @@ FnoShape flop_shape(const FnoOptions& o, const std::vector<int64_t>& grid) {
   s.layers = o.layers;
   s.projection_channels = o.projection_channels;
   s.grid_coordinates = o.grid_coordinates;
+  s.lifting_layers = o.lifting_layers;
+  s.projection_layers = o.projection_layers;
   return s;
 }
 
@@ -116,6 +146,7 @@ FnoTaskOptions task_options(const FnoConfig& cfg, const ProblemShape& shape,
                             std::shared_ptr<FftShard> shard) {
   FnoTaskOptions to;
   to.precision = cfg.precision;
+  to.field_relative = cfg.loss == "field_relative_l2";
   to.shard = std::move(shard);
   to.rollout_steps = recurrent(cfg) ? cfg.t_out : 0;
   to.step_channels = shape.step_channels;
@@ -176,6 +207,10 @@ report::RunRecord fno_record(cli::RunContext& ctx, const fs::path& run_dir,
                 {"t_in", std::to_string(cfg.t_in)},
                 {"t_out", std::to_string(cfg.t_out)},
                 {"time_stepping", cfg.time_stepping},
+                {"target", cfg.target},
+                {"bias", cfg.bias ? "1" : "0"},
+                {"lr_scheduler", cfg.lr_scheduler},
+                {"loss", cfg.loss},
                 {"optimizer", "Adam"}};
   return rec;
 }
@@ -276,11 +311,9 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
 
   // model
   const FnoOptions mo = model_options(cfg, data.shape);
-  // StepLR(step, gamma): the learning rate after `done` epochs, i.e. the one epoch done + 1 runs
-  // at.
-  const auto lr_after = [lr = cfg.learning_rate, gamma = cfg.lr_gamma,
-                         step = cfg.lr_step_size](int64_t done) {
-    return lr * std::pow(gamma, static_cast<double>(done / step));
+  // The learning rate after `done` epochs, i.e. the one epoch done + 1 runs at.
+  const auto lr_after = [schedule = lr_schedule(cfg)](int64_t done) {
+    return scheduled_lr(schedule, done);
   };
   std::unique_ptr<FnoTask> task;
   std::unique_ptr<train::TrainingLoop> loop;
@@ -306,7 +339,8 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
         [lr, wd](const std::vector<at::Tensor>& p) -> std::unique_ptr<torch::optim::Optimizer> {
       return std::make_unique<train::FusedAdam>(p, torch::optim::AdamOptions(lr).weight_decay(wd));
     };
-    // StepLR(step, gamma) stepped once per epoch (warm-up epochs included), as the paper's loop.
+    // StepLR or CosineAnnealingLR stepped once per epoch (warm-up epochs included), as the
+    // paper's loop and operator_learning's train() (scheduler.step() after the epoch's steps).
     lo.lr_after = lr_after;
     lo.checkpoint_interval = cfg.checkpoint_interval;
     lo.checkpoint_dir = run_dir / cfg.checkpoint_dir;
@@ -337,6 +371,15 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
       static_cast<double>(memory.persistent_bytes) / kMiB,
       static_cast<double>(memory.peak_forward_bytes) / kMiB,
       static_cast<double>(memory.activation_bytes) / kMiB, cfg.batch_size);
+  const int64_t global_batch = static_cast<int64_t>(cfg.batch_size) * grid.replicas();
+  if (ctx.comm.rank() == 0) {
+    say(fmt::format(" -- grid shape : ({})", joined(data.grid, ", ")));
+    say(fmt::format("Total number of model parameters: {}", params));
+    say(fmt::format("Using DDP with {} GPUs and Input sharding with {} GPUs.", ctx.comm.size(),
+                    cfg.tp_size));
+    say(fmt::format("Using an effective DDP size: {}", grid.replicas()));
+    say(fmt::format("Using GlobalBatchSize: {}", global_batch));
+  }
 
   std::unique_ptr<core::Watchdog> watchdog =
       suite::progress_watchdog(ctx.comm, cfg.progress_timeout_s);
@@ -384,6 +427,23 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
         timed_comm_bytes += now.bytes_sent - comm_before.bytes_sent;
       }
       if (ctx.comm.rank() == 0) {
+        // operator_learning's per-epoch lines: its eager "compile" time is the training pass;
+        // TFLOPs "per epoch" is its rate, the training FLOPs of this rank's batches (forward and
+        // backward, 3 forwards) over the training pass, / 1e12.
+        const double rank_examples = e.train.samples / static_cast<double>(ctx.comm.size());
+        say(fmt::format("Eager train time (epoch {}): {:.4f}s", e.epoch, e.train_s));
+        say(fmt::format("Train Epoch {} time [min]: {}", e.epoch,
+                        core::python_float_str(e.train_s / 60.0)));
+        say(fmt::format("CUDA Memory for Fwd Pass - Allocated per Epoch: {:.2f} MB",
+                        static_cast<double>(memory.peak_forward_bytes) / kMiB));
+        say(fmt::format("CUDA Memory for Bwd Pass - Allocated per Epoch: {:.2f} MB",
+                        static_cast<double>(memory.persistent_bytes) / kMiB));
+        say(fmt::format("Estimate Activations Memory per Epoch: {:.2f} MB",
+                        static_cast<double>(memory.activation_bytes) / kMiB));
+        say(fmt::format(
+            "Total TFLOPs per epoch = {}",
+            core::python_float_str(
+                e.train_s > 0 ? 3.0 * forward_flops * rank_examples / e.train_s / 1e12 : 0.0)));
         EpochRow r;
         r.epoch = e.epoch;
         r.warmup = e.warmup;
@@ -417,7 +477,7 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
 
   if (ctx.comm.rank() != 0) return result.stopped ? suite::kExitStoppedBySignal : 0;
   report::RunRecord rec = fno_record(ctx, run_dir, device, cfg, args, grid, phases);
-  rec.global_batch = static_cast<int64_t>(cfg.batch_size) * grid.replicas();
+  rec.global_batch = global_batch;
   rec.local_batch = cfg.batch_size;
   rec.warmup_epochs = cfg.warmup_epochs;
   const bool any_timed =
@@ -452,6 +512,9 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
        "parameters and buffers, 2^20 bytes"},
       {kCounterTrainTimePerEpochMin, f.train_time_per_epoch_min, "min",
        "TotalTrainTime / timed epochs"},
+      {kCounterMeanCompileTimeS, f.mean_compile_time_s, "s",
+       "operator_learning's eager MeanCompileTime: mean training pass of the epochs after the "
+       "first"},
       {kCounterTotalEpochTimeS, f.total_epoch_time_s, "s",
        "timed epochs: training, validation, LR step, reporting and checkpoints"},
       {kCounterTotalTrainTimeS, f.total_train_time_s, "s", "timed epochs' training passes"},
@@ -528,6 +591,20 @@ int run_train(cli::RunContext& ctx, const Args& args, const FnoConfig& cfg,
         (run_dir / "restart.sh").string());
   // The headline, last.
   LOG_INFO("Timesteps/s: {:.2f}", f.timesteps_per_s);
+  // operator_learning's benchmark summary: round(x, 3) for times, int() for the rates.
+  say("\n=== Benchmark Summary ===");
+  say(fmt::format("NumEpochs: {}", f.timed_epochs));
+  say(fmt::format("TotalEpochTime (s): {}", round3(f.total_epoch_time_s)));
+  say(fmt::format("TotalMonitorTime (s): {}", round3(f.total_monitor_time_s)));
+  say(fmt::format("TotalCheckpointTime (s): {}", round3(f.total_checkpoint_time_s)));
+  say(fmt::format("TotalComputeTime (s): {}", round3(f.total_compute_time_s)));
+  say(fmt::format("TotalTrainTime (s): {}", round3(f.total_train_time_s)));
+  say(fmt::format("MeanCompileTime (s): {}", round3(f.mean_compile_time_s)));
+  say(fmt::format("TotalTrainTimesteps: {}", std::llround(f.train_timesteps)));
+  say(fmt::format("TotalTimesteps: {}", std::llround(f.timesteps)));
+  say(fmt::format("TrainTimesteps/s: {}", static_cast<int64_t>(f.train_timesteps_per_s)));
+  say(fmt::format("Timesteps/s: {}", static_cast<int64_t>(f.timesteps_per_s)));
+  say("==========================\n");
   return result.stopped ? suite::kExitStoppedBySignal : 0;
 }
 

@@ -143,5 +143,98 @@ TEST_F(FnoConfigTest, ShippedConfigsLoad) {
   }
 }
 
+// configs/fno.yml is CARAML's RBC2D recipe. The table below is transcribed by hand from
+// chelseajohn/operator_learning's config/rbc2d_dedalus.yaml (the config CARAML's
+// operator_benchmark/fno_benchmark.yaml names for tag RBC2D) and from that JUBE file's own
+// arguments (--batchSize 4 --val_batchSize 1 --tp_size 1 --use_amp 0), key by key as docs/fno.md
+// maps them; the values are written here, not read from the code.
+TEST_F(FnoConfigTest, FnoYmlIsCaramlsRbc2dConfig) {
+  const FC c = load({std::string(SCAFFOLD_SOURCE_DIR) + "/configs/fno.yml"});
+  // simu: Rayleigh 1e7, dtSimu 0.001, tInit 50, dtData 0.001, seed 12345; the data file's grid.
+  EXPECT_EQ(c.problem, "rbc2d");
+  EXPECT_EQ(c.grid, (std::vector<int>{256, 64}));
+  EXPECT_EQ(c.generator.rbc_rayleigh, 1e7);
+  EXPECT_EQ(c.generator.rbc_dt, 0.001);
+  EXPECT_EQ(c.generator.rbc_spinup_time, 50.0);
+  EXPECT_EQ(c.generator.rbc_record_steps, 1);  // dtData / dtSimu
+  EXPECT_EQ(c.seed, 12345);
+  // sample: inSize 1, outStep 1; data: 100 samples (t 50..100 every inStep 500), trainRatio 0.8.
+  EXPECT_EQ(c.t_in, 1);
+  EXPECT_EQ(c.t_out, 1);
+  EXPECT_EQ(c.train_samples, 80);
+  EXPECT_EQ(c.val_samples, 20);
+  // data: outType update, outScaling 1000.
+  EXPECT_EQ(c.target, "update");
+  EXPECT_EQ(c.target_scaling, 1000.0);
+  // model: da 4 (no coordinates), dv 16, kX 12, kY 12, n_layers 2, bias false, P's and Q's
+  // hidden size dv x channel_mlp_expansion 4.
+  EXPECT_EQ(c.grid_coordinates, false);
+  EXPECT_EQ(c.width, 16);
+  EXPECT_EQ(c.modes, (std::vector<int>{12, 12}));
+  EXPECT_EQ(c.layers, 2);
+  EXPECT_EQ(c.bias, false);
+  EXPECT_EQ(c.projection_channels, 64);
+  // model.scaling_layers 4 for P and Q; FNOLayer's activation after every layer.
+  EXPECT_EQ(c.lifting_layers, 4);
+  EXPECT_EQ(c.projection_layers, 4);
+  EXPECT_EQ(c.gelu_after_last_layer, true);
+  // optim: adam, lr 1e-4, weight_decay 1e-5; lr_scheduler: CosAnnealingLR, T_max 50000.
+  EXPECT_EQ(c.learning_rate, 1e-4);
+  EXPECT_EQ(c.weight_decay, 1e-5);
+  EXPECT_EQ(c.lr_scheduler, "cosine");
+  EXPECT_EQ(c.lr_t_max, 50000);
+  // loss: VectorNormLoss, absolute false (each field's relative norm, averaged).
+  EXPECT_EQ(c.loss, "field_relative_l2");
+  // train: epochs 5 (learn() times all but the first), saveInterval 5.
+  EXPECT_EQ(c.warmup_epochs + c.epochs, 5);
+  EXPECT_EQ(c.warmup_epochs, 1);
+  EXPECT_EQ(c.checkpoint_interval, 5);
+  // JUBE: batchSize 4, val_batchSize 1, tp_size 1 (swept), use_amp 0; eval input [20, 4, 256, 64].
+  EXPECT_EQ(c.batch_size, 4);
+  EXPECT_EQ(c.val_batch_size, 1);
+  EXPECT_EQ(c.tp_size, 1);
+  EXPECT_EQ(c.precision, "fp32");
+  EXPECT_EQ(c.time_stepping, "direct");
+  EXPECT_EQ(c.eval_batch_size, 20);
+}
+
+// configs/fno_paper.yml keeps the earlier recipe (the FNO paper's model and optimiser), which is
+// also the built-in default.
+TEST_F(FnoConfigTest, FnoPaperYmlIsTheEarlierRecipe) {
+  const FC p = load({std::string(SCAFFOLD_SOURCE_DIR) + "/configs/fno_paper.yml"});
+  EXPECT_EQ(p.width, 32);
+  EXPECT_EQ(p.modes, (std::vector<int>{16}));
+  EXPECT_EQ(p.layers, 4);
+  EXPECT_EQ(p.bias, true);
+  EXPECT_EQ(p.target, "next");
+  EXPECT_EQ(p.learning_rate, 1e-3);
+  EXPECT_EQ(p.weight_decay, 1e-4);
+  EXPECT_EQ(p.lr_scheduler, "step");
+  EXPECT_EQ(p.lr_step_size, 100);
+  EXPECT_EQ(p.lr_gamma, 0.5);
+  EXPECT_EQ(p.epochs, 20);
+  EXPECT_EQ(p.loss, "relative_l2");
+  EXPECT_EQ(p.lifting_layers, 1);
+  EXPECT_EQ(p.projection_layers, 2);
+  EXPECT_EQ(p.gelu_after_last_layer, false);
+  const FC d;
+  EXPECT_EQ(d.width, p.width);
+  EXPECT_EQ(d.target, p.target);
+  EXPECT_EQ(d.lr_scheduler, p.lr_scheduler);
+  EXPECT_EQ(d.loss, p.loss);
+  EXPECT_EQ(d.lifting_layers, p.lifting_layers);
+  EXPECT_EQ(d.projection_layers, p.projection_layers);
+}
+
+TEST_F(FnoConfigTest, UpdateTargetAndCosineKeysAreChecked) {
+  error_of("target: delta\n", {"target", "delta", "next, update"});
+  error_of("lr_scheduler: linear\n", {"lr_scheduler", "linear", "step, cosine"});
+  error_of("lr_t_max: 0\n", {"lr_t_max", ">= 1"});
+  error_of("target_scaling: 0\n", {"target_scaling", "> 0"});
+  error_of("projection_layers: 1\n", {"projection_layers", "[2, 16]"});
+  error_of("loss: mse\n", {"loss", "mse", "relative_l2, field_relative_l2"});
+  error_of("target: update\ntime_stepping: recurrent\n", {"target", "recurrent"});
+}
+
 }  // namespace
 }  // namespace scaffold::config

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -78,6 +79,50 @@ TEST(FnoMetrics, FiguresFollowCaramlsDefinitionsOnAFixture) {
   EXPECT_FALSE(fno_figures(fixture(), 2, 1e9, std::nullopt).timesteps_per_wh.has_value());
 }
 
+// operator_learning's eager MeanCompileTime: the mean training pass of every epoch after the run's
+// first (its compile_times[1:]), the warm-up epoch 1 left out: epochs 2 and 3 train 8 s and 10 s.
+TEST(FnoMetrics, MeanCompileTimeIsTheMeanTrainingPassAfterTheFirstEpoch) {
+  EXPECT_NEAR(fno_figures(fixture(), 2, 1e9, std::nullopt).mean_compile_time_s, 9.0, 1e-12);
+  std::vector<EpochRow> one{fixture()[1]};
+  one[0].epoch = 1;  // a single epoch: nothing after the first
+  EXPECT_EQ(fno_figures(one, 2, 1e9, std::nullopt).mean_compile_time_s, 0.0);
+}
+
+// The learning-rate schedules against values worked out here. StepLR: lr x gamma^floor(n / step).
+// CosineAnnealingLR (eta_min 0): lr x (1 + cos(pi n / T)) / 2, checked through the identity
+// (1 + cos 2x) / 2 = cos^2 x, and at the points where it is exact: 1, 1/2 at T/2, 0 at T.
+TEST(FnoMetrics, LearningRateSchedulesAgainstTheirClosedForms) {
+  LrSchedule step;
+  step.kind = "step";
+  step.initial = 1e-3;
+  step.step_size = 100;
+  step.gamma = 0.5;
+  EXPECT_DOUBLE_EQ(scheduled_lr(step, 0), 1e-3);
+  EXPECT_DOUBLE_EQ(scheduled_lr(step, 99), 1e-3);
+  EXPECT_DOUBLE_EQ(scheduled_lr(step, 100), 5e-4);
+  EXPECT_DOUBLE_EQ(scheduled_lr(step, 250), 2.5e-4);
+
+  LrSchedule cos;
+  cos.kind = "cosine";
+  cos.initial = 1e-4;  // configs/fno.yml: operator_learning's lr 1e-4, T_max 50000
+  cos.t_max = 50000;
+  EXPECT_DOUBLE_EQ(scheduled_lr(cos, 0), 1e-4);
+  EXPECT_NEAR(scheduled_lr(cos, 25000), 5e-5, 1e-18);
+  EXPECT_NEAR(scheduled_lr(cos, 50000), 0.0, 1e-18);
+  const double pi = std::acos(-1.0);
+  for (int64_t n : {1, 2, 3, 4, 5, 1000, 37500}) {
+    const double half = std::cos(pi * static_cast<double>(n) / (2.0 * 50000.0));
+    EXPECT_NEAR(scheduled_lr(cos, n), 1e-4 * half * half, 1e-16) << "epoch " << n;
+  }
+  // The five epochs of configs/fno.yml barely move it: after 4, 1e-4 x cos^2(pi 4 / 100000).
+  EXPECT_NEAR(scheduled_lr(cos, 4), 9.99999984e-5, 1e-13);
+  // Past T_max it rises again (PyTorch's closed form is periodic).
+  EXPECT_NEAR(scheduled_lr(cos, 75000), 5e-5, 1e-18);
+  LrSchedule bad;
+  bad.kind = "linear";
+  EXPECT_THROW(scheduled_lr(bad, 1), core::Error);
+}
+
 TEST(FnoMetrics, OnlyWarmupEpochsIsAnError) {
   std::vector<EpochRow> rows{fixture()[0]};
   EXPECT_THROW(fno_figures(rows, 1, 1.0, std::nullopt), core::Error);
@@ -136,6 +181,14 @@ TEST(FnoMetrics, ForwardFlopsAgainstAHandCount) {
   const double expect = 2 * 3 * 2 * points + (2 * 4 * points + 8 * 4 * 18 + 2 * 2 * fft) +
                         2 * 2 * 4 * points + 2 * 4 * points;
   EXPECT_DOUBLE_EQ(fno_forward_flops(s), expect);
+  // Deeper lifting and projection (operator_learning's P and Q), back on the 1-D shape: lifting
+  // 3 layers 2 -> 4 -> 4 -> 2 = 2 x (2 x 4 + 4 x 4 + 4 x 2) x 8 = 512 instead of 64; projection
+  // 3 layers 2 -> 4 -> 4 -> 1 adds one 4 x 4 layer, 2 x 4 x 4 x 8 = 256.
+  s.grid = {8};
+  s.modes = {3};
+  s.lifting_layers = 3;
+  s.projection_layers = 3;
+  EXPECT_DOUBLE_EQ(fno_forward_flops(s), 656.0 - 64 + 512 + 256);
 }
 
 }  // namespace

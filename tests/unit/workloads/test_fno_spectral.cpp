@@ -241,6 +241,65 @@ TEST(FnoModel, ParameterCountOfThePapers1dModel) {
   EXPECT_EQ(y.sizes(), (std::vector<int64_t>{3, 1, 64}));
 }
 
+// bias false (operator_learning's bias: false): the parameter count of configs/fno.yml's model
+// without any bias, counted by hand, and a map with no constant term: a zero field goes to an
+// exactly zero field (GELU(0) = 0, the transforms are linear), which a bias would break.
+TEST(FnoModel, NoBiasDropsEveryBiasAndMapsZeroToZero) {
+  FnoOptions o;
+  o.in_channels = 4;  // u_x, u_z, b, p
+  o.out_channels = 4;
+  o.modes = {12, 12};
+  o.width = 16;
+  o.layers = 2;
+  o.projection_channels = 64;
+  o.grid_coordinates = false;
+  o.bias = false;
+  torch::manual_seed(3);
+  Fno net(o);
+  // lift 4 x 16; per layer 16 x 16 x (2 x 12) x 12 complex weights (x2 reals) + 16 x 16;
+  // projection 16 x 64; output 64 x 4.
+  EXPECT_EQ(count_parameters(*net), 64 + 2 * (2 * 16 * 16 * 24 * 12 + 256) + 1024 + 256);
+  EXPECT_EQ(count_parameters(*net), 296768);
+  const at::Tensor zero = at::zeros({2, 4, 32, 24});
+  EXPECT_EQ(net->forward(zero).abs().max().item<float>(), 0.0f);
+  o.bias = true;
+  torch::manual_seed(3);
+  Fno with_bias(o);
+  EXPECT_EQ(count_parameters(*with_bias), 296768 + 16 + 2 * 16 + 64 + 4);
+  EXPECT_GT(with_bias->forward(zero).abs().max().item<float>(), 0.0f);
+}
+
+// configs/fno.yml's model with operator_learning's P and Q (scaling_layers 4, 64 wide) and its
+// GELU after every Fourier layer: the parameter count by hand, and the last GELU changes the map.
+TEST(FnoModel, OperatorLearningsLiftingAndProjectionDepths) {
+  FnoOptions o;
+  o.in_channels = 4;
+  o.out_channels = 4;
+  o.modes = {12, 12};
+  o.width = 16;
+  o.layers = 2;
+  o.projection_channels = 64;
+  o.grid_coordinates = false;
+  o.bias = false;
+  o.lifting_layers = 4;
+  o.projection_layers = 4;
+  torch::manual_seed(5);
+  Fno net(o);
+  // P: 4 x 64 + 2 x 64 x 64 + 64 x 16; layers as above; Q: 16 x 64 + 2 x 64 x 64 + 64 x 4.
+  EXPECT_EQ(count_parameters(*net),
+            (256 + 8192 + 1024) + 2 * (2 * 16 * 16 * 24 * 12 + 256) + (1024 + 8192 + 256));
+  EXPECT_EQ(count_parameters(*net), 314368);
+  const at::Tensor x = at::randn({1, 4, 32, 24});
+  const at::Tensor y = net->forward(x);
+  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{1, 4, 32, 24}));
+  o.gelu_after_last_layer = true;
+  torch::manual_seed(5);
+  Fno gelu_last(o);
+  EXPECT_GT((gelu_last->forward(x) - y).abs().max().item<float>(), 1e-6f);
+  o.projection_layers = 1;
+  EXPECT_ANY_THROW(Fno{o});
+}
+
 // The whole model's gradients in float32 against the same model in float64, itself checked against
 // central finite differences: catches wrong backward kernels (LibTorch 1.13's float32 CPU
 // gelu_backward is wrong for non-contiguous gradients, which fno.cpp's GELU works around).
