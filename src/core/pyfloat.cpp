@@ -47,4 +47,15 @@ std::string python_float_str(double value) {
   return negative ? "-" + out : out;
 }
 
+std::string python_float_str_or_empty(double value) {
+  return std::isnan(value) ? std::string() : python_float_str(value);
+}
+
+std::string csv_field(std::string_view text) {
+  if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
 }  // namespace scaffold::core

@@ -15,20 +15,9 @@ namespace scaffold::energy::jpwr {
 
 namespace {
 
-// RFC 4180 as Python's csv module writes it (QUOTE_MINIMAL): quote a field holding the
-// delimiter, a quote or a line break; double the quotes inside.
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
+using core::csv_field;
 std::string num(double v) {
-  return std::isnan(v) ? std::string() : core::python_float_str(v);
+  return core::python_float_str_or_empty(v);
 }
 
 void make_unique(std::vector<std::string>& names) {

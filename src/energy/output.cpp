@@ -13,19 +13,9 @@ namespace scaffold::energy {
 
 namespace {
 
-// RFC 4180: quote a field holding a comma, quote or line break.
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
+using core::csv_field;
 std::string num(double v) {
-  return std::isnan(v) ? std::string() : core::python_float_str(v);
+  return core::python_float_str_or_empty(v);
 }
 std::string num_us(double v) {
   return std::isnan(v) ? std::string() : core::python_float_str(std::round(v * 1e6) / 1e6);

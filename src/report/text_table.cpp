@@ -78,13 +78,6 @@ std::string layout_markdown(const TextGrid& grid) {
   return out;
 }
 
-std::string csv_field(std::string_view text) {
-  if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
-  std::string quoted = "\"";
-  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
 std::string layout_csv(const std::vector<std::string>& header,
                        const std::vector<std::vector<std::string>>& rows) {
   const auto line = [](const std::vector<std::string>& fields) {

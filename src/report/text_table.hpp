@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/pyfloat.hpp"
+
 namespace scaffold::report {
 
 enum class Align { kLeft, kRight };  // text left, numbers right
@@ -28,7 +30,7 @@ std::string layout_pretty(const TextGrid& grid);
 std::string layout_markdown(const TextGrid& grid);
 
 // One CSV field: quoted (with doubled quotes) only when it holds a comma, quote, CR or LF.
-std::string csv_field(std::string_view text);
+using core::csv_field;
 
 // A header line and one line per row, fields through csv_field, each line ending in '\n'.
 std::string layout_csv(const std::vector<std::string>& header,

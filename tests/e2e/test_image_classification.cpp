@@ -409,22 +409,10 @@ TEST(ImageClassification, AWarningSignalStopsCleanlyAndRestartResumes) {
   const pid_t pid = test::spawn_scaffold(
       {"image_classification", "--threads", "1", "--epochs", "50", "-c", cfg.string()});
   ASSERT_GT(pid, 0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  fs::path run;
-  // Wait for epoch 3 (the first timed one) to be on disk, then send the warning.
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (fs::exists(dir.path() / "runs")) {
-      for (const auto& e : fs::directory_iterator(dir.path() / "runs")) run = e.path();
-      if (!run.empty() && fs::exists(run / "epoch_stats.csv") &&
-          test::csv_rows(run / "epoch_stats.csv").size() >= 4)
-        break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const fs::path run =
+      test::wait_for_csv_lines(dir.path(), "epoch_stats.csv", 4, std::chrono::seconds(120));
   ASSERT_FALSE(run.empty());
-  ::kill(pid, SIGUSR2);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const int status = test::signal_and_wait(pid, SIGUSR2);
   ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal instead of stopping";
   EXPECT_EQ(WEXITSTATUS(status), 3);
   const auto rows = test::csv_rows(run / "epoch_stats.csv");

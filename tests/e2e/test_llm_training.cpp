@@ -262,21 +262,9 @@ TEST(LlmTraining, AWarningSignalStopsCleanlyAndRestartResumes) {
   ::unsetenv("SCAFFOLD_HWMON_ROOT");
   ::unsetenv("SCAFFOLD_POWERCAP_ROOT");
   ASSERT_GT(pid, 0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  fs::path run;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (fs::exists(dir.path() / "runs")) {
-      for (const auto& e : fs::directory_iterator(dir.path() / "runs")) run = e.path();
-      if (!run.empty() && fs::exists(run / "iteration_stats.csv") &&
-          test::csv_rows(run / "iteration_stats.csv").size() >= 4)
-        break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const fs::path run = test::wait_for_csv_lines(dir.path(), "iteration_stats.csv", 4, std::chrono::seconds(120));
   ASSERT_FALSE(run.empty());
-  ::kill(pid, SIGUSR2);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const int status = test::signal_and_wait(pid, SIGUSR2);
   ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal instead of stopping";
   EXPECT_EQ(WEXITSTATUS(status), 3);
   const auto rows = test::csv_rows(run / "iteration_stats.csv");

@@ -79,21 +79,10 @@ TEST_P(StopSignals, ANonDefaultSignalStopsCleanlyAndRestartShResumes) {
     args.push_back(a);
   const pid_t pid = test::spawn_scaffold(args);
   ASSERT_GT(pid, 0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-  fs::path run;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (fs::exists(dir.path() / "runs")) {
-      for (const auto& e : fs::directory_iterator(dir.path() / "runs")) run = e.path();
-      if (!run.empty() && fs::exists(run / w.stats_csv) &&
-          test::csv_rows(run / w.stats_csv).size() >= 3)
-        break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const fs::path run =
+      test::wait_for_csv_lines(dir.path(), w.stats_csv, 3, std::chrono::seconds(180));
   ASSERT_FALSE(run.empty());
-  ::kill(pid, SIGUSR1);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const int status = test::signal_and_wait(pid, SIGUSR1);
   ASSERT_TRUE(WIFEXITED(status)) << w.name << " was ended by signal " << WTERMSIG(status)
                                  << " instead of stopping on it";
   EXPECT_EQ(WEXITSTATUS(status), 3);

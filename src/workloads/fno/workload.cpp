@@ -112,8 +112,7 @@ LrSchedule lr_schedule(const FnoConfig& cfg) {
 // operator_learning's own lines, on stdout (the logger writes to stderr), with its wording, so
 // CARAML's JUBE patterns (docs/fno.md) read them from job.out. Rank 0 only, as its print_rank0.
 void say(const std::string& line) {
-  std::fputs((line + "\n").c_str(), stdout);
-  std::fflush(stdout);
+  core::print_stdout_line(line);
 }
 
 // Python's round(x, 3) printed by print(): the shortest repr of the rounded value.
