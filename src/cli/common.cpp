@@ -1,5 +1,7 @@
 #include "cli/common.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <memory>
 #include <sstream>
@@ -155,7 +157,7 @@ std::string first_difference(const std::string& mine, const std::string& rank0) 
     if (!more_a && !more_b) return "";
     if (!more_a) la = "(nothing)";
     if (!more_b) lb = "(nothing)";
-    if (la != lb || !more_a || !more_b) return "'" + la + "' (rank 0: '" + lb + "')";
+    if (la != lb || !more_a || !more_b) return fmt::format("'{}' (rank 0: '{}')", la, lb);
   }
 }
 
@@ -188,12 +190,13 @@ std::string broadcast_config_yaml(dist::Communicator& comm,
   // Each rank's verdict on itself, gathered so every rank throws the same lowest-rank error.
   std::string mine;
   if (!error.empty()) {
-    mine = "rank " + std::to_string(comm.rank()) +
-           " could not load its configuration, which rank 0 could: " + error;
+    mine = fmt::format("rank {} could not load its configuration, which rank 0 could: {}",
+                       comm.rank(), error);
   } else if (payload != rank0_yaml) {
-    mine = "rank " + std::to_string(comm.rank()) +
-           "'s configuration differs from rank 0's: " + first_difference(payload, rank0_yaml) +
-           "; every rank of one job must be given the same configuration files and flags";
+    mine = fmt::format(
+        "rank {}'s configuration differs from rank 0's: {}; every rank of one job must be given "
+        "the same configuration files and flags",
+        comm.rank(), first_difference(payload, rank0_yaml));
   }
   for (const std::string& verdict_of_rank : comm.allgather(mine))
     if (!verdict_of_rank.empty()) throw dist::AgreedError(verdict_of_rank);

@@ -366,7 +366,7 @@ SchemaT<Config> build_schema(SchemaFor<Config>) {
   s.derived_keys["point_num"] = {
       "vol_size^3 / 256",
       [](const Config& c) -> long long { return c.point_num(); },
-      [side_ok](long long v) {
+      [](long long v) {
         for (int scale = 3; scale <= 15; ++scale)
           if (v == (1LL << (3 * scale)) / 256) return std::string();
         return std::string("(2^problem_scale)^3 / 256 for a problem_scale from 3 to 15");

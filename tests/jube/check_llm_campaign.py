@@ -25,6 +25,7 @@ import glob
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -133,10 +134,16 @@ def test_llm(env):
     for name in ("job.out", "job.err", "job.sh", "report.csv"):
         check(os.path.exists(os.path.join(os.path.dirname(run_dir), name)),
               "{0} missing from the train work package".format(name))
+    # CARAML's analyser reads job.out (the job's stdout), where Megatron prints its lines.
+    with open(os.path.join(os.path.dirname(run_dir), "job.out")) as handle:
+        out = handle.read()
     with open(os.path.join(os.path.dirname(run_dir), "job.err")) as handle:
-        log = handle.read()
-    check("elapsed time per iteration (s):" in log,
-          "the job's log lacks Megatron's iteration lines (CARAML's patterns read them)")
+        err = handle.read()
+    check(re.search(r"iteration\s+([+-]?\d+)/\s*(?:[+-]?\d+)", out) is not None and
+          "elapsed time per iteration (s):" in out,
+          "the job's stdout (job.out) lacks Megatron's iteration lines (CARAML's patterns read them)")
+    check("elapsed time per iteration (s):" not in err,
+          "Megatron's iteration lines are repeated on the job's stderr (job.err)")
 
     # collect refuses a run that is not the one asked for, and a report.csv that disagrees.
     step = os.path.dirname(run_dir)

@@ -87,9 +87,10 @@ double fno_forward_flops(const FnoShape& s) {
 }
 
 double scheduled_lr(const LrSchedule& s, int64_t done) {
-  if (s.kind == "step")
-    return s.initial *
-           std::pow(s.gamma, static_cast<double>(done / std::max<int64_t>(s.step_size, 1)));
+  if (s.kind == "step") {
+    const int64_t decays = done / std::max<int64_t>(s.step_size, 1);  // StepLR: whole steps only
+    return s.initial * std::pow(s.gamma, static_cast<double>(decays));
+  }
   if (s.kind == "cosine") {
     const double pi = std::acos(-1.0);
     return s.initial *
