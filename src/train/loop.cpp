@@ -398,7 +398,7 @@ double TrainingLoop::warmup() {
   core::Stopwatch clock;
   warmup_start_mono_s_ = core::monotonic_s();
   torch::nn::Module& module = task_.module();
-  const std::string snapshot = serialize_state(module, *optimizer_, counters_);
+  const std::string snapshot = serialize_state(module, *optimizer_, with_scaler());
   // train_epoch stops after min(warmup_batches, this replica's batches): the spec's
   // min(warmup_batches, len(train_loader)).
   if (options_.warmup_batches > 0) {
@@ -408,6 +408,7 @@ double TrainingLoop::warmup() {
   // Undo every effect: a fresh optimiser, then the snapshot's parameters, state and RNG.
   optimizer_ = options_.make_optimizer(module.parameters());
   counters_ = deserialize_state(snapshot, "warm-up snapshot", module, *optimizer_);
+  adopt_scaler(/*from_checkpoint=*/false);
   comm_.barrier();
   warmup_end_mono_s_ = core::monotonic_s();
   return clock.elapsed_s();
@@ -454,6 +455,26 @@ void TrainingLoop::check_replicas_agree(int64_t epoch) {
   });
 }
 
+TrainCounters TrainingLoop::with_scaler() const {
+  TrainCounters c = counters_;
+  if (options_.loss_scaling) {
+    c.loss_scale = loss_scale_;
+    c.loss_scale_good_steps = good_steps_;
+    c.loss_scale_hysteresis_left = hysteresis_left_;
+  }
+  return c;
+}
+
+void TrainingLoop::adopt_scaler(bool from_checkpoint) {
+  // A checkpoint without the scaler's state (no loss scaling, or an older file) keeps the start;
+  // so does every checkpoint unless loss_scale_resumed (GradScaler's runs start again).
+  if (!options_.loss_scaling || !(counters_.loss_scale > 0.0)) return;
+  if (from_checkpoint && !options_.loss_scale_resumed) return;
+  loss_scale_ = counters_.loss_scale;
+  good_steps_ = counters_.loss_scale_good_steps;
+  hysteresis_left_ = counters_.loss_scale_hysteresis_left;
+}
+
 bool TrainingLoop::per_rank_state() const {
   return dynamic_cast<const ShardedOptimizer*>(optimizer_.get()) != nullptr;
 }
@@ -474,6 +495,7 @@ TrainCounters TrainingLoop::resume_per_rank(const fs::path& dir) {
       if (!fs::exists(file, ec)) throw core::FileError(file.string(), "missing");
       optimizer_ = options_.make_optimizer(task_.module().parameters());
       counters_ = load_checkpoint(file, task_.module(), *optimizer_);
+      adopt_scaler(/*from_checkpoint=*/true);
     } catch (const CheckpointMismatch& e) {
       mismatch = e.what();
     } catch (const core::Error& e) {
@@ -516,6 +538,7 @@ TrainCounters TrainingLoop::resume(const fs::path& dir) {
     try {
       optimizer_ = options_.make_optimizer(task_.module().parameters());
       counters_ = load_checkpoint(file, task_.module(), *optimizer_);
+      adopt_scaler(/*from_checkpoint=*/true);
       LOG_INFO("resumed from {} (epoch {}, {} {:.4f}, {} optimizer steps)", file.string(), counters_.epoch,
                options_.target ? "validation metric" : "last metric", counters_.val_dice,
                counters_.total_optimizer_steps);
@@ -546,7 +569,7 @@ void TrainingLoop::save(const std::string& name) {
   core::Stopwatch clock;
   if (comm_.rank() == 0 || per_rank_state())
     checkpoint_writer_.write(checkpoint_file(options_.checkpoint_dir, name),
-                             serialize_state(task_.module(), *optimizer_, counters_));
+                             serialize_state(task_.module(), *optimizer_, with_scaler()));
   checkpoint_s_ += clock.elapsed_s();
 }
 
@@ -634,7 +657,7 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
       saved_last_epoch = true;
       unsaved_epoch_state_.clear();
     } else if (options_.checkpoint_interval > 1 && (comm_.rank() == 0 || per_rank_state())) {
-      unsaved_epoch_state_ = serialize_state(task_.module(), *optimizer_, counters_);
+      unsaved_epoch_state_ = serialize_state(task_.module(), *optimizer_, with_scaler());
     }
     // Whenever it improves, not only on checkpoint epochs, so it cannot miss the best epoch.
     if (best && options_.checkpoint_interval > 0) save("checkpoint_best");

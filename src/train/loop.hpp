@@ -126,6 +126,10 @@ struct LoopOptions {
   int64_t loss_scale_growth_interval = 2000;
   double loss_scale_min = 0.0;        // 0: none (GradScaler); else <= loss_scale_init (Megatron)
   int64_t loss_scale_hysteresis = 1;  // overflows before the first halving (Megatron's hysteresis)
+  // Whether a resumed run continues with the checkpoint's scale and counts (Megatron restores its
+  // grad scaler) or starts again from loss_scale_init (CARAML's image classification, whose
+  // trainer saves no scaler). Checkpoints hold the state either way; the warm-up restores it.
+  bool loss_scale_resumed = false;
   profile::Profiler* profiler = nullptr;  // named regions and the per-batch step; null: off
   core::Watchdog* watchdog = nullptr;     // told of every finished step and validation batch
 
@@ -261,6 +265,10 @@ class TrainingLoop {
   // An optimizer with rank-local state (ShardedOptimizer): every rank writes and reads its own
   // checkpoint files, <name>.rank<R>; otherwise rank 0 writes <name>.
   bool per_rank_state() const;
+  // The counters with the loss scaler's state (what checkpoints and the warm-up snapshot hold),
+  // and taking it back from counters_ after a load.
+  TrainCounters with_scaler() const;
+  void adopt_scaler(bool from_checkpoint);
   std::filesystem::path checkpoint_file(const std::filesystem::path& dir,
                                         const std::string& name) const;
   TrainCounters resume_per_rank(const std::filesystem::path& dir);

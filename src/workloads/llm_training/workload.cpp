@@ -269,6 +269,7 @@ int run(cli::RunContext& ctx, const Args& args) {
     lo.loss_scale_min = cfg.min_loss_scale;
     lo.loss_scale_growth_interval = cfg.loss_scale_window;
     lo.loss_scale_hysteresis = cfg.hysteresis;
+    lo.loss_scale_resumed = true;  // Megatron saves and restores its grad scaler
     lo.profiler = &profiler;
     train::LoopParallelism lp;
     lp.world = dp_tensor_comm;

@@ -25,6 +25,7 @@
 #include "dataset/sampler.hpp"
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
+#include "test_util.hpp"
 #include "train/loop.hpp"
 
 namespace scaffold::train {
@@ -272,12 +273,13 @@ class ScriptedOverflowTask : public LinearTask {
   TrainForward train_forward(const dataset::Batch& batch) override {
     TrainForward out = LinearTask::train_forward(batch);
     scales.push_back(loop->loss_scale());
-    const std::size_t step = scales.size() - 1;
+    const std::size_t step = first_step + scales.size() - 1;
     if (step < pattern_.size() && pattern_[step] == 'O')
       out.loss = out.loss * std::numeric_limits<double>::infinity();  // the sums stay finite
     return out;
   }
   const TrainingLoop* loop = nullptr;
+  std::size_t first_step = 0;  // steps taken before this task's first (a resumed run)
   std::vector<double> scales;
 
  private:
@@ -344,6 +346,57 @@ TEST(LoopLossScaling, TheDefaultsAreGradScalersRuleUnchanged) {
   EXPECT_EQ(final_scale, 0.0625);
   EXPECT_EQ(skipped, 9);
   EXPECT_NEAR(bias_drop, 0.01 * 8, 1e-6);
+}
+
+// The scaler's state (scale, good-step count, hysteresis count) is in the checkpoint, as Megatron
+// saves its grad scaler: 12 steps of the pattern above with checkpoints every 6, then a fresh
+// loop (started at scale 64, to show the checkpoint's scale wins) resumes: after step 12 the
+// scale is 8 with hysteresis count 1, so steps 13-17 train at 8 4 2 1 1 as in the table. A fresh
+// scaler would give 64 64 32 16 8; one with the scale but hysteresis reset to 2, 8 8 4 2 1.
+TEST(LoopLossScaling, TheScalersStateIsCheckpointedAndResumed) {
+  const std::string pattern = "OOOGGGOGGGOGOOOOG";
+  test::TempDir dir;
+  const Points train(40), val(4);
+  bool resume_scale = true;
+  const auto options = [&](int64_t steps, double init) {
+    LoopOptions o = sgd_options(2, 0.01);
+    o.train_batches_per_epoch = 6;
+    o.max_steps = steps;
+    o.validation_every = 0;
+    o.loss_scaling = true;
+    o.loss_scale_init = init;
+    o.loss_scale_growth_interval = 3;
+    o.loss_scale_min = 1.0;
+    o.loss_scale_hysteresis = 2;
+    o.checkpoint_interval = 1;
+    o.checkpoint_dir = dir.path();
+    o.loss_scale_resumed = resume_scale;
+    return o;
+  };
+  {
+    ScriptedOverflowTask first(train, val, pattern);
+    TrainingLoop loop(first, options(12, 8.0), c10::Device(c10::kCPU), world(), one_rank());
+    first.loop = &loop;
+    loop.run([](const LoopEpoch&) {});
+    ASSERT_EQ(first.scales, (std::vector<double>{8, 8, 4, 2, 2, 2, 4, 4, 4, 4, 8, 8}));
+  }
+  ScriptedOverflowTask resumed(train, val, pattern);
+  resumed.first_step = 12;
+  TrainingLoop loop(resumed, options(17, 64.0), c10::Device(c10::kCPU), world(), one_rank());
+  resumed.loop = &loop;
+  loop.resume(dir.path());
+  EXPECT_EQ(loop.loss_scale(), 8.0);
+  loop.run([](const LoopEpoch&) {});
+  EXPECT_EQ(resumed.scales, (std::vector<double>{8, 4, 2, 1, 1}));
+
+  // loss_scale_resumed 0 (image classification): the resumed run starts from its own scale (64).
+  resume_scale = false;
+  ScriptedOverflowTask again(train, val, pattern);
+  again.first_step = 12;
+  TrainingLoop fresh(again, options(17, 64.0), c10::Device(c10::kCPU), world(), one_rank());
+  again.loop = &fresh;
+  fresh.resume(dir.path());
+  EXPECT_EQ(fresh.loss_scale(), 64.0);
 }
 
 TEST(LoopLossScaling, AMinimumAboveTheInitialScaleOrAHysteresisBelowOneIsRefused) {
