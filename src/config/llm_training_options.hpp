@@ -81,6 +81,15 @@ struct LlmTrainingConfig {
   double adam_eps = 1e-8;
   double weight_decay = 0.1;  // on weights, not on biases or LayerNorm parameters
   double clip_grad = 1.0;     // global gradient-norm clip; 0: none
+  // fp16's dynamic loss scaler (Megatron's DynamicGradScaler; CARAML's values; bf16 and fp32 do
+  // not scale).
+  double initial_loss_scale = 4096;  // Megatron's default 2^32
+  double min_loss_scale = 1.0;       // never scaled below this (<= initial_loss_scale)
+  int64_t loss_scale_window = 500;   // good iterations before the scale doubles (Megatron: 1000)
+  int64_t hysteresis = 2;            // overflowing iterations before the scale first halves
+  // Adam's state sharded over the data-parallel ranks (Megatron's --use-distributed-optimizer;
+  // CARAML passes it): each keeps 1/DP of exp_avg and exp_avg_sq; one checkpoint file per rank.
+  bool use_distributed_optimizer = false;
 
   // Logging, validation, checkpoints (iterations).
   int64_t log_interval = 5;

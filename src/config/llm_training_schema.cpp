@@ -232,6 +232,30 @@ std::vector<Spec> llm_training_keys() {
                number_at_least_0));
   add(bind_key("clip_grad", &LC::clip_grad, "global gradient-norm clip; 0: none", "a number >= 0",
                number_at_least_0));
+  add(bind_key("initial_loss_scale", &LC::initial_loss_scale,
+               "fp16: the dynamic loss scale at the start", "a number > 0", number_above_0));
+  {
+    const auto i = add(bind_key("min_loss_scale", &LC::min_loss_scale,
+                                "fp16: the loss scale is never halved below this", "a number > 0",
+                                number_above_0));
+    t[i].depends_on = {"initial_loss_scale"};
+    t[i].cross_check = [](const LC& c) {
+      return c.min_loss_scale <= c.initial_loss_scale
+                 ? std::string()
+                 : fmt::format("a number <= initial_loss_scale ({})", c.initial_loss_scale);
+    };
+  }
+  add(bind_key("loss_scale_window", &LC::loss_scale_window,
+               "fp16: good iterations in a row after which the loss scale doubles",
+               "an integer >= 1", int64_at_least_1));
+  add(bind_key("hysteresis", &LC::hysteresis,
+               "fp16: overflowing iterations tolerated before the loss scale is halved (reset when "
+               "it grows)",
+               "an integer >= 1", int64_at_least_1));
+  add(bind_key(
+      "use_distributed_optimizer", &LC::use_distributed_optimizer,
+      "1 shards Adam's state over the data-parallel ranks (each keeps and updates 1/DP of it)",
+      rules::kBoolAllowed, rules::bool_any));
 
   // Logging, validation, checkpoints.
   add(bind_key("log_interval", &LC::log_interval, "iterations per Megatron log line", "an integer >= 1",

@@ -156,7 +156,12 @@ fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& re
         throw core::FileError(dir.string(), fs::exists(dir, ec)
                                                 ? "cannot restart: not a folder (--run-dir names a run folder)"
                                                 : "cannot restart: no such run folder");
-      if (!fs::exists(ckpt / "checkpoint_last", ec) && !fs::exists(ckpt / "checkpoint_best", ec))
+      // A sharded optimizer's run has one file per rank (train/loop.hpp): rank 0's stands for them.
+      bool any = false;
+      for (const char* name :
+           {"checkpoint_last", "checkpoint_best", "checkpoint_last.rank0", "checkpoint_best.rank0"})
+        any = any || fs::exists(ckpt / name, ec);
+      if (!any)
         throw core::FileError(dir.string(), "cannot restart: no " + (ckpt / "checkpoint_last").string() +
                                                 " or checkpoint_best (was checkpoint_interval > 0?)");
       lock_run_folder(dir);

@@ -37,6 +37,12 @@ int64_t get_int(torch::serialize::InputArchive& a, const char* key) {
   a.read(key, t);
   return t.item<int64_t>();
 }
+// Keys added after version 1 was written: absent in older files, which keep `fallback`.
+template <typename T>
+T get_optional(torch::serialize::InputArchive& a, const char* key, T fallback) {
+  at::Tensor t;
+  return a.try_read(key, t) ? t.item<T>() : fallback;
+}
 
 // LibTorch's Module::load adopts the stored tensors' shapes, so a checkpoint of another U-Net
 // (say, another unet_base_channels) would load silently. Compare every parameter and buffer first.
@@ -97,6 +103,9 @@ std::string serialize_state(torch::nn::Module& model, const torch::optim::Optimi
   put(archive, "val_dice", c.val_dice);
   put(archive, "val_loss_avg", c.val_loss_avg);
   put(archive, "best_val_loss", c.best_val_loss);
+  put(archive, "loss_scale", c.loss_scale);
+  put(archive, "loss_scale_good_steps", c.loss_scale_good_steps);
+  put(archive, "loss_scale_hysteresis_left", c.loss_scale_hysteresis_left);
   archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
   std::ostringstream out;
   archive.save_to(out);
@@ -128,6 +137,9 @@ TrainCounters deserialize_state(const std::string& bytes, const std::string& sou
     c.val_dice = get_double(archive, "val_dice");
     c.val_loss_avg = get_double(archive, "val_loss_avg");
     c.best_val_loss = get_double(archive, "best_val_loss");
+    c.loss_scale = get_optional<double>(archive, "loss_scale", 0.0);
+    c.loss_scale_good_steps = get_optional<int64_t>(archive, "loss_scale_good_steps", 0);
+    c.loss_scale_hysteresis_left = get_optional<int64_t>(archive, "loss_scale_hysteresis_left", 0);
     at::Tensor rng;
     archive.read("rng_cpu", rng);
     at::Generator generator = at::detail::getDefaultCPUGenerator();

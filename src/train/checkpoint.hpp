@@ -25,6 +25,11 @@ struct TrainCounters {
   double val_dice = 0.0;              // of the last completed epoch: the convergence state
   double val_loss_avg = 0.0;          // of the last completed epoch
   double best_val_loss = 0.0;         // lowest val_loss_avg so far (checkpoint_best)
+  // Dynamic loss scaling's state (train/loop.hpp), as Megatron's grad scaler saves it. loss_scale
+  // 0: none stored (a run without loss scaling, or a checkpoint of an older scaffold).
+  double loss_scale = 0.0;
+  int64_t loss_scale_good_steps = 0;
+  int64_t loss_scale_hysteresis_left = 0;
 };
 
 // In-memory form, used for warm-up snapshots as well as files.

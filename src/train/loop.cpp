@@ -27,6 +27,7 @@
 #include "dist/halo.hpp"
 #include "train/grad_clip.hpp"
 #include "train/nonfinite.hpp"
+#include "train/sharded_adam.hpp"
 
 namespace scaffold::train {
 namespace fs = std::filesystem;
@@ -109,7 +110,15 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
     throw core::Error(
         fmt::format("TrainingLoop: loss scale {} and growth interval {} must be > 0 and >= 1",
                     options_.loss_scale_init, options_.loss_scale_growth_interval));
+  if (options_.loss_scaling &&
+      !(options_.loss_scale_min >= 0.0 && options_.loss_scale_min <= options_.loss_scale_init &&
+        options_.loss_scale_hysteresis >= 1))
+    throw core::Error(fmt::format(
+        "TrainingLoop: minimum loss scale {} must be in [0, {}] (the initial scale) and "
+        "hysteresis {} >= 1",
+        options_.loss_scale_min, options_.loss_scale_init, options_.loss_scale_hysteresis));
   loss_scale_ = options_.loss_scale_init;
+  hysteresis_left_ = options_.loss_scale_hysteresis;
   torch::nn::Module& module = task_.module();
   module.to(device_);
   if (parallel_.world && parallel_.world->size() > 1) {
@@ -188,9 +197,11 @@ bool TrainingLoop::unscale_gradients() {
     comm_.allreduce_max(&bad_anywhere, 1);
     finite = bad_anywhere == 0.0;
   }
+  // Megatron's DynamicGradScaler.update: the hysteresis count is not reset by a good step, only
+  // by growth, so once it is used up every overflow halves the scale.
   if (!finite) {
-    loss_scale_ *= 0.5;
     good_steps_ = 0;
+    if (--hysteresis_left_ <= 0) loss_scale_ = std::max(loss_scale_ * 0.5, options_.loss_scale_min);
     ++skipped_steps_;
     LOG_DEBUG("loss scaling: non-finite gradients, step skipped, scale now {}", loss_scale_);
     return false;
@@ -199,6 +210,7 @@ bool TrainingLoop::unscale_gradients() {
   if (++good_steps_ >= options_.loss_scale_growth_interval) {
     loss_scale_ *= 2.0;
     good_steps_ = 0;
+    hysteresis_left_ = options_.loss_scale_hysteresis;
   }
   return true;
 }
@@ -386,7 +398,7 @@ double TrainingLoop::warmup() {
   core::Stopwatch clock;
   warmup_start_mono_s_ = core::monotonic_s();
   torch::nn::Module& module = task_.module();
-  const std::string snapshot = serialize_state(module, *optimizer_, counters_);
+  const std::string snapshot = serialize_state(module, *optimizer_, with_scaler());
   // train_epoch stops after min(warmup_batches, this replica's batches): the spec's
   // min(warmup_batches, len(train_loader)).
   if (options_.warmup_batches > 0) {
@@ -396,6 +408,7 @@ double TrainingLoop::warmup() {
   // Undo every effect: a fresh optimiser, then the snapshot's parameters, state and RNG.
   optimizer_ = options_.make_optimizer(module.parameters());
   counters_ = deserialize_state(snapshot, "warm-up snapshot", module, *optimizer_);
+  adopt_scaler(/*from_checkpoint=*/false);
   comm_.barrier();
   warmup_end_mono_s_ = core::monotonic_s();
   return clock.elapsed_s();
@@ -442,7 +455,81 @@ void TrainingLoop::check_replicas_agree(int64_t epoch) {
   });
 }
 
+TrainCounters TrainingLoop::with_scaler() const {
+  TrainCounters c = counters_;
+  if (options_.loss_scaling) {
+    c.loss_scale = loss_scale_;
+    c.loss_scale_good_steps = good_steps_;
+    c.loss_scale_hysteresis_left = hysteresis_left_;
+  }
+  return c;
+}
+
+void TrainingLoop::adopt_scaler(bool from_checkpoint) {
+  // A checkpoint without the scaler's state (no loss scaling, or an older file) keeps the start;
+  // so does every checkpoint unless loss_scale_resumed (GradScaler's runs start again).
+  if (!options_.loss_scaling || !(counters_.loss_scale > 0.0)) return;
+  if (from_checkpoint && !options_.loss_scale_resumed) return;
+  loss_scale_ = counters_.loss_scale;
+  good_steps_ = counters_.loss_scale_good_steps;
+  hysteresis_left_ = counters_.loss_scale_hysteresis_left;
+}
+
+bool TrainingLoop::per_rank_state() const {
+  return dynamic_cast<const ShardedOptimizer*>(optimizer_.get()) != nullptr;
+}
+
+fs::path TrainingLoop::checkpoint_file(const fs::path& dir, const std::string& name) const {
+  return per_rank_state() ? dir / fmt::format("{}.rank{}", name, comm_.rank()) : dir / name;
+}
+
+TrainCounters TrainingLoop::resume_per_rank(const fs::path& dir) {
+  // Each rank reads its own file; last, then best, each tried by every rank and taken only when
+  // every rank could read its own (no file is renamed: one rank's damage must not part the ranks).
+  std::string errors;
+  for (const char* name : {"checkpoint_last", "checkpoint_best"}) {
+    const fs::path file = checkpoint_file(dir, name);
+    std::error_code ec;
+    std::string mismatch, error;
+    try {
+      if (!fs::exists(file, ec)) throw core::FileError(file.string(), "missing");
+      optimizer_ = options_.make_optimizer(task_.module().parameters());
+      counters_ = load_checkpoint(file, task_.module(), *optimizer_);
+      adopt_scaler(/*from_checkpoint=*/true);
+    } catch (const CheckpointMismatch& e) {
+      mismatch = e.what();
+    } catch (const core::Error& e) {
+      error = e.what();
+    }
+    // Any rank's mismatch ends the run with it; a missing or damaged file tries the next name.
+    const std::vector<std::string> mismatches =
+        comm_.size() > 1 ? comm_.allgather(mismatch) : std::vector{mismatch};
+    for (const std::string& m : mismatches)
+      if (!m.empty())
+        throw dist::AgreedError(
+            fmt::format("{}: cannot restart with this command: {}; the checkpoints are unchanged",
+                        dir.string(), m));
+    const std::vector<std::string> failed =
+        comm_.size() > 1 ? comm_.allgather(error) : std::vector{error};
+    std::string these;
+    for (std::size_t r = 0; r < failed.size(); ++r)
+      if (!failed[r].empty()) these += fmt::format("\n  rank {}: {}", r, failed[r]);
+    if (these.empty()) {
+      LOG_INFO("resumed from {} on every rank (epoch {}, {} optimizer steps)", file.string(),
+               counters_.epoch, counters_.total_optimizer_steps);
+      return counters_;
+    }
+    errors += these;
+  }
+  throw dist::AgreedError(
+      fmt::format("{}: no checkpoint_last.rank<R> or checkpoint_best.rank<R> that every rank "
+                  "can read (a distributed optimizer saves one file per rank; was the run "
+                  "written with another use_distributed_optimizer or rank count?){}",
+                  dir.string(), errors));
+}
+
 TrainCounters TrainingLoop::resume(const fs::path& dir) {
+  if (per_rank_state()) return resume_per_rank(dir);
   std::string errors;
   for (const char* name : {"checkpoint_last", "checkpoint_best"}) {
     const fs::path file = dir / name;
@@ -451,6 +538,7 @@ TrainCounters TrainingLoop::resume(const fs::path& dir) {
     try {
       optimizer_ = options_.make_optimizer(task_.module().parameters());
       counters_ = load_checkpoint(file, task_.module(), *optimizer_);
+      adopt_scaler(/*from_checkpoint=*/true);
       LOG_INFO("resumed from {} (epoch {}, {} {:.4f}, {} optimizer steps)", file.string(), counters_.epoch,
                options_.target ? "validation metric" : "last metric", counters_.val_dice,
                counters_.total_optimizer_steps);
@@ -467,6 +555,10 @@ TrainCounters TrainingLoop::resume(const fs::path& dir) {
       errors += std::string("\n  ") + e.what();
     }
   }
+  std::error_code ec;
+  if (fs::exists(dir / "checkpoint_last.rank0", ec))
+    errors += "\n  (checkpoint_last.rank<R> files are there: that run sharded its optimizer over the ranks; "
+              "resume it with use_distributed_optimizer 1)";
   throw core::FileError(dir.string(), "no usable checkpoint_last or checkpoint_best to restart from" + errors);
 }
 
@@ -475,8 +567,9 @@ void TrainingLoop::save(const std::string& name) {
   // The state is copied here; with async_save only the file write runs on while training goes on.
   // checkpoint_s_ is the time the training waits for it (CARAML's TotalCheckpointTime).
   core::Stopwatch clock;
-  if (comm_.rank() == 0)
-    checkpoint_writer_.write(options_.checkpoint_dir / name, serialize_state(task_.module(), *optimizer_, counters_));
+  if (comm_.rank() == 0 || per_rank_state())
+    checkpoint_writer_.write(checkpoint_file(options_.checkpoint_dir, name),
+                             serialize_state(task_.module(), *optimizer_, with_scaler()));
   checkpoint_s_ += clock.elapsed_s();
 }
 
@@ -563,8 +656,8 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
       save("checkpoint_last");
       saved_last_epoch = true;
       unsaved_epoch_state_.clear();
-    } else if (options_.checkpoint_interval > 1 && comm_.rank() == 0) {
-      unsaved_epoch_state_ = serialize_state(task_.module(), *optimizer_, counters_);
+    } else if (options_.checkpoint_interval > 1 && (comm_.rank() == 0 || per_rank_state())) {
+      unsaved_epoch_state_ = serialize_state(task_.module(), *optimizer_, with_scaler());
     }
     // Whenever it improves, not only on checkpoint epochs, so it cannot miss the best epoch.
     if (best && options_.checkpoint_interval > 0) save("checkpoint_best");
@@ -577,7 +670,8 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
     // exactly as an uninterrupted run would from that epoch.
     // (With checkpoint_interval 1 every completed epoch is already saved.)
     if (!unsaved_epoch_state_.empty())
-      checkpoint_writer_.write(options_.checkpoint_dir / "checkpoint_last", std::move(unsaved_epoch_state_));
+      checkpoint_writer_.write(checkpoint_file(options_.checkpoint_dir, "checkpoint_last"),
+                               std::move(unsaved_epoch_state_));
     result.stopped = true;
     result.stop_signal = stop_signal_;
   } else if (options_.checkpoint_interval > 0 && !saved_last_epoch) {

@@ -115,12 +115,21 @@ struct LoopOptions {
   int loader_workers = 1;
   // DDP's broadcast_buffers: rank 0's buffers (BatchNorm running statistics) before every step.
   bool broadcast_buffers = false;
-  // Dynamic loss scaling as torch.cuda.amp.GradScaler: the loss times the scale, the gradients
-  // divided by it; the scale halved and the step skipped when a gradient is not finite, doubled
-  // after loss_scale_growth_interval good steps. The defaults are GradScaler's (2^16, 2000).
+  // Dynamic loss scaling: the loss times the scale, the gradients divided by it. A step whose
+  // gradients are not finite is skipped, the good-step count restarts and the hysteresis count
+  // falls by one; once it is <= 0 the scale is halved (never below loss_scale_min, when > 0).
+  // After loss_scale_growth_interval good steps in a row the scale doubles and the hysteresis
+  // count is reset. Megatron's DynamicGradScaler (growth_interval = loss_scale_window); with the
+  // defaults (hysteresis 1, no minimum) it is torch.cuda.amp.GradScaler (2^16, 2000).
   bool loss_scaling = false;
   double loss_scale_init = 65536.0;
   int64_t loss_scale_growth_interval = 2000;
+  double loss_scale_min = 0.0;        // 0: none (GradScaler); else <= loss_scale_init (Megatron)
+  int64_t loss_scale_hysteresis = 1;  // overflows before the first halving (Megatron's hysteresis)
+  // Whether a resumed run continues with the checkpoint's scale and counts (Megatron restores its
+  // grad scaler) or starts again from loss_scale_init (CARAML's image classification, whose
+  // trainer saves no scaler). Checkpoints hold the state either way; the warm-up restores it.
+  bool loss_scale_resumed = false;
   profile::Profiler* profiler = nullptr;  // named regions and the per-batch step; null: off
   core::Watchdog* watchdog = nullptr;     // told of every finished step and validation batch
 
@@ -219,6 +228,9 @@ class TrainingLoop {
   double warmup_end_mono_s() const { return warmup_end_mono_s_; }
 
   // Resumes from a checkpoint (last, falling back to best; a corrupt file is renamed *.corrupt).
+  // With a sharded optimizer (train/sharded_adam.hpp) each rank reads its own <name>.rank<R>,
+  // collectively: a file is taken only when every rank could read its own, none is renamed, and
+  // a shard of another data-parallel size is refused on every rank.
   TrainCounters resume(const std::filesystem::path& checkpoint_dir);
 
   // The epoch loop from the resume point (or epoch 1). on_epoch runs after each epoch, before
@@ -250,6 +262,16 @@ class TrainingLoop {
   PassSums validate(int64_t max_batches);
   PassSums train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times);
   void save(const std::string& name);
+  // An optimizer with rank-local state (ShardedOptimizer): every rank writes and reads its own
+  // checkpoint files, <name>.rank<R>; otherwise rank 0 writes <name>.
+  bool per_rank_state() const;
+  // The counters with the loss scaler's state (what checkpoints and the warm-up snapshot hold),
+  // and taking it back from counters_ after a load.
+  TrainCounters with_scaler() const;
+  void adopt_scaler(bool from_checkpoint);
+  std::filesystem::path checkpoint_file(const std::filesystem::path& dir,
+                                        const std::string& name) const;
+  TrainCounters resume_per_rank(const std::filesystem::path& dir);
   void check_replicas_agree(int64_t epoch);
   void broadcast_buffers();
   // Whether any rank was asked to stop or passed the deadline (collective on multi-rank runs:
@@ -280,6 +302,7 @@ class TrainingLoop {
   double loss_scale_ = 65536.0;
   double checkpoint_s_ = 0.0;
   int64_t good_steps_ = 0;     // since the loss scale last changed
+  int64_t hysteresis_left_ = 1;  // overflows still tolerated before the scale falls
   int64_t skipped_steps_ = 0;
   int stop_signal_ = 0;  // agreed stop request (0: none)
   bool deadline_reached_ = false;  // agreed: LoopOptions::deadline_mono_s passed

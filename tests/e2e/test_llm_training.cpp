@@ -2,7 +2,8 @@
 // iteration_stats.csv and summary.json whose figures follow CARAML's definitions, recomputed here
 // from the rows (tokens/s from the mean of the log lines, the TFLOP/s formula, the steady window
 // after the warm-up); the log lines match CARAML's JUBE patterns; `scaffold report` prints
-// CARAML's columns; tensor and data parallelism on 2 ranks give the losses of one process; the
+// CARAML's columns; tensor and data parallelism on 2 ranks give the losses of one process, and
+// the distributed optimizer those of Adam, resuming from its per-rank checkpoints; the
 // warning signal stops cleanly with complete summary and energy files and restart.sh resumes;
 // the exit duration ends the run; each window's energy is the integral of a time-varying power;
 // bad input fails with one clear message and no run folder.
@@ -186,6 +187,50 @@ TEST(LlmTraining, TensorAndDataParallelRunsGiveTheLossesOfOneProcess) {
   }
   EXPECT_EQ(tensor, "2");
   EXPECT_EQ(data, "1");
+}
+
+// use_distributed_optimizer 1 on 2 data-parallel ranks: the losses of use_distributed_optimizer 0
+// (1e-5 relative, the unit's tolerance for parallel runs), one checkpoint file per rank, and a
+// restart from those files at iteration 4 continuing as the uninterrupted run (1e-9 relative: the
+// same arithmetic on restored state).
+TEST(LlmTraining, TheDistributedOptimizerGivesAdamsLossesAndResumesFromPerRankFiles) {
+  TempDir dir;
+  const std::string cfg = write_tiny_config(dir.path(), "save_interval: 4\n").string();
+  const std::string launch =
+      test::mpiexec(2) + kBinary + " llm_training --threads 1 -c " + cfg + " ";
+  const auto run_of = [&](const std::string& job) {
+    for (const auto& e : fs::directory_iterator(dir.path() / "runs"))
+      if (e.path().filename().string().rfind(job + "_", 0) == 0) return e.path();
+    ADD_FAILURE() << "no run of " << job;
+    return fs::path();
+  };
+  for (const std::string& args :
+       {std::string("--job-name plain --train-iters 8"),
+        std::string("--job-name whole --train-iters 8 --use-distributed-optimizer 1"),
+        std::string("--job-name part --train-iters 4 --use-distributed-optimizer 1")}) {
+    const auto r = run_command(launch + args);
+    ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+  }
+  const fs::path part = run_of("part");
+  ASSERT_FALSE(part.empty());
+  EXPECT_TRUE(fs::exists(part / "checkpoints" / "checkpoint_last.rank0"));
+  EXPECT_TRUE(fs::exists(part / "checkpoints" / "checkpoint_last.rank1"));
+  EXPECT_FALSE(fs::exists(part / "checkpoints" / "checkpoint_last"))
+      << "no single file for sharded state";
+  const auto resumed = run_command(
+      launch + "--job-name part --train-iters 8 --use-distributed-optimizer 1 --run-dir " +
+      part.string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  const auto plain = losses_of(run_of("plain")), whole = losses_of(run_of("whole")),
+             parts = losses_of(part);
+  ASSERT_EQ(plain.size(), 4u);
+  ASSERT_EQ(whole.size(), 4u);
+  ASSERT_EQ(parts.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(whole[i], plain[i], 1e-5 * plain[i]) << "interval " << i;
+    EXPECT_NEAR(parts[i], whole[i], 1e-9 * whole[i]) << "interval " << i;
+  }
 }
 
 // Energy of every interval's window against the closed-form integral of a power that changes over

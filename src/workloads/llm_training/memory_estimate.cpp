@@ -42,10 +42,26 @@ core::MemoryEstimate llm_memory_estimate(const config::LlmTrainingConfig& cfg,
   std::vector<std::string> param_keys{"num_layers", "hidden_size", "ffn_hidden_size", "vocab_size"};
   if (learned) param_keys.emplace_back("seq_length");
   core::MemoryEstimate e;
-  e.add(
-      "parameters, gradients and Adam's two moments (16 bytes per parameter / "
-      "tensor_model_parallel_size)",
-      16.0 * params / tp, dims(param_keys));
+  if (!cfg.use_distributed_optimizer) {
+    e.add(
+        "parameters, gradients and Adam's two moments (16 bytes per parameter / "
+        "tensor_model_parallel_size)",
+        16.0 * params / tp, dims(param_keys));
+  } else {
+    // Each rank keeps 1/DP of the moments, and gathers the updated parameters through a chunk of
+    // at most 2^22 float32 elements (train/sharded_adam.hpp).
+    const auto dp = static_cast<double>(std::max<int64_t>(1, layout.data_parallel));
+    e.add("parameters and gradients (8 bytes per parameter / tensor_model_parallel_size)",
+          8.0 * params / tp, dims(param_keys));
+    std::vector<std::string> moment_keys = param_keys;
+    moment_keys.emplace_back("use_distributed_optimizer");
+    e.add(
+        "this rank's 1/DP of Adam's two moments (8 bytes per parameter / "
+        "tensor_model_parallel_size / data-parallel size)",
+        8.0 * params / tp / dp, dims(moment_keys));
+    e.add("the distributed optimizer's gather chunk (at most 2^22 float32)",
+          4.0 * std::min(params / tp, 4194304.0), dims(moment_keys));
+  }
   if (layout.attention_keeps_scores) {
     e.add(
         "one layer's attention probabilities (micro_batch_size x heads / TP x seq_length^2, "

@@ -14,6 +14,8 @@ namespace scaffold::llm {
 
 struct LlmMemoryLayout {
   int64_t tensor_parallel = 1;  // the tensor-parallel size the run will use
+  int64_t data_parallel = 1;    // its data-parallel size (divides Adam's state with
+                                // use_distributed_optimizer)
   bool attention_keeps_scores =
       true;  // the attention kernel materialises (B, a, s, s) probabilities
 };

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "model/autocast.hpp"
+#include "train/sharded_adam.hpp"
 
 namespace scaffold::llm {
 
@@ -109,19 +110,45 @@ double GptTask::last_grad_norm() const {
   return last_grad_norm_.defined() ? last_grad_norm_.item<double>() : 0.0;  // read at log lines only
 }
 
+namespace {
+
+// Megatron's two parameter groups: decay on matrices and embeddings, none on 1-D parameters.
+std::vector<torch::optim::OptimizerParamGroup> megatron_groups(
+    const AdamOptions& o, const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> decay, no_decay;
+  for (const at::Tensor& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  const auto base = torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                 torch::optim::AdamWOptions(base).weight_decay(o.weight_decay)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                    torch::optim::AdamWOptions(base).weight_decay(0.0)));
+  return groups;
+}
+
+torch::optim::AdamWOptions megatron_defaults(const AdamOptions& o) {
+  return torch::optim::AdamWOptions(o.lr)
+      .betas({o.beta1, o.beta2})
+      .eps(o.eps)
+      .weight_decay(o.weight_decay);
+}
+
+}  // namespace
+
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)> megatron_adam(
     AdamOptions o) {
   return [o](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
-    std::vector<at::Tensor> decay, no_decay;
-    for (const at::Tensor& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-    const auto base = torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps);
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                   torch::optim::AdamWOptions(base).weight_decay(o.weight_decay)));
-    groups.emplace_back(no_decay,
-                        std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(base).weight_decay(0.0)));
-    return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(base).weight_decay(o.weight_decay));
+    return std::make_unique<torch::optim::AdamW>(megatron_groups(o, params), megatron_defaults(o));
   };
+}
+
+std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>
+megatron_distributed_adam(AdamOptions o, std::shared_ptr<dist::TensorComm> dp) {
+  return
+      [o, dp](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
+        return std::make_unique<train::ShardedAdamW>(megatron_groups(o, params),
+                                                     megatron_defaults(o), dp);
+      };
 }
 
 }  // namespace scaffold::llm

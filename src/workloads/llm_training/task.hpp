@@ -18,6 +18,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "dataset/example_source.hpp"
+#include "dist/tensor_comm.hpp"
 #include "profile/profiler.hpp"
 #include "train/loop.hpp"
 #include "workloads/llm_training/gpt.hpp"
@@ -79,5 +80,9 @@ struct AdamOptions {
 };
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)> megatron_adam(
     AdamOptions options);
+// The same optimizer with its state sharded over the data-parallel group `dp` (Megatron's
+// --use-distributed-optimizer: train::ShardedAdamW); null or one rank: one shard holding all.
+std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>
+megatron_distributed_adam(AdamOptions options, std::shared_ptr<dist::TensorComm> dp);
 
 }  // namespace scaffold::llm

@@ -180,6 +180,7 @@ int run(cli::RunContext& ctx, const Args& args) {
   dist::run_agreed(ctx.comm, [&] {
     LlmMemoryLayout memory;
     memory.tensor_parallel = layout.tp;
+    memory.data_parallel = layout.dp;
     memory.attention_keeps_scores = attention_keeps_scores(parse_attention(cfg.attention));
     train::check_memory_budget_on(kWorkloadName, llm_memory_estimate(cfg, memory), device, ctx.comm.local_size(),
                                   cfg.device_sharing);
@@ -246,7 +247,13 @@ int run(cli::RunContext& ctx, const Args& args) {
     adam.beta2 = cfg.adam_beta2;
     adam.eps = cfg.adam_eps;
     adam.weight_decay = cfg.weight_decay;
-    lo.make_optimizer = megatron_adam(adam);
+    // One data-parallel communicator for the gradient all-reduce and the distributed optimizer's
+    // gather (the same collectives in the same order on every rank).
+    std::shared_ptr<dist::TensorComm> dp_tensor_comm;
+    if (layout.dp > 1) dp_tensor_comm = dist::make_tensor_comm(*layout.dp_comm, device);
+    lo.make_optimizer = cfg.use_distributed_optimizer
+                            ? megatron_distributed_adam(adam, dp_tensor_comm)
+                            : megatron_adam(adam);
     const LrSchedule schedule = schedule_of(cfg);
     const int64_t gbs = cfg.global_batch_size;
     lo.lr_at_step = [schedule, gbs](int64_t step) { return megatron_lr(schedule, step * gbs); };
@@ -257,10 +264,15 @@ int run(cli::RunContext& ctx, const Args& args) {
     lo.checkpoint_dir = run_dir / cfg.checkpoint_dir;
     lo.seed = static_cast<uint64_t>(cfg.seed);
     lo.loader_workers = cfg.dataloader_num_workers;
-    lo.loss_scaling = cfg.precision == "fp16";
+    lo.loss_scaling = cfg.precision == "fp16";  // bf16 is not scaled, as in Megatron
+    lo.loss_scale_init = cfg.initial_loss_scale;
+    lo.loss_scale_min = cfg.min_loss_scale;
+    lo.loss_scale_growth_interval = cfg.loss_scale_window;
+    lo.loss_scale_hysteresis = cfg.hysteresis;
+    lo.loss_scale_resumed = true;  // Megatron saves and restores its grad scaler
     lo.profiler = &profiler;
     train::LoopParallelism lp;
-    if (layout.dp > 1) lp.world = dist::make_tensor_comm(*layout.dp_comm, device);
+    lp.world = dp_tensor_comm;
     if (layout.tp > 1) lp.replica_comm = layout.dp_comm.get();
     const dist::ProcessGrid grid(ctx.comm.size(), ctx.comm.rank(), {layout.tp, 1, 1}, {2, 3, 4});
     dist::run_agreed(ctx.comm, [&] {

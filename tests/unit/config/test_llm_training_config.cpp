@@ -30,7 +30,8 @@ const std::vector<std::string> kKeys = {
     "recompute_granularity", "precision", "tensor_model_parallel_size", "pipeline_model_parallel_size",
     "micro_batch_size", "global_batch_size", "train_iters", "exit_duration_in_mins", "lr", "min_lr",
     "lr_decay_style", "lr_warmup_samples", "lr_decay_samples", "adam_beta1", "adam_beta2", "adam_eps",
-    "weight_decay", "clip_grad", "log_interval", "timing_warmup_iters", "eval_interval", "eval_iters",
+    "weight_decay", "clip_grad", "initial_loss_scale", "min_loss_scale", "loss_scale_window", "hysteresis",
+    "use_distributed_optimizer", "log_interval", "timing_warmup_iters", "eval_interval", "eval_iters",
     "save_interval", "data_path", "split", "vocab_file", "merge_file", "tokenizer_type",
     "synthetic_train_samples", "synthetic_valid_samples", "dataloader_num_workers", "device", "device_sharing",
     "progress_timeout_s"};
@@ -91,6 +92,13 @@ void expect_caraml_defaults(const LC& c) {
   EXPECT_DOUBLE_EQ(c.adam_eps, 1e-8);
   EXPECT_DOUBLE_EQ(c.weight_decay, 0.1);
   EXPECT_DOUBLE_EQ(c.clip_grad, 1.0);
+  // CARAML's --initial-loss-scale 4096 --min-loss-scale 1.0 --loss-scale-window 500 --hysteresis 2.
+  EXPECT_DOUBLE_EQ(c.initial_loss_scale, 4096);
+  EXPECT_DOUBLE_EQ(c.min_loss_scale, 1.0);
+  EXPECT_EQ(c.loss_scale_window, 500);
+  EXPECT_EQ(c.hysteresis, 2);
+  // CARAML passes --use-distributed-optimizer; off by default here (docs/llm.md).
+  EXPECT_FALSE(c.use_distributed_optimizer);
   EXPECT_EQ(c.log_interval, 5);
   EXPECT_EQ(c.eval_interval, 2000);
   EXPECT_EQ(c.eval_iters, 15);
@@ -201,6 +209,11 @@ TEST_F(LlmTrainingConfigTest, BadValuesNameTheKeyValueAndWhatIsAllowed) {
       {"hidden_size: 100\n", "hidden_size", "a multiple of the attention heads (8)"},
       {"global_batch_size: 10\nmicro_batch_size: 4\n", "global_batch_size", "a multiple of micro_batch_size (4)"},
       {"min_lr: 0.001\n", "min_lr", "a number <= lr"},
+      {"min_loss_scale: 8192\n", "min_loss_scale", "a number <= initial_loss_scale (4096)"},
+      {"initial_loss_scale: 0\n", "initial_loss_scale", "a number > 0"},
+      {"min_loss_scale: 0\n", "min_loss_scale", "a number > 0"},
+      {"loss_scale_window: 0\n", "loss_scale_window", "an integer >= 1"},
+      {"hysteresis: 0\n", "hysteresis", "an integer >= 1"},
       {"lr_warmup_samples: 100\nlr_decay_samples: 50\n", "lr_decay_samples", "more than lr_warmup_samples (100)"},
       {"timing_warmup_iters: 7\n", "timing_warmup_iters", "a multiple of log_interval (5)"},
       {"eval_interval: 12\n", "eval_interval", "a multiple of log_interval (5)"},

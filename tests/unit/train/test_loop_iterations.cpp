@@ -5,7 +5,8 @@
 // every n epochs on a few batches, and the clipping hook replacing torch's clipping. Also where a
 // non-finite loss came from: the batch that first turned the sums non-finite, and whether its
 // data held the NaN (issue 16's "training diverged" without the file). And dynamic loss scaling's
-// start, growth interval and skipped steps.
+// start, growth interval and skipped steps, and Megatron's hysteresis and minimum scale against
+// GradScaler's rule over a scripted pattern of overflows.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "dataset/sampler.hpp"
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
+#include "test_util.hpp"
 #include "train/loop.hpp"
 
 namespace scaffold::train {
@@ -257,6 +260,156 @@ TEST(LoopLossScaling, ANonFiniteGradientSkipsTheStepAndHalvesTheScale) {
   EXPECT_EQ(loop.skipped_steps(), 1);
   EXPECT_EQ(loop.loss_scale(), 2e38);
   EXPECT_NEAR(task.module().parameters()[1].item<double>(), bias0 - 0.01 * 9, 1e-5);
+}
+
+// LinearTask (mean output, d loss / d bias = 1) whose loss is made infinite on the scripted
+// optimizer steps (1-based), so their gradients are not finite; records the loss scale each step
+// trained with (the loop's scale before that step's update).
+class ScriptedOverflowTask : public LinearTask {
+ public:
+  ScriptedOverflowTask(const Points& train, const Points& val, std::string pattern)
+      : LinearTask(fresh_linear(), train, val, /*mean_output=*/true),
+        pattern_(std::move(pattern)) {}
+  TrainForward train_forward(const dataset::Batch& batch) override {
+    TrainForward out = LinearTask::train_forward(batch);
+    scales.push_back(loop->loss_scale());
+    const std::size_t step = first_step + scales.size() - 1;
+    if (step < pattern_.size() && pattern_[step] == 'O')
+      out.loss = out.loss * std::numeric_limits<double>::infinity();  // the sums stay finite
+    return out;
+  }
+  const TrainingLoop* loop = nullptr;
+  std::size_t first_step = 0;  // steps taken before this task's first (a resumed run)
+  std::vector<double> scales;
+
+ private:
+  std::string pattern_;  // 'O' overflow, 'G' good, one letter per step
+};
+
+// Runs the pattern (batch 2, accumulation 1: one micro-batch per step) with the given scaler.
+std::vector<double> scales_over(const std::string& pattern, double init, int64_t window,
+                                double min_scale, int64_t hysteresis, double* final_scale,
+                                int64_t* skipped, double* bias_drop) {
+  const Points train(40), val(4);
+  ScriptedOverflowTask task(train, val, pattern);
+  const double bias0 = task.module().parameters()[1].item<double>();
+  LoopOptions o = sgd_options(2, 0.01);
+  o.train_batches_per_epoch = static_cast<int64_t>(pattern.size());
+  o.max_steps = static_cast<int64_t>(pattern.size());
+  o.validation_every = 0;
+  o.loss_scaling = true;
+  o.loss_scale_init = init;
+  o.loss_scale_growth_interval = window;
+  if (min_scale >= 0) o.loss_scale_min = min_scale;           // < 0: the option's default
+  if (hysteresis >= 1) o.loss_scale_hysteresis = hysteresis;  // < 1: the option's default
+  TrainingLoop loop(task, o, c10::Device(c10::kCPU), world(), one_rank());
+  task.loop = &loop;
+  loop.run([](const LoopEpoch&) {});
+  *final_scale = loop.loss_scale();
+  *skipped = loop.skipped_steps();
+  *bias_drop = bias0 - task.module().parameters()[1].item<double>();
+  return task.scales;
+}
+
+// Megatron's DynamicGradScaler with CARAML's hysteresis 2 and min_loss_scale 1 (initial scale 8,
+// window 3 to keep the script short), worked out by hand from its update rule (step: letter,
+// scale it trained with, then what the update does):
+//   1 O 8: hysteresis 2 -> 1, kept        2 O 8: 1 -> 0, halved to 4
+//   3 O 4: 0 -> -1, halved to 2           4-6 G 2: 3rd good doubles to 4, hysteresis reset to 2
+//   7 O 4: 2 -> 1, kept, good count 0     8-10 G 4: 3rd good doubles to 8, hysteresis 2
+//   11 O 8: 2 -> 1, kept                  12 G 8: good count 1 (hysteresis stays 1)
+//   13 O 8: 1 -> 0, halved to 4           14 O 4 and 15 O 2: halved to 2, then 1
+//   16 O 1: max(0.5, 1) = 1               17 G 1
+TEST(LoopLossScaling, MegatronsHysteresisAndMinimumScaleOverAScriptedPattern) {
+  double final_scale = 0.0, bias_drop = 0.0;
+  int64_t skipped = 0;
+  const std::vector<double> scales =
+      scales_over("OOOGGGOGGGOGOOOOG", 8.0, 3, 1.0, 2, &final_scale, &skipped, &bias_drop);
+  EXPECT_EQ(scales, (std::vector<double>{8, 8, 4, 2, 2, 2, 4, 4, 4, 4, 8, 8, 8, 4, 2, 1, 1}));
+  EXPECT_EQ(final_scale, 1.0);
+  EXPECT_EQ(skipped, 9);
+  EXPECT_NEAR(bias_drop, 0.01 * 8, 1e-6) << "the 8 good steps are unscaled SGD steps";
+}
+
+// The same pattern with the defaults image classification keeps (hysteresis 1, no minimum): torch's
+// GradScaler, every overflow halves, 3 good steps in a row double:
+//   8 -> 4 -> 2 -> 1 (steps 1-3); 1, 1, 1 then 2 (4-6); step 7 at 2 -> 1; 1, 1, 1 then 2 (8-10);
+//   step 11 at 2 -> 1; step 12 at 1; steps 13-16 at 1, 0.5, 0.25, 0.125 -> 0.0625; step 17 at
+//   0.0625.
+TEST(LoopLossScaling, TheDefaultsAreGradScalersRuleUnchanged) {
+  double final_scale = 0.0, bias_drop = 0.0;
+  int64_t skipped = 0;
+  const std::vector<double> scales =
+      scales_over("OOOGGGOGGGOGOOOOG", 8.0, 3, -1.0, 0, &final_scale, &skipped, &bias_drop);
+  EXPECT_EQ(scales,
+            (std::vector<double>{8, 4, 2, 1, 1, 1, 2, 1, 1, 1, 2, 1, 1, 0.5, 0.25, 0.125, 0.0625}));
+  EXPECT_EQ(final_scale, 0.0625);
+  EXPECT_EQ(skipped, 9);
+  EXPECT_NEAR(bias_drop, 0.01 * 8, 1e-6);
+}
+
+// The scaler's state (scale, good-step count, hysteresis count) is in the checkpoint, as Megatron
+// saves its grad scaler: 12 steps of the pattern above with checkpoints every 6, then a fresh
+// loop (started at scale 64, to show the checkpoint's scale wins) resumes: after step 12 the
+// scale is 8 with hysteresis count 1, so steps 13-17 train at 8 4 2 1 1 as in the table. A fresh
+// scaler would give 64 64 32 16 8; one with the scale but hysteresis reset to 2, 8 8 4 2 1.
+TEST(LoopLossScaling, TheScalersStateIsCheckpointedAndResumed) {
+  const std::string pattern = "OOOGGGOGGGOGOOOOG";
+  test::TempDir dir;
+  const Points train(40), val(4);
+  bool resume_scale = true;
+  const auto options = [&](int64_t steps, double init) {
+    LoopOptions o = sgd_options(2, 0.01);
+    o.train_batches_per_epoch = 6;
+    o.max_steps = steps;
+    o.validation_every = 0;
+    o.loss_scaling = true;
+    o.loss_scale_init = init;
+    o.loss_scale_growth_interval = 3;
+    o.loss_scale_min = 1.0;
+    o.loss_scale_hysteresis = 2;
+    o.checkpoint_interval = 1;
+    o.checkpoint_dir = dir.path();
+    o.loss_scale_resumed = resume_scale;
+    return o;
+  };
+  {
+    ScriptedOverflowTask first(train, val, pattern);
+    TrainingLoop loop(first, options(12, 8.0), c10::Device(c10::kCPU), world(), one_rank());
+    first.loop = &loop;
+    loop.run([](const LoopEpoch&) {});
+    ASSERT_EQ(first.scales, (std::vector<double>{8, 8, 4, 2, 2, 2, 4, 4, 4, 4, 8, 8}));
+  }
+  ScriptedOverflowTask resumed(train, val, pattern);
+  resumed.first_step = 12;
+  TrainingLoop loop(resumed, options(17, 64.0), c10::Device(c10::kCPU), world(), one_rank());
+  resumed.loop = &loop;
+  loop.resume(dir.path());
+  EXPECT_EQ(loop.loss_scale(), 8.0);
+  loop.run([](const LoopEpoch&) {});
+  EXPECT_EQ(resumed.scales, (std::vector<double>{8, 4, 2, 1, 1}));
+
+  // loss_scale_resumed 0 (image classification): the resumed run starts from its own scale (64).
+  resume_scale = false;
+  ScriptedOverflowTask again(train, val, pattern);
+  again.first_step = 12;
+  TrainingLoop fresh(again, options(17, 64.0), c10::Device(c10::kCPU), world(), one_rank());
+  again.loop = &fresh;
+  fresh.resume(dir.path());
+  EXPECT_EQ(fresh.loss_scale(), 64.0);
+}
+
+TEST(LoopLossScaling, AMinimumAboveTheInitialScaleOrAHysteresisBelowOneIsRefused) {
+  const Points train(8), val(4);
+  LinearTask task(fresh_linear(), train, val);
+  LoopOptions o = sgd_options(2, 0.01);
+  o.loss_scaling = true;
+  o.loss_scale_init = 4.0;
+  o.loss_scale_min = 8.0;
+  EXPECT_THROW(TrainingLoop(task, o, c10::Device(c10::kCPU), world(), one_rank()), core::Error);
+  o.loss_scale_min = 1.0;
+  o.loss_scale_hysteresis = 0;
+  EXPECT_THROW(TrainingLoop(task, o, c10::Device(c10::kCPU), world(), one_rank()), core::Error);
 }
 
 TEST(LoopIterations, ADeadlineEndsTheRunAfterTheStepInFlightAndReportsThatEpoch) {

@@ -37,10 +37,16 @@ GptFlopsModel caraml_800m() {
 TEST(LlmMetrics, CaramlsPublishedExample) {
   const GptFlopsModel m = caraml_800m();
   EXPECT_EQ(m.activation_factor, 4);
-  // The README prints the mean time rounded to 26.52 s; 158,152.80 tokens/s is 2048 x 2048 over
-  // the unrounded mean (26.5204 s): within 0.01 %.
+  // The README prints the mean time rounded to 26.52 s; 158,152.80 tokens/s is 2048 x 2048 =
+  // 4,194,304 tokens over the unrounded mean, 26.52058 s: within 0.01 % of 26.52's 158,156.26.
   EXPECT_NEAR(tokens_per_s(2048, 2048, 26.52), 158152.80, 158152.80 * 1e-4);
-  EXPECT_NEAR(tokens_per_s(2048, 2048, 2048.0 * 2048.0 / 158152.80), 158152.80, 1e-6);
+  EXPECT_NEAR(tokens_per_s(2048, 2048, 26.52), 158156.26, 0.01);     // 4194304 / 26.52, by hand
+  EXPECT_NEAR(tokens_per_s(2048, 2048, 26.52058), 158152.80, 0.01);  // 4194304 / 26.52058
+  // FLOPs per iteration, by hand: 24 x 4 x 2048 x 2048 x 16 x 2048^2 = 2.7021597764222976e16, times
+  // (1 + 2048 / (6 x 2048) + 50304 / (16 x 16 x 2048)) = 1.262613932291667: 3.4117845809889e16;
+  // over 26.52 s and 4 GPUs 321.624 TFLOP/s, 0.008 % below CARAML's 321.65.
+  EXPECT_NEAR(gpt_iteration_flops(m), 3.4117845809889e16, 1e4);
+  EXPECT_NEAR(tflops_per_device(m, 26.52, 4), 321.6237, 1e-3);
   // 321.65 TFLOP/s per GPU on 4 GPUs (a mean of per-line values, hence the 0.05 % tolerance);
   // k = 3 would give 241.2, so CARAML counts selective recompute with k = 4.
   EXPECT_NEAR(tflops_per_device(m, 26.52, 4), 321.65, 321.65 * 5e-4);
@@ -132,18 +138,21 @@ TEST(LlmMetrics, FiguresExcludeTheWarmupByNameBesideCaramlsMean) {
   EXPECT_EQ(f.iterations, 17);
   EXPECT_DOUBLE_EQ(f.caraml_time_per_iteration_s, (10.0 + 5 + 6 + 4) / 4);  // a mean of the lines
   EXPECT_DOUBLE_EQ(f.caraml_tokens_per_s, 800.0 / 6.25);
-  EXPECT_NEAR(f.caraml_tflops_per_device,
-              (tflops_per_device(m, 10, 2) + tflops_per_device(m, 5, 2) + tflops_per_device(m, 6, 2) +
-               tflops_per_device(m, 4, 2)) / 4, 1e-18);
+  // CARAML's figure is the mean of the lines' TFLOP/s. By hand: FLOPs per iteration with k = 4 are
+  // 24*4*8*100*2*3600 = 552,960,000 x (1 + 100/360 + 1920/1920 = 41/18) = 1,259,520,000; per line
+  // over its seconds per iteration x 2 devices: 6.2976e-5 (10 s), 1.25952e-4 (5 s), 1.0496e-4
+  // (6 s), 1.5744e-4 (4 s) TFLOP/s; their mean 1.12832e-4.
+  EXPECT_NEAR(f.caraml_tflops_per_device, 1.12832e-4, 1e-15);
   EXPECT_EQ(f.timed_iterations, 12);
   EXPECT_DOUBLE_EQ(f.timed_s, 25.0 + 30.0 + 8.0);
   EXPECT_DOUBLE_EQ(f.time_per_iteration_s, 63.0 / 12);
   EXPECT_DOUBLE_EQ(f.tokens_per_s, 800.0 / (63.0 / 12));
-  // FLOPs per iteration with k = 3: 24*3*8*100*2*3600 (1 + 100/360 + 1920/1920) = 9.6768e8 x 2.2778.
-  const double model_flops = 24.0 * 3 * 8 * 100 * 2 * 3600 * (1 + 100.0 / 360 + 1.0);
-  EXPECT_NEAR(f.model_tflops_per_device, model_flops / (63.0 / 12) / 2 / 1e12, 1e-18);
+  // Model FLOPs per iteration with k = 3, by hand: 24*3*8*100*2*3600 = 414,720,000 x 41/18 =
+  // 944,640,000; over 63/12 = 5.25 s per iteration and 2 devices: 8.9965714e-5 TFLOP/s each, and
+  // an MFU of 1.7993143e-4 against the 0.5 TFLOP/s peak.
+  EXPECT_NEAR(f.model_tflops_per_device, 8.99657142857e-5, 1e-15);
   ASSERT_TRUE(f.mfu.has_value());
-  EXPECT_NEAR(*f.mfu, f.model_tflops_per_device / 0.5, 1e-15);
+  EXPECT_NEAR(*f.mfu, 1.79931428571e-4, 1e-14);
   ASSERT_TRUE(f.tokens_per_wh && f.j_per_token);
   EXPECT_DOUBLE_EQ(*f.tokens_per_wh, 12 * 800 / 2.0);
   EXPECT_DOUBLE_EQ(*f.j_per_token, 2.0 * 3600 / (12 * 800));

@@ -1,0 +1,179 @@
+#include "train/sharded_adam.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/serialize/archive.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+
+#include "core/error.hpp"
+
+namespace scaffold::train {
+namespace {
+
+constexpr int64_t kShardFormat = 1;
+
+at::Tensor scalar_long(int64_t v) {
+  return at::tensor(v, at::kLong);
+}
+
+int64_t read_long(torch::serialize::InputArchive& archive, const std::string& key) {
+  at::Tensor t;
+  archive.read(key, t);
+  return t.item<int64_t>();
+}
+
+}  // namespace
+
+ShardedAdamW::ShardedAdamW(std::vector<torch::optim::OptimizerParamGroup> groups,
+                           torch::optim::AdamWOptions defaults,
+                           std::shared_ptr<dist::TensorComm> comm, int64_t gather_chunk)
+    : ShardedOptimizer(std::move(groups), std::make_unique<torch::optim::AdamWOptions>(defaults)),
+      comm_(std::move(comm)),
+      gather_chunk_(gather_chunk) {
+  if (gather_chunk_ < 1) throw core::Error("ShardedAdamW: gather_chunk must be >= 1");
+  if (comm_ && comm_->size() > 1) {
+    dp_size_ = comm_->size();
+    dp_rank_ = comm_->rank();
+  }
+  for (const auto& group : param_groups_) {
+    if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad())
+      throw core::Error("ShardedAdamW: amsgrad is not supported");
+    for (const at::Tensor& p : group.params()) {
+      if (!p.is_contiguous() || p.scalar_type() != at::kFloat)
+        throw core::Error("ShardedAdamW: every parameter must be a contiguous float32 tensor");
+      total_ += p.numel();
+    }
+  }
+  begin_ = total_ * dp_rank_ / dp_size_;
+  end_ = total_ * (dp_rank_ + 1) / dp_size_;
+  int64_t offset = 0;  // of the current parameter in the flattened order
+  at::TensorOptions options = at::TensorOptions().dtype(at::kFloat);
+  for (std::size_t g = 0; g < param_groups_.size(); ++g)
+    for (const at::Tensor& p : param_groups_[g].params()) {
+      options = options.device(p.device());
+      const int64_t lo = std::max(offset, begin_), hi = std::min(offset + p.numel(), end_);
+      if (lo < hi) segments_.push_back({g, p, lo - offset, lo - begin_, hi - lo});
+      flat_.emplace_back(p, offset);
+      offset += p.numel();
+    }
+  exp_avg_ = at::zeros({end_ - begin_}, options);
+  exp_avg_sq_ = at::zeros({end_ - begin_}, options);
+}
+
+at::Tensor ShardedAdamW::step(LossClosure closure) {
+  at::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  torch::NoGradGuard no_grad;
+  // torch::optim::AdamW's step (LibTorch 1.13), restricted to this rank's elements.
+  for (Segment& s : segments_) {
+    const at::Tensor& full_grad = s.param.grad();
+    if (!full_grad.defined()) continue;
+    const auto& o =
+        static_cast<const torch::optim::AdamWOptions&>(param_groups_[s.group].options());
+    at::Tensor p = s.param.view(-1).narrow(0, s.param_offset, s.numel);
+    const at::Tensor grad = full_grad.reshape(-1).narrow(0, s.param_offset, s.numel);
+    if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());
+    at::Tensor exp_avg = exp_avg_.narrow(0, s.shard_offset, s.numel);
+    at::Tensor exp_avg_sq = exp_avg_sq_.narrow(0, s.shard_offset, s.numel);
+    ++s.step;
+    const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+    const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(s.step));
+    const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(s.step));
+    exp_avg.mul_(beta1).add_(grad, 1 - beta1);
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+    const at::Tensor denom = (exp_avg_sq.sqrt() / std::sqrt(bias_correction2)).add_(o.eps());
+    p.addcdiv_(exp_avg, denom, -o.lr() / bias_correction1);
+  }
+  gather_parameters();
+  return loss;
+}
+
+void ShardedAdamW::gather_parameters() {
+  if (dp_size_ <= 1) return;
+  // The same chunks in the same order on every rank; each rank fills in the elements it owns.
+  for (int64_t c0 = 0; c0 < total_; c0 += gather_chunk_) {
+    const int64_t c1 = std::min(total_, c0 + gather_chunk_);
+    at::Tensor chunk = at::zeros({c1 - c0}, exp_avg_.options());
+    const int64_t own0 = std::max(c0, begin_), own1 = std::min(c1, end_);
+    for (const auto& [p, offset] : flat_) {
+      const int64_t lo = std::max(own0, offset), hi = std::min(own1, offset + p.numel());
+      if (lo < hi)
+        chunk.narrow(0, lo - c0, hi - lo).copy_(p.view(-1).narrow(0, lo - offset, hi - lo));
+    }
+    comm_->allreduce_sum(chunk)->wait();
+    for (const auto& [p, offset] : flat_) {
+      const int64_t lo = std::max(c0, offset), hi = std::min(c1, offset + p.numel());
+      if (lo < hi)
+        p.view(-1).narrow(0, lo - offset, hi - lo).copy_(chunk.narrow(0, lo - c0, hi - lo));
+    }
+  }
+}
+
+void ShardedAdamW::save(torch::serialize::OutputArchive& archive) const {
+  archive.write("sharded_adamw_format", scalar_long(kShardFormat));
+  archive.write("dp_size", scalar_long(dp_size_));
+  archive.write("dp_rank", scalar_long(dp_rank_));
+  archive.write("total_elements", scalar_long(total_));
+  std::vector<int64_t> steps;
+  for (const Segment& s : segments_) steps.push_back(s.step);
+  archive.write("steps", at::tensor(steps, at::kLong));
+  archive.write("exp_avg", exp_avg_.cpu());
+  archive.write("exp_avg_sq", exp_avg_sq_.cpu());
+}
+
+void ShardedAdamW::load(torch::serialize::InputArchive& archive) {
+  at::Tensor format;
+  TORCH_CHECK(archive.try_read("sharded_adamw_format", format),
+              "the optimizer state is not a distributed-optimizer shard (written with "
+              "use_distributed_optimizer 0?)");
+  TORCH_CHECK(format.item<int64_t>() == kShardFormat, "distributed-optimizer shard format ",
+              format.item<int64_t>(), " is not this scaffold's ", kShardFormat);
+  const int64_t size = read_long(archive, "dp_size"), rank = read_long(archive, "dp_rank");
+  const int64_t total = read_long(archive, "total_elements");
+  TORCH_CHECK(
+      size == dp_size_ && rank == dp_rank_ && total == total_,
+      fmt::format(
+          "this distributed-optimizer shard was written by data-parallel rank {} of {} over {} "
+          "parameter elements, this process is rank {} of {} over {}: resume with the "
+          "data-parallel size the checkpoint was written with",
+          rank, size, total, dp_rank_, dp_size_, total_));
+  at::Tensor steps, exp_avg, exp_avg_sq;
+  archive.read("steps", steps);
+  archive.read("exp_avg", exp_avg);
+  archive.read("exp_avg_sq", exp_avg_sq);
+  TORCH_CHECK(steps.numel() == static_cast<int64_t>(segments_.size()) &&
+                  exp_avg.numel() == exp_avg_.numel() && exp_avg_sq.numel() == exp_avg_sq_.numel(),
+              "the distributed-optimizer shard's sizes do not fit this model");
+  const at::Tensor host_steps = steps.to(at::kLong).contiguous();
+  for (std::size_t i = 0; i < segments_.size(); ++i)
+    segments_[i].step = host_steps.data_ptr<int64_t>()[i];
+  torch::NoGradGuard no_grad;
+  exp_avg_.copy_(exp_avg);
+  exp_avg_sq_.copy_(exp_avg_sq);
+}
+
+int64_t ShardedAdamW::state_bytes() const {
+  return (exp_avg_.numel() + exp_avg_sq_.numel()) * static_cast<int64_t>(exp_avg_.element_size());
+}
+
+int64_t adam_state_bytes(const torch::optim::Optimizer& optimizer) {
+  if (const auto* sharded = dynamic_cast<const ShardedOptimizer*>(&optimizer))
+    return sharded->state_bytes();
+  int64_t bytes = 0;
+  for (const auto& entry : optimizer.state())
+    if (const auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(entry.second.get()))
+      bytes += (s->exp_avg().numel() + s->exp_avg_sq().numel()) *
+               static_cast<int64_t>(s->exp_avg().element_size());
+  return bytes;
+}
+
+}  // namespace scaffold::train

@@ -1,0 +1,80 @@
+// AdamW with its state sharded over the data-parallel group (Megatron's
+// --use-distributed-optimizer, ZeRO stage 1): the parameters, flattened in registration order, are
+// cut into DP contiguous slices and data-parallel rank r owns slice r. Each rank keeps exp_avg and
+// exp_avg_sq of its own slice only, updates only that slice (torch::optim::AdamW's arithmetic,
+// element for element), then the updated slices are gathered so every rank holds the whole model.
+// The gradients it reads are the loop's, already all-reduced over the group (the TensorComm has
+// no reduce-scatter): each rank only reads its slice of them. The gather is an all-reduce, chunk
+// by chunk of the flattened parameters, of a zero-filled buffer holding the rank's own elements
+// (exact: every element has one non-zero contributor), twice a true all-gather's traffic; the
+// chunk bounds the extra memory.
+// Checkpoints hold this rank's slice and the slicing (DP size, rank, element count); loading a
+// shard of another slicing is refused.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "dist/tensor_comm.hpp"
+
+namespace scaffold::train {
+
+// An optimizer whose state differs from rank to rank: the loop then saves and loads one
+// checkpoint file per rank (train/loop.hpp).
+class ShardedOptimizer : public torch::optim::Optimizer {
+ public:
+  using torch::optim::Optimizer::Optimizer;
+  // Bytes of optimizer state this rank holds.
+  virtual int64_t state_bytes() const = 0;
+};
+
+class ShardedAdamW : public ShardedOptimizer {
+ public:
+  static constexpr int64_t kGatherChunk = int64_t{1} << 22;  // elements (16 MiB of float32)
+
+  // groups: AdamWOptions per group (amsgrad is not supported). comm: the data-parallel group;
+  // null or one rank: an unsharded AdamW. gather_chunk: elements per all-reduce of the gather.
+  ShardedAdamW(std::vector<torch::optim::OptimizerParamGroup> groups,
+               torch::optim::AdamWOptions defaults, std::shared_ptr<dist::TensorComm> comm,
+               int64_t gather_chunk = kGatherChunk);
+
+  at::Tensor step(LossClosure closure = nullptr) override;
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
+  int64_t state_bytes() const override;
+
+  int64_t shard_begin() const { return begin_; }  // this rank's slice of the flattened parameters
+  int64_t shard_end() const { return end_; }
+  int64_t total_elements() const { return total_; }
+
+ private:
+  // The part of one parameter inside this rank's slice.
+  struct Segment {
+    std::size_t group = 0;
+    at::Tensor param;      // the whole parameter
+    int64_t param_offset;  // first element of the segment in param.view(-1)
+    int64_t shard_offset;  // its position in this rank's state tensors
+    int64_t numel;
+    int64_t step = 0;  // AdamW's per-parameter step count
+  };
+  void gather_parameters();
+
+  std::shared_ptr<dist::TensorComm> comm_;
+  int dp_size_ = 1, dp_rank_ = 0;
+  int64_t total_ = 0, begin_ = 0, end_ = 0;
+  int64_t gather_chunk_ = kGatherChunk;
+  std::vector<std::pair<at::Tensor, int64_t>> flat_;  // every parameter, its first flat element
+  std::vector<Segment> segments_;
+  at::Tensor exp_avg_, exp_avg_sq_;  // (end_ - begin_) float32
+};
+
+// Bytes of exp_avg and exp_avg_sq held by any optimizer's torch state (an unsharded AdamW's).
+int64_t adam_state_bytes(const torch::optim::Optimizer& optimizer);
+
+}  // namespace scaffold::train
