@@ -476,7 +476,8 @@ void TrainingLoop::adopt_scaler(bool from_checkpoint) {
 }
 
 bool TrainingLoop::per_rank_state() const {
-  return dynamic_cast<const ShardedOptimizer*>(optimizer_.get()) != nullptr;
+  return options_.per_rank_checkpoints ||
+         dynamic_cast<const ShardedOptimizer*>(optimizer_.get()) != nullptr;
 }
 
 fs::path TrainingLoop::checkpoint_file(const fs::path& dir, const std::string& name) const {
@@ -523,8 +524,9 @@ TrainCounters TrainingLoop::resume_per_rank(const fs::path& dir) {
   }
   throw dist::AgreedError(
       fmt::format("{}: no checkpoint_last.rank<R> or checkpoint_best.rank<R> that every rank "
-                  "can read (a distributed optimizer saves one file per rank; was the run "
-                  "written with another use_distributed_optimizer or rank count?){}",
+                  "can read (a distributed optimizer or a tensor-parallel model saves one file per "
+                  "rank; was the run written with another use_distributed_optimizer, "
+                  "tensor-parallel size or rank count?){}",
                   dir.string(), errors));
 }
 
@@ -557,8 +559,9 @@ TrainCounters TrainingLoop::resume(const fs::path& dir) {
   }
   std::error_code ec;
   if (fs::exists(dir / "checkpoint_last.rank0", ec))
-    errors += "\n  (checkpoint_last.rank<R> files are there: that run sharded its optimizer over the ranks; "
-              "resume it with use_distributed_optimizer 1)";
+    errors += "\n  (checkpoint_last.rank<R> files are there: that run kept state per rank (a sharded optimizer or "
+              "a tensor-parallel model); resume it with the same use_distributed_optimizer and "
+              "tensor-parallel size)";
   throw core::FileError(dir.string(), "no usable checkpoint_last or checkpoint_best to restart from" + errors);
 }
 

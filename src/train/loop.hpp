@@ -130,6 +130,10 @@ struct LoopOptions {
   // grad scaler) or starts again from loss_scale_init (CARAML's image classification, whose
   // trainer saves no scaler). Checkpoints hold the state either way; the warm-up restores it.
   bool loss_scale_resumed = false;
+  // The module's parameters differ from rank to rank (tensor parallelism: each rank holds its
+  // slice): every rank writes and reads its own checkpoint files, as for a sharded optimizer.
+  // Without it rank 0's file is written and every rank would resume rank 0's slices.
+  bool per_rank_checkpoints = false;
   profile::Profiler* profiler = nullptr;  // named regions and the per-batch step; null: off
   core::Watchdog* watchdog = nullptr;     // told of every finished step and validation batch
 
@@ -262,8 +266,8 @@ class TrainingLoop {
   PassSums validate(int64_t max_batches);
   PassSums train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times);
   void save(const std::string& name);
-  // An optimizer with rank-local state (ShardedOptimizer): every rank writes and reads its own
-  // checkpoint files, <name>.rank<R>; otherwise rank 0 writes <name>.
+  // Rank-local state (a ShardedOptimizer, or LoopOptions::per_rank_checkpoints): every rank
+  // writes and reads its own checkpoint files, <name>.rank<R>; otherwise rank 0 writes <name>.
   bool per_rank_state() const;
   // The counters with the loss scaler's state (what checkpoints and the warm-up snapshot hold),
   // and taking it back from counters_ after a load.

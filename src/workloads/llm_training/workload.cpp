@@ -262,6 +262,7 @@ int run(cli::RunContext& ctx, const Args& args) {
     lo.clip_gradients = [t](double max_norm) { t->clip_gradients(max_norm); };
     lo.checkpoint_interval = cfg.save_interval > 0 ? cfg.save_interval / log_interval : -1;
     lo.checkpoint_dir = run_dir / cfg.checkpoint_dir;
+    lo.per_rank_checkpoints = layout.tp > 1;  // each rank's weights are its own slice
     lo.seed = static_cast<uint64_t>(cfg.seed);
     lo.loader_workers = cfg.dataloader_num_workers;
     lo.loss_scaling = cfg.precision == "fp16";  // bf16 is not scaled, as in Megatron

@@ -391,10 +391,9 @@ TEST_F(SchemaFlagsLoad, EveryRankGetsRankZerosStruct) {
   ReplayComm rank0(0, &log), rank1(1, &log);
   const ImageClassificationConfig a =
       load_config_everywhere_as<ImageClassificationConfig>(rank0, p.config);
-  // Rank 1 has no files (they may not exist on its node): it only parses the broadcast.
-  ConfigArgs nothing;
+  // Rank 1 loads its own command line (the same one) and takes rank 0's struct.
   const ImageClassificationConfig b =
-      load_config_everywhere_as<ImageClassificationConfig>(rank1, nothing);
+      load_config_everywhere_as<ImageClassificationConfig>(rank1, p.config);
   for (const ImageClassificationConfig* c : {&a, &b}) {
     EXPECT_EQ(c->model, "resnet18");
     EXPECT_EQ(c->learning_rate, 0.3);
@@ -403,6 +402,20 @@ TEST_F(SchemaFlagsLoad, EveryRankGetsRankZerosStruct) {
     EXPECT_TRUE(fs::path(c->base_run_dir).is_absolute()) << c->base_run_dir;  // resolved once
   }
   EXPECT_EQ(config::to_yaml(a), config::to_yaml(b));
+
+  // A rank given another command line (here none: the defaults) is refused, naming the rank and
+  // the first line that differs, instead of silently running rank 0's configuration.
+  std::vector<std::string> log3;
+  ReplayComm again0(0, &log3), again1(1, &log3);
+  (void)load_config_everywhere_as<ImageClassificationConfig>(again0, p.config);
+  std::string refused;
+  try {
+    (void)load_config_everywhere_as<ImageClassificationConfig>(again1, ConfigArgs{});
+  } catch (const dist::AgreedError& e) {
+    refused = e.what();
+  }
+  EXPECT_CONTAINS(refused, "rank 1's configuration differs from rank 0's");
+  EXPECT_CONTAINS(refused, "(rank 0: 'model: resnet18')");
 
   // Config through the old name, too.
   std::vector<std::string> log2;
