@@ -24,11 +24,20 @@ std::vector<std::string> visible_device_entries(const std::string& text) {
   return out;
 }
 
+VisibleMask visible_mask(bool rocm, const std::optional<std::string>& cuda_visible_devices,
+                         const std::optional<std::string>& hip_visible_devices,
+                         const std::optional<std::string>& rocr_visible_devices) {
+  if (!rocm) return {"CUDA_VISIBLE_DEVICES", cuda_visible_devices};
+  if (hip_visible_devices) return {"HIP_VISIBLE_DEVICES", hip_visible_devices};
+  if (cuda_visible_devices) return {"CUDA_VISIBLE_DEVICES", cuda_visible_devices};
+  return {"ROCR_VISIBLE_DEVICES", rocr_visible_devices};
+}
+
 namespace {
 
 std::string mask_text(const DeviceMapRequest& r) {
-  return r.cuda_visible_devices ? fmt::format("CUDA_VISIBLE_DEVICES='{}'", *r.cuda_visible_devices)
-                                : std::string("CUDA_VISIBLE_DEVICES unset");
+  return r.cuda_visible_devices ? fmt::format("{}='{}'", r.mask_variable, *r.cuda_visible_devices)
+                                : r.mask_variable + " unset";
 }
 
 // The ways out of a node with more ranks than GPUs, for every sharing error.

@@ -22,6 +22,19 @@ namespace scaffold::train {
 
 namespace {
 
+// A ROCm LibTorch (CMake found libc10_hip beside libtorch: docs/deploy.md, "AMD GPUs") runs HIP
+// devices as LibTorch's cuda devices; only the masks that narrow a rank's view differ.
+#if defined(SCAFFOLD_TORCH_ROCM)
+constexpr bool kRocmLibTorch = true;
+#else
+constexpr bool kRocmLibTorch = false;
+#endif
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? std::optional<std::string>(value) : std::nullopt;
+}
+
 // One rank's answer, gathered: host, local rank, device, mask entry, PCI address, reason.
 struct RankDevice {
   std::string host, device, visible, pci, reason;
@@ -73,7 +86,10 @@ DeviceChoice select_device(const std::string& key, bool sharing_allowed, dist::C
     request.local_rank = comm.local_rank();
     request.local_size = comm.local_size();
     request.visible_devices = static_cast<int>(torch::cuda::device_count());
-    if (const char* mask = std::getenv("CUDA_VISIBLE_DEVICES")) request.cuda_visible_devices = std::string(mask);
+    const dist::VisibleMask mask = dist::visible_mask(kRocmLibTorch, env("CUDA_VISIBLE_DEVICES"),
+                                                      env("HIP_VISIBLE_DEVICES"), env("ROCR_VISIBLE_DEVICES"));
+    request.cuda_visible_devices = mask.value;
+    request.mask_variable = mask.variable;
     request.sharing_allowed = sharing_allowed;
     const dist::DeviceMapping m = dist::map_rank_to_device(request);
     choice.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(m.index));

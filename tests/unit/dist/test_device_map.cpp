@@ -165,5 +165,64 @@ TEST(DeviceMap, EveryCombinationFollowsTheRuleAndNoTwoRanksOfANodeShareWithoutSh
   EXPECT_GT(cases, 1000);
 }
 
+// ROCm: the mask that narrows a rank last, by HIP's order (ROCr's first, then HIP's or CUDA's).
+TEST(DeviceMap, TheMaskThatNarrowsARankLastIsChosenByRuntime) {
+  const std::optional<std::string> none;
+  const auto cuda = std::optional<std::string>("1");
+  const auto hip = std::optional<std::string>("2");
+  const auto rocr = std::optional<std::string>("0,1,2,3");
+  // A CUDA LibTorch reads CUDA_VISIBLE_DEVICES alone, whatever else is set.
+  VisibleMask m = visible_mask(false, none, hip, rocr);
+  EXPECT_EQ(m.variable, "CUDA_VISIBLE_DEVICES");
+  EXPECT_FALSE(m.value.has_value());
+  m = visible_mask(true, cuda, hip, rocr);
+  EXPECT_EQ(m.variable, "HIP_VISIBLE_DEVICES");
+  EXPECT_EQ(m.value, hip);
+  m = visible_mask(true, cuda, none, rocr);
+  EXPECT_EQ(m.variable, "CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(m.value, cuda);
+  m = visible_mask(true, none, none, rocr);
+  EXPECT_EQ(m.variable, "ROCR_VISIBLE_DEVICES");
+  EXPECT_EQ(m.value, rocr);
+  m = visible_mask(true, none, none, none);
+  EXPECT_EQ(m.variable, "ROCR_VISIBLE_DEVICES");
+  EXPECT_FALSE(m.value.has_value());
+}
+
+DeviceMapRequest rocm_request(int local_rank, int local_size, int visible, const std::optional<std::string>& rocr) {
+  DeviceMapRequest r = request(local_rank, local_size, visible);
+  const VisibleMask mask = visible_mask(true, std::nullopt, std::nullopt, rocr);
+  r.cuda_visible_devices = mask.value;
+  r.mask_variable = mask.variable;
+  return r;
+}
+
+// A node of 8 GCDs (an MI250X node: 4 cards of 2 GCDs) with 8 ranks, as CARAML's AMD tags run.
+TEST(DeviceMap, EightGcdsOfANodeGoOneToEachRank) {
+  // The launcher binds nothing: every rank sees all 8 and takes its local rank's.
+  std::set<int> taken;
+  for (int rank = 0; rank < 8; ++rank) {
+    const DeviceMapping m = map_rank_to_device(rocm_request(rank, 8, 8, std::nullopt));
+    EXPECT_EQ(m.index, rank);
+    EXPECT_FALSE(m.shared);
+    EXPECT_CONTAINS(m.reason, "ROCR_VISIBLE_DEVICES unset");
+    taken.insert(m.index);
+  }
+  EXPECT_EQ(taken.size(), 8u);
+  // srun --gpus-per-task=1 on AMD nodes sets a one-entry ROCR_VISIBLE_DEVICES per task: each
+  // rank sees one GCD as cuda:0, and the mask's entry names the physical one.
+  for (int rank = 0; rank < 8; ++rank) {
+    const DeviceMapping m = map_rank_to_device(rocm_request(rank, 8, 1, std::to_string(7 - rank)));
+    EXPECT_EQ(m.index, 0);
+    EXPECT_TRUE(m.per_task_mask);
+    EXPECT_EQ(m.visible_entry, std::to_string(7 - rank));
+    EXPECT_CONTAINS(m.reason, "ROCR_VISIBLE_DEVICES='" + std::to_string(7 - rank) + "'");
+  }
+  // 16 ranks on 8 GCDs would share them: refused, naming the ROCm mask and the counts.
+  const std::string error = error_of(rocm_request(9, 16, 8, std::string("0,1,2,3,4,5,6,7")));
+  EXPECT_CONTAINS(error, "16 ranks on this node but 8 GPUs visible");
+  EXPECT_CONTAINS(error, "ROCR_VISIBLE_DEVICES='0,1,2,3,4,5,6,7'");
+}
+
 }  // namespace
 }  // namespace scaffold::dist
