@@ -3,6 +3,7 @@
 #include "train/device_stream.hpp"
 
 #include <deque>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
@@ -22,6 +23,29 @@ class HostStepClock : public StepClock {
   }
 
  private:
+  core::Stopwatch clock_;
+  std::vector<double> steps_s_;
+};
+
+class SynchronizingStepClock : public StepClock {
+ public:
+  explicit SynchronizingStepClock(std::function<void()> wait) : wait_(std::move(wait)) {}
+  void start() override {
+    wait_();  // what was queued before the step is not the step's
+    clock_.restart();
+  }
+  void stop() override {
+    wait_();
+    steps_s_.push_back(clock_.elapsed_s());
+  }
+  std::vector<double> collect_s() override {
+    std::vector<double> out;
+    out.swap(steps_s_);
+    return out;
+  }
+
+ private:
+  std::function<void()> wait_;
   core::Stopwatch clock_;
   std::vector<double> steps_s_;
 };
@@ -52,6 +76,11 @@ class HostDeviceFeeder : public DeviceFeeder {
 }  // namespace
 
 std::unique_ptr<StepClock> make_host_step_clock() { return std::make_unique<HostStepClock>(); }
+
+std::unique_ptr<StepClock> make_synchronizing_step_clock(std::function<void()> wait_for_device) {
+  SCAFFOLD_CHECK(static_cast<bool>(wait_for_device), "make_synchronizing_step_clock without a wait");
+  return std::make_unique<SynchronizingStepClock>(std::move(wait_for_device));
+}
 
 std::unique_ptr<DeviceFeeder> make_host_device_feeder(const c10::Device& device) {
   return std::make_unique<HostDeviceFeeder>(device);

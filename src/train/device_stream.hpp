@@ -9,6 +9,7 @@
 
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -46,6 +47,10 @@ std::unique_ptr<DeviceFeeder> make_device_feeder(const c10::Device& device);
 
 // The CPU implementations, whatever the build (the factories above use them off CUDA).
 std::unique_ptr<StepClock> make_host_step_clock();
+// The steady clock around `wait_for_device` at every mark, for a GPU whose events this build
+// cannot record (a ROCm LibTorch's HIP devices, docs/deploy.md "AMD GPUs"): exact, at the cost
+// of one device synchronisation per mark, so unlike the CUDA clock it does wait.
+std::unique_ptr<StepClock> make_synchronizing_step_clock(std::function<void()> wait_for_device);
 std::unique_ptr<DeviceFeeder> make_host_device_feeder(const c10::Device& device);
 
 }  // namespace scaffold::train

@@ -9,9 +9,11 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/sysinfo.hpp"
@@ -139,6 +141,30 @@ void check_clock(const c10::Device& device) {
 TEST(StepSeam, HostClockAndFeederOnTheCpu) {
   check_clock(c10::Device(c10::kCPU));
   check_feeder(c10::Device(c10::kCPU), /*pinned=*/false);
+}
+
+// The ROCm clock: the device's work that is still running when stop() is called belongs to the
+// step, and work queued before start() does not. A fake device whose "wait" takes 30 ms at
+// stop (the step's kernels finishing) and 50 ms at start (the previous work) stands in for HIP.
+TEST(StepSeam, TheSynchronizingClockCountsTheDeviceWorkOfTheStepOnly) {
+  int waits = 0;
+  const auto clock = make_synchronizing_step_clock([&waits] {
+    const int ms = waits % 2 == 0 ? 50 : 30;  // start, stop, start, stop ...
+    ++waits;
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  });
+  for (int step = 0; step < 2; ++step) {
+    clock->start();
+    clock->stop();
+  }
+  EXPECT_EQ(waits, 4);
+  const std::vector<double> steps_s = clock->collect_s();
+  ASSERT_EQ(steps_s.size(), 2u);
+  for (double s : steps_s) {
+    EXPECT_GE(s, 0.029);  // the 30 ms that finish the step are in it
+    EXPECT_LT(s, 0.050 + 0.029);  // the 50 ms before it are not (slack for a loaded machine)
+  }
+  EXPECT_TRUE(clock->collect_s().empty());
 }
 
 TEST(StepSeam, CudaEventsAndTheCopyStreamOnAGpu) {
