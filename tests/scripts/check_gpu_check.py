@@ -82,9 +82,20 @@ def test_plan(repo, tmp):
                    "image_classification -c {0}/configs/image_classification_quickstart.yml --device cuda".format(repo),
                    "test_train_device", "--table"):
         check(needed in out, "the plan does not show '{0}'".format(needed))
+    check("power --methods rocm" not in out and "MIOPEN" not in out, "an NVIDIA plan shows ROCm steps")
     check(not os.path.exists(work), "the dry run made the work folder")
     check(not os.path.exists(os.path.join(repo, "build-gpu-check")), "the dry run made a build folder")
     check(run([script(repo)]).returncode == 2, "without --deps (and not a dry run) the script must stop")
+    # --rocm: the same checks on an AMD machine, with ROCm SMI power and MIOpen's caches in WORK.
+    proc = run([script(repo), "--dry-run", "--rocm", "--deps", os.path.join(tmp, "deps"), "--work", work])
+    print(proc.stdout)
+    check(proc.returncode == 0, "the --rocm dry run failed")
+    out = proc.stdout
+    for needed in ("power --methods rocm", "MIOPEN_USER_DB_PATH={0}/miopen".format(work),
+                   "MIOPEN_CUSTOM_CACHE_DIR={0}/miopen".format(work),
+                   "benchmark -c {0}/configs/quickstart.yml --device cuda".format(repo), "mpiexec -n 2"):
+        check(needed in out, "the --rocm plan does not show '{0}'".format(needed))
+    check("power --methods nvml" not in out, "the --rocm plan still measures NVML power")
 
 
 def test_table(repo, tmp):
