@@ -379,7 +379,7 @@ def container_image(table_path, system, repo):
 def container_prefix(table_path, system, rundir, repo):
     """The words that run scaffold in the system's container, ending with the program's name
     inside the image (`scaffold`, on the image's PATH):
-      apptainer exec --bind B,... [--nv|--rocm] OPTIONS IMAGE scaffold
+      apptainer exec --bind B ... [--nv|--rocm] OPTIONS IMAGE scaffold
       podman $(podman-options global) run $(podman-options run) --rm --network=host --ipc=host
         -v B:B ... -e NAME ... -w "$PWD" [GPU devices] OPTIONS IMAGE scaffold
     Both mount the repository (the configs the commands name), the campaign's outpath (the work
@@ -403,9 +403,9 @@ def container_prefix(table_path, system, rundir, repo):
     image = container_image(table_path, system, repo)
     words = []
     if container["runtime"] == "apptainer":
-        words += ["apptainer", container["runtime_options"], "exec",
-                  '--bind "{0}"'.format(",".join(binds)),
-                  {"nv": "--nv", "rocm": "--rocm", "none": ""}[gpu]]
+        words += ["apptainer", container["runtime_options"], "exec"]
+        words += ['--bind "{0}"'.format(b) for b in binds]
+        words.append({"nv": "--nv", "rocm": "--rocm", "none": ""}[gpu])
     else:
         lib = os.path.join(os.path.abspath(repo), "jube", "lib", "podman-options")
         names = list(sysentry["environment"])
