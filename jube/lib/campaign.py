@@ -381,11 +381,12 @@ def container_prefix(table_path, system, rundir, repo):
     inside the image (`scaffold`, on the image's PATH):
       apptainer exec --bind B ... [--nv|--rocm] OPTIONS IMAGE scaffold
       podman $(podman-options global) run $(podman-options run) --rm --network=host --ipc=host
-        -v B:B ... -e NAME ... -w "$PWD" [GPU devices] OPTIONS IMAGE scaffold
+        -v B:B ... -e "SLURM_JOB_*" -e NAME ... -w "$PWD" [GPU devices] OPTIONS IMAGE scaffold
     Both mount the repository (the configs the commands name), the campaign's outpath (the work
     packages and the default data folder), the system's data_dir and `binds` at the same paths,
     so every path of the job line is the same inside. podman passes on no environment by
-    itself: the system's environment names (and SCAFFOLD_POWER_METHODS) are passed with -e;
+    itself: Slurm's job variables, the system's environment names (and SCAFFOLD_POWER_METHODS)
+    are passed with -e;
     apptainer passes the job's whole environment."""
     sysentry = entry(table_path, system)
     container = sysentry["container"]
@@ -414,6 +415,9 @@ def container_prefix(table_path, system, rundir, repo):
         words += ["podman", container["runtime_options"], '$("{0}" global)'.format(lib), "run",
                   '$("{0}" run)'.format(lib), "--rm --network=host --ipc=host"]
         words += ['-v "{0}"'.format(b) for b in binds]
+        # The job's record (SLURM_JOB_ID, _PARTITION, ... for summary.json), not the step's or
+        # PMIx's variables: each process inside is a world of one.
+        words.append('-e "SLURM_JOB_*"')
         words += ["-e " + name for name in names]
         words.append('-w "$PWD"')
         words.append({"nv": "--device nvidia.com/gpu=all",

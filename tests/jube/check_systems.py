@@ -365,7 +365,7 @@ def test_systems_container(env):
              "container", "dryrun", "-o", out)
     lib = os.path.join(repo, "jube", "lib", "podman-options")
     wrapper = ('podman $("{lib}" global) run $("{lib}" run) --rm --network=host --ipc=host '
-               '-v "{repo}:{repo}" -v "{out}:{out}" -w "$PWD" "localhost/scaffold:latest" '
+               '-v "{repo}:{repo}" -v "{out}:{out}" -e "SLURM_JOB_*" -w "$PWD" "localhost/scaffold:latest" '
                'scaffold').format(lib=lib, repo=repo, out=out)
     for step, command in (("fractals", "generate_fractals"), ("dataset", "generate_dataset"),
                           ("benchmark", "benchmark")):

@@ -482,7 +482,7 @@ def test_container(env):
     check(sorted(r["local_batch_size"] for r in rows) == ["2", "4"], "rows: {0}".format(rows))
     lib = os.path.join(env.args.repo, "jube", "lib", "podman-options")
     wrapper = ('podman $("{0}" global) run $("{0}" run) --rm --network=host --ipc=host '
-               '-v "{1}:{1}" -v "{2}:{2}" -w "$PWD" "{3}" scaffold '.format(
+               '-v "{1}:{1}" -v "{2}:{2}" -e "SLURM_JOB_*" -w "$PWD" "{3}" scaffold '.format(
                    lib, env.args.repo, out, image))
     for step in ("fractals", "dataset", "benchmark"):
         for script in glob.glob(os.path.join(out, "000000", "*_" + step, "work", "job.sh")):
