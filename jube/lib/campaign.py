@@ -370,6 +370,9 @@ def container_image(table_path, system, repo):
     SIF path is the repository's (containers/scaffold.sif); a podman image name stays."""
     container = entry(table_path, system)["container"]
     image = os.environ.get("SCAFFOLD_IMAGE", "") or container["image"]
+    if "'" in image or "\n" in image:
+        _fail("SCAFFOLD_IMAGE {0!r}: no single quotes or newlines (it goes into the job line)"
+              .format(image))
     if container["runtime"] == "apptainer" and not image.startswith(("/", "$")) and \
             "://" not in image:
         image = os.path.join(repo, image)
@@ -386,8 +389,7 @@ def container_prefix(table_path, system, rundir, repo):
     packages and the default data folder), the system's data_dir and `binds` at the same paths,
     so every path of the job line is the same inside. podman passes on no environment by
     itself: Slurm's job variables, the system's environment names (and SCAFFOLD_POWER_METHODS)
-    are passed with -e;
-    apptainer passes the job's whole environment."""
+    are passed with -e; apptainer passes the job's whole environment."""
     sysentry = entry(table_path, system)
     container = sysentry["container"]
     if not container:
