@@ -15,7 +15,7 @@ import yaml
 
 # Tags every campaign understands besides the system names of the table; a campaign adds its
 # own through select_system's campaign_tags.
-MODIFIER_TAGS = ("dryrun",)
+MODIFIER_TAGS = ("dryrun", "container")
 DEFAULT_SYSTEM = "local"
 SCHEDULERS = ("none", "slurm")
 DEVICES = ("auto", "cpu", "cuda")  # scaffold's --device values
@@ -49,7 +49,19 @@ FIELDS = {
     "gpu_bind": (str, ""),          # --gpu-bind=VALUE; "" leaves it out
     "workers": (int, 0),            # data-loader workers per rank; 0: cpus_per_rank / 4
     "power_methods": (list, []),    # SCAFFOLD_POWER_METHODS of the jobs; []: auto
+    "container": (dict, {}),        # the image the `container` tag runs the jobs in
 }
+# The `container` field's keys: (type, default); None marks a required key (docs/deploy.md).
+CONTAINER_FIELDS = {
+    "runtime": (str, None),         # apptainer or podman
+    "image": (str, None),           # a SIF file (apptainer) or an image name (podman)
+    "binds": (list, []),            # more SRC[:DST[:OPTS]] mounts besides the repo and outpath
+    "gpu": (str, ""),               # nv, rocm or none; "": nv where device is cuda, else none
+    "options": (str, ""),           # more options of `apptainer exec` / `podman run`
+    "runtime_options": (str, ""),   # options before the subcommand (`podman --log-level ...`)
+}
+CONTAINER_RUNTIMES = ("apptainer", "podman")
+CONTAINER_GPUS = ("nv", "rocm", "none")
 # A tag known not to run has `unsupported` (the reason) and at most `description` instead.
 OPTIONAL_NONE = ("launcher_one_rank",)
 # scaffold's power methods (docs/energy.md), the values of `power_methods`.
@@ -94,6 +106,9 @@ def _check_entry(path, name, entry):
                                  all(isinstance(v, str) for v in value)):
             _fail("{0}: field '{1}' must be a list of strings, got {2!r}".format(
                 where, field, value))
+        if field == "container":
+            out[field] = _check_container(where, value)
+            continue
         if kind is dict and not (isinstance(value, dict) and
                                  all(isinstance(k, str) and isinstance(v, (str, int, float))
                                      for k, v in value.items())):
@@ -115,6 +130,52 @@ def _check_entry(path, name, entry):
     if out["workers"] < 0:
         _fail("{0}: field 'workers' must be >= 0 (0: cpus_per_rank / 4), got {1}".format(
             where, out["workers"]))
+    return out
+
+
+def _check_container(where, value):
+    """The `container` field: a mapping of CONTAINER_FIELDS. Its strings go into the job line
+    inside a Python string and a shell line, so they may not hold single quotes or newlines."""
+    if not isinstance(value, dict):
+        _fail("{0}: field 'container' must be a mapping (runtime, image, binds, gpu, options, "
+              "runtime_options), got {1!r}".format(where, value))
+    unknown = sorted(set(value) - set(CONTAINER_FIELDS))
+    if unknown:
+        _fail("{0}: field 'container': unknown key(s) {1} (keys: {2})".format(
+            where, ", ".join(unknown), ", ".join(CONTAINER_FIELDS)))
+    out = {}
+    for key, (kind, default) in CONTAINER_FIELDS.items():
+        item = value.get(key)
+        if item is None:
+            if default is None:
+                _fail("{0}: field 'container' needs '{1}'".format(where, key))
+            out[key] = type(default)() if isinstance(default, list) else default
+            continue
+        if kind is str and not isinstance(item, str):
+            _fail("{0}: field 'container' key '{1}' must be a string, got {2!r}".format(
+                where, key, item))
+        if kind is list and not (isinstance(item, list) and all(isinstance(v, str) for v in item)):
+            _fail("{0}: field 'container' key '{1}' must be a list of strings, got {2!r}".format(
+                where, key, item))
+        for text in (item if isinstance(item, list) else [item]):
+            if "'" in text or "\n" in text:
+                _fail("{0}: field 'container' key '{1}' {2!r}: no single quotes or newlines "
+                      "(the value goes into the job line; use double quotes)".format(
+                          where, key, text))
+        out[key] = item
+    if out["runtime"] not in CONTAINER_RUNTIMES:
+        _fail("{0}: field 'container' runtime '{1}' is not one of {2}".format(
+            where, out["runtime"], ", ".join(CONTAINER_RUNTIMES)))
+    if not out["image"].strip():
+        _fail("{0}: field 'container' image is empty".format(where))
+    if out["gpu"] and out["gpu"] not in CONTAINER_GPUS:
+        _fail("{0}: field 'container' gpu '{1}' is not one of {2} (or \"\": nv where device is "
+              "cuda)".format(where, out["gpu"], ", ".join(CONTAINER_GPUS)))
+    for bind in out["binds"]:
+        parts = bind.split(":")
+        if not parts[0].startswith(("/", "$")) or len(parts) > 3 or not all(parts):
+            _fail("{0}: field 'container' bind '{1}' is not SRC[:DST[:OPTS]] with an absolute "
+                  "SRC".format(where, bind))
     return out
 
 
@@ -299,8 +360,80 @@ def field(table_path, system, name):
     return "" if value is None else value
 
 
-def scaffold_binary(table_path, system, repo, dryrun):
-    """The system's `scaffold` field, else $SCAFFOLD_BIN, else the repository's build."""
+def container_mode(rundir):
+    """Whether the run was started with the `container` tag."""
+    return "container" in run_tags(rundir) if rundir else False
+
+
+def container_image(table_path, system, repo):
+    """The image of the system's container: $SCAFFOLD_IMAGE, else the `image` key. A relative
+    SIF path is the repository's (containers/scaffold.sif); a podman image name stays."""
+    container = entry(table_path, system)["container"]
+    image = os.environ.get("SCAFFOLD_IMAGE", "") or container["image"]
+    if "'" in image or "\n" in image:
+        _fail("SCAFFOLD_IMAGE {0!r}: no single quotes or newlines (it goes into the job line)"
+              .format(image))
+    if container["runtime"] == "apptainer" and not image.startswith(("/", "$")) and \
+            "://" not in image:
+        image = os.path.join(repo, image)
+    return image
+
+
+def container_prefix(table_path, system, rundir, repo):
+    """The words that run scaffold in the system's container, ending with the program's name
+    inside the image (`scaffold`, on the image's PATH):
+      apptainer exec --bind B ... [--nv|--rocm] OPTIONS IMAGE scaffold
+      podman $(podman-options global) run $(podman-options run) --rm --network=host --ipc=host
+        -v B:B ... -e "SLURM_JOB_*" -e NAME ... -w "$PWD" [GPU devices] OPTIONS IMAGE scaffold
+    Both mount the repository (the configs the commands name), the campaign's outpath (the work
+    packages and the default data folder), the system's data_dir and `binds` at the same paths,
+    so every path of the job line is the same inside. podman passes on no environment by
+    itself: Slurm's job variables, the system's environment names (and SCAFFOLD_POWER_METHODS)
+    are passed with -e; apptainer passes the job's whole environment."""
+    sysentry = entry(table_path, system)
+    container = sysentry["container"]
+    if not container:
+        _fail("system '{0}' has no 'container' field, which the container tag needs: add e.g. "
+              "container: {{runtime: apptainer, image: containers/scaffold.sif}} to its entry "
+              "in {1} (docs/deploy.md)".format(system, table_path))
+    outpath = os.path.dirname(os.path.abspath(rundir))
+    paths = [os.path.abspath(repo), outpath]
+    if sysentry["data_dir"] and not sysentry["data_dir"].startswith(outpath + os.sep):
+        paths.append(sysentry["data_dir"])
+    binds = ["{0}:{0}".format(p) for p in paths]
+    binds += [b if ":" in b else "{0}:{0}".format(b) for b in container["binds"]]
+    gpu = container["gpu"] or ("nv" if sysentry["device"] == "cuda" else "none")
+    image = container_image(table_path, system, repo)
+    words = []
+    if container["runtime"] == "apptainer":
+        words += ["apptainer", container["runtime_options"], "exec"]
+        words += ['--bind "{0}"'.format(b) for b in binds]
+        words.append({"nv": "--nv", "rocm": "--rocm", "none": ""}[gpu])
+    else:
+        lib = os.path.join(os.path.abspath(repo), "jube", "lib", "podman-options")
+        names = list(sysentry["environment"])
+        if sysentry["power_methods"]:
+            names.append("SCAFFOLD_POWER_METHODS")
+        words += ["podman", container["runtime_options"], '$("{0}" global)'.format(lib), "run",
+                  '$("{0}" run)'.format(lib), "--rm --network=host --ipc=host"]
+        words += ['-v "{0}"'.format(b) for b in binds]
+        # The job's record (SLURM_JOB_ID, _PARTITION, ... for summary.json), not the step's or
+        # PMIx's variables: each process inside is a world of one.
+        words.append('-e "SLURM_JOB_*"')
+        words += ["-e " + name for name in names]
+        words.append('-w "$PWD"')
+        words.append({"nv": "--device nvidia.com/gpu=all",
+                      "rocm": "--device /dev/kfd --device /dev/dri --group-add keep-groups",
+                      "none": ""}[gpu])
+    words += [container["options"], '"{0}"'.format(image), "scaffold"]
+    return " ".join(w for w in words if w)
+
+
+def scaffold_binary(table_path, system, repo, dryrun, rundir=""):
+    """The system's `scaffold` field, else $SCAFFOLD_BIN, else the repository's build. With the
+    `container` tag, the words that run the image's scaffold (container_prefix)."""
+    if container_mode(rundir):
+        return container_prefix(table_path, system, rundir, repo)
     sysentry = entry(table_path, system)
     path = sysentry["scaffold"] or os.environ.get("SCAFFOLD_BIN", "") or \
         os.path.join(repo, "build", "src", "scaffold")

@@ -740,7 +740,7 @@ def test_imgcls_errors(env):
                     "-o", os.path.join(env.tmp, "smok"), expect_ok=False)
     print(proc.stdout[-1000:])
     check(proc.returncode != 0 and "unknown tag(s) 'smok'" in proc.stdout and
-          "nor a campaign tag (dryrun, smoke, precision)" in proc.stdout,
+          "nor a campaign tag (dryrun, container, smoke, precision)" in proc.stdout,
           "a misspelt tag does not fail naming it and the campaign's tags")
     proc = env.jube("run", "--hide-animation", os.path.join(jube_dir, "smoke.yaml"), "--tag",
                     "local", "precision", "-o", os.path.join(env.tmp, "other"), expect_ok=False)

@@ -9,6 +9,14 @@
            by hand below from CARAML's JUBE files (partition, gres, nodes, CPUs, binding, srun
            options, time limit, environment, power methods), not from the renderer. GC200 stops
            the run with the reason it is unsupported.
+  systems_container  the container mode (`--tag container`, docs/deploy.md), dry runs: A100's
+           image-classification job runs `srun ... apptainer exec --bind <repo> --bind <outpath> --nv
+           <repo>/containers/scaffold-cuda.sif scaffold ...`, MI250's `--rocm` with the ROCm
+           image, slurm-cpu's neither, SCAFFOLD_IMAGE picks another image; the smoke campaign on
+           `local` runs `podman $(podman-options global) run $(podman-options run) --rm ...
+           -v <repo> -v <outpath> -w "$PWD" IMAGE scaffold ...` for each of its three job steps;
+           the report line runs the image's scaffold too. Each line is written out by hand here.
+           A system without a `container` field refuses the tag, naming the system.
   systems_errors  the new fields are validated like the old ones: an unknown field, a wrong type,
            a binding Slurm does not know, a binding the launcher has no {binding} for, an unknown
            power method, an unsupported entry with system fields: each an error that names the
@@ -303,6 +311,86 @@ def test_systems(env):
           "a misspelt tag does not list CARAML's systems:\n" + proc.stdout[-1500:])
 
 
+def job_lines(out, step, needle):
+    """The lines of the one job script of `step` whose text holds `needle`, and its folder."""
+    found = []
+    for path in glob.glob(os.path.join(out, "000000", "*_" + step, "work", "job.sh")):
+        with open(path) as handle:
+            text = handle.read()
+        if needle in text:
+            found.append((os.path.dirname(path), text.splitlines()))
+    check(len(found) == 1, "{0}: expected one {1} job script with '{2}', found {3}".format(
+        out, step, needle, len(found)))
+    return found[0]
+
+
+def test_systems_container(env):
+    repo = env.args.repo
+    imgcls = os.path.join(repo, "jube", "image_classification.yaml")
+    cases = [  # system, image given by SCAFFOLD_IMAGE ("": the entry's), the expected wrapper
+        ("A100", "", "srun --disable-dcgm --mpi=pspmix --ntasks=8 --ntasks-per-node=4 "
+         "--cpus-per-task=18 --cpu-bind=none,v env PMIX_SECURITY_MODE=native apptainer exec "
+         "--bind \"{repo}:{repo}\" --bind \"{out}:{out}\" --nv \"{repo}/containers/scaffold-cuda.sif\" scaffold"),
+        ("MI250", "", "srun --mpi=pspmix --ntasks=16 --ntasks-per-node=8 --cpus-per-task=6 "
+         "--cpu-bind=none,v env PMIX_SECURITY_MODE=native apptainer exec "
+         "--bind \"{repo}:{repo}\" --bind \"{out}:{out}\" --rocm \"{repo}/containers/scaffold-rocm.sif\" scaffold"),
+        ("slurm-cpu", "/sif/other.sif", "srun --ntasks=2 --ntasks-per-node=2 --cpus-per-task=32 "
+         "--cpu-bind=sockets apptainer exec --bind \"{repo}:{repo}\" --bind \"{out}:{out}\" "
+         "\"/sif/other.sif\" scaffold"),
+    ]
+    for system, image, wrapper in cases:
+        out = os.path.join(env.tmp, "container-" + system)
+        env.environ.pop("SCAFFOLD_IMAGE", None)
+        if image:
+            env.environ["SCAFFOLD_IMAGE"] = image
+        env.jube("run", "-e", "--hide-animation", imgcls, "--tag", "container", system, "dryrun",
+                 "-o", out)
+        work, lines = job_lines(out, "train", "--global-batch-size 256 ")
+        expected = wrapper.format(repo=repo, out=out)
+        launch = [l for l in lines if " image_classification -c " in l]
+        check(len(launch) == 1 and launch[0].startswith(expected + " image_classification -c "),
+              "{0}: the launch line is not\n  {1} image_classification ...\nbut\n  {2}".format(
+                  system, expected, launch))
+        report = [l for l in lines if "/lib/report-run\" $? " in l]
+        want = '"{0}/jube/lib/report-run" $? {1} {2}/image_classification_*/'.format(
+            repo, expected[expected.index("apptainer exec"):], work)
+        check(report == [want], "{0}: the report line is not\n  {1}\nbut\n  {2}".format(
+            system, want, report))
+        print("{0}: {1}".format(system, launch[0][:len(expected)]))
+    env.environ.pop("SCAFFOLD_IMAGE", None)
+
+    # podman on `local`: every job step of the smoke campaign, one rank, no launcher.
+    out = os.path.join(env.tmp, "container-local")
+    env.jube("run", "-e", "--hide-animation", os.path.join(repo, "jube", "smoke.yaml"), "--tag",
+             "container", "dryrun", "-o", out)
+    lib = os.path.join(repo, "jube", "lib", "podman-options")
+    wrapper = ('podman $("{lib}" global) run $("{lib}" run) --rm --network=host --ipc=host '
+               '-v "{repo}:{repo}" -v "{out}:{out}" -e "SLURM_JOB_*" -w "$PWD" "localhost/scaffold:latest" '
+               'scaffold').format(lib=lib, repo=repo, out=out)
+    for step, command in (("fractals", "generate_fractals"), ("dataset", "generate_dataset"),
+                          ("benchmark", "benchmark")):
+        work, lines = job_lines(out, step, "--local-batch-size 2 " if step == "benchmark" else "")
+        launch = [l for l in lines if " {0} -c ".format(command) in l]
+        check(len(launch) == 1 and launch[0].startswith(wrapper + " {0} -c ".format(command)),
+              "local {0}: the launch line is not\n  {1} {2} ...\nbut\n  {3}".format(
+                  step, wrapper, command, launch))
+    print("local: " + wrapper)
+
+    # The tag on a system without a container field: refused, naming it and the field.
+    campaign = runpy.run_path(os.path.join(repo, "jube", "lib", "campaign.py"))
+    path = os.path.join(env.tmp, "systems.yaml")
+    with open(path, "w") as handle:
+        handle.write(BASE_ENTRY)
+    try:
+        campaign["container_prefix"](path, "testsys", os.path.join(env.tmp, "run"), repo)
+    except ValueError as error:
+        message = str(error)
+    else:
+        raise Failure("the container tag was accepted for a system without a container field")
+    check("system 'testsys' has no 'container' field" in message, message)
+    print("refused: " + message)
+
+
 BASE_ENTRY = """
 testsys:
   scheduler: slurm
@@ -330,6 +418,18 @@ BAD_ENTRIES = [
     ("\nipu:\n  unsupported: \"no backend\"\n  partition: dc-ipu\n",
      ["system 'ipu'", "only 'unsupported'", "partition"]),
     ("\nipu:\n  unsupported: \"\"\n", ["system 'ipu'", "non-empty string"]),
+    ("  container: docker\n", ["system 'testsys'", "'container' must be a mapping"]),
+    ("  container: {image: a.sif}\n", ["'container' needs 'runtime'"]),
+    ("  container: {runtime: apptainer}\n", ["'container' needs 'image'"]),
+    ("  container: {runtime: docker, image: a}\n", ["runtime 'docker'", "apptainer, podman"]),
+    ("  container: {runtime: podman, image: a, bind: [/x]}\n", ["unknown key(s) bind"]),
+    ("  container: {runtime: podman, image: a, gpu: cuda}\n", ["gpu 'cuda'", "nv, rocm, none"]),
+    ("  container: {runtime: podman, image: a, binds: [scratch]}\n", ["bind 'scratch'",
+                                                                     "absolute SRC"]),
+    ("  container: {runtime: podman, image: a, binds: /x}\n", ["'binds' must be a list"]),
+    ("  container: {runtime: apptainer, image: a, options: \"--env 'A=1'\"}\n",
+     ["'options'", "no single quotes"]),
+    ("  container: {runtime: podman, image: \"\"}\n", ["image is empty"]),
 ]
 
 
@@ -359,7 +459,8 @@ def test_systems_errors(env):
         print("refused: {0}".format(message))
 
 
-TESTS = {"systems": test_systems, "systems_errors": test_systems_errors}
+TESTS = {"systems": test_systems, "systems_errors": test_systems_errors,
+         "systems_container": test_systems_container}
 
 
 def main():

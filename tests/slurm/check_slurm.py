@@ -10,6 +10,11 @@ slurm_cluster; label slurm). Each test is one ctest case:
                with afterok; `jube continue` until finished; each row equals its run folder.
   strong       jube/strong-scaling.yaml at scale 4 on 1 and 2 ranks, the same checks.
   failure      a fractals job that fails: Slurm cancels its dependants and every row says why.
+  container    jube/smoke.yaml --tag local-slurm container with the image of the ctest fixture
+               container_image (tests/container): every job runs `srun ... podman run ... IMAGE
+               scaffold ...`, the rows are ok and equal their run folders, which are on the host,
+               and the runs' restart.sh name the image's binary. Skipped when there is
+               no image (podman cannot run here).
   time_limit   a benchmark job whose time limit (1 min, signal USR2@10) is shorter than its
                training: summary.json complete with status time_limit, exit code 3 in Slurm's
                record, the row says so, and restart.sh resumes the run.
@@ -156,7 +161,8 @@ def result_rows(output):
 def run_campaign(env, campaign, out, tag="local-slurm", timeout_s=240):
     """jube run (which submits every job), then jube continue until nothing is pending.
     Returns (the final `jube status`, the CSV rows of `jube result`)."""
-    env.jube("run", "--hide-animation", campaign, "--tag", tag, "-o", out)
+    tags = tag if isinstance(tag, list) else [tag]
+    env.jube("run", "--hide-animation", campaign, "--tag", *tags, "-o", out)
     steps = glob.glob(os.path.join(out, "000000", "*_*", "work"))
     job_steps = [s for s in steps if not s.split(os.sep)[-2].endswith("_collect")]
     check(job_steps and all(os.path.exists(os.path.join(s, "job_id")) or
@@ -466,9 +472,62 @@ def test_power(env):
           "exit statuses returned".format(nodes[0], samples))
 
 
+def test_container(env):
+    image = container_image(env.args.container_state)
+    env.environ["SCAFFOLD_IMAGE"] = image
+    out = os.path.join(env.tmp, "out")
+    status, rows = run_campaign(env, os.path.join(env.args.repo, "jube", "smoke.yaml"), out,
+                                tag=["local-slurm", "container"], timeout_s=400)
+    check(status == "FINISHED", "jube status {0}, expected FINISHED".format(status))
+    check(sorted(r["local_batch_size"] for r in rows) == ["2", "4"], "rows: {0}".format(rows))
+    lib = os.path.join(env.args.repo, "jube", "lib", "podman-options")
+    wrapper = ('podman $("{0}" global) run $("{0}" run) --rm --network=host --ipc=host '
+               '-v "{1}:{1}" -v "{2}:{2}" -e "SLURM_JOB_*" -w "$PWD" "{3}" scaffold '.format(
+                   lib, env.args.repo, out, image))
+    for step in ("fractals", "dataset", "benchmark"):
+        for script in glob.glob(os.path.join(out, "000000", "*_" + step, "work", "job.sh")):
+            text = read(script)
+            check("srun --mpi=pmix --ntasks=1 --ntasks-per-node=1 --cpus-per-task=1 " + wrapper +
+                  ("generate_" if step != "benchmark" else "") + step in text,
+                  "{0} does not run scaffold in the image:\n{1}".format(script, text))
+    for row in rows:
+        check(row["status"] == "ok" and row["system"] == "local-slurm" and
+              row["tags"] == "container local-slurm",
+              "row of local batch {0}: {1}, tags {2}".format(row["local_batch_size"],
+                                                             row["status"], row["tags"]))
+        run_dir = check_row_against_folder(out, row)
+        check(run_dir.startswith(os.path.realpath(out)), run_dir + " is not on the host's outpath")
+        restart = read(os.path.join(run_dir, "restart.sh"))
+        check(INSIDE_IMAGE in restart, "{0}/restart.sh does not name the image's binary "
+              "({1}):\n{2}".format(run_dir, INSIDE_IMAGE, restart))
+    print("PASS: 2 rows from jobs run in {0}, each equal to its run folder on the host".format(
+        image))
+
+
+# The binary a run inside the image records in its restart.sh (/proc/self/exe inside).
+INSIDE_IMAGE = "/usr/local/bin/scaffold"
+
+
+def container_image(state):
+    """The image the fixture container_image built (tests/container), or Skip with why not."""
+    if not state:
+        raise Skip("no --container-state given")
+    try:
+        text = read(state)
+    except OSError:
+        raise Skip("no container image: {0} is missing (the ctest fixture container_image "
+                   "builds one)".format(state))
+    for line in text.splitlines():
+        if line.startswith("unavailable: "):
+            raise Skip("no container image: " + line[len("unavailable: "):])
+        if line.startswith("image: "):
+            return line[len("image: "):]
+    raise Skip("no image recorded in {0}: {1!r}".format(state, text))
+
+
 TESTS = {"launcher": test_launcher, "launcher_mpirun": test_launcher_mpirun, "power": test_power,
          "smoke": test_smoke, "strong": test_strong, "failure": test_failure,
-         "time_limit": test_time_limit}
+         "time_limit": test_time_limit, "container": test_container}
 NO_CLUSTER = ("launcher_mpirun",)
 
 
@@ -496,6 +555,8 @@ def main():
     parser.add_argument("--jube", required=True)
     parser.add_argument("--repo", required=True)
     parser.add_argument("--state", required=True, help="the cluster's state file (cluster.sh)")
+    parser.add_argument("--container-state", default="",
+                        help="the container image's state file (tests/container)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
     args.scaffold = os.path.abspath(args.scaffold)
