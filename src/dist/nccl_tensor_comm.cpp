@@ -1,13 +1,19 @@
 // The NCCL backend of TensorComm, compiled when LibTorch has CUDA and nccl.h is found
-// (SCAFFOLD_WITH_NCCL). Operations are enqueued on the device's current CUDA stream, so they are
-// ordered with the kernels around them and Work::wait() has nothing to wait for on the host; a
-// host read of a result (item(), a copy to the CPU) synchronises as usual. The NCCL communicator
-// is created from a unique id that rank 0 of the group broadcasts over MPI.
+// (SCAFFOLD_WITH_NCCL), and its RCCL twin for a ROCm LibTorch (SCAFFOLD_WITH_RCCL as well: RCCL
+// has NCCL's API). Operations are enqueued on the device's current stream, so they are ordered
+// with the kernels around them and Work::wait() has nothing to wait for on the host; a host read
+// of a result (item(), a copy to the CPU) synchronises as usual. The communicator is created from
+// a unique id that rank 0 of the group broadcasts over MPI.
 #include <ATen/ATen.h>
+#include <fmt/format.h>
+#if defined(SCAFFOLD_WITH_RCCL)
+#include <hip/hip_runtime_api.h>
+#include <rccl/rccl.h>
+#else
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <fmt/format.h>
 #include <nccl.h>
+#endif
 
 #include <string>
 
@@ -17,9 +23,49 @@
 namespace scaffold::dist {
 namespace {
 
+// What differs between the two: the library's name, the stream type, how the current stream is
+// found and how a device is made current.
+#if defined(SCAFFOLD_WITH_RCCL)
+constexpr const char* kLibrary = "RCCL";
+constexpr const char* kBackend = "rccl";
+using GpuStream = hipStream_t;
+
+// A ROCm LibTorch runs its kernels on the current HIP stream, which is the null stream unless a
+// stream is set; scaffold sets none on ROCm (its copy stream is CUDA-only), and the null stream
+// orders RCCL's work with every kernel of the device (docs/deploy.md, "AMD GPUs").
+GpuStream current_stream(const c10::Device&) { return nullptr; }
+
+void check_hip(hipError_t rc, const char* what) {
+  if (rc != hipSuccess) throw core::Error(fmt::format("HIP call {} failed: {}", what, hipGetErrorString(rc)));
+}
+
+// The device current for this thread while the communicator is made, then the previous one again.
+class DeviceScope {
+ public:
+  explicit DeviceScope(const c10::Device& device) {
+    check_hip(hipGetDevice(&previous_), "hipGetDevice");
+    check_hip(hipSetDevice(device.index()), "hipSetDevice");
+  }
+  ~DeviceScope() { (void)hipSetDevice(previous_); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+#else
+constexpr const char* kLibrary = "NCCL";
+constexpr const char* kBackend = "nccl";
+using GpuStream = cudaStream_t;
+GpuStream current_stream(const c10::Device& device) {
+  return c10::cuda::getCurrentCUDAStream(device.index()).stream();
+}
+using DeviceScope = c10::cuda::CUDAGuard;
+#endif
+
 void check_nccl(ncclResult_t rc, const char* what) {
   if (rc != ncclSuccess)
-    throw core::Error(fmt::format("NCCL call {} failed: {}", what, ncclGetErrorString(rc)));
+    throw core::Error(fmt::format("{} call {} failed: {}", kLibrary, what, ncclGetErrorString(rc)));
 }
 
 ncclDataType_t nccl_type(const at::Tensor& t) {
@@ -28,8 +74,8 @@ ncclDataType_t nccl_type(const at::Tensor& t) {
     case at::kDouble: return ncclFloat64;
     case at::kLong: return ncclInt64;
     default:
-      throw core::Error(fmt::format("NCCL all-reduce of a {} tensor: only float32, float64 and int64 are supported",
-                                    c10::toString(t.scalar_type())));
+      throw core::Error(fmt::format("{} all-reduce of a {} tensor: only float32, float64 and int64 are supported",
+                                    kLibrary, c10::toString(t.scalar_type())));
   }
 }
 
@@ -57,7 +103,7 @@ class NcclTensorComm final : public TensorComm {
     group_.broadcast(bytes, 0);
     SCAFFOLD_CHECK(bytes.size() == sizeof(id), "NCCL unique id of the wrong size");
     std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(&id));
-    c10::cuda::CUDAGuard guard(device_);
+    DeviceScope scope(device_);
     check_nccl(ncclCommInitRank(&comm_, group_.size(), id, group_.rank()), "ncclCommInitRank");
   }
   ~NcclTensorComm() override { ncclCommDestroy(comm_); }
@@ -66,7 +112,7 @@ class NcclTensorComm final : public TensorComm {
 
   int rank() const override { return group_.rank(); }
   int size() const override { return group_.size(); }
-  std::string backend() const override { return "nccl"; }
+  std::string backend() const override { return kBackend; }
 
   std::unique_ptr<Work> allreduce_sum(const at::Tensor& t) override {
     check(t, "all-reduce", /*any_dense_layout=*/true);
@@ -99,11 +145,11 @@ class NcclTensorComm final : public TensorComm {
   void check(const at::Tensor& t, const char* what, bool any_dense_layout = false) const {
     const bool layout_ok = any_dense_layout ? t.is_non_overlapping_and_dense() : t.is_contiguous();
     SCAFFOLD_CHECK(t.defined() && layout_ok && t.device() == device_,
-                   fmt::format("NCCL {}: the tensor must be {} and on {}", what,
+                   fmt::format("{} {}: the tensor must be {} and on {}", kLibrary, what,
                                any_dense_layout ? "dense" : "contiguous", device_.str()));
   }
   static size_t bytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
-  cudaStream_t stream() const { return c10::cuda::getCurrentCUDAStream(device_.index()).stream(); }
+  GpuStream stream() const { return current_stream(device_); }
 
   Communicator& group_;
   c10::Device device_;

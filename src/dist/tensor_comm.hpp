@@ -31,7 +31,7 @@ class TensorComm {
   virtual ~TensorComm() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string backend() const = 0;  // "mpi", "mpi (CUDA-aware)", "nccl"
+  virtual std::string backend() const = 0;  // "mpi", "mpi (CUDA-aware)", "nccl", "rccl"
   // In place: every rank's `t` becomes the elementwise sum over the group. `t` must be
   // contiguous, float32, float64 or int64.
   virtual std::unique_ptr<Work> allreduce_sum(const at::Tensor& t) = 0;
