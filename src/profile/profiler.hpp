@@ -1,8 +1,8 @@
-// Named regions and the step schedule of the Chrome trace (spec §9). One Profiler per process;
-// the caller decides whether this rank profiles. A ScopedRegion costs one predictable branch when
-// the profiler is off or between recording windows (no clock read, no allocation, no lock); when
-// recording it reads the steady clock twice, takes a mutex once and pushes an NVTX range (CUDA
-// builds). Operator-level events come from elsewhere (profile/torch_ops.hpp) through
+// Named regions and the step schedule of the Chrome trace (docs/profiling.md). One Profiler per
+// process; the caller decides whether this rank profiles. A ScopedRegion costs one predictable
+// branch when the profiler is off or between recording windows (no clock read, no allocation, no
+// lock); when recording it reads the steady clock twice, takes a mutex once and pushes an NVTX
+// range (CUDA builds). Operator-level events come from elsewhere (profile/torch_ops.hpp) through
 // add_external_events(); this library knows nothing of LibTorch.
 #pragma once
 

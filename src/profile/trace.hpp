@@ -1,6 +1,7 @@
 // Chrome trace events and their JSON text (the "Trace Event Format" that chrome://tracing and
 // Perfetto open): complete events ("ph": "X") plus process/thread name metadata ("ph": "M").
-// Also the trace's file name in the run folder (spec §1.5). Stateless: Profiler owns the events.
+// Also the trace's file name in the run folder (docs/profiling.md). Stateless: the Profiler
+// owns the events.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
-// train_stats.csv (spec §1.6): one row per epoch in ScaFFold's exact column order, values spelled
-// like Python str(), flushed and fsync'ed after every epoch so a killed run keeps its rows. The
-// columns are declared once (train_stats.cpp) and drive the header, the writer and the reader.
-// The trainer fills EpochRecord; it never writes the file itself.
+// train_stats.csv (docs/benchmark.md): one row per epoch in ScaFFold's exact column order, values
+// spelled like Python str(), flushed and fsync'ed after every epoch so a killed run keeps its
+// rows. The columns are declared once (train_stats.cpp) and drive the header, the writer and the
+// reader. The trainer fills EpochRecord; it never writes the file itself.
 #pragma once
 
 #include <cstdint>
