@@ -1,6 +1,7 @@
-// `scaffold benchmark` on 2 ranks (spec §7): a spatially sharded and a data-parallel run of a tiny
-// config reach the target Dice with rank 0's train_stats.csv shaped like a single-process run's;
-// a rank that fails ends every rank within seconds; invalid layouts stop before anything runs.
+// `scaffold benchmark` on 2 ranks (docs/distributed.md): a spatially sharded and a data-parallel
+// run of a tiny config reach the target Dice with rank 0's train_stats.csv shaped like a
+// single-process run's; a rank that fails ends every rank within seconds; invalid layouts stop
+// before anything runs.
 #include <gtest/gtest.h>
 
 #include <chrono>

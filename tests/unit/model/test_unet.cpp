@@ -1,4 +1,4 @@
-// UNet3d against spec §5: parameter counts (the §2.1 table and the formula), output shapes,
+// UNet3d against docs/benchmark.md, 'Model': parameter counts (its table and formula), shapes,
 // submodule names, default initialisation, activation checkpointing equal to the plain model
 // (also under bf16 autocast), the fp32 pool/upsample path under bf16 autocast and in a bf16 model,
 // the bf16 probe, option and input validation, and the FLOP count against a hand count.
@@ -37,7 +37,7 @@ UNetOptions small_options(int layers, int base = 8, int n_classes = 3, int group
   return o;
 }
 
-// Spec §5's formula, written out independently of the model.
+// The formula of docs/benchmark.md, 'Model', written out independently of the model.
 int64_t spec_parameter_count(int64_t in_channels, int64_t n_classes, int layers, int64_t base) {
   auto double_conv = [](int64_t ci, int64_t co) { return 27 * ci * co + 27 * co * co + 4 * co; };
   int64_t n = double_conv(in_channels, base);

@@ -1,8 +1,8 @@
 // The Trainer's epoch metrics against their definitions (issue 16): four epochs of a tiny U-Net
 // through train::Trainer, and the same four epochs replayed here with code written from
-// ../shared/spec/scaffold.md alone — the CE class weights (§6.3), class-weighted CE + (1 - soft
-// foreground Dice) (§6.3), the hard Dice of validation (§6.5.1), Adam with clipping at 1.0 (§6.4)
-// and CosineAnnealingWarmRestarts stepped once per epoch (§6.5) — in float64, on the volumes as
+// the definitions in docs/benchmark.md ('Training') alone — the CE class weights, class-weighted
+// CE + (1 - soft foreground Dice), the hard Dice of validation, Adam with clipping at 1.0 and
+// CosineAnnealingWarmRestarts stepped once per epoch — in float64, on the volumes as
 // generated here (not as the dataset reads them). Each epoch's overall_loss, epoch_loss,
 // train_dice, val_loss_avg, val_dice and next_lr must match, and so must the parameters after the
 // epochs: a replay at another learning rate ends elsewhere, so that checks the LR each epoch
