@@ -183,7 +183,7 @@ int64_t count_parameters(const torch::nn::Module& module);
 double unet_forward_flops(const UNetOptions& options, int64_t side);
 
 // Whether bf16 max_pool3d and conv_transpose3d run and agree with float32 on `device` (a tiny
-// probe; false if either throws). False on LibTorch 1.13 CPU (shared/notes/cpu-stack.md §2).
+// probe; false if either throws). False on LibTorch 1.13 CPU (docs/performance.md).
 bool bf16_pool_and_upsample_work(const c10::Device& device);
 
 }  // namespace scaffold::model

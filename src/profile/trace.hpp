@@ -36,7 +36,7 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events,
                               const std::vector<std::pair<int64_t, std::string>>& thread_names,
                               const TraceInfo& info);
 
-// The values the spec's trace file name is made of.
+// The values ScaFFold's trace file name is made of.
 struct TraceFileNameParts {
   std::string host;
   int rank = 0;

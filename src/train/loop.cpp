@@ -399,7 +399,7 @@ double TrainingLoop::warmup() {
   warmup_start_mono_s_ = core::monotonic_s();
   torch::nn::Module& module = task_.module();
   const std::string snapshot = serialize_state(module, *optimizer_, with_scaler());
-  // train_epoch stops after min(warmup_batches, this replica's batches): the spec's
+  // train_epoch stops after min(warmup_batches, this replica's batches): ScaFFold's
   // min(warmup_batches, len(train_loader)).
   if (options_.warmup_batches > 0) {
     warmup_steps_ = train_epoch(0, options_.warmup_batches, nullptr).steps;  // epoch-0 order

@@ -1,7 +1,8 @@
 // End-to-end tests of `scaffold benchmark` at a tiny scale: it trains to a target Dice within a
-// bounded number of epochs, writes the run folder the spec describes, and a run interrupted after
-// epoch k and restarted through restart.sh writes the same rows as an uninterrupted run; a
-// failed first write leaves no run folder, and a damaged reused dataset is refused before training.
+// bounded number of epochs, writes the run folder docs/benchmark.md describes, and a run
+// interrupted after epoch k and restarted through restart.sh writes the same rows as an
+// uninterrupted run; a failed first write leaves no run folder, and a damaged reused dataset is
+// refused before training.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>

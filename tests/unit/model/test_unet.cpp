@@ -362,7 +362,7 @@ TEST(UNet3d, Fp32PoolAndUpsampleRunsUnderBf16Autocast) {
   EXPECT_FALSE(AutocastState::current().cpu_enabled);
 }
 
-// A model converted to bf16 as a whole, no autocast (shared/notes/cpu-stack.md §2): this is where
+// A model converted to bf16 as a whole, no autocast (docs/performance.md): this is where
 // LibTorch's raw bf16 max_pool3d / conv_transpose3d kernels are used.
 ForwardBackward whole_model_bf16(UNetOptions o) {
   torch::manual_seed(5);
@@ -456,7 +456,7 @@ TEST(UNetForwardFlops, MatchesAHandCount) {
   EXPECT_DOUBLE_EQ(unet_forward_flops(o, 4), 74112.0);
 }
 
-// shared/notes/cpu-stack.md §2: in 1, base 8, 6 classes, 2 pools at 32^3 is 2.34 GFLOP per
+// docs/performance.md, 'The CPU stack': in 1, base 8, 6 classes, 2 pools at 32^3 is 2.34 GFLOP per
 // training step, counted as 3 x the forward conv FLOPs.
 TEST(UNetForwardFlops, MatchesTheCpuStackNote) {
   UNetOptions o = small_options(2, /*base=*/8, /*n_classes=*/6, /*groups=*/8);

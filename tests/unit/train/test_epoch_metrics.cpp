@@ -151,7 +151,7 @@ model::UNet3d tiny_model() {
   return model::UNet3d(o);
 }
 
-// ---- the definitions, written from the spec ---------------------------------------------------
+// ---- the definitions, written from docs/benchmark.md ------------------------------------------
 
 // §6.3 CE class weights: k = min(max(ceil(n * fraction), 1), n) masks at linspace(0, n-1, k)
 // truncated; w[0] = T / bg, w[c >= 1] = T / fg.
