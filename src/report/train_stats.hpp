@@ -14,7 +14,7 @@ namespace scaffold::report {
 
 inline constexpr const char* kTrainStatsFileName = "train_stats.csv";
 
-// One epoch's results, in CSV column order. Losses are sums or per-sample means as §1.6 says.
+// One epoch's results, in CSV column order; losses are sums or per-sample means (benchmark.md).
 struct EpochRecord {
   int64_t epoch = 0;                  // 1-based
   double epoch_loss = 0.0;            // Σ batch-mean loss × batch size, over replicas

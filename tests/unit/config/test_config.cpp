@@ -267,7 +267,7 @@ void expect_scaffold_defaults(const Config& c, const std::string& what) {
   EXPECT_FALSE(c.activation_checkpointing);
   EXPECT_EQ(c.ce_weight_sample_fraction, 0.1);
   EXPECT_FALSE(c.dataset_reuse_enforce_commit_id);
-  // Accepted by ScaFFold's Config though not in its file (§1.4, §2), and its CLI's default (§1.2).
+  // Accepted by ScaFFold's Config though not in its file, and its CLI's default (docs/config.md).
   EXPECT_EQ(c.job_name, "benchmark");
   EXPECT_FALSE(c.async_save);
   EXPECT_EQ(c.dist, 1);
