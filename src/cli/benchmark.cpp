@@ -61,8 +61,7 @@ namespace fs = std::filesystem;
 struct BenchmarkArgs {
   ConfigArgs config;
   bool allow_large_data = false;  // --allow-large-data
-  bool restart = false;
-  std::string run_dir;
+  std::string run_dir;            // --run-dir: resume in this run folder (--restart needs it)
   std::vector<std::string> argv;  // the command line after the executable, for restart.sh
 };
 
@@ -491,7 +490,8 @@ Subcommand add_benchmark(CLI::App& app, int argc, char** argv) {
   // compatibility keys (framework, dist, loss_freq) take no flag.
   add_schema_flags<config::Config>(sub, c, {"framework", "dist", "loss_freq"});
   auto* run_dir = sub->add_option("--run-dir", args->run_dir, "resume in this run folder (implies --restart)");
-  sub->add_flag("--restart", args->restart, "resume from the run folder's last checkpoint; needs --run-dir")
+  // --run-dir resumes with or without --restart; the flag is kept for ScaFFold's command lines.
+  sub->add_flag("--restart", "resume from the run folder's last checkpoint; needs --run-dir")
       ->needs(run_dir);
   return {sub, [args, threads](RunContext& ctx) {
             ctx.threads = *threads;
