@@ -44,7 +44,7 @@ struct BenchOptions {
   int scale = 5;           // volume side 2^scale
   int bottleneck_dim = 3;  // U-Net layers = scale - bottleneck_dim (ScaFFold's unet_bottleneck_dim)
   int base_channels = 16;
-  int batch = 2;  // batch 1 takes LibTorch 1.13's slow conv path (cpu-stack.md §2)
+  int batch = 2;  // batch 1 takes LibTorch 1.13's slow conv path (docs/performance.md)
   int warmup_steps = 2;
   int timed_steps = 5;
   int threads = 0;                 // 0: core::default_thread_count()

@@ -1,5 +1,5 @@
 """The LLM-training campaign's derived parameters (jube/llm_training.yaml), CARAML's rules for its
-Megatron GPT benchmark (shared/spec/caraml.md section 1.6):
+Megatron GPT benchmark (docs/campaigns.md):
 
   devices = nodes x devices per node, one rank per device
   DataParallel = devices / (TensorParallel x PipelineParallel)

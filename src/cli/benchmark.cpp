@@ -1,4 +1,4 @@
-// `scaffold benchmark`: the ScaFFold benchmark as a phase-structured driver (spec §1, §6, §8):
+// `scaffold benchmark`: the ScaFFold benchmark as a phase-structured driver (docs/benchmark.md):
 //   run folder -> fractals -> dataset -> model set-up -> warm-up -> timed training -> report.
 // Each phase has one wall-clock timer; the figure of merit is the sum of the epoch durations
 // (warm-up, data generation and set-up excluded, as ScaFFold's code measures it).
@@ -61,8 +61,7 @@ namespace fs = std::filesystem;
 struct BenchmarkArgs {
   ConfigArgs config;
   bool allow_large_data = false;  // --allow-large-data
-  bool restart = false;
-  std::string run_dir;
+  std::string run_dir;            // --run-dir: resume in this run folder (--restart needs it)
   std::vector<std::string> argv;  // the command line after the executable, for restart.sh
 };
 
@@ -145,9 +144,10 @@ void log_energy(const config::Config& cfg, const train::TrainResult& result,
            seconds > 0 ? wh * 3600.0 / seconds : 0.0, wh > 0 ? samples / wh : 0.0, warmup_wh);
 }
 
-// The process grid of this run, after every layout check that needs no data (spec §7.2): the world
-// a multiple of the spatial group, and a global batch both splits can fill. (Local extents that
-// stay even down to the bottleneck are a config check.) Every rank agrees, before anything runs.
+// The process grid of this run, after every layout check that needs no data (docs/distributed.md):
+// the world a multiple of the spatial group, and a global batch both splits can fill. (Local
+// extents that stay even down to the bottleneck are a config check.) Every rank agrees, before
+// anything runs.
 dist::ProcessGrid checked_process_grid(dist::Communicator& comm, const config::Config& cfg) {
   std::optional<dist::ProcessGrid> grid;
   dist::run_agreed(comm, [&] {
@@ -355,7 +355,7 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
 
 int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   at::set_num_threads(ctx.threads);
-  // PROFILE_TORCH=1: the first rank of each node records the named regions (spec §9).
+  // PROFILE_TORCH=1: the first rank of each node records the named regions (docs/profiling.md).
   const profile::ProfileOptions profile_options = profile::profile_options_from_env();
   profile::Profiler profiler(profile::profiles_this_rank(profile_options, ctx.comm.local_rank()),
                              profile_options.schedule);
@@ -371,8 +371,8 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
       ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
   std::optional<suite::SetupGuard> setup_guard(std::in_place, ctx.comm, run_dir, !args.run_dir.empty());
   LOG_INFO("benchmark: run folder {}", run_dir.string());
-  // ScaFFold's worker set-up (spec §6.1, §7.1): each rank's GPU, then cuDNN autotuning or
-  // deterministic algorithms.
+  // ScaFFold's worker set-up (docs/config.md, docs/distributed.md): each rank's GPU, then cuDNN
+  // autotuning or deterministic algorithms.
   const train::DeviceChoice device_choice = train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
   const c10::Device device = device_choice.device;
   train::apply_determinism(cfg.more_determinism);
@@ -490,7 +490,8 @@ Subcommand add_benchmark(CLI::App& app, int argc, char** argv) {
   // compatibility keys (framework, dist, loss_freq) take no flag.
   add_schema_flags<config::Config>(sub, c, {"framework", "dist", "loss_freq"});
   auto* run_dir = sub->add_option("--run-dir", args->run_dir, "resume in this run folder (implies --restart)");
-  sub->add_flag("--restart", args->restart, "resume from the run folder's last checkpoint; needs --run-dir")
+  // --run-dir resumes with or without --restart; the flag is kept for ScaFFold's command lines.
+  sub->add_flag("--restart", "resume from the run folder's last checkpoint; needs --run-dir")
       ->needs(run_dir);
   return {sub, [args, threads](RunContext& ctx) {
             ctx.threads = *threads;

@@ -107,8 +107,7 @@ struct Subcommand {
 // What a suite workload's command line gives its driver: the same flags for every workload.
 struct WorkloadArgs {
   ConfigArgs config;
-  bool restart = false;           // --restart (needs --run-dir)
-  std::string run_dir;            // --run-dir: resume in this run folder
+  std::string run_dir;            // --run-dir: resume in this run folder (--restart needs it)
   std::vector<std::string> argv;  // the command line after the executable, for restart.sh
 };
 
@@ -127,8 +126,8 @@ Subcommand add_workload_subcommand(CLI::App& app, const std::string& name, const
   add_schema_flags<C>(sub, &args->config);
   CLI::Option* run_dir =
       sub->add_option("--run-dir", args->run_dir, "resume in this run folder (implies --restart)");
-  sub->add_flag("--restart", args->restart,
-                "resume from the run folder's last checkpoint; needs --run-dir")
+  // --run-dir resumes with or without --restart; the flag is kept for ScaFFold's command lines.
+  sub->add_flag("--restart", "resume from the run folder's last checkpoint; needs --run-dir")
       ->needs(run_dir);
   return {sub, [args, threads, run](RunContext& ctx) {
             ctx.threads = *threads;

@@ -1,6 +1,6 @@
 // `scaffold generate_dataset`: the fractal library (if missing) and the dataset of a config,
-// reused from the cache when one with the same key exists (spec §4). Lets users prepare data
-// in a separate job before `scaffold benchmark`.
+// reused from the cache when one with the same key exists (docs/dataset.md). Lets users prepare
+// data in a separate job before `scaffold benchmark`.
 #include <filesystem>
 #include <optional>
 #include <string>

@@ -1,4 +1,4 @@
-// `scaffold generate_fractals`: the fractal library (spec §3), as a phase-structured driver:
+// `scaffold generate_fractals`: the fractal library (docs/fractals.md), as a phased driver:
 //   prepare (rank 0: from-scratch wipe, leftovers of killed runs) -> category search (rounds of
 //   attempts split over ranks and threads, first n accepts in attempt order) -> category files
 //   (rank 0) -> instances (missing ones, block-partitioned over ranks, threads inside) -> summary.

@@ -1,4 +1,4 @@
-// The LLM-training configuration: CARAML's GPT pre-training with Megatron-LM (spec caraml.md §1.6)
+// The LLM-training configuration: CARAML's GPT pre-training with Megatron-LM (docs/llm.md)
 // with its defaults (the 800M model, sequence 2048, Adam 1e-4 -> 1e-5 cosine, init std 0.0048,
 // selective recompute, RoPE, fp16, log every 5 iterations, a 30-minute exit duration), and the
 // size presets by name (gpt_preset). Built only by config/load (YAML + flags -> validated

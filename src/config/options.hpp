@@ -1,7 +1,7 @@
 // The benchmark configuration: every key of ScaFFold's benchmark_default.yml with the same
-// defaults (spec §2), plus the keys the CLI adds. Built only by config/load (YAML + flags ->
-// validated Config); immutable afterwards. Other modules take the option structs they need,
-// derived from this one, and never see YAML or flag syntax.
+// defaults (docs/config.md, 'Keys'), plus the keys the CLI adds. Built only by config/load (YAML +
+// flags -> validated Config); immutable afterwards. Other modules take the option structs they
+// need, derived from this one, and never see YAML or flag syntax.
 #pragma once
 
 #include <cstdint>
@@ -26,21 +26,21 @@ struct Config {
   int n_categories = 5;                 // fractal classes (network has n_categories + 1 outputs)
   int n_instances_used_per_fractal = 145;
   int n_fracts_per_vol = 3;
-  double variance_threshold = 0.15;     // IFS acceptance threshold (spec §3.2)
+  double variance_threshold = 0.15;     // IFS acceptance threshold (docs/fractals.md)
   double normalize = 1.0;               // half-range after normalisation in the category search
   double val_split = 30.0;              // validation percentage
   int datagen_batch_size = 10000;       // most category attempts one rank makes per round
   bool datagen_from_scratch = false;    // delete the library before generating
   bool dataset_reuse_enforce_commit_id = false;
 
-  // Distribution (spec §7).
+  // Distribution (docs/distributed.md).
   std::vector<int> dc_num_shards{1, 1, 1};  // spatial shards per sharded dimension
   std::vector<int> dc_shard_dims{2, 3, 4};  // NCDHW dimensions to shard (2,3,4 = D,H,W)
   std::string dc_groupnorm = "local";       // extension: local (ScaFFold) | global GroupNorm statistics
   int progress_timeout_s = 1800;            // extension: end the job after this long without a step
   int dataloader_num_workers = 1;
 
-  // Model and training (spec §5, §6).
+  // Model and training (docs/benchmark.md).
   int local_batch_size = 1;
   int group_norm_groups = 8;
   std::string device = "auto";          // extension: auto | cpu | cuda
@@ -73,7 +73,7 @@ struct Config {
   bool train_from_scratch = true;
   bool async_save = false;
 
-  // Derived values (spec §1.4 step 6).
+  // Derived values (docs/config.md, 'Unknown, renamed and auxiliary keys').
   int unet_layers() const { return problem_scale - unet_bottleneck_dim; }
   int64_t vol_size() const { return int64_t{1} << problem_scale; }
   int64_t point_num() const { return (vol_size() * vol_size() * vol_size()) / 256; }

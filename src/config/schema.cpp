@@ -25,8 +25,8 @@ using rules::bool_any;
 using rules::kBoolAllowed;
 using rules::non_empty;
 
-// Volumes in the dataset (spec §4.1): instances per class rounded down to a multiple of
-// n_fracts_per_vol, n_fracts_per_vol fractals per volume.
+// Volumes in the dataset (docs/dataset.md, 'What is generated'): instances per class rounded down
+// to a multiple of n_fracts_per_vol, n_fracts_per_vol fractals per volume.
 int64_t volume_count(const Config& c) {
   return int64_t{c.n_categories} * (c.n_instances_used_per_fractal / c.n_fracts_per_vol);
 }
@@ -130,7 +130,7 @@ std::vector<KeySpec> scaffold_keys() {
     t[i].depends_on = {"n_categories", "n_instances_used_per_fractal", "n_fracts_per_vol"};
     t[i].cross_check = [](const Config& c) {
       const int64_t volumes = volume_count(c);
-      // int(V * val_split / 100), as ScaFFold computes it (spec §4.2).
+      // int(V * val_split / 100), as ScaFFold computes it (docs/dataset.md).
       const auto n_val =
           static_cast<int64_t>(std::floor(static_cast<double>(volumes) * c.val_split / 100.0));
       if (n_val >= 1 && volumes - n_val >= 1) return std::string();
@@ -161,7 +161,7 @@ std::vector<KeySpec> scaffold_keys() {
     t[i].list_min = 1;
     t[i].list_max = 3;
     // Every U-Net level halves each local extent: a shard must stay even down to the bottleneck
-    // and hold at least one voxel there (spec §7.2).
+    // and hold at least one voxel there (docs/distributed.md, 'The process grid').
     t[i].depends_on = {"problem_scale", "unet_bottleneck_dim"};
     t[i].cross_check = [](const Config& c) {
       const int64_t multiple = int64_t{1} << c.unet_layers();

@@ -1,7 +1,7 @@
 // Counter-style random streams: every stream is keyed by a tuple such as (seed, stream id,
 // attempt), never by rank or thread, so results do not depend on how work is spread.
 // Generator: xoshiro256+ seeded through SplitMix64; doubles take the top 52 bits.
-// See docs/determinism.md. Not cryptographic and not numpy-compatible (spec ambiguity 8).
+// See docs/fractals.md, 'Determinism'. Not cryptographic and not numpy-compatible.
 #pragma once
 
 #include <cstdint>

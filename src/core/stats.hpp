@@ -1,7 +1,8 @@
 // Summary statistics of repeated measurements (step times, epoch times, benchmark repetitions):
-// the one median definition of the tree and the spread a report states next to it (STYLE.md
-// rule 9). Plain two-pass arithmetic on doubles; deliberately no percentiles, weights or
-// streaming/online estimators, and no handling of NaN (callers pass measured, finite values).
+// the one median definition of the tree and the spread a report states next to it
+// (docs/architecture.md, 'Conventions'). Plain two-pass arithmetic on doubles; deliberately no
+// percentiles, weights or streaming/online estimators, and no handling of NaN (callers pass
+// measured, finite values).
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// The dataset cache (spec §4.6): dataset_dir/<config_id>/<YYYYmmdd-HHMMSS>__<commit>/, where
+// The dataset cache (docs/dataset.md): dataset_dir/<config_id>/<YYYYmmdd-HHMMSS>__<commit>/, where
 // config_id is the first 12 hex digits of SHA-256 over the compact, key-sorted JSON of the keys
 // that decide the data. A dataset is built in a `.tmp_*` folder and renamed when complete, so a
 // folder under a final name is always whole; `.tmp_*` folders are never reused and are removed

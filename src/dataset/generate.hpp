@@ -1,5 +1,5 @@
-// Preparing the dataset of a run (spec §4): reuse the newest complete cached dataset with the
-// same key, or generate one across all ranks and threads into a temporary folder and rename it
+// Preparing the dataset of a run (docs/dataset.md): reuse the newest complete cached dataset with
+// the same key, or generate one across all ranks and threads into a temporary folder and rename it
 // when complete. Volumes are rendered and written one at a time per worker, so peak memory is
 // about threads x 14 B x G^3 (x2 when sharded), whatever the number of volumes. A reused dataset
 // is checked against its key first (manifest.hpp). One generation per key at a time: rank 0 holds

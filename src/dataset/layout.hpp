@@ -1,4 +1,4 @@
-// Where a dataset's files live and how each volume is cut into physical shards (spec §4.5).
+// Where a dataset's files live and how each volume is cut into physical shards (docs/dataset.md).
 //   <root>/volumes/{training,validation}/<idx>_shard<NNNNNN>.npy        float32 (3, d, h, w)
 //   <root>/masks/{training,validation}/<idx>_shard<NNNNNN>_mask.npy     uint16  (d, h, w)
 // NNNNNN is the row-major linear shard id over dc_num_shards in the order given; a sharded

@@ -1,4 +1,4 @@
-// Training-time reading of a generated dataset (spec §4.7, §6.2): one rank opens only its own
+// Training-time reading of a generated dataset (docs/dataset.md): one rank opens only its own
 // shard's files, each read straight into a tensor's memory after the header is checked against
 // the shard box. BatchLoader is a bounded prefetcher over worker threads; it does not shuffle
 // (sampler.hpp decides the order) and does not move data to a device (the trainer does).

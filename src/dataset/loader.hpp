@@ -1,5 +1,5 @@
-// Reading a generated dataset for training (spec §4.7): each rank opens only the shard files of
-// its own spatial position; items are float32 images (3, d, h, w) and int64 masks (d, h, w); a
+// Reading a generated dataset for training (docs/dataset.md): each rank opens only the shard files
+// of its own spatial position; items are float32 images (3, d, h, w) and int64 masks (d, h, w); a
 // missing, truncated or wrongly-shaped file is an error naming the file. BatchLoader reads any
 // ExampleSource (the fractal volumes here, the other workloads' images and sequences) and
 // prefetches on background threads so loading overlaps compute.

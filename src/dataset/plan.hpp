@@ -1,4 +1,4 @@
-// What the dataset holds, decided before any voxel is drawn (spec §4.1-4.3): which
+// What the dataset holds, decided before any voxel is drawn (docs/dataset.md): which
 // (category, instance) fractals make each volume, which volumes are for validation, and each
 // category's colour. All three come from keyed random streams of the seed, so every rank
 // computes the same plan on its own.
@@ -42,7 +42,7 @@ int planned_validation_volumes(const PlanOptions& options);
 // Throws core::Error when the options leave no training or no validation volume.
 DatasetPlan make_plan(const PlanOptions& options);
 
-// "<volume>,<c1>,<i1>,<c2>,<i2>,..." per line, no header (spec §4.1's volumes_contents.csv).
+// "<volume>,<c1>,<i1>,<c2>,<i2>,..." per line, no header (volumes_contents.csv, docs/dataset.md).
 std::string contents_csv(const DatasetPlan& plan);
 // "volume,split" header, then "<volume>,training|validation" per volume.
 std::string split_csv(const DatasetPlan& plan);

@@ -1,4 +1,4 @@
-// Painting one volume (spec §4.3): for each fractal in order, its voxels get the category's
+// Painting one volume (docs/dataset.md): for each fractal in order, its voxels get the category's
 // colour on the 3 channels and the label category + 1; later fractals overwrite earlier ones;
 // the background stays 0. Also cuts a rendered volume into a physical shard's contiguous block.
 #pragma once

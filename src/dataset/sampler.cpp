@@ -1,4 +1,4 @@
-// Per-replica sample orders (spec §6.2): torch DistributedSampler's shuffle-pad-stride for
+// Per-replica sample orders (docs/dataset.md): torch DistributedSampler's shuffle-pad-stride for
 // training, contiguous unpadded ranges for validation. The shuffle is ours (keyed xoshiro), not
 // torch's randperm, so orders match torch's structure but not its exact permutation.
 #include "dataset/sampler.hpp"

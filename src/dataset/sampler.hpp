@@ -1,4 +1,4 @@
-// Which samples each data-parallel replica visits (spec §6.2), as index lists into a split.
+// Which samples each data-parallel replica visits (docs/dataset.md), as index lists into a split.
 // Training: shuffled per epoch, padded by wrapping so every replica gets ceil(n / R) samples,
 // replica k takes every R-th index starting at k (torch DistributedSampler semantics).
 // Validation: contiguous and unpadded; replica k gets [k*b + min(k, r), ...) with b, r = divmod(n, R).

@@ -1,4 +1,4 @@
-// Voxelisation of one fractal point cloud into a G^3 grid (spec §4.4, dataset format v5):
+// Voxelisation of one fractal point cloud into a G^3 grid (docs/dataset.md, dataset format v5):
 // one isotropic voxel size from the largest extent, vs = (max_extent + 1e-6) / G; each axis
 // scaled by it and centred, offset = (G - span) / 2; indices floored and clipped to [0, G-1].
 // Point column 0 maps to D, 1 to H, 2 to W. Arithmetic in float64 on the float32 points.

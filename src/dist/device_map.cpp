@@ -1,4 +1,4 @@
-// map_rank_to_device: ScaFFold's device rule (spec §7.1) with the sharing check it lacks.
+// map_rank_to_device: ScaFFold's device rule (docs/distributed.md) and a sharing check.
 #include "dist/device_map.hpp"
 
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
-// Which GPU a rank trains on (spec §7.1): ScaFFold uses cuda:0 when one GPU is visible (the
-// launcher masked the others) and cuda:local_rank otherwise. Pure arithmetic on what the rank
+// Which GPU a rank trains on (docs/distributed.md): ScaFFold uses cuda:0 when one GPU is visible
+// (the launcher masked the others) and cuda:local_rank otherwise. Pure arithmetic on what the rank
 // sees (its place on the node, the visible device count, CUDA_VISIBLE_DEVICES), so every
 // combination is testable without a GPU; train/device.cpp feeds it from LibTorch and checks
 // across ranks that no two of a node picked the same physical GPU. Every workload uses it.

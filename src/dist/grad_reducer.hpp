@@ -1,8 +1,9 @@
-// Data-parallel gradient reduction in buckets (the DDP pattern, spec §7.2): each parameter's
-// gradient is copied into a flat bucket the moment backward produces it, and a bucket's all-reduce
-// starts as soon as all of its gradients are in, overlapping communication with the rest of
-// backward. Buckets are launched strictly in order, so every rank issues the same collectives in
-// the same sequence. finish() waits and writes scale × the group sum into every parameter's grad.
+// Data-parallel gradient reduction in buckets (the DDP pattern, docs/distributed.md): each
+// parameter's gradient is copied into a flat bucket the moment backward produces it, and a
+// bucket's all-reduce starts as soon as all of its gradients are in, overlapping communication
+// with the rest of backward. Buckets are launched strictly in order, so every rank issues the same
+// collectives in the same sequence. finish() waits and writes scale × the group sum into every
+// parameter's grad.
 #pragma once
 
 #include <ATen/core/Tensor.h>

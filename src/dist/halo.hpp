@@ -1,7 +1,8 @@
-// Halo exchange along one dimension of a spatially sharded tensor (spec §7.2), split-phase so a
-// caller can overlap it with interior work: start() posts the receives, packs the boundary slabs
-// and sends them; finish() waits and hands back the halos. The reverse exchange returns the
-// halos' gradients to the ranks that own those voxels, which add them into their boundary slabs.
+// Halo exchange along one dimension of a spatially sharded tensor (docs/distributed.md),
+// split-phase so a caller can overlap it with interior work: start() posts the receives, packs the
+// boundary slabs and sends them; finish() waits and hands back the halos. The reverse exchange
+// returns the halos' gradients to the ranks that own those voxels, which add them into their
+// boundary slabs.
 #pragma once
 
 #include <ATen/core/Tensor.h>

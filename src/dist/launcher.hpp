@@ -1,8 +1,9 @@
 // What the launcher (mpirun, srun, torchrun, a PMI server) says about this process, read from
-// the environment before MPI starts, and the two launch mistakes scaffold refuses (spec §1.4,
-// §7.1): N processes that would each become an MPI singleton and run a whole benchmark alone,
-// and an srun step without an MPI plugin, where Open MPI would die inside MPI_Init with its own
-// abort text. Pure functions of an environment lookup, so tests need no launcher.
+// the environment before MPI starts, and the two launch mistakes scaffold refuses
+// (docs/campaigns.md, 'Launcher checks'): N processes that would each become an MPI singleton and
+// run a whole benchmark alone, and an srun step without an MPI plugin, where Open MPI would die
+// inside MPI_Init with its own abort text. Pure functions of an environment lookup, so tests need
+// no launcher.
 #pragma once
 
 #include <functional>
@@ -19,7 +20,7 @@ EnvLookup process_environment();
 
 struct LaunchEnvironment {
   // The world size the launcher announced and the variable it came from ("" / 0: none did).
-  // Order (spec §7.1): WORLD_SIZE, MV2_COMM_WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE,
+  // Order (docs/campaigns.md): WORLD_SIZE, MV2_COMM_WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE,
   // PALS_NRANKS, then under srun SLURM_STEP_NUM_TASKS, SLURM_NTASKS, SLURM_NPROCS, then
   // FLUX_JOB_SIZE; a variable that is empty or not a positive integer is skipped.
   std::string size_variable;

@@ -211,7 +211,7 @@ Runtime::Runtime(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    // The launch checks come first, before anything is written (spec §1.4).
+    // The launch checks come first, before anything is written (docs/campaigns.md).
     const LaunchEnvironment launch = read_launch_environment(process_environment());
 #ifdef OPEN_MPI
     // Open MPI takes a process in an srun step for a direct launch and aborts in MPI_Init when

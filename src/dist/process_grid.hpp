@@ -1,4 +1,4 @@
-// The process grid (spec §7.2): consecutive ranks form one sample's spatial group of
+// The process grid (docs/distributed.md): consecutive ranks form one sample's spatial group of
 // prod(num_shards) ranks; the groups are data-parallel replicas. Pure arithmetic, no MPI, so
 // the data loader and tests can use it without a communicator.
 #pragma once
@@ -7,7 +7,7 @@
 
 namespace scaffold::dist {
 
-// The one shard numbering of the tree (spec §4.5, §7.2): shard ids are row-major over the
+// The one shard numbering of the tree (docs/dataset.md, 'Files'): shard ids are row-major over the
 // shard-count list in the order given (the last entry varies fastest). The shard files, the
 // process grid and the halo neighbours all number shards this way. The lists are per entry of
 // dc_num_shards, not per axis: dc_shard_dims may name the axes in any order, and the order decides

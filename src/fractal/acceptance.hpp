@@ -1,7 +1,7 @@
-// Acceptance test for a candidate cloud (spec §3.2, the code's rule, not the README's):
-// reject runaway or non-finite clouds and zero or non-finite ranges; normalise each axis to
-// (p - mean) * 2 * normalize / (max - min); accept when every per-axis population variance of the
-// normalised cloud is above the threshold.
+// Acceptance test for a candidate cloud (docs/fractals.md: ScaFFold's code's rule, not its
+// README's): reject runaway or non-finite clouds and zero or non-finite ranges; normalise each
+// axis to (p - mean) * 2 * normalize / (max - min); accept when every per-axis population variance
+// of the normalised cloud is above the threshold.
 #pragma once
 
 #include <array>

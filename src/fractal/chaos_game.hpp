@@ -1,5 +1,5 @@
-// The chaos game (spec §3.1): point 0 is the origin; for n = 1..N-1 draw r ~ U[0,1), pick map 0
-// when r < p0 else map 1, apply it to point n-1. A cloud is "runaway" once any |coordinate|
+// The chaos game (docs/fractals.md): point 0 is the origin; for n = 1..N-1 draw r ~ U[0,1), pick
+// map 0 when r < p0 else map 1, apply it to point n-1. A cloud is "runaway" once any |coordinate|
 // exceeds 1e10; generation does not stop early. Output is N x 3 float64, row-major.
 //
 // chaos_game_reference is the plain version; chaos_game_lanes is the fast one: it runs kLanes

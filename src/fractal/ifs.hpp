@@ -1,6 +1,6 @@
-// IFS categories (spec §3.1): exactly 2 affine maps in 3-D, 13 float64 numbers each:
+// IFS categories (docs/fractals.md): exactly 2 affine maps in 3-D, 13 float64 numbers each:
 // a..i (3x3 matrix, row-major), j,k,l (translation), p (selection probability).
-// Also the instance weight table (spec §3.4) and the CSV form of a category.
+// Also the instance weight table (docs/fractals.md, 'Instances') and the CSV form of a category.
 #pragma once
 
 #include <array>
@@ -41,7 +41,7 @@ void set_probabilities(IfsParams& params);
 // The candidate of one search attempt: 26 numbers ~ U(-1, 1), then set_probabilities.
 IfsParams sample_candidate(uint64_t seed, uint64_t attempt);
 
-// params[:, 0:12] *= weights, the probabilities kept as they are (spec §3.4 step 2).
+// params[:, 0:12] *= weights, the probabilities kept as they are (docs/fractals.md, 'Instances').
 IfsParams apply_weights(const IfsParams& base, const InstanceWeights& weights);
 
 // Attenuated weights 1 + (w - 1) * factor (factor 1 gives w, 0 gives all ones).

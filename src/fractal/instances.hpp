@@ -1,6 +1,6 @@
-// Instances (spec §3.4): instance (c, i) is category c with its affine columns scaled by row i
-// of the weight table, drawn with the point stream (seed, c, i). A runaway or non-finite cloud
-// is retried with attenuated weights (factors 0.5, 0.25, 0.1, then unit weights), reseeded
+// Instances (docs/fractals.md): instance (c, i) is category c with its affine columns scaled by
+// row i of the weight table, drawn with the point stream (seed, c, i). A runaway or non-finite
+// cloud is retried with attenuated weights (factors 0.5, 0.25, 0.1, then unit weights), reseeded
 // identically each time. The raw, unnormalised points are saved as float32 N x 3 .npy files.
 #pragma once
 

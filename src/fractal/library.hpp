@@ -1,4 +1,4 @@
-// On-disk layout of the fractal library (spec §3.3), and checks of what is already there:
+// On-disk layout of the fractal library (docs/fractals.md), and checks of what is already there:
 //   <fract_base_dir>/var<str(threshold)>/seed<seed>/3DIFS_param/NNNNNN.csv
 //   <fract_base_dir>/var<str(threshold)>/seed<seed>/instances/np<point_num>/NNNNNN/NNNNNN_IIII.npy
 //   <fract_base_dir>/var<str(threshold)>/seed<seed>.lock   (guards the seed's library, outside it)

@@ -1,5 +1,5 @@
-// Category search (spec §3.3, made deterministic): attempt i draws its candidate and its point
-// stream from (seed, stream, i) alone, and the library's categories are the first n accepted
+// Category search (docs/fractals.md, made deterministic): attempt i draws its candidate and its
+// point stream from (seed, stream, i) alone, and the library's categories are the first n accepted
 // candidates in attempt order. So the result does not depend on how attempts are spread over
 // threads, ranks or rounds; rounds only decide how much work may be wasted past the n-th accept.
 #pragma once
@@ -63,7 +63,7 @@ class CategorySelector {
 };
 
 // Attempts per round: enough for 1.1x the remaining categories at the observed accept rate
-// (spec §3.3), at a pessimistic assumed rate while nothing has been accepted yet, capped by
+// (docs/fractals.md), at a pessimistic assumed rate while nothing has been accepted yet, capped by
 // max_per_round and at least 1.
 uint64_t round_attempts(const SearchCounts& so_far, int remaining, uint64_t max_per_round);
 

@@ -1,7 +1,7 @@
-// Spatial parallelism for the U-Net (spec §7.2, DistConv-style): every activation of a sample is
-// split in D/H/W across the ranks of its spatial group. The operations that see across a shard
-// boundary are autograd functions here: the halo padding in front of each 3^3 convolution, the
-// all-reduced GroupNorm statistics (`dc_groupnorm: global`) and the sums of the loss and Dice.
+// Spatial parallelism for the U-Net (docs/distributed.md, DistConv-style): every activation of a
+// sample is split in D/H/W across the ranks of its spatial group. The operations that see across a
+// shard boundary are autograd functions here: the halo padding in front of each 3^3 convolution,
+// the all-reduced GroupNorm statistics (`dc_groupnorm: global`) and the sums of the loss and Dice.
 // Pooling, transposed convolution (k 2, s 2), ReLU, the 1^3 head and concatenation need nothing:
 // they run on the local shard as they are.
 #pragma once

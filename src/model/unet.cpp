@@ -1,7 +1,8 @@
-// UNet3d and its blocks (spec §5), option validation, the parameter and FLOP counts, and the bf16
-// probe. Initialisation is LibTorch's module default (as PyTorch's): nothing is re-initialised
-// here. The fp32 path turns autocast off around pool/upsample only; the convolutions around them
-// stay under whatever autocast the caller set. GroupNorm always runs in its parameters' dtype.
+// UNet3d and its blocks (docs/benchmark.md, 'Model'), option validation, the parameter and FLOP
+// counts, and the bf16 probe. Initialisation is LibTorch's module default (as PyTorch's): nothing
+// is re-initialised here. The fp32 path turns autocast off around pool/upsample only; the
+// convolutions around them stay under whatever autocast the caller set. GroupNorm always runs in
+// its parameters' dtype.
 #include "model/unet.hpp"
 
 #include <ATen/ATen.h>

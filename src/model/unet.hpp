@@ -1,8 +1,10 @@
-// The 3-D U-Net of spec §5 (milesial Pytorch-UNet style, as ScaFFold builds it): DoubleConv, Down,
-// Up, OutConv and UNet3d, with optional per-block activation checkpointing and an option to keep
-// max-pool and transposed conv in float32 under autocast. Not here: the trilinear variant (unused
-// by ScaFFold), channels_last (no gain on LibTorch 1.13 CPU). Spatial parallelism: model/spatial.hpp.
-// Legend: N batch, C channels, D/H/W spatial sizes; tensors are NCDHW.
+// The 3-D U-Net of docs/benchmark.md, 'Model' (milesial Pytorch-UNet style, as ScaFFold builds
+// it): DoubleConv, Down, Up, OutConv and UNet3d, with optional per-block activation checkpointing
+// and an option to keep max-pool and transposed conv in float32 under autocast. It runs in either
+// memory format, contiguous or channels-last 3-D (the memory_format key; the trainer converts the
+// model and its inputs with model/memory_format.hpp). Not here: the trilinear variant (unused by
+// ScaFFold). Spatial parallelism: model/spatial.hpp.
+// Legend: N batch, C channels, D/H/W spatial sizes; shapes are NCDHW in either memory format.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -65,7 +67,7 @@ struct UNetOptions {
   // (kernels.gemm_upconv) is exempt: a bf16 matrix product is sound, so it runs in bf16; so is the
   // native max pool (kernels.native_pool), which pools bf16 exactly.
   bool fp32_pool_and_upsample = false;
-  // Spatial parallelism: set when each sample is split across ranks (spec §7.2). The 3^3
+  // Spatial parallelism: set when each sample is split across ranks (docs/distributed.md). The 3^3
   // convolutions then pad from their neighbours, and GroupNorm follows spatial->group_norm.
   // Null: the whole sample is here.
   std::shared_ptr<const SpatialContext> spatial;
@@ -181,7 +183,7 @@ int64_t count_parameters(const torch::nn::Module& module);
 double unet_forward_flops(const UNetOptions& options, int64_t side);
 
 // Whether bf16 max_pool3d and conv_transpose3d run and agree with float32 on `device` (a tiny
-// probe; false if either throws). False on LibTorch 1.13 CPU (shared/notes/cpu-stack.md §2).
+// probe; false if either throws). False on LibTorch 1.13 CPU (docs/performance.md).
 bool bf16_pool_and_upsample_work(const c10::Device& device);
 
 }  // namespace scaffold::model

@@ -1,7 +1,8 @@
-// Profiling switches read from the environment (spec §9): PROFILE_TORCH turns the Chrome trace on,
-// PROFILE_TORCH_WAIT/_WARMUP/_ACTIVE set the schedule in training batches. Parsing is a pure
-// function of a getenv-like callback so tests never touch the real environment. Deciding which
-// rank profiles (the first rank of each node) is the caller's job; profiles_this_rank() helps.
+// Profiling switches read from the environment (docs/profiling.md): PROFILE_TORCH turns the Chrome
+// trace on, PROFILE_TORCH_WAIT/_WARMUP/_ACTIVE set the schedule in training batches. Parsing is a
+// pure function of a getenv-like callback so tests never touch the real environment. Deciding
+// which rank profiles (the first rank of each node) is the caller's job; profiles_this_rank()
+// helps.
 #pragma once
 
 #include <cstdint>

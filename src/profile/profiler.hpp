@@ -1,8 +1,8 @@
-// Named regions and the step schedule of the Chrome trace (spec §9). One Profiler per process;
-// the caller decides whether this rank profiles. A ScopedRegion costs one predictable branch when
-// the profiler is off or between recording windows (no clock read, no allocation, no lock); when
-// recording it reads the steady clock twice, takes a mutex once and pushes an NVTX range (CUDA
-// builds). Operator-level events come from elsewhere (profile/torch_ops.hpp) through
+// Named regions and the step schedule of the Chrome trace (docs/profiling.md). One Profiler per
+// process; the caller decides whether this rank profiles. A ScopedRegion costs one predictable
+// branch when the profiler is off or between recording windows (no clock read, no allocation, no
+// lock); when recording it reads the steady clock twice, takes a mutex once and pushes an NVTX
+// range (CUDA builds). Operator-level events come from elsewhere (profile/torch_ops.hpp) through
 // add_external_events(); this library knows nothing of LibTorch.
 #pragma once
 
@@ -36,7 +36,7 @@ const char* phase_name(ProfilePhase phase);
 // The phase of 0-based training batch `batch` under `schedule`: Wait, Warmup, Active or Done.
 ProfilePhase schedule_phase(const ProfileSchedule& schedule, int64_t batch);
 
-// The code regions the spec annotates (§9), in the order a run meets them.
+// The code regions ScaFFold annotates (docs/profiling.md), in the order a run meets them.
 inline constexpr std::array<const char*, 17> kSpecRegionNames = {
     "init_ddp",   "get_dataset",     "init_model",     "cleanup_or_resume",  "warmup",
     "train",      "batch_loop",      "minibatch_time", "run_training_batch", "image_to_device",
@@ -94,7 +94,7 @@ class Profiler {
   // nothing) when the profiler is disabled; throws core::FileError when the write fails.
   bool write_chrome_trace(const std::filesystem::path& path, const TraceInfo& info = {});
   // write_chrome_trace() that logs where the trace went, or the failure as a warning, and
-  // carries on (the spec: export failures are logged and the run continues).
+  // carries on (as ScaFFold: export failures are logged and the run continues).
   bool export_chrome_trace(const std::filesystem::path& path, const TraceInfo& info = {}) noexcept;
 
  private:

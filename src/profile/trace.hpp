@@ -1,6 +1,7 @@
 // Chrome trace events and their JSON text (the "Trace Event Format" that chrome://tracing and
 // Perfetto open): complete events ("ph": "X") plus process/thread name metadata ("ph": "M").
-// Also the trace's file name in the run folder (spec §1.5). Stateless: Profiler owns the events.
+// Also the trace's file name in the run folder (docs/profiling.md). Stateless: the Profiler
+// owns the events.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +36,7 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events,
                               const std::vector<std::pair<int64_t, std::string>>& thread_names,
                               const TraceInfo& info);
 
-// The values the spec's trace file name is made of.
+// The values ScaFFold's trace file name is made of.
 struct TraceFileNameParts {
   std::string host;
   int rank = 0;

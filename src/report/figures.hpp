@@ -1,4 +1,4 @@
-// The run's three figures (spec §8): figures/train_loss.png (overall_loss, log y),
+// The run's three figures (docs/benchmark.md): figures/train_loss.png (overall_loss, log y),
 // figures/val_dice.png and figures/val_loss.png (val_loss_avg), drawn by an external gnuplot
 // rather than a plotting library linked into scaffold. Figures are a convenience: any failure,
 // including no gnuplot on PATH, is one warning and `false`, never an exception.

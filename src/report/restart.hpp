@@ -1,6 +1,6 @@
-// restart.sh (spec §6.6): a bash script in the run folder that resumes the run from its last
-// checkpoint with the original command line, rewritten to read the run's own config.yaml and to
-// resume in that folder. Unlike ScaFFold's it activates no venv (scaffold is one binary) and
+// restart.sh (docs/benchmark.md): a bash script in the run folder that resumes the run from its
+// last checkpoint with the original command line, rewritten to read the run's own config.yaml and
+// to resume in that folder. Unlike ScaFFold's it activates no venv (scaffold is one binary) and
 // launches with mpirun/srun rather than torchrun-hpc.
 #pragma once
 

@@ -1,6 +1,6 @@
 // The benchmark's run folder: `<base_run_dir>/<job_name>_<YYYYmmdd-HHMMSS>`, created with one
-// mkdir so two runs started in the same second never share a folder (spec §1.5). Resuming in an
-// existing folder (--run-dir) needs nothing from here.
+// mkdir so two runs started in the same second never share a folder (docs/benchmark.md). Resuming
+// in an existing folder (--run-dir) needs nothing from here.
 #pragma once
 
 #include <chrono>

@@ -28,7 +28,7 @@ struct Column {
   Field field;
 };
 
-// The one declaration of the columns: order and names are ScaFFold's (spec §1.6).
+// The one declaration of the columns: order and names are ScaFFold's (docs/benchmark.md).
 const std::array<Column, 10> kColumns{{
     {"epoch", &EpochRecord::epoch},
     {"epoch_loss", &EpochRecord::epoch_loss},

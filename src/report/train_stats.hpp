@@ -1,7 +1,7 @@
-// train_stats.csv (spec §1.6): one row per epoch in ScaFFold's exact column order, values spelled
-// like Python str(), flushed and fsync'ed after every epoch so a killed run keeps its rows. The
-// columns are declared once (train_stats.cpp) and drive the header, the writer and the reader.
-// The trainer fills EpochRecord; it never writes the file itself.
+// train_stats.csv (docs/benchmark.md): one row per epoch in ScaFFold's exact column order, values
+// spelled like Python str(), flushed and fsync'ed after every epoch so a killed run keeps its
+// rows. The columns are declared once (train_stats.cpp) and drive the header, the writer and the
+// reader. The trainer fills EpochRecord; it never writes the file itself.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@ namespace scaffold::report {
 
 inline constexpr const char* kTrainStatsFileName = "train_stats.csv";
 
-// One epoch's results, in CSV column order. Losses are sums or per-sample means as §1.6 says.
+// One epoch's results, in CSV column order; losses are sums or per-sample means (benchmark.md).
 struct EpochRecord {
   int64_t epoch = 0;                  // 1-based
   double epoch_loss = 0.0;            // Σ batch-mean loss × batch size, over replicas

@@ -1,5 +1,5 @@
-// The phase driver (STYLE.md rule 7; HPCG's main, MLPerf's INIT_START ... RUN_STOP): a run is a
-// sequence of named phases — init, data, model, warm-up, timed training, report — and each gets
+// The phase driver (docs/architecture.md; HPCG's main, MLPerf's INIT_START ... RUN_STOP): a run is
+// a sequence of named phases — init, data, model, warm-up, timed training, report — and each gets
 // exactly one wall-clock timer, one profile region and one energy window (energy_phases.csv).
 // The timed training phase's own per-epoch windows stay the workload's (energy_stats.csv).
 #pragma once

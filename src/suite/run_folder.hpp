@@ -1,4 +1,4 @@
-// The run folder every workload writes (STYLE.md "every run records its context"): created
+// The run folder every workload writes (docs/architecture.md, 'Conventions'): created
 // atomically under <base_run_dir>/<job_name>_<date>-<time>/ by rank 0, with base_config.yaml (the
 // first -c file as given), config.yaml (the merged config, reloadable), overrides.yaml (the
 // explicit flags), restart.sh (resumes the run) and system.json (host, devices, versions, grid).

@@ -1,6 +1,6 @@
-// Checkpoints (spec §6.6): model, optimiser and the training counters in one LibTorch archive,
-// written atomically. There is no scheduler or sampler state to save: the learning rate is a
-// closed form of the epoch, and the data order is keyed by (seed, epoch). The CPU generator's
+// Checkpoints (docs/benchmark.md): model, optimiser and the training counters in one LibTorch
+// archive, written atomically. There is no scheduler or sampler state to save: the learning rate
+// is a closed form of the epoch, and the data order is keyed by (seed, epoch). The CPU generator's
 // state is saved anyway, so nothing random added later is lost on restart.
 // Each archive is preceded by one line carrying the SHA-256 and length of the archive, checked
 // before LibTorch reads a byte of it, so flipped bytes are a refused file, not corrupt weights.

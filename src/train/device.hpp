@@ -1,8 +1,9 @@
-// The training device of every workload and the backend settings that go with it (spec §6.1,
-// §7.1): each rank's GPU by ScaFFold's rule (dist/device_map.hpp) with a check across ranks that
-// no two of a node train on the same GPU unless sharing was asked for; cuDNN autotuning unless
-// more_determinism, which selects deterministic algorithms instead; channels-last 3-D by key.
-// Nothing here times, copies or synchronises; train/device_stream.hpp does the per-step work.
+// The training device of every workload and the backend settings that go with it (docs/config.md,
+// docs/distributed.md): each rank's GPU by ScaFFold's rule (dist/device_map.hpp) with a check
+// across ranks that no two of a node train on the same GPU unless sharing was asked for; cuDNN
+// autotuning unless more_determinism, which selects deterministic algorithms instead;
+// channels-last 3-D by key. Nothing here times, copies or synchronises; train/device_stream.hpp
+// does the per-step work.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -29,10 +30,11 @@ struct DeviceChoice {
 // mapping is logged once per node (by rank 0). Errors are dist::AgreedError on every rank.
 DeviceChoice select_device(const std::string& device_key, bool sharing_allowed, dist::Communicator& comm);
 
-// ScaFFold's worker set-up (spec §6.1): more_determinism turns deterministic algorithms on
-// (warn_only: an op without a deterministic kernel warns instead of failing) and cuDNN's
-// autotuner off; otherwise the autotuner is on (the warm-up takes its search out of the timed
-// epochs) and deterministic algorithms stay off. Process-wide; call once before building models.
+// ScaFFold's worker set-up (docs/config.md, more_determinism): more_determinism turns
+// deterministic algorithms on (warn_only: an op without a deterministic kernel warns instead of
+// failing) and cuDNN's autotuner off; otherwise the autotuner is on (the warm-up takes its search
+// out of the timed epochs) and deterministic algorithms stay off. Process-wide; call once before
+// building models.
 void apply_determinism(bool more_determinism);
 
 // The memory_format key (auto | channels_last | contiguous) for `device`: whether the model's

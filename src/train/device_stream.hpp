@@ -1,9 +1,9 @@
 // The training loop's per-step seam to the device: a StepClock that marks each step on the
 // device's own timeline and is read once per epoch (ScaFFold brackets steps with CUDA events;
-// spec §8), and a DeviceFeeder that copies the next batch to the device while the current step
-// computes (pinned host memory, a side stream). Neither waits for the device inside a step: the
-// only waits are collect_s() (once per epoch) and the compute stream waiting for a copy, on the
-// device. CPU implementations here (steady clock, plain copies); CUDA ones in
+// docs/benchmark.md), and a DeviceFeeder that copies the next batch to the device while the
+// current step computes (pinned host memory, a side stream). Neither waits for the device inside a
+// step: the only waits are collect_s() (once per epoch) and the compute stream waiting for a copy,
+// on the device. CPU implementations here (steady clock, plain copies); CUDA ones in
 // device_stream_cuda.cpp, compiled only when LibTorch has CUDA (device_stream_none.cpp else).
 #pragma once
 

@@ -1,8 +1,8 @@
 // CUDA build: the step seam on a GPU. Steps are bracketed by CUDA events on the compute stream
-// and read once per epoch (ScaFFold's minibatch timing, spec §8); batches are copied from pinned
-// memory on a copy stream of their own, so the next batch's copy overlaps the current step, and
-// the compute stream (not the host) waits for a copy before its batch is used. No call here
-// synchronises the host with the device except collect_s().
+// and read once per epoch (ScaFFold's minibatch timing, docs/benchmark.md); batches are copied
+// from pinned memory on a copy stream of their own, so the next batch's copy overlaps the current
+// step, and the compute stream (not the host) waits for a copy before its batch is used. No call
+// here synchronises the host with the device except collect_s().
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>

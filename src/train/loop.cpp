@@ -136,7 +136,7 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
   counters_.best_val_loss = std::numeric_limits<double>::infinity();
   if (options_.accumulation_steps < 1)
     throw core::Error(fmt::format("TrainingLoop: accumulation_steps {} must be >= 1", options_.accumulation_steps));
-  // The global batch must fit both splits (spec §6.1 step 9); a stream wraps around its set.
+  // The global batch must fit both splits (docs/distributed.md); a stream wraps around its set.
   const int64_t global_batch = options_.local_batch_size * grid_.replicas();
   const auto n_train = static_cast<int64_t>(task_.training_set().size());
   const auto n_val = static_cast<int64_t>(task_.validation_set().size());
@@ -311,7 +311,7 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
   // A progress line on a terminal (and a log line every 30 s elsewhere) for long epochs.
   core::Progress progress(epoch == 0 ? std::string("warm-up") : fmt::format("epoch {}", epoch), loader.batches());
   // Steps are marked on the device's timeline and read once, after the epoch; batches are copied
-  // one ahead, so the host never waits for the device inside the loop (spec §8, §10).
+  // one ahead, so the host never waits for the device inside the loop (docs/architecture.md).
   const std::unique_ptr<StepClock> step_clock = make_step_clock(device_);
   const std::unique_ptr<DeviceFeeder> feeder = make_device_feeder(device_);
   SCAFFOLD_PROFILE_REGION(options_.profiler, "batch_loop");
@@ -399,7 +399,7 @@ double TrainingLoop::warmup() {
   warmup_start_mono_s_ = core::monotonic_s();
   torch::nn::Module& module = task_.module();
   const std::string snapshot = serialize_state(module, *optimizer_, with_scaler());
-  // train_epoch stops after min(warmup_batches, this replica's batches): the spec's
+  // train_epoch stops after min(warmup_batches, this replica's batches): ScaFFold's
   // min(warmup_batches, len(train_loader)).
   if (options_.warmup_batches > 0) {
     warmup_steps_ = train_epoch(0, options_.warmup_batches, nullptr).steps;  // epoch-0 order

@@ -1,4 +1,4 @@
-// Loss, Dice and CE weights (spec §6.3, §6.5.1), transcribed from ScaFFold's losses.py and
+// Loss, Dice and CE weights (docs/benchmark.md), transcribed from ScaFFold's losses.py and
 // dice_score.py. Labels are compared against the foreground class ids as bool masks instead of a
 // float one-hot of the full volume: 1 byte per voxel and class is kept for backward instead of 4,
 // and the background Dice, which nothing reads, is never formed. No communication happens here.

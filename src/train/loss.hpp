@@ -1,4 +1,4 @@
-// The training loss and the Dice metrics (spec §6.3, §6.5.1): class-weighted cross-entropy plus
+// The training loss and the Dice metrics (docs/benchmark.md): class-weighted cross-entropy plus
 // (1 - mean soft foreground Dice), the hard (argmax) Dice of validation, and the CE class weights
 // estimated from a few training masks. Every sum over D,H,W goes through a SpatialSum, so a
 // spatially sharded run gets the unsharded value; this file does no communication itself.

@@ -1,5 +1,5 @@
-// The learning-rate schedule (spec §6.5): torch's CosineAnnealingWarmRestarts stepped once per
-// epoch, as a pure function of the number of steps taken, so a restarted run recomputes the LR
+// The learning-rate schedule (docs/benchmark.md): torch's CosineAnnealingWarmRestarts stepped once
+// per epoch, as a pure function of the number of steps taken, so a restarted run recomputes the LR
 // from its epoch counter instead of restoring scheduler state. It does not touch an optimiser.
 #pragma once
 

@@ -1,9 +1,10 @@
-// The ScaFFold workload's training (spec §6): SegmentationTask is the U-Net's TrainingTask (the
-// fractal volumes, weighted CE + soft Dice, hard Dice in validation, CE class weights), and
-// Trainer drives it with the shared TrainingLoop (train/loop.hpp): an untimed warm-up undone
-// exactly, then epochs until val Dice >= target (or the epoch cap), with checkpoints. Multi-rank
-// runs (spec §7) plug in through Parallelism: parameters broadcast from rank 0, gradients
-// reduced in buckets during backward, loss and Dice sums taken over the spatial group.
+// The ScaFFold workload's training (docs/benchmark.md): SegmentationTask is the U-Net's
+// TrainingTask (the fractal volumes, weighted CE + soft Dice, hard Dice in validation, CE class
+// weights), and Trainer drives it with the shared TrainingLoop (train/loop.hpp): an untimed
+// warm-up undone exactly, then epochs until val Dice >= target (or the epoch cap), with
+// checkpoints. Multi-rank runs (docs/distributed.md) plug in through Parallelism: parameters
+// broadcast from rank 0, gradients reduced in buckets during backward, loss and Dice sums taken
+// over the spatial group.
 #pragma once
 
 #include <cstdint>
@@ -60,14 +61,14 @@ struct TrainerOptions {
 struct Parallelism {
   // Gradient reduction and the initial parameter broadcast, over every rank (null or one rank:
   // none). Gradients are summed over it and divided by the grid's replicas: summed over the
-  // spatial shards of a sample, averaged over data-parallel replicas (spec §7.2).
+  // spatial shards of a sample, averaged over data-parallel replicas (docs/distributed.md).
   std::shared_ptr<dist::TensorComm> world;
   // Set when samples are split in space: the model's context, whose group sums the loss and Dice.
   std::shared_ptr<const model::SpatialContext> spatial;
   std::size_t bucket_bytes = std::size_t{16} << 20;
 };
 
-// One epoch's results, in the units of train_stats.csv (spec §1.6).
+// One epoch's results, in the units of train_stats.csv (docs/benchmark.md).
 struct EpochStats {
   int64_t epoch = 0;
   double epoch_loss = 0.0;      // sum over training samples of the batch-mean loss x batch size
@@ -107,8 +108,8 @@ class Trainer {
           const dist::ProcessGrid& grid, Parallelism parallel = {});
   ~Trainer();
 
-  // CE class weights from ce_weight_sample_fraction of the training masks (spec §6.3), summed
-  // over the world. Call before warmup() and run().
+  // CE class weights from ce_weight_sample_fraction of the training masks (docs/benchmark.md),
+  // summed over the world. Call before warmup() and run().
   void estimate_class_weights();
   const std::vector<double>& class_weights() const;
 

@@ -1,7 +1,8 @@
 // End-to-end tests of `scaffold benchmark` at a tiny scale: it trains to a target Dice within a
-// bounded number of epochs, writes the run folder the spec describes, and a run interrupted after
-// epoch k and restarted through restart.sh writes the same rows as an uninterrupted run; a
-// failed first write leaves no run folder, and a damaged reused dataset is refused before training.
+// bounded number of epochs, writes the run folder docs/benchmark.md describes, and a run
+// interrupted after epoch k and restarted through restart.sh writes the same rows as an
+// uninterrupted run; a failed first write leaves no run folder, and a damaged reused dataset is
+// refused before training.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -63,9 +64,9 @@ TEST(Benchmark, TrainsToTheTargetDiceAndWritesTheRunFolder) {
   EXPECT_EQ(std::stoll(last[8]), 6);
   EXPECT_EQ(std::stoll(last[9]), 6 * std::stoll(last[0]));
 
-  // The printed figures against the rows (spec §8): the time to solution is the sum of the epoch
-  // durations, FOM = 1 / that sum (printed to 6 significant digits), the epochs are the last
-  // row's epoch and the steps the sum of optimizer_steps (= the last total_optimizer_steps).
+  // The printed figures against the rows (docs/benchmark.md): the time to solution is the sum of
+  // the epoch durations, FOM = 1 / that sum (printed to 6 significant digits), the epochs are the
+  // last row's epoch and the steps the sum of optimizer_steps (= the last total_optimizer_steps).
   double total_s = 0;
   long long steps = 0;
   for (std::size_t i = 1; i < rows.size(); ++i) {

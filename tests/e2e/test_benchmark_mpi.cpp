@@ -1,6 +1,7 @@
-// `scaffold benchmark` on 2 ranks (spec §7): a spatially sharded and a data-parallel run of a tiny
-// config reach the target Dice with rank 0's train_stats.csv shaped like a single-process run's;
-// a rank that fails ends every rank within seconds; invalid layouts stop before anything runs.
+// `scaffold benchmark` on 2 ranks (docs/distributed.md): a spatially sharded and a data-parallel
+// run of a tiny config reach the target Dice with rank 0's train_stats.csv shaped like a
+// single-process run's; a rank that fails ends every rank within seconds; invalid layouts stop
+// before anything runs.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -28,8 +29,8 @@ std::vector<std::vector<std::string>> train_stats(const fs::path& dir) {
   return run.empty() ? std::vector<std::vector<std::string>>{} : test::csv_rows(run / "train_stats.csv");
 }
 
-// The checks every converged run's CSV passes: spec header, one row per epoch numbered from 1,
-// the last row the first to reach the target, 6 optimizer steps of global batch 2 per epoch.
+// The checks every converged run's CSV passes: ScaFFold's header, one row per epoch numbered from
+// 1, the last row the first to reach the target, 6 optimizer steps of global batch 2 per epoch.
 void expect_converged_csv(const std::vector<std::vector<std::string>>& rows, const std::vector<std::string>& header) {
   ASSERT_GE(rows.size(), 2u);
   EXPECT_EQ(rows[0], header);

@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // The target the quickstart promises (README, configs/quickstart.yml, scripts/quickstart) and
-// ScaFFold's default (spec §0, §2), written here rather than read from the code.
+// ScaFFold's default (docs/config.md), written here rather than read from the code.
 constexpr double kPromisedDice = 0.95;
 const char* const kPromisedDiceText = "0.95";
 

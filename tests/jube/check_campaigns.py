@@ -119,7 +119,7 @@ def result_tables(output, csv_start="campaign,system,"):
 
 def train_stats(run_dir):
     """(epochs, time to target) of a run folder: the last epoch and the sum of epoch_duration
-    in row order, as spec section 8 and docs/reports.md define them."""
+    in row order, as docs/reports.md defines them."""
     with open(os.path.join(run_dir, "train_stats.csv"), newline="") as handle:
         rows = list(csv.DictReader(handle))
     check(rows, run_dir + "/train_stats.csv has no rows")

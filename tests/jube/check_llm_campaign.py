@@ -304,7 +304,7 @@ SCAFFOLD_JOB_TIME=00:45:00 srun --ntasks={ranks} --ntasks-per-node=4 --cpus-per-
 "{repo}/jube/lib/finish-job" train $?
 """
 
-# CARAML's table (caraml.md section 1.6), by hand: size -> (nodes, TP, PP, micro-batch, global
+# CARAML's table (docs/campaigns.md), by hand: size -> (nodes, TP, PP, micro-batch, global
 # batch, precision). 13B: 44 x 4 = 176 devices, DP 176 / 4 = 44, 44 x 2 x 64 = 5632; 175B:
 # 16 x 4 = 64 devices, DP 64 / 64 = 1, 1 x 2 x 64 = 128.
 CARAML_SIZES = {

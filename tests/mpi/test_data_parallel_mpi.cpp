@@ -1,13 +1,13 @@
 // Data parallelism with the benchmark's loss: class-weighted CE (the weights estimated from the
-// masks, spec §6.3) normalised per replica (each replica divides by its own samples' weight sum)
-// plus 1 - soft Dice, and gradients averaged over the replicas (spec §7.2). What is equal: R
-// replicas with batch 1 each (optionally each split in space) take the step of one process that
-// averages the R per-replica losses, up to summation order; and an epoch's steps take the same
-// samples at every replica count when the global batch is fixed (DistributedSampler's order).
-// What is not: one process with batch R normalises the CE by the weight sum of all R samples,
-// a different loss whenever the replicas' samples carry different weight sums; its steps differ
-// (checked, so that these tests can tell the two apart). Gradients are reduced in buckets started
-// during backward. Run under mpiexec -n 2 and 4.
+// masks, docs/benchmark.md) normalised per replica (each replica divides by its own samples'
+// weight sum) plus 1 - soft Dice, and gradients averaged over the replicas (docs/distributed.md).
+// What is equal: R replicas with batch 1 each (optionally each split in space) take the step of
+// one process that averages the R per-replica losses, up to summation order; and an epoch's steps
+// take the same samples at every replica count when the global batch is fixed
+// (DistributedSampler's order). What is not: one process with batch R normalises the CE by the
+// weight sum of all R samples, a different loss whenever the replicas' samples carry different
+// weight sums; its steps differ (checked, so that these tests can tell the two apart). Gradients
+// are reduced in buckets started during backward. Run under mpiexec -n 2 and 4.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>  // torch::Tensor, which clip_grad.h uses without including
@@ -56,7 +56,8 @@ at::Tensor labels_of(int index) {
   return y;
 }
 
-// The benchmark's CE weights from the masks of `samples` samples (T / bg, T / fg: spec §6.3).
+// The benchmark's CE weights from the masks of `samples` samples (T / bg, T / fg; see
+// docs/benchmark.md).
 at::Tensor class_weights_of(int samples) {
   std::vector<int64_t> counts(3, 0);
   for (int i = 0; i < samples; ++i) {

@@ -1,5 +1,6 @@
-// The data loader under 2 ranks forming one spatial group of layout [2, 1, 1] (spec §4.7): each
-// rank opens only the files of its own shard, and ranks that list different samples all throw.
+// The data loader under 2 ranks forming one spatial group of layout [2, 1, 1] (docs/dataset.md):
+// each rank opens only the files of its own shard, and ranks that list different samples all
+// throw.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -126,7 +126,9 @@ def summary(run_dir):
 
 
 def train_stats(run_dir):
-    """(epochs, time to target): the last epoch and Σ epoch_duration in row order (spec §8)."""
+    """(epochs, time to target): the last epoch and Σ epoch_duration in row order.
+
+    As docs/reports.md defines them."""
     with open(os.path.join(run_dir, "train_stats.csv"), newline="") as handle:
         rows = list(csv.DictReader(handle))
     check(rows, run_dir + "/train_stats.csv has no rows")

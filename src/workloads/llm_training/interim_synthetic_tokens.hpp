@@ -1,7 +1,8 @@
-// A stand-in synthetic token source until the data side (branch h-gpt-data: SyntheticTokens,
-// GptIndexedDataset, make_gpt_sources in data/) is merged; this file is dropped then. Example i
-// is one field, tokens (S + 1) int64, uniform over [0, vocab_size), deterministic from (seed,
-// offset + i); inputs are tokens[:-1], labels tokens[1:], as the agreed interface says.
+// The stand-in synthetic token source from before the data side (data/: SyntheticTokens,
+// GptDataset, make_gpt_sources) was merged. Only two MPI tests still use it
+// (test_gpt_parallel_mpi, test_distributed_optimizer_mpi); once they take llm::SyntheticTokens
+// this file goes. Example i is one field, tokens (S + 1) int64, uniform over [0, vocab_size),
+// deterministic from (seed, offset + i); inputs are tokens[:-1], labels tokens[1:].
 #pragma once
 
 #include <cstdint>

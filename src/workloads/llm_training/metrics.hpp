@@ -1,4 +1,4 @@
-// The LLM-training figures exactly as CARAML computes them (spec caraml.md §1.6), plus ours:
+// The LLM-training figures exactly as CARAML computes them (docs/llm.md), plus ours:
 // Megatron's learning-rate schedule over samples; the CARAML patch's model TFLOP/s per device,
 // 24 k B s L h^2 (1 + s/(6h) + V/(16 L h)) / (t devices 1e12) with k = 4 under activation
 // recompute (selective or full) and 3 without; tokens/s = B s / t. Per log interval rows

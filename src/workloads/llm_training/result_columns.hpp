@@ -1,5 +1,5 @@
-// LLM training's result table: CARAML's CSV columns for its Megatron GPT benchmark (spec
-// caraml.md §1.6), titled exactly as CARAML titles them, then ours (the steady figures with the
+// LLM training's result table: CARAML's CSV columns for its Megatron GPT benchmark
+// (docs/reports.md), titled exactly as CARAML titles them, then ours (the steady figures with the
 // warm-up excluded by name, MFU, energy), all read from a report::RunRecord. Also the names of the
 // counters and parameters the workload records for them. No LibTorch: `scaffold report` links it.
 #pragma once

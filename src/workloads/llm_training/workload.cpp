@@ -1,4 +1,4 @@
-// `scaffold llm_training`: CARAML's GPT pre-training benchmark (caraml.md §1.6) as a
+// `scaffold llm_training`: CARAML's GPT pre-training benchmark (docs/llm.md) as a
 // phase-structured driver: init (config, tensor x data layout, run folder, context) -> data
 // (synthetic tokens or an indexed dataset) -> init_model (GPT, task, loop, a matrix-multiply
 // probe of the device's peak) -> training (iterations through the shared loop: an "epoch" is one

@@ -23,7 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The keys of ScaFFold's benchmark_default.yml, in its order (spec §2).
+// The keys of ScaFFold's benchmark_default.yml, in its order (docs/config.md, 'Keys').
 const std::vector<std::string> kScaffoldFileKeys = {"base_run_dir",
                                                     "dataset_dir",
                                                     "fract_base_dir",
@@ -226,7 +226,7 @@ Config non_default_config() {
 // ---- defaults and shipped configs -----------------------------------------------------------
 
 // ScaFFold's defaults, written out from its configs/benchmark_default.yml and config code
-// (../shared/spec/scaffold.md §2, §1.2 and §1.4; unet_base_channels is its fixed 64 of §5), not
+// (docs/config.md, 'Keys'; unet_base_channels is its fixed 64, docs/benchmark.md), not
 // read from Config: a default changed in options.hpp or the shipped file fails here.
 void expect_scaffold_defaults(const Config& c, const std::string& what) {
   SCOPED_TRACE(what);
@@ -267,7 +267,7 @@ void expect_scaffold_defaults(const Config& c, const std::string& what) {
   EXPECT_FALSE(c.activation_checkpointing);
   EXPECT_EQ(c.ce_weight_sample_fraction, 0.1);
   EXPECT_FALSE(c.dataset_reuse_enforce_commit_id);
-  // Accepted by ScaFFold's Config though not in its file (§1.4, §2), and its CLI's default (§1.2).
+  // Accepted by ScaFFold's Config though not in its file, and its CLI's default (docs/config.md).
   EXPECT_EQ(c.job_name, "benchmark");
   EXPECT_FALSE(c.async_save);
   EXPECT_EQ(c.dist, 1);
@@ -282,7 +282,7 @@ TEST_F(ConfigTest, DefaultsAreScaffoldsWrittenOutInTheTest) {
                            "configs/benchmark_default.yml");
   // The check can fail: one key away from ScaFFold's value is caught.
   Config changed;
-  changed.T_0 = 100;  // the older ScaFFold file's value (spec §12)
+  changed.T_0 = 100;  // the value in older ScaFFold files
   ::testing::TestPartResultArray failures;
   {
     ::testing::ScopedFakeTestPartResultReporter reporter(
@@ -545,7 +545,8 @@ TEST_F(ConfigTest, ShardListLengthMismatchRejected) {
   EXPECT_EQ(ok.config.dc_shard_dims, (std::vector<int>{3, 4}));
 }
 
-// Each U-Net level halves a shard's side: it must stay even down to the bottleneck (spec §7.2).
+// Each U-Net level halves a shard's side: it must stay even down to the bottleneck
+// (docs/distributed.md, 'The process grid').
 TEST_F(ConfigTest, ShardCountsMustKeepEveryLevelEven) {
   // Scale 5 (side 32), bottleneck 3: 2 layers, so side / shards must be a multiple of 4.
   const std::string ok = write("ok.yml", "problem_scale: 5\ndc_num_shards: [8, 1, 1]\n");

@@ -1,7 +1,7 @@
-// Tests for LlmTrainingConfig: CARAML's defaults (written here from caraml.md §1.6, not read from
-// the code), the shipped configs (every key once, in order, one comment each), the presets and
-// explicit dimensions overriding them, the range checks and cross checks, and that docs/config.md
-// names every key.
+// Tests for LlmTrainingConfig: CARAML's defaults (written here from docs/llm.md and
+// docs/config.md, not read from the code), the shipped configs (every key once, in order, one
+// comment each), the presets and explicit dimensions overriding them, the range checks and cross
+// checks, and that docs/config.md names every key.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -38,7 +38,7 @@ TEST(Cache, KeyJsonIsCompactSortedAndShardPairsSortedByDim) {
   EXPECT_NE(config_id(a), config_id(k));
 }
 
-// The id of several keys recomputed by Python from the recipe in spec §4.6 (json.dumps with
+// The id of several keys recomputed by Python from the recipe in docs/dataset.md (json.dumps with
 // sorted keys and no spaces, the (dim, shards) pairs sorted by dim, hashlib's SHA-256, 12 hex
 // digits), plus this project's "generator" field, from the key's values as the test sets them.
 TEST(Cache, ConfigIdIsTheRecipesSha256AsPythonComputesIt) {

@@ -1,4 +1,4 @@
-// FractalDataset and BatchLoader on a small hand-written dataset (spec §4.5, §4.7): ids sorted as
+// FractalDataset and BatchLoader on a small hand-written dataset (docs/dataset.md): ids sorted as
 // strings, exact shard shapes and values, every bad file named in its error, and a prefetcher
 // that keeps order, bounds its look-ahead, rethrows worker errors and stops promptly.
 #include <ATen/Context.h>

@@ -48,7 +48,7 @@ class ManifestTest : public ::testing::Test {
         }
       }
     }
-    // The tables as generate writes them (their text is tested against the spec in test_plan).
+    // The tables as generate writes them (test_plan checks their text against docs/dataset.md).
     core::write_file_atomic(paths_.contents_csv(), contents_csv(plan_));
     core::write_file_atomic(paths_.split_csv(), split_csv(plan_));
     core::write_file_atomic(paths_.colors_csv(), colors_csv(plan_));

@@ -1,4 +1,4 @@
-// The dataset plan: volume contents, the split and the colours (spec §4.1-4.3).
+// The dataset plan: volume contents, the split and the colours (docs/dataset.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// The per-replica sample orders of spec §6.2: training shuffles, pads by wrapping and strides
-// (torch DistributedSampler); validation cuts contiguous unpadded ranges.
+// The per-replica sample orders of docs/dataset.md: training shuffles, pads by wrapping and
+// strides (torch DistributedSampler); validation cuts contiguous unpadded ranges.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// The rank -> GPU rule (spec §7.1, dist/device_map.hpp) for every combination of local rank,
-// ranks per node, visible GPUs, CUDA_VISIBLE_DEVICES and device_sharing: named cases, then a
+// The rank -> GPU rule (docs/distributed.md, dist/device_map.hpp) for every combination of local
+// rank, ranks per node, visible GPUs, CUDA_VISIBLE_DEVICES and device_sharing: named cases, then a
 // sweep against the rule restated independently, and the property that matters on a node —
 // without sharing, the node's ranks get pairwise different GPUs or the run stops.
 #include <gtest/gtest.h>

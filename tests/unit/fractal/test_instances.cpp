@@ -1,5 +1,5 @@
 // Instances: the batched writer equals the reference, files load as float32 (N, 3), and the
-// runaway retry uses attenuated weights in the spec's order.
+// runaway retry uses attenuated weights in docs/fractals.md's order.
 #include <gtest/gtest.h>
 
 #include <vector>

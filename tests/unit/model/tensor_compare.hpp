@@ -1,5 +1,6 @@
-// Tensor comparison for the model tests (STYLE.md rule 12): max-abs error against a tolerance
-// relative to the reference's largest magnitude, with the first offending element in the message.
+// Tensor comparison for the model tests (docs/architecture.md, 'Conventions'): max-abs error
+// against a tolerance relative to the reference's largest magnitude, with the first offending
+// element in the message.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -1,4 +1,4 @@
-// UNet3d against spec §5: parameter counts (the §2.1 table and the formula), output shapes,
+// UNet3d against docs/benchmark.md, 'Model': parameter counts (its table and formula), shapes,
 // submodule names, default initialisation, activation checkpointing equal to the plain model
 // (also under bf16 autocast), the fp32 pool/upsample path under bf16 autocast and in a bf16 model,
 // the bf16 probe, option and input validation, and the FLOP count against a hand count.
@@ -37,7 +37,7 @@ UNetOptions small_options(int layers, int base = 8, int n_classes = 3, int group
   return o;
 }
 
-// Spec §5's formula, written out independently of the model.
+// The formula of docs/benchmark.md, 'Model', written out independently of the model.
 int64_t spec_parameter_count(int64_t in_channels, int64_t n_classes, int layers, int64_t base) {
   auto double_conv = [](int64_t ci, int64_t co) { return 27 * ci * co + 27 * co * co + 4 * co; };
   int64_t n = double_conv(in_channels, base);
@@ -362,7 +362,7 @@ TEST(UNet3d, Fp32PoolAndUpsampleRunsUnderBf16Autocast) {
   EXPECT_FALSE(AutocastState::current().cpu_enabled);
 }
 
-// A model converted to bf16 as a whole, no autocast (shared/notes/cpu-stack.md §2): this is where
+// A model converted to bf16 as a whole, no autocast (docs/performance.md): this is where
 // LibTorch's raw bf16 max_pool3d / conv_transpose3d kernels are used.
 ForwardBackward whole_model_bf16(UNetOptions o) {
   torch::manual_seed(5);
@@ -456,7 +456,7 @@ TEST(UNetForwardFlops, MatchesAHandCount) {
   EXPECT_DOUBLE_EQ(unet_forward_flops(o, 4), 74112.0);
 }
 
-// shared/notes/cpu-stack.md §2: in 1, base 8, 6 classes, 2 pools at 32^3 is 2.34 GFLOP per
+// docs/performance.md, 'The CPU stack': in 1, base 8, 6 classes, 2 pools at 32^3 is 2.34 GFLOP per
 // training step, counted as 3 x the forward conv FLOPs.
 TEST(UNetForwardFlops, MatchesTheCpuStackNote) {
   UNetOptions o = small_options(2, /*base=*/8, /*n_classes=*/6, /*groups=*/8);

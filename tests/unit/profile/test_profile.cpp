@@ -222,7 +222,7 @@ TEST(Profiler, ChromeTraceHasTheFieldsAndTheNamedRegions) {
   const int64_t worker_tid = 4242;  // a synthetic track, as the LibTorch bridge adds
   profiler.name_thread(worker_tid, "loader");
   {
-    // The spec's regions, nested as a run nests them (regions close in reverse order).
+    // ScaFFold's regions, nested as a run nests them (regions close in reverse order).
     std::vector<std::optional<ScopedRegion>> open(kSpecRegionNames.size());
     for (std::size_t i = 0; i < kSpecRegionNames.size(); ++i)
       open[i].emplace(&profiler, kSpecRegionNames[i]);

@@ -1,9 +1,10 @@
 // A source check for host/device synchronisation in the training hot path (ScaFFold's
-// test_perf_hotpath, spec §10): the body of each named function must not call anything that makes
-// the host wait for the device — synchronize(), item(), .cpu(), a copy to the CPU, LibTorch's
-// clip_grad_norm_ (it returns total_norm.item()), the per-epoch readers — except on lines inside
-// a region marked `// hot-path-allowed: begin (why)` ... `// hot-path-allowed: end`, or on a line
-// that carries a `// hot-path-allowed: why` comment. Comments and string literals are ignored.
+// test_perf_hotpath; docs/architecture.md): the body of each named function must not call anything
+// that makes the host wait for the device — synchronize(), item(), .cpu(), a copy to the CPU,
+// LibTorch's clip_grad_norm_ (it returns total_norm.item()), the per-epoch readers — except on
+// lines inside a region marked `// hot-path-allowed: begin (why)` ... `// hot-path-allowed: end`,
+// or on a line that carries a `// hot-path-allowed: why` comment. Comments and string literals are
+// ignored.
 #pragma once
 
 #include <algorithm>

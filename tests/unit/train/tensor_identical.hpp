@@ -1,5 +1,6 @@
-// Bit-exact tensor comparison for the trainer and checkpoint tests (STYLE.md rule 12, tolerance 0):
-// on a mismatch the message gives the max-abs error, how many elements differ and the first one.
+// Bit-exact tensor comparison for the trainer and checkpoint tests (docs/architecture.md,
+// tolerance 0): on a mismatch the message gives the max-abs error, how many elements differ and
+// the first one.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -1,7 +1,8 @@
-// serialize_state / deserialize_state and the checkpoint files (spec §6.6): a round trip restores
-// parameters, Adam state, options, counters and the CPU generator exactly; anything that is not a
-// checkpoint of this model (garbage, truncated, foreign archive, other version, other architecture)
-// is a core::FileError naming its source, never a crash. The Trainer's use of them: test_trainer.
+// serialize_state / deserialize_state and the checkpoint files (docs/benchmark.md): a round trip
+// restores parameters, Adam state, options, counters and the CPU generator exactly; anything that
+// is not a checkpoint of this model (garbage, truncated, foreign archive, other version, other
+// architecture) is a core::FileError naming its source, never a crash. The Trainer's use of them:
+// test_trainer.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/string_utils.h>

@@ -69,7 +69,7 @@ TEST(ApplyDeterminism, MoreDeterminismSelectsDeterministicAlgorithmsAndNoAutotun
 
   apply_determinism(false);
   EXPECT_FALSE(at::globalContext().deterministicAlgorithms());
-  EXPECT_TRUE(at::globalContext().benchmarkCuDNN());  // cudnn.benchmark = True (spec §6.1)
+  EXPECT_TRUE(at::globalContext().benchmarkCuDNN());  // cudnn.benchmark = True (docs/config.md)
 }
 
 TEST(MemoryFormat, AutoIsChannelsLastOnCudaOnly) {

@@ -1,8 +1,8 @@
 // The Trainer's epoch metrics against their definitions (issue 16): four epochs of a tiny U-Net
 // through train::Trainer, and the same four epochs replayed here with code written from
-// ../shared/spec/scaffold.md alone — the CE class weights (§6.3), class-weighted CE + (1 - soft
-// foreground Dice) (§6.3), the hard Dice of validation (§6.5.1), Adam with clipping at 1.0 (§6.4)
-// and CosineAnnealingWarmRestarts stepped once per epoch (§6.5) — in float64, on the volumes as
+// the definitions in docs/benchmark.md ('Training') alone — the CE class weights, class-weighted
+// CE + (1 - soft foreground Dice), the hard Dice of validation, Adam with clipping at 1.0 and
+// CosineAnnealingWarmRestarts stepped once per epoch — in float64, on the volumes as
 // generated here (not as the dataset reads them). Each epoch's overall_loss, epoch_loss,
 // train_dice, val_loss_avg, val_dice and next_lr must match, and so must the parameters after the
 // epochs: a replay at another learning rate ends elsewhere, so that checks the LR each epoch
@@ -151,9 +151,9 @@ model::UNet3d tiny_model() {
   return model::UNet3d(o);
 }
 
-// ---- the definitions, written from the spec ---------------------------------------------------
+// ---- the definitions, written from docs/benchmark.md ------------------------------------------
 
-// §6.3 CE class weights: k = min(max(ceil(n * fraction), 1), n) masks at linspace(0, n-1, k)
+// CE class weights: k = min(max(ceil(n * fraction), 1), n) masks at linspace(0, n-1, k)
 // truncated; w[0] = T / bg, w[c >= 1] = T / fg.
 std::vector<double> spec_class_weights(const std::vector<Volume>& train, double fraction) {
   const auto n = static_cast<int64_t>(train.size());
@@ -173,7 +173,7 @@ std::vector<double> spec_class_weights(const std::vector<Volume>& train, double 
   return w;
 }
 
-// §6.3 / §6.5.1 Dice of (B, K, D, H, W) probabilities or one-hot predictions against one-hot
+// Dice of (B, K, D, H, W) probabilities or one-hot predictions against one-hot
 // labels, per sample and class: I = 2 sum p g, S = sum p + sum g, S := I where S == 0, (I + 1e-6) /
 // (S + 1e-6).
 at::Tensor spec_dice(const at::Tensor& p, const at::Tensor& g) {
@@ -205,7 +205,7 @@ SpecBatch spec_batch(const at::Tensor& logits, const at::Tensor& mask, const at:
   return b;
 }
 
-// §6.5 CosineAnnealingWarmRestarts: the LR of 1-based epoch e, from the epochs completed before it.
+// CosineAnnealingWarmRestarts: the LR of 1-based epoch e, from the epochs completed before it.
 double spec_lr(int64_t epoch) {
   int64_t t_cur = epoch - 1, t_i = kT0;
   while (t_cur >= t_i) {

@@ -1,5 +1,5 @@
-// No host/device synchronisation in the training hot path (ScaFFold's test_perf_hotpath, spec
-// §10; issue 14): the step functions of the loop, the tasks' forward passes, the gradient clip
+// No host/device synchronisation in the training hot path (ScaFFold's test_perf_hotpath;
+// issue 14): the step functions of the loop, the tasks' forward passes, the gradient clip
 // and the CUDA step seam are read from the source and must not call synchronize(), item(),
 // .cpu(), a copy to the CPU, LibTorch's clip_grad_norm_ or the per-epoch readers outside a marked
 // region. The check is shown to catch each pattern on a planted regression. A run-time count of

@@ -1,4 +1,4 @@
-// Loss, soft and hard Dice, and CE weights against hand-computed cases (spec §6.3, §6.5.1), a
+// Loss, soft and hard Dice, and CE weights against hand-computed cases (docs/benchmark.md), a
 // finite-difference gradient check, bf16 inputs, autocast isolation, and the SpatialSum contract:
 // two D-halves combined through spatial_sum must reproduce the whole volume's values and gradients.
 #include <ATen/Context.h>
@@ -23,7 +23,7 @@
 namespace scaffold::train {
 namespace {
 
-constexpr double kEps = 1e-6;  // the Dice smoothing term of spec §6.3
+constexpr double kEps = 1e-6;  // the Dice smoothing term (docs/benchmark.md)
 
 // Fails with the max-abs error, the tolerance and the first offending element.
 void expect_all_close(const at::Tensor& got, const at::Tensor& want, double tol,

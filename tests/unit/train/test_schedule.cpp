@@ -1,5 +1,6 @@
-// CosineWarmRestarts against known values, the closed form of spec §6.5 and a step-by-step replay
-// of torch's CosineAnnealingWarmRestarts.step(); restarts, T_mult = 1 periodicity, disabled mode.
+// CosineWarmRestarts against known values, the closed form of docs/benchmark.md and a step-by-step
+// replay of torch's CosineAnnealingWarmRestarts.step(); restarts, T_mult = 1 periodicity, disabled
+// mode.
 #include <gtest/gtest.h>
 
 #include <cmath>

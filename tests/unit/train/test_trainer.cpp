@@ -1,4 +1,4 @@
-// The Trainer on a tiny learnable dataset (spec §6.5-6.7): warm-up leaves model, optimiser,
+// The Trainer on a tiny learnable dataset (docs/benchmark.md): warm-up leaves model, optimiser,
 // counters and RNG bit-identical (and would not if it skipped the restore), a resumed run continues
 // exactly like the uninterrupted one, a corrupt checkpoint_last falls back to checkpoint_best, an
 // oversized batch is refused and a non-finite loss stops training. Serialisation itself:
@@ -75,7 +75,7 @@ const dist::ProcessGrid& single_grid() {
   return grid;
 }
 
-// ---- comparisons (STYLE.md rule 12: tolerance 0 here, max-abs error and first offender) ------
+// ---- comparisons (docs/architecture.md: tolerance 0 here, max-abs error, first offender) ------
 
 using test::identical;
 
@@ -352,7 +352,7 @@ TEST_F(TrainerTest, WarmupWithZeroBatchesTouchesNothing) {
   EXPECT_TRUE(t->optimizer().state().empty());
 }
 
-// Which samples the warm-up reads (spec §6.7 steps 2 and 4): the first min(warmup_batches,
+// Which samples the warm-up reads (docs/benchmark.md, 'Training'): the first min(warmup_batches,
 // len(loader)) batches of the sampler's epoch-0 order, and as many validation batches.
 TEST_F(TrainerTest, WarmupReadsTheFirstBatchesOfTheEpochZeroOrder) {
   const TrainerOptions options = tiny_options();

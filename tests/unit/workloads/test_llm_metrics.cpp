@@ -1,8 +1,9 @@
 // The LLM-training figures against CARAML's published example (4 x GH200 "JEDI", GPT 800M,
 // global batch 2048, sequence 2048, 26.52 s per iteration -> 158,152.80 tokens/s and 321.65
-// TFLOP/s per GPU; spec caraml.md §3), the TFLOP/s formula on hand-computed numbers, Megatron's
-// learning-rate schedule at hand-computed points, the log line against CARAML's JUBE patterns,
-// iteration_stats.csv round trip and rejection, and the result table's CARAML column titles.
+// TFLOP/s per GPU; docs/llm.md, 'Metrics'), the TFLOP/s formula on hand-computed numbers,
+// Megatron's learning-rate schedule at hand-computed points, the log line against CARAML's JUBE
+// patterns, iteration_stats.csv round trip and rejection, and the result table's CARAML column
+// titles.
 #include <gtest/gtest.h>
 
 #include <cmath>
