@@ -10,6 +10,9 @@
 #                          header is a configure error: scripts/test), OFF
 #   SCAFFOLD_CUDA_HEADERS  the headers' folder (default: $SCAFFOLD_CUDA_HEADERS, then
 #                          scripts/cuda-headers' cache folder, then /usr/local/cuda/include)
+#   SCAFFOLD_ROCM_HEADERS  HIP's and RCCL's (default: $SCAFFOLD_ROCM_HEADERS, then
+#                          scripts/cuda-headers --rocm's cache folder, then /opt/rocm/include)
+# The ROCm side is compiled the same way: the RCCL backend and a ROCm LibTorch's device choice.
 #
 # Test build.cuda_check_catches_a_planted_error builds a copy of the NCCL backend with two
 # arguments of one call swapped, and passes only when the compiler names that line: the check
@@ -17,6 +20,7 @@
 set(SCAFFOLD_CUDA_CHECK AUTO CACHE STRING "Compile the CUDA-only sources on a CPU build: AUTO, REQUIRED or OFF")
 set_property(CACHE SCAFFOLD_CUDA_CHECK PROPERTY STRINGS AUTO REQUIRED OFF)
 set(SCAFFOLD_CUDA_HEADERS "" CACHE PATH "Folder with cuda_runtime_api.h, nccl.h and nvtx3/ (scripts/cuda-headers)")
+set(SCAFFOLD_ROCM_HEADERS "" CACHE PATH "Folder with hip/ and rccl/ (scripts/cuda-headers --rocm)")
 
 set(scaffold_cuda_only_sources
     ${PROJECT_SOURCE_DIR}/src/dist/nccl_tensor_comm.cpp
@@ -28,7 +32,7 @@ set(scaffold_cuda_only_sources
 # slip past the check.
 file(GLOB_RECURSE scaffold_all_sources ${PROJECT_SOURCE_DIR}/src/*.cpp)
 foreach(source ${scaffold_all_sources})
-  file(STRINGS ${source} cuda_includes REGEX "^#include <(c10/cuda/|ATen/cuda/|cuda[a-z_]*\\.h|nccl\\.h|nvtx3/)")
+  file(STRINGS ${source} cuda_includes REGEX "^#include <(c10/cuda/|ATen/cuda/|cuda[a-z_]*\\.h|nccl\\.h|nvtx3/|hip/|rccl/)")
   if(cuda_includes AND NOT source IN_LIST scaffold_cuda_only_sources)
     file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${source})
     message(FATAL_ERROR "${rel} includes a CUDA header (${cuda_includes}) but is not in the CUDA-only "
@@ -38,6 +42,45 @@ endforeach()
 
 if(TORCH_CUDA_LIBRARIES OR SCAFFOLD_CUDA_CHECK STREQUAL "OFF")
   return()  # a CUDA build compiles these sources into the executable itself
+endif()
+
+# scaffold_gpu_object_library(name SOURCES ... DEFINITIONS ... INCLUDES ...)
+function(scaffold_gpu_object_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEFINITIONS;INCLUDES" ${ARGN})
+  add_library(${name} OBJECT ${ARG_SOURCES})
+  target_compile_definitions(${name} PRIVATE ${ARG_DEFINITIONS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(${name} SYSTEM PRIVATE ${TORCH_INCLUDE_DIRS} ${ARG_INCLUDES})
+  target_link_libraries(${name} PRIVATE fmt::fmt)
+  scaffold_target_defaults(${name})
+  target_compile_options(${name} PRIVATE -Werror)
+endfunction()
+
+# The ROCm side: the RCCL twin of the NCCL backend (the same file under SCAFFOLD_WITH_RCCL) and
+# the device choice of a ROCm LibTorch, against HIP's and RCCL's headers (scripts/cuda-headers
+# --rocm). A ROCm LibTorch's own build compiles them into the executable.
+if(NOT SCAFFOLD_TORCH_ROCM)
+  set(rocm_hints ${SCAFFOLD_ROCM_HEADERS} $ENV{SCAFFOLD_ROCM_HEADERS})
+  if(DEFINED ENV{XDG_CACHE_HOME})
+    list(APPEND rocm_hints $ENV{XDG_CACHE_HOME}/scaffold/rocm-headers)
+  endif()
+  list(APPEND rocm_hints $ENV{HOME}/.cache/scaffold/rocm-headers /opt/rocm/include)
+  find_path(SCAFFOLD_ROCM_CHECK_HIP_INCLUDE hip/hip_runtime_api.h PATHS ${rocm_hints} NO_DEFAULT_PATH)
+  find_path(SCAFFOLD_ROCM_CHECK_RCCL_INCLUDE rccl/rccl.h PATHS ${rocm_hints} NO_DEFAULT_PATH)
+  if(SCAFFOLD_ROCM_CHECK_HIP_INCLUDE AND SCAFFOLD_ROCM_CHECK_RCCL_INCLUDE)
+    message(STATUS "ROCm-only sources compiled against ${SCAFFOLD_ROCM_CHECK_HIP_INCLUDE}")
+    scaffold_gpu_object_library(scaffold_rocm_compile_check
+      SOURCES ${PROJECT_SOURCE_DIR}/src/dist/nccl_tensor_comm.cpp ${PROJECT_SOURCE_DIR}/src/train/device.cpp
+      DEFINITIONS SCAFFOLD_WITH_NCCL SCAFFOLD_WITH_RCCL SCAFFOLD_TORCH_ROCM __HIP_PLATFORM_AMD__
+      INCLUDES ${SCAFFOLD_ROCM_CHECK_HIP_INCLUDE} ${SCAFFOLD_ROCM_CHECK_RCCL_INCLUDE})
+  else()
+    set(why "the ROCm-only sources are not compiled: no HIP or RCCL headers (looked in ${rocm_hints}; "
+            "scripts/cuda-headers --rocm fetches them)")
+    if(SCAFFOLD_CUDA_CHECK STREQUAL "REQUIRED")
+      message(FATAL_ERROR "SCAFFOLD_CUDA_CHECK=REQUIRED but ${why}")
+    endif()
+    message(STATUS "${why}")
+  endif()
 endif()
 
 set(hints ${SCAFFOLD_CUDA_HEADERS} $ENV{SCAFFOLD_CUDA_HEADERS})
@@ -75,14 +118,9 @@ set(stub ${CMAKE_CURRENT_BINARY_DIR}/cuda_check_stub)
 file(WRITE ${stub}/c10/cuda/impl/cuda_cmake_macros.h "#pragma once\n")
 
 function(scaffold_cuda_object_library name)
-  add_library(${name} OBJECT ${ARGN})
-  target_compile_definitions(${name} PRIVATE SCAFFOLD_WITH_NCCL)
-  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src)
-  target_include_directories(${name} SYSTEM PRIVATE ${stub} ${TORCH_INCLUDE_DIRS} ${SCAFFOLD_CUDA_CHECK_CUDART_INCLUDE}
-                                                    ${SCAFFOLD_CUDA_CHECK_NCCL_INCLUDE} ${SCAFFOLD_CUDA_CHECK_NVTX3_INCLUDE})
-  target_link_libraries(${name} PRIVATE fmt::fmt)
-  scaffold_target_defaults(${name})
-  target_compile_options(${name} PRIVATE -Werror)
+  scaffold_gpu_object_library(${name} SOURCES ${ARGN} DEFINITIONS SCAFFOLD_WITH_NCCL
+    INCLUDES ${stub} ${SCAFFOLD_CUDA_CHECK_CUDART_INCLUDE} ${SCAFFOLD_CUDA_CHECK_NCCL_INCLUDE}
+             ${SCAFFOLD_CUDA_CHECK_NVTX3_INCLUDE})
 endfunction()
 
 # Part of `all`: a compile error here fails scripts/build.
