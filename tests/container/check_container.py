@@ -33,21 +33,12 @@ import tarfile
 import tempfile
 import time
 
-SKIP = 77
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checklib import Failure, Skip, check, run_in_temp  # noqa: E402
+
 IMAGE = "localhost/scaffold-test:latest"
 
 
-class Failure(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-def check(condition, message):
-    if not condition:
-        raise Failure(message)
 
 
 def run(cmd, env=None, cwd=None, timeout=1800):
@@ -217,24 +208,9 @@ def main():
     args = parser.parse_args()
     args.scaffold = os.path.abspath(args.scaffold)
     os.makedirs(args.work, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="scaffold-container-{0}-".format(args.test))
-    try:
-        if args.test == "image":
-            test_image(args)
-        else:
-            test_quickstart(args, tmp)
-    except Skip as skip:
-        print("SKIP ({0}): {1}".format(args.test, skip))
-        shutil.rmtree(tmp, ignore_errors=True)
-        return SKIP
-    except (Failure, subprocess.TimeoutExpired) as failure:
-        print("FAIL ({0}): {1}\n(temporary folder kept: {2})".format(args.test, failure, tmp))
-        return 1
-    print("PASS ({0})".format(args.test))
-    if not args.keep:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 0
-
+    if args.test == "image":
+        return run_in_temp(args.test, "scaffold-container", lambda tmp: test_image(args), args.keep)
+    return run_in_temp(args.test, "scaffold-container", lambda tmp: test_quickstart(args, tmp), args.keep)
 
 if __name__ == "__main__":
     sys.exit(main())

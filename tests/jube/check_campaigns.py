@@ -49,15 +49,8 @@ import tempfile
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-class Failure(Exception):
-    pass
-
-
-def check(condition, message):
-    if not condition:
-        raise Failure(message)
+sys.path.insert(0, os.path.dirname(HERE))
+from checklib import Failure, check, run_in_temp  # noqa: E402,F401 (Failure and check: the other checkers import them from here)
 
 
 class Env:
@@ -999,19 +992,14 @@ def main():
     parser.add_argument("--repo", required=True)
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
-    tmp = tempfile.mkdtemp(prefix="scaffold-jube-{0}-".format(args.test))
-    try:
+
+    def body(tmp):
         env = Env(args, tmp)
         TESTS[args.test](env)
         if args.test == "slurm":
             test_gpu_binding(env)
-    except Failure as failure:
-        print("FAIL ({0}): {1}\n(temporary folder kept: {2})".format(args.test, failure, tmp))
-        return 1
-    print("PASS ({0})".format(args.test))
-    if not args.keep:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+
+    return run_in_temp(args.test, "scaffold-jube", body, args.keep)
 
 
 if __name__ == "__main__":

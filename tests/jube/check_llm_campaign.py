@@ -32,7 +32,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_campaigns import (FAKE_SBATCH, Env, Failure, check, compare_lines, copy_step,  # noqa: E402
+from check_campaigns import (run_in_temp, FAKE_SBATCH, Env, Failure, check, compare_lines, copy_step,  # noqa: E402
                              counter, edit, expect_refused, result_tables, run_collect)
 
 # `scaffold report --format csv` of an llm_training run folder (docs/reports.md), in order.
@@ -388,16 +388,7 @@ def main():
     parser.add_argument("--repo", required=True)
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
-    tmp = tempfile.mkdtemp(prefix="scaffold-jube-{0}-".format(args.test))
-    try:
-        TESTS[args.test](Env(args, tmp))
-    except Failure as failure:
-        print("FAIL ({0}): {1}\n(temporary folder kept: {2})".format(args.test, failure, tmp))
-        return 1
-    print("PASS ({0})".format(args.test))
-    if not args.keep:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+    return run_in_temp(args.test, "scaffold-jube", lambda tmp: TESTS[args.test](Env(args, tmp)), args.keep)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from check_campaigns import Env, Failure, check, compare_lines  # noqa: E402
+from check_campaigns import Env, Failure, check, compare_lines, run_in_temp  # noqa: E402
 
 # The lines every job script has around its system's header, setup and launcher (jube/job.sh.in).
 IMGCLS_SCRIPT = """#!/bin/bash
@@ -471,16 +471,7 @@ def main():
     parser.add_argument("--repo", required=True)
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
-    tmp = tempfile.mkdtemp(prefix="scaffold-jube-{0}-".format(args.test))
-    try:
-        TESTS[args.test](Env(args, tmp))
-    except Failure as failure:
-        print("FAIL ({0}): {1}\n(temporary folder kept: {2})".format(args.test, failure, tmp))
-        return 1
-    print("PASS ({0})".format(args.test))
-    if not args.keep:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+    return run_in_temp(args.test, "scaffold-jube", lambda tmp: TESTS[args.test](Env(args, tmp)), args.keep)
 
 
 if __name__ == "__main__":

@@ -38,21 +38,9 @@ import sys
 import tempfile
 import time
 
-SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-class Failure(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-def check(condition, message):
-    if not condition:
-        raise Failure(message)
+sys.path.insert(0, os.path.dirname(HERE))
+from checklib import SKIP, Failure, Skip, check, run_in_temp  # noqa: E402
 
 
 def read(path):
@@ -567,15 +555,8 @@ def main():
     except Skip as skip:
         print("SKIP ({0}): {1}".format(args.test, skip))
         return SKIP
-    tmp = tempfile.mkdtemp(prefix="scaffold-slurm-{0}-".format(args.test))
-    try:
-        TESTS[args.test](Env(args, tmp, cluster))
-    except (Failure, subprocess.TimeoutExpired) as failure:
-        print("FAIL ({0}): {1}\n(temporary folder kept: {2})".format(args.test, failure, tmp))
-        return 1
-    if not args.keep:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+    return run_in_temp(args.test, "scaffold-slurm", lambda tmp: TESTS[args.test](Env(args, tmp, cluster)),
+                       args.keep, quiet_pass=True)
 
 
 if __name__ == "__main__":
