@@ -481,6 +481,12 @@ at::Tensor as_tensor(const std::vector<double>& values) {
 TEST(ResNet, MatchesTorchvisionWithFormulaWeights) {
   // Both sides run float64 on the same formula-set values: only summation order can differ.
   constexpr double kRelTol = 1e-9;
+  // Except where the problem itself amplifies rounding: ResNet-50 in train mode normalises its
+  // last stages by the statistics of 2 x 2 x 2 values per channel, through 50 layers, and
+  // LibTorch 1.13 alone gives logits 7.7e-4 apart (relative) on one AMD Zen 4 machine when only
+  // its CPU capability changes (ATEN_CPU_CAPABILITY=default against avx2/avx512: 7.8e-3 and
+  // 2.8e-3 from the fixture's 10.08). 2e-3 stays far below what a wrong layer gives (order 1).
+  constexpr double kRelTolDeepTrain = 2e-3;
   const auto reference = read_reference(kFixtures / "torchvision_logits.txt");
   const int64_t n = 2 * 3 * 64 * 48;
   const at::Tensor x = at::sin(at::arange(n, at::kDouble) * 0.7).view({2, 3, 64, 48});
@@ -496,7 +502,7 @@ TEST(ResNet, MatchesTorchvisionWithFormulaWeights) {
                               kRelTol, name + " eval logits"));
     model->train();
     EXPECT_TRUE(tensors_close(model(x).flatten(), as_tensor(reference.at(name + " train_logits")),
-                              kRelTol, name + " train logits"));
+                              depth == 50 ? kRelTolDeepTrain : kRelTol, name + " train logits"));
     const auto buffers = model->named_buffers();
     EXPECT_TRUE(tensors_close(buffers["bn1.running_mean"].slice(0, 0, 4),
                               as_tensor(reference.at(name + " train_bn1_running_mean")), kRelTol,
