@@ -30,7 +30,7 @@
 #include "train/sharded_adam.hpp"
 #include "unit/model/tensor_compare.hpp"
 #include "workloads/llm_training/gpt.hpp"
-#include "workloads/llm_training/interim_synthetic_tokens.hpp"
+#include "workloads/llm_training/data/synthetic_tokens.hpp"
 #include "workloads/llm_training/task.hpp"
 
 namespace scaffold::llm {
@@ -69,7 +69,7 @@ struct TrainedRun {
 // `save_dir` after every iteration when it is set.
 TrainedRun train(bool distributed, int64_t steps, const fs::path& save_dir = {},
                  const fs::path& resume_dir = {}) {
-  const InterimSyntheticTokens data(64, 12, 96, 5, 0);
+  const SyntheticTokens data(SyntheticTokensOptions{64, 12, 96, 5, 0});
   const int dp = world().size();
   std::shared_ptr<dist::TensorComm> comm = dist::make_tensor_comm(world(), c10::Device(c10::kCPU));
   torch::manual_seed(21);

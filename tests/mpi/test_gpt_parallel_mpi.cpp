@@ -24,7 +24,7 @@
 #include "train/loop.hpp"
 #include "unit/model/tensor_compare.hpp"
 #include "workloads/llm_training/gpt.hpp"
-#include "workloads/llm_training/interim_synthetic_tokens.hpp"
+#include "workloads/llm_training/data/synthetic_tokens.hpp"
 #include "workloads/llm_training/task.hpp"
 
 namespace scaffold::llm {
@@ -134,7 +134,7 @@ TEST(GptParallelLoop, TensorTimesDataParallelEqualsOneProcessWithTheWholeBatch) 
     const int dp = world_size / tp_size;
     const int64_t global_batch = kMicro * kAccumulation * dp;
     const std::string what = "TP " + std::to_string(tp_size) + " x DP " + std::to_string(dp);
-    const InterimSyntheticTokens data(64, 12, 96, 5, 0);
+    const SyntheticTokens data(SyntheticTokensOptions{64, 12, 96, 5, 0});
     const GptOptions o = tiny(PositionEmbedding::kRope, Recompute::kSelective);
 
     // Parallel: the shared loop.
