@@ -117,8 +117,8 @@ void expect_learned(const std::vector<double>& errors, std::size_t late, double 
   const double late_median = tail[tail.size() / 2];
   EXPECT_LT(best, bound) << "best held-out relative L2 of the timed epochs";
   EXPECT_LT(late_median, std::max(2 * bound, 0.5 * errors.front()))
-      << "median held-out relative L2 of the last " << late << " epochs (the warm-up epoch's: "
-      << errors.front() << ")";
+      << "median held-out relative L2 of the last " << late
+      << " epochs (the warm-up epoch's: " << errors.front() << ")";
 }
 
 TEST(Fno, LearnsAndRecordsCaramlsFigures) {
