@@ -5,12 +5,12 @@
 // of a result (item(), a copy to the CPU) synchronises as usual. The communicator is created from
 // a unique id that rank 0 of the group broadcasts over MPI.
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 #include <fmt/format.h>
 #if defined(SCAFFOLD_WITH_RCCL)
 #include <hip/hip_runtime_api.h>
 #include <rccl/rccl.h>
 #else
-#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <nccl.h>
 #endif
@@ -23,8 +23,9 @@
 namespace scaffold::dist {
 namespace {
 
-// What differs between the two: the library's name, the stream type, how the current stream is
-// found and how a device is made current.
+// What differs between the two: the library's name, the stream type and how the current stream
+// is found. The device is made current by LibTorch's device-neutral guard, which is CUDA's or
+// HIP's as the build's LibTorch is.
 #if defined(SCAFFOLD_WITH_RCCL)
 constexpr const char* kLibrary = "RCCL";
 constexpr const char* kBackend = "rccl";
@@ -34,25 +35,6 @@ using GpuStream = hipStream_t;
 // stream is set; scaffold sets none on ROCm (its copy stream is CUDA-only), and the null stream
 // orders RCCL's work with every kernel of the device (docs/deploy.md, "AMD GPUs").
 GpuStream current_stream(const c10::Device&) { return nullptr; }
-
-void check_hip(hipError_t rc, const char* what) {
-  if (rc != hipSuccess) throw core::Error(fmt::format("HIP call {} failed: {}", what, hipGetErrorString(rc)));
-}
-
-// The device current for this thread while the communicator is made, then the previous one again.
-class DeviceScope {
- public:
-  explicit DeviceScope(const c10::Device& device) {
-    check_hip(hipGetDevice(&previous_), "hipGetDevice");
-    check_hip(hipSetDevice(device.index()), "hipSetDevice");
-  }
-  ~DeviceScope() { (void)hipSetDevice(previous_); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = 0;
-};
 #else
 constexpr const char* kLibrary = "NCCL";
 constexpr const char* kBackend = "nccl";
@@ -60,7 +42,6 @@ using GpuStream = cudaStream_t;
 GpuStream current_stream(const c10::Device& device) {
   return c10::cuda::getCurrentCUDAStream(device.index()).stream();
 }
-using DeviceScope = c10::cuda::CUDAGuard;
 #endif
 
 void check_nccl(ncclResult_t rc, const char* what) {
@@ -103,7 +84,7 @@ class NcclTensorComm final : public TensorComm {
     group_.broadcast(bytes, 0);
     SCAFFOLD_CHECK(bytes.size() == sizeof(id), "NCCL unique id of the wrong size");
     std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(&id));
-    DeviceScope scope(device_);
+    const c10::DeviceGuard guard(device_);
     check_nccl(ncclCommInitRank(&comm_, group_.size(), id, group_.rank()), "ncclCommInitRank");
   }
   ~NcclTensorComm() override { ncclCommDestroy(comm_); }

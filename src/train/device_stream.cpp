@@ -12,30 +12,16 @@ namespace scaffold::train {
 
 namespace {
 
+// The steady clock, around `wait` at every mark when one is given (make_synchronizing_step_clock).
 class HostStepClock : public StepClock {
  public:
-  void start() override { clock_.restart(); }
-  void stop() override { steps_s_.push_back(clock_.elapsed_s()); }
-  std::vector<double> collect_s() override {
-    std::vector<double> out;
-    out.swap(steps_s_);
-    return out;
-  }
-
- private:
-  core::Stopwatch clock_;
-  std::vector<double> steps_s_;
-};
-
-class SynchronizingStepClock : public StepClock {
- public:
-  explicit SynchronizingStepClock(std::function<void()> wait) : wait_(std::move(wait)) {}
+  explicit HostStepClock(std::function<void()> wait = {}) : wait_(std::move(wait)) {}
   void start() override {
-    wait_();  // what was queued before the step is not the step's
+    if (wait_) wait_();  // what was queued before the step is not the step's
     clock_.restart();
   }
   void stop() override {
-    wait_();
+    if (wait_) wait_();
     steps_s_.push_back(clock_.elapsed_s());
   }
   std::vector<double> collect_s() override {
@@ -79,7 +65,7 @@ std::unique_ptr<StepClock> make_host_step_clock() { return std::make_unique<Host
 
 std::unique_ptr<StepClock> make_synchronizing_step_clock(std::function<void()> wait_for_device) {
   SCAFFOLD_CHECK(static_cast<bool>(wait_for_device), "make_synchronizing_step_clock without a wait");
-  return std::make_unique<SynchronizingStepClock>(std::move(wait_for_device));
+  return std::make_unique<HostStepClock>(std::move(wait_for_device));
 }
 
 std::unique_ptr<DeviceFeeder> make_host_device_feeder(const c10::Device& device) {
