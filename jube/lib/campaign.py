@@ -64,8 +64,10 @@ CONTAINER_RUNTIMES = ("apptainer", "podman")
 CONTAINER_GPUS = ("nv", "rocm", "none")
 # A tag known not to run has `unsupported` (the reason) and at most `description` instead.
 OPTIONAL_NONE = ("launcher_one_rank",)
-# scaffold's power methods (docs/energy.md), the values of `power_methods`.
+# scaffold's power methods (docs/energy.md), the values of `power_methods`, and jpwr's names that
+# scaffold's energy meter takes as well: pynvml is nvml, gh the GH200 module meters of hwmon alone.
 POWER_METHODS = ("nvml", "rocm", "hwmon", "rapl")
+JPWR_POWER_METHODS = {"pynvml": "nvml", "gh": "gh"}
 # Slurm's --cpu-bind and --gpu-bind keywords (srun(1)); a map_/mask_ value takes a list after ':'.
 CPU_BIND_WORDS = ("none", "no", "rank", "rank_ldom", "sockets", "socket", "cores", "core", "threads",
                   "thread", "ldoms", "ldom", "boards", "board", "verbose", "v", "quiet", "q")
@@ -241,11 +243,15 @@ def _check_binding(where, sysentry):
 
 def _check_power(where, sysentry):
     methods = sysentry["power_methods"]
-    bad = [m for m in methods if m not in POWER_METHODS]
-    if bad or len(set(methods)) != len(methods):
-        _fail("{0}: field 'power_methods' {1!r}: expected distinct names of {2} (jpwr's pynvml "
-              "is nvml, gh is hwmon), or [] for auto".format(where, methods,
-                                                             ", ".join(POWER_METHODS)))
+    if "gc" in methods:
+        _fail("{0}: field 'power_methods' {1!r}: jpwr's 'gc' (Graphcore IPU power through the "
+              "Poplar SDK) is not supported: scaffold runs no workload on IPUs".format(where, methods))
+    bad = [m for m in methods if m not in POWER_METHODS and m not in JPWR_POWER_METHODS]
+    same = [JPWR_POWER_METHODS.get(m, m) for m in methods]  # pynvml and nvml are one method
+    if bad or len(set(same)) != len(same):
+        _fail("{0}: field 'power_methods' {1!r}: expected distinct names of {2} or jpwr's "
+              "pynvml (= nvml) and gh (the GH200 hwmon meters alone), or [] for "
+              "auto".format(where, methods, ", ".join(POWER_METHODS)))
     if methods and "SCAFFOLD_POWER_METHODS" in sysentry["environment"]:
         _fail("{0}: power_methods and environment SCAFFOLD_POWER_METHODS both set; keep "
               "power_methods".format(where))

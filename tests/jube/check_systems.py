@@ -409,6 +409,8 @@ BAD_ENTRIES = [
     ("  workers: -2\n", ["'workers' must be >= 0"]),
     ("  power_methods: [nvml, gpu]\n", ["'power_methods'", "nvml, rocm, hwmon, rapl"]),
     ("  power_methods: [nvml, nvml]\n", ["'power_methods'", "distinct"]),
+    ("  power_methods: [pynvml, nvml]\n", ["'power_methods'", "distinct", "pynvml (= nvml)"]),
+    ("  power_methods: [pynvml, gc]\n", ["'power_methods'", "'gc'", "not supported"]),
     ("  power_methods: nvml\n", ["'power_methods' must be a list of strings"]),
     ("  power_methods: [rocm]\n  environment: {SCAFFOLD_POWER_METHODS: nvml}\n",
      ["both set"]),
@@ -444,6 +446,12 @@ def test_systems_errors(env):
           "srun --ntasks=8 --cpu-bind=map_cpu:0,1,2,3,v --gpus-per-task=1 --gpu-bind=per_task:1",
           "the {binding} of a valid entry: " + campaign["launcher"](path, "testsys", 8))
     check(table["testsys"]["power_methods"] == [], "power_methods defaults to auto ([])")
+    # jpwr's method names, as CARAML's GH200 jobs give them (jpwr --methods pynvml gh).
+    with open(path, "w") as handle:
+        handle.write(BASE_ENTRY + "  power_methods: [pynvml, gh]\n")
+    table = campaign["load_table"](path)
+    check(table["testsys"]["power_methods"] == ["pynvml", "gh"],
+          "jpwr's names are kept: {0}".format(table["testsys"]["power_methods"]))
     for lines, words in BAD_ENTRIES:
         with open(path, "w") as handle:
             handle.write(BASE_ENTRY + lines)
