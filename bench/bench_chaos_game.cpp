@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
     w.params.push_back(fractal::sample_candidate(42, i));
     w.keys.push_back(fractal::candidate_points_key(42, i));
   }
-  fmt::print("chaos game: {} clouds x {} points, float64, median of 5 alternating runs\n", clouds, n);
+  fmt::print("chaos game: {} clouds x {} points, float64, median of 5 alternating runs\n", clouds,
+             n);
   fmt::print("{:<28} {:>8} {:>16} {:>18}\n", "kernel", "threads", "points/s", "points/s/thread");
   for (int threads : {1, all}) {
     std::vector<double> ref, lanes;
@@ -70,7 +71,8 @@ int main(int argc, char** argv) {
       lanes.push_back(run_lanes(w, n, threads));
     }
     const double r = core::median(ref), l = core::median(lanes);
-    fmt::print("{:<28} {:>8} {:>16.4g} {:>18.4g}\n", "reference (1 cloud)", threads, r, r / threads);
+    fmt::print("{:<28} {:>8} {:>16.4g} {:>18.4g}\n", "reference (1 cloud)", threads, r,
+               r / threads);
     fmt::print("{:<28} {:>8} {:>16.4g} {:>18.4g}\n",
                fmt::format("interleaved ({} clouds)", fractal::kLanes), threads, l, l / threads);
     fmt::print("{:<28} {:>8} {:>16.2f}x\n", "speed-up", threads, l / r);

@@ -185,47 +185,66 @@ int run(const BenchOptions& o, dist::Communicator& world) {
     mlp_ms = 1e3 * o.layers * sub([&](const at::Tensor& in) { return block->mlp(in); });
     const at::Tensor inputs = tokens.narrow(1, 0, o.seq), labels = tokens.narrow(1, 1, o.seq);
     embed_loss_ms = 1e3 * median_s(3, *gpt, [&] {
-      at::Tensor losses;
-      {
-        model::AutocastGuard guard(amp);
-        const at::Tensor e = llm::vocab_parallel_embedding(inputs, gpt->word_embeddings, tp);
-        const at::Tensor logits = at::linear(llm::copy_to_tp_region(e + x, tp), gpt->word_embeddings);
-        losses = llm::vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), tp);
-      }
-      losses.mean().backward();
-      x.mutable_grad() = at::Tensor();
-    });
+                      at::Tensor losses;
+                      {
+                        model::AutocastGuard guard(amp);
+                        const at::Tensor e =
+                            llm::vocab_parallel_embedding(inputs, gpt->word_embeddings, tp);
+                        const at::Tensor logits =
+                            at::linear(llm::copy_to_tp_region(e + x, tp), gpt->word_embeddings);
+                        losses = llm::vocab_parallel_cross_entropy(
+                            logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), tp);
+                      }
+                      losses.mean().backward();
+                      x.mutable_grad() = at::Tensor();
+                    });
   }
   const double optimizer_ms = median_of(opt) * 1e3;
   const double rest_ms = step_ms - attention_ms - mlp_ms - embed_loss_ms - optimizer_ms;
   const double comm_ms = median_of(comm_s) * 1e3;
   if (world.rank() == 0) {
-    fmt::print("bench_gpt_step (C++ LibTorch {}, scaffold {} {}): {} layers, hidden {}, {} heads, FFN {}, sequence "
-               "{}, vocabulary {}, batch {}, {}, {} attention, {} positions, recompute {}, {} threads, TP {}, {} "
-               "parameters\n",
-               core::torch_version_built_with(), core::version(), core::git_commit(), o.layers, o.hidden, o.heads,
-               mo.ffn_hidden_size, o.seq, o.vocab, o.batch, o.precision, llm::to_string(mo.attention), o.positions,
-               o.recompute, threads, o.tp, llm::gpt_parameter_count(mo));
-    fmt::print("  step: median {:.1f} ms (min {:.1f}, max {:.1f}) of {} after {}; {:.1f} tokens/s; {:.4f} TFLOP "
-               "-> {:.1f} GFLOP/s per rank\n",
-               step_ms, spread.min * 1e3, spread.max * 1e3, o.timed_steps, o.warmup_steps, tokens_per_s, tflop,
-               tflop * 1e3 / spread.median / o.tp);
-    fmt::print("  phases: forward + loss {:.1f} ms, backward {:.1f} ms, clip + AdamW {:.1f} ms; tensor-parallel "
-               "all-reduce {:.1f} ms ({:.1f}% of the step)\n",
-               median_of(fwd) * 1e3, median_of(bwd) * 1e3, optimizer_ms, comm_ms, 100 * comm_ms / step_ms);
+    fmt::print(
+        "bench_gpt_step (C++ LibTorch {}, scaffold {} {}): {} layers, hidden {}, {} heads, FFN {}, "
+        "sequence "
+        "{}, vocabulary {}, batch {}, {}, {} attention, {} positions, recompute {}, {} threads, TP "
+        "{}, {} "
+        "parameters\n",
+        core::torch_version_built_with(), core::version(), core::git_commit(), o.layers, o.hidden,
+        o.heads, mo.ffn_hidden_size, o.seq, o.vocab, o.batch, o.precision,
+        llm::to_string(mo.attention), o.positions, o.recompute, threads, o.tp,
+        llm::gpt_parameter_count(mo));
+    fmt::print(
+        "  step: median {:.1f} ms (min {:.1f}, max {:.1f}) of {} after {}; {:.1f} tokens/s; {:.4f} "
+        "TFLOP "
+        "-> {:.1f} GFLOP/s per rank\n",
+        step_ms, spread.min * 1e3, spread.max * 1e3, o.timed_steps, o.warmup_steps, tokens_per_s,
+        tflop, tflop * 1e3 / spread.median / o.tp);
+    fmt::print(
+        "  phases: forward + loss {:.1f} ms, backward {:.1f} ms, clip + AdamW {:.1f} ms; "
+        "tensor-parallel "
+        "all-reduce {:.1f} ms ({:.1f}% of the step)\n",
+        median_of(fwd) * 1e3, median_of(bwd) * 1e3, optimizer_ms, comm_ms, 100 * comm_ms / step_ms);
     if (o.breakdown)
-      fmt::print("  shares (parts timed alone, forward + backward): attention {:.1f}%, MLP {:.1f}%, embedding + "
-                 "logits + loss {:.1f}%, optimizer {:.1f}%, the rest (LayerNorms, residuals, copies) {:.1f}%\n",
-                 100 * attention_ms / step_ms, 100 * mlp_ms / step_ms, 100 * embed_loss_ms / step_ms,
-                 100 * optimizer_ms / step_ms, 100 * rest_ms / step_ms);
-    fmt::print("  first-step loss {:.6f}; checksums: |weights| {:.6f}, tokens {}\n", loss0, weights_sum, tokens_sum);
-    fmt::print("result impl=cpp layers={} hidden={} heads={} seq={} vocab={} batch={} dtype={} threads={} tp={} "
-               "params={} step_ms={:.2f} step_ms_min={:.2f} tokens_per_s={:.1f} loss0={:.6f} forward_ms={:.2f} "
-               "backward_ms={:.2f} optimizer_ms={:.2f} comm_ms={:.2f} attention_ms={:.2f} mlp_ms={:.2f} "
-               "embed_loss_ms={:.2f} weights_sum={:.4f} tokens_sum={}\n",
-               o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch, o.precision, threads, o.tp,
-               llm::gpt_parameter_count(mo), step_ms, spread.min * 1e3, tokens_per_s, loss0, median_of(fwd) * 1e3,
-               median_of(bwd) * 1e3, optimizer_ms, comm_ms, attention_ms, mlp_ms, embed_loss_ms, weights_sum, tokens_sum);
+      fmt::print(
+          "  shares (parts timed alone, forward + backward): attention {:.1f}%, MLP {:.1f}%, "
+          "embedding + "
+          "logits + loss {:.1f}%, optimizer {:.1f}%, the rest (LayerNorms, residuals, copies) "
+          "{:.1f}%\n",
+          100 * attention_ms / step_ms, 100 * mlp_ms / step_ms, 100 * embed_loss_ms / step_ms,
+          100 * optimizer_ms / step_ms, 100 * rest_ms / step_ms);
+    fmt::print("  first-step loss {:.6f}; checksums: |weights| {:.6f}, tokens {}\n", loss0,
+               weights_sum, tokens_sum);
+    fmt::print(
+        "result impl=cpp layers={} hidden={} heads={} seq={} vocab={} batch={} dtype={} threads={} "
+        "tp={} "
+        "params={} step_ms={:.2f} step_ms_min={:.2f} tokens_per_s={:.1f} loss0={:.6f} "
+        "forward_ms={:.2f} "
+        "backward_ms={:.2f} optimizer_ms={:.2f} comm_ms={:.2f} attention_ms={:.2f} mlp_ms={:.2f} "
+        "embed_loss_ms={:.2f} weights_sum={:.4f} tokens_sum={}\n",
+        o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch, o.precision, threads, o.tp,
+        llm::gpt_parameter_count(mo), step_ms, spread.min * 1e3, tokens_per_s, loss0,
+        median_of(fwd) * 1e3, median_of(bwd) * 1e3, optimizer_ms, comm_ms, attention_ms, mlp_ms,
+        embed_loss_ms, weights_sum, tokens_sum);
   }
   return 0;
 }
@@ -242,19 +261,22 @@ int parse_and_run(int argc, char** argv) {
   app.add_option("--batch", o.batch)->check(CLI::PositiveNumber);
   app.add_option("--warmup", o.warmup_steps)->check(CLI::NonNegativeNumber);
   app.add_option("--steps", o.timed_steps)->check(CLI::PositiveNumber);
-  app.add_option("--threads", o.threads, "0: OMP_NUM_THREADS or all CPUs")->check(CLI::NonNegativeNumber);
-  app.add_option("--tp", o.tp, "tensor-parallel ranks (run under mpiexec -n TP)")->check(CLI::PositiveNumber);
+  app.add_option("--threads", o.threads, "0: OMP_NUM_THREADS or all CPUs")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--tp", o.tp, "tensor-parallel ranks (run under mpiexec -n TP)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--precision", o.precision)->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--attention", o.attention)->check(CLI::IsMember({"plain", "fused", "auto"}));
   app.add_option("--positions", o.positions)->check(CLI::IsMember({"learned", "rope"}));
   app.add_option("--recompute", o.recompute)->check(CLI::IsMember({"none", "selective", "full"}));
-  app.add_option("--breakdown", o.breakdown, "time attention, MLP and embedding + loss alone (0/1)");
+  app.add_option("--breakdown", o.breakdown,
+                 "time attention, MLP and embedding + loss alone (0/1)");
   app.add_option("--seed", o.seed);
   CLI11_PARSE(app, argc, argv);
   dist::Runtime runtime(&argc, &argv);
   if (runtime.world().size() != o.tp) {
-    fmt::print(stderr, "error: --tp {} needs exactly {} ranks (mpiexec -n {}), got {}\n", o.tp, o.tp, o.tp,
-               runtime.world().size());
+    fmt::print(stderr, "error: --tp {} needs exactly {} ranks (mpiexec -n {}), got {}\n", o.tp,
+               o.tp, o.tp, runtime.world().size());
     return 2;
   }
   return run(o, runtime.world());

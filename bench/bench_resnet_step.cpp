@@ -7,10 +7,9 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
-
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -95,7 +94,8 @@ CpuSample sample_cpu() {
 // Share of all CPUs' time between a and b that other processes (or the hypervisor) took, in
 // [0, 1]; /proc/stat counts in 10 ms ticks, so a few hundredths are noise.
 double other_cpu_share(const CpuSample& a, const CpuSample& b) {
-  const double capacity_s = (b.wall_s - a.wall_s) * static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
+  const double capacity_s =
+      (b.wall_s - a.wall_s) * static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
   const double other_s = (b.machine_busy_s - a.machine_busy_s) - (b.self_s - a.self_s);
   return capacity_s > 0 ? std::clamp(other_s / capacity_s, 0.0, 1.0) : 0.0;
 }
@@ -116,7 +116,7 @@ int run(const BenchOptions& o) {
   imgcls::ResNet net(mo);
   net->train();
   at::Tensor images = at::randn({o.batch, 3, o.image_size, o.image_size});  // (N, 3, H, W)
-  const at::Tensor labels = at::randint(0, o.classes, {o.batch});            // (N), int64
+  const at::Tensor labels = at::randint(0, o.classes, {o.batch});           // (N), int64
   if (o.channels_last != 0) {
     imgcls::set_memory_format(*net, at::MemoryFormat::ChannelsLast);
     images = images.contiguous(at::MemoryFormat::ChannelsLast);
@@ -226,8 +226,7 @@ int run(const BenchOptions& o) {
 int parse_and_run(int argc, char** argv) {
   BenchOptions o;
   CLI::App app{"Time one ResNet training step (forward, cross-entropy, backward, SGD)"};
-  app.add_option("--depth", o.depth, "ResNet depth")
-      ->check(CLI::IsMember({18, 34, 50, 101, 152}));
+  app.add_option("--depth", o.depth, "ResNet depth")->check(CLI::IsMember({18, 34, 50, 101, 152}));
   app.add_option("--batch", o.batch, "images per step")->check(CLI::PositiveNumber);
   app.add_option("--image-size", o.image_size, "side of the square images (pixels)")
       ->check(CLI::Range(1, 4096));

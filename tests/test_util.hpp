@@ -20,8 +20,8 @@ class TempDir {
     static std::atomic<int> counter{0};
     std::random_device rd;
     path_ = std::filesystem::temp_directory_path() /
-            ("scaffold-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) +
-             "-" + std::to_string(rd()));
+            ("scaffold-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
+             std::to_string(rd()));
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {

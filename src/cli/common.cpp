@@ -26,8 +26,7 @@ CLI::Validator threads_validator() {
         int n = 0;
         if (CLI::detail::lexical_cast(text, n) && n >= 1 && n <= core::kMaxThreads) return "";
         // CLI11 puts "--threads: " before this.
-        return text + ": expected an integer from 1 to " +
-               std::to_string(core::kMaxThreads) +
+        return text + ": expected an integer from 1 to " + std::to_string(core::kMaxThreads) +
                " compute threads per process (more than the node's hardware threads only slows "
                "the run)";
       },
@@ -35,8 +34,9 @@ CLI::Validator threads_validator() {
 }
 
 void add_config_files_option(CLI::App* sub, ConfigArgs* args) {
-  sub->add_option("-c,--config", args->files,
-                  "config YAML; repeat to layer files (later files override earlier ones key by key)")
+  sub->add_option(
+         "-c,--config", args->files,
+         "config YAML; repeat to layer files (later files override earlier ones key by key)")
       ->required()
       ->check(CLI::ExistingFile)
       ->allow_extra_args(false);
@@ -49,8 +49,9 @@ namespace {
 // 99999999999999999999 to the largest int64 and print a converted value, where the loader's
 // rules judge the text as a YAML file's and name what was typed.
 template <typename Text>
-CLI::Option* add_override(CLI::App* sub, ConfigArgs* args, const std::string& flag, const std::string& key,
-                          const std::string& help, config::FlagValue (*convert)(const Text&)) {
+CLI::Option* add_override(CLI::App* sub, ConfigArgs* args, const std::string& flag,
+                          const std::string& key, const std::string& help,
+                          config::FlagValue (*convert)(const Text&)) {
   auto value = std::make_shared<Text>();
   CLI::Option* opt = sub->add_option(flag, *value, help);
   // A flag given twice keeps the last value, so `restart.sh --epochs 10` can override the
@@ -58,10 +59,11 @@ CLI::Option* add_override(CLI::App* sub, ConfigArgs* args, const std::string& fl
   if constexpr (!std::is_same_v<Text, std::vector<std::string>>)
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   const std::string name = flag.substr(0, flag.find(','));
-  args->readers.push_back([opt, value, key, name, convert]() -> std::optional<config::FlagOverride> {
-    if (opt->count() == 0) return std::nullopt;
-    return config::FlagOverride{key, name, convert(*value)};
-  });
+  args->readers.push_back(
+      [opt, value, key, name, convert]() -> std::optional<config::FlagOverride> {
+        if (opt->count() == 0) return std::nullopt;
+        return config::FlagOverride{key, name, convert(*value)};
+      });
   return opt;
 }
 
@@ -82,10 +84,12 @@ void add_schema_flag(CLI::App* sub, ConfigArgs* args, const config::KeyInfo& key
   const std::string help = key.help + " (" + key.allowed + ")";
   switch (key.kind) {
     case config::Kind::kInteger:
-      add_override<std::string>(sub, args, flag, key.name, help, config::integer_flag_value)->type_name("INT");
+      add_override<std::string>(sub, args, flag, key.name, help, config::integer_flag_value)
+          ->type_name("INT");
       return;
     case config::Kind::kNumber:
-      add_override<std::string>(sub, args, flag, key.name, help, config::number_flag_value)->type_name("NUMBER");
+      add_override<std::string>(sub, args, flag, key.name, help, config::number_flag_value)
+          ->type_name("NUMBER");
       return;
     case config::Kind::kString:
       add_override<std::string>(sub, args, flag, key.name, help, string_value)->type_name("TEXT");
@@ -100,7 +104,8 @@ void add_schema_flag(CLI::App* sub, ConfigArgs* args, const config::KeyInfo& key
       if (key.list_max > 0) shown = "INT x " + std::to_string(most);
       if (key.list_max > 0 && fewest < most)
         shown = "INT x " + std::to_string(fewest) + "-" + std::to_string(most);
-      add_override<std::vector<std::string>>(sub, args, flag, key.name, help, config::integer_list_flag_value)
+      add_override<std::vector<std::string>>(sub, args, flag, key.name, help,
+                                             config::integer_list_flag_value)
           ->expected(fewest, most)
           ->type_name(shown);
       return;

@@ -82,10 +82,12 @@ struct LoadedYaml {
 // rank, or throws the same dist::AgreedError on every rank: rank 0's load error, else the first
 // rank whose load failed or whose YAML differs from rank 0's (naming the first differing line).
 // Warnings are logged by rank 0 only.
-std::string broadcast_config_yaml(dist::Communicator& comm, const std::function<LoadedYaml()>& load);
+std::string broadcast_config_yaml(dist::Communicator& comm,
+                                  const std::function<LoadedYaml()>& load);
 
 // Every rank loads and validates; every rank gets rank 0's C, or every rank throws the same
-// dist::AgreedError (see broadcast_config_yaml). Warnings are logged once. C is any struct config/ has a schema for.
+// dist::AgreedError (see broadcast_config_yaml). Warnings are logged once. C is any struct config/
+// has a schema for.
 template <class C>
 C load_config_everywhere_as(dist::Communicator& comm, const ConfigArgs& args) {
   const std::string yaml = broadcast_config_yaml(comm, [&args] {

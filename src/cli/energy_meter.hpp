@@ -34,7 +34,8 @@ class EnergyMeter {
   // energy_phases.csv when phases were recorded), keeping
   // the rows of epochs before `first_epoch` from an earlier part of a restarted run. Returns all
   // rows (rank 0; empty elsewhere and when inactive).
-  std::vector<report::EnergyWindowRecord> finish(const std::filesystem::path& run_dir, int64_t first_epoch);
+  std::vector<report::EnergyWindowRecord> finish(const std::filesystem::path& run_dir,
+                                                 int64_t first_epoch);
 
  private:
   struct Window {

@@ -32,12 +32,15 @@ dataset::DatasetKey dataset_key(const config::Config& cfg) {
 }
 
 void add_allow_large_data_flag(CLI::App* sub, bool* allow) {
-  sub->add_flag(dataset::kAllowLargeDataFlag, *allow,
-                "go ahead although the fractal library or dataset to write is estimated above 1 million files "
-                "or 50 GiB, or above the free space of its file system (refused otherwise, before writing)");
+  sub->add_flag(
+      dataset::kAllowLargeDataFlag, *allow,
+      "go ahead although the fractal library or dataset to write is estimated above 1 million "
+      "files "
+      "or 50 GiB, or above the free space of its file system (refused otherwise, before writing)");
 }
 
-void check_data_size(RunContext& ctx, const config::Config& cfg, bool with_dataset, bool allow_large_data) {
+void check_data_size(RunContext& ctx, const config::Config& cfg, bool with_dataset,
+                     bool allow_large_data) {
   std::string problem;
   dist::run_agreed(ctx.comm, [&] {
     if (ctx.comm.rank() != 0) return;
@@ -51,22 +54,25 @@ void check_data_size(RunContext& ctx, const config::Config& cfg, bool with_datas
       for (int c = 0; c < cfg.n_categories; ++c)
         if (fs::exists(layout.category_file(c), ec)) --missing;
     }
-    writes.push_back(dataset::library_estimate(layout, missing, missing * fractal::kInstancesPerCategory));
+    writes.push_back(
+        dataset::library_estimate(layout, missing, missing * fractal::kInstancesPerCategory));
     if (with_dataset) {
       const dataset::DatasetKey key = dataset_key(cfg);
       const std::string id = dataset::config_id(key);
       const fs::path id_dir = fs::path(cfg.dataset_dir) / id;
-      const bool cached = fs::is_directory(id_dir, ec) &&
-                          dataset::find_reusable(id_dir, id,
-                                                 cfg.dataset_reuse_enforce_commit_id
-                                                     ? std::optional<std::string>(core::git_commit())
-                                                     : std::nullopt);
+      const bool cached =
+          fs::is_directory(id_dir, ec) &&
+          dataset::find_reusable(id_dir, id,
+                                 cfg.dataset_reuse_enforce_commit_id
+                                     ? std::optional<std::string>(core::git_commit())
+                                     : std::nullopt);
       if (!cached) writes.push_back(dataset::dataset_estimate(key, cfg.dataset_dir));
     }
     problem = dataset::disk_estimate_problem(writes, dataset::disk_limits());
     if (!problem.empty() && !allow_large_data) throw core::Error(problem);
   });
-  if (!problem.empty()) LOG_WARN("{} confirms a large write: {}", dataset::kAllowLargeDataFlag, problem);
+  if (!problem.empty())
+    LOG_WARN("{} confirms a large write: {}", dataset::kAllowLargeDataFlag, problem);
 }
 
 dataset::DatasetInfo ensure_dataset(RunContext& ctx, const config::Config& cfg) {
@@ -91,10 +97,10 @@ Subcommand add_generate_dataset(CLI::App& app) {
   add_threads_option(sub, threads.get());
   add_allow_large_data_flag(sub, allow_large.get());
   // The keys that shape the dataset; name and help come from the schema.
-  add_schema_flags_for<config::Config>(sub, args.get(),
-                                       {"problem_scale", "n_categories", "n_instances_used_per_fractal", "seed",
-                                        "fract_base_dir", "dataset_dir", "dc_num_shards", "dc_shard_dims",
-                                        "datagen_batch_size"});
+  add_schema_flags_for<config::Config>(
+      sub, args.get(),
+      {"problem_scale", "n_categories", "n_instances_used_per_fractal", "seed", "fract_base_dir",
+       "dataset_dir", "dc_num_shards", "dc_shard_dims", "datagen_batch_size"});
   return {sub, [args, threads, allow_large](RunContext& ctx) {
             ctx.threads = *threads;
             const config::Config cfg = load_config_everywhere(ctx.comm, *args);

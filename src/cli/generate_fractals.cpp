@@ -17,8 +17,8 @@
 #include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "dataset/estimate.hpp"
-#include "fractal/library.hpp"
 #include "fractal/instances.hpp"
+#include "fractal/library.hpp"
 #include "fractal/search.hpp"
 
 namespace scaffold::cli {
@@ -81,17 +81,20 @@ void prepare_library(const Job& job) {
     if (ec) throw core::FileError(layout.root.string(), "cannot remove: " + ec.message());
   }
   if (fs::is_directory(layout.legacy_categories, ec))
-    LOG_WARN("{} is a legacy (un-seeded) fractal library and is ignored; categories are kept "
-             "per seed under {}",
-             layout.legacy_categories.string(), layout.root.string());
+    LOG_WARN(
+        "{} is a legacy (un-seeded) fractal library and is ignored; categories are kept "
+        "per seed under {}",
+        layout.legacy_categories.string(), layout.root.string());
   core::create_directories(layout.categories_dir());
   core::create_directories(layout.instances_dir());
   const fractal::TemporaryScan scan = fractal::remove_temporary_files(layout.root);
-  if (scan.removed > 0) LOG_INFO("removed {} temporary file(s) left by an interrupted run", scan.removed);
+  if (scan.removed > 0)
+    LOG_INFO("removed {} temporary file(s) left by an interrupted run", scan.removed);
   if (scan.kept > 0)
-    LOG_WARN("kept {} temporary file(s) of writers that may still run (e.g. {}): a process outside this "
-             "library's lock {} is writing here",
-             scan.kept, scan.example.string(), layout.lock_file().string());
+    LOG_WARN(
+        "kept {} temporary file(s) of writers that may still run (e.g. {}): a process outside this "
+        "library's lock {} is writing here",
+        scan.kept, scan.example.string(), layout.lock_file().string());
 }
 
 // Returns the categories to use (index = category id) and which ones were (re)written.
@@ -110,9 +113,10 @@ std::vector<fractal::IfsParams> ensure_categories(RunContext& ctx, const Job& jo
         categories[c] = *params;
         valid[c] = true;
       } else if (why != "missing") {
-        LOG_WARN("category file unusable, dropped: {}; it is generated again from seed {}, and its "
-                 "instances with it",
-                 why, job.config.seed);
+        LOG_WARN(
+            "category file unusable, dropped: {}; it is generated again from seed {}, and its "
+            "instances with it",
+            why, job.config.seed);
       }
     }
   });
@@ -123,10 +127,10 @@ std::vector<fractal::IfsParams> ensure_categories(RunContext& ctx, const Job& jo
 
   rewritten->assign(n, false);
   if (have < n) {
-    LOG_INFO("category search: {} of {} categories present, searching (variance > {}, {} points "
-             "per candidate, {} rank(s) x {} thread(s))",
-             have, n, job.search.variance_threshold, job.search.point_num, ctx.comm.size(),
-             ctx.threads);
+    LOG_INFO(
+        "category search: {} of {} categories present, searching (variance > {}, {} points "
+        "per candidate, {} rank(s) x {} thread(s))",
+        have, n, job.search.variance_threshold, job.search.point_num, ctx.comm.size(), ctx.threads);
     core::Stopwatch clock;
     fractal::CategorySelector selector(n);
     uint64_t next = 0;
@@ -147,14 +151,17 @@ std::vector<fractal::IfsParams> ensure_categories(RunContext& ctx, const Job& jo
             "away, {:.1f}% had invalid values. Lower variance_threshold (ScaFFold's default is "
             "0.15) or raise normalize",
             selector.chosen().size(), n, c.attempts, kAttemptsPerCategory,
-            100.0 * static_cast<double>(c.low_variance) / static_cast<double>(std::max<uint64_t>(1, c.attempts)),
+            100.0 * static_cast<double>(c.low_variance) /
+                static_cast<double>(std::max<uint64_t>(1, c.attempts)),
             job.search.variance_threshold,
-            100.0 * static_cast<double>(c.runaway) / static_cast<double>(std::max<uint64_t>(1, c.attempts)),
-            100.0 * static_cast<double>(c.invalid_value) / static_cast<double>(std::max<uint64_t>(1, c.attempts))));
+            100.0 * static_cast<double>(c.runaway) /
+                static_cast<double>(std::max<uint64_t>(1, c.attempts)),
+            100.0 * static_cast<double>(c.invalid_value) /
+                static_cast<double>(std::max<uint64_t>(1, c.attempts))));
       }
       if (since_progress.elapsed_s() > 10.0) {
-        LOG_INFO("category search: {} of {} accepted after {} of at most {} attempts", selector.chosen().size(), n,
-                 next, budget);
+        LOG_INFO("category search: {} of {} accepted after {} of at most {} attempts",
+                 selector.chosen().size(), n, next, budget);
         since_progress.restart();
       }
       const uint64_t round =
@@ -174,13 +181,14 @@ std::vector<fractal::IfsParams> ensure_categories(RunContext& ctx, const Job& jo
     const auto& counts = selector.counts();
     const double secs = clock.elapsed_s();
     const double pct = 100.0 / static_cast<double>(std::max<uint64_t>(1, counts.attempts));
-    LOG_INFO("category search: {} accepted of {} attempts in {:.2f} s ({:.0f} attempts/s); "
-             "rejected: runaway {:.1f}%, invalid value {:.1f}%, variance {:.1f}%; {:.1f} attempts "
-             "per category",
-             selector.chosen().size(), counts.attempts, secs,
-             static_cast<double>(counts.attempts) / std::max(secs, 1e-9),
-             counts.runaway * pct, counts.invalid_value * pct, counts.low_variance * pct,
-             static_cast<double>(counts.attempts) / n);
+    LOG_INFO(
+        "category search: {} accepted of {} attempts in {:.2f} s ({:.0f} attempts/s); "
+        "rejected: runaway {:.1f}%, invalid value {:.1f}%, variance {:.1f}%; {:.1f} attempts "
+        "per category",
+        selector.chosen().size(), counts.attempts, secs,
+        static_cast<double>(counts.attempts) / std::max(secs, 1e-9), counts.runaway * pct,
+        counts.invalid_value * pct, counts.low_variance * pct,
+        static_cast<double>(counts.attempts) / n);
     if (selector.duplicates_skipped() > 0)
       LOG_INFO("skipped {} exact duplicate candidate(s)", selector.duplicates_skipped());
 
@@ -190,9 +198,10 @@ std::vector<fractal::IfsParams> ensure_categories(RunContext& ctx, const Job& jo
         const auto& found = selector.chosen()[c].params;
         if (valid[c]) {
           if (!(categories[c] == found))
-            LOG_WARN("keeping existing {}, which differs from what seed {} generates (delete it "
-                     "to regenerate)",
-                     job.layout.category_file(c).string(), job.config.seed);
+            LOG_WARN(
+                "keeping existing {}, which differs from what seed {} generates (delete it "
+                "to regenerate)",
+                job.layout.category_file(c).string(), job.config.seed);
           continue;
         }
         core::write_file_atomic(job.layout.category_file(c), fractal::category_to_csv(found));
@@ -234,9 +243,9 @@ void ensure_instances(RunContext& ctx, const Job& job,
     for (int c = 0; c < n; ++c)
       for (int i = 0; i < fractal::kInstancesPerCategory; ++i) {
         std::string why;
-        const bool ok = !rewritten[c] &&
-                        fractal::instance_file_valid(job.layout.instance_file(c, i),
-                                                     job.layout.point_num, &why);
+        const bool ok =
+            !rewritten[c] && fractal::instance_file_valid(job.layout.instance_file(c, i),
+                                                          job.layout.point_num, &why);
         if (ok) continue;
         if (!rewritten[c] && why != "missing") {
           ++invalid;
@@ -246,9 +255,11 @@ void ensure_instances(RunContext& ctx, const Job& job,
       }
     // Counted exactly now; refused before anything is written when it is too much.
     const std::string problem = dataset::disk_estimate_problem(
-        {dataset::library_estimate(job.layout, 0, static_cast<int64_t>(missing.size()))}, dataset::disk_limits());
+        {dataset::library_estimate(job.layout, 0, static_cast<int64_t>(missing.size()))},
+        dataset::disk_limits());
     if (!problem.empty() && !job.allow_large_data) throw core::Error(problem);
-    if (!problem.empty()) LOG_WARN("{} confirms a large write: {}", dataset::kAllowLargeDataFlag, problem);
+    if (!problem.empty())
+      LOG_WARN("{} confirms a large write: {}", dataset::kAllowLargeDataFlag, problem);
   });
   std::string blob;
   if (ctx.comm.rank() == 0)
@@ -263,12 +274,12 @@ void ensure_instances(RunContext& ctx, const Job& job,
   }
   LOG_INFO("instances: generating {} of {} ({} present{}), {} points each", missing.size(), total,
            total - static_cast<int>(missing.size()),
-           invalid ? fmt::format(", {} unreadable", invalid) : std::string(),
-           job.layout.point_num);
+           invalid ? fmt::format(", {} unreadable", invalid) : std::string(), job.layout.point_num);
 
   const std::size_t ranks = static_cast<std::size_t>(ctx.comm.size());
   const std::size_t block = (missing.size() + ranks - 1) / ranks;
-  const std::size_t begin = std::min(missing.size(), block * static_cast<std::size_t>(ctx.comm.rank()));
+  const std::size_t begin =
+      std::min(missing.size(), block * static_cast<std::size_t>(ctx.comm.rank()));
   const std::size_t end = std::min(missing.size(), begin + block);
   const std::vector<fractal::InstanceTask> mine(missing.begin() + begin, missing.begin() + end);
 
@@ -288,10 +299,11 @@ void ensure_instances(RunContext& ctx, const Job& job,
   ctx.comm.allreduce_sum(sums, 3);
   double secs = clock.elapsed_s();
   ctx.comm.allreduce_max(&secs, 1);
-  LOG_INFO("instances: wrote {} files in {:.2f} s ({:.1f} files/s, {:.3g} points/s); {} needed "
-           "attenuated weights",
-           sums[0], secs, static_cast<double>(sums[0]) / std::max(secs, 1e-9),
-           static_cast<double>(sums[2]) / std::max(secs, 1e-9), sums[1]);
+  LOG_INFO(
+      "instances: wrote {} files in {:.2f} s ({:.1f} files/s, {:.3g} points/s); {} needed "
+      "attenuated weights",
+      sums[0], secs, static_cast<double>(sums[0]) / std::max(secs, 1e-9),
+      static_cast<double>(sums[2]) / std::max(secs, 1e-9), sums[1]);
 }
 
 }  // namespace
@@ -310,10 +322,11 @@ void ensure_fractal_library(RunContext& ctx, const config::Config& config, bool 
   job.layout = fractal_library_layout(cfg);
   job.search = {static_cast<uint64_t>(cfg.seed), cfg.point_num(), cfg.variance_threshold,
                 cfg.normalize};
-  LOG_INFO("generate_fractals: {} categories x {} instances, scale {} ({} points per cloud), "
-           "seed {}, library {}",
-           cfg.n_categories, fractal::kInstancesPerCategory, cfg.problem_scale, cfg.point_num(),
-           cfg.seed, job.layout.root.string());
+  LOG_INFO(
+      "generate_fractals: {} categories x {} instances, scale {} ({} points per cloud), "
+      "seed {}, library {}",
+      cfg.n_categories, fractal::kInstancesPerCategory, cfg.problem_scale, cfg.point_num(),
+      cfg.seed, job.layout.root.string());
 
   // Rank 0 holds the library's lock from the clean-up to the last instance: a second job on the
   // same library waits here, then finds the work done and reuses it.
@@ -345,8 +358,8 @@ Subcommand add_generate_fractals(CLI::App& app) {
   add_threads_option(sub, threads.get());
   add_allow_large_data_flag(sub, allow_large.get());
   // The keys that shape the library; name and help come from the schema.
-  add_schema_flags_for<config::Config>(sub, args.get(),
-                                       {"problem_scale", "n_categories", "fract_base_dir", "datagen_batch_size"});
+  add_schema_flags_for<config::Config>(
+      sub, args.get(), {"problem_scale", "n_categories", "fract_base_dir", "datagen_batch_size"});
   return {sub, [args, threads, allow_large](RunContext& ctx) {
             ctx.threads = *threads;
             const config::Config cfg = load_config_everywhere(ctx.comm, *args);

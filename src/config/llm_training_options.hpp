@@ -24,10 +24,8 @@ struct GptPreset {
 // Graphcore model), 800M, 13B and 175B (CARAML's NVIDIA/AMD sizes).
 inline const std::vector<GptPreset>& gpt_presets() {
   static const std::vector<GptPreset> presets{
-      {"tiny", 4, 128, 4, 0, 128},
-      {"117M", 12, 768, 12, 0, 1024},
-      {"800M", 16, 2048, 8, 0, 2048},
-      {"13B", 40, 5120, 32, 20480, 2048},
+      {"tiny", 4, 128, 4, 0, 128},      {"117M", 12, 768, 12, 0, 1024},
+      {"800M", 16, 2048, 8, 0, 2048},   {"13B", 40, 5120, 32, 20480, 2048},
       {"175B", 96, 12288, 96, 0, 2048},
   };
   return presets;
@@ -60,7 +58,8 @@ struct LlmTrainingConfig {
 
   // Parallelism: tensor_model_parallel_size x data-parallel size = ranks.
   int64_t tensor_model_parallel_size = 1;
-  int64_t pipeline_model_parallel_size = 1;  // only 1: pipeline parallelism is planned (docs/llm.md)
+  int64_t pipeline_model_parallel_size =
+      1;  // only 1: pipeline parallelism is planned (docs/llm.md)
 
   // Batch: micro_batch_size x gradient accumulation x data-parallel size = global_batch_size.
   int64_t micro_batch_size = 4;
@@ -99,10 +98,10 @@ struct LlmTrainingConfig {
   int64_t save_interval = 0;         // checkpoint every this many iterations; 0: none
 
   // Data: the synthetic token source unless data_path names an indexed dataset (.bin/.idx).
-  std::string data_path;   // prefix of <prefix>.bin/.idx (Megatron's --data-path)
-  std::string split = "7,3,1";               // train/valid/test weights (CARAML: 7,3,1)
-  std::string vocab_file;                    // GPT-2 BPE vocab.json
-  std::string merge_file;                    // GPT-2 BPE merges.txt
+  std::string data_path;        // prefix of <prefix>.bin/.idx (Megatron's --data-path)
+  std::string split = "7,3,1";  // train/valid/test weights (CARAML: 7,3,1)
+  std::string vocab_file;       // GPT-2 BPE vocab.json
+  std::string merge_file;       // GPT-2 BPE merges.txt
   std::string tokenizer_type = "GPT2BPETokenizer";
   int64_t synthetic_train_samples = 1000000;  // sequences the synthetic stream cycles through
   int64_t synthetic_valid_samples = 10000;
@@ -116,7 +115,8 @@ struct LlmTrainingConfig {
 
 // The model dimensions after the preset and the explicit keys: every field > 0.
 struct GptDims {
-  int64_t num_layers = 0, hidden_size = 0, num_attention_heads = 0, ffn_hidden_size = 0, seq_length = 0;
+  int64_t num_layers = 0, hidden_size = 0, num_attention_heads = 0, ffn_hidden_size = 0,
+          seq_length = 0;
 };
 // Throws core::Error for an unknown model_size (the schema already refuses one).
 GptDims resolve_gpt_dims(const LlmTrainingConfig& config);

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "config/fno_options.hpp"
 #include "config/fno_data_options.hpp"
+#include "config/fno_options.hpp"
 #include "config/image_classification_options.hpp"
 #include "config/llm_training_options.hpp"
 #include "config/options.hpp"
@@ -122,61 +122,66 @@ bool bool_any(const bool& v);
 // ScaFFold table, whose own keys are ScaFFold's.
 template <class C>
 KeySpecT<C> base_run_dir_key() {
-  return bind_path("base_run_dir", &C::base_run_dir, "parent directory of the run directories", "a non-empty path",
-                   non_empty);
+  return bind_path("base_run_dir", &C::base_run_dir, "parent directory of the run directories",
+                   "a non-empty path", non_empty);
 }
 template <class C>
 KeySpecT<C> job_name_key() {
-  return bind_key("job_name", &C::job_name, "prefix of the run directory name", "a non-empty name without '/'",
-                  plain_name);
+  return bind_key("job_name", &C::job_name, "prefix of the run directory name",
+                  "a non-empty name without '/'", plain_name);
 }
 template <class C>
 KeySpecT<C> checkpoint_dir_key() {
-  return bind_key("checkpoint_dir", &C::checkpoint_dir, "checkpoint subdirectory of the run directory",
-                  "a non-empty path", non_empty);
+  return bind_key("checkpoint_dir", &C::checkpoint_dir,
+                  "checkpoint subdirectory of the run directory", "a non-empty path", non_empty);
 }
 template <class C>
 KeySpecT<C> seed_key() {
-  return bind_key("seed", &C::seed, "the single seed for everything", "an integer >= 0",
-                  +[](const int64_t& v) { return v >= 0; });
+  return bind_key(
+      "seed", &C::seed, "the single seed for everything", "an integer >= 0",
+      +[](const int64_t& v) { return v >= 0; });
 }
 template <class C>
 KeySpecT<C> dataloader_workers_key() {
-  return bind_key("dataloader_num_workers", &C::dataloader_num_workers, "data-loading workers per rank",
-                  "an integer >= 0", at_least_0);
+  return bind_key("dataloader_num_workers", &C::dataloader_num_workers,
+                  "data-loading workers per rank", "an integer >= 0", at_least_0);
 }
 template <class C>
 KeySpecT<C> device_key(bool extension) {
-  KeySpecT<C> k = bind_key("device", &C::device,
-                           extension ? "extension: where to train: auto (CUDA when available), cpu or cuda"
-                                     : "where to train: auto (CUDA when available), cpu or cuda",
-                           "one of auto, cpu, cuda");
+  KeySpecT<C> k =
+      bind_key("device", &C::device,
+               extension ? "extension: where to train: auto (CUDA when available), cpu or cuda"
+                         : "where to train: auto (CUDA when available), cpu or cuda",
+               "one of auto, cpu, cuda");
   k.choices = {"auto", "cpu", "cuda"};
   return k;
 }
 template <class C>
 KeySpecT<C> device_sharing_key(bool extension) {
-  return bind_key("device_sharing", &C::device_sharing,
-                  extension ? "extension: 1 lets several ranks of a node train on one GPU; 0 stops a run whose "
-                              "node has more ranks than visible GPUs"
-                            : "1 lets several ranks of a node train on one GPU; 0 stops a run whose node has "
-                              "more ranks than visible GPUs",
-                  kBoolAllowed, bool_any);
+  return bind_key(
+      "device_sharing", &C::device_sharing,
+      extension ? "extension: 1 lets several ranks of a node train on one GPU; 0 stops a run whose "
+                  "node has more ranks than visible GPUs"
+                : "1 lets several ranks of a node train on one GPU; 0 stops a run whose node has "
+                  "more ranks than visible GPUs",
+      kBoolAllowed, bool_any);
 }
 template <class C>
 KeySpecT<C> checkpoint_interval_key() {
-  return bind_key("checkpoint_interval", &C::checkpoint_interval,
-                  "checkpoint every N epochs; -1 or 0 disables checkpoints",
-                  "an integer >= -1 (-1 or 0: no checkpoints)", +[](const int& v) { return v >= -1; });
+  return bind_key(
+      "checkpoint_interval", &C::checkpoint_interval,
+      "checkpoint every N epochs; -1 or 0 disables checkpoints",
+      "an integer >= -1 (-1 or 0: no checkpoints)", +[](const int& v) { return v >= -1; });
 }
 template <class C>
 KeySpecT<C> progress_timeout_key(bool extension) {
-  return bind_key("progress_timeout_s", &C::progress_timeout_s,
-                  extension ? "extension: seconds without a finished training step or validation batch after "
-                              "which every rank is ended with an error (a stuck rank or file system); 0: never"
-                            : "seconds without a finished training step or validation batch after which every "
-                              "rank is ended with an error (a stuck rank or file system); 0: never",
-                  "an integer >= 0", at_least_0);
+  return bind_key(
+      "progress_timeout_s", &C::progress_timeout_s,
+      extension ? "extension: seconds without a finished training step or validation batch after "
+                  "which every rank is ended with an error (a stuck rank or file system); 0: never"
+                : "seconds without a finished training step or validation batch after which every "
+                  "rank is ended with an error (a stuck rank or file system); 0: never",
+      "an integer >= 0", at_least_0);
 }
 
 }  // namespace rules
@@ -188,7 +193,7 @@ SchemaT<Config> build_schema(SchemaFor<Config>);  // schema.cpp
 SchemaT<ImageClassificationConfig> build_schema(
     SchemaFor<ImageClassificationConfig>);  // image_classification_schema.cpp
 SchemaT<LlmTrainingConfig> build_schema(SchemaFor<LlmTrainingConfig>);  // llm_training_schema.cpp
-SchemaT<FnoConfig> build_schema(SchemaFor<FnoConfig>);  // fno_schema.cpp
-SchemaT<FnoDataConfig> build_schema(SchemaFor<FnoDataConfig>);  // fno_data_schema.cpp
+SchemaT<FnoConfig> build_schema(SchemaFor<FnoConfig>);                  // fno_schema.cpp
+SchemaT<FnoDataConfig> build_schema(SchemaFor<FnoDataConfig>);          // fno_data_schema.cpp
 
 }  // namespace scaffold::config

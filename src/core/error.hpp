@@ -32,12 +32,13 @@ class FileError : public Error {
 std::string error_text(const std::exception& e);
 std::string strip_backtrace(const std::string& message);
 
-[[noreturn]] void check_failed(const char* expr, const char* file, int line, const std::string& msg);
+[[noreturn]] void check_failed(const char* expr, const char* file, int line,
+                               const std::string& msg);
 
 }  // namespace scaffold::core
 
 // Internal invariant: a failure is a bug in scaffold, not a user error.
-#define SCAFFOLD_CHECK(cond, msg)                                             \
-  do {                                                                        \
+#define SCAFFOLD_CHECK(cond, msg)                                                  \
+  do {                                                                             \
     if (!(cond)) ::scaffold::core::check_failed(#cond, __FILE__, __LINE__, (msg)); \
   } while (0)

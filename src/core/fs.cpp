@@ -28,8 +28,12 @@ constexpr std::string_view kTempMarker = ".tmp.";
 // unchanged for this long is a dead writer's.
 constexpr std::chrono::seconds kOwnerGrace{60};
 
-std::string errno_text() { return std::strerror(errno); }
-std::string errno_text(int error) { return std::strerror(error); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
+std::string errno_text(int error) {
+  return std::strerror(error);
+}
 
 bool all_digits(std::string_view s) {
   if (s.empty()) return false;
@@ -39,7 +43,9 @@ bool all_digits(std::string_view s) {
 }
 
 // flock's answer for "this file system cannot lock" (as opposed to "someone holds it").
-bool lock_unsupported(int error) { return error != EWOULDBLOCK && error != EINTR; }
+bool lock_unsupported(int error) {
+  return error != EWOULDBLOCK && error != EINTR;
+}
 
 // Opens `path` for locking: read-write where allowed (NFS turns flock into a POSIX lock, whose
 // exclusive form needs a writable descriptor), else read-only.
@@ -57,13 +63,16 @@ std::string owner_host() {
   std::string host;
   for (const char* p = buf; *p && host.size() < 64; ++p) {
     const char c = *p;
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '.';
     host += plain ? c : '-';
   }
   return host.empty() ? "unknown" : host;
 }
 
-std::string owner_tag() { return std::to_string(::getpid()) + "@" + owner_host(); }
+std::string owner_tag() {
+  return std::to_string(::getpid()) + "@" + owner_host();
+}
 
 std::optional<TemporaryOwner> parse_owner_tag(std::string_view text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
@@ -82,8 +91,8 @@ fs::path temporary_sibling(const fs::path& path) {
   static const std::string tag = owner_host();
   // pid + host + per-process counter: unique across the threads and processes of all hosts, and
   // the owner a cleaner checks before it removes the file.
-  const std::string name = path.filename().string() + std::string(kTempMarker) + std::to_string(::getpid()) +
-                           "@" + tag + "." + std::to_string(counter++);
+  const std::string name = path.filename().string() + std::string(kTempMarker) +
+                           std::to_string(::getpid()) + "@" + tag + "." + std::to_string(counter++);
   return path.parent_path() / name;
 }
 
@@ -95,7 +104,8 @@ std::optional<TemporaryOwner> temporary_owner(const fs::path& path) {
   const std::string name = path.filename().string();
   const auto marker = name.rfind(kTempMarker);
   if (marker == std::string::npos) return std::nullopt;
-  std::string_view rest = std::string_view(name).substr(marker + kTempMarker.size());  // <pid>@<host>.<n>
+  std::string_view rest =
+      std::string_view(name).substr(marker + kTempMarker.size());  // <pid>@<host>.<n>
   const auto dot = rest.rfind('.');
   if (dot == std::string_view::npos || !all_digits(rest.substr(dot + 1))) return std::nullopt;
   return parse_owner_tag(rest.substr(0, dot));
@@ -105,7 +115,8 @@ TemporaryFile create_temporary(const fs::path& final_path, mode_t mode) {
   TemporaryFile tmp;
   tmp.path = temporary_sibling(final_path);
   tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (tmp.fd < 0) throw FileError(final_path.string(), "cannot create temporary file: " + errno_text());
+  if (tmp.fd < 0)
+    throw FileError(final_path.string(), "cannot create temporary file: " + errno_text());
   // Held until the writer closes the descriptor: the sign of a live owner (temporary_abandoned).
   // A file system without flock still gets the file; its cleaners go by the owner's pid and age.
   while (::flock(tmp.fd, LOCK_EX) != 0 && errno == EINTR) {
@@ -117,7 +128,8 @@ void write_file_atomic(const fs::path& path, const void* data, std::size_t size)
   write_file_atomic(path, {ByteSpan{data, size}});
 }
 
-void write_file_atomic(const fs::path& path, std::initializer_list<ByteSpan> parts, Durability durability) {
+void write_file_atomic(const fs::path& path, std::initializer_list<ByteSpan> parts,
+                       Durability durability) {
   const TemporaryFile tmp = create_temporary(path);
   // Every failure below removes the temporary before it throws.
   const auto fail = [&](const std::string& what, int error, bool close_fd) {
@@ -179,11 +191,13 @@ void create_directories(const fs::path& dir) {
 
 // --- locks and owners -----------------------------------------------------------------------
 
-FileLock::FileLock(fs::path path, int fd, bool locked) : path_(std::move(path)), fd_(fd), locked_(locked) {
+FileLock::FileLock(fs::path path, int fd, bool locked)
+    : path_(std::move(path)), fd_(fd), locked_(locked) {
   if (!locked_) return;
   // The note only names the holder for messages; the lock holds without it.
   const std::string note = owner_tag() + "\n";
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, note.data(), note.size(), 0) != static_cast<ssize_t>(note.size())) {
+  if (::ftruncate(fd_, 0) != 0 ||
+      ::pwrite(fd_, note.data(), note.size(), 0) != static_cast<ssize_t>(note.size())) {
   }
 }
 
@@ -198,8 +212,8 @@ FileLock FileLock::wait(const fs::path& path, std::string_view what) {
     }
     const int error = errno;
     if (lock_unsupported(error)) {
-      LOG_WARN("{}: no file locking on {} ({}); not guarded against a concurrent process", what, path.string(),
-               errno_text(error));
+      LOG_WARN("{}: no file locking on {} ({}); not guarded against a concurrent process", what,
+               path.string(), errno_text(error));
       return FileLock(path, fd, false);
     }
     if (!logged) {
@@ -241,7 +255,9 @@ std::string FileLock::holder_note(const fs::path& path) {
 }
 
 FileLock::FileLock(FileLock&& other) noexcept
-    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)), locked_(std::exchange(other.locked_, false)) {}
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      locked_(std::exchange(other.locked_, false)) {}
 
 FileLock& FileLock::operator=(FileLock&& other) noexcept {
   if (this != &other) {
@@ -253,7 +269,9 @@ FileLock& FileLock::operator=(FileLock&& other) noexcept {
   return *this;
 }
 
-FileLock::~FileLock() { release(); }
+FileLock::~FileLock() {
+  release();
+}
 
 void FileLock::release() {
   if (fd_ < 0) return;
@@ -274,16 +292,21 @@ LockProbe probe_lock(const fs::path& file) {
   return probe;
 }
 
-bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+bool process_alive(pid_t pid) {
+  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+}
 
 bool temporary_abandoned(const fs::path& lock_file, const std::optional<TemporaryOwner>& owner,
                          fs::file_time_type last_change, std::chrono::seconds fallback_idle) {
   if (owner && owner->host == owner_host() && !process_alive(owner->pid)) return true;
   const auto idle = fs::file_time_type::clock::now() - last_change;
   switch (probe_lock(lock_file)) {
-    case LockProbe::kHeld: return false;
-    case LockProbe::kFree: return idle > kOwnerGrace;
-    case LockProbe::kUnsupported: return idle > fallback_idle;
+    case LockProbe::kHeld:
+      return false;
+    case LockProbe::kFree:
+      return idle > kOwnerGrace;
+    case LockProbe::kUnsupported:
+      return idle > fallback_idle;
   }
   return false;
 }

@@ -18,10 +18,14 @@ std::string g_progress;  // the progress line currently drawn, empty when none
 
 const char* level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::Debug: return "DEBUG";
-    case LogLevel::Info: return "INFO";
-    case LogLevel::Warning: return "WARNING";
-    case LogLevel::Error: return "ERROR";
+    case LogLevel::Debug:
+      return "DEBUG";
+    case LogLevel::Info:
+      return "INFO";
+    case LogLevel::Warning:
+      return "WARNING";
+    case LogLevel::Error:
+      return "ERROR";
   }
   return "?";
 }
@@ -40,7 +44,9 @@ void log_configure(const LogOptions& options) {
   g_options = options;
 }
 
-const LogOptions& log_options() { return g_options; }
+const LogOptions& log_options() {
+  return g_options;
+}
 
 bool log_enabled(LogLevel level) {
   if (level < g_options.level) return false;
@@ -113,11 +119,13 @@ std::string strip_backtrace(const std::string& message) {
   return out;
 }
 
-std::string error_text(const std::exception& e) { return strip_backtrace(e.what()); }
+std::string error_text(const std::exception& e) {
+  return strip_backtrace(e.what());
+}
 
 void check_failed(const char* expr, const char* file, int line, const std::string& msg) {
-  throw std::logic_error(
-      fmt::format("internal error at {}:{}: check '{}' failed: {}", base_name(file), line, expr, msg));
+  throw std::logic_error(fmt::format("internal error at {}:{}: check '{}' failed: {}",
+                                     base_name(file), line, expr, msg));
 }
 
 }  // namespace scaffold::core

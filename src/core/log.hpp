@@ -35,9 +35,9 @@ void log_progress_line(const std::string& text);
 
 }  // namespace scaffold::core
 
-#define SCAFFOLD_LOG(level, ...)                                                            \
-  do {                                                                                      \
-    if (::scaffold::core::log_enabled(level))                                               \
+#define SCAFFOLD_LOG(level, ...)                                                          \
+  do {                                                                                    \
+    if (::scaffold::core::log_enabled(level))                                             \
       ::scaffold::core::log_write(level, __FILE__, __LINE__, ::fmt::format(__VA_ARGS__)); \
   } while (0)
 #define LOG_DEBUG(...) SCAFFOLD_LOG(::scaffold::core::LogLevel::Debug, __VA_ARGS__)

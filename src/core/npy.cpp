@@ -40,39 +40,59 @@ DType dtype_from_descr(const std::string& descr, const std::string& path) {
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
-    case DType::UInt8: return 1;
+    case DType::Float32:
+      return 4;
+    case DType::Float64:
+      return 8;
+    case DType::UInt8:
+      return 1;
     case DType::UInt16:
-    case DType::Int16: return 2;
-    case DType::Int32: return 4;
-    case DType::Int64: return 8;
+    case DType::Int16:
+      return 2;
+    case DType::Int32:
+      return 4;
+    case DType::Int64:
+      return 8;
   }
   return 0;
 }
 
 const char* dtype_descr(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return "<f4";
-    case DType::Float64: return "<f8";
-    case DType::UInt8: return "|u1";
-    case DType::UInt16: return "<u2";
-    case DType::Int16: return "<i2";
-    case DType::Int32: return "<i4";
-    case DType::Int64: return "<i8";
+    case DType::Float32:
+      return "<f4";
+    case DType::Float64:
+      return "<f8";
+    case DType::UInt8:
+      return "|u1";
+    case DType::UInt16:
+      return "<u2";
+    case DType::Int16:
+      return "<i2";
+    case DType::Int32:
+      return "<i4";
+    case DType::Int64:
+      return "<i8";
   }
   return "?";
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::UInt8: return "uint8";
-    case DType::UInt16: return "uint16";
-    case DType::Int16: return "int16";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::UInt8:
+      return "uint8";
+    case DType::UInt16:
+      return "uint16";
+    case DType::Int16:
+      return "int16";
+    case DType::Int32:
+      return "int32";
+    case DType::Int64:
+      return "int64";
   }
   return "?";
 }
@@ -104,7 +124,8 @@ void write_npy(const std::filesystem::path& path, DType dtype, const std::vector
   info.shape = shape;
   const std::size_t bytes = info.element_count() * dtype_size(dtype);
   const std::string header = npy_header(dtype, shape);
-  write_file_atomic(path, {ByteSpan{header.data(), header.size()}, ByteSpan{data, bytes}}, durability);
+  write_file_atomic(path, {ByteSpan{header.data(), header.size()}, ByteSpan{data, bytes}},
+                    durability);
 }
 
 namespace {
@@ -134,15 +155,19 @@ class HeaderParser {
         descr = string_literal();
         has_descr = true;
       } else if (key == "fortran_order") {
-        if (word("True")) fortran = true;
-        else if (word("False")) fortran = false;
-        else fail("'fortran_order' is not True or False");
+        if (word("True"))
+          fortran = true;
+        else if (word("False"))
+          fortran = false;
+        else
+          fail("'fortran_order' is not True or False");
         has_order = true;
       } else if (key == "shape") {
         shape = tuple_of_ints();
         has_shape = true;
       } else {
-        fail("unexpected key '" + key + "' (a .npy header holds exactly descr, fortran_order and shape)");
+        fail("unexpected key '" + key +
+             "' (a .npy header holds exactly descr, fortran_order and shape)");
       }
       skip_space();
       if (peek() == ',') {
@@ -155,7 +180,9 @@ class HeaderParser {
     skip_space();
     if (i_ != t_.size()) fail("text after the header's closing '}'");
     if (!has_descr || !has_order || !has_shape)
-      fail("the header lacks " + std::string(!has_descr ? "'descr'" : !has_order ? "'fortran_order'" : "'shape'"));
+      fail("the header lacks " + std::string(!has_descr   ? "'descr'"
+                                             : !has_order ? "'fortran_order'"
+                                                          : "'shape'"));
     info->dtype = dtype_from_descr(descr, path_);
     if (fortran) throw FileError(path_, ".npy file is not C-ordered");
     info->shape = shape;
@@ -169,12 +196,13 @@ class HeaderParser {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw FileError(path_, "cannot parse the .npy header (" + what + " at character " + std::to_string(i_ + 1) +
-                               "): " + t_.substr(0, 120));
+    throw FileError(path_, "cannot parse the .npy header (" + what + " at character " +
+                               std::to_string(i_ + 1) + "): " + t_.substr(0, 120));
   }
   char peek() const { return i_ < t_.size() ? t_[i_] : '\0'; }
   void skip_space() {
-    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) ++i_;
+    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r'))
+      ++i_;
   }
   void expect(char c) {
     if (peek() != c) fail(std::string("expected '") + c + "'");
@@ -194,7 +222,8 @@ class HeaderParser {
     const std::size_t end = t_.find(quote, i_ + 1);
     if (end == std::string::npos) fail("unclosed string");
     std::string out = t_.substr(i_ + 1, end - i_ - 1);
-    if (out.find('\\') != std::string::npos || out.find('\n') != std::string::npos) fail("unexpected escape in a string");
+    if (out.find('\\') != std::string::npos || out.find('\n') != std::string::npos)
+      fail("unexpected escape in a string");
     i_ = end + 1;
     return out;
   }
@@ -206,12 +235,13 @@ class HeaderParser {
       ++i_;
       skip_space();
     }
-    if (!std::isdigit(static_cast<unsigned char>(peek()))) fail("shape is not valid: expected an integer");
+    if (!std::isdigit(static_cast<unsigned char>(peek())))
+      fail("shape is not valid: expected an integer");
     const std::size_t first = i_;
     int64_t value = 0;
     while (std::isdigit(static_cast<unsigned char>(peek())) ||
-           (peek() == '_' && i_ + 1 < t_.size() && std::isdigit(static_cast<unsigned char>(t_[i_ + 1])) &&
-            i_ > first)) {
+           (peek() == '_' && i_ + 1 < t_.size() &&
+            std::isdigit(static_cast<unsigned char>(t_[i_ + 1])) && i_ > first)) {
       if (peek() != '_') {
         if (value > (int64_t{1} << 55)) fail("shape is not valid: a dimension is too large");
         value = value * 10 + (peek() - '0');
@@ -219,9 +249,11 @@ class HeaderParser {
       ++i_;
     }
     if (t_[first] == '0' && i_ - first > 1) fail("leading zero in an integer");
-    if (peek() == '.' || peek() == 'e' || peek() == 'E' || peek() == 'j' || std::isalpha(static_cast<unsigned char>(peek())))
+    if (peek() == '.' || peek() == 'e' || peek() == 'E' || peek() == 'j' ||
+        std::isalpha(static_cast<unsigned char>(peek())))
       fail("shape is not valid: not an integer");
-    if (negative && value != 0) throw FileError(path_, ".npy header: negative dimensions are not allowed");
+    if (negative && value != 0)
+      throw FileError(path_, ".npy header: negative dimensions are not allowed");
     return value;
   }
   std::vector<int64_t> tuple_of_ints() {
@@ -303,7 +335,9 @@ std::vector<T> read_npy(const std::filesystem::path& path, std::vector<int64_t>*
 
 template std::vector<float> read_npy<float>(const std::filesystem::path&, std::vector<int64_t>*);
 template std::vector<double> read_npy<double>(const std::filesystem::path&, std::vector<int64_t>*);
-template std::vector<uint16_t> read_npy<uint16_t>(const std::filesystem::path&, std::vector<int64_t>*);
-template std::vector<int64_t> read_npy<int64_t>(const std::filesystem::path&, std::vector<int64_t>*);
+template std::vector<uint16_t> read_npy<uint16_t>(const std::filesystem::path&,
+                                                  std::vector<int64_t>*);
+template std::vector<int64_t> read_npy<int64_t>(const std::filesystem::path&,
+                                                std::vector<int64_t>*);
 
 }  // namespace scaffold::core

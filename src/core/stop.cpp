@@ -14,7 +14,8 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 std::atomic<int64_t> g_first_ns{0};  // CLOCK_MONOTONIC of the request, from the handler
-static_assert(std::atomic<int>::is_always_lock_free, "the stop flag must be usable from a signal handler");
+static_assert(std::atomic<int>::is_always_lock_free,
+              "the stop flag must be usable from a signal handler");
 static_assert(std::atomic<int64_t>::is_always_lock_free,
               "the stop time must be usable from a signal handler");
 
@@ -66,7 +67,8 @@ void install_stop_signals(const int* signals, int count) {
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;
     if (sigaction(signals[i], &action, nullptr) != 0)
-      throw Error("cannot install a handler for signal " + std::to_string(signals[i]) + ": " + std::strerror(errno));
+      throw Error("cannot install a handler for signal " + std::to_string(signals[i]) + ": " +
+                  std::strerror(errno));
   }
 }
 

@@ -6,7 +6,7 @@
 
 namespace scaffold::core {
 
-int64_t peak_rss_bytes();     // VmHWM from /proc/self/status; 0 when unavailable
+int64_t peak_rss_bytes();  // VmHWM from /proc/self/status; 0 when unavailable
 std::string host_name();
 std::string executable_path();  // /proc/self/exe, or "" when unavailable
 

@@ -4,8 +4,8 @@
 
 namespace scaffold::core {
 
-const char* version();      // project version, e.g. "0.1.0"
-const char* git_commit();   // short commit, "-dirty" when the tree had changes, or "unknown"
+const char* version();     // project version, e.g. "0.1.0"
+const char* git_commit();  // short commit, "-dirty" when the tree had changes, or "unknown"
 const char* torch_version_built_with();
 
 }  // namespace scaffold::core

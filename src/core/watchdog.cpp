@@ -5,7 +5,9 @@
 namespace scaffold::core {
 
 Watchdog::Watchdog(double timeout_s, std::function<void(double)> on_timeout)
-    : timeout_s_(timeout_s), on_timeout_(std::move(on_timeout)), last_beat_(std::chrono::steady_clock::now()) {
+    : timeout_s_(timeout_s),
+      on_timeout_(std::move(on_timeout)),
+      last_beat_(std::chrono::steady_clock::now()) {
   if (timeout_s_ > 0) thread_ = std::thread([this] { watch(); });
 }
 

@@ -36,8 +36,12 @@ constexpr std::chrono::minutes kForeignIdle{10};
 
 }  // namespace
 
-std::string utc_iso8601_now() { return utc_format("%Y-%m-%dT%H:%M:%SZ"); }
-std::string utc_stamp_now() { return utc_format("%Y%m%d-%H%M%S"); }
+std::string utc_iso8601_now() {
+  return utc_format("%Y-%m-%dT%H:%M:%SZ");
+}
+std::string utc_stamp_now() {
+  return utc_format("%Y%m%d-%H%M%S");
+}
 
 std::string key_json(const DatasetKey& key) {
   std::vector<std::pair<int, int>> pairs;  // (dim, shards)
@@ -64,11 +68,16 @@ std::string key_json(const DatasetKey& key) {
   return j.dump();
 }
 
-std::string config_id(const DatasetKey& key) { return core::sha256_hex(key_json(key)).substr(0, 12); }
+std::string config_id(const DatasetKey& key) {
+  return core::sha256_hex(key_json(key)).substr(0, 12);
+}
 
 std::string meta_yaml(const DatasetMeta& m) {
-  std::string text = "# scaffold dataset metadata: each value is JSON (so this file is also YAML)\n";
-  auto line = [&](const char* key, const json& value) { text += fmt::format("{}: {}\n", key, value.dump()); };
+  std::string text =
+      "# scaffold dataset metadata: each value is JSON (so this file is also YAML)\n";
+  auto line = [&](const char* key, const json& value) {
+    text += fmt::format("{}: {}\n", key, value.dump());
+  };
   line("config_id", m.config_id);
   line("dataset_format_version", m.format_version);
   line("generator", m.generator);
@@ -116,7 +125,8 @@ DatasetMeta parse_meta(const std::string& text, const std::string& source) {
     m.n_volumes = fields.at("n_volumes").get<int>();
     m.n_train = fields.at("n_train").get<int>();
     m.n_val = fields.at("n_val").get<int>();
-    if (fields.contains(kDigestKey)) m.meta_sha256_recorded = fields.at(kDigestKey).get<std::string>();
+    if (fields.contains(kDigestKey))
+      m.meta_sha256_recorded = fields.at(kDigestKey).get<std::string>();
   } catch (const json::exception& e) {
     throw core::FileError(source, std::string("missing or mistyped field: ") + e.what());
   }
@@ -134,14 +144,16 @@ std::optional<fs::path> find_reusable(const fs::path& id_dir, const std::string&
   if (!fs::is_directory(id_dir, ec)) return std::nullopt;
   std::vector<fs::path> candidates;
   for (const auto& entry : fs::directory_iterator(id_dir, ec))
-    if (entry.is_directory(ec) && !is_temporary_dataset_dir(entry.path())) candidates.push_back(entry.path());
+    if (entry.is_directory(ec) && !is_temporary_dataset_dir(entry.path()))
+      candidates.push_back(entry.path());
   std::sort(candidates.rbegin(), candidates.rend());
   for (const auto& dir : candidates) {
     const fs::path meta_file = dir / "meta.yaml";
     if (!fs::is_regular_file(meta_file, ec)) continue;
     try {
       const DatasetMeta m = parse_meta(core::read_file(meta_file), meta_file.string());
-      if (m.config_id != id || m.format_version != kDatasetFormatVersion || m.generator != kGenerator)
+      if (m.config_id != id || m.format_version != kDatasetFormatVersion ||
+          m.generator != kGenerator)
         continue;
       if (required_commit && m.code_commit != *required_commit) continue;
       return dir;
@@ -152,14 +164,19 @@ std::optional<fs::path> find_reusable(const fs::path& id_dir, const std::string&
   return std::nullopt;
 }
 
-fs::path dataset_lock_file(const fs::path& id_dir) { return id_dir / ".lock"; }
+fs::path dataset_lock_file(const fs::path& id_dir) {
+  return id_dir / ".lock";
+}
 
 TemporaryDatasetDir make_temporary_dataset_dir(const fs::path& id_dir) {
   std::random_device rd;
-  fs::path dir = id_dir / fmt::format("{}{}_{}_{:08x}", kTempPrefix, utc_stamp_now(), ::getpid(), rd());
+  fs::path dir =
+      id_dir / fmt::format("{}{}_{}_{:08x}", kTempPrefix, utc_stamp_now(), ::getpid(), rd());
   core::create_directories(dir);
-  std::optional<core::FileLock> owner = core::FileLock::try_take(dir / kOwner);  // writes owner_tag()
-  if (!owner) throw core::FileError((dir / kOwner).string(), "a new owner file is locked by another process");
+  std::optional<core::FileLock> owner =
+      core::FileLock::try_take(dir / kOwner);  // writes owner_tag()
+  if (!owner)
+    throw core::FileError((dir / kOwner).string(), "a new owner file is locked by another process");
   touch_heartbeat(dir);
   return {dir, std::move(*owner)};
 }
@@ -168,7 +185,8 @@ void touch_heartbeat(const fs::path& tmp_dir) {
   core::write_file_atomic(tmp_dir / kHeartbeat, utc_iso8601_now());
 }
 
-DatasetDirScan remove_abandoned_dataset_dirs(const fs::path& id_dir, std::chrono::seconds fallback_idle) {
+DatasetDirScan remove_abandoned_dataset_dirs(const fs::path& id_dir,
+                                             std::chrono::seconds fallback_idle) {
   DatasetDirScan scan;
   std::error_code ec;
   if (!fs::is_directory(id_dir, ec)) return scan;
@@ -203,19 +221,23 @@ DatasetDirScan remove_abandoned_dataset_dirs(const fs::path& id_dir, std::chrono
 }
 
 fs::path finalize_dataset_dir(const fs::path& tmp_dir, const std::string& commit) {
-  const std::string base = utc_stamp_now() + "__" + (commit.empty() || commit == "unknown" ? "no-commit-id" : commit);
+  const std::string base =
+      utc_stamp_now() + "__" + (commit.empty() || commit == "unknown" ? "no-commit-id" : commit);
   std::error_code ec;
   fs::remove(tmp_dir / kHeartbeat, ec);
   fs::remove(tmp_dir / kOwner, ec);
   for (int suffix = 0;; ++suffix) {
-    fs::path target = tmp_dir.parent_path() / (suffix == 0 ? base : fmt::format("{}-{}", base, suffix));
+    fs::path target =
+        tmp_dir.parent_path() / (suffix == 0 ? base : fmt::format("{}-{}", base, suffix));
     if (fs::exists(target, ec)) continue;
     fs::rename(tmp_dir, target, ec);
     if (!ec) {
       core::sync_file_system(target.parent_path());  // the rename itself, on the disk
       return target;
     }
-    if (!fs::exists(target)) throw core::FileError(tmp_dir.string(), "cannot rename to " + target.string() + ": " + ec.message());
+    if (!fs::exists(target))
+      throw core::FileError(tmp_dir.string(),
+                            "cannot rename to " + target.string() + ": " + ec.message());
   }
 }
 

@@ -43,9 +43,9 @@ struct DatasetMeta {
   std::string config_id;
   int format_version = kDatasetFormatVersion;
   std::string generator = kGenerator;
-  std::string key_json;      // config_subset, as hashed
+  std::string key_json;  // config_subset, as hashed
   std::string code_commit;
-  std::string created_at;    // UTC, ISO 8601
+  std::string created_at;          // UTC, ISO 8601
   std::vector<int> dc_num_shards;  // the physical layout, in the order given
   std::vector<int> dc_shard_dims;
   int n_volumes = 0;
@@ -63,9 +63,9 @@ DatasetMeta parse_meta(const std::string& text, const std::string& source);
 
 // The newest complete dataset under `id_dir` whose meta matches (id, format, generator and, when
 // `required_commit` is set, the commit), scanning folder names in reverse order, skipping .tmp_*.
-std::optional<std::filesystem::path> find_reusable(const std::filesystem::path& id_dir,
-                                                   const std::string& id,
-                                                   const std::optional<std::string>& required_commit);
+std::optional<std::filesystem::path> find_reusable(
+    const std::filesystem::path& id_dir, const std::string& id,
+    const std::optional<std::string>& required_commit);
 
 // The lock a generating process holds on a key's folder: <id_dir>/.lock.
 std::filesystem::path dataset_lock_file(const std::filesystem::path& id_dir);

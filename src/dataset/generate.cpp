@@ -31,7 +31,8 @@ void write_tables(const DatasetPaths& paths, const DatasetPlan& plan) {
   for (Split split : {Split::Training, Split::Validation}) {
     core::create_directories(paths.volumes_dir(split));
     core::create_directories(paths.masks_dir(split));
-    core::write_file_atomic(paths.mask_values_json(split), mask_values_json(plan, split == Split::Validation));
+    core::write_file_atomic(paths.mask_values_json(split),
+                            mask_values_json(plan, split == Split::Validation));
   }
   core::write_file_atomic(paths.contents_csv(), contents_csv(plan));
   core::write_file_atomic(paths.split_csv(), split_csv(plan));
@@ -77,7 +78,8 @@ uint64_t write_volume(const DatasetOptions& o, const DatasetPaths& paths, const 
     // into view (a crash before that leaves a temporary folder, which is never used).
     core::write_npy(paths.volume_file(split, v, s), core::DType::Float32, image_shape, image,
                     core::Durability::kPageCache);
-    core::write_npy(paths.mask_file(split, v, s), core::DType::UInt16, mask_shape, mask, core::Durability::kPageCache);
+    core::write_npy(paths.mask_file(split, v, s), core::DType::UInt16, mask_shape, mask,
+                    core::Durability::kPageCache);
     bytes += static_cast<uint64_t>(box[0].size() * box[1].size() * box[2].size()) * (3 * 4 + 2);
   }
   return bytes;
@@ -113,13 +115,16 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
     key_lock.emplace(core::FileLock::wait(dataset_lock_file(id_dir), "dataset"));
     const DatasetDirScan scan = remove_abandoned_dataset_dirs(id_dir, kFallbackIdle);
     if (scan.removed > 0)
-      LOG_INFO("dataset: removed {} generation folder(s) left by interrupted runs in {}", scan.removed, id_dir.string());
+      LOG_INFO("dataset: removed {} generation folder(s) left by interrupted runs in {}",
+               scan.removed, id_dir.string());
     if (scan.kept > 0)
-      LOG_WARN("dataset: kept {} generation folder(s) in {} whose owner may still run (outside the lock {})",
-               scan.kept, id_dir.string(), dataset_lock_file(id_dir).string());
-    const auto reusable = find_reusable(id_dir, info.config_id,
-                                        o.reuse_requires_same_commit ? std::optional<std::string>(o.code_commit)
-                                                                     : std::nullopt);
+      LOG_WARN(
+          "dataset: kept {} generation folder(s) in {} whose owner may still run (outside the lock "
+          "{})",
+          scan.kept, id_dir.string(), dataset_lock_file(id_dir).string());
+    const auto reusable = find_reusable(
+        id_dir, info.config_id,
+        o.reuse_requires_same_commit ? std::optional<std::string>(o.code_commit) : std::nullopt);
     if (reusable) {
       found = reusable->string();
       key_lock.reset();  // a finished dataset is never written again
@@ -130,14 +135,18 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
     info.root = found;
     info.reused = true;
     dist::run_agreed(comm, [&] {
-      info.meta = parse_meta(core::read_file(info.root / "meta.yaml"), (info.root / "meta.yaml").string());
+      info.meta =
+          parse_meta(core::read_file(info.root / "meta.yaml"), (info.root / "meta.yaml").string());
       // Rank 0 checks the files against the plan: they, not meta.yaml, are what the run trains on.
       if (comm.rank() == 0) {
         if (info.meta.meta_sha256_recorded.empty())
-          LOG_WARN("dataset: {} has no meta_sha256 (written by an older scaffold): an edit of its created_at or "
-                   "code_commit would go unnoticed; its id, key, layout and counts are checked",
-                   (info.root / "meta.yaml").string());
-        check_dataset_files(DatasetPaths{info.root}, info.meta, o.key, make_plan(plan_options(o.key)), layout, grid);
+          LOG_WARN(
+              "dataset: {} has no meta_sha256 (written by an older scaffold): an edit of its "
+              "created_at or "
+              "code_commit would go unnoticed; its id, key, layout and counts are checked",
+              (info.root / "meta.yaml").string());
+        check_dataset_files(DatasetPaths{info.root}, info.meta, o.key,
+                            make_plan(plan_options(o.key)), layout, grid);
       }
     });
     LOG_INFO("dataset: reusing {} ({} volumes: {} training, {} validation; created {}, commit {})",
@@ -178,9 +187,11 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
   const DatasetPaths paths{tmp};
   const int n_volumes = plan.n_volumes();
   const int n_val = static_cast<int>(plan.volumes(true).size());
-  LOG_INFO("dataset: generating {} volumes of {}^3 ({} training, {} validation), {} shard(s) each, "
-           "into {} ({} rank(s) x {} thread(s))",
-           n_volumes, grid, n_volumes - n_val, n_val, layout.count(), id_dir.string(), comm.size(), o.threads);
+  LOG_INFO(
+      "dataset: generating {} volumes of {}^3 ({} training, {} validation), {} shard(s) each, "
+      "into {} ({} rank(s) x {} thread(s))",
+      n_volumes, grid, n_volumes - n_val, n_val, layout.count(), id_dir.string(), comm.size(),
+      o.threads);
 
   // Volumes are block-partitioned over ranks; threads take this rank's volumes one at a time.
   const int block = (n_volumes + comm.size() - 1) / comm.size();
@@ -194,15 +205,17 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
     std::mutex beat_mutex;
     remove_on_failure([&] {
       dist::run_agreed(comm, [&] {
-        core::parallel_for(static_cast<std::size_t>(last - first), o.threads, [&](int worker, std::size_t k) {
-          bytes += write_volume(o, paths, plan, layout, first + static_cast<int>(k), &buffers[worker]);
-          progress.add();
-          std::lock_guard<std::mutex> lock(beat_mutex);
-          if (beat.elapsed_s() > kHeartbeatEvery_s) {
-            touch_heartbeat(paths.root);
-            beat.restart();
-          }
-        });
+        core::parallel_for(static_cast<std::size_t>(last - first), o.threads,
+                           [&](int worker, std::size_t k) {
+                             bytes += write_volume(o, paths, plan, layout,
+                                                   first + static_cast<int>(k), &buffers[worker]);
+                             progress.add();
+                             std::lock_guard<std::mutex> lock(beat_mutex);
+                             if (beat.elapsed_s() > kHeartbeatEvery_s) {
+                               touch_heartbeat(paths.root);
+                               beat.restart();
+                             }
+                           });
         core::sync_file_system(paths.root);  // this rank's volumes, on the disk before the seal
       });
     });
@@ -238,11 +251,14 @@ DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& o) {
   comm.allreduce_max(&secs, 1);
   info.seconds = secs;
   info.bytes_written = static_cast<uint64_t>(totals[0]);
-  info.voxels_written = static_cast<uint64_t>(n_volumes) * static_cast<uint64_t>(grid * grid * grid);
-  LOG_INFO("dataset: wrote {} volumes ({:.2f} GiB) in {:.2f} s: {:.3g} voxels/s, {:.1f} MiB/s, into {}",
-           n_volumes, static_cast<double>(info.bytes_written) / (1 << 30), secs,
-           static_cast<double>(info.voxels_written) / std::max(secs, 1e-9),
-           static_cast<double>(info.bytes_written) / (1 << 20) / std::max(secs, 1e-9), info.root.string());
+  info.voxels_written =
+      static_cast<uint64_t>(n_volumes) * static_cast<uint64_t>(grid * grid * grid);
+  LOG_INFO(
+      "dataset: wrote {} volumes ({:.2f} GiB) in {:.2f} s: {:.3g} voxels/s, {:.1f} MiB/s, into {}",
+      n_volumes, static_cast<double>(info.bytes_written) / (1 << 30), secs,
+      static_cast<double>(info.voxels_written) / std::max(secs, 1e-9),
+      static_cast<double>(info.bytes_written) / (1 << 20) / std::max(secs, 1e-9),
+      info.root.string());
   return info;
 }
 

@@ -25,7 +25,7 @@ struct DatasetOptions {
   std::filesystem::path dataset_dir;  // cache root
   fractal::LibraryLayout library;     // where the instance clouds are read from
   bool reuse_requires_same_commit = false;
-  std::string code_commit;            // recorded in meta.yaml and the folder name
+  std::string code_commit;  // recorded in meta.yaml and the folder name
   int threads = 1;
 };
 
@@ -36,9 +36,9 @@ struct DatasetInfo {
   std::string config_id;
   bool reused = false;
   DatasetMeta meta;
-  double seconds = 0.0;        // generation wall time (max over ranks); 0 when reused
-  uint64_t bytes_written = 0;  // all ranks
-  uint64_t voxels_written = 0; // all ranks, counted once per voxel of every volume
+  double seconds = 0.0;         // generation wall time (max over ranks); 0 when reused
+  uint64_t bytes_written = 0;   // all ranks
+  uint64_t voxels_written = 0;  // all ranks, counted once per voxel of every volume
 };
 
 DatasetInfo prepare_dataset(dist::Communicator& comm, const DatasetOptions& options);

@@ -22,15 +22,16 @@ Range chunk_range(int64_t size, int n, int k) {
 ShardLayout::ShardLayout(std::vector<int> num_shards, std::vector<int> shard_dims)
     : num_shards_(std::move(num_shards)), shard_dims_(std::move(shard_dims)) {
   if (num_shards_.size() != shard_dims_.size() || num_shards_.empty() || num_shards_.size() > 3)
-    throw core::Error(fmt::format("dc_num_shards {} and dc_shard_dims {} must have the same length (1 to 3)",
-                                  num_shards_, shard_dims_));
+    throw core::Error(
+        fmt::format("dc_num_shards {} and dc_shard_dims {} must have the same length (1 to 3)",
+                    num_shards_, shard_dims_));
   per_axis_ = {1, 1, 1};
   std::array<bool, 3> seen{};
   for (std::size_t k = 0; k < num_shards_.size(); ++k) {
     const int dim = shard_dims_[k];
     if (dim < 2 || dim > 4 || seen[dim - 2])
-      throw core::Error(fmt::format("dc_shard_dims {}: each entry must be 2 (D), 3 (H) or 4 (W), at most once",
-                                    shard_dims_));
+      throw core::Error(fmt::format(
+          "dc_shard_dims {}: each entry must be 2 (D), 3 (H) or 4 (W), at most once", shard_dims_));
     if (num_shards_[k] < 1)
       throw core::Error(fmt::format("dc_num_shards {}: every entry must be >= 1", num_shards_));
     seen[dim - 2] = true;
@@ -70,10 +71,16 @@ void ShardLayout::check_extent(int64_t extent) const {
   }
 }
 
-const char* split_dir_name(Split split) { return split == Split::Training ? "training" : "validation"; }
+const char* split_dir_name(Split split) {
+  return split == Split::Training ? "training" : "validation";
+}
 
-fs::path DatasetPaths::volumes_dir(Split split) const { return root / "volumes" / split_dir_name(split); }
-fs::path DatasetPaths::masks_dir(Split split) const { return root / "masks" / split_dir_name(split); }
+fs::path DatasetPaths::volumes_dir(Split split) const {
+  return root / "volumes" / split_dir_name(split);
+}
+fs::path DatasetPaths::masks_dir(Split split) const {
+  return root / "masks" / split_dir_name(split);
+}
 fs::path DatasetPaths::volume_file(Split split, int volume, int shard_id) const {
   return volumes_dir(split) / volume_file_name(volume, shard_id);
 }
@@ -81,7 +88,8 @@ fs::path DatasetPaths::mask_file(Split split, int volume, int shard_id) const {
   return masks_dir(split) / mask_file_name(volume, shard_id);
 }
 fs::path DatasetPaths::mask_values_json(Split split) const {
-  return root / (split == Split::Training ? "train_unique_mask_vals.json" : "val_unique_mask_vals.json");
+  return root /
+         (split == Split::Training ? "train_unique_mask_vals.json" : "val_unique_mask_vals.json");
 }
 
 std::string volume_file_name(int volume, int shard_id) {

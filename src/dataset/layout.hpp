@@ -28,7 +28,7 @@ class ShardLayout {
   // Throws core::Error for mismatched lengths, dims outside {2,3,4} or repeated, counts < 1.
   ShardLayout(std::vector<int> num_shards, std::vector<int> shard_dims);
 
-  int count() const;                                   // prod(num_shards)
+  int count() const;  // prod(num_shards)
   const std::vector<int>& num_shards() const { return num_shards_; }
   const std::vector<int>& shard_dims() const { return shard_dims_; }
   // Shards along spatial axis a (0 = D, 1 = H, 2 = W).

@@ -50,8 +50,8 @@ void read_npy_into(const fs::path& path, core::DType dtype, const std::vector<in
     throw core::FileError(path.string(),
                           fmt::format("expected {} {}, found {} {} (is the dataset's shard layout "
                                       "or volume size different from this run's?)",
-                                      core::dtype_name(dtype), shape_text(shape), core::dtype_name(info.dtype),
-                                      shape_text(info.shape)));
+                                      core::dtype_name(dtype), shape_text(shape),
+                                      core::dtype_name(info.dtype), shape_text(info.shape)));
   const std::size_t bytes = info.element_count() * core::dtype_size(dtype);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw core::FileError(path.string(), "cannot open .npy file");
@@ -144,11 +144,13 @@ Sample FractalDataset::get(std::size_t index) const {
   if (bad_voxel >= 0)
     throw core::FileError(
         mask_file.string(),
-        fmt::format("voxel (z, y, x) = ({}, {}, {}) of this shard holds label {}, outside this run's classes 0 to {} "
-                    "(background and n_categories = {}); the file is damaged or belongs to another dataset: delete "
+        fmt::format("voxel (z, y, x) = ({}, {}, {}) of this shard holds label {}, outside this "
+                    "run's classes 0 to {} "
+                    "(background and n_categories = {}); the file is damaged or belongs to another "
+                    "dataset: delete "
                     "the dataset folder {} to have it generated again",
-                    bad_voxel / (h * w), bad_voxel / w % h, bad_voxel % w, labels[bad_voxel], n_classes_ - 1,
-                    n_classes_ - 1, paths_.root.string()));
+                    bad_voxel / (h * w), bad_voxel / w % h, bad_voxel % w, labels[bad_voxel],
+                    n_classes_ - 1, n_classes_ - 1, paths_.root.string()));
   return sample;
 }
 
@@ -285,7 +287,8 @@ struct BatchLoader::Impl {
     for (const auto& items : fields) {
       if (pin) {
         // Stack straight into page-locked memory rather than stacking and then copying to pin.
-        at::Tensor stacked = at::empty(stacked_sizes(items), items[0].options().pinned_memory(true));
+        at::Tensor stacked =
+            at::empty(stacked_sizes(items), items[0].options().pinned_memory(true));
         at::stack_out(stacked, items, 0);
         out->fields.push_back(std::move(stacked));
       } else {
@@ -330,8 +333,8 @@ struct BatchLoader::Impl {
   }
 };
 
-BatchLoader::BatchLoader(const ExampleSource& dataset, std::vector<int64_t> indices,
-                         int batch_size, int workers, bool pin_memory, uint64_t draw_key)
+BatchLoader::BatchLoader(const ExampleSource& dataset, std::vector<int64_t> indices, int batch_size,
+                         int workers, bool pin_memory, uint64_t draw_key)
     : impl_(std::make_unique<Impl>(dataset, std::move(indices), draw_key)) {
   if (batch_size < 1) throw core::Error(fmt::format("batch size {} must be >= 1", batch_size));
   if (workers < 0) throw core::Error(fmt::format("dataloader workers {} must be >= 0", workers));

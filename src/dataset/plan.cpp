@@ -82,19 +82,20 @@ DatasetPlan make_plan(const PlanOptions& o) {
     for (int drawn = 0; drawn < per_category; ++chunk) {
       core::Xoshiro256p rng(key(o.seed, Stream::InstanceDraw, c, chunk));
       const int k = std::min(o.instances_available, per_category - drawn);
-      for (int i : sample_without_replacement(rng, o.instances_available, k)) pairs.push_back({c, i});
+      for (int i : sample_without_replacement(rng, o.instances_available, k))
+        pairs.push_back({c, i});
       drawn += k;
     }
   }
   // 2. Shuffle the pairs, then cut them into volumes of n_fracts_per_vol.
   core::Xoshiro256p shuffle(key(o.seed, Stream::Shuffle));
-  for (std::size_t i = pairs.size(); i > 1; --i)
-    std::swap(pairs[i - 1], pairs[shuffle.below(i)]);
+  for (std::size_t i = pairs.size(); i > 1; --i) std::swap(pairs[i - 1], pairs[shuffle.below(i)]);
   DatasetPlan plan;
   plan.contents.resize(n_volumes);
   for (int v = 0; v < n_volumes; ++v)
-    plan.contents[v].assign(pairs.begin() + static_cast<std::ptrdiff_t>(v) * o.n_fracts_per_vol,
-                            pairs.begin() + static_cast<std::ptrdiff_t>(v + 1) * o.n_fracts_per_vol);
+    plan.contents[v].assign(
+        pairs.begin() + static_cast<std::ptrdiff_t>(v) * o.n_fracts_per_vol,
+        pairs.begin() + static_cast<std::ptrdiff_t>(v + 1) * o.n_fracts_per_vol);
   // 3. Validation volumes: a random subset, not contiguous.
   core::Xoshiro256p split(key(o.seed, Stream::Split));
   plan.validation.assign(n_volumes, false);
@@ -128,13 +129,15 @@ std::string split_csv(const DatasetPlan& plan) {
 std::string colors_csv(const DatasetPlan& plan) {
   std::string text = "category,red,green,blue\n";
   for (std::size_t c = 0; c < plan.colors.size(); ++c)
-    text += fmt::format("{},{},{},{}\n", c, plan.colors[c][0], plan.colors[c][1], plan.colors[c][2]);
+    text +=
+        fmt::format("{},{},{},{}\n", c, plan.colors[c][0], plan.colors[c][1], plan.colors[c][2]);
   return text;
 }
 
 std::string mask_values_json(const DatasetPlan& plan, bool validation_split) {
   // The bytes nlohmann::json's compact dump gave (the format of datasets already on disk).
-  return fmt::format("{{\"mask_values\":[{}]}}\n", fmt::join(plan.mask_values(validation_split), ","));
+  return fmt::format("{{\"mask_values\":[{}]}}\n",
+                     fmt::join(plan.mask_values(validation_split), ","));
 }
 
 }  // namespace scaffold::dataset

@@ -16,7 +16,7 @@ struct PlanOptions {
   int n_categories = 5;
   int n_instances_used_per_fractal = 145;  // rounded down to a multiple of n_fracts_per_vol
   int n_fracts_per_vol = 3;
-  double val_split = 30.0;  // percent of the volumes used for validation
+  double val_split = 30.0;        // percent of the volumes used for validation
   int instances_available = 145;  // instances per category in the fractal library
 };
 
@@ -26,9 +26,10 @@ struct Fractal {
 };
 
 struct DatasetPlan {
-  std::vector<std::vector<Fractal>> contents;  // per volume: n_fracts_per_vol fractals, in paint order
-  std::vector<bool> validation;                // per volume
-  std::vector<std::array<float, 3>> colors;    // per category: RGB in [0, 1)
+  std::vector<std::vector<Fractal>>
+      contents;                  // per volume: n_fracts_per_vol fractals, in paint order
+  std::vector<bool> validation;  // per volume
+  std::vector<std::array<float, 3>> colors;  // per category: RGB in [0, 1)
   int n_volumes() const { return static_cast<int>(contents.size()); }
   std::vector<int> volumes(bool validation_split) const;  // ascending volume indices
   // Sorted label values present in a split: 0 and category + 1 for each category it holds.
@@ -48,7 +49,8 @@ std::string contents_csv(const DatasetPlan& plan);
 std::string split_csv(const DatasetPlan& plan);
 // "category,red,green,blue" header, then one row per category (float32 values, round-trip text).
 std::string colors_csv(const DatasetPlan& plan);
-// {"mask_values":[0,...]} and a newline: the split's mask_values (the {train,val}_unique_mask_vals.json).
+// {"mask_values":[0,...]} and a newline: the split's mask_values (the
+// {train,val}_unique_mask_vals.json).
 std::string mask_values_json(const DatasetPlan& plan, bool validation_split);
 
 }  // namespace scaffold::dataset

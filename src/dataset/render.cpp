@@ -7,8 +7,10 @@
 
 namespace scaffold::dataset {
 
-void render_volume(const std::vector<Fractal>& fractals, const std::vector<std::vector<float>>& clouds,
-                   const std::vector<std::array<float, 3>>& colors, int64_t grid, RenderedVolume* out) {
+void render_volume(const std::vector<Fractal>& fractals,
+                   const std::vector<std::vector<float>>& clouds,
+                   const std::vector<std::array<float, 3>>& colors, int64_t grid,
+                   RenderedVolume* out) {
   SCAFFOLD_CHECK(fractals.size() == clouds.size(), "one cloud per fractal");
   const auto voxels = static_cast<std::size_t>(grid * grid * grid);
   out->grid = grid;

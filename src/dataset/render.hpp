@@ -19,8 +19,10 @@ struct RenderedVolume {
 };
 
 // clouds[f] holds fractal f's points, (n_f, 3) float32. Buffers in *out are reused.
-void render_volume(const std::vector<Fractal>& fractals, const std::vector<std::vector<float>>& clouds,
-                   const std::vector<std::array<float, 3>>& colors, int64_t grid, RenderedVolume* out);
+void render_volume(const std::vector<Fractal>& fractals,
+                   const std::vector<std::vector<float>>& clouds,
+                   const std::vector<std::array<float, 3>>& colors, int64_t grid,
+                   RenderedVolume* out);
 
 // The block `box` of a rendered volume: image (3, d, h, w) and mask (d, h, w), C order.
 void extract_shard(const RenderedVolume& volume, const std::array<Range, 3>& box,

@@ -35,8 +35,7 @@ std::vector<int64_t> training_indices(int64_t n, int replicas, int replica, uint
   std::vector<int64_t> perm(static_cast<std::size_t>(n));
   std::iota(perm.begin(), perm.end(), int64_t{0});
   core::Xoshiro256p rng(core::stream_key({seed, kSamplerStream, static_cast<uint64_t>(epoch)}));
-  for (std::size_t i = perm.size() - 1; i > 0; --i)
-    std::swap(perm[i], perm[rng.below(i + 1)]);
+  for (std::size_t i = perm.size() - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
 
   // Pad to a multiple of R by wrapping around the permutation (more than once when n < R), so
   // every replica takes the same number of steps per epoch; then replica k strides from k.
@@ -60,14 +59,15 @@ std::vector<int64_t> validation_indices(int64_t n, int replicas, int replica) {
   return mine;
 }
 
-std::vector<int64_t> stream_indices(int64_t n, int replicas, int replica, int64_t first_step, int64_t steps,
-                                    int64_t micro_batch, int64_t accumulation) {
+std::vector<int64_t> stream_indices(int64_t n, int replicas, int replica, int64_t first_step,
+                                    int64_t steps, int64_t micro_batch, int64_t accumulation) {
   check_arguments(n, replicas, replica);
   if (n < 1) throw core::Error("stream sampler: the source holds no sample");
   if (first_step < 0 || steps < 0 || micro_batch < 1 || accumulation < 1)
-    throw core::Error(fmt::format("stream sampler: first_step {} and steps {} must be >= 0, micro_batch {} and "
-                                  "accumulation {} >= 1",
-                                  first_step, steps, micro_batch, accumulation));
+    throw core::Error(
+        fmt::format("stream sampler: first_step {} and steps {} must be >= 0, micro_batch {} and "
+                    "accumulation {} >= 1",
+                    first_step, steps, micro_batch, accumulation));
   const int64_t per_micro = micro_batch * replicas;
   const int64_t global = per_micro * accumulation;
   std::vector<int64_t> mine;

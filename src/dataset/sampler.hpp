@@ -1,8 +1,8 @@
 // Which samples each data-parallel replica visits (docs/dataset.md), as index lists into a split.
 // Training: shuffled per epoch, padded by wrapping so every replica gets ceil(n / R) samples,
 // replica k takes every R-th index starting at k (torch DistributedSampler semantics).
-// Validation: contiguous and unpadded; replica k gets [k*b + min(k, r), ...) with b, r = divmod(n, R).
-// Iterations over a stream (the LLM workload): Megatron's sequential order, see stream_indices.
+// Validation: contiguous and unpadded; replica k gets [k*b + min(k, r), ...) with b, r = divmod(n,
+// R). Iterations over a stream (the LLM workload): Megatron's sequential order, see stream_indices.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,7 @@ std::vector<int64_t> validation_indices(int64_t n, int replicas, int replica);
 // Stream sample g is example g mod n (the dataset's own shuffle, if any, is inside the source).
 // Returns this replica's indices for steps [first_step, first_step + steps), micro-batch by
 // micro-batch. Throws core::Error when n < 1 or a count is negative.
-std::vector<int64_t> stream_indices(int64_t n, int replicas, int replica, int64_t first_step, int64_t steps,
-                                    int64_t micro_batch, int64_t accumulation);
+std::vector<int64_t> stream_indices(int64_t n, int replicas, int replica, int64_t first_step,
+                                    int64_t steps, int64_t micro_batch, int64_t accumulation);
 
 }  // namespace scaffold::dataset

@@ -36,7 +36,8 @@ std::vector<int64_t> voxelize_reference(const float* points, int64_t n, int64_t 
     std::array<int64_t, 3> idx;
     for (int a = 0; a < 3; ++a) {
       const double offset = (g - span[a]) / 2.0;
-      idx[a] = std::clamp<int64_t>(static_cast<int64_t>(std::floor(scaled[i][a] + offset)), 0, grid - 1);
+      idx[a] =
+          std::clamp<int64_t>(static_cast<int64_t>(std::floor(scaled[i][a] + offset)), 0, grid - 1);
     }
     out.push_back((idx[0] * grid + idx[1]) * grid + idx[2]);
   }

@@ -16,14 +16,17 @@ namespace {
 std::mutex stats_mutex;
 AllToAllStats stats;
 
-void check_buffer(const at::Tensor& t, const std::vector<int64_t>& counts, int ranks, const char* what) {
+void check_buffer(const at::Tensor& t, const std::vector<int64_t>& counts, int ranks,
+                  const char* what) {
   SCAFFOLD_CHECK(t.defined() && t.dim() == 1 && t.is_contiguous(),
                  fmt::format("all_to_all: the {} buffer must be a contiguous 1-D tensor", what));
-  SCAFFOLD_CHECK(static_cast<int>(counts.size()) == ranks,
-                 fmt::format("all_to_all: {} {} counts for a group of {} ranks", counts.size(), what, ranks));
+  SCAFFOLD_CHECK(
+      static_cast<int>(counts.size()) == ranks,
+      fmt::format("all_to_all: {} {} counts for a group of {} ranks", counts.size(), what, ranks));
   const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
-  SCAFFOLD_CHECK(total == t.numel(), fmt::format("all_to_all: {} counts sum to {} but the buffer holds {} elements",
-                                                 what, total, t.numel()));
+  SCAFFOLD_CHECK(total == t.numel(),
+                 fmt::format("all_to_all: {} counts sum to {} but the buffer holds {} elements",
+                             what, total, t.numel()));
 }
 
 }  // namespace
@@ -40,9 +43,11 @@ void all_to_all(TensorComm& group, const at::Tensor& send, const std::vector<int
   check_buffer(recv, recv_counts, ranks, "receive");
   SCAFFOLD_CHECK(send.scalar_type() == recv.scalar_type() && send.device() == recv.device(),
                  "all_to_all: send and receive buffers differ in dtype or device");
-  SCAFFOLD_CHECK(send_counts[static_cast<std::size_t>(me)] == recv_counts[static_cast<std::size_t>(me)],
-                 fmt::format("all_to_all: rank {} sends itself {} elements but expects {}", me,
-                             send_counts[static_cast<std::size_t>(me)], recv_counts[static_cast<std::size_t>(me)]));
+  SCAFFOLD_CHECK(
+      send_counts[static_cast<std::size_t>(me)] == recv_counts[static_cast<std::size_t>(me)],
+      fmt::format("all_to_all: rank {} sends itself {} elements but expects {}", me,
+                  send_counts[static_cast<std::size_t>(me)],
+                  recv_counts[static_cast<std::size_t>(me)]));
   core::Stopwatch clock;
   std::vector<std::unique_ptr<Work>> works;
   int64_t bytes = 0;
@@ -50,7 +55,8 @@ void all_to_all(TensorComm& group, const at::Tensor& send, const std::vector<int
   at::Tensor own_send, own_recv;
   group.begin_batch();
   for (int q = 0; q < ranks; ++q) {
-    const int64_t ns = send_counts[static_cast<std::size_t>(q)], nr = recv_counts[static_cast<std::size_t>(q)];
+    const int64_t ns = send_counts[static_cast<std::size_t>(q)],
+                  nr = recv_counts[static_cast<std::size_t>(q)];
     if (q == me) {
       own_send = send.narrow(0, send_at, ns);
       own_recv = recv.narrow(0, recv_at, nr);

@@ -9,9 +9,11 @@ namespace scaffold::dist {
 
 std::size_t element_size(DataType type) {
   switch (type) {
-    case DataType::Float32: return 4;
+    case DataType::Float32:
+      return 4;
     case DataType::Float64:
-    case DataType::Int64: return 8;
+    case DataType::Int64:
+      return 8;
   }
   return 1;
 }
@@ -55,7 +57,8 @@ void agree(Communicator& comm, const std::string& my_error) {
   std::string message;
   for (const auto& [text, ranks] : distinct) {
     if (!message.empty()) message += "\n";
-    message += fmt::format("{} {}: {}", ranks.size() == 1 ? "rank" : "ranks", rank_ranges(ranks), text);
+    message +=
+        fmt::format("{} {}: {}", ranks.size() == 1 ? "rank" : "ranks", rank_ranges(ranks), text);
   }
   throw AgreedError(message);
 }

@@ -60,9 +60,11 @@ class Communicator {
   // communicator; a message's tag and size must match on both sides.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual std::unique_ptr<Request> iallreduce_sum(void* data, std::size_t count, DataType type) = 0;
-  virtual std::unique_ptr<Request> isend(const void* data, std::size_t bytes, int peer, int tag) = 0;
+  virtual std::unique_ptr<Request> isend(const void* data, std::size_t bytes, int peer,
+                                         int tag) = 0;
   virtual std::unique_ptr<Request> irecv(void* data, std::size_t bytes, int peer, int tag) = 0;
-  // Whether buffers may live in GPU memory (an MPI built with CUDA support that says so at run time).
+  // Whether buffers may live in GPU memory (an MPI built with CUDA support that says so at run
+  // time).
   virtual bool device_buffers() const = 0;
 };
 

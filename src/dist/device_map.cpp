@@ -50,24 +50,28 @@ constexpr const char* kSharingHint =
 
 DeviceMapping map_rank_to_device(const DeviceMapRequest& r) {
   if (r.local_size < 1 || r.local_rank < 0 || r.local_rank >= r.local_size)
-    throw core::Error(fmt::format("device map: local rank {} of {} ranks on the node is out of range",
-                                  r.local_rank, r.local_size));
+    throw core::Error(
+        fmt::format("device map: local rank {} of {} ranks on the node is out of range",
+                    r.local_rank, r.local_size));
   if (r.visible_devices < 1)
-    throw core::Error(fmt::format("device: cuda, but no GPU is visible to local rank {} ({}); use device: "
-                                  "auto or cpu, or check the launcher's GPU binding",
-                                  r.local_rank, mask_text(r)));
-  const std::vector<std::string> entries =
-      r.cuda_visible_devices ? visible_device_entries(*r.cuda_visible_devices) : std::vector<std::string>{};
+    throw core::Error(
+        fmt::format("device: cuda, but no GPU is visible to local rank {} ({}); use device: "
+                    "auto or cpu, or check the launcher's GPU binding",
+                    r.local_rank, mask_text(r)));
+  const std::vector<std::string> entries = r.cuda_visible_devices
+                                               ? visible_device_entries(*r.cuda_visible_devices)
+                                               : std::vector<std::string>{};
   DeviceMapping m;
   if (r.visible_devices == 1) {
     m.index = 0;
     m.per_task_mask = entries.size() == 1;
     if (r.local_size > 1 && !m.per_task_mask) {
       if (!r.sharing_allowed)
-        throw core::Error(fmt::format(
-            "device: {} ranks on this node but only 1 GPU visible to each, and no per-rank mask ({}): the "
-            "ranks would all train on the same GPU; {}",
-            r.local_size, mask_text(r), kSharingHint));
+        throw core::Error(
+            fmt::format("device: {} ranks on this node but only 1 GPU visible to each, and no "
+                        "per-rank mask ({}): the "
+                        "ranks would all train on the same GPU; {}",
+                        r.local_size, mask_text(r), kSharingHint));
       m.shared = true;
     }
     m.reason = m.per_task_mask ? fmt::format("the one GPU this rank sees ({})", mask_text(r))
@@ -76,15 +80,16 @@ DeviceMapping map_rank_to_device(const DeviceMapRequest& r) {
     if (r.local_size > r.visible_devices) {
       if (!r.sharing_allowed)
         throw core::Error(fmt::format(
-            "device: {} ranks on this node but {} GPUs visible ({}): ranks would share GPUs; {}", r.local_size,
-            r.visible_devices, mask_text(r), kSharingHint));
+            "device: {} ranks on this node but {} GPUs visible ({}): ranks would share GPUs; {}",
+            r.local_size, r.visible_devices, mask_text(r), kSharingHint));
       m.shared = true;
     }
     m.index = r.local_rank % r.visible_devices;
-    m.reason = fmt::format("local rank {} of {} on the node, {} GPUs visible ({})", r.local_rank, r.local_size,
-                           r.visible_devices, mask_text(r));
+    m.reason = fmt::format("local rank {} of {} on the node, {} GPUs visible ({})", r.local_rank,
+                           r.local_size, r.visible_devices, mask_text(r));
   }
-  if (static_cast<std::size_t>(m.index) < entries.size()) m.visible_entry = entries[static_cast<std::size_t>(m.index)];
+  if (static_cast<std::size_t>(m.index) < entries.size())
+    m.visible_entry = entries[static_cast<std::size_t>(m.index)];
   return m;
 }
 

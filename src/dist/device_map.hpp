@@ -12,8 +12,8 @@
 namespace scaffold::dist {
 
 struct DeviceMapRequest {
-  int local_rank = 0;   // this rank's index among the ranks of its node
-  int local_size = 1;   // ranks on this node
+  int local_rank = 0;       // this rank's index among the ranks of its node
+  int local_size = 1;       // ranks on this node
   int visible_devices = 0;  // GPUs the CUDA runtime shows this rank (torch::cuda::device_count())
   // The device mask that limits this rank's view last (visible_mask below) as this rank sees it;
   // nullopt when the variable is not set. (Set but empty hides every GPU.)
@@ -29,7 +29,7 @@ struct DeviceMapping {
   std::string visible_entry;
   bool shared = false;  // more ranks on the node than GPUs: some share one (device_sharing: 1)
   bool per_task_mask = false;  // one GPU visible through a one-entry mask: the launcher bound it
-  std::string reason;  // how the index was chosen, for the log ("local rank 1 of 4 ...")
+  std::string reason;          // how the index was chosen, for the log ("local rank 1 of 4 ...")
 };
 
 // The mask that decides which devices a rank sees last, and its value (nullopt: none is set).

@@ -26,7 +26,8 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> params, TensorComm& com
                    fmt::format("gradient reduction: parameter {} is {}, expected float32", k,
                                c10::toString(p.scalar_type())));
     const auto bytes = static_cast<std::size_t>(p.numel()) * 4;
-    if (buckets_.empty() || (filled > 0 && static_cast<std::size_t>(filled) * 4 + bytes > bucket_bytes)) {
+    if (buckets_.empty() ||
+        (filled > 0 && static_cast<std::size_t>(filled) * 4 + bytes > bucket_bytes)) {
       buckets_.emplace_back();
       filled = 0;
     }
@@ -42,7 +43,8 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> params, TensorComm& com
   }
   hooks_.reserve(n);
   for (std::size_t k = 0; k < n; ++k)
-    hooks_.push_back(params_[k].register_hook([this, k](const at::Tensor& grad) { on_gradient(k, grad); }));
+    hooks_.push_back(
+        params_[k].register_hook([this, k](const at::Tensor& grad) { on_gradient(k, grad); }));
 }
 
 GradientReducer::~GradientReducer() {
@@ -99,8 +101,9 @@ void GradientReducer::finish() {
   // No gradient reached any hook: the parameters were replaced by new tensors (hooks live on the
   // tensors), and every rank would silently step on its own gradients.
   if (std::find(arrived_.begin(), arrived_.end(), true) == arrived_.end())
-    throw core::Error("gradient reduction: backward produced no gradient for any parameter this reducer watches "
-                      "(were the model's parameter tensors replaced after it was set up?)");
+    throw core::Error(
+        "gradient reduction: backward produced no gradient for any parameter this reducer watches "
+        "(were the model's parameter tensors replaced after it was set up?)");
   const auto start = std::chrono::steady_clock::now();
   // Buckets with a parameter that got no gradient: its zeros are summed, in bucket order.
   for (; next_launch_ < buckets_.size(); ++next_launch_)

@@ -21,11 +21,14 @@ std::atomic<int64_t> g_bytes{0};
 std::atomic<int64_t> g_nanoseconds{0};
 
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-int64_t bytes_of(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+int64_t bytes_of(const at::Tensor& t) {
+  return t.numel() * static_cast<int64_t>(t.element_size());
+}
 }  // namespace
 
 HaloStats halo_stats() {
@@ -36,7 +39,8 @@ HaloStats halo_stats() {
   return s;
 }
 
-HaloExchange::HaloExchange(TensorComm& comm, HaloNeighbours neighbours, int64_t dim, int64_t width, int tag)
+HaloExchange::HaloExchange(TensorComm& comm, HaloNeighbours neighbours, int64_t dim, int64_t width,
+                           int tag)
     : comm_(comm), neighbours_(neighbours), dim_(dim), width_(width), tag_(tag) {
   SCAFFOLD_CHECK(width_ >= 1, fmt::format("halo width must be >= 1, got {}", width_));
 }
@@ -63,10 +67,12 @@ void HaloExchange::wait_all() {
 // One exchange with both neighbours, in one batch: the receives first (so a neighbour's send
 // finds them posted), then the sends. What goes up to the hi neighbour travels with up_tag, what
 // goes down with down_tag; so the lo neighbour's message to us came up, the hi one's came down.
-void HaloExchange::post(const at::Tensor& to_lo, const at::Tensor& to_hi, int up_tag, int down_tag) {
+void HaloExchange::post(const at::Tensor& to_lo, const at::Tensor& to_hi, int up_tag,
+                        int down_tag) {
   comm_.begin_batch();
   if (neighbours_.lo >= 0) pending_.push_back(comm_.recv(from_lo_, neighbours_.lo, tag_ + up_tag));
-  if (neighbours_.hi >= 0) pending_.push_back(comm_.recv(from_hi_, neighbours_.hi, tag_ + down_tag));
+  if (neighbours_.hi >= 0)
+    pending_.push_back(comm_.recv(from_hi_, neighbours_.hi, tag_ + down_tag));
   if (neighbours_.lo >= 0) {
     keep_.push_back(to_lo.contiguous());
     pending_.push_back(comm_.send(keep_.back(), neighbours_.lo, tag_ + down_tag));
@@ -80,11 +86,14 @@ void HaloExchange::post(const at::Tensor& to_lo, const at::Tensor& to_hi, int up
 
 void HaloExchange::start(const at::Tensor& x) {
   started_ns_ = now_ns();
-  SCAFFOLD_CHECK(dim_ >= 0 && dim_ < x.dim(), fmt::format("halo dimension {} of a {}-d tensor", dim_, x.dim()));
+  SCAFFOLD_CHECK(dim_ >= 0 && dim_ < x.dim(),
+                 fmt::format("halo dimension {} of a {}-d tensor", dim_, x.dim()));
   const int64_t extent = x.size(dim_);
   if (extent < width_)
-    throw core::Error(fmt::format("halo exchange along dimension {}: this shard's extent {} is smaller than the "
-                                  "halo width {} (too many shards for this volume)", dim_, extent, width_));
+    throw core::Error(
+        fmt::format("halo exchange along dimension {}: this shard's extent {} is smaller than the "
+                    "halo width {} (too many shards for this volume)",
+                    dim_, extent, width_));
   // Received halos, or zeros at the sample's outer boundary (nothing to receive there).
   from_lo_ = neighbours_.lo >= 0 ? slab_shape_like(x) : slab_shape_like(x).zero_();
   from_hi_ = neighbours_.hi >= 0 ? slab_shape_like(x) : slab_shape_like(x).zero_();
@@ -103,8 +112,10 @@ std::pair<at::Tensor, at::Tensor> HaloExchange::finish() {
 void HaloExchange::start_reverse(const at::Tensor& grad_lo, const at::Tensor& grad_hi) {
   started_ns_ = now_ns();
   // Our hi halo holds the hi neighbour's first slices: its gradient belongs there, and vice versa.
-  from_lo_ = neighbours_.lo >= 0 ? at::empty_like(grad_lo, at::MemoryFormat::Contiguous) : at::Tensor();
-  from_hi_ = neighbours_.hi >= 0 ? at::empty_like(grad_hi, at::MemoryFormat::Contiguous) : at::Tensor();
+  from_lo_ =
+      neighbours_.lo >= 0 ? at::empty_like(grad_lo, at::MemoryFormat::Contiguous) : at::Tensor();
+  from_hi_ =
+      neighbours_.hi >= 0 ? at::empty_like(grad_hi, at::MemoryFormat::Contiguous) : at::Tensor();
   post(grad_lo, grad_hi, kGradUp, kGradDown);
 }
 

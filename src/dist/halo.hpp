@@ -26,7 +26,7 @@ struct HaloNeighbours {
 struct HaloStats {
   int64_t exchanges = 0;  // start()..finish() and start_reverse()..finish_reverse() pairs
   int64_t bytes_sent = 0;
-  double seconds = 0.0;   // from each start until its messages are done: pack, transfer, wait
+  double seconds = 0.0;  // from each start until its messages are done: pack, transfer, wait
 };
 HaloStats halo_stats();
 

@@ -36,9 +36,12 @@ int as_count(std::size_t n) {
 
 MPI_Datatype mpi_type(DataType type) {
   switch (type) {
-    case DataType::Float32: return MPI_FLOAT;
-    case DataType::Float64: return MPI_DOUBLE;
-    case DataType::Int64: return MPI_INT64_T;
+    case DataType::Float32:
+      return MPI_FLOAT;
+    case DataType::Float64:
+      return MPI_DOUBLE;
+    case DataType::Int64:
+      return MPI_INT64_T;
   }
   return MPI_BYTE;
 }

@@ -34,7 +34,9 @@ using GpuStream = hipStream_t;
 // A ROCm LibTorch runs its kernels on the current HIP stream, which is the null stream unless a
 // stream is set; scaffold sets none on ROCm (its copy stream is CUDA-only), and the null stream
 // orders RCCL's work with every kernel of the device (docs/deploy.md, "AMD GPUs").
-GpuStream current_stream(const c10::Device&) { return nullptr; }
+GpuStream current_stream(const c10::Device&) {
+  return nullptr;
+}
 #else
 constexpr const char* kLibrary = "NCCL";
 constexpr const char* kBackend = "nccl";
@@ -51,12 +53,16 @@ void check_nccl(ncclResult_t rc, const char* what) {
 
 ncclDataType_t nccl_type(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kFloat: return ncclFloat32;
-    case at::kDouble: return ncclFloat64;
-    case at::kLong: return ncclInt64;
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kLong:
+      return ncclInt64;
     default:
-      throw core::Error(fmt::format("{} all-reduce of a {} tensor: only float32, float64 and int64 are supported",
-                                    kLibrary, c10::toString(t.scalar_type())));
+      throw core::Error(
+          fmt::format("{} all-reduce of a {} tensor: only float32, float64 and int64 are supported",
+                      kLibrary, c10::toString(t.scalar_type())));
   }
 }
 
@@ -97,12 +103,13 @@ class NcclTensorComm final : public TensorComm {
 
   std::unique_ptr<Work> allreduce_sum(const at::Tensor& t) override {
     check(t, "all-reduce", /*any_dense_layout=*/true);
-    check_nccl(ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t), ncclSum,
-                             comm_, stream()),
+    check_nccl(ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                             nccl_type(t), ncclSum, comm_, stream()),
                "ncclAllReduce");
     return std::make_unique<StreamWork>(t);
   }
-  std::unique_ptr<Work> send(const at::Tensor& t, int peer, int /*tag: NCCL matches by order*/) override {
+  std::unique_ptr<Work> send(const at::Tensor& t, int peer,
+                             int /*tag: NCCL matches by order*/) override {
     check(t, "send");
     check_nccl(ncclSend(t.data_ptr(), bytes(t), ncclUint8, peer, comm_, stream()), "ncclSend");
     return std::make_unique<StreamWork>(t);
@@ -114,8 +121,9 @@ class NcclTensorComm final : public TensorComm {
   }
   void broadcast(const at::Tensor& t, int root) override {
     check(t, "broadcast", /*any_dense_layout=*/true);
-    check_nccl(ncclBroadcast(t.data_ptr(), t.data_ptr(), bytes(t), ncclUint8, root, comm_, stream()),
-               "ncclBroadcast");
+    check_nccl(
+        ncclBroadcast(t.data_ptr(), t.data_ptr(), bytes(t), ncclUint8, root, comm_, stream()),
+        "ncclBroadcast");
   }
   void begin_batch() override { check_nccl(ncclGroupStart(), "ncclGroupStart"); }
   void end_batch() override { check_nccl(ncclGroupEnd(), "ncclGroupEnd"); }
@@ -129,7 +137,9 @@ class NcclTensorComm final : public TensorComm {
                    fmt::format("{} {}: the tensor must be {} and on {}", kLibrary, what,
                                any_dense_layout ? "dense" : "contiguous", device_.str()));
   }
-  static size_t bytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+  static size_t bytes(const at::Tensor& t) {
+    return static_cast<size_t>(t.numel()) * t.element_size();
+  }
   GpuStream stream() const { return current_stream(device_); }
 
   Communicator& group_;
@@ -139,7 +149,9 @@ class NcclTensorComm final : public TensorComm {
 
 }  // namespace
 
-bool nccl_available() { return true; }
+bool nccl_available() {
+  return true;
+}
 
 std::unique_ptr<TensorComm> make_tensor_comm(Communicator& group, const c10::Device& device) {
   if (device.is_cuda()) return std::make_unique<NcclTensorComm>(group, device);

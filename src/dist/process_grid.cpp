@@ -48,7 +48,8 @@ ProcessGrid::ProcessGrid(int world_size, int rank, std::vector<int> num_shards,
     throw core::Error(fmt::format("dc_num_shards {} and dc_shard_dims {} differ in length",
                                   num_shards_, shard_dims_));
   for (int n : num_shards_) {
-    if (n < 1) throw core::Error(fmt::format("dc_num_shards {}: every entry must be >= 1", num_shards_));
+    if (n < 1)
+      throw core::Error(fmt::format("dc_num_shards {}: every entry must be >= 1", num_shards_));
     spatial_size_ *= n;
   }
   if (world_size_ % spatial_size_ != 0)

@@ -26,7 +26,7 @@ class ProcessGrid {
   int rank() const { return rank_; }
   const std::vector<int>& num_shards() const { return num_shards_; }  // per sharded dimension
   const std::vector<int>& shard_dims() const { return shard_dims_; }  // NCDHW dims (2, 3, 4)
-  int spatial_size() const { return spatial_size_; }      // ranks per sample: prod(num_shards)
+  int spatial_size() const { return spatial_size_; }  // ranks per sample: prod(num_shards)
   int replicas() const { return world_size_ / spatial_size_; }  // data-parallel replicas
   int replica() const { return rank_ / spatial_size_; }         // this rank's replica
   int shard_id() const { return rank_ % spatial_size_; }        // row-major id within the group

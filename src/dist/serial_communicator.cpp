@@ -4,7 +4,6 @@
 #include <string>
 
 #include "core/error.hpp"
-
 #include "dist/communicator.hpp"
 #include "dist/launcher.hpp"
 
@@ -25,13 +24,17 @@ class SerialCommunicator final : public Communicator {
   int local_size() const override { return 1; }
   int nodes() const override { return 1; }
   [[noreturn]] void abort(int exit_code) override { std::_Exit(exit_code); }
-  std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<SerialCommunicator>(); }
+  std::unique_ptr<Communicator> split(int, int) override {
+    return std::make_unique<SerialCommunicator>();
+  }
   void broadcast(void*, std::size_t, int) override {}
   std::unique_ptr<Request> iallreduce_sum(void*, std::size_t, DataType) override {
     return std::make_unique<DoneRequest>();
   }
   // A world of one has no peers: a point-to-point message is a bug in the caller.
-  std::unique_ptr<Request> isend(const void*, std::size_t, int peer, int) override { no_peer(peer); }
+  std::unique_ptr<Request> isend(const void*, std::size_t, int peer, int) override {
+    no_peer(peer);
+  }
   std::unique_ptr<Request> irecv(void*, std::size_t, int peer, int) override { no_peer(peer); }
   bool device_buffers() const override { return true; }  // nothing is ever transferred
 
@@ -48,7 +51,9 @@ class SerialCommunicator final : public Communicator {
 
 }  // namespace
 
-std::string mpi_library_version() { return "none"; }
+std::string mpi_library_version() {
+  return "none";
+}
 
 Runtime::Runtime(int*, char***) : world_(std::make_unique<SerialCommunicator>()) {
   // Without MPI every process is a world of one: several from a launcher would each run alone.

@@ -18,27 +18,35 @@ namespace {
 
 DataType data_type(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kFloat: return DataType::Float32;
-    case at::kDouble: return DataType::Float64;
-    case at::kLong: return DataType::Int64;
+    case at::kFloat:
+      return DataType::Float32;
+    case at::kDouble:
+      return DataType::Float64;
+    case at::kLong:
+      return DataType::Int64;
     default:
-      throw core::Error(fmt::format("all-reduce of a {} tensor: only float32, float64 and int64 are supported",
-                                    c10::toString(t.scalar_type())));
+      throw core::Error(
+          fmt::format("all-reduce of a {} tensor: only float32, float64 and int64 are supported",
+                      c10::toString(t.scalar_type())));
   }
 }
 
 void check_contiguous(const at::Tensor& t, const char* what) {
-  SCAFFOLD_CHECK(t.defined() && t.is_contiguous(), std::string(what) + ": the tensor must be defined and contiguous");
+  SCAFFOLD_CHECK(t.defined() && t.is_contiguous(),
+                 std::string(what) + ": the tensor must be defined and contiguous");
 }
 
 // All-reduce and broadcast treat the tensor as one block of elements, so any dense layout works
 // when every rank holds the same one (channels-last weights: the same model on every rank).
 void check_dense(const at::Tensor& t, const char* what) {
   SCAFFOLD_CHECK(t.defined() && t.is_non_overlapping_and_dense(),
-                 std::string(what) + ": the tensor must be defined and dense (contiguous in some memory format)");
+                 std::string(what) +
+                     ": the tensor must be defined and dense (contiguous in some memory format)");
 }
 
-std::size_t bytes_of(const at::Tensor& t) { return static_cast<std::size_t>(t.numel()) * t.element_size(); }
+std::size_t bytes_of(const at::Tensor& t) {
+  return static_cast<std::size_t>(t.numel()) * t.element_size();
+}
 
 // The request, the buffer MPI works on (kept alive until done), and, when that buffer is a host
 // copy of a device tensor that receives a result, the device tensor to fill on wait().
@@ -66,13 +74,16 @@ class MpiTensorComm final : public TensorComm {
   int rank() const override { return group_.rank(); }
   int size() const override { return group_.size(); }
   // Device tensors without CUDA-aware MPI are staged through host memory (see the file comment).
-  std::string backend() const override { return group_.device_buffers() ? "mpi (CUDA-aware)" : "mpi"; }
+  std::string backend() const override {
+    return group_.device_buffers() ? "mpi (CUDA-aware)" : "mpi";
+  }
 
   std::unique_ptr<Work> allreduce_sum(const at::Tensor& t) override {
     check_dense(t, "all-reduce");
     const DataType type = data_type(t);
     at::Tensor buffer = host_view(t, /*copy_in=*/true);
-    auto request = group_.iallreduce_sum(buffer.data_ptr(), static_cast<std::size_t>(t.numel()), type);
+    auto request =
+        group_.iallreduce_sum(buffer.data_ptr(), static_cast<std::size_t>(t.numel()), type);
     return finish(std::move(request), buffer, t, /*copy_back=*/true);
   }
   std::unique_ptr<Work> send(const at::Tensor& t, int peer, int tag) override {
@@ -105,10 +116,11 @@ class MpiTensorComm final : public TensorComm {
     }
     return copy_in ? t.to(at::kCPU) : at::empty(t.sizes(), t.options().device(at::kCPU));
   }
-  std::unique_ptr<Work> finish(std::unique_ptr<Request> request, const at::Tensor& buffer, const at::Tensor& t,
-                               bool copy_back) const {
+  std::unique_ptr<Work> finish(std::unique_ptr<Request> request, const at::Tensor& buffer,
+                               const at::Tensor& t, bool copy_back) const {
     const bool staged = !buffer.is_same(t);
-    return std::make_unique<MpiWork>(std::move(request), buffer, staged && copy_back ? t : at::Tensor());
+    return std::make_unique<MpiWork>(std::move(request), buffer,
+                                     staged && copy_back ? t : at::Tensor());
   }
 
   Communicator& group_;
@@ -121,7 +133,9 @@ std::unique_ptr<TensorComm> make_mpi_tensor_comm(Communicator& group) {
 }
 
 #if !defined(SCAFFOLD_WITH_NCCL)
-bool nccl_available() { return false; }
+bool nccl_available() {
+  return false;
+}
 
 std::unique_ptr<TensorComm> make_tensor_comm(Communicator& group, const c10::Device&) {
   return make_mpi_tensor_comm(group);

@@ -1,17 +1,19 @@
 // PowerTrace and CounterTracker: integration, windows and totals over recorded samples.
 #include "energy/trace.hpp"
 
-#include "core/timer.hpp"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "core/timer.hpp"
+
 namespace scaffold::energy {
 
-double monotonic_now_s() { return core::monotonic_s(); }  // one time base with the trainer
+double monotonic_now_s() {
+  return core::monotonic_s();
+}  // one time base with the trainer
 
 double wall_now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -7,10 +7,14 @@ namespace scaffold::fractal {
 
 const char* verdict_name(Verdict verdict) {
   switch (verdict) {
-    case Verdict::Accepted: return "accepted";
-    case Verdict::Runaway: return "runaway";
-    case Verdict::InvalidValue: return "invalid value";
-    case Verdict::LowVariance: return "variance";
+    case Verdict::Accepted:
+      return "accepted";
+    case Verdict::Runaway:
+      return "runaway";
+    case Verdict::InvalidValue:
+      return "invalid value";
+    case Verdict::LowVariance:
+      return "variance";
   }
   return "?";
 }

@@ -82,8 +82,8 @@ struct CsvRow {
 };
 
 // Parses `rows` non-blank lines of `cols` comma-separated finite doubles; errors name the line.
-std::vector<CsvRow> parse_numeric_csv(const std::string& text, const std::string& source, std::size_t rows,
-                                      std::size_t cols) {
+std::vector<CsvRow> parse_numeric_csv(const std::string& text, const std::string& source,
+                                      std::size_t rows, std::size_t cols) {
   std::vector<CsvRow> table;
   std::istringstream in(text);
   std::string line;
@@ -100,22 +100,25 @@ std::vector<CsvRow> parse_numeric_csv(const std::string& text, const std::string
       char* end = nullptr;
       const double v = std::strtod(p, &end);
       if (end == p || !std::isfinite(v))
-        throw core::FileError(source, fmt::format("{}, value {}: expected a finite number, got '{}'", where,
-                                                  row.values.size() + 1, line));
+        throw core::FileError(source,
+                              fmt::format("{}, value {}: expected a finite number, got '{}'", where,
+                                          row.values.size() + 1, line));
       row.values.push_back(v);
       while (*end == ' ') ++end;
       if (*end == '\0') break;
       if (*end != ',')
-        throw core::FileError(source, fmt::format("{}: expected ',' between numbers in '{}'", where, line));
+        throw core::FileError(source,
+                              fmt::format("{}: expected ',' between numbers in '{}'", where, line));
       p = end + 1;
     }
     if (row.values.size() != cols)
-      throw core::FileError(source, where + " has " + std::to_string(row.values.size()) + " values, expected " +
-                                        std::to_string(cols));
+      throw core::FileError(source, where + " has " + std::to_string(row.values.size()) +
+                                        " values, expected " + std::to_string(cols));
     table.push_back(std::move(row));
   }
   if (table.size() != rows)
-    throw core::FileError(source, "has " + std::to_string(table.size()) + " rows, expected " + std::to_string(rows));
+    throw core::FileError(
+        source, "has " + std::to_string(table.size()) + " rows, expected " + std::to_string(rows));
   return table;
 }
 
@@ -134,22 +137,24 @@ IfsParams category_from_csv(const std::string& text, const std::string& source) 
     if (p < 0.0 || p > 1.0) {
       char value[40];
       std::snprintf(value, sizeof value, "%.17g", p);
-      throw core::FileError(source, "line " + std::to_string(table[t].line) + ", value 13 (the probability of map " +
-                                        std::to_string(t) + "): " + value + " is outside [0, 1]");
+      throw core::FileError(source, "line " + std::to_string(table[t].line) +
+                                        ", value 13 (the probability of map " + std::to_string(t) +
+                                        "): " + value + " is outside [0, 1]");
     }
     sum += p;
   }
   if (std::fabs(sum - 1.0) > kProbabilitySumTolerance) {
     char value[40];
     std::snprintf(value, sizeof value, "%.17g", sum);
-    throw core::FileError(source, "lines " + std::to_string(table[0].line) + " and " +
-                                      std::to_string(table[1].line) + ", value 13: the map probabilities sum to " +
-                                      value + ", not 1");
+    throw core::FileError(
+        source, "lines " + std::to_string(table[0].line) + " and " + std::to_string(table[1].line) +
+                    ", value 13: the map probabilities sum to " + value + ", not 1");
   }
   return params;
 }
 
-std::vector<InstanceWeights> parse_weight_table(const std::string& text, const std::string& source) {
+std::vector<InstanceWeights> parse_weight_table(const std::string& text,
+                                                const std::string& source) {
   const auto table = parse_numeric_csv(text, source, kInstancesPerCategory, kAffineParams);
   std::vector<InstanceWeights> weights(table.size());
   for (std::size_t i = 0; i < table.size(); ++i)

@@ -69,7 +69,8 @@ InstanceStats write_instances(const LibraryLayout& layout, const std::vector<Ifs
   for (const auto& t : tasks) {
     if (t.category < 0 || t.category >= static_cast<int>(categories.size()) || t.instance < 0 ||
         t.instance >= static_cast<int>(table.size()))
-      throw core::Error(fmt::format("instance task ({}, {}) is out of range", t.category, t.instance));
+      throw core::Error(
+          fmt::format("instance task ({}, {}) is out of range", t.category, t.instance));
     used_categories.insert(t.category);
   }
   for (int c : used_categories) core::create_directories(layout.instance_file(c, 0).parent_path());

@@ -19,7 +19,7 @@ struct InstanceTask {
 };
 
 struct InstanceCloud {
-  std::vector<float> points;  // (point_num, 3)
+  std::vector<float> points;   // (point_num, 3)
   double weight_factor = 1.0;  // attenuation that succeeded: 1, 0.5, 0.25, 0.1 or 0 (unit)
 };
 

@@ -68,9 +68,9 @@ bool instance_file_valid(const fs::path& file, int64_t point_num, std::string* r
     const core::NpyInfo info = core::read_npy_info(file);
     if (info.dtype != core::DType::Float32 || info.shape != std::vector<int64_t>{point_num, 3}) {
       if (reason)
-        *reason = fmt::format("{}: expected float32 ({}, 3), found {} with {} dimensions",
-                              file.string(), point_num, core::dtype_descr(info.dtype),
-                              info.shape.size());
+        *reason =
+            fmt::format("{}: expected float32 ({}, 3), found {} with {} dimensions", file.string(),
+                        point_num, core::dtype_descr(info.dtype), info.shape.size());
       return false;
     }
     return true;
@@ -82,11 +82,12 @@ bool instance_file_valid(const fs::path& file, int64_t point_num, std::string* r
 
 static_assert(kRunawayLimit == 1e10, "the message below states the bound");
 
-void check_instance_points(const fs::path& file, const std::vector<int64_t>& shape, const float* points,
-                           int64_t point_num) {
+void check_instance_points(const fs::path& file, const std::vector<int64_t>& shape,
+                           const float* points, int64_t point_num) {
   if (shape != std::vector<int64_t>{point_num, 3})
-    throw core::FileError(file.string(), fmt::format("expected a cloud of shape ({}, 3), found ({})", point_num,
-                                                     fmt::join(shape, ", ")));
+    throw core::FileError(file.string(),
+                          fmt::format("expected a cloud of shape ({}, 3), found ({})", point_num,
+                                      fmt::join(shape, ", ")));
   for (int64_t i = 0; i < point_num; ++i) {
     const float* p = points + 3 * i;
     const bool ok = std::isfinite(p[0]) && std::isfinite(p[1]) && std::isfinite(p[2]) &&
@@ -95,8 +96,10 @@ void check_instance_points(const fs::path& file, const std::vector<int64_t>& sha
     if (!ok)
       throw core::FileError(
           file.string(),
-          fmt::format("point {} is ({}, {}, {}): generate_fractals writes finite coordinates of magnitude at "
-                      "most 1e10 only (the runaway bound), so the file is damaged or foreign; delete it and run "
+          fmt::format("point {} is ({}, {}, {}): generate_fractals writes finite coordinates of "
+                      "magnitude at "
+                      "most 1e10 only (the runaway bound), so the file is damaged or foreign; "
+                      "delete it and run "
                       "generate_fractals (or the benchmark) again, which regenerates it",
                       i, p[0], p[1], p[2]));
   }
@@ -109,8 +112,8 @@ TemporaryScan remove_temporary_files(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return scan;
   std::vector<fs::path> found;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec))
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
     if (it->is_regular_file(ec) && core::is_temporary_name(it->path())) found.push_back(it->path());
   for (const auto& p : found) {
     const auto changed = fs::last_write_time(p, ec);

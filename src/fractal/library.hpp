@@ -16,7 +16,7 @@
 namespace scaffold::fractal {
 
 struct LibraryLayout {
-  std::filesystem::path root;  // <fract_base_dir>/var<threshold>/seed<seed>
+  std::filesystem::path root;               // <fract_base_dir>/var<threshold>/seed<seed>
   std::filesystem::path legacy_categories;  // <fract_base_dir>/var<threshold>/3DIFS_param
   int64_t point_num = 0;
 
@@ -29,8 +29,8 @@ struct LibraryLayout {
   std::filesystem::path lock_file() const;
 };
 
-LibraryLayout library_layout(const std::filesystem::path& fract_base_dir,
-                             double variance_threshold, uint64_t seed, int64_t point_num);
+LibraryLayout library_layout(const std::filesystem::path& fract_base_dir, double variance_threshold,
+                             uint64_t seed, int64_t point_num);
 
 // The category when its CSV exists and is valid; otherwise nullopt and why in *reason.
 std::optional<IfsParams> read_category(const std::filesystem::path& file, std::string* reason);
@@ -47,8 +47,8 @@ void check_instance_points(const std::filesystem::path& file, const std::vector<
 
 struct TemporaryScan {
   std::size_t removed = 0;
-  std::size_t kept = 0;          // of writers still alive (or not provably gone)
-  std::filesystem::path example; // one kept file, for the log
+  std::size_t kept = 0;           // of writers still alive (or not provably gone)
+  std::filesystem::path example;  // one kept file, for the log
 };
 // Removes the temporaries below `dir` whose writer is provably gone (core::temporary_abandoned);
 // a live writer's are kept.

@@ -11,10 +11,18 @@ namespace scaffold::fractal {
 void SearchCounts::add(Verdict verdict) {
   ++attempts;
   switch (verdict) {
-    case Verdict::Accepted: ++accepted; break;
-    case Verdict::Runaway: ++runaway; break;
-    case Verdict::InvalidValue: ++invalid_value; break;
-    case Verdict::LowVariance: ++low_variance; break;
+    case Verdict::Accepted:
+      ++accepted;
+      break;
+    case Verdict::Runaway:
+      ++runaway;
+      break;
+    case Verdict::InvalidValue:
+      ++invalid_value;
+      break;
+    case Verdict::LowVariance:
+      ++low_variance;
+      break;
   }
 }
 
@@ -81,9 +89,8 @@ void CategorySelector::add(const AttemptBatch& batch) {
   counts_.add(batch.counts);
   for (const auto& candidate : batch.accepted) {
     if (done()) return;
-    const bool duplicate = std::any_of(chosen_.begin(), chosen_.end(), [&](const auto& c) {
-      return c.params == candidate.params;
-    });
+    const bool duplicate = std::any_of(chosen_.begin(), chosen_.end(),
+                                       [&](const auto& c) { return c.params == candidate.params; });
     if (duplicate) {
       ++duplicates_;
       continue;
@@ -96,9 +103,9 @@ uint64_t round_attempts(const SearchCounts& so_far, int remaining, uint64_t max_
   // Before anything is accepted, assume a pessimistic 5% accept rate rather than spending the
   // whole budget at once (ScaFFold does the latter; at scale 11 one attempt is 33 M points).
   const uint64_t thousands = so_far.attempts / 1000;  // the assumed rate falls per 1000 attempts
-  const double rate = so_far.accepted == 0
-                          ? kAssumedAcceptRate / static_cast<double>(1 + thousands)
-                          : static_cast<double>(so_far.accepted) / static_cast<double>(so_far.attempts);
+  const double rate = so_far.accepted == 0 ? kAssumedAcceptRate / static_cast<double>(1 + thousands)
+                                           : static_cast<double>(so_far.accepted) /
+                                                 static_cast<double>(so_far.attempts);
   const auto needed = static_cast<uint64_t>(std::ceil(1.1 * remaining / rate));
   return std::clamp<uint64_t>(needed, 1, std::max<uint64_t>(1, max_per_round));
 }

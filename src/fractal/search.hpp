@@ -14,7 +14,7 @@ namespace scaffold::fractal {
 
 struct SearchOptions {
   uint64_t seed = 42;
-  int64_t point_num = 8192;         // points per candidate cloud
+  int64_t point_num = 8192;  // points per candidate cloud
   double variance_threshold = 0.15;
   double normalize = 1.0;
 };

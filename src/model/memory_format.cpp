@@ -11,10 +11,14 @@ namespace {
 
 bool applies(at::MemoryFormat format, int64_t dim) {
   switch (format) {
-    case at::MemoryFormat::ChannelsLast: return dim == 4;
-    case at::MemoryFormat::ChannelsLast3d: return dim == 5;
-    case at::MemoryFormat::Contiguous: return dim == 4 || dim == 5;
-    default: return false;
+    case at::MemoryFormat::ChannelsLast:
+      return dim == 4;
+    case at::MemoryFormat::ChannelsLast3d:
+      return dim == 5;
+    case at::MemoryFormat::Contiguous:
+      return dim == 4 || dim == 5;
+    default:
+      return false;
   }
 }
 

@@ -6,7 +6,6 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/MemoryFormat.h>
-
 #include <torch/nn/module.h>
 
 namespace scaffold::model {

@@ -19,22 +19,26 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // Base message tag of the halo exchange along spatial dimension d (each uses four tags).
-int halo_tag(int spatial_dim) { return 100 + 8 * spatial_dim; }
+int halo_tag(int spatial_dim) {
+  return 100 + 8 * spatial_dim;
+}
 
 struct HaloCapsule : torch::CustomClassHolder {
-  HaloCapsule(std::shared_ptr<const SpatialContext> c, int d, int64_t w) : ctx(std::move(c)), spatial_dim(d), width(w) {}
+  HaloCapsule(std::shared_ptr<const SpatialContext> c, int d, int64_t w)
+      : ctx(std::move(c)), spatial_dim(d), width(w) {}
   std::shared_ptr<const SpatialContext> ctx;
   int spatial_dim;
   int64_t width;
   dist::HaloExchange exchange() const {
-    return dist::HaloExchange(*ctx->group, ctx->neighbours[static_cast<std::size_t>(spatial_dim)], 2 + spatial_dim,
-                              width, halo_tag(spatial_dim));
+    return dist::HaloExchange(*ctx->group, ctx->neighbours[static_cast<std::size_t>(spatial_dim)],
+                              2 + spatial_dim, width, halo_tag(spatial_dim));
   }
 };
 
 class HaloPadFunction : public torch::autograd::Function<HaloPadFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<HaloCapsule> capsule, const at::Tensor& x) {
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<HaloCapsule> capsule,
+                            const at::Tensor& x) {
     const int64_t dim = 2 + capsule->spatial_dim;
     dist::HaloExchange exchange = capsule->exchange();
     exchange.start(x);
@@ -76,7 +80,8 @@ at::Tensor summed_over_group(const at::Tensor& x, dist::TensorComm& group) {
 // Forward: the sum over the group; backward: the identity (see spatial_sum in the header).
 class SpatialSumFunction : public torch::autograd::Function<SpatialSumFunction> {
  public:
-  static at::Tensor forward(AutogradContext*, c10::intrusive_ptr<SumCapsule> capsule, const at::Tensor& x) {
+  static at::Tensor forward(AutogradContext*, c10::intrusive_ptr<SumCapsule> capsule,
+                            const at::Tensor& x) {
     return summed_over_group(x, *capsule->ctx->group);
   }
   static variable_list backward(AutogradContext*, variable_list grad_outputs) {
@@ -84,13 +89,13 @@ class SpatialSumFunction : public torch::autograd::Function<SpatialSumFunction> 
   }
 };
 
-
 // GroupNorm over the whole sample with a hand-written backward: few passes over the activation
 // each way (statistics, then output; gradient sums, then input gradient), where composing it
 // from autograd ops took about three times the time of the native GroupNorm. The per-(sample,
 // group) statistics and gradient sums are combined across shards in float64.
 struct GroupNormCapsule : torch::CustomClassHolder {
-  GroupNormCapsule(std::shared_ptr<const SpatialContext> c, int64_t g, double e) : ctx(std::move(c)), groups(g), eps(e) {}
+  GroupNormCapsule(std::shared_ptr<const SpatialContext> c, int64_t g, double e)
+      : ctx(std::move(c)), groups(g), eps(e) {}
   std::shared_ptr<const SpatialContext> ctx;
   int64_t groups;
   double eps;
@@ -111,8 +116,9 @@ at::Tensor broadcastable(const at::Tensor& nc, int64_t dims) {
 
 class GlobalGroupNormFunction : public torch::autograd::Function<GlobalGroupNormFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<GroupNormCapsule> capsule, const at::Tensor& x_in,
-                            const at::Tensor& weight, const at::Tensor& bias) {
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<GroupNormCapsule> capsule,
+                            const at::Tensor& x_in, const at::Tensor& weight,
+                            const at::Tensor& bias) {
     const at::Tensor x = x_in.contiguous();
     const int64_t n = x.size(0), c = x.size(1), groups = capsule->groups;
     // Local moments, two-pass (mean, then the norm of the deviations: as accurate as Welford's
@@ -120,9 +126,11 @@ class GlobalGroupNormFunction : public torch::autograd::Function<GlobalGroupNorm
     const at::Tensor xg = x.view({n, groups, -1});
     const auto local = static_cast<double>(xg.size(2));
     const at::Tensor mean = xg.sum(2) / local;  // (N, G)
-    const at::Tensor deviation = at::linalg_vector_norm(xg - mean.unsqueeze(2), 2, {2}, false, c10::nullopt);
-    const GroupStatistics stats = global_group_statistics(mean.to(at::kDouble), deviation.to(at::kDouble).square(),
-                                                          local, capsule->eps, *capsule->ctx);
+    const at::Tensor deviation =
+        at::linalg_vector_norm(xg - mean.unsqueeze(2), 2, {2}, false, c10::nullopt);
+    const GroupStatistics stats =
+        global_group_statistics(mean.to(at::kDouble), deviation.to(at::kDouble).square(), local,
+                                capsule->eps, *capsule->ctx);
     const at::Tensor& g_mean = stats.mean;  // (N, G) float64
     const at::Tensor& rstd = stats.rstd;    // (N, G) float64
     const at::Tensor& count = stats.count;  // (N, G) float64
@@ -144,14 +152,15 @@ class GlobalGroupNormFunction : public torch::autograd::Function<GlobalGroupNorm
     const at::Tensor& rstd = saved[3];   // (N, G) float64
     const at::Tensor& count = saved[4];  // (N, G) float64: voxels x channels per group, all shards
     // Every rank of the group must take part in the all-reduce below, needed here or not.
-    SCAFFOLD_CHECK(grad_outputs.at(0).defined(), "global GroupNorm: backward without an output gradient");
+    SCAFFOLD_CHECK(grad_outputs.at(0).defined(),
+                   "global GroupNorm: backward without an output gradient");
     const at::Tensor dy = grad_outputs[0].contiguous();
     const int64_t n = x.size(0), c = x.size(1), groups = capsule.groups;
     std::vector<int64_t> spatial_dims;
     for (int64_t d = 2; d < x.dim(); ++d) spatial_dims.push_back(d);
     // Local per-(sample, channel) sums of dy and dy * x.
-    const at::Tensor sum_dy = dy.sum(spatial_dims).to(at::kDouble);             // (N, C)
-    const at::Tensor sum_dy_x = (dy * x).sum(spatial_dims).to(at::kDouble);     // (N, C)
+    const at::Tensor sum_dy = dy.sum(spatial_dims).to(at::kDouble);          // (N, C)
+    const at::Tensor sum_dy_x = (dy * x).sum(spatial_dims).to(at::kDouble);  // (N, C)
     const at::Tensor w = weight.to(at::kDouble).view({1, c});
     // Per (sample, group), over the whole sample: db = Σ w·dy, ds = Σ w·dy·x.
     at::Tensor group_sums = at::stack({(sum_dy * w).view({n, groups, -1}).sum(2),
@@ -168,18 +177,20 @@ class GlobalGroupNormFunction : public torch::autograd::Function<GlobalGroupNorm
     dx.addcmul_(dy, broadcastable((per_channel(rstd, c) * w).to(dtype), dims));
     // This shard's share of the affine parameters' gradients (the gradient reduction sums them).
     const at::Tensor mean_c = per_channel(mean, c), rstd_c = per_channel(rstd, c);
-    const at::Tensor d_weight = (rstd_c * (sum_dy_x - mean_c * sum_dy)).sum(0).to(weight.scalar_type());
+    const at::Tensor d_weight =
+        (rstd_c * (sum_dy_x - mean_c * sum_dy)).sum(0).to(weight.scalar_type());
     const at::Tensor d_bias = sum_dy.sum(0).to(weight.scalar_type());
     return {at::Tensor(), dx, d_weight, d_bias};
   }
 };
 }  // namespace
 
-GroupStatistics global_group_statistics(const at::Tensor& local_mean, const at::Tensor& local_m2, double local_count,
-                                        double eps, const SpatialContext& ctx) {
+GroupStatistics global_group_statistics(const at::Tensor& local_mean, const at::Tensor& local_m2,
+                                        double local_count, double eps, const SpatialContext& ctx) {
   SCAFFOLD_CHECK(ctx.group, "global GroupNorm statistics without a spatial group");
   const at::Tensor& m = local_mean;
-  at::Tensor sums = at::stack({at::full_like(m, local_count), m * local_count, local_m2 + m * m * local_count});
+  at::Tensor sums =
+      at::stack({at::full_like(m, local_count), m * local_count, local_m2 + m * m * local_count});
   ctx.group->allreduce_sum(sums)->wait();
   GroupStatistics out;
   out.count = sums.select(0, 0);
@@ -197,16 +208,22 @@ void allreduce_group_sums(at::Tensor& sums, const SpatialContext& ctx) {
 GroupNormMode parse_group_norm_mode(const std::string& value) {
   if (value == "global") return GroupNormMode::Global;
   if (value == "local") return GroupNormMode::Local;
-  throw core::Error(fmt::format("dc_groupnorm: '{}' is not allowed; expected global or local", value));
+  throw core::Error(
+      fmt::format("dc_groupnorm: '{}' is not allowed; expected global or local", value));
 }
 
-const char* to_string(GroupNormMode mode) { return mode == GroupNormMode::Global ? "global" : "local"; }
+const char* to_string(GroupNormMode mode) {
+  return mode == GroupNormMode::Global ? "global" : "local";
+}
 
 std::shared_ptr<SpatialContext> make_spatial_context(std::shared_ptr<dist::TensorComm> group,
-                                                     const dist::ProcessGrid& grid, GroupNormMode mode) {
+                                                     const dist::ProcessGrid& grid,
+                                                     GroupNormMode mode) {
   SCAFFOLD_CHECK(group && group->size() == grid.spatial_size() && group->rank() == grid.shard_id(),
-                 fmt::format("spatial group of {} ranks (this one {}) does not match the grid's {} shards (this one {})",
-                             group ? group->size() : 0, group ? group->rank() : -1, grid.spatial_size(), grid.shard_id()));
+                 fmt::format("spatial group of {} ranks (this one {}) does not match the grid's {} "
+                             "shards (this one {})",
+                             group ? group->size() : 0, group ? group->rank() : -1,
+                             grid.spatial_size(), grid.shard_id()));
   auto ctx = std::make_shared<SpatialContext>();
   ctx->group = std::move(group);
   ctx->group_norm = mode;
@@ -221,10 +238,13 @@ std::shared_ptr<SpatialContext> make_spatial_context(std::shared_ptr<dist::Tenso
   };
   for (std::size_t k = 0; k < shards.size(); ++k) {
     const int dim = dims[k];
-    SCAFFOLD_CHECK(dim >= 2 && dim <= 4, fmt::format("dc_shard_dims entry {} is not a spatial dimension (2, 3 or 4)", dim));
+    SCAFFOLD_CHECK(
+        dim >= 2 && dim <= 4,
+        fmt::format("dc_shard_dims entry {} is not a spatial dimension (2, 3 or 4)", dim));
     const auto d = static_cast<std::size_t>(dim - 2);
     if (shards[k] > 1) {
-      SCAFFOLD_CHECK(ctx->shards[d] == 1, fmt::format("dc_shard_dims names dimension {} twice", dim));
+      SCAFFOLD_CHECK(ctx->shards[d] == 1,
+                     fmt::format("dc_shard_dims names dimension {} twice", dim));
       ctx->shards[d] = shards[k];
       ctx->coords[d] = coords[k];
       ctx->neighbours[d].lo = neighbour(k, -1);
@@ -237,8 +257,9 @@ std::shared_ptr<SpatialContext> make_spatial_context(std::shared_ptr<dist::Tenso
 at::Tensor halo_pad(const at::Tensor& x, int spatial_dim, int64_t width,
                     const std::shared_ptr<const SpatialContext>& ctx) {
   SCAFFOLD_CHECK(ctx && ctx->group, "halo padding without a spatial group");
-  SCAFFOLD_CHECK(spatial_dim >= 0 && spatial_dim < 3 && x.dim() == 5,
-                 fmt::format("halo padding: spatial dimension {} of a {}-d tensor", spatial_dim, x.dim()));
+  SCAFFOLD_CHECK(
+      spatial_dim >= 0 && spatial_dim < 3 && x.dim() == 5,
+      fmt::format("halo padding: spatial dimension {} of a {}-d tensor", spatial_dim, x.dim()));
   return HaloPadFunction::apply(c10::make_intrusive<HaloCapsule>(ctx, spatial_dim, width), x);
 }
 
@@ -262,13 +283,17 @@ at::Tensor conv3d_same(const at::Tensor& x, const at::Tensor& weight, const at::
 }
 
 at::Tensor group_norm_global(const at::Tensor& x_in, int64_t groups, const at::Tensor& weight,
-                             const at::Tensor& bias, double eps, const std::shared_ptr<const SpatialContext>& ctx) {
+                             const at::Tensor& bias, double eps,
+                             const std::shared_ptr<const SpatialContext>& ctx) {
   SCAFFOLD_CHECK(ctx && ctx->group, "global GroupNorm without a spatial group");
   AutocastGuard autocast_off(AutocastState::current().disabled());
-  const at::Tensor x = x_in.scalar_type() == weight.scalar_type() ? x_in : x_in.to(weight.scalar_type());
+  const at::Tensor x =
+      x_in.scalar_type() == weight.scalar_type() ? x_in : x_in.to(weight.scalar_type());
   SCAFFOLD_CHECK(x.dim() >= 3 && groups >= 1 && x.size(1) % groups == 0,
-                 fmt::format("GroupNorm: {} groups do not divide {} channels", groups, x.dim() >= 2 ? x.size(1) : 0));
-  return GlobalGroupNormFunction::apply(c10::make_intrusive<GroupNormCapsule>(ctx, groups, eps), x, weight, bias);
+                 fmt::format("GroupNorm: {} groups do not divide {} channels", groups,
+                             x.dim() >= 2 ? x.size(1) : 0));
+  return GlobalGroupNormFunction::apply(c10::make_intrusive<GroupNormCapsule>(ctx, groups, eps), x,
+                                        weight, bias);
 }
 
 at::Tensor spatial_sum(const at::Tensor& x, const std::shared_ptr<const SpatialContext>& ctx) {

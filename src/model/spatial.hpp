@@ -28,9 +28,9 @@ const char* to_string(GroupNormMode mode);
 
 // This rank's place in its sample's spatial group.
 struct SpatialContext {
-  std::shared_ptr<dist::TensorComm> group;     // the ranks holding the other shards of the sample
-  std::array<int, 3> shards{1, 1, 1};          // shard count along D, H, W
-  std::array<int, 3> coords{0, 0, 0};          // this rank's shard index along D, H, W
+  std::shared_ptr<dist::TensorComm> group;  // the ranks holding the other shards of the sample
+  std::array<int, 3> shards{1, 1, 1};       // shard count along D, H, W
+  std::array<int, 3> coords{0, 0, 0};       // this rank's shard index along D, H, W
   std::array<dist::HaloNeighbours, 3> neighbours;  // group ranks of the D/H/W neighbours
   GroupNormMode group_norm = GroupNormMode::Global;
   bool sharded(int spatial_dim) const { return shards[static_cast<std::size_t>(spatial_dim)] > 1; }
@@ -39,7 +39,8 @@ struct SpatialContext {
 // The context of grid.rank() in `group`, a communicator whose rank i holds shard id i of the
 // grid's spatial group (dist::Communicator::split(grid.replica(), grid.shard_id())).
 std::shared_ptr<SpatialContext> make_spatial_context(std::shared_ptr<dist::TensorComm> group,
-                                                     const dist::ProcessGrid& grid, GroupNormMode mode);
+                                                     const dist::ProcessGrid& grid,
+                                                     GroupNormMode mode);
 
 // x with `width` neighbour slices added on both sides of spatial dimension d (0, 1, 2 = D, H, W;
 // NCDHW dim 2 + d), zeros at the sample's outer boundary. Backward returns the halo gradients to
@@ -69,9 +70,10 @@ struct GroupStatistics {
   at::Tensor rstd;   // (N, G) 1 / sqrt(biased variance + eps)
   at::Tensor count;  // (N, G) elements per group over all shards
 };
-GroupStatistics global_group_statistics(const at::Tensor& local_mean, const at::Tensor& local_m2, double local_count,
-                                        double eps, const SpatialContext& ctx);
-// Backward's per-group gradient sums (Σ w·dy and Σ w·dy·x, any float64 tensor) summed over the group in place.
+GroupStatistics global_group_statistics(const at::Tensor& local_mean, const at::Tensor& local_m2,
+                                        double local_count, double eps, const SpatialContext& ctx);
+// Backward's per-group gradient sums (Σ w·dy and Σ w·dy·x, any float64 tensor) summed over the
+// group in place.
 void allreduce_group_sums(at::Tensor& sums, const SpatialContext& ctx);
 
 // Sum over the spatial group with an identity backward: for quantities every rank then uses

@@ -59,8 +59,9 @@ at::Tensor in_fp32(const at::Tensor& x, Op&& op) {
 
 }  // namespace
 
-UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upconv, const std::string& groupnorm,
-                                 const std::string& pool, const c10::Device& device, bool channels_last,
+UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upconv,
+                                 const std::string& groupnorm, const std::string& pool,
+                                 const c10::Device& device, bool channels_last,
                                  bool /*bf16_autocast: no auto choice depends on it at present*/) {
   const bool cpu = device.is_cpu();
   UNetKernels k;
@@ -68,16 +69,22 @@ UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upc
     k.onednn_conv = cpu && dnnl_conv3d_built();
     k.winograd_conv = cpu;
   } else if (conv == "winograd") {
-    if (!cpu) throw core::Error(fmt::format("conv_kernel: winograd runs on the CPU, this run trains on {}", device.str()));
+    if (!cpu)
+      throw core::Error(fmt::format("conv_kernel: winograd runs on the CPU, this run trains on {}",
+                                    device.str()));
     k.winograd_conv = true;
     k.onednn_conv = dnnl_conv3d_built();
   } else if (conv == "onednn") {
-    if (!cpu) throw core::Error(fmt::format("conv_kernel: onednn runs on the CPU, this run trains on {}", device.str()));
+    if (!cpu)
+      throw core::Error(
+          fmt::format("conv_kernel: onednn runs on the CPU, this run trains on {}", device.str()));
     if (!dnnl_conv3d_built())
-      throw core::Error("conv_kernel: onednn, but this build has no oneDNN (install libdnnl-dev and rebuild)");
+      throw core::Error(
+          "conv_kernel: onednn, but this build has no oneDNN (install libdnnl-dev and rebuild)");
     k.onednn_conv = true;
   } else if (conv != "libtorch") {
-    throw core::Error(fmt::format("conv_kernel: '{}' is not allowed; expected auto, winograd, onednn or libtorch", conv));
+    throw core::Error(fmt::format(
+        "conv_kernel: '{}' is not allowed; expected auto, winograd, onednn or libtorch", conv));
   }
   if (upconv == "auto") {
     // LibTorch 1.13's CPU conv_transpose3d is col2vol at every batch size; one at::mm per sample
@@ -85,20 +92,27 @@ UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upc
     // bf16 autocast it runs in bf16 where LibTorch's needs a float32 detour.
     k.gemm_upconv = cpu;
   } else if (upconv == "gemm") {
-    if (!cpu) throw core::Error(fmt::format("upconv_kernel: gemm runs on the CPU, this run trains on {}", device.str()));
+    if (!cpu)
+      throw core::Error(
+          fmt::format("upconv_kernel: gemm runs on the CPU, this run trains on {}", device.str()));
     k.gemm_upconv = true;
   } else if (upconv != "libtorch") {
-    throw core::Error(fmt::format("upconv_kernel: '{}' is not allowed; expected auto, gemm or libtorch", upconv));
+    throw core::Error(
+        fmt::format("upconv_kernel: '{}' is not allowed; expected auto, gemm or libtorch", upconv));
   }
   k.norm_kernel = choose_norm_kernel(groupnorm, cpu, channels_last);
   if (pool == "auto") {
-    // Faster than LibTorch's forward and backward on every pooled shape measured (docs/performance.md).
+    // Faster than LibTorch's forward and backward on every pooled shape measured
+    // (docs/performance.md).
     k.native_pool = cpu;
   } else if (pool == "native") {
-    if (!cpu) throw core::Error(fmt::format("pool_kernel: native runs on the CPU, this run trains on {}", device.str()));
+    if (!cpu)
+      throw core::Error(
+          fmt::format("pool_kernel: native runs on the CPU, this run trains on {}", device.str()));
     k.native_pool = true;
   } else if (pool != "libtorch") {
-    throw core::Error(fmt::format("pool_kernel: '{}' is not allowed; expected auto, native or libtorch", pool));
+    throw core::Error(
+        fmt::format("pool_kernel: '{}' is not allowed; expected auto, native or libtorch", pool));
   }
   return k;
 }
@@ -161,7 +175,8 @@ at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
     const c10::ScalarType dtype = state.cpu_enabled ? state.cpu_dtype : x.scalar_type();
     const at::Tensor xc = x.to(dtype), wc = c->weight.to(dtype);
     if (kernels_.winograd_conv && winograd_conv3d_pays(xc, wc)) return winograd_conv3d(xc, wc);
-    if (kernels_.onednn_conv && dnnl_conv3d_supported(xc, wc)) return dnnl_conv3d(xc, wc, /*padding=*/1);
+    if (kernels_.onednn_conv && dnnl_conv3d_supported(xc, wc))
+      return dnnl_conv3d(xc, wc, /*padding=*/1);
   }
   return c(x);
 }
@@ -179,11 +194,13 @@ at::Tensor DoubleConvImpl::norm_relu(torch::nn::GroupNorm& n, const at::Tensor& 
     // The fused kernel reads a bf16 conv output as it is (what the cast below would feed torch's
     // GroupNorm); anything else goes to the parameters' dtype first, as group_norm() does.
     const c10::ScalarType dtype = n->weight.scalar_type();
-    const at::Tensor xin = x.scalar_type() == dtype || x.scalar_type() == at::kBFloat16 ? x : x.to(dtype);
+    const at::Tensor xin =
+        x.scalar_type() == dtype || x.scalar_type() == at::kBFloat16 ? x : x.to(dtype);
     const auto& o = n->options;
     if (group_norm_relu_unsupported(xin, o.num_groups(), n->weight, n->bias).empty()) {
       const bool global = spatial_ && spatial_->group_norm == GroupNormMode::Global;
-      return group_norm_relu(xin, o.num_groups(), n->weight, n->bias, o.eps(), global ? spatial_ : nullptr);
+      return group_norm_relu(xin, o.num_groups(), n->weight, n->bias, o.eps(),
+                             global ? spatial_ : nullptr);
     }
   }
   // In-place ReLU: GroupNorm's backward needs its input and statistics, not its output (the
@@ -202,14 +219,17 @@ DownImpl::DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bo
                    std::shared_ptr<const SpatialContext> spatial, UNetKernels kernels)
     : fp32_pool_(fp32_pool), native_pool_(kernels.native_pool) {
   pool_ = register_module("pool", torch::nn::MaxPool3d(torch::nn::MaxPool3dOptions(2)));
-  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial), kernels));
+  conv_ = register_module(
+      "conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial), kernels));
 }
 
 at::Tensor DownImpl::forward(const at::Tensor& x) {
-  // The native kernel pools bf16 as it is (a maximum rounds nothing), so it takes no float32 detour.
+  // The native kernel pools bf16 as it is (a maximum rounds nothing), so it takes no float32
+  // detour.
   const at::Tensor pooled = native_pool_ && max_pool3d_k2s2_supported(x) ? max_pool3d_k2s2(x)
-                            : fp32_pool_ ? in_fp32(x, [this](const at::Tensor& xf) { return pool_(xf); })
-                                         : pool_(x);
+                            : fp32_pool_
+                                ? in_fp32(x, [this](const at::Tensor& xf) { return pool_(xf); })
+                                : pool_(x);
   return conv_(pooled);
 }
 
@@ -222,16 +242,19 @@ UpImpl::UpImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool f
   up_ = register_module(
       "up", nn::ConvTranspose3d(
                 nn::ConvTranspose3dOptions(in_channels, in_channels / 2, 2).stride(2).bias(true)));
-  conv_ = register_module("conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial), kernels));
+  conv_ = register_module(
+      "conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial), kernels));
 }
 
-at::Tensor UpImpl::upsample(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const {
+at::Tensor UpImpl::upsample(const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias) const {
   if (gemm_upconv_) {
     // Under CPU autocast, in its lower dtype (conv_transpose3d is on autocast's list).
     const AutocastState state = AutocastState::current();
     const bool cast = x.device().is_cpu() && state.cpu_enabled;
     const c10::ScalarType dtype = cast ? state.cpu_dtype : x.scalar_type();
-    return conv_transpose3d_k2s2(x.to(dtype), weight.to(dtype), bias.defined() ? bias.to(dtype) : bias);
+    return conv_transpose3d_k2s2(x.to(dtype), weight.to(dtype),
+                                 bias.defined() ? bias.to(dtype) : bias);
   }
   return at::conv_transpose3d(x, weight, bias, /*stride=*/{2, 2, 2});
 }
@@ -292,13 +315,16 @@ UNet3dImpl::UNet3dImpl(const UNetOptions& options) : options_(options) {
   inc_ = register_module("inc", DoubleConv(options_.in_channels, base, groups, sp, kernels));
   for (int l = 1; l <= options_.layers; ++l) {
     const int64_t c = base << l;  // channels of level l
-    downs_.push_back(register_module("down" + std::to_string(l), Down(c / 2, c, groups, fp32, sp, kernels)));
+    downs_.push_back(
+        register_module("down" + std::to_string(l), Down(c / 2, c, groups, fp32, sp, kernels)));
   }
   for (int k = 1; k <= options_.layers; ++k) {
     const int64_t c = base << (options_.layers - k + 1);  // from level L-k+1 to level L-k
-    ups_.push_back(register_module("up" + std::to_string(k), Up(c, c / 2, groups, fp32, sp, kernels)));
+    ups_.push_back(
+        register_module("up" + std::to_string(k), Up(c, c / 2, groups, fp32, sp, kernels)));
   }
-  outc_ = register_module("outc", OutConv(base, options_.n_classes, kernels.onednn_conv || kernels.winograd_conv));
+  outc_ = register_module(
+      "outc", OutConv(base, options_.n_classes, kernels.onednn_conv || kernels.winograd_conv));
 }
 
 at::Tensor UNet3dImpl::forward(const at::Tensor& x) {

@@ -26,7 +26,8 @@ namespace scaffold::model {
 // CPU kernels that replace LibTorch 1.13's where it leaves time on the table (issue 17). Each
 // falls back to LibTorch for arguments it cannot take (CUDA tensors, float64, sharded samples).
 struct UNetKernels {
-  bool onednn_conv = false;  // the 3^3 convolutions through oneDNN at any batch size (model/dnnl_conv.hpp)
+  bool onednn_conv =
+      false;  // the 3^3 convolutions through oneDNN at any batch size (model/dnnl_conv.hpp)
   // float32 3^3 convolutions by Winograd F(2,3) where it pays (model/winograd_conv.hpp); the
   // others go to oneDNN (onednn_conv) or LibTorch.
   bool winograd_conv = false;
@@ -40,14 +41,15 @@ struct UNetKernels {
 };
 
 // The conv_kernel, upconv_kernel, groupnorm_kernel and pool_kernel keys for `device`, layout and
-// precision: auto picks what measured faster in whole steps (docs/performance.md): on the CPU the Winograd
-// convolutions where they pay and oneDNN's for the rest (where this build has oneDNN), the GEMM upsampling, and
-// LibTorch's GroupNorm and the native max pool; LibTorch's kernels on CUDA. Throws core::Error naming the key for a value that
-// cannot run here (onednn, gemm or fused on CUDA, onednn in a build without oneDNN, ...).
+// precision: auto picks what measured faster in whole steps (docs/performance.md): on the CPU the
+// Winograd convolutions where they pay and oneDNN's for the rest (where this build has oneDNN), the
+// GEMM upsampling, and LibTorch's GroupNorm and the native max pool; LibTorch's kernels on CUDA.
+// Throws core::Error naming the key for a value that cannot run here (onednn, gemm or fused on
+// CUDA, onednn in a build without oneDNN, ...).
 UNetKernels resolve_unet_kernels(const std::string& conv_kernel, const std::string& upconv_kernel,
-                                 const std::string& groupnorm_kernel, const std::string& pool_kernel,
-                                 const c10::Device& device, bool channels_last,
-                                 bool bf16_autocast);
+                                 const std::string& groupnorm_kernel,
+                                 const std::string& pool_kernel, const c10::Device& device,
+                                 bool channels_last, bool bf16_autocast);
 // The conv_kernel value the kernels amount to: winograd, onednn or libtorch.
 std::string conv_kernel_name(const UNetKernels& kernels);
 // "conv=onednn", "upconv=gemm", "groupnorm=fused", "pool=native" (system.json's kernels).
@@ -96,7 +98,8 @@ class DoubleConvImpl : public torch::nn::Module {
   UNetKernels kernels_;
   at::Tensor conv(torch::nn::Conv3d& conv, const at::Tensor& x);
   at::Tensor norm(torch::nn::GroupNorm& norm, const at::Tensor& x);
-  at::Tensor norm_relu(torch::nn::GroupNorm& norm, const at::Tensor& x);  // relu(norm(x)), fused or not
+  at::Tensor norm_relu(torch::nn::GroupNorm& norm,
+                       const at::Tensor& x);  // relu(norm(x)), fused or not
 };
 TORCH_MODULE(DoubleConv);
 

@@ -6,8 +6,8 @@
 
 #include <chrono>
 #include <iterator>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>

@@ -19,7 +19,6 @@
 #include "core/log.hpp"
 #include "report/gnuplot.hpp"
 
-
 namespace scaffold::report {
 namespace fs = std::filesystem;
 

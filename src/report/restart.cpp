@@ -115,7 +115,8 @@ std::string restart_script(const RestartSpec& spec) {
                         "' is not a shell identifier");
     text += "export " + name + "=" + shell_quote(value) + "\n";
   }
-  if (!spec.working_dir.empty()) text += "cd " + shell_quote(fs::absolute(spec.working_dir).string()) + "\n";
+  if (!spec.working_dir.empty())
+    text += "cd " + shell_quote(fs::absolute(spec.working_dir).string()) + "\n";
   // exec: the launcher replaces bash, so signals from a scheduler reach it directly.
   text += "exec";
   if (spec.world_size > 1)

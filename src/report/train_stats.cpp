@@ -4,8 +4,8 @@
 
 #include <array>
 #include <cerrno>
-#include <cmath>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <string_view>
 #include <type_traits>
@@ -132,18 +132,21 @@ std::string row_problem(const EpochRecord& r, const EpochRecord* previous) {
   if (!std::isfinite(r.epoch_duration_s) || r.epoch_duration_s < 0)
     return "epoch_duration " + core::python_float_str(r.epoch_duration_s) +
            ": expected a finite number of seconds >= 0";
-  for (const auto& [name, value] : {std::pair{"train_dice", r.train_dice}, {"val_dice", r.val_dice}})
+  for (const auto& [name, value] :
+       {std::pair{"train_dice", r.train_dice}, {"val_dice", r.val_dice}})
     if (!std::isnan(value) && (value < 0 || value > 1))
-      return std::string(name) + " " + core::python_float_str(value) + ": a Dice score is in [0, 1]";
+      return std::string(name) + " " + core::python_float_str(value) +
+             ": a Dice score is in [0, 1]";
   if (r.optimizer_steps < 0)
     return "optimizer_steps " + std::to_string(r.optimizer_steps) + ": expected >= 0";
-  if (previous != nullptr && r.total_optimizer_steps != previous->total_optimizer_steps + r.optimizer_steps)
-    return "total_optimizer_steps " + std::to_string(r.total_optimizer_steps) + " is not the previous row's " +
-           std::to_string(previous->total_optimizer_steps) + " + optimizer_steps " +
-           std::to_string(r.optimizer_steps);
+  if (previous != nullptr &&
+      r.total_optimizer_steps != previous->total_optimizer_steps + r.optimizer_steps)
+    return "total_optimizer_steps " + std::to_string(r.total_optimizer_steps) +
+           " is not the previous row's " + std::to_string(previous->total_optimizer_steps) +
+           " + optimizer_steps " + std::to_string(r.optimizer_steps);
   if (previous == nullptr && r.total_optimizer_steps < r.optimizer_steps)
-    return "total_optimizer_steps " + std::to_string(r.total_optimizer_steps) + " is below optimizer_steps " +
-           std::to_string(r.optimizer_steps);
+    return "total_optimizer_steps " + std::to_string(r.total_optimizer_steps) +
+           " is below optimizer_steps " + std::to_string(r.optimizer_steps);
   return "";
 }
 
@@ -208,10 +211,11 @@ TrainStatsCsv TrainStatsCsv::open_resume(const fs::path& run_dir, int64_t resume
     // The rows of the epochs before the checkpoint are the run's time to solution: without
     // them a resumed run would report only the time since the restart.
     if (resume_epoch > 1)
-      throw core::FileError(path.string(),
-                            "missing, but the checkpoint is at epoch " + std::to_string(resume_epoch - 1) +
-                                ": the run's history (its time to solution) is lost; restore the file "
-                                "or start a new run");
+      throw core::FileError(
+          path.string(), "missing, but the checkpoint is at epoch " +
+                             std::to_string(resume_epoch - 1) +
+                             ": the run's history (its time to solution) is lost; restore the file "
+                             "or start a new run");
     return open_fresh(run_dir);
   }
   const std::string text = core::read_file(path);
@@ -236,7 +240,8 @@ TrainStatsCsv TrainStatsCsv::open_resume(const fs::path& run_dir, int64_t resume
     std::string why;
     if (!parse_row(lines[i], &record, &why))
       throw core::FileError(path.string(), line_error(i, why));
-    if (why = row_problem(record, kept_records.empty() ? nullptr : &kept_records.back()); !why.empty())
+    if (why = row_problem(record, kept_records.empty() ? nullptr : &kept_records.back());
+        !why.empty())
       throw core::FileError(path.string(), line_error(i, why));
     kept_records.push_back(record);
     kept.append(lines[i]);
@@ -245,18 +250,20 @@ TrainStatsCsv TrainStatsCsv::open_resume(const fs::path& run_dir, int64_t resume
   // The kept rows must be the whole history up to the checkpoint, and agree with it.
   const int64_t last_kept = kept_records.empty() ? 0 : kept_records.back().epoch;
   if (last_kept != resume_epoch - 1)
-    throw core::FileError(path.string(),
-                          "holds epochs up to " + std::to_string(last_kept) + " but the checkpoint is at epoch " +
-                              std::to_string(resume_epoch - 1) +
-                              ": the run's history was cut or belongs to another run; restore the file "
-                              "or start a new run");
+    throw core::FileError(
+        path.string(),
+        "holds epochs up to " + std::to_string(last_kept) + " but the checkpoint is at epoch " +
+            std::to_string(resume_epoch - 1) +
+            ": the run's history was cut or belongs to another run; restore the file "
+            "or start a new run");
   const int64_t kept_steps = kept_records.empty() ? 0 : kept_records.back().total_optimizer_steps;
   if (checkpoint_total_steps >= 0 && kept_steps != checkpoint_total_steps)
-    throw core::FileError(path.string(),
-                          "epoch " + std::to_string(last_kept) + " has total_optimizer_steps " +
-                              std::to_string(kept_steps) + " but the checkpoint has " +
-                              std::to_string(checkpoint_total_steps) +
-                              ": the history belongs to another run; restore the file or start a new run");
+    throw core::FileError(
+        path.string(),
+        "epoch " + std::to_string(last_kept) + " has total_optimizer_steps " +
+            std::to_string(kept_steps) + " but the checkpoint has " +
+            std::to_string(checkpoint_total_steps) +
+            ": the history belongs to another run; restore the file or start a new run");
   core::write_file_atomic(path, kept);
   return TrainStatsCsv(path);
 }

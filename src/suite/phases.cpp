@@ -22,7 +22,8 @@ double PhaseDriver::seconds(const std::string& name) const {
 
 std::string PhaseDriver::summary() const {
   std::string out;
-  for (const PhaseTime& p : phases_) out += fmt::format("{}{} {:.2f} s", out.empty() ? "" : ", ", p.name, p.seconds);
+  for (const PhaseTime& p : phases_)
+    out += fmt::format("{}{} {:.2f} s", out.empty() ? "" : ", ", p.name, p.seconds);
   return out;
 }
 

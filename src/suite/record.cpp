@@ -1,10 +1,10 @@
 #include "suite/record.hpp"
 
-
 namespace scaffold::suite {
 
 report::RunRecord base_record(const std::string& workload, const std::filesystem::path& run_dir,
-                              dist::Communicator& comm, int threads_per_task, const std::string& device) {
+                              dist::Communicator& comm, int threads_per_task,
+                              const std::string& device) {
   report::RunRecord r = report::collect_run_context();
   r.workload = workload;
   r.run = run_dir.filename().string();

@@ -14,6 +14,7 @@ namespace scaffold::suite {
 // `system` is SCAFFOLD_SYSTEM when set (a JUBE campaign sets it from its system tag), else the
 // host name; job_id and queue come from SLURM_JOB_ID and SLURM_JOB_PARTITION ("" outside Slurm).
 report::RunRecord base_record(const std::string& workload, const std::filesystem::path& run_dir,
-                              dist::Communicator& comm, int threads_per_task, const std::string& device);
+                              dist::Communicator& comm, int threads_per_task,
+                              const std::string& device);
 
 }  // namespace scaffold::suite

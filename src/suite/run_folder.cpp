@@ -4,16 +4,16 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <exception>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <type_traits>
-#include <cstdlib>
 #include <system_error>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -33,13 +33,18 @@ std::vector<std::string> override_lines(const std::vector<config::FlagOverride>&
     const std::string value = std::visit(
         [](const auto& x) -> std::string {
           using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, double>) return core::python_float_str(x);
-          else if constexpr (std::is_same_v<T, std::string>) return report::shell_quote(x);
-          else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return fmt::format("[{}]", fmt::join(x, ", "));
+          if constexpr (std::is_same_v<T, double>)
+            return core::python_float_str(x);
+          else if constexpr (std::is_same_v<T, std::string>)
+            return report::shell_quote(x);
+          else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+            return fmt::format("[{}]", fmt::join(x, ", "));
           // As typed (a value the loader accepted, e.g. 3.5 floored for problem_scale).
           else if constexpr (std::is_same_v<T, config::FlagText>)
-            return x.list ? fmt::format("[{}]", fmt::join(x.items, ", ")) : (x.items.empty() ? "" : x.items.front());
-          else return fmt::format("{}", x);
+            return x.list ? fmt::format("[{}]", fmt::join(x.items, ", "))
+                          : (x.items.empty() ? "" : x.items.front());
+          else
+            return fmt::format("{}", x);
         },
         f.value);
     lines.push_back(f.key + ": " + value);
@@ -49,12 +54,22 @@ std::vector<std::string> override_lines(const std::vector<config::FlagOverride>&
 
 const std::vector<std::string>& restart_changeable_keys() {
   static const std::vector<std::string> keys = {
-      "epochs", "target_dice", "time_budget_s",                   // when to stop
-      "train_iters", "exit_duration_in_mins",                     // (the LLM's; its LR schedule is by samples)
-      "checkpoint_interval", "async_save",                        // how often to save
-      "progress_timeout_s", "dataloader_num_workers", "device",   // how to run
-      "loss_freq", "base_run_dir", "job_name",                    // unused or ignored on restart
-      "train_from_scratch", "datagen_from_scratch", "dataset_reuse_enforce_commit_id"};
+      "epochs",
+      "target_dice",
+      "time_budget_s",  // when to stop
+      "train_iters",
+      "exit_duration_in_mins",  // (the LLM's; its LR schedule is by samples)
+      "checkpoint_interval",
+      "async_save",  // how often to save
+      "progress_timeout_s",
+      "dataloader_num_workers",
+      "device",  // how to run
+      "loss_freq",
+      "base_run_dir",
+      "job_name",  // unused or ignored on restart
+      "train_from_scratch",
+      "datagen_from_scratch",
+      "dataset_reuse_enforce_commit_id"};
   return keys;
 }
 
@@ -87,10 +102,11 @@ void lock_run_folder(const fs::path& dir) {
   std::optional<core::FileLock> lock = core::FileLock::try_take(dir / ".lock");
   if (!lock) {
     const std::string holder = core::FileLock::holder_note(dir / ".lock");
-    throw core::FileError(dir.string(), "the run folder is in use by another scaffold process" +
-                                            (holder.empty() ? std::string() : " (pid@host " + holder + ")") +
-                                            "; wait for it to end: two processes writing one run folder would "
-                                            "interleave its checkpoints and train_stats.csv");
+    throw core::FileError(dir.string(),
+                          "the run folder is in use by another scaffold process" +
+                              (holder.empty() ? std::string() : " (pid@host " + holder + ")") +
+                              "; wait for it to end: two processes writing one run folder would "
+                              "interleave its checkpoints and train_stats.csv");
   }
   g_held.emplace(dir.string(), std::move(*lock));
 }
@@ -104,16 +120,18 @@ void remove_new_run_folder(const fs::path& dir) {
     g_held.erase(dir.string());
   }
   std::error_code ec;
-  for (const char* name :
-       {"base_config.yaml", "config.yaml", "overrides.yaml", report::kRestartScriptName, "system.json", ".lock"})
+  for (const char* name : {"base_config.yaml", "config.yaml", "overrides.yaml",
+                           report::kRestartScriptName, "system.json", ".lock"})
     fs::remove(dir / name, ec);
   if (fs::remove(dir, ec))
-    LOG_INFO("removed the run folder {}, which this run had created and could not set up", dir.string());
+    LOG_INFO("removed the run folder {}, which this run had created and could not set up",
+             dir.string());
 }
 
 }  // namespace
 
-std::vector<std::string> restart_config_changes(const std::string& run_yaml, const std::string& command_yaml) {
+std::vector<std::string> restart_config_changes(const std::string& run_yaml,
+                                                const std::string& command_yaml) {
   const std::map<std::string, std::string> run = yaml_lines(run_yaml);
   const std::map<std::string, std::string> command = yaml_lines(command_yaml);
   const std::vector<std::string>& free = restart_changeable_keys();
@@ -122,7 +140,8 @@ std::vector<std::string> restart_config_changes(const std::string& run_yaml, con
     const auto it = run.find(key);
     if (it == run.end() || it->second == value) continue;
     if (std::find(free.begin(), free.end(), key) != free.end()) continue;
-    changes.push_back(fmt::format("{} is {} in the run's config.yaml but {} in this command", key, it->second, value));
+    changes.push_back(fmt::format("{} is {} in the run's config.yaml but {} in this command", key,
+                                  it->second, value));
   }
   return changes;
 }
@@ -153,38 +172,48 @@ fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& re
       const fs::path ckpt = dir / request.checkpoint_dir;
       std::error_code ec;
       if (!fs::is_directory(dir, ec))
-        throw core::FileError(dir.string(), fs::exists(dir, ec)
-                                                ? "cannot restart: not a folder (--run-dir names a run folder)"
-                                                : "cannot restart: no such run folder");
+        throw core::FileError(dir.string(),
+                              fs::exists(dir, ec)
+                                  ? "cannot restart: not a folder (--run-dir names a run folder)"
+                                  : "cannot restart: no such run folder");
       // A sharded optimizer's run has one file per rank (train/loop.hpp): rank 0's stands for them.
       bool any = false;
       for (const char* name :
            {"checkpoint_last", "checkpoint_best", "checkpoint_last.rank0", "checkpoint_best.rank0"})
         any = any || fs::exists(ckpt / name, ec);
       if (!any)
-        throw core::FileError(dir.string(), "cannot restart: no " + (ckpt / "checkpoint_last").string() +
-                                                " or checkpoint_best (was checkpoint_interval > 0?)");
+        throw core::FileError(dir.string(),
+                              "cannot restart: no " + (ckpt / "checkpoint_last").string() +
+                                  " or checkpoint_best (was checkpoint_interval > 0?)");
       lock_run_folder(dir);
       // Before any file is written: a refused restart leaves the run as it was.
       if (!fs::exists(dir / "config.yaml", ec))
         throw core::FileError(dir.string(), "cannot restart: the run folder has no config.yaml");
       const std::string run_yaml = core::read_file(dir / "config.yaml");
       // Another workload's folder: its keys would be listed as "changes", which hides the mistake.
-      const std::string run_command = written_by(run_yaml), this_command = written_by(request.config_yaml);
+      const std::string run_command = written_by(run_yaml),
+                        this_command = written_by(request.config_yaml);
       if (!run_command.empty() && !this_command.empty() && run_command != this_command)
-        throw core::FileError(dir.string(), fmt::format("cannot restart: this run folder was written by `scaffold {}`, "
-                                                        "not `scaffold {}`; resume it with its own restart.sh",
-                                                        run_command, this_command));
-      const std::vector<std::string> changes = restart_config_changes(run_yaml, request.config_yaml);
+        throw core::FileError(
+            dir.string(),
+            fmt::format("cannot restart: this run folder was written by `scaffold {}`, "
+                        "not `scaffold {}`; resume it with its own restart.sh",
+                        run_command, this_command));
+      const std::vector<std::string> changes =
+          restart_config_changes(run_yaml, request.config_yaml);
       if (!changes.empty()) {
-        std::string message = "cannot restart: a restart continues the same run, so the keys that set its data, "
-                              "model and training recipe cannot change:";
+        std::string message =
+            "cannot restart: a restart continues the same run, so the keys that set its data, "
+            "model and training recipe cannot change:";
         for (const std::string& change : changes) message += "\n  " + change;
-        message += "\nDrop those flags (the run's restart.sh passes none), or start a new run for other values.";
+        message +=
+            "\nDrop those flags (the run's restart.sh passes none), or start a new run for other "
+            "values.";
         throw core::FileError(dir.string(), message);
       }
     } else {
-      dir = report::create_run_dir(request.base_run_dir, request.job_name, std::chrono::system_clock::now());
+      dir = report::create_run_dir(request.base_run_dir, request.job_name,
+                                   std::chrono::system_clock::now());
       created = dir;
       lock_run_folder(dir);
       core::write_file_atomic(dir / "base_config.yaml", core::read_file(request.base_config_file));
@@ -198,7 +227,8 @@ fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& re
       // The original flags stay; each restart adds its own as comments, so the file still loads
       // as the first run's overrides.
       std::error_code ec;
-      std::string overrides = fs::exists(dir / "overrides.yaml", ec) ? core::read_file(dir / "overrides.yaml") : "";
+      std::string overrides =
+          fs::exists(dir / "overrides.yaml", ec) ? core::read_file(dir / "overrides.yaml") : "";
       overrides += "# restart " + report::utc_now_iso8601() + ":";
       for (const auto& line : request.flag_lines) overrides += " " + line + ";";
       overrides += "\n";
@@ -211,8 +241,8 @@ fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& re
     spec.working_dir = fs::current_path();  // relative flags in argv resolve as they did
     spec.world_size = comm.size();
     spec.launcher = std::getenv("SLURM_JOB_ID") ? "srun" : "mpirun";
-    for (const char* var : {"PROFILE_TORCH", "PROFILE_TORCH_WAIT", "PROFILE_TORCH_WARMUP", "PROFILE_TORCH_ACTIVE",
-                            "OMP_NUM_THREADS"})
+    for (const char* var : {"PROFILE_TORCH", "PROFILE_TORCH_WAIT", "PROFILE_TORCH_WARMUP",
+                            "PROFILE_TORCH_ACTIVE", "OMP_NUM_THREADS"})
       if (const char* value = std::getenv(var)) spec.env.emplace_back(var, value);
     report::write_restart_script(spec);
     path = dir.string();
@@ -231,7 +261,10 @@ fs::path prepare_run_folder(dist::Communicator& comm, const RunFolderRequest& re
 }
 
 SetupGuard::SetupGuard(dist::Communicator& comm, fs::path run_dir, bool resumed)
-    : comm_(comm), run_dir_(std::move(run_dir)), armed_(!resumed), exceptions_(std::uncaught_exceptions()) {}
+    : comm_(comm),
+      run_dir_(std::move(run_dir)),
+      armed_(!resumed),
+      exceptions_(std::uncaught_exceptions()) {}
 
 SetupGuard::~SetupGuard() {
   // Only while an exception leaves the set-up: a normal return keeps the folder.

@@ -16,14 +16,14 @@
 namespace scaffold::suite {
 
 struct RunFolderRequest {
-  std::string base_run_dir;    // parent of the run folders (config key base_run_dir)
-  std::string job_name;        // folder name prefix (config key job_name)
-  std::string checkpoint_dir;  // subfolder holding checkpoint_last / checkpoint_best
-  std::string config_yaml;     // the merged, validated config as YAML
-  std::string base_config_file;          // the first -c file, copied as base_config.yaml
-  std::vector<std::string> flag_lines;   // "key: value" for each explicit flag, for overrides.yaml
-  std::string resume_dir;                // non-empty: restart in this folder (--run-dir)
-  std::vector<std::string> argv;         // the command line after the executable, for restart.sh
+  std::string base_run_dir;             // parent of the run folders (config key base_run_dir)
+  std::string job_name;                 // folder name prefix (config key job_name)
+  std::string checkpoint_dir;           // subfolder holding checkpoint_last / checkpoint_best
+  std::string config_yaml;              // the merged, validated config as YAML
+  std::string base_config_file;         // the first -c file, copied as base_config.yaml
+  std::vector<std::string> flag_lines;  // "key: value" for each explicit flag, for overrides.yaml
+  std::string resume_dir;               // non-empty: restart in this folder (--run-dir)
+  std::vector<std::string> argv;        // the command line after the executable, for restart.sh
 };
 
 // "key: value" lines (YAML) for overrides.yaml, one per explicit flag.
@@ -34,7 +34,8 @@ std::vector<std::string> override_lines(const std::vector<config::FlagOverride>&
 // --run-dir of a restart ("" for a new run), `argv` the command line after the executable.
 template <class C>
 RunFolderRequest run_folder_request(const C& cfg, const std::vector<std::string>& config_files,
-                                    const std::vector<config::FlagOverride>& flags, const std::string& resume_dir,
+                                    const std::vector<config::FlagOverride>& flags,
+                                    const std::string& resume_dir,
                                     const std::vector<std::string>& argv) {
   RunFolderRequest r;
   r.base_run_dir = cfg.base_run_dir;
@@ -57,7 +58,8 @@ const std::vector<std::string>& restart_changeable_keys();
 // command's merged config (`command_yaml`), both as config::to_yaml writes them, for every key
 // not in restart_changeable_keys(); empty when the restart may go ahead. A key only one of them
 // has (written by another scaffold version) is not compared.
-std::vector<std::string> restart_config_changes(const std::string& run_yaml, const std::string& command_yaml);
+std::vector<std::string> restart_config_changes(const std::string& run_yaml,
+                                                const std::string& command_yaml);
 
 // Collective: rank 0 creates (or, for a restart, checks) the folder and writes its files; every
 // rank returns its absolute path. Errors are agreed (every rank throws dist::AgreedError).
@@ -90,6 +92,7 @@ class SetupGuard {
 
 // The run's context as system.json records it: host facts plus what the caller knows of the
 // devices and the process grid. Rank 0 writes it; call on every rank (collective-free).
-void write_run_context(dist::Communicator& comm, const std::filesystem::path& run_dir, report::SystemInfo info);
+void write_run_context(dist::Communicator& comm, const std::filesystem::path& run_dir,
+                       report::SystemInfo info);
 
 }  // namespace scaffold::suite

@@ -64,9 +64,11 @@ std::string signal_name(int signal_number) {
 
 std::unique_ptr<core::Watchdog> progress_watchdog(dist::Communicator& comm, int timeout_s) {
   return std::make_unique<core::Watchdog>(timeout_s, [&comm, timeout_s](double idle_s) {
-    LOG_ERROR("rank {}: no training progress for {:.0f} s (progress_timeout_s = {}): a rank or the file system is "
-              "stuck; ending all {} rank(s)",
-              comm.rank(), idle_s, timeout_s, comm.size());
+    LOG_ERROR(
+        "rank {}: no training progress for {:.0f} s (progress_timeout_s = {}): a rank or the file "
+        "system is "
+        "stuck; ending all {} rank(s)",
+        comm.rank(), idle_s, timeout_s, comm.size());
     comm.abort(1);
   });
 }

@@ -2,11 +2,10 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/scalar_tensor.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
-
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include <sstream>
 #include <string_view>
@@ -51,18 +50,21 @@ void check_shapes(torch::serialize::InputArchive& archive, const torch::nn::Modu
   auto check = [&](const std::string& name, const at::Tensor& mine, bool is_buffer) {
     at::Tensor stored;
     if (!archive.try_read(name, stored, is_buffer))
-      throw CheckpointMismatch(source, "checkpoint has no " + prefix + name + ": it is of another model");
+      throw CheckpointMismatch(source,
+                               "checkpoint has no " + prefix + name + ": it is of another model");
     if (stored.sizes() != mine.sizes() || stored.scalar_type() != mine.scalar_type())
-      throw CheckpointMismatch(source, c10::str(prefix, name, " is ", stored.scalar_type(), stored.sizes(),
-                                             " in the checkpoint but ", mine.scalar_type(), mine.sizes(),
-                                             " in this model (was the model configuration changed?)"));
+      throw CheckpointMismatch(source,
+                               c10::str(prefix, name, " is ", stored.scalar_type(), stored.sizes(),
+                                        " in the checkpoint but ", mine.scalar_type(), mine.sizes(),
+                                        " in this model (was the model configuration changed?)"));
   };
   for (const auto& p : module.named_parameters(/*recurse=*/false)) check(p.key(), p.value(), false);
   for (const auto& b : module.named_buffers(/*recurse=*/false)) check(b.key(), b.value(), true);
   for (const auto& child : module.named_children()) {
     torch::serialize::InputArchive child_archive;
     if (!archive.try_read(child.key(), child_archive))
-      throw CheckpointMismatch(source, "checkpoint has no module " + prefix + child.key() + ": it is of another model");
+      throw CheckpointMismatch(
+          source, "checkpoint has no module " + prefix + child.key() + ": it is of another model");
     check_shapes(child_archive, *child.value(), prefix + child.key() + ".", source);
   }
 }
@@ -83,9 +85,11 @@ std::string_view open_envelope(const std::string& bytes, const std::string& sour
   } catch (const std::exception&) {
   }
   if (older_scaffold)
-    throw CheckpointMismatch(source, "written by an older scaffold version, without a digest; resume "
-                                     "it with that version, or start a new run");
-  throw core::FileError(source, "not a scaffold checkpoint (a bare archive without its header line)");
+    throw CheckpointMismatch(source,
+                             "written by an older scaffold version, without a digest; resume "
+                             "it with that version, or start a new run");
+  throw core::FileError(source,
+                        "not a scaffold checkpoint (a bare archive without its header line)");
 }
 
 }  // namespace
@@ -127,9 +131,10 @@ TrainCounters deserialize_state(const std::string& bytes, const std::string& sou
     try {
       optimizer.load(optimizer_archive);
     } catch (const c10::Error& e) {  // the file passed its digest: another optimiser's state
-      throw CheckpointMismatch(source, std::string("its optimiser state does not fit this optimizer "
-                                                   "(was the optimizer changed?): ") +
-                                           e.what_without_backtrace());
+      throw CheckpointMismatch(source,
+                               std::string("its optimiser state does not fit this optimizer "
+                                           "(was the optimizer changed?): ") +
+                                   e.what_without_backtrace());
     }
     TrainCounters c;
     c.epoch = get_int(archive, "epoch");
@@ -148,7 +153,8 @@ TrainCounters deserialize_state(const std::string& bytes, const std::string& sou
   } catch (const core::Error&) {
     throw;
   } catch (const c10::Error& e) {  // LibTorch's text without its 25-frame stack trace
-    throw core::FileError(source, std::string("not a readable scaffold checkpoint: ") + e.what_without_backtrace());
+    throw core::FileError(
+        source, std::string("not a readable scaffold checkpoint: ") + e.what_without_backtrace());
   } catch (const std::exception& e) {
     throw core::FileError(source, std::string("not a readable scaffold checkpoint: ") + e.what());
   }

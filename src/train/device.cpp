@@ -42,7 +42,8 @@ struct RankDevice {
 };
 
 std::string encode(const RankDevice& r) {
-  return fmt::format("{}\t{}\t{}\t{}\t{}\t{}", r.host, r.local_rank, r.device, r.visible, r.pci, r.reason);
+  return fmt::format("{}\t{}\t{}\t{}\t{}\t{}", r.host, r.local_rank, r.device, r.visible, r.pci,
+                     r.reason);
 }
 
 RankDevice decode(const std::string& text) {
@@ -80,14 +81,16 @@ DeviceChoice select_device(const std::string& key, bool sharing_allowed, dist::C
       return;
     }
     if (!cuda)
-      throw core::Error("device: cuda was asked for, but this LibTorch has no CUDA or no GPU is "
-                        "visible; use device: auto or cpu");
+      throw core::Error(
+          "device: cuda was asked for, but this LibTorch has no CUDA or no GPU is "
+          "visible; use device: auto or cpu");
     dist::DeviceMapRequest request;
     request.local_rank = comm.local_rank();
     request.local_size = comm.local_size();
     request.visible_devices = static_cast<int>(torch::cuda::device_count());
-    const dist::VisibleMask mask = dist::visible_mask(kRocmLibTorch, env("CUDA_VISIBLE_DEVICES"),
-                                                      env("HIP_VISIBLE_DEVICES"), env("ROCR_VISIBLE_DEVICES"));
+    const dist::VisibleMask mask =
+        dist::visible_mask(kRocmLibTorch, env("CUDA_VISIBLE_DEVICES"), env("HIP_VISIBLE_DEVICES"),
+                           env("ROCR_VISIBLE_DEVICES"));
     request.cuda_visible_devices = mask.value;
     request.mask_variable = mask.variable;
     request.sharing_allowed = sharing_allowed;
@@ -111,17 +114,19 @@ DeviceChoice select_device(const std::string& key, bool sharing_allowed, dist::C
   std::string clash;
   for (std::size_t rank = 0; rank < all.size(); ++rank) {
     if (all[rank].pci.empty()) continue;
-    const auto [it, fresh] = owner.emplace(std::make_pair(all[rank].host, all[rank].pci), static_cast<int>(rank));
+    const auto [it, fresh] =
+        owner.emplace(std::make_pair(all[rank].host, all[rank].pci), static_cast<int>(rank));
     if (!fresh && clash.empty())
-      clash = fmt::format("ranks {} and {} on {} both train on the GPU at PCI {} ({} and {})", it->second, rank,
-                          all[rank].host, all[rank].pci, all[static_cast<std::size_t>(it->second)].device,
-                          all[rank].device);
+      clash = fmt::format("ranks {} and {} on {} both train on the GPU at PCI {} ({} and {})",
+                          it->second, rank, all[rank].host, all[rank].pci,
+                          all[static_cast<std::size_t>(it->second)].device, all[rank].device);
   }
   dist::run_agreed(comm, [&] {
     if (!clash.empty() && !sharing_allowed)
-      throw core::Error("device: " + clash +
-                        ": the launcher gave several tasks the same GPU; bind one GPU per task (srun "
-                        "--gpus-per-task=1) or set device_sharing: 1");
+      throw core::Error(
+          "device: " + clash +
+          ": the launcher gave several tasks the same GPU; bind one GPU per task (srun "
+          "--gpus-per-task=1) or set device_sharing: 1");
   });
 
   // Once per node: which rank trains where and why (the first rank's reason stands for the node).
@@ -138,10 +143,12 @@ DeviceChoice select_device(const std::string& key, bool sharing_allowed, dist::C
       ranks += fmt::format("{}rank {} -> {}", ranks.empty() ? "" : ", ", rank, r.device);
       if (!r.visible.empty() || !r.pci.empty())
         ranks += fmt::format(" ({}{}{})", r.visible.empty() ? "" : "GPU " + r.visible,
-                             !r.visible.empty() && !r.pci.empty() ? ", " : "", r.pci.empty() ? "" : "PCI " + r.pci);
+                             !r.visible.empty() && !r.pci.empty() ? ", " : "",
+                             r.pci.empty() ? "" : "PCI " + r.pci);
     }
     const RankDevice& first = all[by_host[host].front()];
-    LOG_INFO("device map on {}: {}{}", host, ranks, first.reason.empty() ? "" : "; " + first.reason);
+    LOG_INFO("device map on {}: {}{}", host, ranks,
+             first.reason.empty() ? "" : "; " + first.reason);
   }
   return choice;
 }
@@ -160,8 +167,9 @@ bool use_channels_last(const std::string& memory_format, const c10::Device& devi
   if (memory_format == "channels_last") return true;
   if (memory_format == "contiguous") return false;
   if (memory_format == "auto") return device.is_cuda();
-  throw core::Error(fmt::format("memory_format: '{}' is not allowed; expected auto, channels_last or contiguous",
-                                memory_format));
+  throw core::Error(
+      fmt::format("memory_format: '{}' is not allowed; expected auto, channels_last or contiguous",
+                  memory_format));
 }
 
 void check_memory_budget_on(const std::string& workload, const core::MemoryEstimate& estimate,
@@ -170,11 +178,14 @@ void check_memory_budget_on(const std::string& workload, const core::MemoryEstim
   std::string where = device.str();
   if (device.is_cuda()) {
     const int64_t total = device_total_memory_bytes(device);
-    if (total > 0) available = static_cast<double>(total) / (device_shared ? std::max(1, ranks_per_node) : 1);
-    if (const std::string name = device_model_name(device); !name.empty()) where += " (" + name + ")";
+    if (total > 0)
+      available = static_cast<double>(total) / (device_shared ? std::max(1, ranks_per_node) : 1);
+    if (const std::string name = device_model_name(device); !name.empty())
+      where += " (" + name + ")";
   } else {
     available = core::host_memory_per_rank_bytes(ranks_per_node);
-    if (ranks_per_node > 1) where += fmt::format(", shared by {} ranks of this node", ranks_per_node);
+    if (ranks_per_node > 1)
+      where += fmt::format(", shared by {} ranks of this node", ranks_per_node);
   }
   if (available) core::check_memory_budget(workload, estimate, *available, where);
 }

@@ -28,7 +28,8 @@ struct DeviceChoice {
 // On CUDA each rank gets dist::map_rank_to_device's index, made the current device; two ranks of
 // a node on the same physical GPU are an error unless sharing_allowed (device_sharing: 1). The
 // mapping is logged once per node (by rank 0). Errors are dist::AgreedError on every rank.
-DeviceChoice select_device(const std::string& device_key, bool sharing_allowed, dist::Communicator& comm);
+DeviceChoice select_device(const std::string& device_key, bool sharing_allowed,
+                           dist::Communicator& comm);
 
 // ScaFFold's worker set-up (docs/config.md, more_determinism): more_determinism turns
 // deterministic algorithms on (warn_only: an op without a deterministic kernel warns instead of

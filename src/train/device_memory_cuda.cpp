@@ -10,7 +10,9 @@
 namespace scaffold::train {
 
 namespace {
-c10::DeviceIndex index_of(const c10::Device& device) { return device.index() < 0 ? 0 : device.index(); }
+c10::DeviceIndex index_of(const c10::Device& device) {
+  return device.index() < 0 ? 0 : device.index();
+}
 }  // namespace
 
 int64_t device_peak_allocated_bytes(const c10::Device& device) {

@@ -7,12 +7,21 @@
 
 namespace scaffold::train {
 
-int64_t device_peak_allocated_bytes(const c10::Device&) { return -1; }
-int64_t device_total_memory_bytes(const c10::Device&) { return -1; }
-std::string device_model_name(const c10::Device&) { return {}; }
-std::string device_bus_id(const c10::Device&) { return {}; }
+int64_t device_peak_allocated_bytes(const c10::Device&) {
+  return -1;
+}
+int64_t device_total_memory_bytes(const c10::Device&) {
+  return -1;
+}
+std::string device_model_name(const c10::Device&) {
+  return {};
+}
+std::string device_bus_id(const c10::Device&) {
+  return {};
+}
 void set_current_device(const c10::Device& device) {
-  if (device.is_cuda() && device.has_index()) c10::impl::getDeviceGuardImpl(device.type())->setDevice(device);
+  if (device.is_cuda() && device.has_index())
+    c10::impl::getDeviceGuardImpl(device.type())->setDevice(device);
 }
 
 }  // namespace scaffold::train

@@ -61,10 +61,13 @@ class HostDeviceFeeder : public DeviceFeeder {
 
 }  // namespace
 
-std::unique_ptr<StepClock> make_host_step_clock() { return std::make_unique<HostStepClock>(); }
+std::unique_ptr<StepClock> make_host_step_clock() {
+  return std::make_unique<HostStepClock>();
+}
 
 std::unique_ptr<StepClock> make_synchronizing_step_clock(std::function<void()> wait_for_device) {
-  SCAFFOLD_CHECK(static_cast<bool>(wait_for_device), "make_synchronizing_step_clock without a wait");
+  SCAFFOLD_CHECK(static_cast<bool>(wait_for_device),
+                 "make_synchronizing_step_clock without a wait");
   return std::make_unique<HostStepClock>(std::move(wait_for_device));
 }
 

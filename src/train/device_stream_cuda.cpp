@@ -22,7 +22,8 @@ class CudaStepClock : public StepClock {
  public:
   explicit CudaStepClock(c10::Device device) : device_(device) {}
   void start() override {
-    marks_.emplace_back(at::cuda::CUDAEvent(cudaEventDefault), at::cuda::CUDAEvent(cudaEventDefault));
+    marks_.emplace_back(at::cuda::CUDAEvent(cudaEventDefault),
+                        at::cuda::CUDAEvent(cudaEventDefault));
     marks_.back().first.record(c10::cuda::getCurrentCUDAStream(device_.index()));
   }
   void stop() override {
@@ -34,20 +35,23 @@ class CudaStepClock : public StepClock {
     if (marks_.empty()) return out;
     marks_.back().second.synchronize();  // the one wait: the epoch's last step has ended
     out.reserve(marks_.size());
-    for (const auto& [begin, end] : marks_) out.push_back(static_cast<double>(begin.elapsed_time(end)) * 1e-3);
+    for (const auto& [begin, end] : marks_)
+      out.push_back(static_cast<double>(begin.elapsed_time(end)) * 1e-3);
     marks_.clear();
     return out;
   }
 
  private:
   c10::Device device_;
-  std::vector<std::pair<at::cuda::CUDAEvent, at::cuda::CUDAEvent>> marks_;  // (start, stop) per step
+  std::vector<std::pair<at::cuda::CUDAEvent, at::cuda::CUDAEvent>>
+      marks_;  // (start, stop) per step
 };
 
 class CudaDeviceFeeder : public DeviceFeeder {
  public:
   explicit CudaDeviceFeeder(c10::Device device)
-      : device_(device), copy_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())) {}
+      : device_(device),
+        copy_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())) {}
 
   void prefetch(const dataset::Batch& host) override {
     Pending p;
@@ -57,7 +61,8 @@ class CudaDeviceFeeder : public DeviceFeeder {
       c10::cuda::CUDAStreamGuard on_copy_stream(copy_stream_);
       // From pinned memory the copy is asynchronous; the caching host allocator keeps the pinned
       // block until the copy is done, so the host batch may go at once.
-      for (const at::Tensor& f : host.fields) p.batch.fields.push_back(f.to(device_, /*non_blocking=*/true));
+      for (const at::Tensor& f : host.fields)
+        p.batch.fields.push_back(f.to(device_, /*non_blocking=*/true));
       p.copied.record(copy_stream_);
     }
     pending_.push_back(std::move(p));

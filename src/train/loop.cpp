@@ -20,8 +20,8 @@
 #include "core/log.hpp"
 #include "core/progress.hpp"
 #include "core/rng.hpp"
-#include "core/stop.hpp"
 #include "core/stats.hpp"
+#include "core/stop.hpp"
 #include "core/timer.hpp"
 #include "dataset/sampler.hpp"
 #include "dist/halo.hpp"
@@ -53,8 +53,9 @@ InjectedFailure injected_failure(int rank) {
   const int fields = std::sscanf(value, "%d:%lld:%7[a-z]%c", &target_rank, &step, mode, &tail);
   const bool hang = fields == 3 && std::string(mode) == "hang";
   if ((fields != 2 && !hang) || target_rank < 0 || step < 1)
-    throw core::Error(
-        fmt::format("SCAFFOLD_FAIL_AT='{}': expected <rank>:<step> or <rank>:<step>:hang with step >= 1", value));
+    throw core::Error(fmt::format(
+        "SCAFFOLD_FAIL_AT='{}': expected <rank>:<step> or <rank>:<step>:hang with step >= 1",
+        value));
   if (target_rank != rank) return {};
   return {static_cast<int64_t>(step), hang};
 }
@@ -64,7 +65,8 @@ dataset::Batch to_device(const dataset::Batch& batch, const c10::Device& device)
   dataset::Batch out;
   out.ids = batch.ids;
   out.fields.reserve(batch.fields.size());
-  for (const at::Tensor& f : batch.fields) out.fields.push_back(f.to(device, /*non_blocking=*/true));
+  for (const at::Tensor& f : batch.fields)
+    out.fields.push_back(f.to(device, /*non_blocking=*/true));
   return out;
 }
 
@@ -75,15 +77,17 @@ std::vector<double> host_doubles(const at::Tensor& sums) {
 
 // The pass's sums and, appended, how many batches ended with them still finite, in one copy to
 // the host. Fills out->sums and the first non-finite batch with its examples from `indices`.
-void read_pass_sums(const at::Tensor& sums, const at::Tensor& finite_batches, const std::vector<int64_t>& indices,
-                    int64_t batch_size, PassSums* out) {
-  std::vector<double> host = host_doubles(at::cat({sums.to(at::kDouble), finite_batches.to(at::kDouble).view({1})}));
+void read_pass_sums(const at::Tensor& sums, const at::Tensor& finite_batches,
+                    const std::vector<int64_t>& indices, int64_t batch_size, PassSums* out) {
+  std::vector<double> host =
+      host_doubles(at::cat({sums.to(at::kDouble), finite_batches.to(at::kDouble).view({1})}));
   const auto finite = static_cast<int64_t>(host.back());
   host.pop_back();
   out->sums = std::move(host);
   if (finite >= out->steps) return;
   out->first_nonfinite_batch = finite;
-  const auto begin = static_cast<std::size_t>(std::min<int64_t>(finite * batch_size, static_cast<int64_t>(indices.size())));
+  const auto begin = static_cast<std::size_t>(
+      std::min<int64_t>(finite * batch_size, static_cast<int64_t>(indices.size())));
   const auto end = std::min(begin + static_cast<std::size_t>(batch_size), indices.size());
   out->first_nonfinite_examples.assign(indices.begin() + static_cast<std::ptrdiff_t>(begin),
                                        indices.begin() + static_cast<std::ptrdiff_t>(end));
@@ -95,8 +99,9 @@ bool all_finite(const std::vector<double>& values) {
 
 }  // namespace
 
-TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device device, dist::Communicator& comm,
-                           const dist::ProcessGrid& grid, LoopParallelism parallel)
+TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device device,
+                           dist::Communicator& comm, const dist::ProcessGrid& grid,
+                           LoopParallelism parallel)
     : task_(task),
       options_(std::move(options)),
       device_(device),
@@ -126,8 +131,8 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
     torch::NoGradGuard no_grad;
     for (const at::Tensor& p : module.parameters()) parallel_.world->broadcast(p, 0);
     for (const at::Tensor& b : module.buffers()) parallel_.world->broadcast(b, 0);
-    reducer_ = std::make_unique<dist::GradientReducer>(module.parameters(), *parallel_.world, 1.0 / grid_.replicas(),
-                                                       parallel_.bucket_bytes);
+    reducer_ = std::make_unique<dist::GradientReducer>(
+        module.parameters(), *parallel_.world, 1.0 / grid_.replicas(), parallel_.bucket_bytes);
   }
   const InjectedFailure injected = injected_failure(comm_.rank());
   fail_at_step_ = injected.step;
@@ -135,7 +140,8 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
   optimizer_ = options_.make_optimizer(module.parameters());
   counters_.best_val_loss = std::numeric_limits<double>::infinity();
   if (options_.accumulation_steps < 1)
-    throw core::Error(fmt::format("TrainingLoop: accumulation_steps {} must be >= 1", options_.accumulation_steps));
+    throw core::Error(fmt::format("TrainingLoop: accumulation_steps {} must be >= 1",
+                                  options_.accumulation_steps));
   // The global batch must fit both splits (docs/distributed.md); a stream wraps around its set.
   const int64_t global_batch = options_.local_batch_size * grid_.replicas();
   const auto n_train = static_cast<int64_t>(task_.training_set().size());
@@ -145,20 +151,22 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
   // work out which one it was.
   std::vector<std::string> too_small;
   if (streamed ? n_train < 1 : global_batch > n_train)
-    too_small.push_back(fmt::format("the training set ({} example{}) is smaller than the global batch {} "
-                                    "(local_batch_size {} x {} replicas)",
-                                    n_train, n_train == 1 ? "" : "s", global_batch, options_.local_batch_size,
-                                    grid_.replicas()));
+    too_small.push_back(
+        fmt::format("the training set ({} example{}) is smaller than the global batch {} "
+                    "(local_batch_size {} x {} replicas)",
+                    n_train, n_train == 1 ? "" : "s", global_batch, options_.local_batch_size,
+                    grid_.replicas()));
   if (options_.validation_every > 0 && validation_batch() * grid_.replicas() > n_val)
-    too_small.push_back(fmt::format("the validation set ({} example{}) is smaller than the global validation "
-                                    "batch {} ({} per replica x {} replicas)",
-                                    n_val, n_val == 1 ? "" : "s", validation_batch() * grid_.replicas(),
-                                    validation_batch(),
-                                    grid_.replicas()));
+    too_small.push_back(
+        fmt::format("the validation set ({} example{}) is smaller than the global validation "
+                    "batch {} ({} per replica x {} replicas)",
+                    n_val, n_val == 1 ? "" : "s", validation_batch() * grid_.replicas(),
+                    validation_batch(), grid_.replicas()));
   if (!too_small.empty())
-    throw core::Error(fmt::format("{}; every rank needs one full batch of each split: use more examples, a "
-                                  "smaller batch or fewer ranks",
-                                  fmt::join(too_small, "; ")));
+    throw core::Error(
+        fmt::format("{}; every rank needs one full batch of each split: use more examples, a "
+                    "smaller batch or fewer ranks",
+                    fmt::join(too_small, "; ")));
 }
 
 TrainingLoop::~TrainingLoop() = default;
@@ -230,16 +238,19 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::T
   SCAFFOLD_PROFILE_REGION(prof, "run_training_batch");
   if (++steps_taken_ == fail_at_step_) {
     if (hang_at_step_) {
-      LOG_ERROR("injected hang (SCAFFOLD_FAIL_AT) at training step {} on rank {}", steps_taken_, comm_.rank());
+      LOG_ERROR("injected hang (SCAFFOLD_FAIL_AT) at training step {} on rank {}", steps_taken_,
+                comm_.rank());
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
-    throw core::Error(fmt::format("injected failure (SCAFFOLD_FAIL_AT) at training step {} on rank {}",
-                                  steps_taken_, comm_.rank()));
+    throw core::Error(
+        fmt::format("injected failure (SCAFFOLD_FAIL_AT) at training step {} on rank {}",
+                    steps_taken_, comm_.rank()));
   }
   dataset::Batch batch;
   {
     SCAFFOLD_PROFILE_REGION(prof, "image_to_device");
-    batch = feeder.take();  // copied while the previous step computed; the device waits, not the host
+    batch =
+        feeder.take();  // copied while the previous step computed; the device waits, not the host
   }
   broadcast_buffers();
   const TrainForward out = task_.train_forward(batch);
@@ -250,7 +261,8 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::T
     // earlier ones accumulated; gradient buckets start all-reducing as they fill.
     if (last && reducer_) reducer_->prepare(/*include_accumulated=*/!first);
     at::Tensor loss = out.loss;
-    if (options_.accumulation_steps > 1) loss = loss / static_cast<double>(options_.accumulation_steps);
+    if (options_.accumulation_steps > 1)
+      loss = loss / static_cast<double>(options_.accumulation_steps);
     (options_.loss_scaling ? loss * loss_scale_ : loss).backward();
   }
   *sums += out.sums.to(at::kDouble);  // every micro-batch counts, whether or not the step is taken
@@ -260,7 +272,8 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::T
     reducer_->finish();
   }
   SCAFFOLD_PROFILE_REGION(prof, "step_and_update");
-  if (options_.loss_scaling && !unscale_gradients()) return;  // skipped: parameters stay, scale lowered
+  if (options_.loss_scaling && !unscale_gradients())
+    return;  // skipped: parameters stay, scale lowered
   // The norm stays on the device (1.13's clip_grad_norm_ returns it to the host: a sync); a model-
   // parallel task clips over its whole model through the hook.
   if (options_.clip_gradients)
@@ -271,7 +284,8 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::T
   task_.after_step();
 }
 
-PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vector<double>* step_times) {
+PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches,
+                                   std::vector<double>* step_times) {
   task_.module().train();
   const dataset::ExampleSource& set = task_.training_set();
   const auto batch_size = options_.local_batch_size;
@@ -283,33 +297,37 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
   if (options_.train_batches_per_epoch > 0) {
     const int64_t steps = steps_left >= 0 ? std::min(steps_left, options_.train_batches_per_epoch)
                                           : options_.train_batches_per_epoch;
-    indices = dataset::stream_indices(static_cast<int64_t>(set.size()), grid_.replicas(), grid_.replica(),
-                                      first_step, steps, batch_size, k);
+    indices = dataset::stream_indices(static_cast<int64_t>(set.size()), grid_.replicas(),
+                                      grid_.replica(), first_step, steps, batch_size, k);
   } else {
-    indices = dataset::training_indices(static_cast<int64_t>(set.size()), grid_.replicas(), grid_.replica(),
-                                        options_.seed, epoch);
+    indices = dataset::training_indices(static_cast<int64_t>(set.size()), grid_.replicas(),
+                                        grid_.replica(), options_.seed, epoch);
     if (max_batches >= 0)
-      indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
+      indices.resize(std::min<std::size_t>(indices.size(),
+                                           static_cast<std::size_t>(max_batches * batch_size)));
     // Every replica holds the same number of indices (DistributedSampler pads), so all drop alike.
-    if (options_.drop_last) indices.resize(indices.size() / static_cast<std::size_t>(batch_size) * batch_size);
+    if (options_.drop_last)
+      indices.resize(indices.size() / static_cast<std::size_t>(batch_size) * batch_size);
     // Whole optimizer steps only, and no more than the step cap allows.
-    if (k > 1) indices.resize(indices.size() / static_cast<std::size_t>(k * batch_size) * k * batch_size);
+    if (k > 1)
+      indices.resize(indices.size() / static_cast<std::size_t>(k * batch_size) * k * batch_size);
     if (steps_left >= 0)
-      indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(steps_left * k * batch_size)));
+      indices.resize(std::min<std::size_t>(indices.size(),
+                                           static_cast<std::size_t>(steps_left * k * batch_size)));
   }
   // Augmentation is keyed by (seed, epoch, example), the same for any number of loader threads.
   PassSums out;
   out.draw_key = core::stream_key({options_.seed, static_cast<uint64_t>(epoch), 0x747261696eULL});
-  dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers, device_.is_cuda(),
-                              out.draw_key);
-  at::Tensor sums =
-      at::zeros({static_cast<int64_t>(task_.training_sum_names().size())},
-                at::TensorOptions().dtype(at::kDouble).device(device_));
+  dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers,
+                              device_.is_cuda(), out.draw_key);
+  at::Tensor sums = at::zeros({static_cast<int64_t>(task_.training_sum_names().size())},
+                              at::TensorOptions().dtype(at::kDouble).device(device_));
   // Batches after which the running sums were still finite, counted on the device (no host
   // read per step): a NaN or Inf stays in the running sums, so this is the first bad batch.
   at::Tensor finite_batches = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device_));
   // A progress line on a terminal (and a log line every 30 s elsewhere) for long epochs.
-  core::Progress progress(epoch == 0 ? std::string("warm-up") : fmt::format("epoch {}", epoch), loader.batches());
+  core::Progress progress(epoch == 0 ? std::string("warm-up") : fmt::format("epoch {}", epoch),
+                          loader.batches());
   // Steps are marked on the device's timeline and read once, after the epoch; batches are copied
   // one ahead, so the host never waits for the device inside the loop (docs/architecture.md).
   const std::unique_ptr<StepClock> step_clock = make_step_clock(device_);
@@ -320,7 +338,8 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
   if (more) feeder->prefetch(batch);
   while (more) {
     if (options_.profiler && epoch > 0) options_.profiler->step();  // timed batches only
-    if (options_.lr_at_step) set_learning_rate(options_.lr_at_step(first_step + out.optimizer_steps));
+    if (options_.lr_at_step)
+      set_learning_rate(options_.lr_at_step(first_step + out.optimizer_steps));
     const double halo_before = dist::halo_stats().seconds;
     const double wait_before = reducer_ ? reducer_->wait_s() : 0.0;
     if (step_times) step_clock->start();
@@ -328,8 +347,9 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches, std::vect
     // micro-batch's copy starts while this one still runs on the device.
     for (int64_t m = 0; m < k; ++m) {
       if (!more)
-        throw core::Error(fmt::format("training: the epoch ended inside optimizer step {} (micro-batch {} of {})",
-                                      first_step + out.optimizer_steps + 1, m + 1, k));
+        throw core::Error(
+            fmt::format("training: the epoch ended inside optimizer step {} (micro-batch {} of {})",
+                        first_step + out.optimizer_steps + 1, m + 1, k));
       const auto examples = static_cast<double>(batch.ids.size());
       train_step(*feeder, m == 0, m == k - 1, &sums);
       finite_batches += sums.isfinite().all();
@@ -367,11 +387,12 @@ PassSums TrainingLoop::validate(int64_t max_batches) {
   {
     c10::InferenceMode no_grad;
     const dataset::ExampleSource& set = task_.validation_set();
-    auto indices =
-        dataset::validation_indices(static_cast<int64_t>(set.size()), grid_.replicas(), grid_.replica());
+    auto indices = dataset::validation_indices(static_cast<int64_t>(set.size()), grid_.replicas(),
+                                               grid_.replica());
     const auto batch_size = validation_batch();
     if (max_batches >= 0)
-      indices.resize(std::min<std::size_t>(indices.size(), static_cast<std::size_t>(max_batches * batch_size)));
+      indices.resize(std::min<std::size_t>(indices.size(),
+                                           static_cast<std::size_t>(max_batches * batch_size)));
     out.draw_key = core::stream_key({options_.seed, 0x76616cULL});
     dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers,
                                 device_.is_cuda(), out.draw_key);
@@ -414,8 +435,8 @@ double TrainingLoop::warmup() {
   return clock.elapsed_s();
 }
 
-void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tensor>& params, const std::string& when,
-                           bool* warned) {
+void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tensor>& params,
+                           const std::string& when, bool* warned) {
   // A weighted checksum, its spread over the world.
   double sum = 0.0;
   {
@@ -432,12 +453,17 @@ void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tenso
   const double spread = high - low;
   const double scale = std::max({std::abs(high), std::abs(low), 1e-30});
   if (spread > 1e-6 * scale || !std::isfinite(spread))
-    throw dist::AgreedError(fmt::format("the ranks' parameters differ {} (checksums {} to {}): gradient reduction "
-                                        "is broken", when, low, high));
+    throw dist::AgreedError(
+        fmt::format("the ranks' parameters differ {} (checksums {} to {}): gradient reduction "
+                    "is broken",
+                    when, low, high));
   if (spread > 0 && warned != nullptr && !*warned) {
     *warned = true;
-    LOG_WARN("the ranks' parameters differ in the last bits {} (checksum spread {:.3g} relative): the MPI "
-             "library's all-reduce is not bitwise identical on every rank", when, spread / scale);
+    LOG_WARN(
+        "the ranks' parameters differ in the last bits {} (checksum spread {:.3g} relative): the "
+        "MPI "
+        "library's all-reduce is not bitwise identical on every rank",
+        when, spread / scale);
   }
 }
 
@@ -451,7 +477,8 @@ void TrainingLoop::check_replicas_agree(int64_t epoch) {
   }
   // Each group of replicas checks its own shards; the verdict is every rank's.
   dist::run_agreed(comm_, [&] {
-    check_same_parameters(*parallel_.replica_comm, task_.module().parameters(), when, &warned_replica_drift_);
+    check_same_parameters(*parallel_.replica_comm, task_.module().parameters(), when,
+                          &warned_replica_drift_);
   });
 }
 
@@ -541,16 +568,17 @@ TrainCounters TrainingLoop::resume(const fs::path& dir) {
       optimizer_ = options_.make_optimizer(task_.module().parameters());
       counters_ = load_checkpoint(file, task_.module(), *optimizer_);
       adopt_scaler(/*from_checkpoint=*/true);
-      LOG_INFO("resumed from {} (epoch {}, {} {:.4f}, {} optimizer steps)", file.string(), counters_.epoch,
-               options_.target ? "validation metric" : "last metric", counters_.val_dice,
-               counters_.total_optimizer_steps);
+      LOG_INFO("resumed from {} (epoch {}, {} {:.4f}, {} optimizer steps)", file.string(),
+               counters_.epoch, options_.target ? "validation metric" : "last metric",
+               counters_.val_dice, counters_.total_optimizer_steps);
       return counters_;
     } catch (const CheckpointMismatch& e) {
       // Intact but not this command's model or optimiser: the command is wrong. Leave every
       // checkpoint as it is, so the run resumes once the flags are put right.
-      throw core::FileError(dir.string(), std::string("cannot restart with this command: ") + e.what() +
-                                              "; the checkpoints are unchanged (restart with the run's "
-                                              "own config.yaml, as its restart.sh does)");
+      throw core::FileError(dir.string(),
+                            std::string("cannot restart with this command: ") + e.what() +
+                                "; the checkpoints are unchanged (restart with the run's "
+                                "own config.yaml, as its restart.sh does)");
     } catch (const core::Error& e) {
       LOG_WARN("{}; renaming it {}.corrupt", e.what(), file.filename().string());
       fs::rename(file, fs::path(file.string() + ".corrupt"), ec);
@@ -559,10 +587,13 @@ TrainCounters TrainingLoop::resume(const fs::path& dir) {
   }
   std::error_code ec;
   if (fs::exists(dir / "checkpoint_last.rank0", ec))
-    errors += "\n  (checkpoint_last.rank<R> files are there: that run kept state per rank (a sharded optimizer or "
-              "a tensor-parallel model); resume it with the same use_distributed_optimizer and "
-              "tensor-parallel size)";
-  throw core::FileError(dir.string(), "no usable checkpoint_last or checkpoint_best to restart from" + errors);
+    errors +=
+        "\n  (checkpoint_last.rank<R> files are there: that run kept state per rank (a sharded "
+        "optimizer or "
+        "a tensor-parallel model); resume it with the same use_distributed_optimizer and "
+        "tensor-parallel size)";
+  throw core::FileError(dir.string(),
+                        "no usable checkpoint_last or checkpoint_best to restart from" + errors);
 }
 
 void TrainingLoop::save(const std::string& name) {
@@ -613,8 +644,10 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
     comm_.allreduce_sum(sums.data(), sums.size());
     for (double& s : sums) s /= static_cast<double>(task_.sum_multiplicity());
     const std::size_t n_train = st.train.sums.size();
-    std::copy(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(n_train), st.train.sums.begin());
-    std::copy(sums.begin() + static_cast<std::ptrdiff_t>(n_train), sums.end() - 2, st.val.sums.begin());
+    std::copy(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(n_train),
+              st.train.sums.begin());
+    std::copy(sums.begin() + static_cast<std::ptrdiff_t>(n_train), sums.end() - 2,
+              st.val.sums.begin());
     st.train.samples = sums[sums.size() - 2];
     st.val.samples = sums[sums.size() - 1];
     st.epoch = epoch;
@@ -641,7 +674,8 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
     st.total_optimizer_steps = counters_.total_optimizer_steps;
     st.median_step_s = core::median(st.step_times_s);
     if (!warmup) {
-      result.step_times_s.insert(result.step_times_s.end(), st.step_times_s.begin(), st.step_times_s.end());
+      result.step_times_s.insert(result.step_times_s.end(), st.step_times_s.begin(),
+                                 st.step_times_s.end());
       result.timed_s += st.duration_s;
       timed_s += st.duration_s;
       ++result.timed_epochs;
@@ -703,13 +737,18 @@ std::string TrainingLoop::nonfinite_origin(int64_t epoch, const LoopEpoch& st, i
   const PassSums& pass = in_training ? st.train : st.val;
   if (pass.first_nonfinite_batch >= 0) {
     const dataset::ExampleSource& set = in_training ? task_.training_set() : task_.validation_set();
-    const std::vector<std::string> bad = nonfinite_inputs(set, pass.first_nonfinite_examples, pass.draw_key);
+    const std::vector<std::string> bad =
+        nonfinite_inputs(set, pass.first_nonfinite_examples, pass.draw_key);
     const std::string where =
-        in_training ? fmt::format("the training sums first turned non-finite in optimizer step {} (batch {} of epoch {})",
-                                  first_step + pass.first_nonfinite_batch / options_.accumulation_steps + 1,
-                                  pass.first_nonfinite_batch + 1, epoch)
-                    : fmt::format("the validation sums first turned non-finite in validation batch {} of epoch {}",
-                                  pass.first_nonfinite_batch + 1, epoch);
+        in_training
+            ? fmt::format(
+                  "the training sums first turned non-finite in optimizer step {} (batch {} of "
+                  "epoch {})",
+                  first_step + pass.first_nonfinite_batch / options_.accumulation_steps + 1,
+                  pass.first_nonfinite_batch + 1, epoch)
+            : fmt::format(
+                  "the validation sums first turned non-finite in validation batch {} of epoch {}",
+                  pass.first_nonfinite_batch + 1, epoch);
     mine.bad_data = !bad.empty();
     mine.order = pass.first_nonfinite_batch + (in_training ? 0 : st.train.steps);
     std::vector<std::string> names;  // the batch's files, or its example indices
@@ -719,12 +758,14 @@ std::string TrainingLoop::nonfinite_origin(int64_t epoch, const LoopEpoch& st, i
     }
     if (bad.empty())
       mine.text = fmt::format(
-          "{}, whose input data ({}) is finite, so the model diverged, not the data (a lower learning rate, or fp32 "
+          "{}, whose input data ({}) is finite, so the model diverged, not the data (a lower "
+          "learning rate, or fp32 "
           "instead of reduced precision, may help)",
           where, fmt::join(names, ", "));
     else
-      mine.text = fmt::format("{}, whose input data holds non-finite values: {} (replace or regenerate the data)",
-                              where, fmt::join(bad, "; "));
+      mine.text = fmt::format(
+          "{}, whose input data holds non-finite values: {} (replace or regenerate the data)",
+          where, fmt::join(bad, "; "));
   }
   // Every rank's finding, as "<bad data 0|1> <order> <text>".
   const std::string packed = fmt::format("{} {} {}", mine.bad_data ? 1 : 0, mine.order, mine.text);
@@ -741,7 +782,8 @@ std::string TrainingLoop::nonfinite_origin(int64_t epoch, const LoopEpoch& st, i
   }
   // Ranks whose data held NaN or Inf explain it; otherwise the ranks that turned first (with data
   // parallelism one rank's NaN reaches every rank through the gradient all-reduce a step later).
-  const bool any_bad_data = std::any_of(all.begin(), all.end(), [](const Finding& f) { return f.bad_data; });
+  const bool any_bad_data =
+      std::any_of(all.begin(), all.end(), [](const Finding& f) { return f.bad_data; });
   int64_t earliest = -1;
   for (const Finding& f : all)
     if (f.order >= 0 && (earliest < 0 || f.order < earliest)) earliest = f.order;
@@ -749,9 +791,11 @@ std::string TrainingLoop::nonfinite_origin(int64_t epoch, const LoopEpoch& st, i
   for (std::size_t r = 0; r < all.size(); ++r) {
     const Finding& f = all[r];
     if (f.order < 0 || (any_bad_data ? !f.bad_data : f.order != earliest)) continue;
-    text += (text.empty() ? "" : "; ") + (all.size() > 1 ? fmt::format("rank {}: ", r) : std::string()) + f.text;
+    text += (text.empty() ? "" : "; ") +
+            (all.size() > 1 ? fmt::format("rank {}: ", r) : std::string()) + f.text;
   }
-  if (text.empty()) text = "every rank's own sums were finite: they overflowed when summed over the ranks";
+  if (text.empty())
+    text = "every rank's own sums were finite: they overflowed when summed over the ranks";
   return text;
 }
 

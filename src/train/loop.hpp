@@ -13,6 +13,8 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -22,9 +24,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <torch/nn/module.h>
-#include <torch/optim/optimizer.h>
 
 #include "core/watchdog.hpp"
 #include "dataset/loader.hpp"
@@ -46,9 +45,9 @@ struct TrainForward {
 
 // One pass's sums after the reduction over data-parallel replicas.
 struct PassSums {
-  std::vector<double> sums;  // task-defined, in the task's *_sum_names order
-  double samples = 0.0;      // examples seen (each replica's counted once)
-  int64_t steps = 0;         // batches on this rank (micro-batches with gradient accumulation)
+  std::vector<double> sums;     // task-defined, in the task's *_sum_names order
+  double samples = 0.0;         // examples seen (each replica's counted once)
+  int64_t steps = 0;            // batches on this rank (micro-batches with gradient accumulation)
   int64_t optimizer_steps = 0;  // training: optimizer steps (steps / accumulation_steps)
   // This rank's first batch after which the pass's running sums were no longer finite (0-based,
   // micro-batches) and its examples' indices in the source; -1 and empty while they are finite.
@@ -88,7 +87,8 @@ class TrainingTask {
   // The epoch's metrics from the reduced sums; throws core::Error when training diverged. When
   // the sums are not finite, the loop adds to that error where they first turned so and whether
   // the input data of that batch held NaN or Inf (train/nonfinite.hpp), the same on every rank.
-  virtual EpochMetrics epoch_metrics(int64_t epoch, const PassSums& train, const PassSums& val) const = 0;
+  virtual EpochMetrics epoch_metrics(int64_t epoch, const PassSums& train,
+                                     const PassSums& val) const = 0;
 };
 
 struct LoopOptions {
@@ -102,13 +102,14 @@ struct LoopOptions {
   double time_budget_s = 0.0;
   int64_t warmup_batches = 0;  // untimed steps + a validation pass, undone exactly (ScaFFold)
   int64_t warmup_epochs = 0;   // real epochs before the timed ones, excluded by name (CARAML)
-  std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)> make_optimizer;
+  std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>
+      make_optimizer;
   std::function<double(int64_t epochs_completed)> lr_after;  // per epoch
-  double grad_clip_norm = 0.0;       // <= 0: no clipping
-  int64_t checkpoint_interval = -1;  // <= 0: no checkpoints
+  double grad_clip_norm = 0.0;                               // <= 0: no clipping
+  int64_t checkpoint_interval = -1;                          // <= 0: no checkpoints
   std::filesystem::path checkpoint_dir;
   bool async_save = false;  // write checkpoint files on a background thread (ScaFFold's async_save)
-  uint64_t seed = 42;  // data order and augmentation per epoch
+  uint64_t seed = 42;       // data order and augmentation per epoch
   // torch DataLoader's drop_last for the training pass: a last partial batch is not trained on
   // (BatchNorm cannot train on one example; every step then has the configured batch).
   bool drop_last = false;
@@ -186,7 +187,7 @@ struct LoopEpoch {
   bool warmup = false;  // a warm-up epoch: trained, reported, excluded from every figure
   EpochMetrics metrics;
   PassSums train, val;
-  double duration_s = 0.0;    // epoch start .. after validation and the LR step
+  double duration_s = 0.0;  // epoch start .. after validation and the LR step
   double train_s = 0.0;
   double validation_s = 0.0;
   double next_lr = 0.0;
@@ -202,14 +203,14 @@ struct LoopEpoch {
 };
 
 struct LoopResult {
-  bool converged = false;   // the target was set and reached
+  bool converged = false;  // the target was set and reached
   // A stop was requested (core/stop.hpp: the scheduler's warning signal) and agreed by every
   // rank: the step in flight finished, the rest of that epoch was not run and is not reported.
   bool stopped = false;
   int stop_signal = 0;
   bool deadline_reached = false;  // LoopOptions::deadline_mono_s passed (the run still completed)
-  int64_t skipped_steps = 0;  // steps the loss scaler skipped (non-finite gradients)
-  int64_t epochs_run = 0;   // epochs in this process, warm-up epochs included
+  int64_t skipped_steps = 0;      // steps the loss scaler skipped (non-finite gradients)
+  int64_t epochs_run = 0;         // epochs in this process, warm-up epochs included
   int64_t timed_epochs = 0;
   int64_t last_epoch = 0;
   int64_t total_optimizer_steps = 0;
@@ -220,8 +221,9 @@ struct LoopResult {
 
 class TrainingLoop {
  public:
-  TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device device, dist::Communicator& comm,
-               const dist::ProcessGrid& grid, LoopParallelism parallel = {});
+  TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device device,
+               dist::Communicator& comm, const dist::ProcessGrid& grid,
+               LoopParallelism parallel = {});
   ~TrainingLoop();
 
   // Untimed warm-up steps and a validation pass; afterwards model, optimiser, counters and RNG
@@ -255,7 +257,8 @@ class TrainingLoop {
  private:
   double learning_rate_after(int64_t epochs_completed) const;
   int64_t validation_batch() const {
-    return options_.validation_batch_size > 0 ? options_.validation_batch_size : options_.local_batch_size;
+    return options_.validation_batch_size > 0 ? options_.validation_batch_size
+                                              : options_.local_batch_size;
   }
   void set_learning_rate(double lr);
   // One micro-batch, the one `feeder` prefetched (train/device_stream.hpp): forward and backward;
@@ -300,15 +303,16 @@ class TrainingLoop {
   CommTimes comm_times_;
   bool warned_replica_drift_ = false;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  CheckpointWriter checkpoint_writer_;  // rank 0's checkpoint files, in the background with async_save
+  CheckpointWriter
+      checkpoint_writer_;  // rank 0's checkpoint files, in the background with async_save
   TrainCounters counters_;
   int64_t warmup_steps_ = 0;
   double loss_scale_ = 65536.0;
   double checkpoint_s_ = 0.0;
-  int64_t good_steps_ = 0;     // since the loss scale last changed
+  int64_t good_steps_ = 0;       // since the loss scale last changed
   int64_t hysteresis_left_ = 1;  // overflows still tolerated before the scale falls
   int64_t skipped_steps_ = 0;
-  int stop_signal_ = 0;  // agreed stop request (0: none)
+  int stop_signal_ = 0;            // agreed stop request (0: none)
   bool deadline_reached_ = false;  // agreed: LoopOptions::deadline_mono_s passed
   // The state after the last completed epoch that no checkpoint holds yet (checkpoint_interval
   // > 1), so a stop mid-epoch can still save it; empty otherwise.
@@ -321,7 +325,7 @@ class TrainingLoop {
 // dist::AgreedError on every rank when their checksums differ by more than 1e-6 relative; a smaller
 // difference (an all-reduce not bitwise identical on every rank) is logged once through *warned.
 // `when` completes the messages ("after epoch 3").
-void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tensor>& params, const std::string& when,
-                           bool* warned);
+void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tensor>& params,
+                           const std::string& when, bool* warned);
 
 }  // namespace scaffold::train

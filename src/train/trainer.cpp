@@ -9,7 +9,6 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
-
 #include <torch/utils.h>
 
 #include <algorithm>
@@ -56,15 +55,18 @@ model::AutocastState forward_autocast(const c10::Device& device, bool amp_bf16) 
 // (loss x B, hard Dice), over the spatial group when samples are sharded.
 class Trainer::SegmentationTask : public TrainingTask {
  public:
-  SegmentationTask(model::UNet3d model, const TrainerOptions& options, const dataset::FractalDataset& train_set,
-                   const dataset::FractalDataset& val_set, c10::Device device, const Parallelism& parallel)
+  SegmentationTask(model::UNet3d model, const TrainerOptions& options,
+                   const dataset::FractalDataset& train_set, const dataset::FractalDataset& val_set,
+                   c10::Device device, const Parallelism& parallel)
       : model_(std::move(model)),
         options_(options),
         train_set_(train_set),
         val_set_(val_set),
         device_(device) {
     if (parallel.spatial) {
-      spatial_sum_ = [ctx = parallel.spatial](const at::Tensor& t) { return model::spatial_sum(t, ctx); };
+      spatial_sum_ = [ctx = parallel.spatial](const at::Tensor& t) {
+        return model::spatial_sum(t, ctx);
+      };
     }
     if (options_.channels_last) model::set_memory_format(*model_, at::MemoryFormat::ChannelsLast3d);
   }
@@ -77,14 +79,18 @@ class Trainer::SegmentationTask : public TrainingTask {
   torch::nn::Module& module() override { return *model_; }
   const dataset::ExampleSource& training_set() const override { return train_set_; }
   const dataset::ExampleSource& validation_set() const override { return val_set_; }
-  std::vector<std::string> training_sum_names() const override { return {"loss_x_batch", "soft_dice"}; }
-  std::vector<std::string> validation_sum_names() const override { return {"loss_x_batch", "hard_dice"}; }
+  std::vector<std::string> training_sum_names() const override {
+    return {"loss_x_batch", "soft_dice"};
+  }
+  std::vector<std::string> validation_sum_names() const override {
+    return {"loss_x_batch", "hard_dice"};
+  }
   int sum_multiplicity() const override { return multiplicity_; }
 
   TrainForward train_forward(const dataset::Batch& batch) override {
     profile::Profiler* prof = options_.profiler;
     const at::Tensor image = input(batch.fields[0]);  // (B, 3, D, H, W)
-    const at::Tensor& mask = batch.fields[1];          // (B, D, H, W)
+    const at::Tensor& mask = batch.fields[1];         // (B, D, H, W)
     at::Tensor logits;
     {
       SCAFFOLD_PROFILE_REGION(prof, "predict");
@@ -92,8 +98,8 @@ class Trainer::SegmentationTask : public TrainingTask {
       logits = model_->forward(image);
     }
     SCAFFOLD_PROFILE_REGION(prof, "calculate_loss");
-    const LossTerms terms = segmentation_loss(logits, mask, class_weights_tensor_, spatial_sum_,
-                                                options_.fused_loss);
+    const LossTerms terms =
+        segmentation_loss(logits, mask, class_weights_tensor_, spatial_sum_, options_.fused_loss);
     const double b = static_cast<double>(image.size(0));
     return {terms.loss, at::stack({terms.loss.detach() * b, terms.soft_dice.sum().detach()})};
   }
@@ -106,30 +112,30 @@ class Trainer::SegmentationTask : public TrainingTask {
       model::AutocastGuard amp(forward_autocast(device_, options_.amp_bf16));
       logits = model_->forward(image);
     }
-    const LossTerms terms = segmentation_loss(logits, mask, class_weights_tensor_, spatial_sum_,
-                                                options_.fused_loss);
+    const LossTerms terms =
+        segmentation_loss(logits, mask, class_weights_tensor_, spatial_sum_, options_.fused_loss);
     const at::Tensor hard = hard_dice_per_sample(logits, mask, options_.n_classes, spatial_sum_);
     const double b = static_cast<double>(image.size(0));
     return at::stack({terms.loss * b, hard.sum()});
   }
 
-  void after_step() override { at::autocast::clear_cache(); }        // as leaving PyTorch's autocast
+  void after_step() override { at::autocast::clear_cache(); }  // as leaving PyTorch's autocast
   void after_validation() override { at::autocast::clear_cache(); }  // context does
 
-  EpochMetrics epoch_metrics(int64_t epoch, const PassSums& train, const PassSums& val) const override {
+  EpochMetrics epoch_metrics(int64_t epoch, const PassSums& train,
+                             const PassSums& val) const override {
     const double n_train = std::max(train.samples, 1.0), n_val = std::max(val.samples, 1.0);
     EpochMetrics m;
-    m.values = {{"epoch_loss", train.sums[0]},
-                {"overall_loss", train.sums[0] / n_train},
-                {"train_dice", train.sums[1] / n_train},
-                {"val_loss_epoch", val.sums[0]},
-                {"val_loss_avg", val.sums[0] / n_val},
-                {"val_dice", val.sums[1] / n_val}};
+    m.values = {{"epoch_loss", train.sums[0]},           {"overall_loss", train.sums[0] / n_train},
+                {"train_dice", train.sums[1] / n_train}, {"val_loss_epoch", val.sums[0]},
+                {"val_loss_avg", val.sums[0] / n_val},   {"val_dice", val.sums[1] / n_val}};
     if (!std::isfinite(train.sums[0]) || !std::isfinite(val.sums[0]))
-      throw core::Error(fmt::format("training diverged at epoch {}: training loss {}, validation loss {}", epoch,
-                                    train.sums[0], val.sums[0]));
+      throw core::Error(
+          fmt::format("training diverged at epoch {}: training loss {}, validation loss {}", epoch,
+                      train.sums[0], val.sums[0]));
     m.stop_value = val.sums[1] / n_val;
-    if (std::isnan(m.stop_value)) throw core::Error(fmt::format("validation Dice is NaN at epoch {}", epoch));
+    if (std::isnan(m.stop_value))
+      throw core::Error(fmt::format("validation Dice is NaN at epoch {}", epoch));
     m.val_loss = val.sums[0] / n_val;
     return m;
   }
@@ -140,18 +146,21 @@ class Trainer::SegmentationTask : public TrainingTask {
     std::vector<int64_t> counts(static_cast<std::size_t>(options_.n_classes), 0);
     dist::run_agreed(comm, [&] {
       for (int64_t i : indices) {
-        const auto local = class_counts(train_set_.get(static_cast<std::size_t>(i)).mask, options_.n_classes);
+        const auto local =
+            class_counts(train_set_.get(static_cast<std::size_t>(i)).mask, options_.n_classes);
         for (std::size_t c = 0; c < counts.size(); ++c) counts[c] += local[c];
       }
     });
     // Spatial shards of one sample hold disjoint voxels and replicas read the same samples, so the
-    // world sum over-counts each voxel `replicas` times: the ratios, and so the weights, are unchanged.
+    // world sum over-counts each voxel `replicas` times: the ratios, and so the weights, are
+    // unchanged.
     comm.allreduce_sum(counts.data(), counts.size());
     const at::Tensor w = ce_class_weights(counts);
     class_weights_.assign(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
     class_weights_tensor_ = w.to(device_);
     LOG_INFO("CE class weights from {} of {} training masks: background {:.4g}, foreground {:.4g}",
-             indices.size(), n_train, class_weights_[0], class_weights_.size() > 1 ? class_weights_[1] : 0.0);
+             indices.size(), n_train, class_weights_[0],
+             class_weights_.size() > 1 ? class_weights_[1] : 0.0);
   }
 
   model::UNet3d model_;
@@ -165,11 +174,13 @@ class Trainer::SegmentationTask : public TrainingTask {
   at::Tensor class_weights_tensor_;  // (K) float32 on device
 };
 
-Trainer::Trainer(model::UNet3d model, TrainerOptions options, const dataset::FractalDataset& train_set,
-                 const dataset::FractalDataset& val_set, c10::Device device, dist::Communicator& comm,
-                 const dist::ProcessGrid& grid, Parallelism parallel)
+Trainer::Trainer(model::UNet3d model, TrainerOptions options,
+                 const dataset::FractalDataset& train_set, const dataset::FractalDataset& val_set,
+                 c10::Device device, dist::Communicator& comm, const dist::ProcessGrid& grid,
+                 Parallelism parallel)
     : options_(std::move(options)), comm_(comm) {
-  task_ = std::make_unique<SegmentationTask>(std::move(model), options_, train_set, val_set, device, parallel);
+  task_ = std::make_unique<SegmentationTask>(std::move(model), options_, train_set, val_set, device,
+                                             parallel);
   task_->multiplicity_ = grid.spatial_size();  // the shards of a sample each add its sums
   LoopOptions lo;
   lo.local_batch_size = options_.local_batch_size;
@@ -178,15 +189,21 @@ Trainer::Trainer(model::UNet3d model, TrainerOptions options, const dataset::Fra
   lo.warmup_batches = options_.warmup_batches;
   const std::string optimizer = options_.optimizer;
   const double lr = options_.learning_rate;
-  lo.make_optimizer = [optimizer, lr](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
-    if (optimizer == "ADAM") return std::make_unique<FusedAdam>(params, torch::optim::AdamOptions(lr));
-    if (optimizer == "SGD") return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
-    return std::make_unique<torch::optim::RMSprop>(params, torch::optim::RMSpropOptions(lr).alpha(0.99).eps(1e-8));
+  lo.make_optimizer =
+      [optimizer,
+       lr](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
+    if (optimizer == "ADAM")
+      return std::make_unique<FusedAdam>(params, torch::optim::AdamOptions(lr));
+    if (optimizer == "SGD")
+      return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
+    return std::make_unique<torch::optim::RMSprop>(
+        params, torch::optim::RMSpropOptions(lr).alpha(0.99).eps(1e-8));
   };
   const TrainerOptions o = options_;
   lo.lr_after = [o](int64_t epochs_completed) {
     if (o.disable_scheduler) return o.learning_rate;
-    return CosineWarmRestarts(o.learning_rate, o.min_learning_rate, o.T_0, o.T_mult).lr_after(epochs_completed);
+    return CosineWarmRestarts(o.learning_rate, o.min_learning_rate, o.T_0, o.T_mult)
+        .lr_after(epochs_completed);
   };
   lo.grad_clip_norm = options_.grad_clip_norm;
   lo.checkpoint_interval = options_.checkpoint_interval;

@@ -7,6 +7,8 @@
 // over the spatial group.
 #pragma once
 
+#include <torch/optim/optimizer.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -15,10 +17,8 @@
 #include <string>
 #include <vector>
 
-#include <torch/optim/optimizer.h>
-
-#include "dataset/loader.hpp"
 #include "core/watchdog.hpp"
+#include "dataset/loader.hpp"
 #include "dist/communicator.hpp"
 #include "dist/grad_reducer.hpp"
 #include "dist/process_grid.hpp"
@@ -33,7 +33,7 @@ namespace scaffold::train {
 
 struct TrainerOptions {
   int64_t local_batch_size = 1;
-  int64_t epochs = -1;            // -1: until target_dice
+  int64_t epochs = -1;  // -1: until target_dice
   double target_dice = 0.95;
   int64_t warmup_batches = 64;
   std::string optimizer = "ADAM";  // ADAM | RMSProp | SGD
@@ -42,14 +42,14 @@ struct TrainerOptions {
   int64_t T_0 = 10;
   int64_t T_mult = 2;
   bool disable_scheduler = false;
-  bool amp_bf16 = true;           // bf16 autocast for the forward passes
-  bool fused_loss = true;         // the loss's one-pass CPU kernel (loss_kernel, train/loss.hpp)
-  bool channels_last = false;     // ChannelsLast3d weights and inputs (train::use_channels_last)
+  bool amp_bf16 = true;        // bf16 autocast for the forward passes
+  bool fused_loss = true;      // the loss's one-pass CPU kernel (loss_kernel, train/loss.hpp)
+  bool channels_last = false;  // ChannelsLast3d weights and inputs (train::use_channels_last)
   double grad_clip_norm = 1.0;
   int64_t checkpoint_interval = -1;  // <= 0: no checkpoints
   std::filesystem::path checkpoint_dir;
-  bool async_save = false;        // checkpoint files written on a background thread
-  uint64_t seed = 42;             // data order per epoch
+  bool async_save = false;  // checkpoint files written on a background thread
+  uint64_t seed = 42;       // data order per epoch
   int64_t n_classes = 6;
   double ce_weight_sample_fraction = 0.1;
   int loader_workers = 1;
@@ -71,19 +71,19 @@ struct Parallelism {
 // One epoch's results, in the units of train_stats.csv (docs/benchmark.md).
 struct EpochStats {
   int64_t epoch = 0;
-  double epoch_loss = 0.0;      // sum over training samples of the batch-mean loss x batch size
-  double overall_loss = 0.0;    // epoch_loss / training samples
+  double epoch_loss = 0.0;    // sum over training samples of the batch-mean loss x batch size
+  double overall_loss = 0.0;  // epoch_loss / training samples
   double val_loss_epoch = 0.0;
   double val_loss_avg = 0.0;
-  double train_dice = 0.0;      // mean soft foreground Dice per training sample
-  double val_dice = 0.0;        // mean hard foreground Dice per validation sample
-  double duration_s = 0.0;      // epoch start .. after validation and the LR step
+  double train_dice = 0.0;  // mean soft foreground Dice per training sample
+  double val_dice = 0.0;    // mean hard foreground Dice per validation sample
+  double duration_s = 0.0;  // epoch start .. after validation and the LR step
   int64_t optimizer_steps = 0;
   int64_t total_optimizer_steps = 0;
-  double next_lr = 0.0;         // the learning rate for the next epoch
-  double median_step_s = 0.0;   // median training step (forward, backward, optimiser) this epoch
-  double train_s = 0.0;         // training part of the epoch
-  double validation_s = 0.0;    // validation part of the epoch
+  double next_lr = 0.0;        // the learning rate for the next epoch
+  double median_step_s = 0.0;  // median training step (forward, backward, optimiser) this epoch
+  double train_s = 0.0;        // training part of the epoch
+  double validation_s = 0.0;   // validation part of the epoch
   // The same windows on the steady clock (core::monotonic_s), for energy measured alongside.
   double start_mono_s = 0.0;
   double validation_start_mono_s = 0.0;
@@ -94,7 +94,7 @@ struct TrainResult {
   bool converged = false;
   bool stopped = false;  // stopped early by a signal (core/stop.hpp); see LoopResult
   int stop_signal = 0;
-  int64_t epochs_run = 0;            // epochs in this process (after a restart: since it)
+  int64_t epochs_run = 0;  // epochs in this process (after a restart: since it)
   int64_t last_epoch = 0;
   int64_t total_optimizer_steps = 0;
   double final_val_dice = 0.0;

@@ -1,6 +1,7 @@
 // Helpers for the end-to-end tests, which drive the real `scaffold` binary as users do.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,8 +15,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "core/fs.hpp"
 
@@ -106,16 +105,17 @@ inline std::vector<std::vector<std::string>> csv_rows(const std::filesystem::pat
 // The run folder below dir/runs whose `csv` has at least `lines` lines (header included), polled
 // every 20 ms for at most `limit`; empty when none got there in time. For tests that signal a
 // running workload once it has made progress.
-inline std::filesystem::path wait_for_csv_lines(const std::filesystem::path& dir, const std::string& csv,
-                                                std::size_t lines,
-                                                std::chrono::seconds limit = std::chrono::seconds(120)) {
+inline std::filesystem::path wait_for_csv_lines(
+    const std::filesystem::path& dir, const std::string& csv, std::size_t lines,
+    std::chrono::seconds limit = std::chrono::seconds(120)) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
     std::error_code ec;
     if (std::filesystem::exists(dir / "runs", ec)) {
       std::filesystem::path run;
       for (const auto& e : std::filesystem::directory_iterator(dir / "runs", ec)) run = e.path();
-      if (!run.empty() && std::filesystem::exists(run / csv, ec) && csv_rows(run / csv).size() >= lines)
+      if (!run.empty() && std::filesystem::exists(run / csv, ec) &&
+          csv_rows(run / csv).size() >= lines)
         return run;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

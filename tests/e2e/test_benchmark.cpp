@@ -4,18 +4,16 @@
 // uninterrupted run; a failed first write leaves no run folder, and a damaged reused dataset is
 // refused before training.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <thread>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/fs.hpp"
 #include "e2e/e2e_util.hpp"
@@ -36,29 +34,33 @@ const char* kHeader =
 
 TEST(Benchmark, TrainsToTheTargetDiceAndWritesTheRunFolder) {
   TempDir dir;
-  const fs::path cfg = test::write_tiny_benchmark_config(dir.path(), "target_dice: 0.9\nepochs: 60\n");
+  const fs::path cfg =
+      test::write_tiny_benchmark_config(dir.path(), "target_dice: 0.9\nepochs: 60\n");
   const auto r = run_command(kBinary + " benchmark -c " + cfg.string() + " --threads 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("Trained to >= 0.9 validation dice score in"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Trained to >= 0.9 validation dice score in"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("FOM = "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("phase wall times: fractals"), std::string::npos) << r.output;
 
   const fs::path run = test::only_run_dir(dir.path());
   EXPECT_TRUE(std::regex_match(run.filename().string(), std::regex(R"(benchmark_\d{8}-\d{6})")))
       << run;
-  for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh",
-                        "train_stats.csv", "figures/train_loss.png", "figures/val_dice.png",
-                        "figures/val_loss.png"})
+  for (const char* f :
+       {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh", "train_stats.csv",
+        "figures/train_loss.png", "figures/val_dice.png", "figures/val_loss.png"})
     EXPECT_TRUE(fs::is_regular_file(run / f)) << f;
   EXPECT_EQ(core::read_file(run / "base_config.yaml"), core::read_file(cfg));
 
   const auto rows = test::csv_rows(run / "train_stats.csv");
   ASSERT_GE(rows.size(), 2u);
-  EXPECT_EQ(core::read_file(run / "train_stats.csv").substr(0, std::string(kHeader).size()), kHeader);
+  EXPECT_EQ(core::read_file(run / "train_stats.csv").substr(0, std::string(kHeader).size()),
+            kHeader);
   const auto& last = rows.back();
   ASSERT_EQ(last.size(), 10u);
   EXPECT_GE(std::stod(last[6]), 0.9) << "the last row is the converging epoch";
-  for (std::size_t i = 1; i + 1 < rows.size(); ++i) EXPECT_LT(std::stod(rows[i][6]), 0.9) << "row " << i;
+  for (std::size_t i = 1; i + 1 < rows.size(); ++i)
+    EXPECT_LT(std::stod(rows[i][6]), 0.9) << "row " << i;
   EXPECT_EQ(std::stoll(last[0]), static_cast<long long>(rows.size() - 1));
   // 16 volumes: 12 training in 6 steps of batch 2 per epoch.
   EXPECT_EQ(std::stoll(last[8]), 6);
@@ -75,13 +77,18 @@ TEST(Benchmark, TrainsToTheTargetDiceAndWritesTheRunFolder) {
   }
   EXPECT_EQ(std::stoll(last[9]), steps);
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(FOM = (\S+) \(1/total_train_time, 1/s\))"))) << r.output;
-  EXPECT_NEAR(std::stod(m[1]), 1.0 / total_s, 6e-6 / total_s) << "FOM against 1 / sum of epoch_duration";
+  ASSERT_TRUE(
+      std::regex_search(r.output, m, std::regex(R"(FOM = (\S+) \(1/total_train_time, 1/s\))")))
+      << r.output;
+  EXPECT_NEAR(std::stod(m[1]), 1.0 / total_s, 6e-6 / total_s)
+      << "FOM against 1 / sum of epoch_duration";
   ASSERT_TRUE(std::regex_search(
       r.output, m,
-      std::regex(R"(Trained to >= 0\.9 validation dice score in (\S+) seconds, (\d+) epochs, (\d+) optimizer steps\.)")))
+      std::regex(
+          R"(Trained to >= 0\.9 validation dice score in (\S+) seconds, (\d+) epochs, (\d+) optimizer steps\.)")))
       << r.output;
-  EXPECT_NEAR(std::stod(m[1]), total_s, 0.005 + 1e-9) << "seconds: the sum of epoch_duration, to 2 decimals";
+  EXPECT_NEAR(std::stod(m[1]), total_s, 0.005 + 1e-9)
+      << "seconds: the sum of epoch_duration, to 2 decimals";
   EXPECT_EQ(std::stoll(m[2]), static_cast<long long>(rows.size() - 1)) << "epochs: the rows";
   EXPECT_EQ(std::stoll(m[3]), steps) << "optimizer steps: the sum of the rows' optimizer_steps";
   // summary.json: the same time and FOM.
@@ -97,7 +104,8 @@ TEST(Benchmark, TrainsToTheTargetDiceAndWritesTheRunFolder) {
   EXPECT_TRUE(saw_fom) << summary.dump();
 
   // config.yaml reloads as a config (here: to reuse the same dataset).
-  const auto reload = run_command(kBinary + " generate_dataset -c " + (run / "config.yaml").string());
+  const auto reload =
+      run_command(kBinary + " generate_dataset -c " + (run / "config.yaml").string());
   EXPECT_EQ(reload.exit_code, 0) << reload.output;
   EXPECT_NE(reload.output.find("dataset: reusing"), std::string::npos) << reload.output;
 }
@@ -140,15 +148,17 @@ TEST(Benchmark, ASignalStopsCleanlyAndTheRestartEqualsAnUninterruptedRun) {
   auto full = run_command(kBinary + " benchmark --threads 1 --epochs 4 -c " +
                           test::write_tiny_benchmark_config(full_dir.path(), common).string());
   ASSERT_EQ(full.exit_code, 0) << full.output;
-  const pid_t pid = test::spawn_scaffold(
-      {"benchmark", "--threads", "1", "-c", test::write_tiny_benchmark_config(cut_dir.path(), common).string()});
+  const pid_t pid =
+      test::spawn_scaffold({"benchmark", "--threads", "1", "-c",
+                            test::write_tiny_benchmark_config(cut_dir.path(), common).string()});
   ASSERT_GT(pid, 0);
   fs::path run;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline) {
     if (fs::exists(cut_dir.path() / "runs"))
       for (const auto& e : fs::directory_iterator(cut_dir.path() / "runs")) run = e.path();
-    if (!run.empty() && fs::exists(run / "train_stats.csv") && test::csv_rows(run / "train_stats.csv").size() >= 3)
+    if (!run.empty() && fs::exists(run / "train_stats.csv") &&
+        test::csv_rows(run / "train_stats.csv").size() >= 3)
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -161,7 +171,8 @@ TEST(Benchmark, ASignalStopsCleanlyAndTheRestartEqualsAnUninterruptedRun) {
   const auto cut = test::csv_rows(run / "train_stats.csv");
   ASSERT_GE(cut.size(), 3u);
   ASSERT_LE(cut.size(), 4u) << "stopped in epoch 3 or just after it";
-  EXPECT_NE(core::read_file(run / "summary.json").find("\"status\": \"time_limit\""), std::string::npos)
+  EXPECT_NE(core::read_file(run / "summary.json").find("\"status\": \"time_limit\""),
+            std::string::npos)
       << core::read_file(run / "summary.json");
   const auto resumed = run_command("bash " + (run / "restart.sh").string() + " --epochs 4");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
@@ -191,15 +202,18 @@ TEST(Benchmark, ASignalStopsCleanlyAndTheRestartEqualsAnUninterruptedRun) {
 // constant power times the duration, or over windows shifted by 150 ms, fail (tried).
 TEST(Benchmark, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
   TempDir dir;
-  test::VaryingPowerFixture power(dir.path() / "fixture", 300.0, 150.0, 4.0, test::PowerClock::steady);
-  const fs::path cfg = test::write_tiny_benchmark_config(dir.path(), "epochs: 10\ntarget_dice: 0.999\n");
+  test::VaryingPowerFixture power(dir.path() / "fixture", 300.0, 150.0, 4.0,
+                                  test::PowerClock::steady);
+  const fs::path cfg =
+      test::write_tiny_benchmark_config(dir.path(), "epochs: 10\ntarget_dice: 0.999\n");
   const auto r = run_command("SCAFFOLD_HWMON_ROOT=" + power.hwmon_root().string() +
                              " SCAFFOLD_POWERCAP_ROOT=/nonexistent PROFILE_TORCH=on " + kBinary +
                              " benchmark --threads 1 --problem-scale 5 -c " + cfg.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("energy of the epochs:"), std::string::npos) << r.output;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(start_s counts from steady-clock time ([0-9.]+) s)")))
+  ASSERT_TRUE(std::regex_search(r.output, m,
+                                std::regex(R"(start_s counts from steady-clock time ([0-9.]+) s)")))
       << r.output;
   const double origin_s = std::stod(m[1]);
   const double tol_w = 20.0;
@@ -218,7 +232,8 @@ TEST(Benchmark, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
     const double t0 = origin_s + std::stod(rows[i][2]), d = std::stod(rows[i][3]), t1 = t0 + d;
     const double ref_j = power.energy_j(t0, t1), got_j = std::stod(rows[i][4]);
     ASSERT_GT(d, 0.0) << "row " << i;
-    EXPECT_NEAR(got_j, ref_j, tol_w * d) << "row " << i << " (" << rows[i][0] << ") [" << t0 << ", " << t1 << "]";
+    EXPECT_NEAR(got_j, ref_j, tol_w * d)
+        << "row " << i << " (" << rows[i][0] << ") [" << t0 << ", " << t1 << "]";
     EXPECT_NEAR(std::stod(rows[i][5]), ref_j / 3600.0, tol_w * d / 3600.0) << "Wh, row " << i;
     EXPECT_NEAR(std::stod(rows[i][6]), ref_j / d, tol_w) << "average power, row " << i;
     EXPECT_NEAR(std::stod(rows[i][7]), power.peak_w(t0, t1), tol_w) << "peak power, row " << i;
@@ -227,7 +242,8 @@ TEST(Benchmark, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
     if (rows[i][0] != "warmup") epochs_ref_j += ref_j;
   }
   ASSERT_GT(highest_avg_w - lowest_avg_w, 2 * tol_w)
-      << "the windows must see different powers for this test to tell a wrong window from a right one";
+      << "the windows must see different powers for this test to tell a wrong window from a right "
+         "one";
 
   // The phases measured while the sampler ran, against the same integral.
   const auto phases = test::csv_rows(run / "energy_phases.csv");
@@ -237,7 +253,8 @@ TEST(Benchmark, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
   // columns: phase,start_s,duration_s,energy_j,energy_wh,avg_power_w,peak_power_w,samples
   for (std::size_t i = 1; i < phases.size(); ++i) {
     const double t0 = origin_s + std::stod(phases[i][1]), d = std::stod(phases[i][2]);
-    EXPECT_NEAR(std::stod(phases[i][3]), power.energy_j(t0, t0 + d), tol_w * d) << "phase " << phases[i][0];
+    EXPECT_NEAR(std::stod(phases[i][3]), power.energy_j(t0, t0 + d), tol_w * d)
+        << "phase " << phases[i][0];
     saw_training = saw_training || phases[i][0] == "training";
   }
   EXPECT_TRUE(saw_training) << core::read_file(run / "energy_phases.csv");
@@ -246,15 +263,20 @@ TEST(Benchmark, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
   const auto summary = nlohmann::json::parse(core::read_file(run / "summary.json"));
   double epochs_s = 0;
   for (std::size_t i = 2; i < rows.size(); ++i) epochs_s += std::stod(rows[i][3]);
-  EXPECT_NEAR(summary.at("energy_wh").get<double>(), epochs_ref_j / 3600.0, tol_w * epochs_s / 3600.0);
+  EXPECT_NEAR(summary.at("energy_wh").get<double>(), epochs_ref_j / 3600.0,
+              tol_w * epochs_s / 3600.0);
   // ... and the log line that states it.
-  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(energy of the epochs: \S+ Wh \((\S+) J\))"))) << r.output;
-  EXPECT_NEAR(std::stod(m[1]), epochs_ref_j, tol_w * epochs_s + 0.5 * 1e-3 * epochs_ref_j) << "printed to 4 digits";
+  ASSERT_TRUE(
+      std::regex_search(r.output, m, std::regex(R"(energy of the epochs: \S+ Wh \((\S+) J\))")))
+      << r.output;
+  EXPECT_NEAR(std::stod(m[1]), epochs_ref_j, tol_w * epochs_s + 0.5 * 1e-3 * epochs_ref_j)
+      << "printed to 4 digits";
 
   // The train windows' durations add up with the validation ones to the epoch durations.
   const auto stats = test::csv_rows(run / "train_stats.csv");
   for (int e = 1; e <= 10; ++e)
-    EXPECT_NEAR(std::stod(rows[2 * e][3]) + std::stod(rows[2 * e + 1][3]), std::stod(stats[e][7]), 0.05)
+    EXPECT_NEAR(std::stod(rows[2 * e][3]) + std::stod(rows[2 * e + 1][3]), std::stod(stats[e][7]),
+                0.05)
         << "epoch " << e;
   // PROFILE_TORCH=on: a Chrome trace with the named regions.
   std::vector<fs::path> traces;
@@ -262,16 +284,18 @@ TEST(Benchmark, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
     if (e.path().filename().string().rfind("torch-", 0) == 0) traces.push_back(e.path());
   ASSERT_EQ(traces.size(), 1u);
   const std::string trace = core::read_file(traces.front());
-  for (const char* region : {"\"traceEvents\"", "\"run_training_batch\"", "\"predict\"", "\"backward\"",
-                             "\"step_and_update\"", "\"init_model\"", "\"warmup\""})
+  for (const char* region : {"\"traceEvents\"", "\"run_training_batch\"", "\"predict\"",
+                             "\"backward\"", "\"step_and_update\"", "\"init_model\"", "\"warmup\""})
     EXPECT_NE(trace.find(region), std::string::npos) << region;
   EXPECT_TRUE(fs::is_regular_file(run / "system.json"));
 
   // Without a power source and with PROFILE_TORCH=off: no energy file, no trace, one message.
   TempDir plain;
-  const auto q = run_command("SCAFFOLD_HWMON_ROOT=/nonexistent SCAFFOLD_POWERCAP_ROOT=/nonexistent "
-                             "PROFILE_TORCH=off " + kBinary + " benchmark --threads 1 -c " +
-                             test::write_tiny_benchmark_config(plain.path(), "epochs: 1\n").string());
+  const auto q = run_command(
+      "SCAFFOLD_HWMON_ROOT=/nonexistent SCAFFOLD_POWERCAP_ROOT=/nonexistent "
+      "PROFILE_TORCH=off " +
+      kBinary + " benchmark --threads 1 -c " +
+      test::write_tiny_benchmark_config(plain.path(), "epochs: 1\n").string());
   ASSERT_EQ(q.exit_code, 0) << q.output;
   EXPECT_NE(q.output.find("no power source found"), std::string::npos) << q.output;
   const fs::path plain_run = test::only_run_dir(plain.path());
@@ -287,7 +311,8 @@ TEST(Benchmark, UsageAndRestartErrors) {
   const auto missing = run_command(kBinary + " benchmark -c " + cfg.string() + " --run-dir " +
                                    (dir.path() / "nowhere").string());
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
-  EXPECT_NE(missing.output.find("cannot restart: no such run folder"), std::string::npos) << missing.output;
+  EXPECT_NE(missing.output.find("cannot restart: no such run folder"), std::string::npos)
+      << missing.output;
 }
 
 // A run whose first write fails (a file-size limit standing in for a full disk; issue 16, item
@@ -296,10 +321,12 @@ TEST(Benchmark, UsageAndRestartErrors) {
 TEST(Benchmark, AFirstWriteThatFailsLeavesNoRunFolder) {
   TempDir dir;
   // A config larger than the limit: its copy, base_config.yaml, is the run's first write.
-  const fs::path cfg = test::write_tiny_benchmark_config(dir.path(), "# " + std::string(600, '-') + "\n");
+  const fs::path cfg =
+      test::write_tiny_benchmark_config(dir.path(), "# " + std::string(600, '-') + "\n");
   const auto r = run_command("prlimit --fsize=512 " + kBinary + " benchmark -c " + cfg.string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("/base_config.yaml: write failed: File too large"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/base_config.yaml: write failed: File too large"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find((dir.path() / "runs").string()), std::string::npos) << r.output;
   ASSERT_TRUE(fs::is_directory(dir.path() / "runs"));
   EXPECT_TRUE(fs::is_empty(dir.path() / "runs")) << "the empty run folder was left behind";
@@ -315,13 +342,15 @@ TEST(Benchmark, ADatasetMissingAVolumeIsRefusedBeforeTraining) {
   ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
   fs::path volume;
   for (const auto& e : fs::recursive_directory_iterator(dir.path() / "data"))
-    if (e.path().parent_path().filename() == "training" && e.path().parent_path().parent_path().filename() == "volumes")
+    if (e.path().parent_path().filename() == "training" &&
+        e.path().parent_path().parent_path().filename() == "volumes")
       volume = e.path();
   ASSERT_FALSE(volume.empty());
   fs::remove(volume);
   const auto r = run_command(kBinary + " benchmark -c " + cfg.string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("missing volumes/training/" + volume.filename().string()), std::string::npos)
+  EXPECT_NE(r.output.find("missing volumes/training/" + volume.filename().string()),
+            std::string::npos)
       << r.output;
   // The run folder made before the dataset check is removed with it: no half-made folder whose
   // restart.sh could not work, and so no training on the damaged dataset either.

@@ -27,10 +27,10 @@
 namespace scaffold {
 namespace {
 namespace fs = std::filesystem;
+using test::CommandResult;
 using test::kBinary;
 using test::mpiexec;
 using test::run_command;
-using test::CommandResult;
 using test::TempDir;
 
 // Scale 4 (16^3 volumes), 2 categories x 12 instances: 8 volumes (6 training, 2 validation).
@@ -45,20 +45,25 @@ fs::path write_config(const fs::path& dir, const std::string& extra = "", int sc
 }
 
 // Everything but meta.yaml, which holds a timestamp.
-std::map<std::string, std::string> snapshot(const fs::path& root) { return test::snapshot(root, "meta.yaml"); }
+std::map<std::string, std::string> snapshot(const fs::path& root) {
+  return test::snapshot(root, "meta.yaml");
+}
 
 // The one finished dataset folder under <dir>/data/<id>/ (next to it: the key's .lock file).
 fs::path dataset_root(const fs::path& dir) {
   std::vector<fs::path> found;
   for (const auto& id : fs::directory_iterator(dir / "data"))
     for (const auto& d : fs::directory_iterator(id.path()))
-      if (d.is_directory() && d.path().filename().string().rfind(".tmp_", 0) != 0) found.push_back(d.path());
+      if (d.is_directory() && d.path().filename().string().rfind(".tmp_", 0) != 0)
+        found.push_back(d.path());
   EXPECT_EQ(found.size(), 1u);
   return found.empty() ? fs::path() : found.front();
 }
 
-std::string generate(const fs::path& cfg, const std::string& extra = "", const std::string& launcher = "") {
-  const auto r = run_command(launcher + kBinary + " generate_dataset -c " + cfg.string() + " " + extra);
+std::string generate(const fs::path& cfg, const std::string& extra = "",
+                     const std::string& launcher = "") {
+  const auto r =
+      run_command(launcher + kBinary + " generate_dataset -c " + cfg.string() + " " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return r.output;
 }
@@ -158,27 +163,34 @@ TEST(GenerateDataset, KilledGenerationIsNeverReused) {
   generate(cfg);  // the fractal library, so the killed run gets to the dataset quickly
   fs::remove_all(dir.path() / "data");
   // Kill once the first volume files are written.
-  const int status = test::run_and_kill({"generate_dataset", "-c", cfg.string(), "--threads", "1"}, [&] {
-    std::error_code ec;
-    if (!fs::exists(dir.path() / "data", ec)) return false;
-    for (auto it = fs::recursive_directory_iterator(dir.path() / "data", ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-      if (it->path().filename() == "0_shard000000.npy" || it->path().filename() == "1_shard000000.npy")
-        return true;
-    return false;
-  });
+  const int status =
+      test::run_and_kill({"generate_dataset", "-c", cfg.string(), "--threads", "1"}, [&] {
+        std::error_code ec;
+        if (!fs::exists(dir.path() / "data", ec)) return false;
+        for (auto it = fs::recursive_directory_iterator(dir.path() / "data", ec);
+             !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+          if (it->path().filename() == "0_shard000000.npy" ||
+              it->path().filename() == "1_shard000000.npy")
+            return true;
+        return false;
+      });
   ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it could be killed";
   const auto out = generate(cfg);
-  EXPECT_NE(out.find("dataset: generating"), std::string::npos) << "an interrupted dataset was reused:\n" << out;
+  EXPECT_NE(out.find("dataset: generating"), std::string::npos)
+      << "an interrupted dataset was reused:\n"
+      << out;
   EXPECT_EQ(snapshot(dataset_root(dir.path())).size(), 2u * 8u + 5u);
   // The killed run's folder (its owner gone) is removed by the next run, not a day later.
-  EXPECT_NE(out.find("dataset: removed 1 generation folder(s) left by interrupted runs"), std::string::npos) << out;
+  EXPECT_NE(out.find("dataset: removed 1 generation folder(s) left by interrupted runs"),
+            std::string::npos)
+      << out;
   EXPECT_TRUE(test::temporaries_below(dir.path() / "data").empty());
 }
 
 TEST(GenerateDataset, ConfigErrorsAreClear) {
   TempDir dir;
-  const auto r = run_command(kBinary + " generate_dataset -c " + write_config(dir.path(), "val_split: 5\n").string());
+  const auto r = run_command(kBinary + " generate_dataset -c " +
+                             write_config(dir.path(), "val_split: 5\n").string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("val_split"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir.path() / "data"));
@@ -205,14 +217,18 @@ TEST(GenerateDataset, ReuseRefusesAFolderThatDiffersFromItsManifest) {
 
   fs::remove(volume);
   auto r = generate_failing(cfg);
-  EXPECT_NE(r.output.find(root.string() + ": the dataset does not match its key and meta.yaml"), std::string::npos)
+  EXPECT_NE(r.output.find(root.string() + ": the dataset does not match its key and meta.yaml"),
+            std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("missing volumes/training/" + volume.filename().string()), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("missing volumes/training/" + volume.filename().string()),
+            std::string::npos)
+      << r.output;
   core::write_file_atomic(volume, bytes);
 
   core::write_file_atomic(root / "volumes" / "training" / "999_shard000000.npy", bytes);
   r = generate_failing(cfg);
-  EXPECT_NE(r.output.find("extra file volumes/training/999_shard000000.npy"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("extra file volumes/training/999_shard000000.npy"), std::string::npos)
+      << r.output;
   fs::remove(root / "volumes" / "training" / "999_shard000000.npy");
 
   const std::string meta = core::read_file(root / "meta.yaml");
@@ -221,9 +237,11 @@ TEST(GenerateDataset, ReuseRefusesAFolderThatDiffersFromItsManifest) {
   edited.replace(edited.find("n_volumes: 8"), 12, "n_volumes: 7");
   core::write_file_atomic(root / "meta.yaml", edited);
   r = generate_failing(cfg);
-  EXPECT_NE(r.output.find("meta.yaml: edited after the dataset was written"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("meta.yaml: 7 volumes (5 training, 2 validation), but the key gives 8 (6, 2)"),
-            std::string::npos)
+  EXPECT_NE(r.output.find("meta.yaml: edited after the dataset was written"), std::string::npos)
+      << r.output;
+  EXPECT_NE(
+      r.output.find("meta.yaml: 7 volumes (5 training, 2 validation), but the key gives 8 (6, 2)"),
+      std::string::npos)
       << r.output;
   core::write_file_atomic(root / "meta.yaml", meta);
 
@@ -249,8 +267,9 @@ TEST(GenerateDataset, InstanceWithANanPointIsRefusedNamingTheFile) {
   const auto r = generate_failing(cfg);
   EXPECT_NE(r.output.find(".npy: point 5 is ("), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(", nan, "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find((dir.path() / "lib" / "var0.15" / "seed5" / "instances" / "np16").string()),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find((dir.path() / "lib" / "var0.15" / "seed5" / "instances" / "np16").string()),
+      std::string::npos)
       << r.output;
   EXPECT_TRUE(test::temporaries_below(dir.path()).empty());
   for (const auto& id : fs::directory_iterator(dir.path() / "data"))
@@ -265,9 +284,11 @@ TEST(GenerateDataset, FailedWriteNamesTheFileAndLeavesNoTemporary) {
   const fs::path cfg = write_config(dir.path());
   // The library's files (16 points: 320 bytes) fit under 20 kB, a 16^3 volume (48 kB) does not.
   const auto r = generate_failing(cfg, "prlimit --fsize=20000 ");
-  EXPECT_NE(r.output.find("_shard000000.npy: write failed: File too large"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("_shard000000.npy: write failed: File too large"), std::string::npos)
+      << r.output;
   EXPECT_TRUE(test::temporaries_below(dir.path()).empty());
-  EXPECT_NE(r.output.find("dataset: removed the unfinished generation folder"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("dataset: removed the unfinished generation folder"), std::string::npos)
+      << r.output;
   // With room, the same command goes ahead.
   generate(cfg);
 }
@@ -291,10 +312,12 @@ TEST(GenerateDataset, TwoConcurrentGenerationsShareTheWork) {
   std::thread runs[2];
   for (int k = 0; k < 2; ++k)
     runs[k] = std::thread([&, k] {
-      codes[k] = run_command(kBinary + " generate_dataset -c " + cfg.string() + " > " + logs[k].string()).exit_code;
+      codes[k] =
+          run_command(kBinary + " generate_dataset -c " + cfg.string() + " > " + logs[k].string())
+              .exit_code;
     });
-  const std::string waiting =
-      "dataset: another process (" + core::owner_tag() + ") holds the lock " + lock_path.string() + "; waiting";
+  const std::string waiting = "dataset: another process (" + core::owner_tag() +
+                              ") holds the lock " + lock_path.string() + "; waiting";
   EXPECT_TRUE(test::every_log_says(logs, waiting)) << "the runs did not wait for the lock";
   held.reset();
   for (auto& t : runs) t.join();

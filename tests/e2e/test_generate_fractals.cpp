@@ -92,8 +92,8 @@ TEST(GenerateFractals, NumpyReadsEveryFileWithTheRightDtypeAndShape) {
       "    assert abs(p[:, 12].sum() - 1) < 1e-12, f\n"
       "print('numpy-ok', len(files))\n";
   std::ofstream(dir.path() / "check.py") << script;
-  const auto r = run_command(std::string(SCAFFOLD_PYTHON) + " " + (dir.path() / "check.py").string() +
-                             " " + root.string());
+  const auto r = run_command(std::string(SCAFFOLD_PYTHON) + " " +
+                             (dir.path() / "check.py").string() + " " + root.string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("numpy-ok 290"), std::string::npos) << r.output;
 }
@@ -112,8 +112,9 @@ TEST(GenerateFractals, ResumeRegeneratesExactlyTheDeletedAndCorruptedFiles) {
   fs::remove(deleted);
   fs::resize_file(truncated, fs::file_size(truncated) / 2);
   // A leftover of a killed writer: its owner (this host, a pid that has ended) is provably gone.
-  std::ofstream(inst / "000000" /
-                ("000000_0004.npy.tmp." + std::to_string(test::dead_pid()) + "@" + core::owner_host() + ".0"))
+  std::ofstream(
+      inst / "000000" /
+      ("000000_0004.npy.tmp." + std::to_string(test::dead_pid()) + "@" + core::owner_host() + ".0"))
       << "leftover of a killed writer";
 
   const auto out = generate(cfg);
@@ -133,10 +134,11 @@ TEST(GenerateFractals, KilledRunLeavesNothingARerunTrusts) {
   const fs::path cfg = write_config(dir.path(), 7, 3);
   // Kill once some instance files exist (or after 5 s at most).
   const fs::path inst = dir.path() / "lib" / "var0.15" / "seed7" / "instances" / "np8192";
-  const int status = test::run_and_kill({"generate_fractals", "-c", cfg.string(), "--threads", "1"}, [&] {
-    std::error_code ec;
-    return fs::exists(inst / "000000" / "000000_0010.npy", ec);
-  });
+  const int status =
+      test::run_and_kill({"generate_fractals", "-c", cfg.string(), "--threads", "1"}, [&] {
+        std::error_code ec;
+        return fs::exists(inst / "000000" / "000000_0010.npy", ec);
+      });
   ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it could be killed";
   generate(cfg);
   EXPECT_EQ(snapshot(dir.path() / "lib"), snapshot(ref_dir.path() / "lib"));
@@ -145,7 +147,8 @@ TEST(GenerateFractals, KilledRunLeavesNothingARerunTrusts) {
 TEST(GenerateFractals, BadConfigIsOneClearErrorAndExitCodeOne) {
   TempDir dir;
   const fs::path cfg = dir.path() / "bad.yml";
-  std::ofstream(cfg) << "problem_scale: -1\nfract_base_dir: " << (dir.path() / "lib").string() << "\n";
+  std::ofstream(cfg) << "problem_scale: -1\nfract_base_dir: " << (dir.path() / "lib").string()
+                     << "\n";
   const auto r = run_command(kBinary + " generate_fractals -c " + cfg.string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("problem_scale"), std::string::npos) << r.output;
@@ -172,9 +175,12 @@ TEST(GenerateFractals, UsageErrorsExitTwoAndFlagsOverrideTheConfig) {
   EXPECT_NE(version.output.find("commit"), std::string::npos) << version.output;
 
   // --n-categories and --fract-base-dir beat the file.
-  generate(write_config(dir.path()), "--n-categories 1 --fract-base-dir " + (dir.path() / "other").string());
-  EXPECT_TRUE(fs::exists(dir.path() / "other" / "var0.15" / "seed7" / "3DIFS_param" / "000000.csv"));
-  EXPECT_FALSE(fs::exists(dir.path() / "other" / "var0.15" / "seed7" / "3DIFS_param" / "000001.csv"));
+  generate(write_config(dir.path()),
+           "--n-categories 1 --fract-base-dir " + (dir.path() / "other").string());
+  EXPECT_TRUE(
+      fs::exists(dir.path() / "other" / "var0.15" / "seed7" / "3DIFS_param" / "000000.csv"));
+  EXPECT_FALSE(
+      fs::exists(dir.path() / "other" / "var0.15" / "seed7" / "3DIFS_param" / "000001.csv"));
   EXPECT_FALSE(fs::exists(dir.path() / "lib"));
 }
 
@@ -187,7 +193,8 @@ TEST(GenerateFractals, UnreachableThresholdFailsWithTheRejectionCounts) {
   const fs::path cfg = write_config(dir.path(), 4);
   std::ofstream(cfg, std::ios::app) << "variance_threshold: 0.99\n";
   const auto r = run_command(kBinary + " generate_fractals -c " + cfg.string());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("category search: only 0 of 2 categories passed after "),
             std::string::npos)
@@ -215,17 +222,20 @@ TEST(GenerateFractals, CleanUpKeepsALiveWritersTemporary) {
   std::ofstream(unowned) << "being written";
   test::LockHolder writer(unowned);
   ASSERT_TRUE(writer.held());
-  const fs::path live = sub / ("000000_0001.npy.tmp." + std::to_string(writer.pid()) + "@" + core::owner_host() + ".3");
+  const fs::path live = sub / ("000000_0001.npy.tmp." + std::to_string(writer.pid()) + "@" +
+                               core::owner_host() + ".3");
   fs::rename(unowned, live);
-  const fs::path dead = sub / ("000000_0002.npy.tmp." + std::to_string(test::dead_pid()) + "@" + core::owner_host() + ".3");
+  const fs::path dead = sub / ("000000_0002.npy.tmp." + std::to_string(test::dead_pid()) + "@" +
+                               core::owner_host() + ".3");
   std::ofstream(dead) << "left by a killed writer";
 
   const auto out = generate(cfg);
   EXPECT_TRUE(fs::exists(live)) << "a live writer's temporary was removed:\n" << out;
   EXPECT_FALSE(fs::exists(dead)) << out;
   EXPECT_NE(out.find("removed 1 temporary file(s)"), std::string::npos) << out;
-  EXPECT_NE(out.find("kept 1 temporary file(s) of writers that may still run (e.g. " + live.string()),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("kept 1 temporary file(s) of writers that may still run (e.g. " + live.string()),
+      std::string::npos)
       << out;
 }
 
@@ -247,10 +257,13 @@ TEST(GenerateFractals, TwoConcurrentRunsShareTheWork) {
   std::thread runs[2];
   for (int k = 0; k < 2; ++k)
     runs[k] = std::thread([&, k] {
-      codes[k] = run_command(kBinary + " generate_fractals -c " + cfg.string() + " > " + logs[k].string()).exit_code;
+      codes[k] =
+          run_command(kBinary + " generate_fractals -c " + cfg.string() + " > " + logs[k].string())
+              .exit_code;
     });
-  const std::string waiting = "generate_fractals: another process (" + core::owner_tag() + ") holds the lock " +
-                              lock_path.string() + "; waiting for it to finish";
+  const std::string waiting = "generate_fractals: another process (" + core::owner_tag() +
+                              ") holds the lock " + lock_path.string() +
+                              "; waiting for it to finish";
   EXPECT_TRUE(test::every_log_says(logs, waiting)) << "the runs did not wait for the lock";
   held.reset();
   for (auto& t : runs) t.join();
@@ -291,7 +304,9 @@ TEST(GenerateFractals, ImpossibleCategoryCsvIsDroppedWithAWarningAndRegenerated)
                      ": line 1, value 13 (the probability of map 0): -0.5 is outside [0, 1]"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("generating 145 of 290"), std::string::npos) << "its instances are regenerated:\n" << out;
+  EXPECT_NE(out.find("generating 145 of 290"), std::string::npos)
+      << "its instances are regenerated:\n"
+      << out;
   EXPECT_EQ(snapshot(lib), before);
 }
 

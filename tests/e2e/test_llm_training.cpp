@@ -38,14 +38,16 @@ using test::TempDir;
 // accumulation; 10 iterations logged every 2, the first 2 excluded, one validation at the end.
 fs::path write_tiny_config(const fs::path& dir, const std::string& extra = "") {
   const fs::path cfg = dir / "tiny_llm.yml";
-  std::ofstream(cfg) << "model_size: tiny\nnum_layers: 2\nhidden_size: 64\nnum_attention_heads: 4\nseq_length: 32\n"
-                     << "vocab_size: 500\nmicro_batch_size: 2\nglobal_batch_size: 4\ntrain_iters: 10\n"
-                     << "exit_duration_in_mins: 0\nlog_interval: 2\ntiming_warmup_iters: 2\neval_interval: 10\n"
-                     << "eval_iters: 1\nprecision: fp32\nrecompute_granularity: selective\nlr_warmup_samples: 8\n"
-                     << "lr_decay_samples: 40\nlr: 0.001\nmin_lr: 0.0001\nsynthetic_train_samples: 256\n"
-                     << "synthetic_valid_samples: 16\ndataloader_num_workers: 1\n"
-                     << "base_run_dir: " << (dir / "runs").string() << "\n"
-                     << extra;
+  std::ofstream(cfg)
+      << "model_size: tiny\nnum_layers: 2\nhidden_size: 64\nnum_attention_heads: 4\nseq_length: "
+         "32\n"
+      << "vocab_size: 500\nmicro_batch_size: 2\nglobal_batch_size: 4\ntrain_iters: 10\n"
+      << "exit_duration_in_mins: 0\nlog_interval: 2\ntiming_warmup_iters: 2\neval_interval: 10\n"
+      << "eval_iters: 1\nprecision: fp32\nrecompute_granularity: selective\nlr_warmup_samples: 8\n"
+      << "lr_decay_samples: 40\nlr: 0.001\nmin_lr: 0.0001\nsynthetic_train_samples: 256\n"
+      << "synthetic_valid_samples: 16\ndataloader_num_workers: 1\n"
+      << "base_run_dir: " << (dir / "runs").string() << "\n"
+      << extra;
   return cfg;
 }
 
@@ -55,28 +57,31 @@ constexpr int kVaryingInterval = 20;
 
 double counter(const nlohmann::json& summary, const std::string& name) {
   for (const auto& c : summary.at("counters"))
-    if (c.at("name") == name) return c.at("value").is_null() ? std::nan("") : c.at("value").get<double>();
+    if (c.at("name") == name)
+      return c.at("value").is_null() ? std::nan("") : c.at("value").get<double>();
   ADD_FAILURE() << "no counter " << name;
   return 0.0;
 }
 
 // 24 k B s L h^2 (1 + s/(6h) + V/(16 L h)) / (t devices 1e12), written out here.
-double caraml_tflops(double k, double b, double s, double l, double h, double v, double t, double devices) {
+double caraml_tflops(double k, double b, double s, double l, double h, double v, double t,
+                     double devices) {
   return 24 * k * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h)) / (t * devices * 1e12);
 }
 
 TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
   TempDir dir;
-  const auto r = run_command(kBinary + " llm_training --threads 2 -c " + write_tiny_config(dir.path()).string());
+  const auto r = run_command(kBinary + " llm_training --threads 2 -c " +
+                             write_tiny_config(dir.path()).string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const fs::path run = test::only_run_dir(dir.path());
-  for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh", "system.json",
-                        "summary.json", "iteration_stats.csv"})
+  for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh",
+                        "system.json", "summary.json", "iteration_stats.csv"})
     EXPECT_TRUE(fs::is_regular_file(run / f)) << f;
 
   // Megatron's log lines, as CARAML's JUBE patterns read them.
-  const std::regex iteration(R"(iteration\s+(\d+)/\s*(\d+))"), elapsed(R"(elapsed time per iteration \(s\):\s+([0-9.]+))"),
-      tflops(R"(TFLOPs:\s+([0-9.]+))");
+  const std::regex iteration(R"(iteration\s+(\d+)/\s*(\d+))"),
+      elapsed(R"(elapsed time per iteration \(s\):\s+([0-9.]+))"), tflops(R"(TFLOPs:\s+([0-9.]+))");
   std::vector<int> iterations;
   std::istringstream out(r.output);
   for (std::string line; std::getline(out, line);) {
@@ -90,7 +95,8 @@ TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
   EXPECT_EQ(iterations, (std::vector<int>{2, 4, 6, 8, 10})) << r.output;
   EXPECT_NE(r.output.find("validation loss at iteration 10"), std::string::npos) << r.output;
 
-  // Columns: iteration,iterations,warmup,train_s,time_per_iteration_s,lm_loss,val_loss,lr,grad_norm,loss_scale,skipped
+  // Columns:
+  // iteration,iterations,warmup,train_s,time_per_iteration_s,lm_loss,val_loss,lr,grad_norm,loss_scale,skipped
   const auto rows = test::csv_rows(run / "iteration_stats.csv");
   ASSERT_EQ(rows.size(), 1u + 5u) << core::read_file(run / "iteration_stats.csv");
   double mean_t = 0, timed_s = 0, mean_tflops = 0;
@@ -119,12 +125,15 @@ TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
   EXPECT_NEAR(counter(s, "tokens_per_s"), 4 * 32 / mean_t, 1e-6 * 4 * 32 / mean_t);
   EXPECT_NEAR(counter(s, "tflops_per_device"), mean_tflops, 1e-6 * mean_tflops);
   EXPECT_NEAR(counter(s, "steady_time_per_iteration_s"), timed_s / 8, 1e-9);
-  EXPECT_NEAR(counter(s, "steady_tokens_per_s"), 128.0 / (timed_s / 8), 1e-6 * 128.0 / (timed_s / 8));
+  EXPECT_NEAR(counter(s, "steady_tokens_per_s"), 128.0 / (timed_s / 8),
+              1e-6 * 128.0 / (timed_s / 8));
   const double model_tflops = caraml_tflops(3, 4, 32, 2, 64, 512, timed_s / 8, 1);
   EXPECT_NEAR(counter(s, "model_tflops_per_device"), model_tflops, 1e-6 * model_tflops);
   EXPECT_NEAR(counter(s, "mfu"), model_tflops / counter(s, "peak_tflops_per_device"), 1e-9);
-  // 2 x (4 x 64^2 + 4 x 64 + 2 x 64 x 256 + 256 + 64 + 4 x 64) + 512 x 64 + 2 x 64 (RoPE: no position table).
-  EXPECT_EQ(counter(s, "parameters"), 2 * (4 * 64 * 64 + 4 * 64 + 2 * 64 * 256 + 256 + 64 + 4 * 64) + 512 * 64 + 128);
+  // 2 x (4 x 64^2 + 4 x 64 + 2 x 64 x 256 + 256 + 64 + 4 x 64) + 512 x 64 + 2 x 64 (RoPE: no
+  // position table).
+  EXPECT_EQ(counter(s, "parameters"),
+            2 * (4 * 64 * 64 + 4 * 64 + 2 * 64 * 256 + 256 + 64 + 4 * 64) + 512 * 64 + 128);
 
   // scaffold report: CARAML's columns with the same numbers.
   const auto rep = run_command(kBinary + " report --format csv " + run.string());
@@ -133,14 +142,19 @@ TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
   std::string header, row;
   std::getline(lines, header);
   std::getline(lines, row);
-  EXPECT_EQ(header.rfind("JobID,System,Version,Queue,JobTime,Runtime(min),Model,ModelSize,Dataset,Nodes,Devices,"
-                         "GlobalBatchSize,PipelineParallel,TensorParallel,DataParallel,Iterations,Time/iteration(s),"
-                         "Tokens/second,Avg_TFLOPs/GPU,",
-                         0),
-            0u)
+  EXPECT_EQ(
+      header.rfind(
+          "JobID,System,Version,Queue,JobTime,Runtime(min),Model,ModelSize,Dataset,Nodes,Devices,"
+          "GlobalBatchSize,PipelineParallel,TensorParallel,DataParallel,Iterations,Time/"
+          "iteration(s),"
+          "Tokens/second,Avg_TFLOPs/GPU,",
+          0),
+      0u)
       << header;
-  EXPECT_NE(row.find(",GPT,custom,synthetic,1,1,4,1,1,1,10,"), std::string::npos) << header << "\n" << row;
-  EXPECT_NE(row.find(fmt::format(",{:.4f},{:.2f},", mean_t, 4 * 32 / mean_t)), std::string::npos) << row;
+  EXPECT_NE(row.find(",GPT,custom,synthetic,1,1,4,1,1,1,10,"), std::string::npos) << header << "\n"
+                                                                                  << row;
+  EXPECT_NE(row.find(fmt::format(",{:.4f},{:.2f},", mean_t, 4 * 32 / mean_t)), std::string::npos)
+      << row;
 }
 
 std::vector<double> losses_of(const fs::path& run) {
@@ -157,20 +171,24 @@ TEST(LlmTraining, TensorAndDataParallelRunsGiveTheLossesOfOneProcess) {
   std::vector<std::vector<double>> losses;
   for (const std::string& launch :
        {kBinary + " llm_training --threads 1 -c " + cfg,
-        test::mpiexec(2) + kBinary + " llm_training --threads 1 --tensor-model-parallel-size 2 --job-name tp2 -c " + cfg,
+        test::mpiexec(2) + kBinary +
+            " llm_training --threads 1 --tensor-model-parallel-size 2 --job-name tp2 -c " + cfg,
         test::mpiexec(2) + kBinary + " llm_training --threads 1 --job-name dp2 -c " + cfg}) {
-    const auto before = fs::exists(dir.path() / "runs") ? std::distance(fs::directory_iterator(dir.path() / "runs"),
-                                                                         fs::directory_iterator())
-                                                        : 0;
+    const auto before =
+        fs::exists(dir.path() / "runs")
+            ? std::distance(fs::directory_iterator(dir.path() / "runs"), fs::directory_iterator())
+            : 0;
     const auto r = run_command(launch);
     ASSERT_EQ(r.exit_code, 0) << launch << "\n" << r.output;
-    ASSERT_EQ(std::distance(fs::directory_iterator(dir.path() / "runs"), fs::directory_iterator()), before + 1);
+    ASSERT_EQ(std::distance(fs::directory_iterator(dir.path() / "runs"), fs::directory_iterator()),
+              before + 1);
   }
   std::map<std::string, fs::path> runs;
   for (const auto& e : fs::directory_iterator(dir.path() / "runs"))
     runs[e.path().filename().string().substr(0, 3)] = e.path();
   ASSERT_EQ(runs.size(), 3u);
-  const auto one = losses_of(runs.at("llm")), tp = losses_of(runs.at("tp2")), dp = losses_of(runs.at("dp2"));
+  const auto one = losses_of(runs.at("llm")), tp = losses_of(runs.at("tp2")),
+             dp = losses_of(runs.at("dp2"));
   ASSERT_EQ(one.size(), 3u);
   ASSERT_EQ(tp.size(), 3u);
   ASSERT_EQ(dp.size(), 3u);
@@ -219,8 +237,9 @@ TEST(LlmTraining, TheDistributedOptimizerAndTensorParallelismResumeFromPerRankFi
   const fs::path tp_part = run_of("tppart");
   ASSERT_FALSE(tp_part.empty());
   EXPECT_TRUE(fs::exists(tp_part / "checkpoints" / "checkpoint_last.rank1"));
-  const auto tp_resumed = run_command(launch + "--job-name tppart --train-iters 8 --tensor-model-parallel-size 2 --run-dir " +
-                                      tp_part.string());
+  const auto tp_resumed = run_command(
+      launch + "--job-name tppart --train-iters 8 --tensor-model-parallel-size 2 --run-dir " +
+      tp_part.string());
   ASSERT_EQ(tp_resumed.exit_code, 0) << tp_resumed.output;
   const auto tp_whole = losses_of(run_of("tpwhole")), tp_parts = losses_of(tp_part);
   ASSERT_EQ(tp_whole.size(), 4u);
@@ -316,14 +335,17 @@ TEST(LlmTraining, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
 TEST(LlmTraining, AWarningSignalStopsCleanlyAndRestartResumes) {
   TempDir dir;
   const fs::path cfg = write_tiny_config(dir.path(), "save_interval: 4\n");
-  const std::string fixture = std::string(SCAFFOLD_SOURCE_DIR) + "/tests/fixtures/energy/gh200/hwmon";
+  const std::string fixture =
+      std::string(SCAFFOLD_SOURCE_DIR) + "/tests/fixtures/energy/gh200/hwmon";
   ::setenv("SCAFFOLD_HWMON_ROOT", fixture.c_str(), 1);
   ::setenv("SCAFFOLD_POWERCAP_ROOT", "/nonexistent", 1);
-  const pid_t pid = test::spawn_scaffold({"llm_training", "--threads", "1", "--train-iters", "100000", "-c", cfg.string()});
+  const pid_t pid = test::spawn_scaffold(
+      {"llm_training", "--threads", "1", "--train-iters", "100000", "-c", cfg.string()});
   ::unsetenv("SCAFFOLD_HWMON_ROOT");
   ::unsetenv("SCAFFOLD_POWERCAP_ROOT");
   ASSERT_GT(pid, 0);
-  const fs::path run = test::wait_for_csv_lines(dir.path(), "iteration_stats.csv", 4, std::chrono::seconds(120));
+  const fs::path run =
+      test::wait_for_csv_lines(dir.path(), "iteration_stats.csv", 4, std::chrono::seconds(120));
   ASSERT_FALSE(run.empty());
   const int status = test::signal_and_wait(pid, SIGUSR2);
   ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal instead of stopping";
@@ -349,19 +371,22 @@ TEST(LlmTraining, AWarningSignalStopsCleanlyAndRestartResumes) {
   EXPECT_TRUE(fs::exists(run / "checkpoints" / "checkpoint_last"));
 
   // Resume: 2 more iterations after the last completed interval.
-  const auto resumed = run_command("bash " + (run / "restart.sh").string() + " --train-iters " + std::to_string(done + 2));
+  const auto resumed = run_command("bash " + (run / "restart.sh").string() + " --train-iters " +
+                                   std::to_string(done + 2));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
   const auto after = test::csv_rows(run / "iteration_stats.csv");
   ASSERT_EQ(after.size(), rows.size() + 1) << core::read_file(run / "iteration_stats.csv");
   EXPECT_EQ(std::stoll(after.back()[0]), done + 2);
-  for (std::size_t i = 1; i < rows.size(); ++i) EXPECT_EQ(after[i], rows[i]) << "row " << i << " kept";
+  for (std::size_t i = 1; i < rows.size(); ++i)
+    EXPECT_EQ(after[i], rows[i]) << "row " << i << " kept";
 }
 
 TEST(LlmTraining, TheExitDurationEndsTheRunAfterTheIterationInFlight) {
   TempDir dir;
-  const auto r = run_command(kBinary + " llm_training --threads 1 --train-iters 100000 --exit-duration-in-mins 1e-6 -c " +
-                             write_tiny_config(dir.path()).string());
+  const auto r = run_command(
+      kBinary + " llm_training --threads 1 --train-iters 100000 --exit-duration-in-mins 1e-6 -c " +
+      write_tiny_config(dir.path()).string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("exiting program after"), std::string::npos) << r.output;
   const fs::path run = test::only_run_dir(dir.path());
@@ -379,18 +404,25 @@ TEST(LlmTraining, BadInputIsOneClearErrorAndNoRunFolder) {
   const auto heads = run_command(kBinary + " llm_training --num-attention-heads 5 -c " + cfg);
   EXPECT_EQ(heads.exit_code, 1) << heads.output;
   EXPECT_NE(heads.output.find("hidden_size"), std::string::npos) << heads.output;
-  EXPECT_NE(heads.output.find("a multiple of the attention heads (5)"), std::string::npos) << heads.output;
+  EXPECT_NE(heads.output.find("a multiple of the attention heads (5)"), std::string::npos)
+      << heads.output;
   const auto fp16 = run_command(kBinary + " llm_training --precision fp16 --device cpu -c " + cfg);
   EXPECT_EQ(fp16.exit_code, 1) << fp16.output;
   EXPECT_NE(fp16.output.find("fp16 needs a CUDA device"), std::string::npos) << fp16.output;
-  const auto batch = run_command(test::mpiexec(2) + kBinary + " llm_training --global-batch-size 6 -c " + cfg);
+  const auto batch =
+      run_command(test::mpiexec(2) + kBinary + " llm_training --global-batch-size 6 -c " + cfg);
   EXPECT_NE(batch.exit_code, 0) << batch.output;
-  EXPECT_NE(batch.output.find("global_batch_size 6 is not a multiple of micro_batch_size 2 x data-parallel size 2"),
-            std::string::npos)
+  EXPECT_NE(
+      batch.output.find(
+          "global_batch_size 6 is not a multiple of micro_batch_size 2 x data-parallel size 2"),
+      std::string::npos)
       << batch.output;
-  const auto tp = run_command(test::mpiexec(2) + kBinary + " llm_training --tensor-model-parallel-size 3 -c " + cfg);
+  const auto tp = run_command(test::mpiexec(2) + kBinary +
+                              " llm_training --tensor-model-parallel-size 3 -c " + cfg);
   EXPECT_NE(tp.exit_code, 0) << tp.output;
-  EXPECT_NE(tp.output.find("tensor_model_parallel_size 3 does not divide the 2 ranks"), std::string::npos) << tp.output;
+  EXPECT_NE(tp.output.find("tensor_model_parallel_size 3 does not divide the 2 ranks"),
+            std::string::npos)
+      << tp.output;
   const auto pp = run_command(kBinary + " llm_training --pipeline-model-parallel-size 2 -c " + cfg);
   EXPECT_EQ(pp.exit_code, 1) << pp.output;
   EXPECT_NE(pp.output.find("pipeline_model_parallel_size"), std::string::npos) << pp.output;
@@ -431,12 +463,14 @@ TEST(LlmTraining, ABrokenIndexedDatasetLeavesNoRunFolder) {
   const fs::path prefix = dir.path() / "broken";
   std::ofstream(prefix.string() + ".bin") << "junk";
   std::ofstream(prefix.string() + ".idx") << "junk";
-  const std::string cfg = write_tiny_config(dir.path(), "data_path: " + prefix.string() + "\n").string();
+  const std::string cfg =
+      write_tiny_config(dir.path(), "data_path: " + prefix.string() + "\n").string();
   const auto r = run_command(kBinary + " llm_training -c " + cfg);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("broken.idx"), std::string::npos) << r.output;
   std::error_code ec;
-  EXPECT_TRUE(!fs::exists(dir.path() / "runs") || fs::is_empty(dir.path() / "runs", ec)) << r.output;
+  EXPECT_TRUE(!fs::exists(dir.path() / "runs") || fs::is_empty(dir.path() / "runs", ec))
+      << r.output;
 }
 
 // CARAML's JUBE analyser reads the job's output file with these patterns
@@ -451,12 +485,13 @@ TEST(LlmTraining, StdoutFillsEveryColumnOfCaramlsTable) {
   const std::regex tflops_pat("TFLOPs:\\s+" + jube_pat_fp);
   const std::regex elp_pat("elapsed time per iteration \\(s\\):\\s+" + jube_pat_fp);
   const fs::path err = dir.path() / "stderr.txt";
-  const auto r = run_command("( " + kBinary + " llm_training --threads 1 -c " + write_tiny_config(dir.path()).string() +
-                             " 2>" + err.string() + " )");
+  const auto r = run_command("( " + kBinary + " llm_training --threads 1 -c " +
+                             write_tiny_config(dir.path()).string() + " 2>" + err.string() + " )");
   ASSERT_EQ(r.exit_code, 0) << r.output << core::read_file(err);
   std::vector<double> iters, tflops, elapsed;
   const auto all = [&](const std::regex& re, std::vector<double>& out) {
-    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), re); it != std::sregex_iterator(); ++it)
+    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), re);
+         it != std::sregex_iterator(); ++it)
       out.push_back(std::stod((*it)[1]));
   };
   all(iter_pat, iters);
@@ -475,7 +510,8 @@ TEST(LlmTraining, StdoutFillsEveryColumnOfCaramlsTable) {
   const double iterations = *std::max_element(iters.begin(), iters.end());
   const double time_per_iteration = mean(elapsed);
   const double tokens_per_second = 1.0 / time_per_iteration * 4 * 32;
-  const nlohmann::json s = nlohmann::json::parse(core::read_file(test::only_run_dir(dir.path()) / "summary.json"));
+  const nlohmann::json s =
+      nlohmann::json::parse(core::read_file(test::only_run_dir(dir.path()) / "summary.json"));
   EXPECT_EQ(iterations, counter(s, "iterations"));
   // The line prints t with 4 decimals and TFLOPs with 2: the tolerances are those roundings.
   EXPECT_NEAR(time_per_iteration, counter(s, "time_per_iteration_s"), 5e-5 + 1e-9);
@@ -486,7 +522,8 @@ TEST(LlmTraining, StdoutFillsEveryColumnOfCaramlsTable) {
   const std::string stderr_text = core::read_file(err);
   EXPECT_EQ(stderr_text.find("elapsed time per iteration"), std::string::npos) << stderr_text;
   EXPECT_EQ(r.output.find("[INFO]"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(" validation loss at iteration 10 | lm loss value: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" validation loss at iteration 10 | lm loss value: "), std::string::npos)
+      << r.output;
 }
 
 }  // namespace

@@ -124,9 +124,11 @@ TEST(Power, SleepWritesSamplesAndEnergiesOfTheFixtureNode) {
 // 2.2 s run (more than half the 4 s period), so a constant fails.
 TEST(Power, EnergyOfAPowerVaryingOverTimeIsItsIntegral) {
   TempDir dir;
-  test::VaryingPowerFixture power(dir.path() / "fixture", 300.0, 150.0, 4.0, test::PowerClock::system);
-  const auto r = run_command(kBinary + " power --methods hwmon --hwmon-root " + power.hwmon_root().string() +
-                             " --out " + (dir.path() / "out").string() + " -- sleep 2.2");
+  test::VaryingPowerFixture power(dir.path() / "fixture", 300.0, 150.0, 4.0,
+                                  test::PowerClock::system);
+  const auto r =
+      run_command(kBinary + " power --methods hwmon --hwmon-root " + power.hwmon_root().string() +
+                  " --out " + (dir.path() / "out").string() + " -- sleep 2.2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto samples = read_csv(dir.path() / "out" / "power.csv");
   ASSERT_GE(samples.size(), 1u + 10u) << "at least 10 samples in 2.2 s at 100 ms";
@@ -135,7 +137,8 @@ TEST(Power, EnergyOfAPowerVaryingOverTimeIsItsIntegral) {
   double lowest_w = 1e9, highest_w = 0;
   for (std::size_t i = 1; i < samples.size(); ++i) {
     const double t = std::stod(samples[i][1]), p = power.power_w(t);
-    EXPECT_NEAR(std::stod(samples[i][2]), p, 30.0) << "sample " << i << " at unix time " << samples[i][1];
+    EXPECT_NEAR(std::stod(samples[i][2]), p, 30.0)
+        << "sample " << i << " at unix time " << samples[i][1];
     lowest_w = std::min(lowest_w, p);
     highest_w = std::max(highest_w, p);
   }
@@ -155,7 +158,8 @@ TEST(Power, EnergyOfAPowerVaryingOverTimeIsItsIntegral) {
   EXPECT_NEAR(std::stod(module0[column(h, "energy_integrated_j")]), ref_j, 20.0 * duration_s);
   EXPECT_NEAR(std::stod(module0[column(h, "power_avg_w")]), ref_j / duration_s, 20.0);
   EXPECT_NEAR(std::stod(module0[column(h, "power_peak_w")]), power.peak_w(t0, t1), 20.0);
-  EXPECT_NEAR(std::stod(energy.back()[column(h, "energy_j")]), ref_j, 20.0 * duration_s) << "the total";
+  EXPECT_NEAR(std::stod(energy.back()[column(h, "energy_j")]), ref_j, 20.0 * duration_s)
+      << "the total";
 }
 
 TEST(Power, SigtermToTheWrapperReachesTheCommand) {
@@ -208,11 +212,19 @@ bool process_running(pid_t pid) {
 TEST(Power, SigkillToTheWrapperEndsTheCommand) {
   TempDir dir;
   const fs::path pid_file = dir.path() / "pid";
-  const std::vector<std::string> args = {
-      "power", "--methods", "hwmon", "--hwmon-root", (kFixtures / "gh200" / "hwmon").string(),
-      "--out", (dir.path() / "out").string(), "--", "sh", "-c",
-      "echo $$ > " + pid_file.string() + ".tmp && mv " + pid_file.string() + ".tmp " + pid_file.string() +
-          " && exec sleep 60"};
+  const std::vector<std::string> args = {"power",
+                                         "--methods",
+                                         "hwmon",
+                                         "--hwmon-root",
+                                         (kFixtures / "gh200" / "hwmon").string(),
+                                         "--out",
+                                         (dir.path() / "out").string(),
+                                         "--",
+                                         "sh",
+                                         "-c",
+                                         "echo $$ > " + pid_file.string() + ".tmp && mv " +
+                                             pid_file.string() + ".tmp " + pid_file.string() +
+                                             " && exec sleep 60"};
   const pid_t wrapper = test::spawn_scaffold(args);
   ASSERT_GE(wrapper, 0);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);

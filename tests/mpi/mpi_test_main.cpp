@@ -20,7 +20,8 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
   void OnTestPartResult(const ::testing::TestPartResult& result) override {
     if (!result.failed()) return;
     std::fprintf(stderr, "[rank %d] %s: %s:%d: failure\n%s\n", rank_, test_.c_str(),
-                 result.file_name() ? result.file_name() : "?", result.line_number(), result.message());
+                 result.file_name() ? result.file_name() : "?", result.line_number(),
+                 result.message());
   }
 
  private:
@@ -29,7 +30,9 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 };
 }  // namespace
 
-dist::Communicator& world() { return *g_world; }
+dist::Communicator& world() {
+  return *g_world;
+}
 
 }  // namespace scaffold::test
 

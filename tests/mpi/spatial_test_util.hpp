@@ -32,7 +32,8 @@ struct SpatialSetup {
 
 // This rank's part of a full NCDHW tensor (or NDHW when `first_spatial` is 1), cut like
 // torch.chunk along each sharded dimension: chunks of ceil(size / n), the last one shorter.
-inline at::Tensor local_slice(const at::Tensor& full, const model::SpatialContext& ctx, int64_t first_spatial = 2) {
+inline at::Tensor local_slice(const at::Tensor& full, const model::SpatialContext& ctx,
+                              int64_t first_spatial = 2) {
   at::Tensor t = full;
   for (int d = 0; d < 3; ++d) {
     const int n = ctx.shards[static_cast<std::size_t>(d)];

@@ -15,10 +15,14 @@ namespace scaffold::dist {
 namespace {
 
 // Elements rank r sends to rank q: uneven, and none from r to q when (r + q) % 3 == 2.
-int64_t count(int r, int q) { return (r + q) % 3 == 2 ? 0 : (r + 1) * 2 + q; }
+int64_t count(int r, int q) {
+  return (r + q) % 3 == 2 ? 0 : (r + 1) * 2 + q;
+}
 
 // The value of element i of the slice from r to q.
-double value(int r, int q, int64_t i) { return 1000.0 * r + 100.0 * q + static_cast<double>(i); }
+double value(int r, int q, int64_t i) {
+  return 1000.0 * r + 100.0 * q + static_cast<double>(i);
+}
 
 void check_exchange(TensorComm& group, at::ScalarType dtype) {
   const int p = group.size(), me = group.rank();
@@ -29,8 +33,9 @@ void check_exchange(TensorComm& group, at::ScalarType dtype) {
     recv_counts.push_back(count(q, me));
     for (int64_t i = 0; i < count(me, q); ++i) send_values.push_back(value(me, q, i));
   }
-  const at::Tensor send =
-      at::tensor(send_values, at::kDouble).to(dtype).reshape({static_cast<int64_t>(send_values.size())});
+  const at::Tensor send = at::tensor(send_values, at::kDouble)
+                              .to(dtype)
+                              .reshape({static_cast<int64_t>(send_values.size())});
   int64_t total = 0;
   for (int64_t c : recv_counts) total += c;
   const at::Tensor recv = at::full({total}, -1.0, at::TensorOptions().dtype(dtype));
@@ -48,7 +53,8 @@ void check_exchange(TensorComm& group, at::ScalarType dtype) {
   for (int q = 0; q < p; ++q)
     for (int64_t i = 0; i < count(q, me); ++i, ++at_elem)
       ASSERT_EQ(got[at_elem].item<double>(), value(q, me, i))
-          << "rank " << me << ": element " << i << " from rank " << q << " (" << c10::toString(dtype) << ")";
+          << "rank " << me << ": element " << i << " from rank " << q << " ("
+          << c10::toString(dtype) << ")";
 }
 
 TEST(AllToAll, DeliversEverySliceInRankOrder) {
@@ -73,7 +79,8 @@ TEST(AllToAll, RejectsCountsThatDoNotMatchTheBuffers) {
                           std::vector<int64_t>(static_cast<std::size_t>(p), 1), 1),
                std::logic_error)
       << "counts summing to " << p << " for a buffer of 3";
-  EXPECT_THROW(all_to_all(*group, buf.view({3, 1}), {3}, buf, {3}, 1), std::logic_error) << "a 2-D buffer";
+  EXPECT_THROW(all_to_all(*group, buf.view({3, 1}), {3}, buf, {3}, 1), std::logic_error)
+      << "a 2-D buffer";
 }
 
 }  // namespace

@@ -101,7 +101,8 @@ void run_layout(const std::array<int, 3>& shards, bool channels_last = false) {
   ref_opt.zero_grad();
   at::Tensor mean_loss = at::zeros({});
   for (int r = 0; r < replicas; ++r)
-    mean_loss = mean_loss + train::segmentation_loss(reference->forward(images[r]), labels[r], weights).loss;
+    mean_loss = mean_loss +
+                train::segmentation_loss(reference->forward(images[r]), labels[r], weights).loss;
   (mean_loss / replicas).backward();
   std::vector<at::Tensor> ref_grads;
   for (const auto& p : reference->parameters()) ref_grads.push_back(p.grad().clone());
@@ -111,12 +112,14 @@ void run_layout(const std::array<int, 3>& shards, bool channels_last = false) {
   if (replicas > 1) {
     torch::manual_seed(9);
     model::UNet3d whole(test::small_unet(3));
-    train::segmentation_loss(whole->forward(at::cat(images)), at::cat(labels), weights).loss.backward();
+    train::segmentation_loss(whole->forward(at::cat(images)), at::cat(labels), weights)
+        .loss.backward();
     double largest = 0;
     const auto wp = whole->parameters();
     for (std::size_t i = 0; i < wp.size(); ++i)
       largest = std::max(largest, test::relative_error(wp[i].grad(), ref_grads[i]));
-    EXPECT_GT(largest, 1e-2) << "the batch-R loss should give another gradient than the replicas' mean";
+    EXPECT_GT(largest, 1e-2)
+        << "the batch-R loss should give another gradient than the replicas' mean";
   }
 
   // Distributed: this rank's shard of sample `replica`, gradients summed over the world / R.
@@ -160,7 +163,8 @@ void run_layout(const std::array<int, 3>& shards, bool channels_last = false) {
   // Every rank holds the same parameters afterwards (bitwise: same reduced gradients).
   for (std::size_t i = 0; i < after.size(); ++i) {
     const at::Tensor summed = test::group_sum(*world_tensors, after[i]);
-    EXPECT_TRUE(summed.equal(after[i] * world().size()) || test::relative_error(summed / world().size(), after[i]) < 1e-7);
+    EXPECT_TRUE(summed.equal(after[i] * world().size()) ||
+                test::relative_error(summed / world().size(), after[i]) < 1e-7);
   }
 }
 
@@ -176,7 +180,9 @@ TEST(DataParallel, ParameterCheckCatchesARankThatDrifted) {
     train::check_same_parameters(world(), params, "in the test", &warned);
     FAIL() << "rank " << world().rank() << " did not see the drift";
   } catch (const dist::AgreedError& e) {
-    EXPECT_NE(std::string(e.what()).find("the ranks' parameters differ in the test"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the ranks' parameters differ in the test"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -222,16 +228,18 @@ constexpr int kTrain = 8, kVal = 4;  // whole steps at 1, 2 and 4 replicas of ba
 // whose sizes vary with i.
 void write_volume(const dataset::DatasetPaths& paths, dataset::Split split, int index, int key) {
   torch::manual_seed(500 + key);
-  at::Tensor mask = labels_of(key).narrow(1, 4, kSide).narrow(2, 4, kSide).narrow(3, 4, kSide)[0].contiguous();
+  at::Tensor mask =
+      labels_of(key).narrow(1, 4, kSide).narrow(2, 4, kSide).narrow(3, 4, kSide)[0].contiguous();
   at::Tensor image = at::one_hot(mask, 3).permute({3, 0, 1, 2}).to(at::kFloat) * 0.6 +
                      0.3 * at::randn({3, kSide, kSide, kSide});
   image = image.contiguous();
   const at::Tensor m16 = mask.to(at::kInt);
   std::vector<uint16_t> m(static_cast<std::size_t>(m16.numel()));
   for (std::size_t k = 0; k < m.size(); ++k) m[k] = static_cast<uint16_t>(m16.data_ptr<int>()[k]);
-  core::write_npy(paths.volume_file(split, index, 0), core::DType::Float32, {3, kSide, kSide, kSide},
-                  image.data_ptr<float>());
-  core::write_npy(paths.mask_file(split, index, 0), core::DType::UInt16, {kSide, kSide, kSide}, m.data());
+  core::write_npy(paths.volume_file(split, index, 0), core::DType::Float32,
+                  {3, kSide, kSide, kSide}, image.data_ptr<float>());
+  core::write_npy(paths.mask_file(split, index, 0), core::DType::UInt16, {kSide, kSide, kSide},
+                  m.data());
 }
 
 model::UNet3d trainer_model() {
@@ -265,8 +273,10 @@ TEST(DataParallel, TrainerOnReplicasTakesTheStepsOfTheMeanOfTheReplicasWeightedL
   }
   for (int i = 0; i < kTrain; ++i) write_volume(paths, dataset::Split::Training, i, i);
   for (int i = 0; i < kVal; ++i) write_volume(paths, dataset::Split::Validation, i, kTrain + i);
-  const dataset::FractalDataset train_set(paths, dataset::Split::Training, dataset::ShardLayout(), 0, kSide);
-  const dataset::FractalDataset val_set(paths, dataset::Split::Validation, dataset::ShardLayout(), 0, kSide);
+  const dataset::FractalDataset train_set(paths, dataset::Split::Training, dataset::ShardLayout(),
+                                          0, kSide);
+  const dataset::FractalDataset val_set(paths, dataset::Split::Validation, dataset::ShardLayout(),
+                                        0, kSide);
 
   train::TrainerOptions o;
   o.local_batch_size = 1;
@@ -285,7 +295,8 @@ TEST(DataParallel, TrainerOnReplicasTakesTheStepsOfTheMeanOfTheReplicasWeightedL
   const dist::ProcessGrid grid(world().size(), world().rank(), {1, 1, 1}, {2, 3, 4});
   train::Parallelism parallel;
   parallel.world = dist::make_mpi_tensor_comm(world());
-  train::Trainer trainer(trainer_model(), o, train_set, val_set, c10::Device(c10::kCPU), world(), grid, parallel);
+  train::Trainer trainer(trainer_model(), o, train_set, val_set, c10::Device(c10::kCPU), world(),
+                         grid, parallel);
   trainer.estimate_class_weights();
   std::vector<train::EpochStats> stats;
   trainer.run([&](const train::EpochStats& e) { stats.push_back(e); });
@@ -307,7 +318,8 @@ TEST(DataParallel, TrainerOnReplicasTakesTheStepsOfTheMeanOfTheReplicasWeightedL
     for (int64_t epoch = 1; epoch <= 2; ++epoch) {
       for (auto& g : adam.param_groups()) g.options().set_lr(lrs[epoch - 1]);
       std::vector<std::vector<int64_t>> order;
-      for (int k = 0; k < replicas; ++k) order.push_back(dataset::training_indices(kTrain, replicas, k, o.seed, epoch));
+      for (int k = 0; k < replicas; ++k)
+        order.push_back(dataset::training_indices(kTrain, replicas, k, o.seed, epoch));
       const auto one = dataset::training_indices(kTrain, 1, 0, o.seed, epoch);
       double loss_sum = 0;
       for (std::size_t t = 0; t < order[0].size(); ++t) {
@@ -316,15 +328,20 @@ TEST(DataParallel, TrainerOnReplicasTakesTheStepsOfTheMeanOfTheReplicasWeightedL
         at::Tensor loss = at::zeros({});
         std::vector<at::Tensor> images, masks;
         for (int k = 0; k < replicas; ++k) {
-          const Sample& s = samples[static_cast<std::size_t>(order[static_cast<std::size_t>(k)][t])];
+          const Sample& s =
+              samples[static_cast<std::size_t>(order[static_cast<std::size_t>(k)][t])];
           step.insert(order[static_cast<std::size_t>(k)][t]);
           images.push_back(s.image);
           masks.push_back(s.mask);
-          if (by_replica) loss = loss + train::segmentation_loss(m->forward(s.image), s.mask, weights).loss;
+          if (by_replica)
+            loss = loss + train::segmentation_loss(m->forward(s.image), s.mask, weights).loss;
         }
-        EXPECT_EQ(step, single) << "epoch " << epoch << " step " << t << ": other samples than one process's";
-        loss = by_replica ? loss / replicas
-                          : train::segmentation_loss(m->forward(at::cat(images)), at::cat(masks), weights).loss;
+        EXPECT_EQ(step, single) << "epoch " << epoch << " step " << t
+                                << ": other samples than one process's";
+        loss = by_replica
+                   ? loss / replicas
+                   : train::segmentation_loss(m->forward(at::cat(images)), at::cat(masks), weights)
+                         .loss;
         loss_sum += loss.item<double>() * replicas;
         adam.zero_grad();
         loss.backward();
@@ -341,8 +358,10 @@ TEST(DataParallel, TrainerOnReplicasTakesTheStepsOfTheMeanOfTheReplicasWeightedL
   const auto want = mean_of_replicas->parameters();
   ASSERT_EQ(got.size(), want.size());
   double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, test::relative_error(got[i], want[i]));
-  EXPECT_LT(worst, 1e-4) << "the Trainer's parameters after 2 epochs on " << replicas << " replicas";
+  for (std::size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, test::relative_error(got[i], want[i]));
+  EXPECT_LT(worst, 1e-4) << "the Trainer's parameters after 2 epochs on " << replicas
+                         << " replicas";
   for (std::size_t e = 0; e < 2; ++e)
     EXPECT_NEAR(stats[e].overall_loss, overall[e], 1e-5 * overall[e]) << "epoch " << e + 1;
 
@@ -350,8 +369,10 @@ TEST(DataParallel, TrainerOnReplicasTakesTheStepsOfTheMeanOfTheReplicasWeightedL
     model::UNet3d whole_batch = replay(false, nullptr);
     double apart = 0;
     const auto other = whole_batch->parameters();
-    for (std::size_t i = 0; i < got.size(); ++i) apart = std::max(apart, test::relative_error(got[i], other[i]));
-    EXPECT_GT(apart, 100 * 1e-4) << "one process with the global batch as one batch should end elsewhere";
+    for (std::size_t i = 0; i < got.size(); ++i)
+      apart = std::max(apart, test::relative_error(got[i], other[i]));
+    EXPECT_GT(apart, 100 * 1e-4)
+        << "one process with the global batch as one batch should end elsewhere";
   }
 }
 

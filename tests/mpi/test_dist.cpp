@@ -3,16 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <vector>
-
 #include <string>
+#include <vector>
 
 #include "dist/communicator.hpp"
 #include "mpi_test_main.hpp"
 
 namespace scaffold::dist {
 namespace {
-
 
 TEST(Dist, BroadcastAndAllgatherDeliverEveryRanksBytes) {
   Communicator& comm = test::world();
@@ -22,7 +20,8 @@ TEST(Dist, BroadcastAndAllgatherDeliverEveryRanksBytes) {
 
   const auto all = comm.allgather(std::string(static_cast<std::size_t>(comm.rank()) * 3, 'x'));
   ASSERT_EQ(static_cast<int>(all.size()), comm.size());
-  for (int r = 0; r < comm.size(); ++r) EXPECT_EQ(all[r], std::string(static_cast<std::size_t>(r) * 3, 'x'));
+  for (int r = 0; r < comm.size(); ++r)
+    EXPECT_EQ(all[r], std::string(static_cast<std::size_t>(r) * 3, 'x'));
 
   int64_t sum[2] = {comm.rank(), 1};
   comm.allreduce_sum(sum, 2);
@@ -112,7 +111,8 @@ TEST(Dist, SplitFormsIndependentGroups) {
 TEST(Dist, NonBlockingRingAndAllreduce) {
   Communicator& comm = test::world();
   if (comm.size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  const int next = (comm.rank() + 1) % comm.size(), prev = (comm.rank() + comm.size() - 1) % comm.size();
+  const int next = (comm.rank() + 1) % comm.size(),
+            prev = (comm.rank() + comm.size() - 1) % comm.size();
   std::vector<float> out(1000, static_cast<float>(comm.rank())), in(1000, -1.0f);
   auto r = comm.irecv(in.data(), in.size() * sizeof(float), prev, 7);
   auto s = comm.isend(out.data(), out.size() * sizeof(float), next, 7);

@@ -23,8 +23,8 @@
 #include "mpi_test_main.hpp"
 #include "train/loop.hpp"
 #include "unit/model/tensor_compare.hpp"
-#include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/data/synthetic_tokens.hpp"
+#include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/task.hpp"
 
 namespace scaffold::llm {
@@ -53,7 +53,8 @@ int split_dim(const std::string& name) {
   const auto ends = [&](const std::string& s) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
-  if (ends("word_embeddings") || ends("qkv_weight") || ends("qkv_bias") || ends("fc1_weight") || ends("fc1_bias"))
+  if (ends("word_embeddings") || ends("qkv_weight") || ends("qkv_bias") || ends("fc1_weight") ||
+      ends("fc1_bias"))
     return 0;  // column-parallel outputs and vocabulary rows
   if (ends("dense_weight") || ends("fc2_weight")) return 1;  // row-parallel inputs
   return -1;
@@ -70,7 +71,8 @@ struct Groups {
   std::shared_ptr<const TensorParallel> tp;
 };
 
-// Consecutive ranks form the tensor-parallel groups; ranks with the same TP rank the data-parallel ones.
+// Consecutive ranks form the tensor-parallel groups; ranks with the same TP rank the data-parallel
+// ones.
 Groups make_groups(int tp_size) {
   Groups g;
   const int rank = world().rank();
@@ -92,18 +94,21 @@ TEST(GptTensorParallel, TwoRanksEqualOneForLogitsLossAndEveryGradient) {
   const at::Tensor input = tokens.narrow(1, 0, 12), labels = tokens.narrow(1, 1, 12);
   for (auto pe : {PositionEmbedding::kLearned, PositionEmbedding::kRope})
     for (auto r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-      const std::string what = std::string(pe == PositionEmbedding::kRope ? "rope" : "learned") + "/recompute " +
-                               std::to_string(static_cast<int>(r));
+      const std::string what = std::string(pe == PositionEmbedding::kRope ? "rope" : "learned") +
+                               "/recompute " + std::to_string(static_cast<int>(r));
       torch::manual_seed(12);
       Gpt whole(tiny(pe, r));
       torch::manual_seed(12);
       Gpt sharded(tiny(pe, r), g.tp);
       const at::Tensor logits_whole = whole->forward(input);
       const at::Tensor logits_mine = sharded->forward(input);
-      EXPECT_TRUE(tensors_close(logits_mine, slice_of(logits_whole, 2, 2, g.tp->rank), 1e-5, what + " logits"));
+      EXPECT_TRUE(tensors_close(logits_mine, slice_of(logits_whole, 2, 2, g.tp->rank), 1e-5,
+                                what + " logits"));
       const at::Tensor loss_whole = whole->token_losses(input, labels).mean();
       const at::Tensor loss_mine = sharded->token_losses(input, labels).mean();
-      EXPECT_NEAR(loss_mine.item<double>(), loss_whole.item<double>(), 1e-5 * loss_whole.item<double>()) << what;
+      EXPECT_NEAR(loss_mine.item<double>(), loss_whole.item<double>(),
+                  1e-5 * loss_whole.item<double>())
+          << what;
       loss_whole.backward();
       loss_mine.backward();
       const auto ref = whole->named_parameters();
@@ -114,7 +119,8 @@ TEST(GptTensorParallel, TwoRanksEqualOneForLogitsLossAndEveryGradient) {
         ASSERT_NE(m, nullptr) << p.key();
         const int dim = split_dim(p.key());
         EXPECT_EQ(GptImpl::is_tensor_parallel(p.key()), dim >= 0) << p.key();
-        EXPECT_TRUE(tensors_close(*m, slice_of(p.value(), dim, 2, g.tp->rank), 0, what + " " + p.key() + " value"));
+        EXPECT_TRUE(tensors_close(*m, slice_of(p.value(), dim, 2, g.tp->rank), 0,
+                                  what + " " + p.key() + " value"));
         EXPECT_TRUE(tensors_close(m->grad(), slice_of(p.value().grad(), dim, 2, g.tp->rank), 1e-5,
                                   what + " " + p.key() + " gradient"));
       }
@@ -160,7 +166,8 @@ TEST(GptParallelLoop, TensorTimesDataParallelEqualsOneProcessWithTheWholeBatch) 
     const dist::ProcessGrid grid(world_size, world().rank(), {tp_size, 1, 1}, {2, 3, 4});
     train::TrainingLoop loop(task, lo, c10::Device(c10::kCPU), world(), grid, lp);
     double parallel_loss = 0;
-    const train::LoopResult result = loop.run([&](const train::LoopEpoch& e) { parallel_loss = e.metrics.values[0].second; });
+    const train::LoopResult result =
+        loop.run([&](const train::LoopEpoch& e) { parallel_loss = e.metrics.values[0].second; });
     ASSERT_EQ(result.total_optimizer_steps, kSteps) << what;
 
     // Reference: the whole model, global batches of consecutive stream samples, torch's clipping.
@@ -175,13 +182,15 @@ TEST(GptParallelLoop, TensorTimesDataParallelEqualsOneProcessWithTheWholeBatch) 
         rows.push_back(data.get(static_cast<std::size_t>(i), 0).fields[0]);
       const at::Tensor tokens = at::stack(rows);
       opt->zero_grad();
-      const at::Tensor loss = whole->token_losses(tokens.narrow(1, 0, 12), tokens.narrow(1, 1, 12)).mean();
+      const at::Tensor loss =
+          whole->token_losses(tokens.narrow(1, 0, 12), tokens.narrow(1, 1, 12)).mean();
       loss.backward();
       loss_sum += loss.item<double>();
       ref_norms.push_back(torch::nn::utils::clip_grad_norm_(whole->parameters(), kClip));
       opt->step();
     }
-    EXPECT_NEAR(parallel_loss, loss_sum / kSteps, 1e-5 * loss_sum) << what << ": the interval's mean loss";
+    EXPECT_NEAR(parallel_loss, loss_sum / kSteps, 1e-5 * loss_sum)
+        << what << ": the interval's mean loss";
     ASSERT_EQ(norms.size(), ref_norms.size());
     for (std::size_t i = 0; i < norms.size(); ++i) {
       EXPECT_NEAR(norms[i], ref_norms[i], 1e-5 * ref_norms[i]) << what << " step " << i;
@@ -191,8 +200,8 @@ TEST(GptParallelLoop, TensorTimesDataParallelEqualsOneProcessWithTheWholeBatch) 
     for (const auto& p : whole->named_parameters()) {
       const at::Tensor* m = mine.find(p.key());
       ASSERT_NE(m, nullptr) << p.key();
-      EXPECT_TRUE(tensors_close(*m, slice_of(p.value(), split_dim(p.key()), tp_size, g.tp->rank), 1e-5,
-                                what + " " + p.key()));
+      EXPECT_TRUE(tensors_close(*m, slice_of(p.value(), split_dim(p.key()), tp_size, g.tp->rank),
+                                1e-5, what + " " + p.key()));
     }
     // The steps moved the model (a no-op would also "agree" with a no-op reference).
     torch::manual_seed(21);

@@ -44,7 +44,7 @@ TEST(ImageClassificationDataParallel, ReplicasEqualOneProcessAveragingTheirHalfB
   constexpr int64_t kLocal = 2;
   imgcls::SyntheticImagesOptions so;
   so.count = P * kLocal;  // one step per epoch
-  so.image_size = 64;  // 2x2 at the last stage: BatchNorm over 8 values, not 2
+  so.image_size = 64;     // 2x2 at the last stage: BatchNorm over 8 values, not 2
   so.num_classes = 5;
   so.seed = kSeed;
   const imgcls::SyntheticImages train_set(so);
@@ -96,7 +96,8 @@ TEST(ImageClassificationDataParallel, ReplicasEqualOneProcessAveragingTheirHalfB
       labels.push_back(e.fields[1]);
     }
     for (auto& p : reference->parameters()) p.mutable_grad() = at::Tensor();
-    const at::Tensor loss = at::cross_entropy_loss(reference->forward(at::stack(images)), at::stack(labels));
+    const at::Tensor loss =
+        at::cross_entropy_loss(reference->forward(at::stack(images)), at::stack(labels));
     loss.backward();
     const auto params = reference->parameters();
     if (grad_sum.empty())
@@ -125,7 +126,8 @@ TEST(ImageClassificationDataParallel, ReplicasEqualOneProcessAveragingTheirHalfB
   }
   // fp32 sums in another order: 1e-5 absolute on parameters of size ~0.1 (a step of lr 0.05
   // moves them by up to ~1e-2, so a wrong averaging would show as ~1e-3).
-  EXPECT_LT(worst, 1e-5) << "parameter " << worst_index << " differs by " << worst << " (tolerance 1e-5)";
+  EXPECT_LT(worst, 1e-5) << "parameter " << worst_index << " differs by " << worst
+                         << " (tolerance 1e-5)";
   // And the step was not a no-op: the parameters moved.
   torch::manual_seed(5);
   imgcls::ResNet initial(tiny_resnet());

@@ -5,14 +5,13 @@
 // in the U-Net. Run under mpiexec -n 2, 4 and 8.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/module.h>
 #include <torch/utils.h>
 
 #include <array>
 #include <string>
 #include <vector>
-
-#include <torch/csrc/autograd/autograd.h>
 
 #include "model/fused_norm.hpp"
 #include "model/spatial.hpp"
@@ -26,7 +25,8 @@ namespace {
 using test::world;
 
 // The layouts (D, H, W shard counts) this world size can run, each once.
-std::vector<std::array<int, 3>> layouts_for(int world_size, const std::vector<std::array<int, 3>>& all) {
+std::vector<std::array<int, 3>> layouts_for(int world_size,
+                                            const std::vector<std::array<int, 3>>& all) {
   std::vector<std::array<int, 3>> out;
   for (const auto& l : all)
     if (world_size % (l[0] * l[1] * l[2]) == 0 && l[0] * l[1] * l[2] > 1) out.push_back(l);
@@ -40,7 +40,8 @@ std::string name(const std::array<int, 3>& l) {
 // conv3d_same on local shards of an uneven volume (D 7, H 6, W 5) equals the full convolution:
 // output, input gradient and the weight/bias gradients summed over the group, 1e-5 relative.
 TEST(HaloConvolution, EqualsTheUnshardedConvolution) {
-  const auto layouts = layouts_for(world().size(), {{2, 1, 1}, {1, 1, 2}, {4, 1, 1}, {1, 2, 2}, {2, 2, 2}});
+  const auto layouts =
+      layouts_for(world().size(), {{2, 1, 1}, {1, 1, 2}, {4, 1, 1}, {1, 2, 2}, {2, 2, 2}});
   ASSERT_FALSE(layouts.empty()) << "world size " << world().size();
   for (const auto& layout : layouts) {
     SCOPED_TRACE("layout " + name(layout));
@@ -76,7 +77,8 @@ TEST(HaloConvolution, EqualsTheUnshardedConvolution) {
 // relu(group_norm) of the full tensor: output, input gradient, and the weight/bias gradients
 // summed over the group, 1e-5 relative.
 TEST(FusedGroupNormRelu, GlobalStatisticsEqualTheUnshardedComposition) {
-  const auto layouts = layouts_for(world().size(), {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 2, 1}, {2, 2, 2}});
+  const auto layouts =
+      layouts_for(world().size(), {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 2, 1}, {2, 2, 2}});
   ASSERT_FALSE(layouts.empty()) << "world size " << world().size();
   for (const auto& layout : layouts) {
     for (const int64_t groups : {1, 4}) {
@@ -87,15 +89,18 @@ TEST(FusedGroupNormRelu, GlobalStatisticsEqualTheUnshardedComposition) {
       const at::Tensor w_full = at::randn({8}), b_full = at::randn({8}) * 0.5;
       const at::Tensor r_full = at::randn({2, 8, 7, 6, 5});
 
-      const at::Tensor xr = x_full.clone().requires_grad_(true), wr = w_full.clone().requires_grad_(true),
+      const at::Tensor xr = x_full.clone().requires_grad_(true),
+                       wr = w_full.clone().requires_grad_(true),
                        br = b_full.clone().requires_grad_(true);
       const at::Tensor yr = at::relu(at::group_norm(xr, groups, wr, br, 1e-5));
       const auto want = torch::autograd::grad({yr}, {xr, wr, br}, {r_full});
 
       const at::Tensor xl = test::local_slice(x_full, *s.ctx).requires_grad_(true);
-      const at::Tensor wl = w_full.clone().requires_grad_(true), bl = b_full.clone().requires_grad_(true);
+      const at::Tensor wl = w_full.clone().requires_grad_(true),
+                       bl = b_full.clone().requires_grad_(true);
       const at::Tensor yl = model::group_norm_relu(xl, groups, wl, bl, 1e-5, s.ctx);
-      const auto got = torch::autograd::grad({yl}, {xl, wl, bl}, {test::local_slice(r_full, *s.ctx)});
+      const auto got =
+          torch::autograd::grad({yl}, {xl, wl, bl}, {test::local_slice(r_full, *s.ctx)});
 
       EXPECT_LT(test::relative_error(yl, test::local_slice(yr, *s.ctx)), 1e-5);
       EXPECT_LT(test::relative_error(got[0], test::local_slice(want[0], *s.ctx)), 1e-5);
@@ -192,7 +197,8 @@ TEST(ShardedUNet, GlobalGroupNormEqualsTheUnshardedModel) {
                                            test::local_slice(data.labels, *s.ctx, 1), sum);
     EXPECT_NEAR(again.loss, got.loss, 1e-6 * std::abs(got.loss));
     for (std::size_t i = 0; i < got.grads.size(); ++i)
-      EXPECT_LT(test::relative_error(again.grads[i], got.grads[i]), 1e-5) << "checkpointed gradient of " << names[i];
+      EXPECT_LT(test::relative_error(again.grads[i], got.grads[i]), 1e-5)
+          << "checkpointed gradient of " << names[i];
 
     // The fused GroupNorm + ReLU in global mode: the same logits and gradients.
     model::UNetOptions fused_options = sharded_options;

@@ -20,9 +20,9 @@ using report::NumberRange;
 // The columns of epoch_stats.csv, in order.
 const std::vector<std::string>& epoch_stats_columns() {
   static const std::vector<std::string> columns{
-      "epoch",    "warmup",     "train_loss", "train_top1",   "val_loss",     "val_top1",
-      "val_top5", "lr",         "duration_s", "train_s",      "validation_s", "train_images",
-      "val_images", "median_step_s"};
+      "epoch",        "warmup",       "train_loss", "train_top1",   "val_loss",
+      "val_top1",     "val_top5",     "lr",         "duration_s",   "train_s",
+      "validation_s", "train_images", "val_images", "median_step_s"};
   return columns;
 }
 
@@ -34,9 +34,10 @@ std::string epoch_stats_header() {
 
 std::string epoch_stats_line(const EpochRow& r) {
   auto f = [](double v) { return core::python_float_str(v); };
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.epoch, r.warmup ? 1 : 0, f(r.train_loss),
-                     f(r.train_top1), f(r.val_loss), f(r.val_top1), f(r.val_top5), f(r.lr), f(r.duration_s),
-                     f(r.train_s), f(r.validation_s), r.train_images, r.val_images, f(r.median_step_s));
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.epoch, r.warmup ? 1 : 0,
+                     f(r.train_loss), f(r.train_top1), f(r.val_loss), f(r.val_top1), f(r.val_top5),
+                     f(r.lr), f(r.duration_s), f(r.train_s), f(r.validation_s), r.train_images,
+                     r.val_images, f(r.median_step_s));
 }
 
 std::vector<EpochRow> read_epoch_stats(const std::filesystem::path& path) {
@@ -89,7 +90,8 @@ ImageClassificationFigures image_classification_figures(const std::vector<EpochR
     f.time_s += r.duration_s;
     const double images = static_cast<double>(r.train_images + r.val_images);
     per_epoch.push_back(r.duration_s > 0 ? images / r.duration_s : 0.0);
-    train_per_epoch.push_back(r.train_s > 0 ? static_cast<double>(r.train_images) / r.train_s : 0.0);
+    train_per_epoch.push_back(r.train_s > 0 ? static_cast<double>(r.train_images) / r.train_s
+                                            : 0.0);
     train_images += static_cast<double>(r.train_images);
     val_images += static_cast<double>(r.val_images);
     f.val_top1 = r.val_top1;
@@ -99,7 +101,8 @@ ImageClassificationFigures image_classification_figures(const std::vector<EpochR
   f.images_per_s = spread_of(per_epoch);
   f.train_images_per_s = spread_of(train_per_epoch);
   f.images = static_cast<int64_t>(train_images + val_images);
-  // A training image costs a forward and a backward pass (2x the forward), a validation image a forward.
+  // A training image costs a forward and a backward pass (2x the forward), a validation image a
+  // forward.
   f.achieved_flop_per_s =
       f.time_s > 0 ? (3.0 * train_images + val_images) * forward_flops_per_image / f.time_s : 0.0;
   if (energy_wh && *energy_wh > 0) {

@@ -34,7 +34,8 @@ Recompute parse_recompute(const std::string& value) {
   if (value == "none") return Recompute::kNone;
   if (value == "selective") return Recompute::kSelective;
   if (value == "full") return Recompute::kFull;
-  throw core::Error(fmt::format("recompute_granularity: '{}' is not one of none, selective, full", value));
+  throw core::Error(
+      fmt::format("recompute_granularity: '{}' is not one of none, selective, full", value));
 }
 
 AttentionImpl parse_attention(const std::string& value) {
@@ -47,7 +48,8 @@ AttentionImpl parse_attention(const std::string& value) {
 
 const char* to_string(AttentionImpl impl) {
   if (impl == AttentionImpl::kPlain) return "plain";
-  return SCAFFOLD_HAS_SDPA ? "fused (scaled_dot_product_attention)" : "fused (1.13 _scaled_dot_product_attention)";
+  return SCAFFOLD_HAS_SDPA ? "fused (scaled_dot_product_attention)"
+                           : "fused (1.13 _scaled_dot_product_attention)";
 }
 
 int64_t padded_vocab_size(int64_t vocab, int64_t divisible_by, int64_t tp) {
@@ -55,25 +57,29 @@ int64_t padded_vocab_size(int64_t vocab, int64_t divisible_by, int64_t tp) {
   return (vocab + multiple - 1) / multiple * multiple;
 }
 
-bool attention_keeps_scores(AttentionImpl impl) { return impl == AttentionImpl::kPlain || !SCAFFOLD_HAS_SDPA; }
+bool attention_keeps_scores(AttentionImpl impl) {
+  return impl == AttentionImpl::kPlain || !SCAFFOLD_HAS_SDPA;
+}
 
 int64_t gpt_parameter_count(const GptOptions& o) {
   const int64_t h = o.hidden_size, f = o.ffn_hidden_size;
-  const int64_t per_layer = 4 * h * h + 4 * h   // QKV and attention output, with biases
+  const int64_t per_layer = 4 * h * h + 4 * h    // QKV and attention output, with biases
                             + 2 * h * f + f + h  // the two MLP linears, with biases
                             + 4 * h;             // two LayerNorms
-  const int64_t positions = o.position_embedding == PositionEmbedding::kLearned ? o.seq_length * h : 0;
+  const int64_t positions =
+      o.position_embedding == PositionEmbedding::kLearned ? o.seq_length * h : 0;
   return o.padded_vocab_size * h + positions + o.num_layers * per_layer + 2 * h;
 }
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, AttentionImpl impl,
-                            double dropout_p, bool training) {
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            AttentionImpl impl, double dropout_p, bool training) {
   const double p = training ? dropout_p : 0.0;
   if (impl == AttentionImpl::kFused) {
 #if SCAFFOLD_HAS_SDPA
     return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p, /*is_causal=*/true);
 #else
-    return std::get<0>(at::_scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p, /*need_attn_weights=*/false,
+    return std::get<0>(at::_scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p,
+                                                         /*need_attn_weights=*/false,
                                                          /*is_causal=*/true));
 #endif
   }
@@ -82,7 +88,8 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   const at::Tensor future = at::ones({s, s}, q.options().dtype(at::kBool)).triu(1);  // (S, S) j > i
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(scale);                // (B, a, S, S)
   // Softmax in float32 whatever the autocast dtype (Megatron's attention_softmax_in_fp32).
-  at::Tensor probs = at::softmax(scores.masked_fill_(future, -INFINITY), -1, at::kFloat).to(v.scalar_type());
+  at::Tensor probs =
+      at::softmax(scores.masked_fill_(future, -INFINITY), -1, at::kFloat).to(v.scalar_type());
   if (p > 0) probs = at::dropout(probs, p, true);
   return at::matmul(probs, v);
 }
@@ -90,9 +97,10 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 at::Tensor apply_rotary(const at::Tensor& x, double base) {
   const int64_t s = x.size(-2), d = x.size(-1);
   const auto f32 = x.options().dtype(at::kFloat);
-  const at::Tensor inv_freq = at::pow(base, at::arange(0, d, 2, f32) / static_cast<double>(d)).reciprocal();  // (d/2)
-  const at::Tensor angles = at::outer(at::arange(s, f32), inv_freq);                                        // (S, d/2)
-  const at::Tensor emb = at::cat({angles, angles}, -1);                                                     // (S, d)
+  const at::Tensor inv_freq =
+      at::pow(base, at::arange(0, d, 2, f32) / static_cast<double>(d)).reciprocal();  // (d/2)
+  const at::Tensor angles = at::outer(at::arange(s, f32), inv_freq);                  // (S, d/2)
+  const at::Tensor emb = at::cat({angles, angles}, -1);                               // (S, d)
   const at::Tensor cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
   const at::Tensor x1 = x.narrow(-1, 0, d / 2), x2 = x.narrow(-1, d / 2, d / 2);
   const at::Tensor rotated = at::cat({x2.neg(), x1}, -1);  // Megatron's _rotate_half
@@ -102,15 +110,20 @@ at::Tensor apply_rotary(const at::Tensor& x, double base) {
 namespace {
 
 // A weight drawn whole, then this rank's block of rows (dim 0) or columns (dim 1).
-at::Tensor sharded_normal(int64_t rows, int64_t cols, double std, int dim, const TensorParallel* tp) {
+at::Tensor sharded_normal(int64_t rows, int64_t cols, double std, int dim,
+                          const TensorParallel* tp) {
   at::Tensor full = at::empty({rows, cols}).normal_(0.0, std);
   if (tp == nullptr || tp->size == 1) return full;
   const auto [begin, end] = shard_range(full.size(dim), tp->size, tp->rank);
   return full.narrow(dim, begin, end - begin).contiguous();
 }
 
-const TensorParallel* raw(const std::shared_ptr<const TensorParallel>& tp) { return tp.get(); }
-int tp_size(const std::shared_ptr<const TensorParallel>& tp) { return tp ? tp->size : 1; }
+const TensorParallel* raw(const std::shared_ptr<const TensorParallel>& tp) {
+  return tp.get();
+}
+int tp_size(const std::shared_ptr<const TensorParallel>& tp) {
+  return tp ? tp->size : 1;
+}
 
 }  // namespace
 
@@ -120,12 +133,15 @@ GptBlockImpl::GptBlockImpl(const GptOptions& o, std::shared_ptr<const TensorPara
   const double out_std = o.init_method_std / std::sqrt(2.0 * static_cast<double>(o.num_layers));
   const auto norm = torch::nn::LayerNormOptions({h}).eps(o.layernorm_epsilon);
   input_layernorm = register_module("input_layernorm", torch::nn::LayerNorm(norm));
-  qkv_weight = register_parameter("qkv_weight", sharded_normal(3 * h, h, o.init_method_std, 0, raw(tp_)));
+  qkv_weight =
+      register_parameter("qkv_weight", sharded_normal(3 * h, h, o.init_method_std, 0, raw(tp_)));
   qkv_bias = register_parameter("qkv_bias", at::zeros({3 * h / t}));
   dense_weight = register_parameter("dense_weight", sharded_normal(h, h, out_std, 1, raw(tp_)));
   dense_bias = register_parameter("dense_bias", at::zeros({h}));
-  post_attention_layernorm = register_module("post_attention_layernorm", torch::nn::LayerNorm(norm));
-  fc1_weight = register_parameter("fc1_weight", sharded_normal(f, h, o.init_method_std, 0, raw(tp_)));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", torch::nn::LayerNorm(norm));
+  fc1_weight =
+      register_parameter("fc1_weight", sharded_normal(f, h, o.init_method_std, 0, raw(tp_)));
   fc1_bias = register_parameter("fc1_bias", at::zeros({f / t}));
   fc2_weight = register_parameter("fc2_weight", sharded_normal(h, f, out_std, 1, raw(tp_)));
   fc2_bias = register_parameter("fc2_bias", at::zeros({h}));
@@ -135,9 +151,10 @@ at::Tensor GptBlockImpl::attention(const at::Tensor& x) {
   const int64_t b = x.size(0), s = x.size(1);
   const int64_t heads = options_.num_attention_heads / tp_size(tp_);
   const int64_t d = options_.hidden_size / options_.num_attention_heads;
-  const at::Tensor qkv = at::linear(copy_to_tp_region(x, tp_), qkv_weight, qkv_bias)  // (B, S, 3h/t)
-                             .view({b, s, heads, 3, d})
-                             .permute({3, 0, 2, 1, 4});  // (3, B, a/t, S, d)
+  const at::Tensor qkv =
+      at::linear(copy_to_tp_region(x, tp_), qkv_weight, qkv_bias)  // (B, S, 3h/t)
+          .view({b, s, heads, 3, d})
+          .permute({3, 0, 2, 1, 4});  // (3, B, a/t, S, d)
   at::Tensor q = qkv.select(0, 0), k = qkv.select(0, 1), v = qkv.select(0, 2);
   if (options_.position_embedding == PositionEmbedding::kRope) {
     q = apply_rotary(q, options_.rotary_base);
@@ -150,7 +167,9 @@ at::Tensor GptBlockImpl::attention(const at::Tensor& x) {
   if (options_.recompute == Recompute::kSelective) {
     // Megatron's selective recompute: the core attention (the S^2 activations) is recomputed.
     context = model::checkpoint(
-        [impl, dropout, training](at::TensorList in) { return causal_attention(in[0], in[1], in[2], impl, dropout, training); },
+        [impl, dropout, training](at::TensorList in) {
+          return causal_attention(in[0], in[1], in[2], impl, dropout, training);
+        },
         {q, k, v}, {});
   } else {
     context = causal_attention(q, k, v, impl, dropout, training);
@@ -161,9 +180,11 @@ at::Tensor GptBlockImpl::attention(const at::Tensor& x) {
 }
 
 at::Tensor GptBlockImpl::mlp(const at::Tensor& x) {
-  const at::Tensor up = at::gelu(at::linear(copy_to_tp_region(x, tp_), fc1_weight, fc1_bias), "tanh");  // (B, S, F/t)
-  at::Tensor out = reduce_from_tp_region(at::linear(up, fc2_weight), tp_) + fc2_bias;                 // (B, S, h)
-  return options_.hidden_dropout > 0 ? at::dropout(out, options_.hidden_dropout, is_training()) : out;
+  const at::Tensor up =
+      at::gelu(at::linear(copy_to_tp_region(x, tp_), fc1_weight, fc1_bias), "tanh");  // (B, S, F/t)
+  at::Tensor out = reduce_from_tp_region(at::linear(up, fc2_weight), tp_) + fc2_bias;  // (B, S, h)
+  return options_.hidden_dropout > 0 ? at::dropout(out, options_.hidden_dropout, is_training())
+                                     : out;
 }
 
 at::Tensor GptBlockImpl::forward(const at::Tensor& x) {
@@ -171,33 +192,39 @@ at::Tensor GptBlockImpl::forward(const at::Tensor& x) {
   return h + mlp(post_attention_layernorm->forward(h));
 }
 
-GptImpl::GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp) : options_(o), tp_(std::move(tp)) {
+GptImpl::GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp)
+    : options_(o), tp_(std::move(tp)) {
   const int t = tp_size(tp_);
-  SCAFFOLD_CHECK(o.hidden_size % o.num_attention_heads == 0 && o.num_attention_heads % t == 0 &&
-                     o.ffn_hidden_size % t == 0 && o.padded_vocab_size % t == 0,
-                 fmt::format("GPT: hidden {} / heads {} / FFN {} / vocabulary {} do not split over {} tensor-parallel "
-                             "ranks",
-                             o.hidden_size, o.num_attention_heads, o.ffn_hidden_size, o.padded_vocab_size, t));
+  SCAFFOLD_CHECK(
+      o.hidden_size % o.num_attention_heads == 0 && o.num_attention_heads % t == 0 &&
+          o.ffn_hidden_size % t == 0 && o.padded_vocab_size % t == 0,
+      fmt::format(
+          "GPT: hidden {} / heads {} / FFN {} / vocabulary {} do not split over {} tensor-parallel "
+          "ranks",
+          o.hidden_size, o.num_attention_heads, o.ffn_hidden_size, o.padded_vocab_size, t));
   SCAFFOLD_CHECK(o.position_embedding == PositionEmbedding::kLearned ||
                      (o.hidden_size / o.num_attention_heads) % 2 == 0,
                  "GPT: rotary embeddings need an even head size");
-  word_embeddings =
-      register_parameter("word_embeddings", sharded_normal(o.padded_vocab_size, o.hidden_size, o.init_method_std, 0,
-                                                           raw(tp_)));
+  word_embeddings = register_parameter(
+      "word_embeddings",
+      sharded_normal(o.padded_vocab_size, o.hidden_size, o.init_method_std, 0, raw(tp_)));
   if (o.position_embedding == PositionEmbedding::kLearned)
     position_embeddings = register_parameter(
-        "position_embeddings", at::empty({o.seq_length, o.hidden_size}).normal_(0.0, o.init_method_std));
+        "position_embeddings",
+        at::empty({o.seq_length, o.hidden_size}).normal_(0.0, o.init_method_std));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.num_layers; ++i) layers->push_back(GptBlock(o, tp_));
   final_layernorm = register_module(
-      "final_layernorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.hidden_size}).eps(o.layernorm_epsilon)));
+      "final_layernorm",
+      torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.hidden_size}).eps(o.layernorm_epsilon)));
 }
 
 bool GptImpl::is_tensor_parallel(const std::string& name) {
-  for (const char* sharded : {"word_embeddings", "qkv_weight", "qkv_bias", "dense_weight", "fc1_weight", "fc1_bias",
-                              "fc2_weight"}) {
+  for (const char* sharded : {"word_embeddings", "qkv_weight", "qkv_bias", "dense_weight",
+                              "fc1_weight", "fc1_bias", "fc2_weight"}) {
     const std::string suffix(sharded);
-    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+    if (name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
         (name.size() == suffix.size() || name[name.size() - suffix.size() - 1] == '.'))
       return true;
   }
@@ -207,7 +234,8 @@ bool GptImpl::is_tensor_parallel(const std::string& name) {
 at::Tensor GptImpl::hidden_states(const at::Tensor& tokens) {
   const int64_t s = tokens.size(1);
   SCAFFOLD_CHECK(s <= options_.seq_length,
-                 fmt::format("GPT: {} tokens in a sequence, the model has {} positions", s, options_.seq_length));
+                 fmt::format("GPT: {} tokens in a sequence, the model has {} positions", s,
+                             options_.seq_length));
   at::Tensor x = vocab_parallel_embedding(tokens, word_embeddings, tp_);  // (B, S', h)
   if (position_embeddings.defined()) x = x + position_embeddings.narrow(0, 0, s);
   if (options_.hidden_dropout > 0) x = at::dropout(x, options_.hidden_dropout, is_training());
@@ -215,7 +243,8 @@ at::Tensor GptImpl::hidden_states(const at::Tensor& tokens) {
     auto block = std::dynamic_pointer_cast<GptBlockImpl>(m);
     if (options_.recompute == Recompute::kFull && is_training()) {
       const auto params = block->parameters();
-      x = model::checkpoint([block](at::TensorList in) { return block->forward(in[0]); }, {x}, params);
+      x = model::checkpoint([block](at::TensorList in) { return block->forward(in[0]); }, {x},
+                            params);
     } else {
       x = block->forward(x);
     }
@@ -225,7 +254,8 @@ at::Tensor GptImpl::hidden_states(const at::Tensor& tokens) {
 
 at::Tensor GptImpl::forward(const at::Tensor& tokens) {
   // The output layer is the token embedding, transposed (Megatron's parallel_lm_logits).
-  return at::linear(copy_to_tp_region(hidden_states(tokens), tp_), word_embeddings);  // (B, S', V/t)
+  return at::linear(copy_to_tp_region(hidden_states(tokens), tp_),
+                    word_embeddings);  // (B, S', V/t)
 }
 
 at::Tensor GptImpl::token_losses(const at::Tensor& tokens, const at::Tensor& labels) {

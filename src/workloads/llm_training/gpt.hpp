@@ -12,15 +12,14 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-
-#include <cstdint>
-#include <memory>
-#include <string>
-
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
 
 #include "workloads/llm_training/tensor_parallel.hpp"
 
@@ -67,8 +66,8 @@ int64_t padded_vocab_size(int64_t vocab, int64_t divisible_by, int64_t tp);
 int64_t gpt_parameter_count(const GptOptions& o);
 
 // Causal attention over (B, a, S, d) queries, keys and values -> (B, a, S, d).
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, AttentionImpl impl,
-                            double dropout_p, bool training);
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            AttentionImpl impl, double dropout_p, bool training);
 
 // Rotary embedding (Megatron's, non-interleaved halves) of x (B, a, S, d) at positions 0..S-1.
 at::Tensor apply_rotary(const at::Tensor& x, double base);

@@ -34,7 +34,8 @@ double gpt_iteration_flops(const GptFlopsModel& m) {
   const auto b = static_cast<double>(m.global_batch), s = static_cast<double>(m.seq_length);
   const auto l = static_cast<double>(m.num_layers), h = static_cast<double>(m.hidden_size);
   const auto v = static_cast<double>(m.padded_vocab);
-  return 24.0 * m.activation_factor * b * s * l * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l * h));
+  return 24.0 * m.activation_factor * b * s * l * h * h *
+         (1.0 + s / (6.0 * h) + v / (16.0 * l * h));
 }
 
 double tflops_per_device(const GptFlopsModel& m, double t, int devices) {
@@ -50,8 +51,9 @@ namespace {
 // The columns of iteration_stats.csv, in order.
 const std::vector<std::string>& iteration_stats_columns() {
   static const std::vector<std::string> columns{
-      "iteration", "iterations", "warmup",    "train_s",    "time_per_iteration_s", "lm_loss",
-      "val_loss",  "lr",         "grad_norm", "loss_scale", "skipped"};
+      "iteration", "iterations", "warmup", "train_s",   "time_per_iteration_s",
+      "lm_loss",   "val_loss",   "lr",     "grad_norm", "loss_scale",
+      "skipped"};
   return columns;
 }
 
@@ -63,9 +65,9 @@ std::string iteration_stats_header() {
 
 std::string iteration_stats_line(const IntervalRow& r) {
   auto f = [](double v) { return core::python_float_str(v); };
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{}", r.iteration, r.iterations, r.warmup ? 1 : 0, f(r.train_s),
-                     f(r.time_per_iteration_s()), f(r.lm_loss), f(r.val_loss), f(r.lr), f(r.grad_norm),
-                     f(r.loss_scale), r.skipped);
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{}", r.iteration, r.iterations,
+                     r.warmup ? 1 : 0, f(r.train_s), f(r.time_per_iteration_s()), f(r.lm_loss),
+                     f(r.val_loss), f(r.lr), f(r.grad_norm), f(r.loss_scale), r.skipped);
 }
 
 std::vector<IntervalRow> read_iteration_stats(const std::filesystem::path& path) {
@@ -82,8 +84,9 @@ std::vector<IntervalRow> read_iteration_stats(const std::filesystem::path& path)
     const double expected = r.time_per_iteration_s();
     if (std::abs(per_iteration - expected) > 1e-9 * std::max(1.0, expected))
       row.fail(fmt::format("time_per_iteration_s {} is not train_s / iterations = {}",
-                           core::python_float_str(per_iteration), core::python_float_str(expected)));
-    r.lm_loss = row.number(5, NumberRange::kAny);  // a diverged interval keeps its nan
+                           core::python_float_str(per_iteration),
+                           core::python_float_str(expected)));
+    r.lm_loss = row.number(5, NumberRange::kAny);   // a diverged interval keeps its nan
     r.val_loss = row.number(6, NumberRange::kAny);  // nan: no validation after it
     r.lr = row.number(7, NumberRange::kFinite);
     r.grad_norm = row.number(8, NumberRange::kNotNegative);  // inf or nan when fp16 overflowed
@@ -104,19 +107,24 @@ std::vector<IntervalRow> read_iteration_stats(const std::filesystem::path& path)
   return rows;
 }
 
-std::string megatron_log_line(const IntervalRow& r, int64_t train_iters, const GptFlopsModel& m, int devices) {
+std::string megatron_log_line(const IntervalRow& r, int64_t train_iters, const GptFlopsModel& m,
+                              int devices) {
   const double t = r.time_per_iteration_s();
   return fmt::format(
-      " iteration {:8d}/{:8d} | consumed samples: {:12d} | elapsed time per iteration (s): {:.4f} | learning rate: "
-      "{:.3E} | global batch size: {:5d} | lm loss: {:.6E} | loss scale: {:.1f} | grad norm: {:.3f} | number of "
-      "skipped iterations: {:3d} | samples per second: {:.3f} | tokens per second: {:.1f} | TFLOPs: {:.2f} |",
-      r.iteration, train_iters, r.iteration * m.global_batch, t, r.lr, m.global_batch, r.lm_loss, r.loss_scale,
-      r.grad_norm, r.skipped, t > 0 ? static_cast<double>(m.global_batch) / t : 0.0,
+      " iteration {:8d}/{:8d} | consumed samples: {:12d} | elapsed time per iteration (s): {:.4f} "
+      "| learning rate: "
+      "{:.3E} | global batch size: {:5d} | lm loss: {:.6E} | loss scale: {:.1f} | grad norm: "
+      "{:.3f} | number of "
+      "skipped iterations: {:3d} | samples per second: {:.3f} | tokens per second: {:.1f} | "
+      "TFLOPs: {:.2f} |",
+      r.iteration, train_iters, r.iteration * m.global_batch, t, r.lr, m.global_batch, r.lm_loss,
+      r.loss_scale, r.grad_norm, r.skipped, t > 0 ? static_cast<double>(m.global_batch) / t : 0.0,
       tokens_per_s(m.global_batch, m.seq_length, t), tflops_per_device(m, t, devices));
 }
 
 LlmFigures llm_figures(const std::vector<IntervalRow>& rows, const GptFlopsModel& m, int devices,
-                       std::optional<double> peak_tflops_per_device, std::optional<double> energy_wh) {
+                       std::optional<double> peak_tflops_per_device,
+                       std::optional<double> energy_wh) {
   if (rows.empty()) throw core::Error("no log interval: nothing to compute figures from");
   LlmFigures f;
   double sum_t = 0.0, sum_tflops = 0.0;
@@ -153,7 +161,8 @@ LlmFigures llm_figures(const std::vector<IntervalRow>& rows, const GptFlopsModel
   return f;
 }
 
-std::optional<double> table_peak_tflops(const std::string& device_name, const std::string& precision) {
+std::optional<double> table_peak_tflops(const std::string& device_name,
+                                        const std::string& precision) {
   if (precision != "bf16" && precision != "fp16") return std::nullopt;
   std::string name;
   for (char c : device_name) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -164,9 +173,9 @@ std::optional<double> table_peak_tflops(const std::string& device_name, const st
   };
   // MI250: per GCD (what one rank drives); V100: fp16 tensor cores (no bf16).
   static const Entry kTable[] = {
-      {"GH200", 989.0},  {"H200", 989.0},  {"H100 PCIE", 756.0}, {"H100", 989.0},  {"A100", 312.0},
-      {"GB200", 2500.0}, {"B200", 2250.0}, {"MI300X", 1307.0},   {"MI300A", 980.0}, {"MI250", 181.0},
-      {"L40S", 362.0},   {"V100", 125.0},
+      {"GH200", 989.0},  {"H200", 989.0},   {"H100 PCIE", 756.0}, {"H100", 989.0},
+      {"A100", 312.0},   {"GB200", 2500.0}, {"B200", 2250.0},     {"MI300X", 1307.0},
+      {"MI300A", 980.0}, {"MI250", 181.0},  {"L40S", 362.0},      {"V100", 125.0},
   };
   for (const Entry& e : kTable)
     if (name.find(e.key) != std::string::npos) return e.tflops;

@@ -31,11 +31,11 @@ double megatron_lr(const LrSchedule& schedule, int64_t samples);
 
 // The model's size as the FLOP formula reads it.
 struct GptFlopsModel {
-  int64_t global_batch = 0;  // B
-  int64_t seq_length = 0;    // s
-  int64_t num_layers = 0;    // L
-  int64_t hidden_size = 0;   // h
-  int64_t padded_vocab = 0;  // V
+  int64_t global_batch = 0;   // B
+  int64_t seq_length = 0;     // s
+  int64_t num_layers = 0;     // L
+  int64_t hidden_size = 0;    // h
+  int64_t padded_vocab = 0;   // V
   int activation_factor = 3;  // k: 3 = forward + backward, 4 = with recomputed activations
 };
 // The CARAML patch's k: 4 when activations are recomputed (selective or full, as CARAML's
@@ -59,8 +59,10 @@ struct IntervalRow {
   double lr = 0.0;         // the learning rate after its last iteration (Megatron's log)
   double grad_norm = 0.0;  // of its last iteration, before clipping
   double loss_scale = 1.0;
-  int64_t skipped = 0;     // iterations the fp16 loss scaler skipped in it
-  double time_per_iteration_s() const { return iterations > 0 ? train_s / static_cast<double>(iterations) : 0.0; }
+  int64_t skipped = 0;  // iterations the fp16 loss scaler skipped in it
+  double time_per_iteration_s() const {
+    return iterations > 0 ? train_s / static_cast<double>(iterations) : 0.0;
+  }
 };
 
 std::string iteration_stats_header();
@@ -73,11 +75,12 @@ std::vector<IntervalRow> read_iteration_stats(const std::filesystem::path& path)
 // " iteration   N/   M | consumed samples: ... | elapsed time per iteration (s): X | learning
 // rate: ... | global batch size: ... | lm loss: ... | loss scale: ... | grad norm: ... | number of
 // skipped iterations: ... | samples per second: ... | tokens per second: ... | TFLOPs: Y |"
-std::string megatron_log_line(const IntervalRow& row, int64_t train_iters, const GptFlopsModel& m, int devices);
+std::string megatron_log_line(const IntervalRow& row, int64_t train_iters, const GptFlopsModel& m,
+                              int devices);
 
 struct LlmFigures {
   // CARAML's (JUBE's analyser): over every log line, warm-up included.
-  int64_t iterations = 0;                 // the last iteration reached
+  int64_t iterations = 0;                    // the last iteration reached
   double caraml_time_per_iteration_s = 0.0;  // mean of the lines' elapsed time per iteration
   double caraml_tokens_per_s = 0.0;          // B s / that mean
   double caraml_tflops_per_device = 0.0;     // mean of the lines' TFLOPs
@@ -90,18 +93,20 @@ struct LlmFigures {
   double model_tflops_per_device = 0.0;  // the same with k = 3 (no recompute counted)
   std::optional<double> mfu;             // model_tflops_per_device / peak
   std::optional<double> tokens_per_wh, j_per_token;
-  double lm_loss = 0.0;                    // of the last row
-  std::optional<double> val_loss;          // of the last row with a validation
+  double lm_loss = 0.0;            // of the last row
+  std::optional<double> val_loss;  // of the last row with a validation
 };
 
 // `rows`: every interval in order; `peak_tflops_per_device` and `energy_wh` (the timed window's)
 // when known. Throws core::Error when there is no row.
 LlmFigures llm_figures(const std::vector<IntervalRow>& rows, const GptFlopsModel& m, int devices,
-                       std::optional<double> peak_tflops_per_device, std::optional<double> energy_wh);
+                       std::optional<double> peak_tflops_per_device,
+                       std::optional<double> energy_wh);
 
 // Dense bf16/fp16 tensor-core peaks per device from the vendors' data sheets (TFLOP/s), for
 // the accelerators CARAML runs on; a cross-check of the measured peak. nullopt when the name is
 // not in the table or the precision is fp32.
-std::optional<double> table_peak_tflops(const std::string& device_name, const std::string& precision);
+std::optional<double> table_peak_tflops(const std::string& device_name,
+                                        const std::string& precision);
 
 }  // namespace scaffold::llm

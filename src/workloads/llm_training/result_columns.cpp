@@ -28,8 +28,12 @@ std::string counter(const RunRecord& r, const char* name, int decimals, double s
   return report::fixed_text(x ? std::optional<double>(*x * scale) : std::nullopt, decimals);
 }
 
-Column text(const char* title, std::string (*value)(const RunRecord&)) { return {title, value, Align::kLeft}; }
-Column number(const char* title, std::string (*value)(const RunRecord&)) { return {title, value, Align::kRight}; }
+Column text(const char* title, std::string (*value)(const RunRecord&)) {
+  return {title, value, Align::kLeft};
+}
+Column number(const char* title, std::string (*value)(const RunRecord&)) {
+  return {title, value, Align::kRight};
+}
 
 }  // namespace
 
@@ -41,27 +45,33 @@ std::vector<Column> result_columns() {
       text("Version", [](const RunRecord& r) { return r.scaffold_version; }),
       text("Queue", [](const RunRecord& r) { return r.queue; }),
       text("JobTime", [](const RunRecord& r) { return param(r, kParamJobTime); }),
-      number("Runtime(min)", [](const RunRecord& r) { return report::fixed_text(r.runtime_s / 60.0, 2); }),
+      number("Runtime(min)",
+             [](const RunRecord& r) { return report::fixed_text(r.runtime_s / 60.0, 2); }),
       text("Model", [](const RunRecord& r) { return param(r, kParamModel); }),
       text("ModelSize", [](const RunRecord& r) { return param(r, kParamModelSize); }),
       text("Dataset", [](const RunRecord& r) { return param(r, kParamDataset); }),
       number("Nodes", [](const RunRecord& r) { return std::to_string(r.nodes); }),
       number("Devices", [](const RunRecord& r) { return std::to_string(r.devices); }),
       number("GlobalBatchSize", [](const RunRecord& r) { return std::to_string(r.global_batch); }),
-      number("PipelineParallel", [](const RunRecord& r) { return param(r, kParamPipelineParallel); }),
+      number("PipelineParallel",
+             [](const RunRecord& r) { return param(r, kParamPipelineParallel); }),
       number("TensorParallel", [](const RunRecord& r) { return param(r, kParamTensorParallel); }),
       number("DataParallel", [](const RunRecord& r) { return param(r, kParamDataParallel); }),
       number("Iterations", [](const RunRecord& r) { return counter(r, kCounterIterations, 0); }),
-      number("Time/iteration(s)", [](const RunRecord& r) { return counter(r, kCounterTimePerIteration, 4); }),
+      number("Time/iteration(s)",
+             [](const RunRecord& r) { return counter(r, kCounterTimePerIteration, 4); }),
       number("Tokens/second", [](const RunRecord& r) { return counter(r, kCounterTokensPerS, 2); }),
-      number("Avg_TFLOPs/GPU", [](const RunRecord& r) { return counter(r, kCounterTflopsPerDevice, 2); }),
+      number("Avg_TFLOPs/GPU",
+             [](const RunRecord& r) { return counter(r, kCounterTflopsPerDevice, 2); }),
       // Ours.
       text("Precision", [](const RunRecord& r) { return r.precision; }),
       text("Recompute", [](const RunRecord& r) { return param(r, kParamRecompute); }),
       number("SteadyTime/iteration(s)",
              [](const RunRecord& r) { return counter(r, kCounterSteadyTimePerIteration, 4); }),
-      number("SteadyTokens/second", [](const RunRecord& r) { return counter(r, kCounterSteadyTokensPerS, 2); }),
-      number("SteadyTFLOPs/device", [](const RunRecord& r) { return counter(r, kCounterSteadyTflopsPerDevice, 2); }),
+      number("SteadyTokens/second",
+             [](const RunRecord& r) { return counter(r, kCounterSteadyTokensPerS, 2); }),
+      number("SteadyTFLOPs/device",
+             [](const RunRecord& r) { return counter(r, kCounterSteadyTflopsPerDevice, 2); }),
       number("MFU(%)", [](const RunRecord& r) { return counter(r, kCounterMfu, 2, 100.0); }),
       number("Energy(Wh)", [](const RunRecord& r) { return report::fixed_text(r.energy_wh, 3); }),
       number("Tokens/Wh", [](const RunRecord& r) { return counter(r, kCounterTokensPerWh, 1); }),
@@ -70,7 +80,8 @@ std::vector<Column> result_columns() {
 }
 
 bool result_order(const RunRecord& a, const RunRecord& b) {
-  return std::tie(a.devices, a.nodes, a.global_batch) < std::tie(b.devices, b.nodes, b.global_batch);
+  return std::tie(a.devices, a.nodes, a.global_batch) <
+         std::tie(b.devices, b.nodes, b.global_batch);
 }
 
 const std::vector<report::CounterRule>& counter_rules() {
@@ -115,6 +126,8 @@ void check_run(const std::filesystem::path& run_dir, const report::RunRecord& re
   report::check_timed_rows(csv, timed, timed_s, record);
 }
 
-report::WorkloadTable result_table() { return {kWorkloadName, result_columns(), result_order, check_run}; }
+report::WorkloadTable result_table() {
+  return {kWorkloadName, result_columns(), result_order, check_run};
+}
 
 }  // namespace scaffold::llm

@@ -15,10 +15,12 @@ namespace scaffold::llm {
 inline constexpr const char* kWorkloadName = "llm_training";  // RunRecord::workload
 
 // Counters the columns read (RunRecord::counters). Definitions: docs/reports.md, docs/llm.md.
-inline constexpr const char* kCounterIterations = "iterations";                    // the last iteration
-inline constexpr const char* kCounterTimePerIteration = "time_per_iteration_s";    // CARAML: mean of log lines
-inline constexpr const char* kCounterTokensPerS = "tokens_per_s";                  // CARAML: B s / that mean
-inline constexpr const char* kCounterTflopsPerDevice = "tflops_per_device";        // CARAML: mean of log lines
+inline constexpr const char* kCounterIterations = "iterations";  // the last iteration
+inline constexpr const char* kCounterTimePerIteration =
+    "time_per_iteration_s";                                        // CARAML: mean of log lines
+inline constexpr const char* kCounterTokensPerS = "tokens_per_s";  // CARAML: B s / that mean
+inline constexpr const char* kCounterTflopsPerDevice =
+    "tflops_per_device";  // CARAML: mean of log lines
 inline constexpr const char* kCounterSteadyTimePerIteration = "steady_time_per_iteration_s";
 inline constexpr const char* kCounterSteadyTokensPerS = "steady_tokens_per_s";
 inline constexpr const char* kCounterSteadyTflopsPerDevice = "steady_tflops_per_device";
@@ -27,10 +29,11 @@ inline constexpr const char* kCounterTokensPerWh = "tokens_per_wh";
 inline constexpr const char* kCounterJPerToken = "j_per_token";
 
 // Parameters the columns read (RunRecord::params), as text.
-inline constexpr const char* kParamModel = "model";            // "GPT"
-inline constexpr const char* kParamModelSize = "model_size";   // the preset, or "custom"
-inline constexpr const char* kParamDataset = "dataset";        // "synthetic" or the data_path's name
-inline constexpr const char* kParamJobTime = "job_time";       // the scheduler's limit (SCAFFOLD_JOB_TIME)
+inline constexpr const char* kParamModel = "model";           // "GPT"
+inline constexpr const char* kParamModelSize = "model_size";  // the preset, or "custom"
+inline constexpr const char* kParamDataset = "dataset";       // "synthetic" or the data_path's name
+inline constexpr const char* kParamJobTime =
+    "job_time";  // the scheduler's limit (SCAFFOLD_JOB_TIME)
 inline constexpr const char* kParamPipelineParallel = "pipeline_parallel";
 inline constexpr const char* kParamTensorParallel = "tensor_parallel";
 inline constexpr const char* kParamDataParallel = "data_parallel";

@@ -14,15 +14,20 @@
 
 namespace scaffold::llm {
 
-GptTask::GptTask(Gpt model, const dataset::ExampleSource& train_set, const dataset::ExampleSource& val_set,
-                 c10::Device device, GptTaskOptions options)
-    : model_(std::move(model)), train_set_(train_set), val_set_(val_set), device_(device), options_(std::move(options)) {
+GptTask::GptTask(Gpt model, const dataset::ExampleSource& train_set,
+                 const dataset::ExampleSource& val_set, c10::Device device, GptTaskOptions options)
+    : model_(std::move(model)),
+      train_set_(train_set),
+      val_set_(val_set),
+      device_(device),
+      options_(std::move(options)) {
   const std::string& p = options_.precision;
   if (p != "fp32" && p != "bf16" && p != "fp16")
     throw core::Error(fmt::format("precision: '{}' is not one of fp32, bf16, fp16", p));
   if (p == "fp16" && !device_.is_cuda())
-    throw core::Error(fmt::format("precision: fp16 needs a CUDA device (this run trains on {}); use fp32 or bf16",
-                                  device_.str()));
+    throw core::Error(
+        fmt::format("precision: fp16 needs a CUDA device (this run trains on {}); use fp32 or bf16",
+                    device_.str()));
 }
 
 at::Tensor GptTask::token_losses(const dataset::Batch& batch) {
@@ -48,17 +53,23 @@ train::TrainForward GptTask::train_forward(const dataset::Batch& batch) {
   }
   const at::Tensor loss = losses.mean();
   const auto n = static_cast<double>(losses.numel());
-  return {loss, at::stack({loss.detach().to(at::kDouble) * n, at::scalar_tensor(n, loss.options().dtype(at::kDouble))})};
+  return {loss, at::stack({loss.detach().to(at::kDouble) * n,
+                           at::scalar_tensor(n, loss.options().dtype(at::kDouble))})};
 }
 
 at::Tensor GptTask::validation_sums(const dataset::Batch& batch) {
   const at::Tensor losses = token_losses(batch);
   const auto n = static_cast<double>(losses.numel());
-  return at::stack({losses.sum().to(at::kDouble), at::scalar_tensor(n, losses.options().dtype(at::kDouble))});
+  return at::stack(
+      {losses.sum().to(at::kDouble), at::scalar_tensor(n, losses.options().dtype(at::kDouble))});
 }
 
-void GptTask::after_step() { at::autocast::clear_cache(); }
-void GptTask::after_validation() { at::autocast::clear_cache(); }
+void GptTask::after_step() {
+  at::autocast::clear_cache();
+}
+void GptTask::after_validation() {
+  at::autocast::clear_cache();
+}
 
 int GptTask::sum_multiplicity() const {
   const auto& tp = model_->tensor_parallel();
@@ -70,8 +81,9 @@ train::EpochMetrics GptTask::epoch_metrics(int64_t epoch, const train::PassSums&
   const double lm_loss = train.sums[0] / std::max(train.sums[1], 1.0);
   const double val_loss = val.sums[1] > 0 ? val.sums[0] / val.sums[1] : std::nan("");
   if (!std::isfinite(lm_loss))
-    throw core::Error(fmt::format("training diverged in log interval {}: lm loss {} (lower lr, or use fp32/bf16)",
-                                  epoch, lm_loss));
+    throw core::Error(
+        fmt::format("training diverged in log interval {}: lm loss {} (lower lr, or use fp32/bf16)",
+                    epoch, lm_loss));
   train::EpochMetrics m;
   m.values = {{"lm_loss", lm_loss}, {"val_loss", val_loss}};
   m.stop_value = -val_loss;
@@ -89,7 +101,8 @@ at::Tensor GptTask::clip_gradients(double max_norm) {
     if (!g.defined()) continue;
     grads.push_back(g);
     // Replicated parameters hold the same gradient on every rank of the group: counted once.
-    if (first_of_group || GptImpl::is_tensor_parallel(named.key())) norms.push_back(g.norm().to(at::kDouble));
+    if (first_of_group || GptImpl::is_tensor_parallel(named.key()))
+      norms.push_back(g.norm().to(at::kDouble));
   }
   if (grads.empty()) return at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
   at::Tensor total = norms.empty() ? at::zeros({1}, grads[0].options().dtype(at::kDouble))
@@ -107,7 +120,8 @@ at::Tensor GptTask::clip_gradients(double max_norm) {
 }
 
 double GptTask::last_grad_norm() const {
-  return last_grad_norm_.defined() ? last_grad_norm_.item<double>() : 0.0;  // read at log lines only
+  return last_grad_norm_.defined() ? last_grad_norm_.item<double>()
+                                   : 0.0;  // read at log lines only
 }
 
 namespace {
@@ -135,8 +149,8 @@ torch::optim::AdamWOptions megatron_defaults(const AdamOptions& o) {
 
 }  // namespace
 
-std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)> megatron_adam(
-    AdamOptions o) {
+std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>
+megatron_adam(AdamOptions o) {
   return [o](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
     return std::make_unique<torch::optim::AdamW>(megatron_groups(o, params), megatron_defaults(o));
   };

@@ -9,13 +9,12 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <torch/optim/optimizer.h>
 
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <torch/optim/optimizer.h>
 
 #include "dataset/example_source.hpp"
 #include "dist/tensor_comm.hpp"
@@ -39,8 +38,12 @@ class GptTask : public train::TrainingTask {
   torch::nn::Module& module() override { return *model_; }
   const dataset::ExampleSource& training_set() const override { return train_set_; }
   const dataset::ExampleSource& validation_set() const override { return val_set_; }
-  std::vector<std::string> training_sum_names() const override { return {"loss_x_tokens", "tokens"}; }
-  std::vector<std::string> validation_sum_names() const override { return {"loss_x_tokens", "tokens"}; }
+  std::vector<std::string> training_sum_names() const override {
+    return {"loss_x_tokens", "tokens"};
+  }
+  std::vector<std::string> validation_sum_names() const override {
+    return {"loss_x_tokens", "tokens"};
+  }
   train::TrainForward train_forward(const dataset::Batch& batch) override;
   at::Tensor validation_sums(const dataset::Batch& batch) override;
   void after_step() override;
@@ -78,8 +81,8 @@ class GptTask : public train::TrainingTask {
 struct AdamOptions {
   double lr = 1e-4, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.1;
 };
-std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)> megatron_adam(
-    AdamOptions options);
+std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>
+megatron_adam(AdamOptions options);
 // The same optimizer with its state sharded over the data-parallel group `dp` (Megatron's
 // --use-distributed-optimizer: train::ShardedAdamW); null or one rank: one shard holding all.
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>

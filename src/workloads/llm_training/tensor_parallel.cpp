@@ -24,7 +24,8 @@ struct TpCapsule : torch::CustomClassHolder {
 };
 
 c10::intrusive_ptr<TpCapsule> capsule_of(const std::shared_ptr<const TensorParallel>& tp) {
-  SCAFFOLD_CHECK(tp && tp->group && tp->size > 1, "tensor parallelism: a collective without a group");
+  SCAFFOLD_CHECK(tp && tp->group && tp->size > 1,
+                 "tensor parallelism: a collective without a group");
   return c10::make_intrusive<TpCapsule>(tp);
 }
 
@@ -41,7 +42,8 @@ at::Tensor summed(const at::Tensor& x, const TensorParallel& tp) {
   at::Tensor buf = at::empty(x.sizes(), x.options().dtype(at::kFloat));
   buf.copy_(x);
   tp.group->allreduce_sum(buf)->wait();
-  g_stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  g_stats.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++g_stats.calls;
   g_stats.bytes += buf.numel() * 4;
   return buf.scalar_type() == x.scalar_type() ? buf : buf.to(x.scalar_type());
@@ -49,7 +51,8 @@ at::Tensor summed(const at::Tensor& x, const TensorParallel& tp) {
 
 class CopyToRegion : public torch::autograd::Function<CopyToRegion> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<TpCapsule> capsule, const at::Tensor& x) {
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<TpCapsule> capsule,
+                            const at::Tensor& x) {
     ctx->saved_data["tp"] = at::IValue::make_capsule(std::move(capsule));
     return x.view_as(x);
   }
@@ -60,10 +63,13 @@ class CopyToRegion : public torch::autograd::Function<CopyToRegion> {
 
 class ReduceFromRegion : public torch::autograd::Function<ReduceFromRegion> {
  public:
-  static at::Tensor forward(AutogradContext*, c10::intrusive_ptr<TpCapsule> capsule, const at::Tensor& x) {
+  static at::Tensor forward(AutogradContext*, c10::intrusive_ptr<TpCapsule> capsule,
+                            const at::Tensor& x) {
     return summed(x, *capsule->tp);
   }
-  static variable_list backward(AutogradContext*, variable_list grads) { return {at::Tensor(), grads.at(0)}; }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    return {at::Tensor(), grads.at(0)};
+  }
 };
 
 // Forward: the per-token loss log(sum_v exp(z_v)) - z_target over the whole vocabulary, from
@@ -73,8 +79,8 @@ class ReduceFromRegion : public torch::autograd::Function<ReduceFromRegion> {
 class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
  public:
   // logits (N, V/t) float32; labels (N) int64. capsule null: t = 1.
-  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<TpCapsule> capsule, const at::Tensor& logits,
-                            const at::Tensor& labels) {
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<TpCapsule> capsule,
+                            const at::Tensor& logits, const at::Tensor& labels) {
     const TensorParallel* tp = capsule ? capsule->tp.get() : nullptr;
     const int64_t n = logits.size(0), local_vocab = logits.size(1);
     const int64_t begin = tp ? tp->rank * local_vocab : 0;
@@ -84,11 +90,13 @@ class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallel
       rows.select(0, tp->rank).copy_(max);
       max = std::get<0>(summed(rows, *tp).max(0));
     }
-    const at::Tensor shifted = logits - max.unsqueeze(1);                       // (N, V/t)
-    const at::Tensor in_range = labels.ge(begin).logical_and(labels.lt(begin + local_vocab));  // (N)
+    const at::Tensor shifted = logits - max.unsqueeze(1);  // (N, V/t)
+    const at::Tensor in_range =
+        labels.ge(begin).logical_and(labels.lt(begin + local_vocab));                         // (N)
     const at::Tensor local_target = (labels - begin).masked_fill(in_range.logical_not(), 0);  // (N)
     at::Tensor exp = shifted.exp();
-    at::Tensor parts = at::stack({shifted.gather(1, local_target.unsqueeze(1)).squeeze(1) * in_range, exp.sum(1)});
+    at::Tensor parts =
+        at::stack({shifted.gather(1, local_target.unsqueeze(1)).squeeze(1) * in_range, exp.sum(1)});
     if (tp) parts = summed(parts, *tp);
     const at::Tensor target_logit = parts.select(0, 0), sum_exp = parts.select(0, 1);
     exp.div_(sum_exp.unsqueeze(1));  // the softmax of this rank's columns
@@ -101,7 +109,8 @@ class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallel
     at::Tensor grad = saved[0];
     const at::Tensor& local_target = saved[1];
     const at::Tensor& in_range = saved[2];
-    grad.scatter_add_(1, local_target.unsqueeze(1), in_range.to(grad.scalar_type()).neg().unsqueeze(1));
+    grad.scatter_add_(1, local_target.unsqueeze(1),
+                      in_range.to(grad.scalar_type()).neg().unsqueeze(1));
     grad.mul_(grads.at(0).unsqueeze(1));
     return {at::Tensor(), grad, at::Tensor()};
   }
@@ -109,11 +118,14 @@ class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallel
 
 }  // namespace
 
-TensorParallelStats tensor_parallel_stats() { return g_stats; }
+TensorParallelStats tensor_parallel_stats() {
+  return g_stats;
+}
 
 std::pair<int64_t, int64_t> shard_range(int64_t total, int size, int rank) {
-  SCAFFOLD_CHECK(size >= 1 && rank >= 0 && rank < size && total % size == 0,
-                 fmt::format("tensor parallelism: {} rows do not split into {} equal parts", total, size));
+  SCAFFOLD_CHECK(
+      size >= 1 && rank >= 0 && rank < size && total % size == 0,
+      fmt::format("tensor parallelism: {} rows do not split into {} equal parts", total, size));
   const int64_t part = total / size;
   return {rank * part, (rank + 1) * part};
 }
@@ -123,7 +135,8 @@ at::Tensor copy_to_tp_region(const at::Tensor& x, const std::shared_ptr<const Te
   return CopyToRegion::apply(capsule_of(tp), x);
 }
 
-at::Tensor reduce_from_tp_region(const at::Tensor& x, const std::shared_ptr<const TensorParallel>& tp) {
+at::Tensor reduce_from_tp_region(const at::Tensor& x,
+                                 const std::shared_ptr<const TensorParallel>& tp) {
   if (!tp || tp->size == 1) return x;
   return ReduceFromRegion::apply(capsule_of(tp), x);
 }
@@ -132,9 +145,11 @@ at::Tensor vocab_parallel_embedding(const at::Tensor& tokens, const at::Tensor& 
                                     const std::shared_ptr<const TensorParallel>& tp) {
   if (!tp || tp->size == 1) return at::embedding(weight, tokens);
   const int64_t begin = tp->rank * weight.size(0);
-  const at::Tensor outside = tokens.lt(begin).logical_or(tokens.ge(begin + weight.size(0)));  // (B, S)
+  const at::Tensor outside =
+      tokens.lt(begin).logical_or(tokens.ge(begin + weight.size(0)));  // (B, S)
   const at::Tensor local = (tokens - begin).masked_fill(outside, 0);
-  const at::Tensor rows = at::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0.0);  // (B, S, h)
+  const at::Tensor rows =
+      at::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0.0);  // (B, S, h)
   return reduce_from_tp_region(rows, tp);
 }
 
@@ -143,8 +158,8 @@ at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tens
   SCAFFOLD_CHECK(logits.dim() == 2 && labels.dim() == 1 && logits.size(0) == labels.size(0),
                  "vocab-parallel cross-entropy: logits (N, V/t) and labels (N) expected");
   const bool parallel = tp && tp->size > 1;
-  return VocabParallelCrossEntropy::apply(parallel ? capsule_of(tp) : c10::intrusive_ptr<TpCapsule>(),
-                                          logits.to(at::kFloat), labels);
+  return VocabParallelCrossEntropy::apply(
+      parallel ? capsule_of(tp) : c10::intrusive_ptr<TpCapsule>(), logits.to(at::kFloat), labels);
 }
 
 }  // namespace scaffold::llm

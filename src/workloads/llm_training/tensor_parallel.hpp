@@ -41,7 +41,8 @@ std::pair<int64_t, int64_t> shard_range(int64_t total, int size, int rank);
 at::Tensor copy_to_tp_region(const at::Tensor& x, const std::shared_ptr<const TensorParallel>& tp);
 
 // Megatron's g: forward all-reduces (sums) the partial results over the group; identity backward.
-at::Tensor reduce_from_tp_region(const at::Tensor& x, const std::shared_ptr<const TensorParallel>& tp);
+at::Tensor reduce_from_tp_region(const at::Tensor& x,
+                                 const std::shared_ptr<const TensorParallel>& tp);
 
 // The vocabulary-parallel embedding: weight (V/t, h) holds the rows of vocabulary ids
 // [rank*V/t, (rank+1)*V/t); tokens (B, S) int64 over the whole vocabulary. Each rank looks up the

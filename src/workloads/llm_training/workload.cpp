@@ -42,8 +42,8 @@
 #include "train/device.hpp"
 #include "train/device_memory.hpp"
 #include "train/loop.hpp"
-#include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/data/gpt_sources.hpp"
+#include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/memory_estimate.hpp"
 #include "workloads/llm_training/metrics.hpp"
 #include "workloads/llm_training/result_columns.hpp"
@@ -66,25 +66,28 @@ struct Layout {
   std::shared_ptr<TensorParallel> tensor_parallel;
 };
 
-Layout make_layout(dist::Communicator& comm, const LlmTrainingConfig& cfg, const config::GptDims& dims,
-                   const c10::Device& device) {
+Layout make_layout(dist::Communicator& comm, const LlmTrainingConfig& cfg,
+                   const config::GptDims& dims, const c10::Device& device) {
   Layout l;
   dist::run_agreed(comm, [&] {
     const int64_t tp = cfg.tensor_model_parallel_size, ranks = comm.size();
     if (ranks % tp != 0)
-      throw core::Error(fmt::format("tensor_model_parallel_size {} does not divide the {} ranks: ranks = "
-                                    "tensor_model_parallel_size x data-parallel size",
-                                    tp, ranks));
+      throw core::Error(
+          fmt::format("tensor_model_parallel_size {} does not divide the {} ranks: ranks = "
+                      "tensor_model_parallel_size x data-parallel size",
+                      tp, ranks));
     const int64_t dp = ranks / tp;
     if (cfg.global_batch_size % (cfg.micro_batch_size * dp) != 0)
-      throw core::Error(fmt::format("global_batch_size {} is not a multiple of micro_batch_size {} x data-parallel "
-                                    "size {} (= {} ranks / tensor_model_parallel_size {}): the global batch is "
-                                    "micro-batch x gradient accumulation x data-parallel size",
-                                    cfg.global_batch_size, cfg.micro_batch_size, dp, ranks, tp));
+      throw core::Error(fmt::format(
+          "global_batch_size {} is not a multiple of micro_batch_size {} x data-parallel "
+          "size {} (= {} ranks / tensor_model_parallel_size {}): the global batch is "
+          "micro-batch x gradient accumulation x data-parallel size",
+          cfg.global_batch_size, cfg.micro_batch_size, dp, ranks, tp));
     if (dims.num_attention_heads % tp != 0 || dims.ffn_hidden_size % tp != 0)
-      throw core::Error(fmt::format("tensor_model_parallel_size {} must divide the attention heads ({}) and the "
-                                    "FFN hidden size ({})",
-                                    tp, dims.num_attention_heads, dims.ffn_hidden_size));
+      throw core::Error(
+          fmt::format("tensor_model_parallel_size {} must divide the attention heads ({}) and the "
+                      "FFN hidden size ({})",
+                      tp, dims.num_attention_heads, dims.ffn_hidden_size));
     l.tp = static_cast<int>(tp);
     l.dp = static_cast<int>(dp);
     l.accumulation = cfg.global_batch_size / (cfg.micro_batch_size * dp);
@@ -135,7 +138,9 @@ Sources make_sources(const LlmTrainingConfig& cfg, const config::GptDims& dims) 
 // CUDA, 1024 on a CPU), 2 untimed, the median of 5, 2 n^3 FLOPs each. TFLOP/s.
 double measure_peak_tflops(const c10::Device& device, const std::string& precision) {
   const int64_t n = device.is_cuda() ? 8192 : 1024;
-  const at::ScalarType dtype = precision == "bf16" ? at::kBFloat16 : precision == "fp16" ? at::kHalf : at::kFloat;
+  const at::ScalarType dtype = precision == "bf16"   ? at::kBFloat16
+                               : precision == "fp16" ? at::kHalf
+                                                     : at::kFloat;
   torch::NoGradGuard no_grad;
   const auto options = at::TensorOptions().dtype(dtype).device(device);
   const at::Tensor a = at::randn({n, n}, options), b = at::randn({n, n}, options);
@@ -151,7 +156,9 @@ double measure_peak_tflops(const c10::Device& device, const std::string& precisi
   return 2.0 * static_cast<double>(n * n * n) / core::median(times) / 1e12;
 }
 
-std::string param_text(int64_t v) { return std::to_string(v); }
+std::string param_text(int64_t v) {
+  return std::to_string(v);
+}
 
 LrSchedule schedule_of(const LlmTrainingConfig& c) {
   return {c.lr, c.min_lr, c.lr_warmup_samples, c.lr_decay_samples, c.lr_decay_style};
@@ -167,14 +174,17 @@ int run(cli::RunContext& ctx, const Args& args) {
   suite::install_stop_signals(ctx.stop_signals);
 
   // init: config, layout, run folder, context.
-  const LlmTrainingConfig cfg = cli::load_config_everywhere_as<LlmTrainingConfig>(ctx.comm, args.config);
+  const LlmTrainingConfig cfg =
+      cli::load_config_everywhere_as<LlmTrainingConfig>(ctx.comm, args.config);
   const config::GptDims dims = config::resolve_gpt_dims(cfg);
-  const train::DeviceChoice device_choice = train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
+  const train::DeviceChoice device_choice =
+      train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
   const c10::Device device = device_choice.device;
   if (cfg.precision == "fp16" && !device.is_cuda())
     dist::run_agreed(ctx.comm, [&] {
-      throw core::Error(fmt::format("precision: fp16 needs a CUDA device (this run trains on {}); use bf16 or fp32",
-                                    device.str()));
+      throw core::Error(fmt::format(
+          "precision: fp16 needs a CUDA device (this run trains on {}); use bf16 or fp32",
+          device.str()));
     });
   Layout layout = make_layout(ctx.comm, cfg, dims, device);
   dist::run_agreed(ctx.comm, [&] {
@@ -182,12 +192,14 @@ int run(cli::RunContext& ctx, const Args& args) {
     memory.tensor_parallel = layout.tp;
     memory.data_parallel = layout.dp;
     memory.attention_keeps_scores = attention_keeps_scores(parse_attention(cfg.attention));
-    train::check_memory_budget_on(kWorkloadName, llm_memory_estimate(cfg, memory), device, ctx.comm.local_size(),
-                                  cfg.device_sharing);
+    train::check_memory_budget_on(kWorkloadName, llm_memory_estimate(cfg, memory), device,
+                                  ctx.comm.local_size(), cfg.device_sharing);
   });
   const fs::path run_dir = suite::prepare_run_folder(
-      ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(), args.run_dir, args.argv));
-  std::optional<suite::SetupGuard> setup_guard(std::in_place, ctx.comm, run_dir, !args.run_dir.empty());
+      ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(),
+                                          args.run_dir, args.argv));
+  std::optional<suite::SetupGuard> setup_guard(std::in_place, ctx.comm, run_dir,
+                                               !args.run_dir.empty());
   LOG_INFO("llm_training: run folder {}", run_dir.string());
   const std::string device_name = train::device_model_name(device);
   {
@@ -201,11 +213,14 @@ int run(cli::RunContext& ctx, const Args& args) {
 
   // data
   Sources sources;
-  phases.run("data", [&] { dist::run_agreed(ctx.comm, [&] { sources = make_sources(cfg, dims); }); });
-  LOG_INFO("data: {} ({} training, {} validation sequences of {} tokens, vocabulary {}), global batch {} = "
-           "micro-batch {} x {} accumulation x {} data-parallel",
-           sources.name, sources.train->size(), sources.val->size(), dims.seq_length, cfg.vocab_size,
-           cfg.global_batch_size, cfg.micro_batch_size, layout.accumulation, layout.dp);
+  phases.run("data",
+             [&] { dist::run_agreed(ctx.comm, [&] { sources = make_sources(cfg, dims); }); });
+  LOG_INFO(
+      "data: {} ({} training, {} validation sequences of {} tokens, vocabulary {}), global batch "
+      "{} = "
+      "micro-batch {} x {} accumulation x {} data-parallel",
+      sources.name, sources.train->size(), sources.val->size(), dims.seq_length, cfg.vocab_size,
+      cfg.global_batch_size, cfg.micro_batch_size, layout.accumulation, layout.dp);
 
   // model
   GptOptions mo;
@@ -214,7 +229,8 @@ int run(cli::RunContext& ctx, const Args& args) {
   mo.num_attention_heads = dims.num_attention_heads;
   mo.ffn_hidden_size = dims.ffn_hidden_size;
   mo.seq_length = dims.seq_length;
-  mo.padded_vocab_size = padded_vocab_size(cfg.vocab_size, cfg.make_vocab_size_divisible_by, layout.tp);
+  mo.padded_vocab_size =
+      padded_vocab_size(cfg.vocab_size, cfg.make_vocab_size_divisible_by, layout.tp);
   mo.position_embedding = parse_position_embedding(cfg.position_embedding);
   mo.init_method_std = cfg.init_method_std;
   mo.hidden_dropout = cfg.hidden_dropout;
@@ -230,7 +246,8 @@ int run(cli::RunContext& ctx, const Args& args) {
       GptTaskOptions to;
       to.precision = cfg.precision;
       to.profiler = &profiler;
-      task = std::make_unique<GptTask>(Gpt(mo, layout.tensor_parallel), *sources.train, *sources.val, device, to);
+      task = std::make_unique<GptTask>(Gpt(mo, layout.tensor_parallel), *sources.train,
+                                       *sources.val, device, to);
     });
     train::LoopOptions lo;
     lo.local_batch_size = cfg.micro_batch_size;
@@ -238,7 +255,8 @@ int run(cli::RunContext& ctx, const Args& args) {
     lo.train_batches_per_epoch = log_interval;  // one "epoch" per log line
     lo.max_steps = cfg.train_iters;
     lo.warmup_epochs = cfg.timing_warmup_iters / log_interval;
-    if (cfg.exit_duration_in_mins > 0) lo.deadline_mono_s = start_mono_s + cfg.exit_duration_in_mins * 60.0;
+    if (cfg.exit_duration_in_mins > 0)
+      lo.deadline_mono_s = start_mono_s + cfg.exit_duration_in_mins * 60.0;
     lo.validation_every = cfg.eval_interval / log_interval;
     lo.validation_batches = cfg.eval_iters * layout.accumulation;  // eval_iters global batches
     AdamOptions adam;
@@ -277,7 +295,8 @@ int run(cli::RunContext& ctx, const Args& args) {
     if (layout.tp > 1) lp.replica_comm = layout.dp_comm.get();
     const dist::ProcessGrid grid(ctx.comm.size(), ctx.comm.rank(), {layout.tp, 1, 1}, {2, 3, 4});
     dist::run_agreed(ctx.comm, [&] {
-      loop = std::make_unique<train::TrainingLoop>(*task, std::move(lo), device, ctx.comm, grid, std::move(lp));
+      loop = std::make_unique<train::TrainingLoop>(*task, std::move(lo), device, ctx.comm, grid,
+                                                   std::move(lp));
     });
   });
   double peak_tflops = 0.0;
@@ -292,19 +311,25 @@ int run(cli::RunContext& ctx, const Args& args) {
   flops.activation_factor = caraml_activation_factor(cfg.recompute_granularity);
   const int devices = ctx.comm.size();
   const int64_t params = gpt_parameter_count(mo);
-  LOG_INFO("model: GPT {} ({} layers, hidden {}, {} heads, FFN {}, sequence {}, vocabulary {} padded to {}), {} "
-           "parameters, {} positions, {} attention, recompute {}, {}, TP {} x DP {} on {} with {} thread(s)",
-           cfg.model_size, dims.num_layers, dims.hidden_size, dims.num_attention_heads, dims.ffn_hidden_size,
-           dims.seq_length, cfg.vocab_size, mo.padded_vocab_size, params, cfg.position_embedding, to_string(mo.attention),
-           cfg.recompute_granularity, cfg.precision, layout.tp, layout.dp, device.str(), ctx.threads);
-  LOG_INFO("peak: {:.3f} TFLOP/s per device measured ({} GEMM){}; {:.4g} TFLOP per iteration (k = {})", peak_tflops,
-           cfg.precision,
-           table_peak ? fmt::format(", {:.0f} in the data sheet of {} ({:.0f}% of it)", *table_peak, device_name,
-                                    100.0 * peak_tflops / *table_peak)
-                      : std::string(),
-           gpt_iteration_flops(flops) / 1e12, flops.activation_factor);
+  LOG_INFO(
+      "model: GPT {} ({} layers, hidden {}, {} heads, FFN {}, sequence {}, vocabulary {} padded to "
+      "{}), {} "
+      "parameters, {} positions, {} attention, recompute {}, {}, TP {} x DP {} on {} with {} "
+      "thread(s)",
+      cfg.model_size, dims.num_layers, dims.hidden_size, dims.num_attention_heads,
+      dims.ffn_hidden_size, dims.seq_length, cfg.vocab_size, mo.padded_vocab_size, params,
+      cfg.position_embedding, to_string(mo.attention), cfg.recompute_granularity, cfg.precision,
+      layout.tp, layout.dp, device.str(), ctx.threads);
+  LOG_INFO(
+      "peak: {:.3f} TFLOP/s per device measured ({} GEMM){}; {:.4g} TFLOP per iteration (k = {})",
+      peak_tflops, cfg.precision,
+      table_peak ? fmt::format(", {:.0f} in the data sheet of {} ({:.0f}% of it)", *table_peak,
+                               device_name, 100.0 * peak_tflops / *table_peak)
+                 : std::string(),
+      gpt_iteration_flops(flops) / 1e12, flops.activation_factor);
 
-  std::unique_ptr<core::Watchdog> watchdog = suite::progress_watchdog(ctx.comm, cfg.progress_timeout_s);
+  std::unique_ptr<core::Watchdog> watchdog =
+      suite::progress_watchdog(ctx.comm, cfg.progress_timeout_s);
   loop->set_watchdog(&*watchdog);
   cli::EnergyMeter energy(ctx.comm);
   phases.set_energy_meter(&energy);
@@ -344,15 +369,17 @@ int run(cli::RunContext& ctx, const Args& args) {
       if (ctx.comm.rank() == 0) {
         core::print_stdout_line(megatron_log_line(r, cfg.train_iters, flops, devices));
         if (e.validated) {
-          const std::string line =
-              fmt::format(" validation loss at iteration {} | lm loss value: {:.6E} | lm loss PPL: {:.6E} | ",
-                          r.iteration, r.val_loss, std::exp(std::min(r.val_loss, 20.0)));
+          const std::string line = fmt::format(
+              " validation loss at iteration {} | lm loss value: {:.6E} | lm loss PPL: {:.6E} | ",
+              r.iteration, r.val_loss, std::exp(std::min(r.val_loss, 20.0)));
           const std::string rule(line.size() + 1, '-');
           for (const std::string& l : {rule, line, rule}) core::print_stdout_line(l);
         }
       }
-      energy.add_window(e.warmup ? "warmup" : "train", e.epoch, e.start_mono_s, e.validation_start_mono_s);
-      if (e.validated) energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
+      energy.add_window(e.warmup ? "warmup" : "train", e.epoch, e.start_mono_s,
+                        e.validation_start_mono_s);
+      if (e.validated)
+        energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
       if (ctx.comm.rank() != 0) return;
       rows.push_back(r);
       write_rows();
@@ -371,13 +398,16 @@ int run(cli::RunContext& ctx, const Args& args) {
     localtime_r(&now, &local);
     char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &local);
-    core::print_stdout_line(fmt::format("[exiting program after {} minutes] datetime: {} ",
-                                        core::python_float_str((core::monotonic_s() - start_mono_s) / 60.0), stamp));
-    LOG_INFO("exit_duration_in_mins {} reached: stopped after the iteration in flight", cfg.exit_duration_in_mins);
+    core::print_stdout_line(
+        fmt::format("[exiting program after {} minutes] datetime: {} ",
+                    core::python_float_str((core::monotonic_s() - start_mono_s) / 60.0), stamp));
+    LOG_INFO("exit_duration_in_mins {} reached: stopped after the iteration in flight",
+             cfg.exit_duration_in_mins);
   }
 
   if (ctx.comm.rank() == 0) {
-    report::RunRecord rec = suite::base_record(kWorkloadName, run_dir, ctx.comm, ctx.threads, device.str());
+    report::RunRecord rec =
+        suite::base_record(kWorkloadName, run_dir, ctx.comm, ctx.threads, device.str());
     rec.status = result.stopped ? report::kStatusTimeLimit : report::kStatusCompleted;
     rec.global_batch = cfg.global_batch_size;
     rec.local_batch = cfg.micro_batch_size;
@@ -386,7 +416,8 @@ int run(cli::RunContext& ctx, const Args& args) {
     for (const auto& p : phases.phases()) rec.runtime_s += p.seconds;
     const char* job_time = std::getenv("SCAFFOLD_JOB_TIME");
     rec.params = {{kParamModel, "GPT"},
-                  {kParamModelSize, cfg.num_layers > 0 || cfg.hidden_size > 0 || cfg.num_attention_heads > 0 ||
+                  {kParamModelSize, cfg.num_layers > 0 || cfg.hidden_size > 0 ||
+                                            cfg.num_attention_heads > 0 ||
                                             cfg.ffn_hidden_size > 0 || cfg.seq_length > 0
                                         ? "custom"
                                         : cfg.model_size},
@@ -405,11 +436,13 @@ int run(cli::RunContext& ctx, const Args& args) {
                   {"position_embedding", cfg.position_embedding},
                   {"attention", to_string(mo.attention)},
                   {"accumulation_steps", param_text(layout.accumulation)}};
-    rec.counters = {{"parameters", static_cast<double>(params), "", "trainable parameters of the whole model"},
-                    {"peak_tflops_per_device", peak_tflops, "TFLOP/s",
-                     "measured: square GEMMs in the run's precision on one device"}};
+    rec.counters = {
+        {"parameters", static_cast<double>(params), "", "trainable parameters of the whole model"},
+        {"peak_tflops_per_device", peak_tflops, "TFLOP/s",
+         "measured: square GEMMs in the run's precision on one device"}};
     if (table_peak)
-      rec.counters.push_back({"table_peak_tflops_per_device", *table_peak, "TFLOP/s", "the device's data-sheet peak"});
+      rec.counters.push_back(
+          {"table_peak_tflops_per_device", *table_peak, "TFLOP/s", "the device's data-sheet peak"});
     if (!rows.empty()) {
       std::optional<double> wh;
       if (energy.active()) {
@@ -419,50 +452,63 @@ int run(cli::RunContext& ctx, const Args& args) {
         wh = sum;
       }
       const LlmFigures f = llm_figures(rows, flops, devices, peak_tflops, wh);
-      rec.epochs = static_cast<int64_t>(std::count_if(rows.begin(), rows.end(), [](const IntervalRow& r) { return !r.warmup; }));
+      rec.epochs = static_cast<int64_t>(
+          std::count_if(rows.begin(), rows.end(), [](const IntervalRow& r) { return !r.warmup; }));
       rec.time_s = f.timed_s;
       rec.energy_wh = wh;
       const double nan = std::nan("");
       rec.counters.insert(
           rec.counters.begin(),
-          {{kCounterIterations, static_cast<double>(f.iterations), "", "the last iteration reached"},
+          {{kCounterIterations, static_cast<double>(f.iterations), "",
+            "the last iteration reached"},
            {kCounterTimePerIteration, f.caraml_time_per_iteration_s, "s",
-            "CARAML's Time/iteration: mean of the log lines' elapsed time per iteration, warm-up included"},
-           {kCounterTokensPerS, f.caraml_tokens_per_s, "tokens/s", "CARAML's Tokens/second: B s / that mean"},
+            "CARAML's Time/iteration: mean of the log lines' elapsed time per iteration, warm-up "
+            "included"},
+           {kCounterTokensPerS, f.caraml_tokens_per_s, "tokens/s",
+            "CARAML's Tokens/second: B s / that mean"},
            {kCounterTflopsPerDevice, f.caraml_tflops_per_device, "TFLOP/s",
             "CARAML's Avg_TFLOPs/GPU: mean of the log lines' TFLOPs (k = 4 with recompute)"},
-           {kCounterSteadyTimePerIteration, f.timed_iterations > 0 ? f.time_per_iteration_s : nan, "s",
-            "timed window (timing_warmup_iters excluded): training time / iterations"},
+           {kCounterSteadyTimePerIteration, f.timed_iterations > 0 ? f.time_per_iteration_s : nan,
+            "s", "timed window (timing_warmup_iters excluded): training time / iterations"},
            {kCounterSteadyTokensPerS, f.timed_iterations > 0 ? f.tokens_per_s : nan, "tokens/s",
             "timed window: B s / steady time per iteration"},
-           {kCounterSteadyTflopsPerDevice, f.timed_iterations > 0 ? f.tflops_per_device : nan, "TFLOP/s",
-            "timed window, CARAML's formula"},
-           {"model_tflops_per_device", f.timed_iterations > 0 ? f.model_tflops_per_device : nan, "TFLOP/s",
-            "timed window, k = 3 (recomputation not counted)"},
-           {kCounterMfu, f.mfu.value_or(nan), "", "model TFLOP/s per device / measured peak (fraction)"},
+           {kCounterSteadyTflopsPerDevice, f.timed_iterations > 0 ? f.tflops_per_device : nan,
+            "TFLOP/s", "timed window, CARAML's formula"},
+           {"model_tflops_per_device", f.timed_iterations > 0 ? f.model_tflops_per_device : nan,
+            "TFLOP/s", "timed window, k = 3 (recomputation not counted)"},
+           {kCounterMfu, f.mfu.value_or(nan), "",
+            "model TFLOP/s per device / measured peak (fraction)"},
            {"lm_loss", f.lm_loss, "", "training loss of the last log interval"},
            {"val_loss", f.val_loss.value_or(nan), "", "the last validation loss"}});
       if (f.tokens_per_wh) {
-        rec.counters.push_back({kCounterTokensPerWh, *f.tokens_per_wh, "tokens/Wh", "timed tokens / timed energy"});
-        rec.counters.push_back({kCounterJPerToken, *f.j_per_token, "J/token", "timed energy / timed tokens"});
+        rec.counters.push_back(
+            {kCounterTokensPerWh, *f.tokens_per_wh, "tokens/Wh", "timed tokens / timed energy"});
+        rec.counters.push_back(
+            {kCounterJPerToken, *f.j_per_token, "J/token", "timed energy / timed tokens"});
       }
       const double step_s = core::median(result.step_times_s);
-      rec.counters.push_back({"median_iteration_s", step_s, "s", "median timed iteration on rank 0"});
-      rec.counters.push_back({"gradient_wait_s", loop->comm_times().gradient_wait_s, "s",
-                              "rank 0's wait for the data-parallel all-reduce after backward, timed iterations"});
+      rec.counters.push_back(
+          {"median_iteration_s", step_s, "s", "median timed iteration on rank 0"});
+      rec.counters.push_back(
+          {"gradient_wait_s", loop->comm_times().gradient_wait_s, "s",
+           "rank 0's wait for the data-parallel all-reduce after backward, timed iterations"});
       rec.counters.push_back({"tensor_parallel_comm_s", tp_comm_s, "s",
                               "rank 0's time in tensor-parallel all-reduces, all iterations"});
-      rec.counters.push_back(
-          {"skipped_steps", static_cast<double>(result.skipped_steps), "", "iterations the fp16 loss scaler skipped"});
-      LOG_INFO("llm_training: {} iterations; CARAML: {:.4f} s/iteration, {:.1f} tokens/s, {:.3f} TFLOP/s per "
-               "device (every log line); steady ({} iterations after {} warm-up): {:.4f} s/iteration, {:.1f} "
-               "tokens/s, {:.3f} TFLOP/s per device, MFU {}",
-               f.iterations, f.caraml_time_per_iteration_s, f.caraml_tokens_per_s, f.caraml_tflops_per_device,
-               f.timed_iterations, cfg.timing_warmup_iters, f.time_per_iteration_s, f.tokens_per_s,
-               f.tflops_per_device, f.mfu ? fmt::format("{:.2f}%", 100 * *f.mfu) : std::string("-"));
+      rec.counters.push_back({"skipped_steps", static_cast<double>(result.skipped_steps), "",
+                              "iterations the fp16 loss scaler skipped"});
+      LOG_INFO(
+          "llm_training: {} iterations; CARAML: {:.4f} s/iteration, {:.1f} tokens/s, {:.3f} "
+          "TFLOP/s per "
+          "device (every log line); steady ({} iterations after {} warm-up): {:.4f} s/iteration, "
+          "{:.1f} "
+          "tokens/s, {:.3f} TFLOP/s per device, MFU {}",
+          f.iterations, f.caraml_time_per_iteration_s, f.caraml_tokens_per_s,
+          f.caraml_tflops_per_device, f.timed_iterations, cfg.timing_warmup_iters,
+          f.time_per_iteration_s, f.tokens_per_s, f.tflops_per_device,
+          f.mfu ? fmt::format("{:.2f}%", 100 * *f.mfu) : std::string("-"));
       if (f.tokens_per_wh)
-        LOG_INFO("energy of the timed iterations: {:.4g} Wh, {:.4g} tokens/Wh, {:.4g} J/token", *wh, *f.tokens_per_wh,
-                 *f.j_per_token);
+        LOG_INFO("energy of the timed iterations: {:.4g} Wh, {:.4g} tokens/Wh, {:.4g} J/token", *wh,
+                 *f.tokens_per_wh, *f.j_per_token);
     } else {
       LOG_WARN("stopped before the first log interval ended: no figures");
     }
@@ -470,12 +516,15 @@ int run(cli::RunContext& ctx, const Args& args) {
     const int64_t peak = train::device_peak_allocated_bytes(device);
     LOG_INFO("peak memory: process RSS {:.2f} GiB{}; phase wall times: {}",
              static_cast<double>(core::peak_rss_bytes()) / (1 << 30),
-             peak >= 0 ? fmt::format(", {} allocated {:.2f} GiB", device.str(), static_cast<double>(peak) / (1 << 30))
+             peak >= 0 ? fmt::format(", {} allocated {:.2f} GiB", device.str(),
+                                     static_cast<double>(peak) / (1 << 30))
                        : std::string(),
              phases.summary());
     if (result.stopped)
-      LOG_WARN("stopped by {} after iteration {}: the files are complete up to it; {} resumes the run",
-               suite::signal_name(result.stop_signal), result.total_optimizer_steps, (run_dir / "restart.sh").string());
+      LOG_WARN(
+          "stopped by {} after iteration {}: the files are complete up to it; {} resumes the run",
+          suite::signal_name(result.stop_signal), result.total_optimizer_steps,
+          (run_dir / "restart.sh").string());
   }
   return result.stopped ? suite::kExitStoppedBySignal : 0;
 }

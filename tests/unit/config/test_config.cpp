@@ -278,8 +278,9 @@ void expect_scaffold_defaults(const Config& c, const std::string& what) {
 TEST_F(ConfigTest, DefaultsAreScaffoldsWrittenOutInTheTest) {
   expect_scaffold_defaults(Config{}, "Config{}");
   expect_scaffold_defaults(load({}).config, "no config file");
-  expect_scaffold_defaults(load({std::string(SCAFFOLD_SOURCE_DIR) + "/configs/benchmark_default.yml"}).config,
-                           "configs/benchmark_default.yml");
+  expect_scaffold_defaults(
+      load({std::string(SCAFFOLD_SOURCE_DIR) + "/configs/benchmark_default.yml"}).config,
+      "configs/benchmark_default.yml");
   // The check can fail: one key away from ScaFFold's value is caught.
   Config changed;
   changed.T_0 = 100;  // the value in older ScaFFold files
@@ -307,10 +308,10 @@ TEST_F(ConfigTest, KnownKeysFollowOptionsOrderAndCoverScaffold) {
   EXPECT_EQ(keys.back(), "async_save");
   for (const std::string& key : kScaffoldFileKeys)
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
-  for (const char* extra : {"job_name", "async_save", "dist", "datagen_batch_size",
-                            "unet_base_channels", "device", "dc_groupnorm",
-                            "progress_timeout_s", "device_sharing", "memory_format", "conv_kernel", "upconv_kernel",
-                            "groupnorm_kernel", "pool_kernel", "loss_kernel"})
+  for (const char* extra :
+       {"job_name", "async_save", "dist", "datagen_batch_size", "unet_base_channels", "device",
+        "dc_groupnorm", "progress_timeout_s", "device_sharing", "memory_format", "conv_kernel",
+        "upconv_kernel", "groupnorm_kernel", "pool_kernel", "loss_kernel"})
     EXPECT_NE(std::find(keys.begin(), keys.end(), extra), keys.end()) << extra;
 }
 
@@ -421,9 +422,10 @@ TEST_F(ConfigTest, DerivedAuxKeyThatDiffersIsIgnoredWithAWarningAndAMatchingOneS
   EXPECT_CONTAINS(loaded.warnings[0], "vol_size = 128 is ignored");
   EXPECT_CONTAINS(loaded.warnings[0], "gives 64");
   EXPECT_EQ(loaded.config.vol_size(), 64);
-  const std::string matches = write(
-      "m.yml", "problem_scale: 7\nunet_bottleneck_dim: 3\nvol_size: 128\npoint_num: 8192\n"
-               "unet_layers: 4\n");
+  const std::string matches =
+      write("m.yml",
+            "problem_scale: 7\nunet_bottleneck_dim: 3\nvol_size: 128\npoint_num: 8192\n"
+            "unet_layers: 4\n");
   EXPECT_TRUE(load({matches}).warnings.empty());
 }
 
@@ -556,7 +558,8 @@ TEST_F(ConfigTest, ShardCountsMustKeepEveryLevelEven) {
   EXPECT_CONTAINS(line, "stays even at every U-Net level");
   EXPECT_CONTAINS(line, "a divisor of 32 / 2^2 = 8");
   EXPECT_CONTAINS(line, "problem_scale = 5 from " + path);
-  line_with(load_error({write("b.yml", "problem_scale: 5\ndc_num_shards: [1, 3, 1]\n")}), "dc_num_shards = [1, 3, 1]");
+  line_with(load_error({write("b.yml", "problem_scale: 5\ndc_num_shards: [1, 3, 1]\n")}),
+            "dc_num_shards = [1, 3, 1]");
 }
 
 // The default is ScaFFold's per-shard statistics (issue 14: comparable with ScaFFold by default);
@@ -564,8 +567,9 @@ TEST_F(ConfigTest, ShardCountsMustKeepEveryLevelEven) {
 TEST_F(ConfigTest, GroupNormModeIsLocalByDefaultOrGlobal) {
   EXPECT_EQ(load({write("a.yml", "problem_scale: 5\n")}).config.dc_groupnorm, "local");
   EXPECT_EQ(load({write("b.yml", "dc_groupnorm: global\n")}).config.dc_groupnorm, "global");
-  EXPECT_CONTAINS(line_with(load_error({write("c.yml", "dc_groupnorm: shard\n")}), "dc_groupnorm = shard"),
-                  "local, global");
+  EXPECT_CONTAINS(
+      line_with(load_error({write("c.yml", "dc_groupnorm: shard\n")}), "dc_groupnorm = shard"),
+      "local, global");
 }
 
 TEST_F(ConfigTest, BadShardDimsRejected) {
@@ -639,8 +643,11 @@ TEST_F(ConfigTest, OtherRangesRejected) {
 }
 
 TEST_F(ConfigTest, GroupNormGroupsMustDivideTheBaseChannels) {
-  EXPECT_EQ(load({write("ok.yml", "unet_base_channels: 12\ngroup_norm_groups: 4\n")}).config.unet_base_channels, 12);
-  const std::string message = load_error({write("bad.yml", "unet_base_channels: 12\ngroup_norm_groups: 8\ndevice: tpu\n")});
+  EXPECT_EQ(load({write("ok.yml", "unet_base_channels: 12\ngroup_norm_groups: 4\n")})
+                .config.unet_base_channels,
+            12);
+  const std::string message =
+      load_error({write("bad.yml", "unet_base_channels: 12\ngroup_norm_groups: 8\ndevice: tpu\n")});
   EXPECT_EQ(problem_count(message), 2) << message;
   EXPECT_CONTAINS(line_with(message, "group_norm_groups = 8"), "unet_base_channels (12)");
   EXPECT_CONTAINS(line_with(message, "device = tpu"), "auto, cpu, cuda");

@@ -23,25 +23,69 @@ namespace {
 namespace fs = std::filesystem;
 using LC = LlmTrainingConfig;
 
-const std::vector<std::string> kKeys = {
-    "base_run_dir", "job_name", "checkpoint_dir", "seed", "model_size", "num_layers", "hidden_size",
-    "num_attention_heads", "ffn_hidden_size", "seq_length", "vocab_size", "make_vocab_size_divisible_by",
-    "position_embedding", "init_method_std", "hidden_dropout", "attention_dropout", "attention",
-    "recompute_granularity", "precision", "tensor_model_parallel_size", "pipeline_model_parallel_size",
-    "micro_batch_size", "global_batch_size", "train_iters", "exit_duration_in_mins", "lr", "min_lr",
-    "lr_decay_style", "lr_warmup_samples", "lr_decay_samples", "adam_beta1", "adam_beta2", "adam_eps",
-    "weight_decay", "clip_grad", "initial_loss_scale", "min_loss_scale", "loss_scale_window", "hysteresis",
-    "use_distributed_optimizer", "log_interval", "timing_warmup_iters", "eval_interval", "eval_iters",
-    "save_interval", "data_path", "split", "vocab_file", "merge_file", "tokenizer_type",
-    "synthetic_train_samples", "synthetic_valid_samples", "dataloader_num_workers", "device", "device_sharing",
-    "progress_timeout_s"};
+const std::vector<std::string> kKeys = {"base_run_dir",
+                                        "job_name",
+                                        "checkpoint_dir",
+                                        "seed",
+                                        "model_size",
+                                        "num_layers",
+                                        "hidden_size",
+                                        "num_attention_heads",
+                                        "ffn_hidden_size",
+                                        "seq_length",
+                                        "vocab_size",
+                                        "make_vocab_size_divisible_by",
+                                        "position_embedding",
+                                        "init_method_std",
+                                        "hidden_dropout",
+                                        "attention_dropout",
+                                        "attention",
+                                        "recompute_granularity",
+                                        "precision",
+                                        "tensor_model_parallel_size",
+                                        "pipeline_model_parallel_size",
+                                        "micro_batch_size",
+                                        "global_batch_size",
+                                        "train_iters",
+                                        "exit_duration_in_mins",
+                                        "lr",
+                                        "min_lr",
+                                        "lr_decay_style",
+                                        "lr_warmup_samples",
+                                        "lr_decay_samples",
+                                        "adam_beta1",
+                                        "adam_beta2",
+                                        "adam_eps",
+                                        "weight_decay",
+                                        "clip_grad",
+                                        "initial_loss_scale",
+                                        "min_loss_scale",
+                                        "loss_scale_window",
+                                        "hysteresis",
+                                        "use_distributed_optimizer",
+                                        "log_interval",
+                                        "timing_warmup_iters",
+                                        "eval_interval",
+                                        "eval_iters",
+                                        "save_interval",
+                                        "data_path",
+                                        "split",
+                                        "vocab_file",
+                                        "merge_file",
+                                        "tokenizer_type",
+                                        "synthetic_train_samples",
+                                        "synthetic_valid_samples",
+                                        "dataloader_num_workers",
+                                        "device",
+                                        "device_sharing",
+                                        "progress_timeout_s"};
 
 class LlmTrainingConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
     static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() / ("scaffold_test_llm_config_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(counter++));
+    dir_ = fs::temp_directory_path() / ("scaffold_test_llm_config_" + std::to_string(::getpid()) +
+                                        "_" + std::to_string(counter++));
     fs::create_directories(dir_);
   }
   void TearDown() override {
@@ -138,7 +182,8 @@ TEST_F(LlmTrainingConfigTest, ShippedDefaultFileHasEveryKeyInOrder) {
 }
 
 TEST_F(LlmTrainingConfigTest, QuickstartLoadsTheTinyPreset) {
-  const auto loaded = load({std::string(SCAFFOLD_SOURCE_DIR) + "/configs/llm_training_quickstart.yml"});
+  const auto loaded =
+      load({std::string(SCAFFOLD_SOURCE_DIR) + "/configs/llm_training_quickstart.yml"});
   const LC& c = loaded.config;
   EXPECT_EQ(c.model_size, "tiny");
   EXPECT_EQ(c.precision, "fp32");
@@ -207,14 +252,16 @@ TEST_F(LlmTrainingConfigTest, BadValuesNameTheKeyValueAndWhatIsAllowed) {
       {"split: 7,-3,1\n", "split", "numbers >= 0"},
       // Cross checks.
       {"hidden_size: 100\n", "hidden_size", "a multiple of the attention heads (8)"},
-      {"global_batch_size: 10\nmicro_batch_size: 4\n", "global_batch_size", "a multiple of micro_batch_size (4)"},
+      {"global_batch_size: 10\nmicro_batch_size: 4\n", "global_batch_size",
+       "a multiple of micro_batch_size (4)"},
       {"min_lr: 0.001\n", "min_lr", "a number <= lr"},
       {"min_loss_scale: 8192\n", "min_loss_scale", "a number <= initial_loss_scale (4096)"},
       {"initial_loss_scale: 0\n", "initial_loss_scale", "a number > 0"},
       {"min_loss_scale: 0\n", "min_loss_scale", "a number > 0"},
       {"loss_scale_window: 0\n", "loss_scale_window", "an integer >= 1"},
       {"hysteresis: 0\n", "hysteresis", "an integer >= 1"},
-      {"lr_warmup_samples: 100\nlr_decay_samples: 50\n", "lr_decay_samples", "more than lr_warmup_samples (100)"},
+      {"lr_warmup_samples: 100\nlr_decay_samples: 50\n", "lr_decay_samples",
+       "more than lr_warmup_samples (100)"},
       {"timing_warmup_iters: 7\n", "timing_warmup_iters", "a multiple of log_interval (5)"},
       {"eval_interval: 12\n", "eval_interval", "a multiple of log_interval (5)"},
       {"save_interval: 3\n", "save_interval", "a multiple of log_interval (5)"},
@@ -234,7 +281,8 @@ TEST_F(LlmTrainingConfigTest, DocsNameEveryKey) {
   const std::size_t section = text.find("## LLM training");
   ASSERT_NE(section, std::string::npos);
   const std::string tail = text.substr(section);
-  for (const std::string& key : kKeys) EXPECT_NE(tail.find("| `" + key + "` |"), std::string::npos) << key;
+  for (const std::string& key : kKeys)
+    EXPECT_NE(tail.find("| `" + key + "` |"), std::string::npos) << key;
 }
 
 }  // namespace

@@ -88,11 +88,17 @@ TEST(Npy, HeadersAreReadAsNumpyReadsThem) {
       {"(6) is an int", "{'descr': '<f4', 'fortran_order': False, 'shape': (6), }", false, {}},
       {"extra key", "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), 'x': 1}", false, {}},
       {"missing key", "{'descr': '<f4', 'shape': (6,), }", false, {}},
-      {"double quotes", "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (6,)}", true, {6}},
+      {"double quotes",
+       "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (6,)}",
+       true,
+       {6}},
       {"plus sign", "{'descr': '<f4', 'fortran_order': False, 'shape': (+6,), }", true, {6}},
       {"underscore", "{'descr': '<f4', 'fortran_order': False, 'shape': (6_0,), }", true, {60}},
       {"list shape", "{'descr': '<f4', 'fortran_order': False, 'shape': [6], }", false, {}},
-      {"repeated key", "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", true, {6}},
+      {"repeated key",
+       "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,), }",
+       true,
+       {6}},
       {"scalar", "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", true, {}},
       {"fortran_order 0", "{'descr': '<f4', 'fortran_order': 0, 'shape': (6,), }", false, {}},
       {"text after", "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), } xyz", false, {}},
@@ -104,7 +110,8 @@ TEST(Npy, HeadersAreReadAsNumpyReadsThem) {
     int64_t n = 1;
     for (const int64_t d : c.shape) n *= d;
     const auto path = dir.path() / "h.npy";
-    write_file_atomic(path, npy_bytes(c.dict, c.numpy_accepts ? 4 * static_cast<std::size_t>(n) : 24));
+    write_file_atomic(path,
+                      npy_bytes(c.dict, c.numpy_accepts ? 4 * static_cast<std::size_t>(n) : 24));
     if (c.numpy_accepts) {
       std::vector<int64_t> shape{-1};
       EXPECT_NO_THROW(read_npy<float>(path, &shape));
@@ -119,8 +126,10 @@ TEST(Npy, HeadersAreReadAsNumpyReadsThem) {
     }
   }
   // A shape whose byte count overflows is an error, not a wrapped size that matches the file.
-  write_file_atomic(dir.path() / "big.npy",
-                    npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0));
+  write_file_atomic(
+      dir.path() / "big.npy",
+      npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
+                0));
   EXPECT_THROW(read_npy_info(dir.path() / "big.npy"), FileError);
 }
 

@@ -37,7 +37,7 @@ TEST(Rng, UniformDoublesCoverUnitIntervalWithRightMoments) {
     hi = std::max(hi, u);
   }
   const double mean = sum / n, var = sq / n - mean * mean;
-  EXPECT_NEAR(mean, 0.5, 0.005);          // sd of the mean ~ 0.00065
+  EXPECT_NEAR(mean, 0.5, 0.005);  // sd of the mean ~ 0.00065
   EXPECT_NEAR(var, 1.0 / 12.0, 0.002);
   EXPECT_LT(lo, 1e-3);
   EXPECT_GT(hi, 1 - 1e-3);

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <sstream>
 #include <set>
+#include <sstream>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -47,33 +47,38 @@ TEST(Cache, ConfigIdIsTheRecipesSha256AsPythonComputesIt) {
     std::string python_dict;  // the same values as a Python dict, shards as (dim, n) pairs
   };
   std::vector<Case> cases(4);
-  cases[0].python_dict = "dict(n_categories=5, n_instances_used_per_fractal=145, problem_scale=7, seed=42, "
-                         "variance_threshold=0.15, n_fracts_per_vol=3, val_split=30.0, pairs=[(2,1),(3,1),(4,1)])";
+  cases[0].python_dict =
+      "dict(n_categories=5, n_instances_used_per_fractal=145, problem_scale=7, seed=42, "
+      "variance_threshold=0.15, n_fracts_per_vol=3, val_split=30.0, pairs=[(2,1),(3,1),(4,1)])";
   cases[1].key.dc_num_shards = {4, 2};
   cases[1].key.dc_shard_dims = {4, 2};  // W before D: sorted to (2,2), (4,4)
   cases[1].key.seed = 7;
   cases[1].key.val_split = 12.5;
-  cases[1].python_dict = "dict(n_categories=5, n_instances_used_per_fractal=145, problem_scale=7, seed=7, "
-                         "variance_threshold=0.15, n_fracts_per_vol=3, val_split=12.5, pairs=[(4,4),(2,2)])";
+  cases[1].python_dict =
+      "dict(n_categories=5, n_instances_used_per_fractal=145, problem_scale=7, seed=7, "
+      "variance_threshold=0.15, n_fracts_per_vol=3, val_split=12.5, pairs=[(4,4),(2,2)])";
   cases[2].key.n_categories = 2;
   cases[2].key.n_instances_used_per_fractal = 24;
   cases[2].key.problem_scale = 5;
   cases[2].key.variance_threshold = 0.1 + 0.2;  // 0.30000000000000004: repr's shortest round trip
-  cases[2].python_dict = "dict(n_categories=2, n_instances_used_per_fractal=24, problem_scale=5, seed=42, "
-                         "variance_threshold=0.1+0.2, n_fracts_per_vol=3, val_split=30.0, pairs=[(2,1),(3,1),(4,1)])";
+  cases[2].python_dict =
+      "dict(n_categories=2, n_instances_used_per_fractal=24, problem_scale=5, seed=42, "
+      "variance_threshold=0.1+0.2, n_fracts_per_vol=3, val_split=30.0, pairs=[(2,1),(3,1),(4,1)])";
   cases[3].key.dc_num_shards = {1, 2, 2};
   cases[3].key.dc_shard_dims = {2, 4, 3};
   cases[3].key.n_fracts_per_vol = 2;
-  cases[3].python_dict = "dict(n_categories=5, n_instances_used_per_fractal=145, problem_scale=7, seed=42, "
-                         "variance_threshold=0.15, n_fracts_per_vol=2, val_split=30.0, pairs=[(2,1),(4,2),(3,2)])";
+  cases[3].python_dict =
+      "dict(n_categories=5, n_instances_used_per_fractal=145, problem_scale=7, seed=42, "
+      "variance_threshold=0.15, n_fracts_per_vol=2, val_split=30.0, pairs=[(2,1),(4,2),(3,2)])";
   std::string script =
       "import hashlib, json, sys\n"
-      "for d in [" ;
+      "for d in [";
   for (const Case& c : cases) script += c.python_dict + ", ";
   script +=
       "]:\n"
       "    pairs = sorted(d.pop('pairs'))\n"
-      "    d.update(dataset_format_version=5, generator='scaffold', dc_shard_dims=[p[0] for p in pairs], "
+      "    d.update(dataset_format_version=5, generator='scaffold', dc_shard_dims=[p[0] for p in "
+      "pairs], "
       "dc_num_shards=[p[1] for p in pairs])\n"
       "    s = json.dumps(d, sort_keys=True, separators=(',', ':'))\n"
       "    print(hashlib.sha256(s.encode()).hexdigest()[:12])\n";
@@ -153,7 +158,7 @@ TEST(Cache, ReusesTheNewestCompleteMatchingDataset) {
   };
   make("20260101-000000__aaa", meta_for(key, "aaa"));
   make("20260301-000000__bbb", meta_for(key, "bbb"));
-  core::create_directories(id_dir / "20260401-000000__nometa");  // no meta.yaml: incomplete
+  core::create_directories(id_dir / "20260401-000000__nometa");   // no meta.yaml: incomplete
   make(".tmp_20260501-000000_1_deadbeef", meta_for(key, "ccc"));  // interrupted: never reused
   DatasetMeta other = meta_for(key, "ddd");
   other.config_id = "000000000000";
@@ -190,7 +195,8 @@ TEST(Cache, TemporaryFoldersAreRemovedOnlyWhenTheirOwnerIsGone) {
   const fs::path foreign = make_temporary_dataset_dir(dir.path()).path;
   std::ofstream(foreign / ".owner") << "1@elsewhere\n";
   for (const char* name : {"", ".heartbeat", ".owner"})
-    fs::last_write_time(*name ? foreign / name : foreign, fs::file_time_type::clock::now() - std::chrono::minutes(5));
+    fs::last_write_time(*name ? foreign / name : foreign,
+                        fs::file_time_type::clock::now() - std::chrono::minutes(5));
 
   const fs::path old_style = dir.path() / ".tmp_20260101-000000_1_deadbeef";
   core::create_directories(old_style);
@@ -211,7 +217,8 @@ TEST(Cache, TemporaryFoldersAreRemovedOnlyWhenTheirOwnerIsGone) {
   // The owner ends: its lock is free, and once nothing changed for a minute (here: a day) the
   // folder goes with the next clean-up.
   live.owner.release();
-  EXPECT_EQ(remove_abandoned_dataset_dirs(dir.path(), std::chrono::hours(24)).removed, 0u) << "removed at once";
+  EXPECT_EQ(remove_abandoned_dataset_dirs(dir.path(), std::chrono::hours(24)).removed, 0u)
+      << "removed at once";
   age(live.path);
   age(foreign);  // and the other host's, idle for a day now
   EXPECT_EQ(remove_abandoned_dataset_dirs(dir.path(), std::chrono::hours(24)).removed, 2u);

@@ -4,12 +4,11 @@
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 
-#include <stdexcept>
-
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -337,13 +336,17 @@ class FakeComm : public dist::Communicator {
   // Not used by check_same_ids: any call is a test failure.
   std::unique_ptr<dist::Communicator> split(int, int) override { unused(); }
   void broadcast(void*, std::size_t, int) override { unused(); }
-  std::unique_ptr<dist::Request> iallreduce_sum(void*, std::size_t, dist::DataType) override { unused(); }
+  std::unique_ptr<dist::Request> iallreduce_sum(void*, std::size_t, dist::DataType) override {
+    unused();
+  }
   std::unique_ptr<dist::Request> isend(const void*, std::size_t, int, int) override { unused(); }
   std::unique_ptr<dist::Request> irecv(void*, std::size_t, int, int) override { unused(); }
   bool device_buffers() const override { return false; }
 
  private:
-  [[noreturn]] static void unused() { throw std::logic_error("FakeComm: unexpected buffer operation"); }
+  [[noreturn]] static void unused() {
+    throw std::logic_error("FakeComm: unexpected buffer operation");
+  }
   int size_;
   bool others_differ_;
 };

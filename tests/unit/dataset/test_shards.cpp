@@ -45,7 +45,8 @@ RenderedVolume reassemble(const RenderedVolume& src, const ShardLayout& layout) 
           const int64_t dst = ((box[0].begin + z) * g + box[1].begin + y) * g + box[2].begin + x;
           const int64_t local = (z * h + y) * w + x;
           out.mask[dst] = msk[local];
-          for (int64_t c = 0; c < 3; ++c) out.image[c * g * g * g + dst] = img[c * d * h * w + local];
+          for (int64_t c = 0; c < 3; ++c)
+            out.image[c * g * g * g + dst] = img[c * d * h * w + local];
         }
   }
   EXPECT_EQ(covered, g * g * g) << "shards must tile the volume exactly";
@@ -65,8 +66,8 @@ TEST(Shards, ConcatenatedShardsEqualTheVolume) {
   expect_round_trip(16, {2, 1, 1}, {2, 3, 4});
   expect_round_trip(16, {1, 2, 2}, {2, 3, 4});
   expect_round_trip(16, {2, 2, 2}, {2, 3, 4});
-  expect_round_trip(16, {4, 2}, {4, 2});        // dims in another order
-  expect_round_trip(7, {2, 3, 1}, {2, 3, 4});   // uneven: 4 + 3 and 3 + 3 + 1
+  expect_round_trip(16, {4, 2}, {4, 2});       // dims in another order
+  expect_round_trip(7, {2, 3, 1}, {2, 3, 4});  // uneven: 4 + 3 and 3 + 3 + 1
 }
 
 TEST(Shards, ChunkRangesLikeTorchChunk) {

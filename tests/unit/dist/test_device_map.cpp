@@ -15,8 +15,8 @@
 namespace scaffold::dist {
 namespace {
 
-DeviceMapRequest request(int local_rank, int local_size, int visible, std::optional<std::string> mask = std::nullopt,
-                         bool sharing = false) {
+DeviceMapRequest request(int local_rank, int local_size, int visible,
+                         std::optional<std::string> mask = std::nullopt, bool sharing = false) {
   DeviceMapRequest r;
   r.local_rank = local_rank;
   r.local_size = local_size;
@@ -57,7 +57,8 @@ TEST(DeviceMap, SeveralVisibleGpusGoByLocalRank) {
   const DeviceMapping m = map_rank_to_device(request(1, 2, 2, std::string("2,3")));
   EXPECT_EQ(m.index, 1);
   EXPECT_EQ(m.visible_entry, "3");
-  EXPECT_EQ(map_rank_to_device(request(0, 2, 2, std::string(" GPU-aa , GPU-bb "))).visible_entry, "GPU-aa");
+  EXPECT_EQ(map_rank_to_device(request(0, 2, 2, std::string(" GPU-aa , GPU-bb "))).visible_entry,
+            "GPU-aa");
 }
 
 TEST(DeviceMap, APerTaskMaskOfOneGpuIsCuda0OnEveryRank) {
@@ -92,9 +93,11 @@ TEST(DeviceMap, MoreRanksThanGpusIsAnErrorUnlessSharingWasAskedFor) {
 }
 
 TEST(DeviceMap, NoVisibleGpuIsAnErrorNamingTheMask) {
-  EXPECT_CONTAINS(error_of(request(0, 1, 0)), "no GPU is visible to local rank 0 (CUDA_VISIBLE_DEVICES unset)");
+  EXPECT_CONTAINS(error_of(request(0, 1, 0)),
+                  "no GPU is visible to local rank 0 (CUDA_VISIBLE_DEVICES unset)");
   EXPECT_CONTAINS(error_of(request(0, 1, 0, std::string(""))), "CUDA_VISIBLE_DEVICES=''");
-  EXPECT_CONTAINS(error_of(request(0, 1, 0, std::string(""), true)), "no GPU is visible");  // sharing: no help
+  EXPECT_CONTAINS(error_of(request(0, 1, 0, std::string(""), true)),
+                  "no GPU is visible");  // sharing: no help
 }
 
 TEST(DeviceMap, ALocalRankOutsideTheNodeIsAnError) {
@@ -107,11 +110,13 @@ TEST(DeviceMap, VisibleDeviceEntries) {
   EXPECT_EQ(visible_device_entries(""), std::vector<std::string>{});
   EXPECT_EQ(visible_device_entries("3"), std::vector<std::string>{"3"});
   EXPECT_EQ(visible_device_entries(" 0, 2 ,,5 "), (std::vector<std::string>{"0", "2", "5"}));
-  EXPECT_EQ(visible_device_entries("MIG-1/2/3,GPU-x"), (std::vector<std::string>{"MIG-1/2/3", "GPU-x"}));
+  EXPECT_EQ(visible_device_entries("MIG-1/2/3,GPU-x"),
+            (std::vector<std::string>{"MIG-1/2/3", "GPU-x"}));
 }
 
 // The rule restated: the expected index, or -1 for an error.
-int expected_index(int local_rank, int local_size, int visible, const std::optional<std::string>& mask, bool sharing) {
+int expected_index(int local_rank, int local_size, int visible,
+                   const std::optional<std::string>& mask, bool sharing) {
   if (visible < 1) return -1;
   const std::size_t entries = mask ? visible_device_entries(*mask).size() : 0;
   if (visible == 1) {
@@ -124,8 +129,9 @@ int expected_index(int local_rank, int local_size, int visible, const std::optio
 
 TEST(DeviceMap, EveryCombinationFollowsTheRuleAndNoTwoRanksOfANodeShareWithoutSharing) {
   const std::vector<std::optional<std::string>> masks{
-      std::nullopt, std::string(""), std::string("3"), std::string("0,1"), std::string("4,5,6,7"),
-      std::string("GPU-a,GPU-b,GPU-c,GPU-d,GPU-e,GPU-f,GPU-g,GPU-h")};
+      std::nullopt,           std::string(""),
+      std::string("3"),       std::string("0,1"),
+      std::string("4,5,6,7"), std::string("GPU-a,GPU-b,GPU-c,GPU-d,GPU-e,GPU-f,GPU-g,GPU-h")};
   int cases = 0;
   for (int local_size = 1; local_size <= 8; ++local_size)
     for (int visible = 0; visible <= 8; ++visible)
@@ -135,9 +141,10 @@ TEST(DeviceMap, EveryCombinationFollowsTheRuleAndNoTwoRanksOfANodeShareWithoutSh
           bool all_ok = true;
           for (int rank = 0; rank < local_size; ++rank) {
             ++cases;
-            const std::string what = "local rank " + std::to_string(rank) + " of " + std::to_string(local_size) +
-                                     ", " + std::to_string(visible) + " visible, mask " +
-                                     (mask ? "'" + *mask + "'" : "unset") + (sharing ? ", sharing" : "");
+            const std::string what = "local rank " + std::to_string(rank) + " of " +
+                                     std::to_string(local_size) + ", " + std::to_string(visible) +
+                                     " visible, mask " + (mask ? "'" + *mask + "'" : "unset") +
+                                     (sharing ? ", sharing" : "");
             const int expected = expected_index(rank, local_size, visible, mask, sharing);
             const DeviceMapRequest r = request(rank, local_size, visible, mask, sharing);
             if (expected < 0) {
@@ -149,7 +156,9 @@ TEST(DeviceMap, EveryCombinationFollowsTheRuleAndNoTwoRanksOfANodeShareWithoutSh
             EXPECT_EQ(m.index, expected) << what;
             EXPECT_LT(m.index, visible) << what;
             const auto entries = mask ? visible_device_entries(*mask) : std::vector<std::string>{};
-            EXPECT_EQ(m.shared, visible == 1 ? local_size > 1 && entries.size() != 1 : local_size > visible) << what;
+            EXPECT_EQ(m.shared,
+                      visible == 1 ? local_size > 1 && entries.size() != 1 : local_size > visible)
+                << what;
             EXPECT_EQ(m.visible_entry, static_cast<std::size_t>(m.index) < entries.size()
                                            ? entries[static_cast<std::size_t>(m.index)]
                                            : std::string())
@@ -189,7 +198,8 @@ TEST(DeviceMap, TheMaskThatNarrowsARankLastIsChosenByRuntime) {
   EXPECT_FALSE(m.value.has_value());
 }
 
-DeviceMapRequest rocm_request(int local_rank, int local_size, int visible, const std::optional<std::string>& rocr) {
+DeviceMapRequest rocm_request(int local_rank, int local_size, int visible,
+                              const std::optional<std::string>& rocr) {
   DeviceMapRequest r = request(local_rank, local_size, visible);
   const VisibleMask mask = visible_mask(true, std::nullopt, std::nullopt, rocr);
   r.cuda_visible_devices = mask.value;

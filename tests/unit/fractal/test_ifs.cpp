@@ -23,7 +23,8 @@ TEST(Ifs, ProbabilitiesSumToOneAndFollowAbsDeterminant) {
     const IfsParams c = sample_candidate(42, attempt);
     const double p0 = c.maps[0][kProbabilityColumn], p1 = c.maps[1][kProbabilityColumn];
     ASSERT_NEAR(p0 + p1, 1.0, 1e-12);
-    const double a0 = std::fabs(map_determinant(c.maps[0])), a1 = std::fabs(map_determinant(c.maps[1]));
+    const double a0 = std::fabs(map_determinant(c.maps[0])),
+                 a1 = std::fabs(map_determinant(c.maps[1]));
     ASSERT_NEAR(p0, a0 / (a0 + a1), 1e-12);
     for (const auto& map : c.maps)
       for (int k = 0; k < kAffineParams; ++k) {
@@ -93,7 +94,8 @@ TEST(Ifs, WeightsApplyToAffineColumnsOnly) {
     for (int k = 0; k < kAffineParams; ++k) EXPECT_EQ(scaled.maps[t][k], 2.0 * base.maps[t][k]);
     EXPECT_EQ(scaled.maps[t][kProbabilityColumn], base.maps[t][kProbabilityColumn]);
   }
-  const InstanceWeights half = attenuate(w, 0.5), unit = attenuate(w, 0.0), same = attenuate(w, 1.0);
+  const InstanceWeights half = attenuate(w, 0.5), unit = attenuate(w, 0.0),
+                        same = attenuate(w, 1.0);
   EXPECT_EQ(half[3], 1.5);
   EXPECT_EQ(unit[3], 1.0);
   EXPECT_EQ(same[3], 2.0);

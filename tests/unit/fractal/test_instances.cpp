@@ -16,7 +16,8 @@ namespace {
 TEST(Instances, WriterMatchesReferenceAndFilesAreFloat32Nx3) {
   scaffold::test::TempDir dir;
   const LibraryLayout layout = library_layout(dir.path(), 0.15, 42, 300);
-  const std::vector<IfsParams> cats{test::diagonal_category(0.6, -0.5), test::diagonal_category(0.4, 0.7)};
+  const std::vector<IfsParams> cats{test::diagonal_category(0.6, -0.5),
+                                    test::diagonal_category(0.4, 0.7)};
   std::vector<InstanceTask> tasks;
   for (int c = 0; c < 2; ++c)
     for (int i : {0, 6, 12, 77, 108, 144}) tasks.push_back({c, i});

@@ -57,8 +57,8 @@ TEST(Search, ChosenCandidatesPassTheReferenceCheck) {
   const SearchOptions o = small_options();
   for (const auto& c : search_categories(o, 4, 2, 100)) {
     std::vector<double> cloud(3 * o.point_num);
-    const bool runaway =
-        chaos_game_reference(c.params, candidate_points_key(o.seed, c.attempt), o.point_num, cloud.data());
+    const bool runaway = chaos_game_reference(c.params, candidate_points_key(o.seed, c.attempt),
+                                              o.point_num, cloud.data());
     EXPECT_EQ(check_cloud(cloud.data(), o.point_num, runaway, o.variance_threshold, o.normalize),
               Verdict::Accepted)
         << "attempt " << c.attempt;

@@ -44,7 +44,8 @@ TEST(MemoryFormat, ChannelsLast3dConvertsThe5dParametersInPlace) {
   int converted = 0;
   for (const auto& p : net->named_parameters()) {
     const at::Tensor& t = p.value();
-    EXPECT_EQ(t.unsafeGetTensorImpl(), impl[p.key()]) << p.key() << ": a new tensor (optimisers would lose it)";
+    EXPECT_EQ(t.unsafeGetTensorImpl(), impl[p.key()])
+        << p.key() << ": a new tensor (optimisers would lose it)";
     EXPECT_TRUE(at::equal(t, before[p.key()])) << p.key();
     if (t.dim() == 5) {
       EXPECT_TRUE(t.is_contiguous(at::MemoryFormat::ChannelsLast3d)) << p.key();
@@ -111,7 +112,8 @@ TEST(MemoryFormat, AChannelsLastUNetComputesWhatTheContiguousOneDoes) {
   EXPECT_TRUE(tensors_close(cl.out, plain.out, kTol, "output"));
   EXPECT_TRUE(tensors_close(cl.input_grad, plain.input_grad, kTol, "input grad"));
   ASSERT_EQ(cl.grads.size(), plain.grads.size());
-  for (const auto& [name, grad] : plain.grads) EXPECT_TRUE(tensors_close(cl.grads.at(name), grad, kTol, "grad " + name));
+  for (const auto& [name, grad] : plain.grads)
+    EXPECT_TRUE(tensors_close(cl.grads.at(name), grad, kTol, "grad " + name));
 }
 
 }  // namespace

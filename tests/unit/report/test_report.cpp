@@ -186,7 +186,8 @@ TEST(TrainStats, ResumeRefusesAHistoryThatDoesNotReachTheCheckpoint) {
     TrainStatsCsv::open_resume(tmp.path(), 5);
     FAIL() << "resumed at epoch 5 with rows up to epoch 2";
   } catch (const core::FileError& e) {
-    EXPECT_TRUE(contains(e.what(), "holds epochs up to 2 but the checkpoint is at epoch 4")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "holds epochs up to 2 but the checkpoint is at epoch 4"))
+        << e.what();
   }
   EXPECT_EQ(core::read_file(path), two_rows);
   // record_for(2) has total_optimizer_steps 8; a checkpoint with 9 is of another run.
@@ -228,18 +229,24 @@ TEST(TrainStats, ImpossibleRowsAreErrorsNamingFileAndLine) {
   };
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<Case> cases = {
-      {"negative duration", row(1, same) + row(2, [](EpochRecord& r) { r.epoch_duration_s = -3.0; }),
+      {"negative duration",
+       row(1, same) + row(2, [](EpochRecord& r) { r.epoch_duration_s = -3.0; }),
        "line 3: epoch_duration -3.0"},
-      {"NaN duration", row(1, [&](EpochRecord& r) { r.epoch_duration_s = nan; }), "line 2: epoch_duration nan"},
+      {"NaN duration", row(1, [&](EpochRecord& r) { r.epoch_duration_s = nan; }),
+       "line 2: epoch_duration nan"},
       {"missing epoch", row(1, same) + row(3, [](EpochRecord& r) { r.total_optimizer_steps = 8; }),
        "line 3: epoch 3 where epoch 2 was expected"},
-      {"duplicate epoch", row(1, same) + row(1, [](EpochRecord& r) { r.total_optimizer_steps = 8; }),
+      {"duplicate epoch",
+       row(1, same) + row(1, [](EpochRecord& r) { r.total_optimizer_steps = 8; }),
        "line 3: epoch 1 where epoch 2 was expected"},
       {"out of order", row(2, [](EpochRecord& r) { r.total_optimizer_steps = 4; }) + row(1, same),
        "line 2: epoch 2 where epoch 1 was expected"},
-      {"Dice 7.5", row(1, same) + row(2, [](EpochRecord& r) { r.val_dice = 7.5; }), "line 3: val_dice 7.5"},
-      {"negative Dice", row(1, [](EpochRecord& r) { r.train_dice = -0.5; }), "line 2: train_dice -0.5"},
-      {"steps do not add up", row(1, same) + row(2, [](EpochRecord& r) { r.total_optimizer_steps = 100; }),
+      {"Dice 7.5", row(1, same) + row(2, [](EpochRecord& r) { r.val_dice = 7.5; }),
+       "line 3: val_dice 7.5"},
+      {"negative Dice", row(1, [](EpochRecord& r) { r.train_dice = -0.5; }),
+       "line 2: train_dice -0.5"},
+      {"steps do not add up",
+       row(1, same) + row(2, [](EpochRecord& r) { r.total_optimizer_steps = 100; }),
        "line 3: total_optimizer_steps 100 is not the previous row's 4 + optimizer_steps 4"},
   };
   for (const Case& c : cases) {
@@ -248,7 +255,8 @@ TEST(TrainStats, ImpossibleRowsAreErrorsNamingFileAndLine) {
       const auto rows = read_train_stats(path);
       ADD_FAILURE() << c.name << ": accepted " << rows.size() << " rows";
     } catch (const core::FileError& e) {
-      EXPECT_TRUE(contains(e.what(), path.string() + ": " + c.expected)) << c.name << ": " << e.what();
+      EXPECT_TRUE(contains(e.what(), path.string() + ": " + c.expected))
+          << c.name << ": " << e.what();
     }
   }
   // NaN losses and a NaN Dice are what a diverged epoch records: kept, not refused.

@@ -17,9 +17,9 @@ namespace scaffold::test {
 
 // What the check forbids in a hot-path body.
 inline const std::vector<std::string>& hot_path_forbidden() {
-  static const std::vector<std::string> k{"synchronize(", ".item<",         ".item()",      ".cpu()",
-                                          "to(at::kCPU",  "to(torch::kCPU", "clip_grad_norm_(",
-                                          "host_doubles(", "collect_s("};
+  static const std::vector<std::string> k{"synchronize(",     ".item<",        ".item()",
+                                          ".cpu()",           "to(at::kCPU",   "to(torch::kCPU",
+                                          "clip_grad_norm_(", "host_doubles(", "collect_s("};
   return k;
 }
 
@@ -120,9 +120,12 @@ inline std::vector<HotPathFinding> check_hot_path(const std::string& source,
   for (const std::string& fn : functions) {
     // The definition: the name followed by '(' and, after the parameter list, a body '{'.
     std::size_t at = std::string::npos, body = std::string::npos;
-    for (std::size_t pos = code.find(fn + "("); pos != std::string::npos; pos = code.find(fn + "(", pos + 1)) {
+    for (std::size_t pos = code.find(fn + "("); pos != std::string::npos;
+         pos = code.find(fn + "(", pos + 1)) {
       // A qualified name must not be the tail of a longer one (x_train_step).
-      if (pos > 0 && (std::isalnum(static_cast<unsigned char>(code[pos - 1])) || code[pos - 1] == '_')) continue;
+      if (pos > 0 &&
+          (std::isalnum(static_cast<unsigned char>(code[pos - 1])) || code[pos - 1] == '_'))
+        continue;
       int depth = 0;
       std::size_t i = pos + fn.size();
       for (; i < code.size(); ++i) {
@@ -148,17 +151,20 @@ inline std::vector<HotPathFinding> check_hot_path(const std::string& source,
       if (code[end] == '}' && --depth == 0) break;
     }
     const auto line_of = [&](std::size_t offset) {
-      return static_cast<std::size_t>(std::count(code.begin(), code.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
+      return static_cast<std::size_t>(
+          std::count(code.begin(), code.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
     };
     // Every occurrence inside the braces (the signature before them does not count).
     std::vector<HotPathFinding> here;
     for (const std::string& pattern : hot_path_forbidden()) {
-      for (std::size_t p = code.find(pattern, body); p != std::string::npos && p < end; p = code.find(pattern, p + 1)) {
+      for (std::size_t p = code.find(pattern, body); p != std::string::npos && p < end;
+           p = code.find(pattern, p + 1)) {
         const std::size_t l = line_of(p);
         if (!allowed[l]) here.push_back({fn, static_cast<int>(l) + 1, pattern, raw[l]});
       }
     }
-    std::sort(here.begin(), here.end(), [](const HotPathFinding& a, const HotPathFinding& b) { return a.line < b.line; });
+    std::sort(here.begin(), here.end(),
+              [](const HotPathFinding& a, const HotPathFinding& b) { return a.line < b.line; });
     findings.insert(findings.end(), here.begin(), here.end());
   }
   return findings;

@@ -11,7 +11,7 @@
 namespace scaffold::test {
 
 inline ::testing::AssertionResult identical(const at::Tensor& actual, const at::Tensor& expected,
-                                     const std::string& what) {
+                                            const std::string& what) {
   if (!actual.defined() || !expected.defined())
     return ::testing::AssertionFailure()
            << what << ": defined " << actual.defined() << " vs expected " << expected.defined();

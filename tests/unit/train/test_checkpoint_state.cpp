@@ -22,15 +22,14 @@
 #include "core/sha256.hpp"
 #include "model/unet.hpp"
 #include "test_util.hpp"
-#include "unit/train/tensor_identical.hpp"
 #include "train/checkpoint.hpp"
 #include "train/checkpoint_envelope.hpp"
+#include "unit/train/tensor_identical.hpp"
 
 namespace scaffold::train {
 namespace {
 
 namespace fs = std::filesystem;
-
 
 model::UNet3d small_model(uint64_t seed, int layers = 1) {
   torch::manual_seed(seed);
@@ -202,8 +201,8 @@ TEST(CheckpointState, ForeignArchiveOtherVersionAndOtherArchitectureAreFileError
   const std::string v2 = archive_bytes(2, true);
   const std::string enveloped = "scaffold-checkpoint sha256=" + core::sha256_hex(v2) +
                                 " bytes=" + std::to_string(v2.size()) + "\n" + v2;
-  const std::string version2 = file_error_of(
-      [&] { deserialize_state(enveloped, "v2e", *target.model, target.adam); });
+  const std::string version2 =
+      file_error_of([&] { deserialize_state(enveloped, "v2e", *target.model, target.adam); });
   EXPECT_EQ(version2, "v2e: checkpoint format version differs from this scaffold's");
 
   // A checkpoint of a deeper U-Net does not fit this one.
@@ -269,9 +268,10 @@ TEST(CheckpointState, FlippedByteIsRefusedByTheDigestAndLeavesTheModelAlone) {
   for (std::size_t at : {eol + 1 + (bytes.size() - eol) / 2, bytes.size() - 1, eol + 40}) {
     std::string flipped = bytes;
     flipped[at] = static_cast<char>(flipped[at] ^ 0x10);
-    const std::string msg = file_error_of(
-        [&] { deserialize_state(flipped, "flipped", *target.model, target.adam); });
-    EXPECT_EQ(msg.rfind("flipped: checkpoint fails its SHA-256 check", 0), 0u) << "byte " << at << ": " << msg;
+    const std::string msg =
+        file_error_of([&] { deserialize_state(flipped, "flipped", *target.model, target.adam); });
+    EXPECT_EQ(msg.rfind("flipped: checkpoint fails its SHA-256 check", 0), 0u)
+        << "byte " << at << ": " << msg;
   }
   const auto after = target.model->parameters();
   for (std::size_t i = 0; i < before.size(); ++i)
@@ -285,7 +285,8 @@ TEST(CheckpointState, AnotherModelIsAMismatchNotDamage) {
   auto deep = small_model(16, /*layers=*/2);
   torch::optim::Adam deep_adam(deep->parameters(), torch::optim::AdamOptions(1e-3));
   const std::string deep_bytes = serialize_state(*deep, deep_adam, sample_counters());
-  EXPECT_THROW(deserialize_state(deep_bytes, "deep", *target.model, target.adam), CheckpointMismatch);
+  EXPECT_THROW(deserialize_state(deep_bytes, "deep", *target.model, target.adam),
+               CheckpointMismatch);
   Trained source(17);
   std::string cut = serialize_state(*source.model, source.adam, sample_counters());
   cut.resize(cut.size() - 10);
@@ -341,7 +342,6 @@ TEST(CheckpointWriter, BackgroundWritesLandInOrderAndFailuresSurface) {
   EXPECT_NO_THROW(writer.wait());  // reported once
 }
 
-
 // The envelope has one form: the header the writer makes (lowercase digest as hashlib prints it,
 // the length in plain decimal). Anything else is refused, so a fuzzed or hand-edited header
 // cannot pass for an intact one.
@@ -357,12 +357,13 @@ TEST(CheckpointEnvelope, OneCanonicalHeaderAndEverythingElseRefused) {
   std::string upper = digest;
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (const std::string& bad :
-       {"scaffold-checkpoint sha256=" + digest + " bytes=013\n" + archive,   // leading zero
-        "scaffold-checkpoint sha256=" + upper + " bytes=13\n" + archive,     // another spelling of the digest
-        "scaffold-checkpoint sha256=" + digest + " bytes=+13\n" + archive,   // a sign
-        "scaffold-checkpoint sha256=" + digest + " bytes=\n" + archive,      // no length
-        "scaffold-checkpoint sha256=" + digest + " bytes=14\n" + archive,    // length
-        good + "x",                                                           // extended
+       {"scaffold-checkpoint sha256=" + digest + " bytes=013\n" + archive,  // leading zero
+        "scaffold-checkpoint sha256=" + upper + " bytes=13\n" +
+            archive,  // another spelling of the digest
+        "scaffold-checkpoint sha256=" + digest + " bytes=+13\n" + archive,  // a sign
+        "scaffold-checkpoint sha256=" + digest + " bytes=\n" + archive,     // no length
+        "scaffold-checkpoint sha256=" + digest + " bytes=14\n" + archive,   // length
+        good + "x",                                                         // extended
         "scaffold-checkpoint sha256=" + digest + " bytes=99999999999999999999\n"}) {
     try {
       (void)open_checkpoint_envelope(bad, "x.pt");

@@ -37,7 +37,9 @@ class DeviceEnvironment : public ::testing::Environment {
 [[maybe_unused]] ::testing::Environment* const kEnvironment =
     ::testing::AddGlobalTestEnvironment(new DeviceEnvironment);
 
-dist::Communicator& world() { return DeviceEnvironment::runtime()->world(); }
+dist::Communicator& world() {
+  return DeviceEnvironment::runtime()->world();
+}
 
 TEST(SelectDevice, CpuAndAutoWithoutAGpuAreTheCpuListedPerRank) {
   for (const char* key : {"cpu", "auto"}) {
@@ -55,7 +57,8 @@ TEST(SelectDevice, CudaWithoutAGpuIsAnErrorNamingTheKey) {
     select_device("cuda", false, world());
     FAIL() << "no error";
   } catch (const core::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("device: cuda was asked for"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("device: cuda was asked for"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("use device: auto or cpu"), std::string::npos) << e.what();
   }
 }
@@ -100,8 +103,10 @@ void expect_batch(const dataset::Batch& got, int64_t first, const c10::Device& d
   ASSERT_EQ(got.fields.size(), 2u);
   EXPECT_EQ(got.fields[0].device(), device);
   EXPECT_EQ(got.ids, batch_of(first, false).ids);
-  EXPECT_TRUE(at::equal(got.fields[0].cpu(), batch_of(first, false).fields[0])) << "batch " << first;
-  EXPECT_TRUE(at::equal(got.fields[1].cpu(), batch_of(first, false).fields[1])) << "batch " << first;
+  EXPECT_TRUE(at::equal(got.fields[0].cpu(), batch_of(first, false).fields[0]))
+      << "batch " << first;
+  EXPECT_TRUE(at::equal(got.fields[1].cpu(), batch_of(first, false).fields[1]))
+      << "batch " << first;
 }
 
 void check_feeder(const c10::Device& device, bool pinned) {
@@ -161,14 +166,15 @@ TEST(StepSeam, TheSynchronizingClockCountsTheDeviceWorkOfTheStepOnly) {
   const std::vector<double> steps_s = clock->collect_s();
   ASSERT_EQ(steps_s.size(), 2u);
   for (double s : steps_s) {
-    EXPECT_GE(s, 0.029);  // the 30 ms that finish the step are in it
+    EXPECT_GE(s, 0.029);          // the 30 ms that finish the step are in it
     EXPECT_LT(s, 0.050 + 0.029);  // the 50 ms before it are not (slack for a loaded machine)
   }
   EXPECT_TRUE(clock->collect_s().empty());
 }
 
 TEST(StepSeam, CudaEventsAndTheCopyStreamOnAGpu) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU (the CUDA seam runs in scripts/gpu-check)";
+  if (!torch::cuda::is_available())
+    GTEST_SKIP() << "no GPU (the CUDA seam runs in scripts/gpu-check)";
   const c10::Device gpu(c10::kCUDA, 0);
   check_clock(gpu);
   check_feeder(gpu, /*pinned=*/true);

@@ -47,11 +47,13 @@ TEST(ClipGradNorm, EqualsLibTorchsBitForBitAndKeepsTheNormAsATensor) {
       ASSERT_TRUE(norm.defined());
       EXPECT_EQ(norm.dim(), 0);
       EXPECT_EQ(norm.device(), ours[0].device());
-      EXPECT_EQ(norm.item<double>(), expected_norm) << "scale " << scale << ", max_norm " << max_norm;
+      EXPECT_EQ(norm.item<double>(), expected_norm)
+          << "scale " << scale << ", max_norm " << max_norm;
       for (std::size_t i = 0; i < ours.size(); ++i) {
         ASSERT_EQ(ours[i].grad().defined(), theirs[i].grad().defined());
         if (ours[i].grad().defined()) {
-          EXPECT_TRUE(test::identical(ours[i].grad(), theirs[i].grad(), "gradient " + std::to_string(i)));
+          EXPECT_TRUE(
+              test::identical(ours[i].grad(), theirs[i].grad(), "gradient " + std::to_string(i)));
         }
       }
     }

@@ -72,7 +72,8 @@ at::Tensor mse(torch::nn::Linear& model, const at::Tensor& x, const at::Tensor& 
 // mean_output: the loss is the mean prediction instead (d loss / d bias = 1 exactly).
 class LinearTask : public TrainingTask {
  public:
-  LinearTask(torch::nn::Linear model, const Points& train, const Points& val, bool mean_output = false)
+  LinearTask(torch::nn::Linear model, const Points& train, const Points& val,
+             bool mean_output = false)
       : model_(std::move(model)), train_(train), val_(val), mean_output_(mean_output) {}
   torch::nn::Module& module() override { return *model_; }
   const dataset::ExampleSource& training_set() const override { return train_; }
@@ -81,8 +82,8 @@ class LinearTask : public TrainingTask {
   std::vector<std::string> validation_sum_names() const override { return {"loss_x_batch"}; }
   TrainForward train_forward(const dataset::Batch& batch) override {
     for (const auto& id : batch.ids) seen.push_back(std::stoll(id));
-    const at::Tensor loss =
-        mean_output_ ? model_->forward(batch.fields[0]).mean() : mse(model_, batch.fields[0], batch.fields[1]);
+    const at::Tensor loss = mean_output_ ? model_->forward(batch.fields[0]).mean()
+                                         : mse(model_, batch.fields[0], batch.fields[1]);
     return {loss, (loss.detach() * static_cast<double>(batch.size())).to(at::kDouble).reshape({1})};
   }
   at::Tensor validation_sums(const dataset::Batch& batch) override {
@@ -116,13 +117,16 @@ LoopOptions sgd_options(int64_t local_batch, double lr) {
   LoopOptions o;
   o.local_batch_size = local_batch;
   o.loader_workers = 0;
-  o.make_optimizer = [lr](const std::vector<at::Tensor>& p) -> std::unique_ptr<torch::optim::Optimizer> {
+  o.make_optimizer =
+      [lr](const std::vector<at::Tensor>& p) -> std::unique_ptr<torch::optim::Optimizer> {
     return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(lr));
   };
   return o;
 }
 
-dist::Communicator& world() { return LoopEnvironment::runtime()->world(); }
+dist::Communicator& world() {
+  return LoopEnvironment::runtime()->world();
+}
 const dist::ProcessGrid& one_rank() {
   static const dist::ProcessGrid grid(1, 0, {1, 1, 1}, {2, 3, 4});
   return grid;
@@ -130,7 +134,8 @@ const dist::ProcessGrid& one_rank() {
 
 double max_abs_difference(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
   double worst = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
   return worst;
 }
 
@@ -138,7 +143,8 @@ TEST(StreamIndices, FollowMegatronsSequentialOrderAcrossStepsAndReplicas) {
   // n 10, 2 replicas, micro-batch 2, 2 micro-batches per step: G = 8. Steps 1 and 2 are stream
   // samples 8..23; replica 1 takes the second pair of each group of 4: 10 11 | 14 15 | 18 19 |
   // 22 23, modulo 10.
-  EXPECT_EQ(dataset::stream_indices(10, 2, 1, 1, 2, 2, 2), (std::vector<int64_t>{0, 1, 4, 5, 8, 9, 2, 3}));
+  EXPECT_EQ(dataset::stream_indices(10, 2, 1, 1, 2, 2, 2),
+            (std::vector<int64_t>{0, 1, 4, 5, 8, 9, 2, 3}));
   EXPECT_EQ(dataset::stream_indices(10, 2, 0, 0, 1, 2, 2), (std::vector<int64_t>{0, 1, 4, 5}));
   EXPECT_EQ(dataset::stream_indices(5, 1, 0, 3, 1, 3, 1), (std::vector<int64_t>{4, 0, 1}));
   EXPECT_THROW(dataset::stream_indices(0, 1, 0, 0, 1, 1, 1), std::exception);
@@ -192,10 +198,12 @@ TEST(LoopIterations, AccumulatedMicroBatchesEqualOneStepOnTheWholeBatch) {
     EXPECT_EQ(orders[v], expected_order) << "variant " << v;
     const double err = max_abs_difference(results[v], expected);
     // fp32 sums in another order: ~1e-7; a micro-batch left out or not divided by k: ~1e-2.
-    EXPECT_LT(err, 1e-6) << "variant " << v << ": max-abs parameter error " << err << " (tolerance 1e-6)";
+    EXPECT_LT(err, 1e-6) << "variant " << v << ": max-abs parameter error " << err
+                         << " (tolerance 1e-6)";
   }
   torch::nn::Linear initial = fresh_linear();
-  EXPECT_GT(max_abs_difference(initial->parameters(), expected), 1e-3) << "the steps moved the parameters";
+  EXPECT_GT(max_abs_difference(initial->parameters(), expected), 1e-3)
+      << "the steps moved the parameters";
 }
 
 // d loss / d bias = 1 for the mean prediction of x = ..., so SGD's bias after the steps is
@@ -458,9 +466,7 @@ TEST(LoopIterations, DatasetEpochsKeepWholeStepsAndTheClipHookReplacesTorchsClip
   o.max_epochs = 1;
   o.grad_clip_norm = 1e-9;
   std::vector<double> clip_args;
-  o.clip_gradients = [&clip_args](double max_norm) {
-    clip_args.push_back(max_norm);
-  };
+  o.clip_gradients = [&clip_args](double max_norm) { clip_args.push_back(max_norm); };
   TrainingLoop loop(task, o, c10::Device(c10::kCPU), world(), one_rank());
   int64_t steps = 0, micro = 0;
   loop.run([&](const LoopEpoch& e) {
@@ -484,7 +490,9 @@ class PointsWithNaN : public Points {
     if (static_cast<int64_t>(index) == bad_) e.fields[0][1] = std::nanf("");
     return e;
   }
-  std::string origin(std::size_t index) const override { return "/data/point" + std::to_string(index) + ".npy"; }
+  std::string origin(std::size_t index) const override {
+    return "/data/point" + std::to_string(index) + ".npy";
+  }
 
  private:
   int64_t bad_;
@@ -494,7 +502,8 @@ class PointsWithNaN : public Points {
 class DivergenceCheckingTask : public LinearTask {
  public:
   using LinearTask::LinearTask;
-  EpochMetrics epoch_metrics(int64_t epoch, const PassSums& train, const PassSums& val) const override {
+  EpochMetrics epoch_metrics(int64_t epoch, const PassSums& train,
+                             const PassSums& val) const override {
     if (!std::isfinite(train.sums[0]) || !std::isfinite(val.sums[0]))
       throw core::Error("training diverged at epoch " + std::to_string(epoch));
     return LinearTask::epoch_metrics(epoch, train, val);
@@ -518,11 +527,15 @@ TEST(LoopNonFinite, TheErrorNamesTheFirstNonFiniteBatchAndTheFileWithTheNaN) {
   const auto at = std::find(task.seen.begin(), task.seen.end(), 7) - task.seen.begin();
   ASSERT_LT(static_cast<std::size_t>(at), task.seen.size());
   const int64_t batch = at / 3 + 1;
-  EXPECT_NE(message.find("training diverged at epoch 1; the training sums first turned non-finite in optimizer "
-                         "step " + std::to_string(batch) + " (batch " + std::to_string(batch) + " of epoch 1)"),
-            std::string::npos)
+  EXPECT_NE(
+      message.find(
+          "training diverged at epoch 1; the training sums first turned non-finite in optimizer "
+          "step " +
+          std::to_string(batch) + " (batch " + std::to_string(batch) + " of epoch 1)"),
+      std::string::npos)
       << message;
-  EXPECT_NE(message.find("/data/point7.npy holds NaN (field 0, element [1])"), std::string::npos) << message;
+  EXPECT_NE(message.find("/data/point7.npy holds NaN (field 0, element [1])"), std::string::npos)
+      << message;
   EXPECT_NE(message.find("replace or regenerate the data"), std::string::npos) << message;
 }
 
@@ -538,11 +551,14 @@ TEST(LoopNonFinite, FiniteDataThatDivergesIsSaidToBeFinite) {
   } catch (const dist::AgreedError& e) {
     message = e.what();
   }
-  EXPECT_NE(message.find("training diverged at epoch 1; the training sums first turned non-finite in optimizer "
-                         "step "),
-            std::string::npos)
+  EXPECT_NE(
+      message.find(
+          "training diverged at epoch 1; the training sums first turned non-finite in optimizer "
+          "step "),
+      std::string::npos)
       << message;
-  EXPECT_NE(message.find("is finite, so the model diverged, not the data"), std::string::npos) << message;
+  EXPECT_NE(message.find("is finite, so the model diverged, not the data"), std::string::npos)
+      << message;
   EXPECT_EQ(message.find("holds NaN"), std::string::npos) << message;
 }
 

@@ -31,10 +31,10 @@
 #include "dist/process_grid.hpp"
 #include "model/unet.hpp"
 #include "test_util.hpp"
-#include "unit/train/tensor_identical.hpp"
 #include "train/checkpoint.hpp"
 #include "train/loss.hpp"
 #include "train/trainer.hpp"
+#include "unit/train/tensor_identical.hpp"
 
 namespace scaffold::train {
 namespace {
@@ -289,7 +289,8 @@ void warmup_steps_without_restore(Trainer& t, const TrainerOptions& o,
   t.model()->train();
   dataset::Batch batch;
   while (loader.next(&batch)) {
-    const LossTerms terms = segmentation_loss(t.model()->forward(batch.fields[0]), batch.fields[1], weights);
+    const LossTerms terms =
+        segmentation_loss(t.model()->forward(batch.fields[0]), batch.fields[1], weights);
     t.optimizer().zero_grad();
     terms.loss.backward();
     torch::nn::utils::clip_grad_norm_(t.model()->parameters(), o.grad_clip_norm);
@@ -533,10 +534,12 @@ TEST_F(TrainerTest, CheckpointBestIsTheBestEpochWhateverTheInterval) {
   for (std::size_t i = 1; i < stats.size(); ++i)
     if (stats[i].val_loss_avg < stats[best].val_loss_avg) best = i;
   // With this seed the best epoch is 4, not the checkpoint epoch 3 (the case that failed).
-  EXPECT_EQ(stats[best].epoch, 4) << "the data or seed changed: pick a case whose best epoch is not 3";
+  EXPECT_EQ(stats[best].epoch, 4)
+      << "the data or seed changed: pick a case whose best epoch is not 3";
   ASSERT_TRUE(fs::exists(dir.path() / "checkpoint_best"));
   auto reader = make_trainer(options, 99);
-  const TrainCounters c = load_checkpoint(dir.path() / "checkpoint_best", *reader->model(), reader->optimizer());
+  const TrainCounters c =
+      load_checkpoint(dir.path() / "checkpoint_best", *reader->model(), reader->optimizer());
   EXPECT_EQ(c.epoch, stats[best].epoch);
   EXPECT_EQ(c.val_loss_avg, stats[best].val_loss_avg);
   EXPECT_EQ(c.best_val_loss, stats[best].val_loss_avg);
@@ -620,8 +623,8 @@ TEST_F(ResumeFallbackTest, ModelThatDoesNotFitRenamesNothing) {
   wide.layers = 1;
   wide.base_channels = 8;
   wide.group_norm_groups = 2;
-  Trainer t(model::UNet3d(wide), options_, *data_.train, *data_.val, c10::Device(c10::kCPU), world(),
-            single_grid());
+  Trainer t(model::UNet3d(wide), options_, *data_.train, *data_.val, c10::Device(c10::kCPU),
+            world(), single_grid());
   std::string message;
   try {
     t.resume(dir_.path());
@@ -743,7 +746,9 @@ TEST_F(TrainerTest, ChannelsLastTrainsLikeContiguousAndStaysChannelsLast) {
   const auto stats = run_collect(*cl);
   ASSERT_EQ(stats.size(), reference.size());
   for (std::size_t i = 0; i < stats.size(); ++i) {
-    EXPECT_NEAR(stats[i].epoch_loss, reference[i].epoch_loss, 1e-4 * std::abs(reference[i].epoch_loss)) << i;
+    EXPECT_NEAR(stats[i].epoch_loss, reference[i].epoch_loss,
+                1e-4 * std::abs(reference[i].epoch_loss))
+        << i;
     EXPECT_NEAR(stats[i].val_dice, reference[i].val_dice, 1e-4) << i;
   }
   int five_d = 0;
@@ -773,15 +778,19 @@ TEST_F(TrainerTest, AsyncSaveWritesTheSameCheckpoints) {
   for (const char* name : {"checkpoint_last", "checkpoint_best"}) {
     ASSERT_TRUE(fs::exists(async_dir.path() / name)) << name;
     auto from_sync = make_trainer(options, 99), from_async = make_trainer(options, 98);
-    const TrainCounters a = load_checkpoint(async_dir.path() / name, *from_async->model(), from_async->optimizer());
-    const TrainCounters e = load_checkpoint(sync_dir.path() / name, *from_sync->model(), from_sync->optimizer());
+    const TrainCounters a =
+        load_checkpoint(async_dir.path() / name, *from_async->model(), from_async->optimizer());
+    const TrainCounters e =
+        load_checkpoint(sync_dir.path() / name, *from_sync->model(), from_sync->optimizer());
     expect_same_counters(a, e, name);
     expect_same_parameters(*from_async->model(), clone_parameters(*from_sync->model()), name);
-    expect_same_adam(*from_async->model(), from_async->optimizer(), *from_sync->model(), from_sync->optimizer());
+    expect_same_adam(*from_async->model(), from_async->optimizer(), *from_sync->model(),
+                     from_sync->optimizer());
   }
 }
 
-// ---- 6. no host reads in the hot path (issue 14) -------------------------------------------------
+// ---- 6. no host reads in the hot path (issue 14)
+// -------------------------------------------------
 
 // Counts item() (aten::_local_scalar_dense, what every host read of a device scalar goes through)
 // on this thread while alive. On a GPU each would be a device synchronisation.
@@ -831,8 +840,9 @@ TEST_F(TrainerTest, HotPathTrainingEpochsReadNoDeviceScalarOnTheHost) {
   HostReadCounter counter;
   TrainResult result;
   const auto stats = run_collect(*t, &result);
-  EXPECT_EQ(counter.reads(), 0) << "host reads of device scalars during " << result.total_optimizer_steps
-                                << " training steps and " << stats.size() << " validation passes";
+  EXPECT_EQ(counter.reads(), 0) << "host reads of device scalars during "
+                                << result.total_optimizer_steps << " training steps and "
+                                << stats.size() << " validation passes";
   EXPECT_EQ(stats.size(), 2u);
   EXPECT_EQ(result.step_times_s.size(), static_cast<std::size_t>(result.total_optimizer_steps));
   for (double s : result.step_times_s) EXPECT_GT(s, 0.0);

@@ -38,9 +38,11 @@ class GptEnvironment : public ::testing::Environment {
     return r;
   }
 };
-[[maybe_unused]] ::testing::Environment* const kEnvironment = ::testing::AddGlobalTestEnvironment(new GptEnvironment);
+[[maybe_unused]] ::testing::Environment* const kEnvironment =
+    ::testing::AddGlobalTestEnvironment(new GptEnvironment);
 
-GptOptions small_options(PositionEmbedding pe = PositionEmbedding::kLearned, AttentionImpl attn = AttentionImpl::kPlain) {
+GptOptions small_options(PositionEmbedding pe = PositionEmbedding::kLearned,
+                         AttentionImpl attn = AttentionImpl::kPlain) {
   GptOptions o;
   o.num_layers = 2;
   o.hidden_size = 32;
@@ -143,10 +145,16 @@ TEST(GptModel, IsCausal) {
       at::Tensor earlier = tokens.clone();
       earlier.select(1, t).add_(1).remainder_(128);
       const at::Tensor a = gpt->forward(tokens), b = gpt->forward(later), c = gpt->forward(earlier);
-      const std::string what = std::string(pe == PositionEmbedding::kRope ? "rope" : "learned") + "/" + to_string(attn);
-      EXPECT_TRUE(tensors_close(b.narrow(1, 0, t + 1), a.narrow(1, 0, t + 1), 1e-6, what + " logits <= t"));
+      const std::string what =
+          std::string(pe == PositionEmbedding::kRope ? "rope" : "learned") + "/" + to_string(attn);
+      EXPECT_TRUE(
+          tensors_close(b.narrow(1, 0, t + 1), a.narrow(1, 0, t + 1), 1e-6, what + " logits <= t"));
       EXPECT_GT((c.narrow(1, t, 1) - a.narrow(1, t, 1)).abs().max().item<double>(), 1e-4) << what;
-      EXPECT_GT((b.narrow(1, t + 1, 16 - t - 1) - a.narrow(1, t + 1, 16 - t - 1)).abs().max().item<double>(), 1e-4)
+      EXPECT_GT((b.narrow(1, t + 1, 16 - t - 1) - a.narrow(1, t + 1, 16 - t - 1))
+                    .abs()
+                    .max()
+                    .item<double>(),
+                1e-4)
           << what;
     }
 }
@@ -163,7 +171,8 @@ TEST(GptModel, FirstLossFromARandomInitIsNearLnV) {
   Gpt gpt(o);
   torch::NoGradGuard no_grad;
   const at::Tensor tokens = at::randint(50257, {2, 65}, at::kLong);
-  const double loss = gpt->token_losses(tokens.narrow(1, 0, 64), tokens.narrow(1, 1, 64)).mean().item<double>();
+  const double loss =
+      gpt->token_losses(tokens.narrow(1, 0, 64), tokens.narrow(1, 1, 64)).mean().item<double>();
   // Logits of std ~ sqrt(h) x 0.02 = 0.23 add ~ var/2 = 0.03 to ln V = 10.826.
   EXPECT_NEAR(loss, std::log(50304.0), 0.1);
 }
@@ -182,7 +191,8 @@ TEST(GptModel, FusedAttentionAgreesWithThePlainOne) {
     for (const auto& x : {q, k, v}) grads.push_back(x.grad().clone());
   }
   EXPECT_TRUE(tensors_close(outs[1], outs[0], 1e-5, "attention output"));
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(tensors_close(grads[3 + i], grads[i], 1e-5, "gradient " + std::to_string(i)));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(tensors_close(grads[3 + i], grads[i], 1e-5, "gradient " + std::to_string(i)));
   // And both are causal attention: position 0 attends only to itself, so its output is v's row 0.
   EXPECT_TRUE(tensors_close(outs[0].select(2, 0), v.detach().select(2, 0), 1e-6, "first position"));
 }
@@ -210,7 +220,9 @@ TEST(GptModel, RotaryEmbeddingIsARelativeRotation) {
   const at::Tensor k = at::randn({1, 1, 1, 8}).expand({1, 1, 12, 8}).contiguous();
   const at::Tensor rq = apply_rotary(q, 10000.0), rk = apply_rotary(k, 10000.0);
   EXPECT_TRUE(tensors_close(rq.norm(2, -1), q.norm(2, -1), 1e-6, "norms"));
-  const auto dot = [&](int64_t p, int64_t pk) { return (rq[0][0][p] * rk[0][0][pk]).sum().item<double>(); };
+  const auto dot = [&](int64_t p, int64_t pk) {
+    return (rq[0][0][p] * rk[0][0][pk]).sum().item<double>();
+  };
   EXPECT_NEAR(dot(5, 2), dot(9, 6), 1e-5);
   EXPECT_NEAR(dot(3, 3), dot(11, 11), 1e-5);
   EXPECT_GT(std::abs(dot(5, 2) - dot(5, 4)), 1e-4) << "the offset matters";
@@ -230,7 +242,8 @@ TEST(GptModel, RecomputeGivesTheSameLossAndGradients) {
     o.recompute = r;
     torch::manual_seed(7);
     Gpt gpt(o);
-    const at::Tensor loss = gpt->token_losses(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16)).mean();
+    const at::Tensor loss =
+        gpt->token_losses(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16)).mean();
     loss.backward();
     losses.push_back(loss.item<double>());
     std::vector<at::Tensor> g;
@@ -273,7 +286,8 @@ TEST(GptTraining, LossFallsOnATinyRepeatedCorpus) {
   lo.grad_clip_norm = 1.0;
   lo.clip_gradients = [&task](double max_norm) { task.clip_gradients(max_norm); };
   const dist::ProcessGrid grid(1, 0, {1, 1, 1}, {2, 3, 4});
-  train::TrainingLoop loop(task, lo, c10::Device(c10::kCPU), GptEnvironment::runtime()->world(), grid);
+  train::TrainingLoop loop(task, lo, c10::Device(c10::kCPU), GptEnvironment::runtime()->world(),
+                           grid);
   std::vector<double> losses;
   loop.run([&](const train::LoopEpoch& e) { losses.push_back(e.metrics.values[0].second); });
   ASSERT_EQ(losses.size(), 6u);

@@ -37,11 +37,13 @@ TEST(ImageClassificationFigures, FollowCaramlsDefinitionsOverTheTimedEpochs) {
   const auto f = image_classification_figures(fixture_rows(), 1e9, 2.5);
   EXPECT_EQ(f.timed_epochs, 3);
   EXPECT_DOUBLE_EQ(f.time_s, 85.0);
-  EXPECT_DOUBLE_EQ(f.images_per_s.mean, (500.0 + 400.0 + 250.0) / 3.0);  // CARAML's Average Images/s
+  EXPECT_DOUBLE_EQ(f.images_per_s.mean,
+                   (500.0 + 400.0 + 250.0) / 3.0);  // CARAML's Average Images/s
   EXPECT_DOUBLE_EQ(f.images_per_s.median, 400.0);
   EXPECT_DOUBLE_EQ(f.images_per_s.min, 250.0);
   EXPECT_DOUBLE_EQ(f.images_per_s.max, 500.0);
-  EXPECT_DOUBLE_EQ(f.train_images_per_s.median, 450.0);  // 9000/18 = 500, 9000/20 = 450, 9000/30 = 300
+  EXPECT_DOUBLE_EQ(f.train_images_per_s.median,
+                   450.0);  // 9000/18 = 500, 9000/20 = 450, 9000/30 = 300
   EXPECT_EQ(f.images, 30000);
   EXPECT_DOUBLE_EQ(f.val_top1, 0.30000000000000004);
   // (3 x 27 000 training + 3 000 validation images) x 1 GFLOP / 85 s.
@@ -49,7 +51,8 @@ TEST(ImageClassificationFigures, FollowCaramlsDefinitionsOverTheTimedEpochs) {
   ASSERT_TRUE(f.images_per_wh.has_value());
   EXPECT_DOUBLE_EQ(*f.images_per_wh, 30000 / 2.5);
   EXPECT_DOUBLE_EQ(*f.j_per_image, 2.5 * 3600 / 30000);
-  EXPECT_FALSE(image_classification_figures(fixture_rows(), 1e9, std::nullopt).images_per_wh.has_value());
+  EXPECT_FALSE(
+      image_classification_figures(fixture_rows(), 1e9, std::nullopt).images_per_wh.has_value());
 }
 
 TEST(ImageClassificationFigures, NoTimedEpochIsAnError) {

@@ -61,12 +61,14 @@ TEST(LlmMetrics, CaramlsPublishedExample) {
 TEST(LlmMetrics, TflopsFormulaOnHandComputedNumbers) {
   // 24 k B s L h^2 (1 + s/(6h) + V/(16 L h)).
   GptFlopsModel a;
-  a.global_batch = 1, a.seq_length = 6, a.num_layers = 1, a.hidden_size = 1, a.padded_vocab = 16, a.activation_factor = 3;
+  a.global_batch = 1, a.seq_length = 6, a.num_layers = 1, a.hidden_size = 1, a.padded_vocab = 16,
+  a.activation_factor = 3;
   // 24 * 3 * 6 * (1 + 1 + 1) = 1296 FLOPs.
   EXPECT_DOUBLE_EQ(gpt_iteration_flops(a), 1296.0);
   EXPECT_DOUBLE_EQ(tflops_per_device(a, 1.0, 1), 1296e-12);
   GptFlopsModel b;
-  b.global_batch = 2, b.seq_length = 12, b.num_layers = 2, b.hidden_size = 3, b.padded_vocab = 96, b.activation_factor = 4;
+  b.global_batch = 2, b.seq_length = 12, b.num_layers = 2, b.hidden_size = 3, b.padded_vocab = 96,
+  b.activation_factor = 4;
   // 24 * 4 * 2 * 12 * 2 * 9 = 41472; x (1 + 12/18 + 96/96) = 110592; over 0.5 s x 2 devices.
   EXPECT_NEAR(gpt_iteration_flops(b), 110592.0, 1e-9);
   EXPECT_NEAR(tflops_per_device(b, 0.5, 2), 110592e-12, 1e-20);
@@ -80,8 +82,9 @@ TEST(LlmMetrics, MegatronLearningRateSchedule) {
   EXPECT_DOUBLE_EQ(megatron_lr(s, 0), 0.0);
   EXPECT_NEAR(megatron_lr(s, 50), 5e-5, 1e-18);
   EXPECT_NEAR(megatron_lr(s, 100), 1e-4, 1e-18);
-  EXPECT_NEAR(megatron_lr(s, 600), 5.5e-5, 1e-15);                                   // cos(pi/2) = 0
-  EXPECT_NEAR(megatron_lr(s, 350), 1e-5 + 0.5 * (std::cos(M_PI / 4) + 1) * 9e-5, 1e-15);  // 8.682e-5
+  EXPECT_NEAR(megatron_lr(s, 600), 5.5e-5, 1e-15);  // cos(pi/2) = 0
+  EXPECT_NEAR(megatron_lr(s, 350), 1e-5 + 0.5 * (std::cos(M_PI / 4) + 1) * 9e-5,
+              1e-15);  // 8.682e-5
   EXPECT_NEAR(megatron_lr(s, 1100), 1e-5, 1e-15);
   EXPECT_DOUBLE_EQ(megatron_lr(s, 5000), 1e-5);
   s.style = "linear";
@@ -106,7 +109,9 @@ TEST(LlmMetrics, TheLogLineMatchesCaramlsPatterns) {
   ASSERT_TRUE(std::regex_search(line, m, std::regex(R"(iteration\s+(\d+)/\s*(\d+))"))) << line;
   EXPECT_EQ(m[1], "25");
   EXPECT_EQ(m[2], "100");
-  ASSERT_TRUE(std::regex_search(line, m, std::regex(R"(elapsed time per iteration \(s\):\s+([0-9.]+))"))) << line;
+  ASSERT_TRUE(
+      std::regex_search(line, m, std::regex(R"(elapsed time per iteration \(s\):\s+([0-9.]+))")))
+      << line;
   EXPECT_EQ(m[1], "26.5200");
   ASSERT_TRUE(std::regex_search(line, m, std::regex(R"(TFLOPs:\s+([0-9.]+))"))) << line;
   EXPECT_NEAR(std::stod(m[1]), 321.65, 0.2);
@@ -133,7 +138,8 @@ TEST(LlmMetrics, FiguresExcludeTheWarmupByNameBesideCaramlsMean) {
     rows[i].val_loss = i == 2 ? 6.5 : std::numeric_limits<double>::quiet_NaN();
   }
   GptFlopsModel m;
-  m.global_batch = 8, m.seq_length = 100, m.num_layers = 2, m.hidden_size = 60, m.padded_vocab = 1920;
+  m.global_batch = 8, m.seq_length = 100, m.num_layers = 2, m.hidden_size = 60,
+  m.padded_vocab = 1920;
   m.activation_factor = 4;
   const LlmFigures f = llm_figures(rows, m, 2, 0.5, 2.0);
   EXPECT_EQ(f.iterations, 17);
@@ -167,11 +173,13 @@ TEST(LlmMetrics, IterationStatsRoundTripAndRejectBadRows) {
   test::TempDir dir;
   const auto file = dir.path() / kIterationStatsFileName;
   IntervalRow a;
-  a.iteration = 5, a.iterations = 5, a.warmup = true, a.train_s = 2.5, a.lm_loss = 10.9, a.lr = 1e-5;
+  a.iteration = 5, a.iterations = 5, a.warmup = true, a.train_s = 2.5, a.lm_loss = 10.9,
+  a.lr = 1e-5;
   a.val_loss = std::numeric_limits<double>::quiet_NaN();
   IntervalRow b = a;
   b.iteration = 10, b.warmup = false, b.val_loss = 10.5, b.skipped = 1, b.grad_norm = 0.75;
-  std::ofstream(file) << iteration_stats_header() << "\n" << iteration_stats_line(a) << "\n"
+  std::ofstream(file) << iteration_stats_header() << "\n"
+                      << iteration_stats_line(a) << "\n"
                       << iteration_stats_line(b) << "\n";
   const auto rows = read_iteration_stats(file);
   ASSERT_EQ(rows.size(), 2u);
@@ -182,7 +190,8 @@ TEST(LlmMetrics, IterationStatsRoundTripAndRejectBadRows) {
   EXPECT_EQ(rows[1].skipped, 1);
   EXPECT_DOUBLE_EQ(rows[1].grad_norm, 0.75);
   b.iteration = 12;  // does not follow 5 by 5
-  std::ofstream(file) << iteration_stats_header() << "\n" << iteration_stats_line(a) << "\n"
+  std::ofstream(file) << iteration_stats_header() << "\n"
+                      << iteration_stats_line(a) << "\n"
                       << iteration_stats_line(b) << "\n";
   try {
     read_iteration_stats(file);
@@ -200,8 +209,9 @@ TEST(LlmMetrics, ResultTableHasCaramlsColumnsInOrder) {
   r.runtime_s = 90;
   r.devices = 4;
   r.global_batch = 2048;
-  r.params = {{kParamModel, "GPT"}, {kParamModelSize, "800M"}, {kParamDataset, "synthetic"},
-              {kParamPipelineParallel, "1"}, {kParamTensorParallel, "1"}, {kParamDataParallel, "4"}};
+  r.params = {{kParamModel, "GPT"},         {kParamModelSize, "800M"},
+              {kParamDataset, "synthetic"}, {kParamPipelineParallel, "1"},
+              {kParamTensorParallel, "1"},  {kParamDataParallel, "4"}};
   r.counters = {{kCounterIterations, 25, "", ""},
                 {kCounterTimePerIteration, 26.52, "s", ""},
                 {kCounterTokensPerS, 158152.8, "tokens/s", ""},
@@ -209,11 +219,14 @@ TEST(LlmMetrics, ResultTableHasCaramlsColumnsInOrder) {
                 {kCounterMfu, 0.325, "", ""}};
   const std::string csv = report::format_workload_table(result_table(), {r}, "csv");
   const std::string header = csv.substr(0, csv.find('\n'));
-  EXPECT_EQ(header.substr(0, 199),
-            std::string("JobID,System,Version,Queue,JobTime,Runtime(min),Model,ModelSize,Dataset,Nodes,Devices,"
-                        "GlobalBatchSize,PipelineParallel,TensorParallel,DataParallel,Iterations,Time/iteration(s),"
-                        "Tokens/second,Avg_TFLOPs/GPU,")
-                .substr(0, 199));
+  EXPECT_EQ(
+      header.substr(0, 199),
+      std::string(
+          "JobID,System,Version,Queue,JobTime,Runtime(min),Model,ModelSize,Dataset,Nodes,Devices,"
+          "GlobalBatchSize,PipelineParallel,TensorParallel,DataParallel,Iterations,Time/"
+          "iteration(s),"
+          "Tokens/second,Avg_TFLOPs/GPU,")
+          .substr(0, 199));
   EXPECT_NE(csv.find(",1.50,GPT,800M,synthetic,"), std::string::npos) << csv;
   EXPECT_NE(csv.find(",2048,1,1,4,25,26.5200,158152.80,321.65,"), std::string::npos) << csv;
   EXPECT_NE(csv.find(",32.50,"), std::string::npos) << "MFU in percent\n" << csv;

@@ -35,7 +35,8 @@ template <typename T>
 void widen(const unsigned char* src, int64_t count, int64_t* out) {
   // Signed element types (Megatron's int8 code) widen with their sign: that is their value.
   for (int64_t i = 0; i < count; ++i)
-    out[i] = static_cast<int64_t>(load<T>(src + i * sizeof(T)));  // NOLINT(bugprone-signed-char-misuse)
+    out[i] =
+        static_cast<int64_t>(load<T>(src + i * sizeof(T)));  // NOLINT(bugprone-signed-char-misuse)
 }
 
 bool is_known_code(uint8_t code) {
