@@ -109,7 +109,9 @@ TEST(UNet3d, InitialisationIsPyTorchDefault) {
     const at::Tensor t = params[name];
     const double bound = 1.0 / std::sqrt(fan_in);
     const double max_abs = t.abs().max().item<double>();
-    EXPECT_LE(max_abs, bound) << name;
+    // LibTorch draws in float32 from a float32 bound: a draw can reach that bound, which may lie
+    // one float32 rounding (2^-24 relative) above the double one. The allowance is 8 of those.
+    EXPECT_LE(max_abs, bound * (1 + 8 * std::ldexp(1.0, -24))) << name;
     if (t.numel() >= 1000) {
       EXPECT_GE(max_abs, 0.95 * bound) << name;
       EXPECT_NEAR(t.mean().item<double>(), 0.0, 0.05 * bound) << name;
