@@ -14,7 +14,6 @@ foreach(dir src tests bench)
   endforeach()
 endforeach()
 file(GLOB_RECURSE format_files CONFIGURE_DEPENDS ${format_globs})
-list(LENGTH format_files format_count)
 add_test(NAME format.clang_format
          COMMAND ${SCAFFOLD_CLANG_FORMAT} --dry-run --Werror ${format_files}
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
