@@ -76,7 +76,7 @@ inline bool seed(const int64_t& v) {
   return v >= 0;
 }
 inline bool grid(const std::vector<int>& v) {
-  if (v.empty() || v.size() > 2) return false;
+  if (v.empty() || v.size() > 3) return false;
   for (int n : v)
     if (n < 4 || n > (1 << 20)) return false;
   return true;
@@ -105,6 +105,13 @@ inline std::string grid_for_problem(const D& d) {
     return g.size() == 2 && g[0] % 2 == 0 && g[0] >= 8 && g[0] <= 8192 && g[1] >= 8 && g[1] <= 1024
                ? ""
                : "two entries [nx, nz] for rbc2d: nx even in [8, 8192], nz in [8, 1024]";
+  if (d.problem == "rbc3d")
+    return g.size() == 3 && g[0] % 2 == 0 && g[0] >= 8 && g[0] <= 4096 && g[1] % 2 == 0 &&
+                   g[1] >= 8 && g[1] <= 4096 && g[2] >= 8 && g[2] <= 1024
+               ? ""
+               : "three entries [nx, ny, nz] for rbc3d: nx and ny even in [8, 4096], nz in [8, "
+                 "1024]";
+  if (g.size() > 2) return "at most two entries for " + d.problem;
   return "";
 }
 
@@ -141,49 +148,49 @@ void append_fno_data_keys(std::vector<KeySpecT<C>>& t, FnoDataAccess<C> data, Fn
   if (auto* s = add(key("problem", &D::problem,
                         "the PDE: burgers1d (viscous Burgers, u(0) -> u(T)), navier_stokes2d "
                         "(vorticity on the unit "
-                        "torus, t_in records -> the next t_out), rbc2d (Rayleigh-Benard "
-                        "convection, t_in states -> "
-                        "the next t_out)",
-                        "one of burgers1d, navier_stokes2d, rbc2d",
+                        "torus, t_in records -> the next t_out), rbc2d and rbc3d (2-D and 3-D "
+                        "Rayleigh-Benard convection, t_in states -> the next t_out)",
+                        "one of burgers1d, navier_stokes2d, rbc2d, rbc3d",
                         static_cast<bool (*)(const std::string&)>(nullptr))))
-    s->choices = {"burgers1d", "navier_stokes2d", "rbc2d"};
+    s->choices = {"burgers1d", "navier_stokes2d", "rbc2d", "rbc3d"};
   if (auto* s = add(key("data_dir", &D::data_dir, "cache directory of the generated PDE datasets",
                         "a non-empty path", rules::non_empty)))
     s->absolute_path = true;
   add(key("seed", &D::seed, "the single seed for everything", "an integer >= 0", k::seed));
   if (auto* s = add(
           key("grid", &D::grid, "grid points per spatial dimension; the problem fixes how many",
-              "a list of 1 or 2 integers in [4, 1048576]", k::grid),
+              "a list of 1 to 3 integers in [4, 1048576]", k::grid),
           {"problem"}, +[](const D& d) { return k::grid_for_problem(d); })) {
     s->list_min = 1;
-    s->list_max = 2;
+    s->list_max = 3;
   }
   add(key("train_samples", &D::train_samples,
-          "training examples (rbc2d: enough trajectories of rbc_states states are generated)",
+          "training examples (rbc2d/3d: enough trajectories of rbc_states states are generated)",
           count, k::at_least_1));
   add(key("val_samples", &D::val_samples, "validation examples", count, k::at_least_1));
   add(
-      key("t_in", &D::t_in, "input time steps per example (the input channels; rbc2d: 4 per step)",
-          count, k::at_least_1),
+      key("t_in", &D::t_in,
+          "input time steps per example (the input channels; rbc2d: 4 per step, rbc3d: 5)", count,
+          k::at_least_1),
       {"problem"}, +[](const D& d) {
         return d.problem != "burgers1d" || d.t_in == 1
                    ? std::string()
                    : std::string("1 for burgers1d (u at t = 0)");
       });
   add(key("t_out", &D::t_out,
-          "predicted time steps per example (the output channels; rbc2d: 4 per step)", count,
-          k::at_least_1));
+          "predicted time steps per example (the output channels; rbc2d: 4 per step, rbc3d: 5)",
+          count, k::at_least_1));
   add(
       key("viscosity", &D::viscosity,
-          "viscosity; 0: the problem's default (burgers1d 0.1, navier_stokes2d 1e-3); rbc2d takes "
-          "rbc_rayleigh and "
-          "rbc_prandtl instead",
+          "viscosity; 0: the problem's default (burgers1d 0.1, navier_stokes2d 1e-3); rbc2d and "
+          "rbc3d take rbc_rayleigh and rbc_prandtl instead",
           "a number >= 0", k::non_negative),
       {"problem"}, +[](const D& d) {
-        return d.problem != "rbc2d" || d.viscosity == 0.0
+        return (d.problem != "rbc2d" && d.problem != "rbc3d") || d.viscosity == 0.0
                    ? std::string()
                    : std::string(
-                         "0 for rbc2d (its viscosity is sqrt(Pr / Ra): set rbc_rayleigh, "
+                         "0 for rbc2d and rbc3d (their viscosity is sqrt(Pr / Ra): set "
+                         "rbc_rayleigh, "
                          "rbc_prandtl)");
       });
 
@@ -239,34 +246,37 @@ void append_fno_data_keys(std::vector<KeySpecT<C>>& t, FnoDataAccess<C> data, Fn
   add(key("ns_grf_alpha", &D::ns_grf_alpha, "navier_stokes2d: alpha of the initial GRF", positive,
           k::positive));
 
-  // rbc2d.
-  add(key("rbc_rayleigh", &D::rbc_rayleigh, "rbc2d: Rayleigh number (CARAML: 1e7)", positive,
-          k::positive));
-  add(key("rbc_prandtl", &D::rbc_prandtl, "rbc2d: Prandtl number", positive, k::positive));
-  add(key("rbc_aspect", &D::rbc_aspect, "rbc2d: domain width over height", positive, k::positive));
+  // rbc2d and rbc3d.
+  add(key("rbc_rayleigh", &D::rbc_rayleigh,
+          "rbc2d, rbc3d: Rayleigh number (CARAML: RBC2D 1e7, RBC3D 1e5)", positive, k::positive));
+  add(key("rbc_prandtl", &D::rbc_prandtl, "rbc2d, rbc3d: Prandtl number", positive, k::positive));
+  add(key("rbc_aspect", &D::rbc_aspect, "rbc2d, rbc3d: domain width (x, and y in 3-D) over height",
+          positive, k::positive));
   add(key("rbc_dt", &D::rbc_dt,
-          "rbc2d: solver time step in free-fall times (fixed; generation fails if the CFL number "
+          "rbc2d, rbc3d: solver time step in free-fall times (fixed; generation fails if the CFL "
+          "number "
           "passes rbc_cfl_max)",
           positive, k::positive));
   add(key("rbc_spinup_time", &D::rbc_spinup_time,
-          "rbc2d: free-fall times simulated before the first stored state", "a number >= 0",
+          "rbc2d, rbc3d: free-fall times simulated before the first stored state", "a number >= 0",
           k::non_negative));
   add(
       key(
-          "rbc_states", &D::rbc_states, "rbc2d: stored states per trajectory", "an integer >= 2",
-          +[](const int& v) { return v >= 2; }),
+          "rbc_states", &D::rbc_states, "rbc2d, rbc3d: stored states per trajectory",
+          "an integer >= 2", +[](const int& v) { return v >= 2; }),
       {"problem", "t_in", "t_out"}, +[](const D& d) {
-        return d.problem != "rbc2d" || d.rbc_states >= d.t_in + d.t_out
+        return (d.problem != "rbc2d" && d.problem != "rbc3d") || d.rbc_states >= d.t_in + d.t_out
                    ? std::string()
                    : fmt::format("at least t_in + t_out = {} (an example spans that many states)",
                                  d.t_in + d.t_out);
       });
   add(key("rbc_record_steps", &D::rbc_record_steps,
-          "rbc2d: solver steps between stored states (1: the model learns the solver's time step)",
+          "rbc2d, rbc3d: solver steps between stored states (1: the model learns the solver's time "
+          "step)",
           count, k::at_least_1));
   add(key("rbc_noise_amplitude", &D::rbc_noise_amplitude,
-          "rbc2d: amplitude of the initial buoyancy perturbation", positive, k::positive));
-  add(key("rbc_cfl_max", &D::rbc_cfl_max, "rbc2d: the largest CFL number accepted", positive,
+          "rbc2d, rbc3d: amplitude of the initial buoyancy perturbation", positive, k::positive));
+  add(key("rbc_cfl_max", &D::rbc_cfl_max, "rbc2d, rbc3d: the largest CFL number accepted", positive,
           k::positive));
 }
 

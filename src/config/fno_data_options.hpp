@@ -14,15 +14,16 @@ namespace scaffold::config {
 
 struct FnoDataConfig {
   // Shared with the FNO benchmark.
-  std::string problem = "rbc2d";      // burgers1d | navier_stokes2d | rbc2d
+  std::string problem = "rbc2d";      // burgers1d | navier_stokes2d | rbc2d | rbc3d
   std::string data_dir = "fno_data";  // cache of the generated PDE datasets
   int64_t seed = 42;
-  std::vector<int> grid{256, 64};  // burgers1d [N]; navier_stokes2d [N, N]; rbc2d [nx, nz]
-  int train_samples = 1000;        // training examples
-  int val_samples = 100;           // validation examples
-  int t_in = 1;                    // input time steps per example (burgers1d: 1)
-  int t_out = 1;                   // predicted time steps per example
-  double viscosity = 0.0;          // 0: the problem's default (burgers1d 0.1, navier_stokes2d 1e-3)
+  std::vector<int> grid{
+      256, 64};  // burgers1d [N]; navier_stokes2d [N, N]; rbc2d [nx, nz]; rbc3d [nx, ny, nz]
+  int train_samples = 1000;  // training examples
+  int val_samples = 100;     // validation examples
+  int t_in = 1;              // input time steps per example (burgers1d: 1)
+  int t_out = 1;             // predicted time steps per example
+  double viscosity = 0.0;    // 0: the problem's default (burgers1d 0.1, navier_stokes2d 1e-3)
 
   // burgers1d: u(., 0) -> u(., j T / t_out), j = 1 .. t_out.
   int burgers_solver_refinement =
@@ -42,7 +43,7 @@ struct FnoDataConfig {
   double ns_grf_tau = 7.0;
   double ns_grf_alpha = 2.5;
 
-  // rbc2d: trajectories of rbc_states stored states; t_in states -> the next t_out.
+  // rbc2d, rbc3d: trajectories of rbc_states stored states; t_in states -> the next t_out.
   double rbc_rayleigh = 1e7;
   double rbc_prandtl = 1.0;
   double rbc_aspect = 4.0;

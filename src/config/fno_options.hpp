@@ -28,7 +28,7 @@ struct FnoConfig {
   int64_t seed = 42;  // the single seed for everything
 
   // Problem and data (the generators' shared keys, fno_data_options.hpp).
-  std::string problem = "rbc2d";   // burgers1d | navier_stokes2d | rbc2d
+  std::string problem = "rbc2d";   // burgers1d | navier_stokes2d | rbc2d | rbc3d
   std::vector<int> grid{256, 64};  // grid points per spatial dimension: [N] | [N, N] | [nx, nz]
   int train_samples = 1000;        // training examples
   int val_samples = 100;           // held-out examples (the relative L2 error)

@@ -74,20 +74,19 @@ std::vector<Spec> fno_table() {
           "problem", &FC::problem,
           "the operator to learn, on data generated in situ (and cached in data_dir): burgers1d "
           "(1-D viscous Burgers, u(0) -> u(T)), navier_stokes2d (2-D vorticity on the torus, t_in "
-          "records -> the next t_out) or rbc2d (2-D Rayleigh-Benard, CARAML's RBC2D: t_in states "
-          "-> "
-          "the next t_out)",
-          "one of burgers1d, navier_stokes2d, rbc2d"),
-      {"burgers1d", "navier_stokes2d", "rbc2d"});
+          "records -> the next t_out), rbc2d or rbc3d (2-D and 3-D Rayleigh-Benard, CARAML's RBC2D "
+          "and RBC3D: t_in states -> the next t_out)",
+          "one of burgers1d, navier_stokes2d, rbc2d, rbc3d"),
+      {"burgers1d", "navier_stokes2d", "rbc2d", "rbc3d"});
   {
     const auto i = add(bind_key(
         "grid", &FC::grid, "grid points per spatial dimension; the problem fixes how many",
-        "a list of 1 or 2 integers in [4, 65536]", +[](const std::vector<int>& v) {
-          return !v.empty() && v.size() <= 2 &&
+        "a list of 1 to 3 integers in [4, 65536]", +[](const std::vector<int>& v) {
+          return !v.empty() && v.size() <= 3 &&
                  std::all_of(v.begin(), v.end(), [](int n) { return n >= 4 && n <= 65536; });
         }));
     t[i].list_min = 1;
-    t[i].list_max = 2;
+    t[i].list_max = 3;
     t[i].depends_on = {"problem"};
     t[i].cross_check = [](const FC& c) { return fno_keys::grid_for_problem(fno_data_config(c)); };
   }
@@ -98,7 +97,8 @@ std::vector<Spec> fno_table() {
                at_least_1));
   {
     const auto i = add(bind_key(
-        "t_in", &FC::t_in, "input time steps per example (the input channels; rbc2d: 4 per step)",
+        "t_in", &FC::t_in,
+        "input time steps per example (the input channels; rbc2d: 4 per step, rbc3d: 5)",
         "an integer in [1, 100]", +[](const int& v) { return v >= 1 && v <= 100; }));
     t[i].depends_on = {"problem"};
     t[i].cross_check = [](const FC& c) {
@@ -108,20 +108,20 @@ std::vector<Spec> fno_table() {
   }
   add(bind_key(
       "t_out", &FC::t_out,
-      "predicted time steps per example (the output channels; rbc2d: 4 per step)",
+      "predicted time steps per example (the output channels; rbc2d: 4 per step, rbc3d: 5)",
       "an integer in [1, 100]", +[](const int& v) { return v >= 1 && v <= 100; }));
   {
     const auto i = add(
         bind_key("viscosity", &FC::viscosity,
                  "viscosity; 0: the problem's default (burgers1d 0.1, navier_stokes2d 1e-3); rbc2d "
-                 "takes rbc_rayleigh and rbc_prandtl instead",
+                 "and rbc3d take rbc_rayleigh and rbc_prandtl instead",
                  "a number >= 0", non_negative));
     t[i].depends_on = {"problem"};
     t[i].cross_check = [](const FC& c) {
-      return c.problem != "rbc2d" || c.viscosity == 0.0
+      return (c.problem != "rbc2d" && c.problem != "rbc3d") || c.viscosity == 0.0
                  ? std::string()
                  : std::string(
-                       "0 for rbc2d (its viscosity is sqrt(Pr / Ra): set rbc_rayleigh, "
+                       "0 for rbc2d and rbc3d (their viscosity is sqrt(Pr / Ra): set rbc_rayleigh, "
                        "rbc_prandtl)");
     };
   }

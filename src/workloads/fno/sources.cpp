@@ -16,6 +16,8 @@ ProblemShape problem_shape(const config::FnoConfig& cfg) {
     s = {cfg.t_in, cfg.t_out, cfg.t_out, 1};  // the paper's 2-D setting: T_in steps in, T_out out
   } else if (cfg.problem == "rbc2d") {
     s = {4 * cfg.t_in, 4 * cfg.t_out, cfg.t_out, 4};  // velocity (2), buoyancy, pressure per step
+  } else if (cfg.problem == "rbc3d") {
+    s = {5 * cfg.t_in, 5 * cfg.t_out, cfg.t_out, 5};  // velocity (3), buoyancy, pressure per step
   } else {
     s = {cfg.t_in, cfg.t_out, cfg.t_out, 1};  // burgers1d: u(x, 0) -> u(x, t_j)
   }

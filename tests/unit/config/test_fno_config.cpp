@@ -198,6 +198,54 @@ TEST_F(FnoConfigTest, FnoYmlIsCaramlsRbc2dConfig) {
   EXPECT_EQ(c.eval_batch_size, 20);
 }
 
+// configs/fno_rbc3d.yml is CARAML's RBC3D recipe, transcribed by hand from
+// chelseajohn/operator_learning's config/rbc3d_pysdc.yaml (the config fno_benchmark.yaml names for
+// tag RBC3D, data file RBC3D_64x64x32_Ra1e5_dt0_5_solution.h5) and that JUBE file's arguments.
+TEST_F(FnoConfigTest, FnoRbc3dYmlIsCaramlsRbc3dConfig) {
+  const FC c = load({std::string(SCAFFOLD_SOURCE_DIR) + "/configs/fno_rbc3d.yml"});
+  // simu: Rayleigh 1e5, Pr 0.7, nDim 3, resFactor 32 (z), dtData 0.5, iBeg 100 (x 0.5 = t 50);
+  // the data file's grid 64 x 64 x 32; RBC3DG4: a 4 x 4 x 1 box.
+  EXPECT_EQ(c.problem, "rbc3d");
+  EXPECT_EQ(c.grid, (std::vector<int>{64, 64, 32}));
+  EXPECT_EQ(c.generator.rbc_rayleigh, 1e5);
+  EXPECT_EQ(c.generator.rbc_prandtl, 0.7);
+  EXPECT_EQ(c.generator.rbc_aspect, 4.0);
+  EXPECT_DOUBLE_EQ(c.generator.rbc_dt * c.generator.rbc_record_steps, 0.5);  // dtData
+  EXPECT_EQ(c.generator.rbc_spinup_time, 50.0);
+  // sample: inSize 1, outStep 1; data: outType solution, outScaling 1.
+  EXPECT_EQ(c.t_in, 1);
+  EXPECT_EQ(c.t_out, 1);
+  EXPECT_EQ(c.target, "next");
+  EXPECT_EQ(c.target_scaling, 1.0);
+  // model: da 5 = du 5 (no coordinates), dv 25, kX 12, kY 12, kZ 6, n_layers 2, bias false,
+  // scaling_layers 4, channel_mlp_expansion 4 (P's and Q's hidden size 100).
+  EXPECT_EQ(c.grid_coordinates, false);
+  EXPECT_EQ(c.width, 25);
+  EXPECT_EQ(c.modes, (std::vector<int>{12, 12, 6}));
+  EXPECT_EQ(c.layers, 2);
+  EXPECT_EQ(c.bias, false);
+  EXPECT_EQ(c.projection_channels, 100);
+  EXPECT_EQ(c.lifting_layers, 4);
+  EXPECT_EQ(c.projection_layers, 4);
+  EXPECT_EQ(c.gelu_after_last_layer, true);
+  // optim: adam, lr 1e-4, weight_decay 1e-5; lr_scheduler: CosAnnealingLR, T_max 50000.
+  EXPECT_EQ(c.learning_rate, 1e-4);
+  EXPECT_EQ(c.weight_decay, 1e-5);
+  EXPECT_EQ(c.lr_scheduler, "cosine");
+  EXPECT_EQ(c.lr_t_max, 50000);
+  // loss: VectorNormLoss, absolute false.
+  EXPECT_EQ(c.loss, "field_relative_l2");
+  // train: epochs 5, saveInterval 5.
+  EXPECT_EQ(c.warmup_epochs + c.epochs, 5);
+  EXPECT_EQ(c.checkpoint_interval, 5);
+  // JUBE: batchSize 4, val_batchSize 1, tp_size 1 (swept), use_amp 0; eval [20, 5, 64, 64, 32].
+  EXPECT_EQ(c.batch_size, 4);
+  EXPECT_EQ(c.val_batch_size, 1);
+  EXPECT_EQ(c.tp_size, 1);
+  EXPECT_EQ(c.precision, "fp32");
+  EXPECT_EQ(c.eval_batch_size, 20);
+}
+
 // configs/fno_paper.yml keeps the earlier recipe (the FNO paper's model and optimiser), which is
 // also the built-in default.
 TEST_F(FnoConfigTest, FnoPaperYmlIsTheEarlierRecipe) {

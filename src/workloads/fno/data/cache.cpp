@@ -57,21 +57,25 @@ json problem_json(const FnoDataOptions& o) {
                   {"train_samples", n.train_samples},
                   {"val_samples", n.val_samples}};
     }
-    case FnoProblem::RayleighBenard: {
+    case FnoProblem::RayleighBenard:
+    case FnoProblem::RayleighBenard3d: {
       const auto& r = o.rayleigh_benard;
-      return json{{"nx", r.nx},
-                  {"nz", r.nz},
-                  {"rayleigh", r.rayleigh},
-                  {"prandtl", r.prandtl},
-                  {"aspect", r.aspect},
-                  {"dt", r.dt},
-                  {"spinup_time", r.spinup_time},
-                  {"states", r.states},
-                  {"record_steps", r.record_steps},
-                  {"noise_amplitude", r.noise_amplitude},
-                  {"cfl_max", r.cfl_max},
-                  {"train_samples", r.train_samples},
-                  {"val_samples", r.val_samples}};
+      json j{{"nx", r.nx},
+             {"nz", r.nz},
+             {"rayleigh", r.rayleigh},
+             {"prandtl", r.prandtl},
+             {"aspect", r.aspect},
+             {"dt", r.dt},
+             {"spinup_time", r.spinup_time},
+             {"states", r.states},
+             {"record_steps", r.record_steps},
+             {"noise_amplitude", r.noise_amplitude},
+             {"cfl_max", r.cfl_max},
+             {"train_samples", r.train_samples},
+             {"val_samples", r.val_samples}};
+      if (o.problem == FnoProblem::RayleighBenard3d)
+        j["ny"] = r.ny;  // rbc2d's keys stay as they were
+      return j;
     }
   }
   return json::object();
@@ -113,6 +117,14 @@ ProblemLayout layout_from_json(const json& j) {
   return l;
 }
 
+// The examples and timing of a trajectory of stored states (both Rayleigh-Benard problems).
+void rbc_timing(const RayleighBenardOptions& r, ProblemLayout* l) {
+  l->examples_per_sample = r.states - 1;
+  l->time_per_timestep = r.dt * static_cast<double>(r.record_steps);
+  l->solver_steps_per_timestep = r.record_steps;
+  l->solver_steps_per_sample = steps_in(r.spinup_time, r.dt) + (r.states - 1) * r.record_steps;
+}
+
 }  // namespace
 
 ProblemLayout problem_layout(const FnoDataOptions& o) {
@@ -148,16 +160,20 @@ ProblemLayout problem_layout(const FnoDataOptions& o) {
       l.grid = {r.nx, r.nz};
       l.input_channels = l.target_channels = {"u_x", "u_z", "b", "p"};
       l.files = {{"states", {r.states, 4, r.nx, r.nz}}};
-      l.examples_per_sample = r.states - 1;
-      l.time_per_timestep = r.dt * static_cast<double>(r.record_steps);
-      l.solver_steps_per_timestep = r.record_steps;
-      l.solver_steps_per_sample = steps_in(r.spinup_time, r.dt) + (r.states - 1) * r.record_steps;
+      rbc_timing(r, &l);
+      break;
+    }
+    case FnoProblem::RayleighBenard3d: {
+      const auto& r = o.rayleigh_benard;
+      l.grid = {r.nx, r.ny, r.nz};
+      l.input_channels = l.target_channels = {"u_x", "u_y", "u_z", "b", "p"};
+      l.files = {{"states", {r.states, 5, r.nx, r.ny, r.nz}}};
+      rbc_timing(r, &l);
       break;
     }
   }
   return l;
 }
-
 int64_t sample_count(const FnoDataOptions& o, FnoSplit split) {
   const bool train = split == FnoSplit::Train;
   switch (o.problem) {
@@ -166,6 +182,7 @@ int64_t sample_count(const FnoDataOptions& o, FnoSplit split) {
     case FnoProblem::NavierStokes:
       return train ? o.navier_stokes.train_samples : o.navier_stokes.val_samples;
     case FnoProblem::RayleighBenard:
+    case FnoProblem::RayleighBenard3d:
       return train ? o.rayleigh_benard.train_samples : o.rayleigh_benard.val_samples;
   }
   return 0;

@@ -1,4 +1,4 @@
-// Key-by-key copy, the problem's defaults for viscosity 0, and the trajectory count of rbc2d;
+// Key-by-key copy, the problem's defaults for viscosity 0, and the trajectory count of rbc2d/3d;
 // the config has already checked every range, fno::validate checks the result again.
 #include "workloads/fno/data/config_options.hpp"
 
@@ -47,7 +47,12 @@ FnoDataOptions fno_data_options(const config::FnoDataConfig& c, int threads,
 
   auto& r = o.rayleigh_benard;
   r.nx = g0;
-  r.nz = g1;
+  if (o.problem == FnoProblem::RayleighBenard3d) {  // [nx, ny, nz]
+    r.ny = g1;
+    r.nz = c.grid.size() > 2 ? c.grid[2] : 0;
+  } else {
+    r.nz = g1;
+  }
   r.rayleigh = c.rbc_rayleigh;
   r.prandtl = c.rbc_prandtl;
   r.aspect = c.rbc_aspect;
@@ -67,7 +72,7 @@ FnoSourceOptions fno_source_options(const config::FnoDataConfig& c) {
   FnoSourceOptions s;
   s.train_examples = c.train_samples;
   s.val_examples = c.val_samples;
-  if (c.problem == "rbc2d") {
+  if (is_rayleigh_benard(parse_problem(c.problem))) {
     s.rbc_steps_in = c.t_in;
     s.rbc_steps_out = c.t_out;
   }

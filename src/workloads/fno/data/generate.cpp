@@ -372,8 +372,8 @@ void training_stats(const FnoDataOptions& o, const ProblemLayout& layout,
   const int64_t n_train = sample_count(o, FnoSplit::Train);
   for (int64_t i = 0; i < n_train; ++i) {
     const auto& sums = rs[static_cast<std::size_t>(i)].sums;
-    if (o.problem == FnoProblem::RayleighBenard) {
-      // (states, 4): inputs are states 0 .. S-2, targets 1 .. S-1.
+    if (is_rayleigh_benard(o.problem)) {
+      // (states, fields): inputs are states 0 .. S-2, targets 1 .. S-1.
       const int64_t states = o.rayleigh_benard.states;
       for (int64_t s = 0; s < states; ++s)
         for (std::size_t k = 0; k < 2 * c_in; ++k) {
@@ -483,6 +483,14 @@ std::string describe(const FnoDataOptions& o) {
           "rbc2d: {} x {}, Ra {}, Pr {}, aspect {}, dt {}, spin-up {}, {} states every {} "
           "step(s)",
           r.nx, r.nz, r.rayleigh, r.prandtl, r.aspect, r.dt, r.spinup_time, r.states,
+          r.record_steps);
+    }
+    case FnoProblem::RayleighBenard3d: {
+      const auto& r = o.rayleigh_benard;
+      return fmt::format(
+          "rbc3d: {} x {} x {}, Ra {}, Pr {}, aspect {}, dt {}, spin-up {}, {} states every {} "
+          "step(s)",
+          r.nx, r.ny, r.nz, r.rayleigh, r.prandtl, r.aspect, r.dt, r.spinup_time, r.states,
           r.record_steps);
     }
   }

@@ -54,6 +54,8 @@ const char* problem_name(FnoProblem problem) {
       return "navier_stokes2d";
     case FnoProblem::RayleighBenard:
       return "rbc2d";
+    case FnoProblem::RayleighBenard3d:
+      return "rbc3d";
   }
   return "?";
 }
@@ -63,10 +65,11 @@ const char* split_name(FnoSplit split) {
 }
 
 FnoProblem parse_problem(const std::string& name) {
-  for (FnoProblem p : {FnoProblem::Burgers, FnoProblem::NavierStokes, FnoProblem::RayleighBenard})
+  for (FnoProblem p : {FnoProblem::Burgers, FnoProblem::NavierStokes, FnoProblem::RayleighBenard,
+                       FnoProblem::RayleighBenard3d})
     if (name == problem_name(p)) return p;
   throw core::Error(
-      fmt::format("problem '{}': expected one of burgers1d, navier_stokes2d, rbc2d", name));
+      fmt::format("problem '{}': expected one of burgers1d, navier_stokes2d, rbc2d, rbc3d", name));
 }
 
 void validate(const FnoDataOptions& o) {
@@ -101,11 +104,19 @@ void validate(const FnoDataOptions& o) {
       check_counts(n.train_samples, n.val_samples);
       break;
     }
-    case FnoProblem::RayleighBenard: {
+    case FnoProblem::RayleighBenard:
+    case FnoProblem::RayleighBenard3d: {
       const auto& r = o.rayleigh_benard;
+      const bool three_d = o.problem == FnoProblem::RayleighBenard3d;
       if (r.nx < 8 || r.nx % 2 != 0)
         throw core::Error(fmt::format("grid[0] = {}: expected an even integer >= 8", r.nx));
-      if (r.nz < 8) throw core::Error(fmt::format("grid[1] = {}: expected an integer >= 8", r.nz));
+      if (three_d && (r.ny < 8 || r.ny % 2 != 0))
+        throw core::Error(fmt::format("grid[1] = {}: expected an even integer >= 8", r.ny));
+      if (!three_d && r.ny != 0)
+        throw core::Error(fmt::format("ny = {}: expected 0 for rbc2d (a 2-D grid)", r.ny));
+      if (r.nz < 8)
+        throw core::Error(
+            fmt::format("grid[{}] = {}: expected an integer >= 8", three_d ? 2 : 1, r.nz));
       if (!(r.rayleigh > 0.0) || !(r.prandtl > 0.0) || !(r.aspect > 0.0))
         throw core::Error(fmt::format(
             "rbc_rayleigh / rbc_prandtl / rbc_aspect = {} / {} / {}: expected numbers > 0",

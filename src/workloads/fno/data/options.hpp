@@ -13,13 +13,18 @@
 
 namespace scaffold::fno {
 
-enum class FnoProblem { Burgers, NavierStokes, RayleighBenard };
+enum class FnoProblem { Burgers, NavierStokes, RayleighBenard, RayleighBenard3d };
 enum class FnoSplit { Train, Val };
 
-// "burgers1d", "navier_stokes2d", "rbc2d" (the FNO benchmark's names; CARAML's tag is RBC2D).
+// "burgers1d", "navier_stokes2d", "rbc2d", "rbc3d" (the FNO benchmark's names; CARAML's tags are
+// RBC2D and RBC3D).
 const char* problem_name(FnoProblem problem);
 // Throws core::Error naming the value and the choices when `name` is none of them.
 FnoProblem parse_problem(const std::string& name);
+// rbc2d or rbc3d: trajectories of stored states.
+inline bool is_rayleigh_benard(FnoProblem p) {
+  return p == FnoProblem::RayleighBenard || p == FnoProblem::RayleighBenard3d;
+}
 
 // A periodic Gaussian random field on the unit interval or torus with covariance
 // scale * (-Laplacian + tau^2 I)^(-alpha), mean zero (the constant mode is not drawn).
@@ -66,13 +71,15 @@ struct NavierStokesOptions {
   int64_t val_samples = 200;
 };
 
-// Boussinesq convection in free-fall units on [0, aspect) x [0, 1], periodic in x, no-slip
-// walls, buoyancy 1 at the bottom and 0 at the top: nu = sqrt(Pr/Ra), kappa = 1/sqrt(Ra Pr).
-// A sample is one trajectory from a random perturbation of the conductive state: spinup_time
-// unrecorded, then `states` stored states record_steps solver steps apart. An example maps
-// consecutive stored states (u_x, u_z, b, p) to the following ones (sources.hpp).
+// Boussinesq convection in free-fall units on [0, aspect) x [0, 1] (rbc2d) or [0, aspect)^2 x
+// [0, 1] (rbc3d), periodic horizontally, no-slip walls, buoyancy 1 at the bottom and 0 at the
+// top: nu = sqrt(Pr/Ra), kappa = 1/sqrt(Ra Pr). A sample is one trajectory from a random
+// perturbation of the conductive state: spinup_time unrecorded, then `states` stored states
+// record_steps solver steps apart. An example maps consecutive stored states (u_x, u_z, b, p;
+// in 3-D u_x, u_y, u_z, b, p) to the following ones (sources.hpp).
 struct RayleighBenardOptions {
-  int64_t nx = 256;  // Fourier points in x (CARAML's RBC2D: 256 x 64)
+  int64_t nx = 256;  // Fourier points in x (CARAML's RBC2D: 256 x 64; RBC3D: 64 x 64 x 32)
+  int64_t ny = 0;    // Fourier points in y (rbc3d only; 0 for rbc2d)
   int64_t nz = 64;   // Chebyshev-Gauss-Lobatto points in z, walls included
   double rayleigh = 1e7;
   double prandtl = 1.0;

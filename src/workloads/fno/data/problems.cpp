@@ -1,4 +1,4 @@
-// The three generators. Each checks its solver's health where the data is recorded: Burgers by
+// The generators. Each checks its solver's health where the data is recorded: Burgers by
 // the maximum principle (viscous Burgers never grows max |u|), Navier-Stokes and Rayleigh-Benard
 // by the advective CFL number; any non-finite value is an error.
 #include "workloads/fno/data/problems.hpp"
@@ -15,6 +15,7 @@
 #include "workloads/fno/data/grf.hpp"
 #include "workloads/fno/data/navier_stokes.hpp"
 #include "workloads/fno/data/rayleigh_benard.hpp"
+#include "workloads/fno/data/rayleigh_benard_3d.hpp"
 
 namespace scaffold::fno {
 namespace {
@@ -49,10 +50,12 @@ struct SampleGenerator::Impl {
   std::optional<BurgersSolver> burgers;
   std::optional<NavierStokesSolver> navier_stokes;
   std::optional<RayleighBenardSolver> rayleigh_benard;
+  std::optional<RayleighBenard3dSolver> rayleigh_benard_3d;
 
   GeneratedSample burgers_sample(FnoSplit split, int64_t index) const;
   GeneratedSample navier_stokes_sample(FnoSplit split, int64_t index) const;
-  GeneratedSample rayleigh_benard_sample(FnoSplit split, int64_t index) const;
+  template <class Solver>
+  GeneratedSample rayleigh_benard_sample(const Solver& solver, FnoSplit split, int64_t index) const;
 };
 
 GeneratedSample SampleGenerator::Impl::burgers_sample(FnoSplit split, int64_t index) const {
@@ -104,15 +107,16 @@ GeneratedSample SampleGenerator::Impl::navier_stokes_sample(FnoSplit split, int6
   return s;
 }
 
-GeneratedSample SampleGenerator::Impl::rayleigh_benard_sample(FnoSplit split, int64_t index) const {
+// One trajectory of either Rayleigh-Benard solver: both have initial_state, step, cfl and fields
+// (fields() gives the stored state's channels: 4 in 2-D, 5 in 3-D).
+template <class Solver>
+GeneratedSample SampleGenerator::Impl::rayleigh_benard_sample(const Solver& solver, FnoSplit split,
+                                                              int64_t index) const {
   const auto& r = options.rayleigh_benard;
-  const RayleighBenardSolver& solver = *rayleigh_benard;
-  RbcState state = solver.initial_state(r.noise_amplitude, sample_stream(options, split, index));
+  auto state = solver.initial_state(r.noise_amplitude, sample_stream(options, split, index));
   auto check = [&] {
     const double cfl =
-        state.theta.isfinite().all().item<bool>() && state.flow.isfinite().all().item<bool>()
-            ? solver.cfl(state)
-            : INFINITY;
+        state.theta.isfinite().all().template item<bool>() ? solver.cfl(state) : INFINITY;
     if (!(cfl <= r.cfl_max))
       throw core::Error(fmt::format(
           "{}: CFL number {} at t = {} (limit rbc_cfl_max = {}): use a smaller rbc_dt "
@@ -124,12 +128,22 @@ GeneratedSample SampleGenerator::Impl::rayleigh_benard_sample(FnoSplit split, in
     solver.step(&state);
     if (k % kRbcCheckEvery == 0) check();
   }
-  at::Tensor states = at::empty({r.states, 4, r.nx, r.nz}, at::kFloat);
+  at::Tensor states;
   for (int64_t s = 0; s < r.states; ++s) {
     if (s > 0)
       for (int64_t k = 0; k < r.record_steps; ++k) solver.step(&state);
     check();
-    states[s].copy_(solver.fields(state));
+    const at::Tensor fields = solver.fields(state);
+    if (!fields.isfinite().all().template item<bool>())
+      throw core::Error(
+          fmt::format("{}: a non-finite value at t = {}: use a smaller rbc_dt than {}",
+                      sample_name(options.problem, split, index), state.time, r.dt));
+    if (s == 0) {
+      std::vector<int64_t> shape{r.states};
+      for (int64_t d : fields.sizes()) shape.push_back(d);
+      states = at::empty(shape, at::kFloat);
+    }
+    states[s].copy_(fields);
   }
   GeneratedSample out;
   out.arrays = {states};
@@ -163,6 +177,19 @@ SampleGenerator::SampleGenerator(const FnoDataOptions& options) : impl_(std::mak
       impl_->rayleigh_benard.emplace(s);
       break;
     }
+    case FnoProblem::RayleighBenard3d: {
+      const auto& r = options.rayleigh_benard;
+      RayleighBenard3dSolverOptions s;
+      s.nx = r.nx;
+      s.ny = r.ny;
+      s.nz = r.nz;
+      s.rayleigh = r.rayleigh;
+      s.prandtl = r.prandtl;
+      s.aspect = r.aspect;
+      s.dt = r.dt;
+      impl_->rayleigh_benard_3d.emplace(s);
+      break;
+    }
   }
 }
 
@@ -175,7 +202,9 @@ GeneratedSample SampleGenerator::generate(FnoSplit split, int64_t index) const {
     case FnoProblem::NavierStokes:
       return impl_->navier_stokes_sample(split, index);
     case FnoProblem::RayleighBenard:
-      return impl_->rayleigh_benard_sample(split, index);
+      return impl_->rayleigh_benard_sample(*impl_->rayleigh_benard, split, index);
+    case FnoProblem::RayleighBenard3d:
+      return impl_->rayleigh_benard_sample(*impl_->rayleigh_benard_3d, split, index);
   }
   return {};
 }

@@ -31,6 +31,10 @@ inline FnoDataOptions tiny_options(FnoProblem problem, const std::filesystem::pa
   r.noise_amplitude = 0.1;
   r.train_samples = 2;
   r.val_samples = 1;
+  if (problem == FnoProblem::RayleighBenard3d) {  // 8 x 8 x 9 on a 2 x 2 x 1 box
+    r.nx = 8;
+    r.ny = 8;
+  }
   return o;
 }
 
