@@ -10,7 +10,8 @@ helpers are check_campaigns.py's.
              another sharding and a report.csv that disagrees with summary.json.
   fno_slurm  on a GPU system added as one entry, the dry run renders the RBC2D sweep tp_size
              1, 2, 4, 8, 16, each job script equal line by line to the one written out by hand
-             below; no sbatch call.
+             below; tag RBC3D renders the same sweep with configs/fno_rbc3d.yml, and tag all
+             both problems' (10 scripts); no sbatch call.
 
 Usage: check_fno_campaign.py TEST --scaffold BIN --jube JUBE --repo DIR [--keep]
 """
@@ -176,7 +177,7 @@ rm -f ready error finished
 trap '"{repo}/jube/lib/finish-job" train 143 "killed by SIGTERM"; exit 143' TERM
 # system 'testgpu' sets no modules or environment
 
-srun --ntasks={ranks} --ntasks-per-node={per_node} --cpus-per-task=16 /opt/scaffold/bin/scaffold fno -c {repo}/configs/fno.yml --tp-size {ranks} --data-dir /scratch/fno/fno --device cuda --dataloader-num-workers 4 --base-run-dir {work} --job-name fno --threads 16
+srun --ntasks={ranks} --ntasks-per-node={per_node} --cpus-per-task=16 /opt/scaffold/bin/scaffold fno -c {repo}/configs/{config} --tp-size {ranks} --data-dir /scratch/fno/fno --device cuda --dataloader-num-workers 4 --base-run-dir {work} --job-name fno --threads 16
 "{repo}/jube/lib/report-run" $? /opt/scaffold/bin/scaffold {work}/fno_*/
 "{repo}/jube/lib/finish-job" train $?
 """
@@ -196,31 +197,40 @@ def test_fno_slurm(env):
     os.chmod(os.path.join(bindir, "sbatch"), 0o755)
     env.environ["PATH"] = bindir + os.pathsep + env.environ.get("PATH", "")
 
-    out = os.path.join(env.tmp, "dry")
-    env.jube("run", "-e", "--hide-animation", campaign, "--tag", "testgpu", "RBC2D", "dryrun",
-             "-o", out)
-    scripts = sorted(glob.glob(os.path.join(out, "000000", "*_train", "work", "job.sh")))
-    check(len(scripts) == 5, "expected 5 train job scripts (tp_size 1..16), found {0}".format(
-        len(scripts)))
-    seen = []
-    for path in scripts:
-        work = os.path.dirname(path)
-        wp = int(os.path.basename(os.path.dirname(work)).split("_")[0])
-        with open(path) as handle:
-            text = handle.read()
-        ranks = int(text.split("--tp-size ")[1].split()[0])
-        seen.append(ranks)
-        nodes, per_node = (1, ranks) if ranks <= 4 else (ranks // 4, 4)
-        compare_lines(text, GPU_JOB_SCRIPT.format(wp=wp, work=work, repo=repo, ranks=ranks,
-                                                  nodes=nodes, per_node=per_node),
-                      "tp_size {0} job.sh".format(ranks))
-    check(sorted(seen) == [1, 2, 4, 8, 16], "the sweep rendered tp_size {0}".format(sorted(seen)))
-    _, rows = fno_tables(env.jube("result", out, "-i", "last").stdout)
-    check(sorted(int(r["GridShards"]) for r in rows) == [1, 2, 4, 8, 16] and
-          all(r["Status"].startswith("dry run") and r["Problem"] == "rbc2d" for r in rows),
-          "dry-run rows: {0}".format([(r["GridShards"], r["Status"]) for r in rows]))
+    configs = {"rbc2d": "fno.yml", "rbc3d": "fno_rbc3d.yml"}
+    for tag, problems in (("RBC2D", ["rbc2d"]), ("RBC3D", ["rbc3d"]), ("all", ["rbc2d", "rbc3d"])):
+        out = os.path.join(env.tmp, "dry-" + tag)
+        env.jube("run", "-e", "--hide-animation", campaign, "--tag", "testgpu", tag, "dryrun",
+                 "-o", out)
+        scripts = sorted(glob.glob(os.path.join(out, "000000", "*_train", "work", "job.sh")))
+        check(len(scripts) == 5 * len(problems),
+              "{0}: expected {1} train job scripts (tp_size 1..16 per problem), found {2}".format(
+                  tag, 5 * len(problems), len(scripts)))
+        seen = []
+        for path in scripts:
+            work = os.path.dirname(path)
+            wp = int(os.path.basename(os.path.dirname(work)).split("_")[0])
+            with open(path) as handle:
+                text = handle.read()
+            ranks = int(text.split("--tp-size ")[1].split()[0])
+            config = text.split("/configs/")[1].split()[0]
+            problem = [p for p in problems if configs[p] == config]
+            check(len(problem) == 1, "{0}: a job script with config {1}".format(tag, config))
+            seen.append((problem[0], ranks))
+            nodes, per_node = (1, ranks) if ranks <= 4 else (ranks // 4, 4)
+            compare_lines(text, GPU_JOB_SCRIPT.format(wp=wp, work=work, repo=repo, ranks=ranks,
+                                                      nodes=nodes, per_node=per_node,
+                                                      config=config),
+                          "{0} tp_size {1} job.sh".format(tag, ranks))
+        expected = sorted((p, n) for p in problems for n in (1, 2, 4, 8, 16))
+        check(sorted(seen) == expected, "{0} rendered {1}".format(tag, sorted(seen)))
+        _, rows = fno_tables(env.jube("result", out, "-i", "last").stdout)
+        check(sorted((r["Problem"], int(r["GridShards"])) for r in rows) == expected and
+              all(r["Status"].startswith("dry run") for r in rows),
+              "{0} dry-run rows: {1}".format(
+                  tag, [(r["Problem"], r["GridShards"], r["Status"]) for r in rows]))
+        print("{0} sweep: {1} job scripts as written out by hand".format(tag, len(scripts)))
     check(not os.path.exists(log), "a dry run called sbatch")
-    print("RBC2D sweep: 5 job scripts as written out by hand")
 
 
 TESTS = {"fno": test_fno, "fno_slurm": test_fno_slurm}
