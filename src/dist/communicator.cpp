@@ -5,6 +5,8 @@
 
 #include <utility>
 
+#include "core/error.hpp"
+
 namespace scaffold::dist {
 
 std::size_t element_size(DataType type) {
@@ -16,6 +18,15 @@ std::size_t element_size(DataType type) {
       return 8;
   }
   return 1;
+}
+
+std::unique_ptr<Request> Communicator::iallgather(const void*, void*, std::size_t) {
+  throw core::Error("this communicator has no all-gather");
+}
+
+std::unique_ptr<Request> Communicator::ireduce_scatter_sum(const void*, void*, std::size_t,
+                                                           DataType) {
+  throw core::Error("this communicator has no reduce-scatter");
 }
 
 namespace {

@@ -63,6 +63,13 @@ class Communicator {
   virtual std::unique_ptr<Request> isend(const void* data, std::size_t bytes, int peer,
                                          int tag) = 0;
   virtual std::unique_ptr<Request> irecv(void* data, std::size_t bytes, int peer, int tag) = 0;
+  // Every rank's `bytes` from `send` land in `recv` (size() x bytes), rank r's at r x bytes.
+  // Buffers must not overlap. Implementations without it (test fakes) throw.
+  virtual std::unique_ptr<Request> iallgather(const void* send, void* recv, std::size_t bytes);
+  // `send` holds size() blocks of `count` elements; `recv` (count) becomes the sum over the ranks
+  // of their block number rank(). Buffers must not overlap.
+  virtual std::unique_ptr<Request> ireduce_scatter_sum(const void* send, void* recv,
+                                                       std::size_t count, DataType type);
   // Whether buffers may live in GPU memory (an MPI built with CUDA support that says so at run
   // time).
   virtual bool device_buffers() const = 0;

@@ -187,6 +187,21 @@ class MpiCommunicator final : public Communicator {
     check_mpi(MPI_Irecv(data, count, type, peer, tag, comm_, request->handle()), "MPI_Irecv");
     return request;
   }
+  std::unique_ptr<Request> iallgather(const void* send, void* recv, std::size_t bytes) override {
+    auto request = std::make_unique<MpiRequest>("MPI_Iallgather");
+    const auto [type, count] = byte_message(bytes);
+    check_mpi(MPI_Iallgather(send, count, type, recv, count, type, comm_, request->handle()),
+              "MPI_Iallgather");
+    return request;
+  }
+  std::unique_ptr<Request> ireduce_scatter_sum(const void* send, void* recv, std::size_t count,
+                                               DataType type) override {
+    auto request = std::make_unique<MpiRequest>("MPI_Ireduce_scatter_block");
+    check_mpi(MPI_Ireduce_scatter_block(send, recv, as_count(count), mpi_type(type), MPI_SUM, comm_,
+                                        request->handle()),
+              "MPI_Ireduce_scatter_block");
+    return request;
+  }
   bool device_buffers() const override { return device_buffers_; }
 
  private:

@@ -70,12 +70,16 @@ ncclDataType_t nccl_type(const at::Tensor& t) {
 // memory to another stream before the operation ran.
 class StreamWork final : public Work {
  public:
-  explicit StreamWork(at::Tensor keep) : keep_(std::move(keep)) {}
-  void wait() override { keep_ = at::Tensor(); }
+  explicit StreamWork(at::Tensor keep, at::Tensor keep2 = at::Tensor())
+      : keep_(std::move(keep)), keep2_(std::move(keep2)) {}
+  void wait() override {
+    keep_ = at::Tensor();
+    keep2_ = at::Tensor();
+  }
   bool poll() override { return true; }  // stream-ordered: nothing for the host to drive
 
  private:
-  at::Tensor keep_;
+  at::Tensor keep_, keep2_;
 };
 
 class NcclTensorComm final : public TensorComm {
@@ -107,6 +111,32 @@ class NcclTensorComm final : public TensorComm {
                              nccl_type(t), ncclSum, comm_, stream()),
                "ncclAllReduce");
     return std::make_unique<StreamWork>(t);
+  }
+  std::unique_ptr<Work> all_gather(const at::Tensor& input, const at::Tensor& output) override {
+    check(input, "all-gather");
+    check(output, "all-gather");
+    SCAFFOLD_CHECK(
+        input.scalar_type() == output.scalar_type() && input.numel() * size() == output.numel(),
+        fmt::format("{} all-gather: {} elements in, {} out, over {} ranks", kLibrary, input.numel(),
+                    output.numel(), size()));
+    check_nccl(ncclAllGather(input.data_ptr(), output.data_ptr(), bytes(input), ncclUint8, comm_,
+                             stream()),
+               "ncclAllGather");
+    return std::make_unique<StreamWork>(input, output);
+  }
+  std::unique_ptr<Work> reduce_scatter_sum(const at::Tensor& input,
+                                           const at::Tensor& output) override {
+    check(input, "reduce-scatter");
+    check(output, "reduce-scatter");
+    SCAFFOLD_CHECK(
+        input.scalar_type() == output.scalar_type() && output.numel() * size() == input.numel(),
+        fmt::format("{} reduce-scatter: {} elements in, {} out, over {} ranks", kLibrary,
+                    input.numel(), output.numel(), size()));
+    check_nccl(
+        ncclReduceScatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
+                          nccl_type(input), ncclSum, comm_, stream()),
+        "ncclReduceScatter");
+    return std::make_unique<StreamWork>(input, output);
   }
   std::unique_ptr<Work> send(const at::Tensor& t, int peer,
                              int /*tag: NCCL matches by order*/) override {

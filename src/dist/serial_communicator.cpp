@@ -1,6 +1,7 @@
 // Communicator for builds without MPI (e.g. a GPU machine with only a Python PyTorch stack): the
 // world is this one process. Collectives are identities; abort ends the process.
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/error.hpp"
@@ -36,6 +37,16 @@ class SerialCommunicator final : public Communicator {
     no_peer(peer);
   }
   std::unique_ptr<Request> irecv(void*, std::size_t, int peer, int) override { no_peer(peer); }
+  // A world of one: the block is this rank's own (host buffers; TensorComm copies tensors itself).
+  std::unique_ptr<Request> iallgather(const void* send, void* recv, std::size_t bytes) override {
+    if (send != recv) std::memcpy(recv, send, bytes);
+    return std::make_unique<DoneRequest>();
+  }
+  std::unique_ptr<Request> ireduce_scatter_sum(const void* send, void* recv, std::size_t count,
+                                               DataType type) override {
+    if (send != recv) std::memcpy(recv, send, count * element_size(type));
+    return std::make_unique<DoneRequest>();
+  }
   bool device_buffers() const override { return true; }  // nothing is ever transferred
 
  private:

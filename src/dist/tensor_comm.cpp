@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -52,8 +53,12 @@ std::size_t bytes_of(const at::Tensor& t) {
 // copy of a device tensor that receives a result, the device tensor to fill on wait().
 class MpiWork final : public Work {
  public:
-  MpiWork(std::unique_ptr<Request> request, at::Tensor buffer, at::Tensor target)
-      : request_(std::move(request)), buffer_(std::move(buffer)), target_(std::move(target)) {}
+  MpiWork(std::unique_ptr<Request> request, at::Tensor buffer, at::Tensor target,
+          at::Tensor keep = at::Tensor())
+      : request_(std::move(request)),
+        buffer_(std::move(buffer)),
+        target_(std::move(target)),
+        keep_(std::move(keep)) {}
   void wait() override {
     if (!request_) return;
     request_->wait();
@@ -66,7 +71,21 @@ class MpiWork final : public Work {
   std::unique_ptr<Request> request_;
   at::Tensor buffer_;
   at::Tensor target_;  // undefined unless staged and receiving (receive, all-reduce)
+  at::Tensor keep_;    // a second buffer MPI reads until done (all-gather, reduce-scatter input)
 };
+
+void check_blocks(const at::Tensor& input, const at::Tensor& output, int64_t in_blocks,
+                  int64_t out_blocks, const char* what) {
+  check_contiguous(input, what);
+  check_contiguous(output, what);
+  SCAFFOLD_CHECK(
+      input.scalar_type() == output.scalar_type() && input.device() == output.device() &&
+          input.numel() * out_blocks == output.numel() * in_blocks,
+      fmt::format("{}: input of {} and output of {} elements ({} and {}) do not fit {} "
+                  "ranks",
+                  what, input.numel(), output.numel(), c10::toString(input.scalar_type()),
+                  c10::toString(output.scalar_type()), std::max(in_blocks, out_blocks)));
+}
 
 class MpiTensorComm final : public TensorComm {
  public:
@@ -97,6 +116,33 @@ class MpiTensorComm final : public TensorComm {
     at::Tensor buffer = host_view(t, /*copy_in=*/false);
     auto request = group_.irecv(buffer.data_ptr(), bytes_of(t), peer, tag);
     return finish(std::move(request), buffer, t, /*copy_back=*/true);
+  }
+  std::unique_ptr<Work> all_gather(const at::Tensor& input, const at::Tensor& output) override {
+    check_blocks(input, output, 1, size(), "all-gather");
+    if (size() == 1) {
+      output.copy_(input);
+      return std::make_unique<MpiWork>(nullptr, at::Tensor(), at::Tensor());
+    }
+    at::Tensor in = host_view(input, /*copy_in=*/true);
+    at::Tensor out = host_view(output, /*copy_in=*/false);
+    auto request = group_.iallgather(in.data_ptr(), out.data_ptr(), bytes_of(input));
+    return std::make_unique<MpiWork>(std::move(request), out,
+                                     out.is_same(output) ? at::Tensor() : output, in);
+  }
+  std::unique_ptr<Work> reduce_scatter_sum(const at::Tensor& input,
+                                           const at::Tensor& output) override {
+    check_blocks(input, output, size(), 1, "reduce-scatter");
+    const DataType type = data_type(input);
+    if (size() == 1) {
+      output.copy_(input);
+      return std::make_unique<MpiWork>(nullptr, at::Tensor(), at::Tensor());
+    }
+    at::Tensor in = host_view(input, /*copy_in=*/true);
+    at::Tensor out = host_view(output, /*copy_in=*/false);
+    auto request = group_.ireduce_scatter_sum(in.data_ptr(), out.data_ptr(),
+                                              static_cast<std::size_t>(output.numel()), type);
+    return std::make_unique<MpiWork>(std::move(request), out,
+                                     out.is_same(output) ? at::Tensor() : output, in);
   }
   void broadcast(const at::Tensor& t, int root) override {
     check_dense(t, "broadcast");

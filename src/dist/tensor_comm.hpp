@@ -1,5 +1,6 @@
 // Tensor collectives over a group of ranks: the operations distributed training needs (in-place
-// all-reduce, point-to-point slabs for halos, broadcast), each started non-blocking and finished by
+// all-reduce, all-gather and reduce-scatter for sharded tensors, point-to-point slabs for halos,
+// broadcast), each started non-blocking and finished by
 // Work::wait(). Backends: MPI (host tensors; device tensors directly with CUDA-aware MPI, else
 // staged through host memory) and, in builds whose LibTorch has CUDA, NCCL for device tensors.
 // Neither MPI nor NCCL appears in this header or outside dist/.
@@ -35,6 +36,14 @@ class TensorComm {
   // In place: every rank's `t` becomes the elementwise sum over the group. `t` must be
   // contiguous, float32, float64 or int64.
   virtual std::unique_ptr<Work> allreduce_sum(const at::Tensor& t) = 0;
+  // `input` (contiguous, n elements) of every rank lands in `output` (contiguous, size() x n
+  // elements of the same dtype): rank r's at elements [r n, (r + 1) n).
+  virtual std::unique_ptr<Work> all_gather(const at::Tensor& input, const at::Tensor& output) = 0;
+  // `input` (contiguous, size() x n elements): `output` (contiguous, n) becomes the elementwise
+  // sum over the group of every rank's block [rank() n, (rank() + 1) n) of `input`. float32,
+  // float64 or int64.
+  virtual std::unique_ptr<Work> reduce_scatter_sum(const at::Tensor& input,
+                                                   const at::Tensor& output) = 0;
   // Point-to-point: `t` (contiguous) goes to / is filled from `peer` (a rank of this group).
   virtual std::unique_ptr<Work> send(const at::Tensor& t, int peer, int tag) = 0;
   virtual std::unique_ptr<Work> recv(const at::Tensor& t, int peer, int tag) = 0;

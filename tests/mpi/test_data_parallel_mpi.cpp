@@ -214,6 +214,36 @@ TEST(DataParallel, ChannelsLastTensorsBroadcastAndAllReduce) {
   EXPECT_LT(test::relative_error(summed, expected), 1e-6);
 }
 
+// All-gather and reduce-scatter against their definitions, each rank's blocks built here from
+// its rank: float32, float64 and int64 blocks of 1, 5 and 1000 elements; sizes that do not fit
+// the group are refused.
+TEST(DataParallel, AllGatherAndReduceScatterMatchTheirDefinitions) {
+  auto comm = dist::make_mpi_tensor_comm(world());
+  const int p = world().size(), me = world().rank();
+  const auto block = [](int rank, int64_t n, at::ScalarType type) {
+    return (at::arange(n, at::kDouble) * 0.5 + 1000.0 * rank + 7.0).to(type);
+  };
+  for (const at::ScalarType type : {at::kFloat, at::kDouble, at::kLong})
+    for (const int64_t n : {int64_t{1}, int64_t{5}, int64_t{1000}}) {
+      const std::string what = std::string(c10::toString(type)) + " n " + std::to_string(n);
+      at::Tensor gathered = at::full({p * n}, -1.0, at::TensorOptions().dtype(type));
+      comm->all_gather(block(me, n, type), gathered)->wait();
+      for (int r = 0; r < p; ++r)
+        EXPECT_TRUE(at::equal(gathered.narrow(0, r * n, n), block(r, n, type)))
+            << what << ": rank " << r << "'s block";
+      // Rank r contributes (r + 1) x its block k to block k: block k sums to p(p+1)/2 x block(k).
+      at::Tensor input = at::empty({p * n}, at::TensorOptions().dtype(type));
+      for (int k = 0; k < p; ++k) input.narrow(0, k * n, n).copy_(block(k, n, type) * (me + 1));
+      at::Tensor mine = at::full({n}, -1.0, at::TensorOptions().dtype(type));
+      comm->reduce_scatter_sum(input, mine)->wait();
+      EXPECT_TRUE(at::equal(mine, block(me, n, type) * (p * (p + 1) / 2))) << what;
+    }
+  at::Tensor wrong = at::zeros({3});
+  EXPECT_THROW(comm->all_gather(at::zeros({2}), wrong), std::logic_error)
+      << "sizes that do not fit";
+  EXPECT_THROW(comm->reduce_scatter_sum(at::zeros({2 * p + 1}), at::zeros({2})), std::logic_error);
+}
+
 TEST(DataParallel, SpatialAndDataParallelTogether) {
   if (world().size() < 4) GTEST_SKIP() << "needs 4 ranks: 2 replicas x 2 shards";
   run_layout({2, 1, 1});
