@@ -58,6 +58,10 @@ struct LlmTrainingConfig {
 
   // Parallelism: tensor_model_parallel_size x data-parallel size = ranks.
   int64_t tensor_model_parallel_size = 1;
+  // Megatron's --sequence-parallel: the LayerNorm and dropout regions split along the sequence,
+  // all-gather / reduce-scatter for the all-reduces. Off at tensor_model_parallel_size 1 (as
+  // Megatron turns it off: nothing to split), so CARAML's flag set works at any TP size.
+  bool sequence_parallel = false;
   int64_t pipeline_model_parallel_size =
       1;  // only 1: pipeline parallelism is planned (docs/llm.md)
 

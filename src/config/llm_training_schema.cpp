@@ -200,6 +200,12 @@ std::vector<Spec> llm_training_keys() {
                "ranks are "
                "this x the data-parallel size",
                "an integer >= 1", int64_at_least_1));
+  add(bind_key("sequence_parallel", &LC::sequence_parallel,
+               "1 splits the LayerNorm, dropout and residual regions along the sequence inside the "
+               "tensor-parallel group (Megatron's --sequence-parallel): all-gather and "
+               "reduce-scatter replace its all-reduces; off at tensor_model_parallel_size 1, as "
+               "in Megatron",
+               rules::kBoolAllowed, rules::bool_any));
   add(bind_key(
       "pipeline_model_parallel_size", &LC::pipeline_model_parallel_size,
       "pipeline stages; only 1 is built (the plan: docs/llm.md)", "1",

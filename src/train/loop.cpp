@@ -271,6 +271,7 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::T
     SCAFFOLD_PROFILE_REGION(prof, "gradient_allreduce");
     reducer_->finish();
   }
+  if (options_.finish_gradients) options_.finish_gradients();
   SCAFFOLD_PROFILE_REGION(prof, "step_and_update");
   if (options_.loss_scaling && !unscale_gradients())
     return;  // skipped: parameters stay, scale lowered

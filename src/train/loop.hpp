@@ -155,6 +155,10 @@ struct LoopOptions {
   // called before every optimizer step with grad_clip_norm (<= 0: measure, do not clip) and must
   // not wait for the device (the hot-path rule).
   std::function<void(double max_norm)> clip_gradients;
+  // When set, called once the data-parallel gradient reduction has finished and before the
+  // gradients are unscaled, checked, clipped or applied: the model-parallel reductions the
+  // data-parallel reducer does not do (the sequence-parallel LayerNorm gradients).
+  std::function<void()> finish_gradients;
   int64_t max_steps = -1;  // optimizer steps in all, warm-up epochs included (-1: no cap)
   // A time on the steady clock (core::monotonic_s) after which the run ends once the step in
   // flight is done (agreed by every rank); the partial epoch is validated and reported like a

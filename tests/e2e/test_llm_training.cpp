@@ -164,7 +164,8 @@ std::vector<double> losses_of(const fs::path& run) {
   return v;
 }
 
-// One process, TP 2 and DP 2 on 2 ranks: the same global batches, the same losses.
+// One process, TP 2, DP 2 and TP 2 with sequence parallelism on 2 ranks: the same global batches,
+// the same losses.
 TEST(LlmTraining, TensorAndDataParallelRunsGiveTheLossesOfOneProcess) {
   TempDir dir;
   const std::string cfg = write_tiny_config(dir.path()).string() + " --train-iters 6";
@@ -173,7 +174,11 @@ TEST(LlmTraining, TensorAndDataParallelRunsGiveTheLossesOfOneProcess) {
        {kBinary + " llm_training --threads 1 -c " + cfg,
         test::mpiexec(2) + kBinary +
             " llm_training --threads 1 --tensor-model-parallel-size 2 --job-name tp2 -c " + cfg,
-        test::mpiexec(2) + kBinary + " llm_training --threads 1 --job-name dp2 -c " + cfg}) {
+        test::mpiexec(2) + kBinary + " llm_training --threads 1 --job-name dp2 -c " + cfg,
+        test::mpiexec(2) + kBinary +
+            " llm_training --threads 1 --tensor-model-parallel-size 2 --sequence-parallel 1 "
+            "--job-name sp2 -c " +
+            cfg}) {
     const auto before =
         fs::exists(dir.path() / "runs")
             ? std::distance(fs::directory_iterator(dir.path() / "runs"), fs::directory_iterator())
@@ -186,15 +191,17 @@ TEST(LlmTraining, TensorAndDataParallelRunsGiveTheLossesOfOneProcess) {
   std::map<std::string, fs::path> runs;
   for (const auto& e : fs::directory_iterator(dir.path() / "runs"))
     runs[e.path().filename().string().substr(0, 3)] = e.path();
-  ASSERT_EQ(runs.size(), 3u);
+  ASSERT_EQ(runs.size(), 4u);
   const auto one = losses_of(runs.at("llm")), tp = losses_of(runs.at("tp2")),
-             dp = losses_of(runs.at("dp2"));
+             dp = losses_of(runs.at("dp2")), sp = losses_of(runs.at("sp2"));
   ASSERT_EQ(one.size(), 3u);
   ASSERT_EQ(tp.size(), 3u);
   ASSERT_EQ(dp.size(), 3u);
+  ASSERT_EQ(sp.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_NEAR(tp[i], one[i], 1e-5 * one[i]) << "interval " << i;
     EXPECT_NEAR(dp[i], one[i], 1e-5 * one[i]) << "interval " << i;
+    EXPECT_NEAR(sp[i], one[i], 1e-5 * one[i]) << "interval " << i << " (sequence parallel)";
   }
   const nlohmann::json s = nlohmann::json::parse(core::read_file(runs.at("tp2") / "summary.json"));
   EXPECT_EQ(s.at("ranks"), 2);

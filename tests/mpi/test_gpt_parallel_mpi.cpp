@@ -2,7 +2,11 @@
 // - tensor parallel on 2 ranks = TP size 1: logits (each rank's vocabulary slice), loss and every
 //   gradient (each rank's slice of the sharded ones, all of the replicated ones) within 1e-5
 //   relative, with RoPE and learned positions, selective and full recompute;
-// - the shared loop with tensor x data parallelism (TP 1 and 2, all ranks; 2 x 2 on 4 ranks),
+// - sequence parallelism = tensor parallelism without it: logits, loss and every gradient (the
+//   LayerNorm and row-parallel bias gradients once summed over the group) within 1e-5 relative,
+//   with RoPE and learned positions, selective and full recompute; without that sum they differ;
+// - the shared loop with tensor x data parallelism (TP 1 and 2, all ranks; 2 x 2 on 4 ranks;
+//   TP 2 with sequence parallelism),
 //   micro-batch 1 and 2 accumulation steps, gradient clipping that engages, two iterations: the
 //   parameters equal those of one process taking the same two SGD steps on the whole global
 //   batch, clipped by torch's clip_grad_norm_. Run under mpiexec -n 2 and 4.
@@ -127,6 +131,52 @@ TEST(GptTensorParallel, TwoRanksEqualOneForLogitsLossAndEveryGradient) {
     }
 }
 
+TEST(GptSequenceParallel, EqualsTensorParallelForLogitsLossAndEveryGradient) {
+  if (world().size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
+  const Groups g = make_groups(2);
+  torch::manual_seed(13);
+  const at::Tensor tokens = at::randint(96, {3, 13}, at::kLong);  // the same on every rank
+  const at::Tensor input = tokens.narrow(1, 0, 12), labels = tokens.narrow(1, 1, 12);
+  for (auto pe : {PositionEmbedding::kLearned, PositionEmbedding::kRope})
+    for (auto r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      const std::string what = std::string(pe == PositionEmbedding::kRope ? "rope" : "learned") +
+                               "/recompute " + std::to_string(static_cast<int>(r));
+      GptOptions with = tiny(pe, r);
+      with.sequence_parallel = true;
+      torch::manual_seed(14);
+      Gpt plain(tiny(pe, r), g.tp);
+      torch::manual_seed(14);
+      Gpt sequence(with, g.tp);
+      EXPECT_TRUE(
+          tensors_close(sequence->forward(input), plain->forward(input), 1e-5, what + " logits"));
+      const at::Tensor loss_plain = plain->token_losses(input, labels).mean();
+      const at::Tensor loss_seq = sequence->token_losses(input, labels).mean();
+      EXPECT_NEAR(loss_seq.item<double>(), loss_plain.item<double>(),
+                  1e-5 * loss_plain.item<double>())
+          << what;
+      loss_plain.backward();
+      loss_seq.backward();
+      // Before the sum, a LayerNorm's gradient is this rank's part only: it must differ.
+      const at::Tensor ln_before = sequence->final_layernorm->weight.grad().clone();
+      EXPECT_FALSE(tensors_close(ln_before, plain->final_layernorm->weight.grad(), 1e-3, ""))
+          << what << ": the unsummed gradient already agrees, so the test could not fail";
+      sequence->reduce_sequence_parallel_gradients();
+      const auto ref = plain->named_parameters();
+      const auto mine = sequence->named_parameters();
+      ASSERT_EQ(ref.size(), mine.size());
+      int summed = 0;
+      for (const auto& p : ref) {
+        const at::Tensor* m = mine.find(p.key());
+        ASSERT_NE(m, nullptr) << p.key();
+        summed += GptImpl::is_sequence_parallel(p.key()) ? 1 : 0;
+        EXPECT_TRUE(
+            tensors_close(m->grad(), p.value().grad(), 1e-5, what + " " + p.key() + " gradient"));
+      }
+      // Per layer 2 LayerNorms (weight and bias) and 2 row-parallel biases; the final LayerNorm.
+      EXPECT_EQ(summed, 2 * (2 * 2 + 2) + 2);
+    }
+}
+
 std::unique_ptr<torch::optim::Optimizer> sgd(const std::vector<at::Tensor>& p) {
   return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(0.5));
 }
@@ -135,13 +185,16 @@ TEST(GptParallelLoop, TensorTimesDataParallelEqualsOneProcessWithTheWholeBatch) 
   const int world_size = world().size();
   constexpr int64_t kMicro = 1, kAccumulation = 2, kSteps = 2;
   constexpr double kClip = 0.05;  // below the initial gradient norm: clipping engages
-  for (int tp_size : {1, 2}) {
+  for (const auto& [tp_size, sequence_parallel] :
+       std::vector<std::pair<int, bool>>{{1, false}, {2, false}, {2, true}}) {
     if (world_size % tp_size != 0) continue;
     const int dp = world_size / tp_size;
     const int64_t global_batch = kMicro * kAccumulation * dp;
-    const std::string what = "TP " + std::to_string(tp_size) + " x DP " + std::to_string(dp);
+    const std::string what = "TP " + std::to_string(tp_size) + " x DP " + std::to_string(dp) +
+                             (sequence_parallel ? " (sequence parallel)" : "");
     const SyntheticTokens data(SyntheticTokensOptions{64, 12, 96, 5, 0});
-    const GptOptions o = tiny(PositionEmbedding::kRope, Recompute::kSelective);
+    GptOptions o = tiny(PositionEmbedding::kRope, Recompute::kSelective);
+    o.sequence_parallel = sequence_parallel;
 
     // Parallel: the shared loop.
     const Groups g = make_groups(tp_size);
@@ -160,6 +213,8 @@ TEST(GptParallelLoop, TensorTimesDataParallelEqualsOneProcessWithTheWholeBatch) 
     lo.clip_gradients = [&task, &norms](double max_norm) {
       norms.push_back(task.clip_gradients(max_norm).item<double>());
     };
+    if (sequence_parallel)
+      lo.finish_gradients = [&task] { task.reduce_sequence_parallel_gradients(); };
     train::LoopParallelism lp;
     if (dp > 1) lp.world = dist::make_tensor_comm(*g.dp_comm, c10::Device(c10::kCPU));
     if (tp_size > 1) lp.replica_comm = g.dp_comm.get();
@@ -172,7 +227,7 @@ TEST(GptParallelLoop, TensorTimesDataParallelEqualsOneProcessWithTheWholeBatch) 
 
     // Reference: the whole model, global batches of consecutive stream samples, torch's clipping.
     torch::manual_seed(21);
-    Gpt whole(o);
+    Gpt whole(tiny(PositionEmbedding::kRope, Recompute::kSelective));
     auto opt = sgd(whole->parameters());
     double loss_sum = 0;
     std::vector<double> ref_norms;
@@ -205,7 +260,7 @@ TEST(GptParallelLoop, TensorTimesDataParallelEqualsOneProcessWithTheWholeBatch) 
     }
     // The steps moved the model (a no-op would also "agree" with a no-op reference).
     torch::manual_seed(21);
-    Gpt initial(o);
+    Gpt initial(tiny(PositionEmbedding::kRope, Recompute::kSelective));
     EXPECT_GT((initial->parameters()[0] - whole->parameters()[0]).abs().max().item<double>(), 1e-4);
   }
 }

@@ -147,14 +147,28 @@ GptBlockImpl::GptBlockImpl(const GptOptions& o, std::shared_ptr<const TensorPara
   fc2_bias = register_parameter("fc2_bias", at::zeros({h}));
 }
 
+// In front of a column-parallel linear: the whole sequence (all-gathered from the blocks with
+// sequence parallelism), its gradient summed over the group backward.
+at::Tensor GptBlockImpl::into_parallel(const at::Tensor& x) const {
+  return options_.sequence_parallel ? gather_from_sequence_region(x, tp_)
+                                    : copy_to_tp_region(x, tp_);
+}
+
+// After a row-parallel linear: the partial sums added over the group (and split into this
+// rank's sequence block with sequence parallelism).
+at::Tensor GptBlockImpl::out_of_parallel(const at::Tensor& x) const {
+  return options_.sequence_parallel ? reduce_scatter_to_sequence_region(x, tp_)
+                                    : reduce_from_tp_region(x, tp_);
+}
+
 at::Tensor GptBlockImpl::attention(const at::Tensor& x) {
-  const int64_t b = x.size(0), s = x.size(1);
+  const at::Tensor whole = into_parallel(x);  // (B, S, h)
+  const int64_t b = whole.size(0), s = whole.size(1);
   const int64_t heads = options_.num_attention_heads / tp_size(tp_);
   const int64_t d = options_.hidden_size / options_.num_attention_heads;
-  const at::Tensor qkv =
-      at::linear(copy_to_tp_region(x, tp_), qkv_weight, qkv_bias)  // (B, S, 3h/t)
-          .view({b, s, heads, 3, d})
-          .permute({3, 0, 2, 1, 4});  // (3, B, a/t, S, d)
+  const at::Tensor qkv = at::linear(whole, qkv_weight, qkv_bias)  // (B, S, 3h/t)
+                             .view({b, s, heads, 3, d})
+                             .permute({3, 0, 2, 1, 4});  // (3, B, a/t, S, d)
   at::Tensor q = qkv.select(0, 0), k = qkv.select(0, 1), v = qkv.select(0, 2);
   if (options_.position_embedding == PositionEmbedding::kRope) {
     q = apply_rotary(q, options_.rotary_base);
@@ -175,14 +189,14 @@ at::Tensor GptBlockImpl::attention(const at::Tensor& x) {
     context = causal_attention(q, k, v, impl, dropout, training);
   }
   const at::Tensor merged = context.transpose(1, 2).reshape({b, s, heads * d});  // (B, S, h/t)
-  at::Tensor out = reduce_from_tp_region(at::linear(merged, dense_weight), tp_) + dense_bias;
+  at::Tensor out = out_of_parallel(at::linear(merged, dense_weight)) + dense_bias;
   return options_.hidden_dropout > 0 ? at::dropout(out, options_.hidden_dropout, training) : out;
 }
 
 at::Tensor GptBlockImpl::mlp(const at::Tensor& x) {
   const at::Tensor up =
-      at::gelu(at::linear(copy_to_tp_region(x, tp_), fc1_weight, fc1_bias), "tanh");  // (B, S, F/t)
-  at::Tensor out = reduce_from_tp_region(at::linear(up, fc2_weight), tp_) + fc2_bias;  // (B, S, h)
+      at::gelu(at::linear(into_parallel(x), fc1_weight, fc1_bias), "tanh");  // (B, S, F/t)
+  at::Tensor out = out_of_parallel(at::linear(up, fc2_weight)) + fc2_bias;   // (B, S, h)
   return options_.hidden_dropout > 0 ? at::dropout(out, options_.hidden_dropout, is_training())
                                      : out;
 }
@@ -205,6 +219,10 @@ GptImpl::GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp)
   SCAFFOLD_CHECK(o.position_embedding == PositionEmbedding::kLearned ||
                      (o.hidden_size / o.num_attention_heads) % 2 == 0,
                  "GPT: rotary embeddings need an even head size");
+  if (t == 1) options_.sequence_parallel = false;  // nothing to split
+  SCAFFOLD_CHECK(!options_.sequence_parallel || o.seq_length % t == 0,
+                 fmt::format("GPT: sequence parallelism splits the {} positions into {} blocks",
+                             o.seq_length, t));
   word_embeddings = register_parameter(
       "word_embeddings",
       sharded_normal(o.padded_vocab_size, o.hidden_size, o.init_method_std, 0, raw(tp_)));
@@ -213,7 +231,7 @@ GptImpl::GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp)
         "position_embeddings",
         at::empty({o.seq_length, o.hidden_size}).normal_(0.0, o.init_method_std));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < o.num_layers; ++i) layers->push_back(GptBlock(o, tp_));
+  for (int64_t i = 0; i < o.num_layers; ++i) layers->push_back(GptBlock(options_, tp_));
   final_layernorm = register_module(
       "final_layernorm",
       torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.hidden_size}).eps(o.layernorm_epsilon)));
@@ -231,6 +249,31 @@ bool GptImpl::is_tensor_parallel(const std::string& name) {
   return false;
 }
 
+bool GptImpl::is_sequence_parallel(const std::string& name) {
+  for (const char* part : {"layernorm.", "dense_bias", "fc2_bias"})
+    if (name.find(part) != std::string::npos) return true;
+  return false;
+}
+
+void GptImpl::reduce_sequence_parallel_gradients() {
+  if (!options_.sequence_parallel) return;
+  std::vector<at::Tensor> grads;
+  for (const auto& named : named_parameters())
+    if (is_sequence_parallel(named.key()) && named.value().grad().defined())
+      grads.push_back(named.value().grad());
+  if (grads.empty()) return;
+  // One all-reduce of the flattened gradients (a few vectors of h per layer).
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& g : grads) flat.push_back(g.reshape({-1}).to(at::kFloat));
+  at::Tensor buffer = at::cat(flat);
+  tp_->group->allreduce_sum(buffer)->wait();
+  int64_t offset = 0;
+  for (at::Tensor& g : grads) {
+    g.copy_(buffer.narrow(0, offset, g.numel()).view_as(g));
+    offset += g.numel();
+  }
+}
+
 at::Tensor GptImpl::hidden_states(const at::Tensor& tokens) {
   const int64_t s = tokens.size(1);
   SCAFFOLD_CHECK(s <= options_.seq_length,
@@ -238,6 +281,7 @@ at::Tensor GptImpl::hidden_states(const at::Tensor& tokens) {
                              options_.seq_length));
   at::Tensor x = vocab_parallel_embedding(tokens, word_embeddings, tp_);  // (B, S', h)
   if (position_embeddings.defined()) x = x + position_embeddings.narrow(0, 0, s);
+  if (options_.sequence_parallel) x = scatter_to_sequence_region(x, tp_);  // (B, S'/t, h)
   if (options_.hidden_dropout > 0) x = at::dropout(x, options_.hidden_dropout, is_training());
   for (const auto& m : *layers) {
     auto block = std::dynamic_pointer_cast<GptBlockImpl>(m);
@@ -254,8 +298,10 @@ at::Tensor GptImpl::hidden_states(const at::Tensor& tokens) {
 
 at::Tensor GptImpl::forward(const at::Tensor& tokens) {
   // The output layer is the token embedding, transposed (Megatron's parallel_lm_logits).
-  return at::linear(copy_to_tp_region(hidden_states(tokens), tp_),
-                    word_embeddings);  // (B, S', V/t)
+  const at::Tensor h = hidden_states(tokens);
+  return at::linear(
+      options_.sequence_parallel ? gather_from_sequence_region(h, tp_) : copy_to_tp_region(h, tp_),
+      word_embeddings);  // (B, S', V/t)
 }
 
 at::Tensor GptImpl::token_losses(const at::Tensor& tokens, const at::Tensor& labels) {

@@ -56,6 +56,9 @@ struct GptOptions {
   Recompute recompute = Recompute::kNone;
   double layernorm_epsilon = 1e-5;
   double rotary_base = 10000.0;
+  // Megatron's --sequence-parallel: with t > 1 the LayerNorms, dropouts, residuals and the biases
+  // of the row-parallel linears work on (B, S'/t, h) blocks of the sequence (S' divisible by t).
+  bool sequence_parallel = false;
 };
 
 // Megatron's _vocab_size_with_padding: the smallest multiple of divisible_by x tp >= vocab.
@@ -80,6 +83,8 @@ class GptBlockImpl : public torch::nn::Module {
   // then + mlp(ln2(.))); public for the benchmark's time breakdown.
   at::Tensor attention(const at::Tensor& x);  // (B, S, h) normalised -> (B, S, h)
   at::Tensor mlp(const at::Tensor& x);
+  at::Tensor into_parallel(const at::Tensor& x) const;
+  at::Tensor out_of_parallel(const at::Tensor& x) const;
 
   torch::nn::LayerNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   at::Tensor qkv_weight;    // (3h/t, h): per head [q; k; v] rows, this rank's a/t heads
@@ -113,6 +118,13 @@ class GptImpl : public torch::nn::Module {
   // Whether named_parameters() entry `name` is split across the tensor-parallel group (the
   // others are replicated and hold the same values on every rank of it).
   static bool is_tensor_parallel(const std::string& name);
+  // With sequence parallelism, the replicated parameters applied to sequence blocks (LayerNorms,
+  // the biases of the row-parallel linears) get each rank's part of their gradient: this sums
+  // those gradients over the tensor-parallel group (Megatron's allreduce of the sequence-
+  // parallel gradients). Call after backward, before the gradients are read; a no-op otherwise.
+  void reduce_sequence_parallel_gradients();
+  // Whether named_parameters() entry `name` is such a parameter.
+  static bool is_sequence_parallel(const std::string& name);
 
   at::Tensor word_embeddings;      // (V/t, h), tied to the output layer
   at::Tensor position_embeddings;  // (S, h), learned positions only

@@ -60,6 +60,9 @@ class GptTask : public train::TrainingTask {
   // that is < 1 (torch's clip_grad_norm_). max_norm <= 0: measure only. Returns the norm, a
   // tensor on the device (reading it waits for the device).
   at::Tensor clip_gradients(double max_norm);
+  // The sequence-parallel LayerNorm and bias gradients summed over the tensor-parallel group
+  // (GptImpl::reduce_sequence_parallel_gradients); the loop's finish_gradients hook.
+  void reduce_sequence_parallel_gradients() { model_->reduce_sequence_parallel_gradients(); }
   double last_grad_norm() const;  // the last step's global gradient norm (a host read)
 
   Gpt& model() { return model_; }

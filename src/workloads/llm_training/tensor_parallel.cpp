@@ -36,18 +36,106 @@ const TensorParallel& tp_of(AutogradContext* ctx) {
 
 TensorParallelStats g_stats;
 
+// Adds one collective to the statistics.
+void count(const std::chrono::steady_clock::time_point& start, int64_t bytes) {
+  g_stats.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++g_stats.calls;
+  g_stats.bytes += bytes;
+}
+
 // The elementwise sum of x over the group, in x's dtype (reduced in float32).
 at::Tensor summed(const at::Tensor& x, const TensorParallel& tp) {
   const auto start = std::chrono::steady_clock::now();
   at::Tensor buf = at::empty(x.sizes(), x.options().dtype(at::kFloat));
   buf.copy_(x);
   tp.group->allreduce_sum(buf)->wait();
-  g_stats.seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ++g_stats.calls;
-  g_stats.bytes += buf.numel() * 4;
+  count(start, buf.numel() * 4);
   return buf.scalar_type() == x.scalar_type() ? buf : buf.to(x.scalar_type());
 }
+
+// (B, S/t, ...) blocks of every rank -> (B, S, ...), in x's dtype (gathered in float32).
+at::Tensor sequence_gathered(const at::Tensor& x, const TensorParallel& tp) {
+  const auto start = std::chrono::steady_clock::now();
+  const at::Tensor mine = x.to(at::kFloat).contiguous();
+  auto sizes = mine.sizes().vec();
+  sizes.insert(sizes.begin(), tp.size);
+  at::Tensor all = at::empty(sizes, mine.options());  // (t, B, S/t, ...)
+  tp.group->all_gather(mine, all)->wait();
+  count(start, all.numel() * 4);
+  // (t, B, S/t, ...) -> (B, t, S/t, ...) -> (B, S, ...)
+  auto out_sizes = x.sizes().vec();
+  out_sizes[1] *= tp.size;
+  const at::Tensor out = all.transpose(0, 1).reshape(out_sizes);
+  return out.scalar_type() == x.scalar_type() ? out : out.to(x.scalar_type());
+}
+
+// (B, S, ...) -> this rank's (B, S/t, ...) block of the sum over the group.
+at::Tensor sequence_reduce_scattered(const at::Tensor& x, const TensorParallel& tp) {
+  const int64_t s = x.size(1);
+  SCAFFOLD_CHECK(
+      s % tp.size == 0,
+      fmt::format("sequence parallelism: {} positions do not split into {} blocks", s, tp.size));
+  const auto start = std::chrono::steady_clock::now();
+  auto blocked = x.sizes().vec();  // (B, t, S/t, ...)
+  blocked[1] = s / tp.size;
+  blocked.insert(blocked.begin() + 1, tp.size);
+  const at::Tensor input =
+      x.to(at::kFloat).reshape(blocked).transpose(0, 1).contiguous();  // (t, B, S/t, ...)
+  auto out_sizes = x.sizes().vec();
+  out_sizes[1] = s / tp.size;
+  at::Tensor out = at::empty(out_sizes, input.options());
+  tp.group->reduce_scatter_sum(input, out)->wait();
+  count(start, input.numel() * 4);
+  return out.scalar_type() == x.scalar_type() ? out : out.to(x.scalar_type());
+}
+
+at::Tensor sequence_block(const at::Tensor& x, const TensorParallel& tp) {
+  const int64_t s = x.size(1);
+  SCAFFOLD_CHECK(
+      s % tp.size == 0,
+      fmt::format("sequence parallelism: {} positions do not split into {} blocks", s, tp.size));
+  return x.narrow(1, tp.rank * (s / tp.size), s / tp.size).contiguous();
+}
+
+class ScatterToSequence : public torch::autograd::Function<ScatterToSequence> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<TpCapsule> capsule,
+                            const at::Tensor& x) {
+    const at::Tensor out = sequence_block(x, *capsule->tp);
+    ctx->saved_data["tp"] = at::IValue::make_capsule(std::move(capsule));
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {at::Tensor(), sequence_gathered(grads.at(0), tp_of(ctx))};
+  }
+};
+
+class GatherFromSequence : public torch::autograd::Function<GatherFromSequence> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<TpCapsule> capsule,
+                            const at::Tensor& x) {
+    const at::Tensor out = sequence_gathered(x, *capsule->tp);
+    ctx->saved_data["tp"] = at::IValue::make_capsule(std::move(capsule));
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {at::Tensor(), sequence_reduce_scattered(grads.at(0), tp_of(ctx))};
+  }
+};
+
+class ReduceScatterToSequence : public torch::autograd::Function<ReduceScatterToSequence> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<TpCapsule> capsule,
+                            const at::Tensor& x) {
+    const at::Tensor out = sequence_reduce_scattered(x, *capsule->tp);
+    ctx->saved_data["tp"] = at::IValue::make_capsule(std::move(capsule));
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {at::Tensor(), sequence_gathered(grads.at(0), tp_of(ctx))};
+  }
+};
 
 class CopyToRegion : public torch::autograd::Function<CopyToRegion> {
  public:
@@ -139,6 +227,24 @@ at::Tensor reduce_from_tp_region(const at::Tensor& x,
                                  const std::shared_ptr<const TensorParallel>& tp) {
   if (!tp || tp->size == 1) return x;
   return ReduceFromRegion::apply(capsule_of(tp), x);
+}
+
+at::Tensor scatter_to_sequence_region(const at::Tensor& x,
+                                      const std::shared_ptr<const TensorParallel>& tp) {
+  if (!tp || tp->size == 1) return x;
+  return ScatterToSequence::apply(capsule_of(tp), x);
+}
+
+at::Tensor gather_from_sequence_region(const at::Tensor& x,
+                                       const std::shared_ptr<const TensorParallel>& tp) {
+  if (!tp || tp->size == 1) return x;
+  return GatherFromSequence::apply(capsule_of(tp), x);
+}
+
+at::Tensor reduce_scatter_to_sequence_region(const at::Tensor& x,
+                                             const std::shared_ptr<const TensorParallel>& tp) {
+  if (!tp || tp->size == 1) return x;
+  return ReduceScatterToSequence::apply(capsule_of(tp), x);
 }
 
 at::Tensor vocab_parallel_embedding(const at::Tensor& tokens, const at::Tensor& weight,

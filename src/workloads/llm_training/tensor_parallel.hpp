@@ -2,8 +2,12 @@
 // dist::TensorComm of consecutive ranks: f (copy_to_tp_region: identity forward, gradient
 // all-reduced backward) in front of column-parallel linears, g (reduce_from_tp_region: all-reduce
 // forward, identity backward) after row-parallel ones, the vocabulary-parallel embedding and the
-// vocabulary-parallel cross-entropy. With a group of one, every function is the plain operation
-// and nothing is communicated. Not here: sequence parallelism, pipeline stages (docs/llm.md).
+// vocabulary-parallel cross-entropy. Sequence parallelism (Korthikanti et al. 2022, Megatron's
+// --sequence-parallel) splits the activations outside the linears along the sequence: its
+// functions gather the sequence in front of column-parallel linears (reduce-scatter backward)
+// and reduce-scatter it after row-parallel ones (all-gather backward). With a group of one, every
+// function is the plain operation and nothing is communicated. Not here: pipeline stages
+// (docs/llm.md).
 // Legend: B batch, S sequence, h hidden, V padded vocabulary, t tensor-parallel size.
 #pragma once
 
@@ -24,12 +28,13 @@ struct TensorParallel {
   int rank = 0;                             // this rank in the group
 };
 
-// Time this process spent in the tensor-parallel all-reduces (forward and backward), cumulative;
+// Time this process spent in the tensor-parallel collectives (all-reduces; with sequence
+// parallelism all-gathers and reduce-scatters), forward and backward, cumulative;
 // read between steps (autograd on the CPU runs on the calling thread).
 struct TensorParallelStats {
   double seconds = 0.0;
   int64_t calls = 0;
-  int64_t bytes = 0;  // float32 bytes reduced
+  int64_t bytes = 0;  // float32 bytes of the whole (reduced, gathered or scattered) tensors
 };
 TensorParallelStats tensor_parallel_stats();
 
@@ -43,6 +48,19 @@ at::Tensor copy_to_tp_region(const at::Tensor& x, const std::shared_ptr<const Te
 // Megatron's g: forward all-reduces (sums) the partial results over the group; identity backward.
 at::Tensor reduce_from_tp_region(const at::Tensor& x,
                                  const std::shared_ptr<const TensorParallel>& tp);
+
+// Sequence parallelism, on (B, S, ...) activations split along dimension 1 in t equal blocks,
+// rank r holding block r:
+// the rank's block of the whole sequence; backward all-gathers the gradient.
+at::Tensor scatter_to_sequence_region(const at::Tensor& x,
+                                      const std::shared_ptr<const TensorParallel>& tp);
+// (B, S/t, ...) -> (B, S, ...) all-gathered; backward reduce-scatters (sums) the gradient.
+at::Tensor gather_from_sequence_region(const at::Tensor& x,
+                                       const std::shared_ptr<const TensorParallel>& tp);
+// (B, S, ...) partial sums -> (B, S/t, ...) this rank's block of their sum; backward
+// all-gathers the gradient.
+at::Tensor reduce_scatter_to_sequence_region(const at::Tensor& x,
+                                             const std::shared_ptr<const TensorParallel>& tp);
 
 // The vocabulary-parallel embedding: weight (V/t, h) holds the rows of vocabulary ids
 // [rank*V/t, (rank+1)*V/t); tokens (B, S) int64 over the whole vocabulary. Each rank looks up the

@@ -83,6 +83,11 @@ Layout make_layout(dist::Communicator& comm, const LlmTrainingConfig& cfg,
           "size {} (= {} ranks / tensor_model_parallel_size {}): the global batch is "
           "micro-batch x gradient accumulation x data-parallel size",
           cfg.global_batch_size, cfg.micro_batch_size, dp, ranks, tp));
+    if (cfg.sequence_parallel && dims.seq_length % tp != 0)
+      throw core::Error(fmt::format(
+          "sequence_parallel: seq_length {} must be a multiple of tensor_model_parallel_size {} "
+          "(each rank holds one block of the sequence)",
+          dims.seq_length, tp));
     if (dims.num_attention_heads % tp != 0 || dims.ffn_hidden_size % tp != 0)
       throw core::Error(
           fmt::format("tensor_model_parallel_size {} must divide the attention heads ({}) and the "
@@ -237,6 +242,7 @@ int run(cli::RunContext& ctx, const Args& args) {
   mo.attention_dropout = cfg.attention_dropout;
   mo.attention = parse_attention(cfg.attention);
   mo.recompute = parse_recompute(cfg.recompute_granularity);
+  mo.sequence_parallel = cfg.sequence_parallel && layout.tp > 1;  // Megatron: off at TP 1
   std::unique_ptr<GptTask> task;
   std::unique_ptr<train::TrainingLoop> loop;
   const int64_t log_interval = cfg.log_interval;
@@ -278,6 +284,8 @@ int run(cli::RunContext& ctx, const Args& args) {
     lo.grad_clip_norm = cfg.clip_grad;
     GptTask* t = task.get();
     lo.clip_gradients = [t](double max_norm) { t->clip_gradients(max_norm); };
+    if (mo.sequence_parallel)
+      lo.finish_gradients = [t] { t->reduce_sequence_parallel_gradients(); };
     lo.checkpoint_interval = cfg.save_interval > 0 ? cfg.save_interval / log_interval : -1;
     lo.checkpoint_dir = run_dir / cfg.checkpoint_dir;
     lo.per_rank_checkpoints = layout.tp > 1;  // each rank's weights are its own slice
@@ -425,6 +433,7 @@ int run(cli::RunContext& ctx, const Args& args) {
                   {kParamJobTime, job_time ? job_time : ""},
                   {kParamPipelineParallel, param_text(cfg.pipeline_model_parallel_size)},
                   {kParamTensorParallel, param_text(layout.tp)},
+                  {"sequence_parallel", mo.sequence_parallel ? "1" : "0"},
                   {kParamDataParallel, param_text(layout.dp)},
                   {kParamRecompute, cfg.recompute_granularity},
                   {"num_layers", param_text(dims.num_layers)},

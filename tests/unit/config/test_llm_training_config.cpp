@@ -43,6 +43,7 @@ const std::vector<std::string> kKeys = {"base_run_dir",
                                         "recompute_granularity",
                                         "precision",
                                         "tensor_model_parallel_size",
+                                        "sequence_parallel",
                                         "pipeline_model_parallel_size",
                                         "micro_batch_size",
                                         "global_batch_size",
@@ -121,6 +122,8 @@ void expect_caraml_defaults(const LC& c) {
   EXPECT_EQ(c.micro_batch_size, 4);
   EXPECT_EQ(c.global_batch_size, 512);
   EXPECT_EQ(c.tensor_model_parallel_size, 1);
+  // CARAML passes --sequence-parallel, which Megatron turns off at TP 1: off in effect.
+  EXPECT_FALSE(c.sequence_parallel);
   EXPECT_EQ(c.pipeline_model_parallel_size, 1);
   EXPECT_EQ(c.precision, "fp16");
   EXPECT_EQ(c.position_embedding, "rope");
