@@ -16,7 +16,8 @@
 namespace scaffold::train {
 namespace {
 
-constexpr int64_t kShardFormat = 1;
+// 2: slices of ceil(N / DP) elements (1 cut N * r / DP; its shards are refused by the format).
+constexpr int64_t kShardFormat = 2;
 
 at::Tensor scalar_long(int64_t v) {
   return at::tensor(v, at::kLong);
@@ -50,8 +51,9 @@ ShardedAdamW::ShardedAdamW(std::vector<torch::optim::OptimizerParamGroup> groups
       total_ += p.numel();
     }
   }
-  begin_ = total_ * dp_rank_ / dp_size_;
-  end_ = total_ * (dp_rank_ + 1) / dp_size_;
+  block_ = (total_ + dp_size_ - 1) / dp_size_;
+  begin_ = std::min(total_, block_ * dp_rank_);
+  end_ = std::min(total_, begin_ + block_);
   int64_t offset = 0;  // of the current parameter in the flattened order
   at::TensorOptions options = at::TensorOptions().dtype(at::kFloat);
   for (std::size_t g = 0; g < param_groups_.size(); ++g)
@@ -99,21 +101,29 @@ at::Tensor ShardedAdamW::step(LossClosure closure) {
 
 void ShardedAdamW::gather_parameters() {
   if (dp_size_ <= 1) return;
-  // The same chunks in the same order on every rank; each rank fills in the elements it owns.
-  for (int64_t c0 = 0; c0 < total_; c0 += gather_chunk_) {
-    const int64_t c1 = std::min(total_, c0 + gather_chunk_);
-    at::Tensor chunk = at::zeros({c1 - c0}, exp_avg_.options());
-    const int64_t own0 = std::max(c0, begin_), own1 = std::min(c1, end_);
+  // The same chunks of the slices in the same order on every rank: chunk [c0, c0 + n) of every
+  // rank's slice in one all-gather, rank r's part holding flat elements r block_ + c0 onwards.
+  for (int64_t c0 = 0; c0 < block_; c0 += gather_chunk_) {
+    const int64_t n = std::min(gather_chunk_, block_ - c0);
+    at::Tensor mine = at::zeros({n}, exp_avg_.options());  // padded past the end of the model
+    const int64_t own0 = begin_ + c0, own1 = std::min(end_, own0 + n);
     for (const auto& [p, offset] : flat_) {
       const int64_t lo = std::max(own0, offset), hi = std::min(own1, offset + p.numel());
       if (lo < hi)
-        chunk.narrow(0, lo - c0, hi - lo).copy_(p.view(-1).narrow(0, lo - offset, hi - lo));
+        mine.narrow(0, lo - own0, hi - lo).copy_(p.view(-1).narrow(0, lo - offset, hi - lo));
     }
-    comm_->allreduce_sum(chunk)->wait();
-    for (const auto& [p, offset] : flat_) {
-      const int64_t lo = std::max(c0, offset), hi = std::min(c1, offset + p.numel());
-      if (lo < hi)
-        p.view(-1).narrow(0, lo - offset, hi - lo).copy_(chunk.narrow(0, lo - c0, hi - lo));
+    at::Tensor all = at::empty({dp_size_ * n}, mine.options());
+    comm_->all_gather(mine, all)->wait();
+    for (int r = 0; r < dp_size_; ++r) {
+      if (r == dp_rank_) continue;  // already in place
+      const int64_t r0 = std::min(total_, block_ * r + c0), r1 = std::min(total_, r0 + n);
+      for (const auto& [p, offset] : flat_) {
+        const int64_t lo = std::max(r0, offset), hi = std::min(r1, offset + p.numel());
+        if (lo < hi)
+          p.view(-1)
+              .narrow(0, lo - offset, hi - lo)
+              .copy_(all.narrow(0, r * n + (lo - r0), hi - lo));
+      }
     }
   }
 }

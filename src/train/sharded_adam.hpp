@@ -1,13 +1,12 @@
 // AdamW with its state sharded over the data-parallel group (Megatron's
 // --use-distributed-optimizer, ZeRO stage 1): the parameters, flattened in registration order, are
-// cut into DP contiguous slices and data-parallel rank r owns slice r. Each rank keeps exp_avg and
-// exp_avg_sq of its own slice only, updates only that slice (torch::optim::AdamW's arithmetic,
-// element for element), then the updated slices are gathered so every rank holds the whole model.
-// The gradients it reads are the loop's, already all-reduced over the group (the TensorComm has
-// no reduce-scatter): each rank only reads its slice of them. The gather is an all-reduce, chunk
-// by chunk of the flattened parameters, of a zero-filled buffer holding the rank's own elements
-// (exact: every element has one non-zero contributor), twice a true all-gather's traffic; the
-// chunk bounds the extra memory.
+// cut into DP contiguous slices of ceil(N / DP) elements (the last one shorter) and data-parallel
+// rank r owns slice r. Each rank keeps exp_avg and exp_avg_sq of its own slice only, updates only
+// that slice (torch::optim::AdamW's arithmetic, element for element), then the updated slices
+// are all-gathered so every rank holds the whole model, chunk by chunk of the slices (the chunk
+// bounds the extra memory; the last slice is padded). The gradients it reads are the loop's,
+// already all-reduced over the group: each rank only reads its slice of them (Megatron
+// reduce-scatters them instead, half the traffic; docs/llm.md).
 // Checkpoints hold this rank's slice and the slicing (DP size, rank, element count); loading a
 // shard of another slicing is refused.
 #pragma once
@@ -68,6 +67,7 @@ class ShardedAdamW : public ShardedOptimizer {
   std::shared_ptr<dist::TensorComm> comm_;
   int dp_size_ = 1, dp_rank_ = 0;
   int64_t total_ = 0, begin_ = 0, end_ = 0;
+  int64_t block_ = 0;  // elements per rank's slice: ceil(total_ / DP)
   int64_t gather_chunk_ = kGatherChunk;
   std::vector<std::pair<at::Tensor, int64_t>> flat_;  // every parameter, its first flat element
   std::vector<Segment> segments_;

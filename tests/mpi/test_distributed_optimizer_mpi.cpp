@@ -9,7 +9,7 @@
 //   4 uninterrupted iterations bitwise (the restored shards are exactly what was saved);
 // - the gather in small chunks equals one chunk;
 // - a shard loaded by an optimizer of another data-parallel size is refused by name.
-// Run under mpiexec -n 2.
+// Run under mpiexec -n 2 and 3 (uneven slices).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/serialize/archive.h>
@@ -165,8 +165,7 @@ TEST_F(DistributedOptimizer, ARestartFromPerRankShardsContinuesExactly) {
 }
 
 // The gather in chunks of 777 elements (crossing parameter and shard boundaries) leaves the same
-// parameters as one chunk holding everything, bitwise: every element is copied, never summed
-// with anything but zeros.
+// parameters as one chunk holding everything, bitwise: every element is copied.
 TEST_F(DistributedOptimizer, AChunkedGatherEqualsOneChunk) {
   if (world().size() < 2) GTEST_SKIP() << "needs data parallelism";
   std::shared_ptr<dist::TensorComm> comm = dist::make_tensor_comm(world(), c10::Device(c10::kCPU));

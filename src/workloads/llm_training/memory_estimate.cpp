@@ -48,8 +48,8 @@ core::MemoryEstimate llm_memory_estimate(const config::LlmTrainingConfig& cfg,
         "tensor_model_parallel_size)",
         16.0 * params / tp, dims(param_keys));
   } else {
-    // Each rank keeps 1/DP of the moments, and gathers the updated parameters through a chunk of
-    // at most 2^22 float32 elements (train/sharded_adam.hpp).
+    // Each rank keeps 1/DP of the moments, and all-gathers the updated parameters in chunks of
+    // at most 2^22 float32 elements per rank (train/sharded_adam.hpp).
     const auto dp = static_cast<double>(std::max<int64_t>(1, layout.data_parallel));
     e.add("parameters and gradients (8 bytes per parameter / tensor_model_parallel_size)",
           8.0 * params / tp, dims(param_keys));
@@ -59,8 +59,10 @@ core::MemoryEstimate llm_memory_estimate(const config::LlmTrainingConfig& cfg,
         "this rank's 1/DP of Adam's two moments (8 bytes per parameter / "
         "tensor_model_parallel_size / data-parallel size)",
         8.0 * params / tp / dp, dims(moment_keys));
-    e.add("the distributed optimizer's gather chunk (at most 2^22 float32)",
-          4.0 * std::min(params / tp, 4194304.0), dims(moment_keys));
+    e.add(
+        "the distributed optimizer's all-gather: its chunk and DP gathered (at most 2^22 float32 "
+        "each)",
+        4.0 * (dp + 1.0) * std::min(params / tp / dp, 4194304.0), dims(moment_keys));
   }
   if (layout.attention_keeps_scores) {
     e.add(
