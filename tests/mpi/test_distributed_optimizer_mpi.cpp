@@ -4,7 +4,8 @@
 // - each iteration's loss and the parameters after 4 iterations agree within 1e-6 relative
 //   (the sharded update is AdamW's arithmetic on slices; only the elementwise kernels' vector or
 //   scalar paths may round differently);
-// - each rank holds 1/DP of the optimizer state (exp_avg + exp_avg_sq bytes, within one element);
+// - each rank holds 1/DP of the optimizer state (exp_avg + exp_avg_sq bytes, within DP elements:
+//   slices of ceil(N / DP), the last one shorter);
 // - 2 iterations, a checkpoint per rank, a fresh process state resuming and running 2 more equals
 //   4 uninterrupted iterations bitwise (the restored shards are exactly what was saved);
 // - the gather in small chunks equals one chunk;
@@ -143,7 +144,7 @@ TEST_F(DistributedOptimizer, EqualsAdamWWithOneDpthOfTheStatePerRank) {
   EXPECT_EQ(plain.state_bytes, 8 * elements);
   const double dp = world().size();
   EXPECT_NEAR(static_cast<double>(sharded.state_bytes), 8.0 * static_cast<double>(elements) / dp,
-              8.0)
+              8.0 * dp)
       << "1/" << dp << " of the state on rank " << world().rank();
 }
 
