@@ -38,6 +38,19 @@ at::Tensor to_float(const at::Tensor& t) {
   return t.to(at::kFloat).contiguous();
 }
 
+// The solver options both Rayleigh-Benard solvers share, from the dataset's.
+template <class SolverOptions>
+SolverOptions rbc_solver_options(const RayleighBenardOptions& r) {
+  SolverOptions s;
+  s.nx = r.nx;
+  s.nz = r.nz;
+  s.rayleigh = r.rayleigh;
+  s.prandtl = r.prandtl;
+  s.aspect = r.aspect;
+  s.dt = r.dt;
+  return s;
+}
+
 }  // namespace
 
 uint64_t sample_stream(const FnoDataOptions& o, FnoSplit split, int64_t index) {
@@ -165,28 +178,13 @@ SampleGenerator::SampleGenerator(const FnoDataOptions& options) : impl_(std::mak
           NavierStokesSolverOptions{n.solver_grid, n.viscosity, n.dt, n.forcing_amplitude});
       break;
     }
-    case FnoProblem::RayleighBenard: {
-      const auto& r = options.rayleigh_benard;
-      RayleighBenardSolverOptions s;
-      s.nx = r.nx;
-      s.nz = r.nz;
-      s.rayleigh = r.rayleigh;
-      s.prandtl = r.prandtl;
-      s.aspect = r.aspect;
-      s.dt = r.dt;
-      impl_->rayleigh_benard.emplace(s);
+    case FnoProblem::RayleighBenard:
+      impl_->rayleigh_benard.emplace(
+          rbc_solver_options<RayleighBenardSolverOptions>(options.rayleigh_benard));
       break;
-    }
     case FnoProblem::RayleighBenard3d: {
-      const auto& r = options.rayleigh_benard;
-      RayleighBenard3dSolverOptions s;
-      s.nx = r.nx;
-      s.ny = r.ny;
-      s.nz = r.nz;
-      s.rayleigh = r.rayleigh;
-      s.prandtl = r.prandtl;
-      s.aspect = r.aspect;
-      s.dt = r.dt;
+      auto s = rbc_solver_options<RayleighBenard3dSolverOptions>(options.rayleigh_benard);
+      s.ny = options.rayleigh_benard.ny;
       impl_->rayleigh_benard_3d.emplace(s);
       break;
     }

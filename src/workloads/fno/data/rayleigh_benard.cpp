@@ -15,33 +15,22 @@
 #include "core/error.hpp"
 #include "workloads/fno/data/chebyshev.hpp"
 #include "workloads/fno/data/grf.hpp"
+#include "workloads/fno/data/rbc_common.hpp"
 
 namespace scaffold::fno {
 namespace {
 
+using rbc::apply;
+using rbc::interior;
+using rbc::kDelta;
+using rbc::kGamma;
+using rbc::pad_walls;
+using rbc::solve;
+
 constexpr double kPi = 3.14159265358979323846264338327950288;
-const double kGamma = 1.0 - 1.0 / std::sqrt(2.0);
-const double kDelta = 1.0 - 1.0 / (2.0 * kGamma);
 
 at::Tensor complex_t(const at::Tensor& m) {
   return m.t().contiguous().to(at::kComplexDouble);
-}
-
-// Zero wall values around interior ones: (..., Ni) -> (..., Ni + 2).
-at::Tensor pad_walls(const at::Tensor& x) {
-  auto sizes = x.sizes().vec();
-  sizes.back() = 1;
-  const at::Tensor zero = at::zeros(sizes, x.options());
-  return at::cat({zero, x, zero}, -1);
-}
-
-at::Tensor interior(const at::Tensor& x) {
-  return x.slice(-1, 1, x.size(-1) - 1);
-}
-
-// Real (Mx, n, n) matrices times complex (Mx, n) vectors, real and imaginary parts at once.
-at::Tensor apply(const at::Tensor& mats, const at::Tensor& x) {
-  return at::view_as_complex(at::bmm(mats, at::view_as_real(x.contiguous())).contiguous());
 }
 
 // Complex (rows, Mx) <-> real (rows, 2 Mx) views (no copy), so real z operators apply to both
@@ -55,11 +44,6 @@ at::Tensor as_complex_rows(const at::Tensor& x, int64_t rows) {
 // (B, rows, Mx) complex -> (B, rows, 2 Mx) real.
 at::Tensor as_real_batch(const at::Tensor& x) {
   return at::view_as_real(x).reshape({x.size(0), x.size(1), 2 * x.size(2)});
-}
-
-at::Tensor solve(const at::Tensor& lu, const at::Tensor& pivots, const at::Tensor& rhs) {
-  return at::view_as_complex(
-      at::linalg_lu_solve(lu, pivots, at::view_as_real(rhs.contiguous())).contiguous());
 }
 
 }  // namespace
@@ -83,22 +67,17 @@ RayleighBenardSolver::RayleighBenardSolver(RayleighBenardSolverOptions options)
   if (nf_ < nz)
     throw core::Error("Rayleigh-Benard solver: the product grid must have at least nz points");
 
-  // z = (1 - x) / 2 maps the Lobatto points x = 1 .. -1 onto z = 0 .. 1, so d/dz = -2 d/dx.
-  z_ = (1.0 - chebyshev_points(nz)) / 2.0;
-  const at::Tensor dz = -2.0 * chebyshev_diff_matrix(nz);
-  const at::Tensor dz2 = at::matmul(dz, dz);
-  const at::Tensor d2_int = dz2.slice(0, 1, nz - 1).slice(1, 1, nz - 1);
-  const ClampedOperators c = clamped_operators(nz);
-  const at::Tensor c_d2 = 4.0 * c.d2, c_d4 = 16.0 * c.d4;
+  const rbc::ZOperators zo = rbc::z_operators(nz);
+  const at::Tensor &dz = zo.dz, &dz2 = zo.dz2, &d2_int = zo.d2_int, &c_d2 = zo.c_d2,
+                   &c_d4 = zo.c_d4;
+  z_ = zo.z;
   d_t_ = complex_t(dz);
-  d1c_t_ = complex_t(-2.0 * c.d1_full);
-  d2c_t_ = complex_t(4.0 * c.d2_full);
+  d1c_t_ = complex_t(zo.c_d1_full);
+  d2c_t_ = complex_t(zo.c_d2_full);
   interp_t_ = complex_t(chebyshev_interpolation_matrix(nz, nf_));
   project_t_ = complex_t(chebyshev_projection_matrix(nz, nf_));
-  cc_weights_ = clenshaw_curtis_weights(nz) / 2.0;
-  const at::Tensor gaps = z_.slice(0, 1) - z_.slice(0, 0, nz - 1);  // (nz - 1)
-  dz_local_ =
-      at::minimum(at::cat({gaps.slice(0, 0, 1), gaps}), at::cat({gaps, gaps.slice(0, nz - 2)}));
+  cc_weights_ = zo.cc_weights;
+  dz_local_ = zo.dz_local;
   d2_wall_t_ = complex_t(at::stack({dz2.select(0, 0), dz2.select(0, nz - 1)}));
 
   // The pre-product fields on the product grid from [psi; u0; theta] at the interior points
@@ -107,7 +86,7 @@ RayleighBenardSolver::RayleighBenardSolver(RayleighBenardSolverOptions options)
   {
     const at::Tensor interp = chebyshev_interpolation_matrix(nz, nf_);
     const at::Tensor pad = at::eye(nz, at::kDouble).slice(1, 1, nz - 1);  // (nz, Ni)
-    const at::Tensor d1c = -2.0 * c.d1_full, d2c = 4.0 * c.d2_full;
+    const at::Tensor &d1c = zo.c_d1_full, &d2c = zo.c_d2_full;
     const at::Tensor none = at::zeros({nf_, ni_}, at::kDouble);
     auto i_of = [&](const at::Tensor& m) { return at::matmul(interp, m); };
     const at::Tensor d_pad = at::matmul(dz, pad), dd_pad = at::matmul(dz2, pad);
@@ -146,15 +125,7 @@ RayleighBenardSolver::RayleighBenardSolver(RayleighBenardSolverOptions options)
   std::tie(flow_lu_, flow_piv_) = at::linalg_lu_factor(flow_mass_ - gdt * flow_lin_);
   std::tie(theta_lu_, theta_piv_) = at::linalg_lu_factor(eye - gdt * theta_lin_);
 
-  // Pressure: m >= 1 (D2 - k^2) p = f with Neumann rows at the walls; m = 0 the first-order
-  // equation dp0/dz = g with the last row replaced by the zero-mean gauge.
-  const at::Tensor eye_z = at::eye(nz, at::kDouble);
-  at::Tensor pressure = (dz2.unsqueeze(0) - k2 * eye_z).clone();
-  pressure.select(1, 0).copy_(dz.select(0, 0).expand({mx_, nz}));
-  pressure.select(1, nz - 1).copy_(dz.select(0, nz - 1).expand({mx_, nz}));
-  pressure.select(0, 0).copy_(dz);
-  pressure.select(0, 0).select(0, nz - 1).copy_(cc_weights_);
-  std::tie(pressure_lu_, pressure_piv_) = at::linalg_lu_factor(pressure);
+  std::tie(pressure_lu_, pressure_piv_) = rbc::pressure_factors(zo, k2);
 }
 
 RbcState RayleighBenardSolver::initial_state(double amplitude, uint64_t stream) const {

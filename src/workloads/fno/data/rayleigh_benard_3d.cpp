@@ -19,41 +19,25 @@
 #include "core/error.hpp"
 #include "workloads/fno/data/chebyshev.hpp"
 #include "workloads/fno/data/grf.hpp"
+#include "workloads/fno/data/rbc_common.hpp"
 
 namespace scaffold::fno {
 namespace {
 
+using rbc::apply;
+using rbc::interior;
+using rbc::kDelta;
+using rbc::kGamma;
+using rbc::pad_walls;
+using rbc::solve;
+
 constexpr double kPi = 3.14159265358979323846264338327950288;
-const double kGamma = 1.0 - 1.0 / std::sqrt(2.0);
-const double kDelta = 1.0 - 1.0 / (2.0 * kGamma);
-
-// Zero wall values around interior ones: (..., Ni) -> (..., Ni + 2).
-at::Tensor pad_walls(const at::Tensor& x) {
-  auto sizes = x.sizes().vec();
-  sizes.back() = 1;
-  const at::Tensor zero = at::zeros(sizes, x.options());
-  return at::cat({zero, x, zero}, -1);
-}
-
-at::Tensor interior(const at::Tensor& x) {
-  return x.slice(-1, 1, x.size(-1) - 1);
-}
 
 // A real z operator, given transposed (n_in, n_out), applied to complex (..., n_in) data: both
 // parts in one real GEMM.
 at::Tensor zmap(const at::Tensor& x, const at::Tensor& op_t) {
   const at::Tensor parts = at::view_as_real(x.contiguous()).transpose(-1, -2);  // (..., 2, n_in)
   return at::view_as_complex(at::matmul(parts, op_t).transpose(-1, -2).contiguous());
-}
-
-// Real (M, n, n) matrices times complex (M, n) vectors.
-at::Tensor apply(const at::Tensor& mats, const at::Tensor& x) {
-  return at::view_as_complex(at::bmm(mats, at::view_as_real(x.contiguous())).contiguous());
-}
-
-at::Tensor solve(const at::Tensor& lu, const at::Tensor& pivots, const at::Tensor& rhs) {
-  return at::view_as_complex(
-      at::linalg_lu_solve(lu, pivots, at::view_as_real(rhs.contiguous())).contiguous());
 }
 
 }  // namespace
@@ -78,21 +62,15 @@ RayleighBenard3dSolver::RayleighBenard3dSolver(RayleighBenard3dSolverOptions opt
   if (nf_ < nz)
     throw core::Error("Rayleigh-Benard 3-D solver: the product grid must have at least nz points");
 
-  // z = (1 - x) / 2 maps the Lobatto points x = 1 .. -1 onto z = 0 .. 1, so d/dz = -2 d/dx.
-  z_ = (1.0 - chebyshev_points(nz)) / 2.0;
-  const at::Tensor dz = -2.0 * chebyshev_diff_matrix(nz);
-  const at::Tensor dz2 = at::matmul(dz, dz);
-  const at::Tensor d2_int = dz2.slice(0, 1, nz - 1).slice(1, 1, nz - 1);
-  const ClampedOperators c = clamped_operators(nz);
-  const at::Tensor c_d2 = 4.0 * c.d2, c_d4 = 16.0 * c.d4;
-  d_t_ = dz.t().contiguous();
-  d1c_t_ = (-2.0 * c.d1_full).t().contiguous();
+  const rbc::ZOperators zo = rbc::z_operators(nz);
+  const at::Tensor &dz2 = zo.dz2, &d2_int = zo.d2_int, &c_d2 = zo.c_d2, &c_d4 = zo.c_d4;
+  z_ = zo.z;
+  d_t_ = zo.dz.t().contiguous();
+  d1c_t_ = zo.c_d1_full.t().contiguous();
   interp_t_ = chebyshev_interpolation_matrix(nz, nf_).t().contiguous();
   project_t_ = chebyshev_projection_matrix(nz, nf_).t().contiguous();
-  cc_weights_ = clenshaw_curtis_weights(nz) / 2.0;
-  const at::Tensor gaps = z_.slice(0, 1) - z_.slice(0, 0, nz - 1);
-  dz_local_ =
-      at::minimum(at::cat({gaps.slice(0, 0, 1), gaps}), at::cat({gaps, gaps.slice(0, nz - 2)}));
+  cc_weights_ = zo.cc_weights;
+  dz_local_ = zo.dz_local;
   d2_wall_t_ = at::stack({dz2.select(0, 0), dz2.select(0, nz - 1)}).t().contiguous();
 
   // Wavevectors of the flattened rows r = a nyh + b: m_x = a (a <= nx/2) or a - nx, m_y = b.
@@ -125,15 +103,7 @@ RayleighBenard3dSolver::RayleighBenard3dSolver(RayleighBenard3dSolverOptions opt
   std::tie(eta_lu_, eta_piv_) = at::linalg_lu_factor(eye - gdt * eta_lin_);
   std::tie(theta_lu_, theta_piv_) = at::linalg_lu_factor(eye - gdt * theta_lin_);
 
-  // Pressure: k != 0 (D2 - k^2) p = f with Neumann rows at the walls; k = 0 the first-order
-  // equation dp0/dz = g with the last row replaced by the zero-mean gauge.
-  const at::Tensor eye_z = at::eye(nz, at::kDouble);
-  at::Tensor pressure = (dz2.unsqueeze(0) - k2 * eye_z).clone();
-  pressure.select(1, 0).copy_(dz.select(0, 0).expand({m_, nz}));
-  pressure.select(1, nz - 1).copy_(dz.select(0, nz - 1).expand({m_, nz}));
-  pressure.select(0, 0).copy_(dz);
-  pressure.select(0, 0).select(0, nz - 1).copy_(cc_weights_);
-  std::tie(pressure_lu_, pressure_piv_) = at::linalg_lu_factor(pressure);
+  std::tie(pressure_lu_, pressure_piv_) = rbc::pressure_factors(zo, k2);
 }
 
 at::Tensor RayleighBenard3dSolver::to_physical(const at::Tensor& field_hat) const {
