@@ -217,7 +217,7 @@ TEST(LlmTraining, TensorAndDataParallelRunsGiveTheLossesOfOneProcess) {
 // use_distributed_optimizer 1 on 2 data-parallel ranks: the losses of use_distributed_optimizer 0
 // (1e-5 relative, the unit's tolerance for parallel runs), one checkpoint file per rank, and a
 // restart from those files at iteration 4 continuing as the uninterrupted run (1e-9 relative: the
-// same arithmetic on restored state).
+// same arithmetic on restored state), and half the optimizer state per rank (measured).
 TEST(LlmTraining, TheDistributedOptimizerAndTensorParallelismResumeFromPerRankFiles) {
   TempDir dir;
   const std::string cfg = write_tiny_config(dir.path(), "save_interval: 4\n").string();
@@ -273,6 +273,15 @@ TEST(LlmTraining, TheDistributedOptimizerAndTensorParallelismResumeFromPerRankFi
     EXPECT_NEAR(whole[i], plain[i], 1e-5 * plain[i]) << "interval " << i;
     EXPECT_NEAR(parts[i], whole[i], 1e-9 * whole[i]) << "interval " << i;
   }
+  // Memory per rank, as each run measured it: Adam's state is halved by the sharding over DP 2
+  // (within DP elements of 8 bytes), and the plain run holds 8 bytes per parameter.
+  const auto summary = [&](const std::string& job) {
+    return nlohmann::json::parse(core::read_file(run_of(job) / "summary.json"));
+  };
+  const double plain_state = counter(summary("plain"), "optimizer_state_bytes");
+  EXPECT_EQ(plain_state, 8 * counter(summary("plain"), "parameters"));
+  EXPECT_NEAR(counter(summary("whole"), "optimizer_state_bytes"), plain_state / 2, 8 * 2);
+  EXPECT_GT(counter(summary("whole"), "peak_rss_gib"), 0.0);
 }
 
 // Energy of every interval's window against the closed-form integral of a power that changes over

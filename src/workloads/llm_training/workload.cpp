@@ -42,6 +42,7 @@
 #include "train/device.hpp"
 #include "train/device_memory.hpp"
 #include "train/loop.hpp"
+#include "train/sharded_adam.hpp"
 #include "workloads/llm_training/data/gpt_sources.hpp"
 #include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/memory_estimate.hpp"
@@ -394,6 +395,11 @@ int run(cli::RunContext& ctx, const Args& args) {
     });
   });
   const double tp_comm_s = tensor_parallel_stats().seconds - tp_comm_before;
+  // Memory per rank, measured: the largest over the ranks of Adam's state bytes (sharded by the
+  // distributed optimizer) and of the peak resident set (collective: every rank contributes).
+  double memory_max[2] = {static_cast<double>(train::adam_state_bytes(loop->optimizer())),
+                          static_cast<double>(core::peak_rss_bytes())};
+  ctx.comm.allreduce_max(memory_max, 2);
   loop->set_watchdog(nullptr);
   watchdog.reset();
   phases.set_energy_meter(nullptr);
@@ -447,6 +453,10 @@ int run(cli::RunContext& ctx, const Args& args) {
                   {"accumulation_steps", param_text(layout.accumulation)}};
     rec.counters = {
         {"parameters", static_cast<double>(params), "", "trainable parameters of the whole model"},
+        {"optimizer_state_bytes", memory_max[0], "B",
+         "Adam's exp_avg and exp_avg_sq on one rank (the largest; measured)"},
+        {"peak_rss_gib", memory_max[1] / (1 << 30), "GiB",
+         "peak resident set of one process (the largest over the ranks)"},
         {"peak_tflops_per_device", peak_tflops, "TFLOP/s",
          "measured: square GEMMs in the run's precision on one device"}};
     if (table_peak)
