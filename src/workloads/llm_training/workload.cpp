@@ -512,7 +512,7 @@ int run(cli::RunContext& ctx, const Args& args) {
           {"gradient_wait_s", loop->comm_times().gradient_wait_s, "s",
            "rank 0's wait for the data-parallel all-reduce after backward, timed iterations"});
       rec.counters.push_back({"tensor_parallel_comm_s", tp_comm_s, "s",
-                              "rank 0's time in tensor-parallel all-reduces, all iterations"});
+                              "rank 0's time in tensor-parallel collectives, all iterations"});
       rec.counters.push_back({"skipped_steps", static_cast<double>(result.skipped_steps), "",
                               "iterations the fp16 loss scaler skipped"});
       LOG_INFO(
