@@ -106,25 +106,29 @@ void ShardedAdamW::gather_parameters() {
   for (int64_t c0 = 0; c0 < block_; c0 += gather_chunk_) {
     const int64_t n = std::min(gather_chunk_, block_ - c0);
     at::Tensor mine = at::zeros({n}, exp_avg_.options());  // padded past the end of the model
-    const int64_t own0 = begin_ + c0, own1 = std::min(end_, own0 + n);
-    for (const auto& [p, offset] : flat_) {
-      const int64_t lo = std::max(own0, offset), hi = std::min(own1, offset + p.numel());
-      if (lo < hi)
-        mine.narrow(0, lo - own0, hi - lo).copy_(p.view(-1).narrow(0, lo - offset, hi - lo));
-    }
+    const int64_t own0 = begin_ + c0;
+    copy_flat(own0, std::min(end_, own0 + n), mine, /*into_buffer=*/true);
     at::Tensor all = at::empty({dp_size_ * n}, mine.options());
     comm_->all_gather(mine, all)->wait();
     for (int r = 0; r < dp_size_; ++r) {
       if (r == dp_rank_) continue;  // already in place
-      const int64_t r0 = std::min(total_, block_ * r + c0), r1 = std::min(total_, r0 + n);
-      for (const auto& [p, offset] : flat_) {
-        const int64_t lo = std::max(r0, offset), hi = std::min(r1, offset + p.numel());
-        if (lo < hi)
-          p.view(-1)
-              .narrow(0, lo - offset, hi - lo)
-              .copy_(all.narrow(0, r * n + (lo - r0), hi - lo));
-      }
+      const int64_t r0 = std::min(total_, block_ * r + c0);
+      copy_flat(r0, std::min(total_, r0 + n), all.narrow(0, r * n, n), /*into_buffer=*/false);
     }
+  }
+}
+
+void ShardedAdamW::copy_flat(int64_t lo, int64_t hi, const at::Tensor& buffer,
+                             bool into_buffer) const {
+  for (const auto& [p, offset] : flat_) {
+    const int64_t a = std::max(lo, offset), b = std::min(hi, offset + p.numel());
+    if (a >= b) continue;
+    at::Tensor in_param = p.view(-1).narrow(0, a - offset, b - a);
+    at::Tensor in_buffer = buffer.narrow(0, a - lo, b - a);
+    if (into_buffer)
+      in_buffer.copy_(in_param);
+    else
+      in_param.copy_(in_buffer);
   }
 }
 

@@ -63,6 +63,9 @@ class ShardedAdamW : public ShardedOptimizer {
     int64_t step = 0;  // AdamW's per-parameter step count
   };
   void gather_parameters();
+  // Copies the flattened parameters' elements [lo, hi) into `buffer` (its element 0 at flat
+  // element lo), or from it back into the parameters.
+  void copy_flat(int64_t lo, int64_t hi, const at::Tensor& buffer, bool into_buffer) const;
 
   std::shared_ptr<dist::TensorComm> comm_;
   int dp_size_ = 1, dp_rank_ = 0;

@@ -70,20 +70,26 @@ at::Tensor sequence_gathered(const at::Tensor& x, const TensorParallel& tp) {
   return out.scalar_type() == x.scalar_type() ? out : out.to(x.scalar_type());
 }
 
-// (B, S, ...) -> this rank's (B, S/t, ...) block of the sum over the group.
-at::Tensor sequence_reduce_scattered(const at::Tensor& x, const TensorParallel& tp) {
+// S/t, the length of one rank's block of x's (B, S, ...) sequence; checks that t divides S.
+int64_t sequence_block_length(const at::Tensor& x, const TensorParallel& tp) {
   const int64_t s = x.size(1);
   SCAFFOLD_CHECK(
       s % tp.size == 0,
       fmt::format("sequence parallelism: {} positions do not split into {} blocks", s, tp.size));
+  return s / tp.size;
+}
+
+// (B, S, ...) -> this rank's (B, S/t, ...) block of the sum over the group.
+at::Tensor sequence_reduce_scattered(const at::Tensor& x, const TensorParallel& tp) {
+  const int64_t part = sequence_block_length(x, tp);
   const auto start = std::chrono::steady_clock::now();
   auto blocked = x.sizes().vec();  // (B, t, S/t, ...)
-  blocked[1] = s / tp.size;
+  blocked[1] = part;
   blocked.insert(blocked.begin() + 1, tp.size);
   const at::Tensor input =
       x.to(at::kFloat).reshape(blocked).transpose(0, 1).contiguous();  // (t, B, S/t, ...)
   auto out_sizes = x.sizes().vec();
-  out_sizes[1] = s / tp.size;
+  out_sizes[1] = part;
   at::Tensor out = at::empty(out_sizes, input.options());
   tp.group->reduce_scatter_sum(input, out)->wait();
   count(start, input.numel() * 4);
@@ -91,11 +97,8 @@ at::Tensor sequence_reduce_scattered(const at::Tensor& x, const TensorParallel& 
 }
 
 at::Tensor sequence_block(const at::Tensor& x, const TensorParallel& tp) {
-  const int64_t s = x.size(1);
-  SCAFFOLD_CHECK(
-      s % tp.size == 0,
-      fmt::format("sequence parallelism: {} positions do not split into {} blocks", s, tp.size));
-  return x.narrow(1, tp.rank * (s / tp.size), s / tp.size).contiguous();
+  const int64_t part = sequence_block_length(x, tp);
+  return x.narrow(1, tp.rank * part, part).contiguous();
 }
 
 class ScatterToSequence : public torch::autograd::Function<ScatterToSequence> {

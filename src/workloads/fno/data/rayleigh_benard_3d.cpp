@@ -172,14 +172,19 @@ RayleighBenard3dSolver::Velocity RayleighBenard3dSolver::velocity(const at::Tens
   return v;
 }
 
+std::vector<at::Tensor> RayleighBenard3dSolver::gradient_hats(const Velocity& vel) const {
+  return {vel.u,        vel.v,        vel.w,
+          ikx_ * vel.u, iky_ * vel.u, zmap(vel.u, d_t_),
+          ikx_ * vel.v, iky_ * vel.v, zmap(vel.v, d_t_),
+          ikx_ * vel.w, iky_ * vel.w, vel.wz};
+}
+
 RayleighBenard3dSolver::Explicit RayleighBenard3dSolver::explicit_terms(const Rbc3dState& s) const {
   const Velocity vel = velocity(s.w, s.eta);
   const at::Tensor th = pad_walls(s.theta);
-  const at::Tensor hats =
-      at::stack({vel.u, vel.v, vel.w, ikx_ * vel.u, iky_ * vel.u, zmap(vel.u, d_t_), ikx_ * vel.v,
-                 iky_ * vel.v, zmap(vel.v, d_t_), ikx_ * vel.w, iky_ * vel.w, vel.wz, ikx_ * th,
-                 iky_ * th, zmap(th, d_t_)});               // (15, M, Nz)
-  const at::Tensor f = to_physical(zmap(hats, interp_t_));  // (15, nx, ny, Nf)
+  std::vector<at::Tensor> hats = gradient_hats(vel);
+  hats.insert(hats.end(), {ikx_ * th, iky_ * th, zmap(th, d_t_)});     // + b_x, b_y, b_z
+  const at::Tensor f = to_physical(zmap(at::stack(hats), interp_t_));  // (15, nx, ny, Nf)
   const at::Tensor u = f[0], v = f[1], w = f[2];
   auto advect = [&](int64_t i) { return u * f[i] + v * f[i + 1] + w * f[i + 2]; };
   const at::Tensor n_hat =
@@ -230,10 +235,7 @@ at::Tensor RayleighBenard3dSolver::pressure_hat(const Rbc3dState& s) const {
   const double area = static_cast<double>(options_.nx * options_.ny);
   const Velocity vel = velocity(s.w, s.eta);
   const at::Tensor theta_full = pad_walls(s.theta);
-  const at::Tensor hats =
-      at::stack({vel.u, vel.v, vel.w, ikx_ * vel.u, iky_ * vel.u, zmap(vel.u, d_t_), ikx_ * vel.v,
-                 iky_ * vel.v, zmap(vel.v, d_t_), ikx_ * vel.w, iky_ * vel.w, vel.wz});
-  const at::Tensor f = to_physical(zmap(hats, interp_t_));  // (12, nx, ny, Nf)
+  const at::Tensor f = to_physical(zmap(at::stack(gradient_hats(vel)), interp_t_));  // (12, ...)
   // div(u.grad u) = sum_ij d_i u_j d_j u_i for a divergence-free u; u.grad w for the mean.
   const at::Tensor q =
       f[3] * f[3] + f[7] * f[7] + f[11] * f[11] + 2.0 * (f[4] * f[6] + f[5] * f[9] + f[8] * f[10]);

@@ -16,6 +16,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "workloads/fno/data/rayleigh_benard.hpp"
 
@@ -72,6 +73,8 @@ class RayleighBenard3dSolver {
     at::Tensor w, eta, theta;  // (M, Ni) complex
   };
   Velocity velocity(const at::Tensor& w, const at::Tensor& eta) const;
+  // u, v, w and their x, y and z derivatives (u_x, u_y, u_z, v_x, ...): 12 (M, Nz) fields.
+  std::vector<at::Tensor> gradient_hats(const Velocity& velocity) const;
   Explicit explicit_terms(const Rbc3dState& state) const;
   at::Tensor pressure_hat(const Rbc3dState& state) const;  // (M, Nz)
   // (..., M, n) complex -> (..., nx, ny, n) real.
