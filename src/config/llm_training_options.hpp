@@ -62,8 +62,9 @@ struct LlmTrainingConfig {
   // all-gather / reduce-scatter for the all-reduces. Off at tensor_model_parallel_size 1 (as
   // Megatron turns it off: nothing to split), so CARAML's flag set works at any TP size.
   bool sequence_parallel = false;
-  int64_t pipeline_model_parallel_size =
-      1;  // only 1: pipeline parallelism is planned (docs/llm.md)
+  // Pipeline stages (Megatron's --pipeline-model-parallel-size): each holds num_layers / P layers;
+  // ranks = tensor x pipeline x data-parallel size.
+  int64_t pipeline_model_parallel_size = 1;
 
   // Batch: micro_batch_size x gradient accumulation x data-parallel size = global_batch_size.
   int64_t micro_batch_size = 4;

@@ -197,8 +197,7 @@ std::vector<Spec> llm_training_keys() {
   // Parallelism.
   add(bind_key("tensor_model_parallel_size", &LC::tensor_model_parallel_size,
                "ranks sharing each layer in Megatron's tensor parallelism (consecutive ranks); the "
-               "ranks are "
-               "this x the data-parallel size",
+               "ranks are this x pipeline_model_parallel_size x the data-parallel size",
                "an integer >= 1", int64_at_least_1));
   add(bind_key("sequence_parallel", &LC::sequence_parallel,
                "1 splits the LayerNorm, dropout and residual regions along the sequence inside the "
@@ -208,8 +207,9 @@ std::vector<Spec> llm_training_keys() {
                rules::kBoolAllowed, rules::bool_any));
   add(bind_key(
       "pipeline_model_parallel_size", &LC::pipeline_model_parallel_size,
-      "pipeline stages; only 1 is built (the plan: docs/llm.md)", "1",
-      +[](const int64_t& v) { return v == 1; }));
+      "pipeline stages (Megatron's --pipeline-model-parallel-size): consecutive tensor-parallel "
+      "groups each hold num_layers / this many layers, run by the 1F1B schedule (docs/llm.md)",
+      "an integer >= 1", int64_at_least_1));
 
   // Batch.
   add(bind_key("micro_batch_size", &LC::micro_batch_size,

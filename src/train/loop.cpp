@@ -253,20 +253,38 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::T
         feeder.take();  // copied while the previous step computed; the device waits, not the host
   }
   broadcast_buffers();
-  const TrainForward out = task_.train_forward(batch);
-  {
-    SCAFFOLD_PROFILE_REGION(prof, "backward");
-    if (first) optimizer_->zero_grad();
-    // Only the last micro-batch's backward is reduced, its buckets carrying the gradients the
-    // earlier ones accumulated; gradient buckets start all-reducing as they fill.
-    if (last && reducer_) reducer_->prepare(/*include_accumulated=*/!first);
-    at::Tensor loss = out.loss;
-    if (options_.accumulation_steps > 1)
-      loss = loss / static_cast<double>(options_.accumulation_steps);
-    (options_.loss_scaling ? loss * loss_scale_ : loss).backward();
+  if (options_.forward_backward) {
+    // The step's micro-batches go to the schedule together, once the last has arrived.
+    if (first) step_batches_.clear();
+    step_batches_.push_back(std::move(batch));
+    if (!last) return;
+    optimizer_->zero_grad();
+    MicroBatchRun run;
+    run.batches = std::move(step_batches_);
+    step_batches_.clear();
+    run.loss_multiplier = (options_.loss_scaling ? loss_scale_ : 1.0) /
+                          static_cast<double>(options_.accumulation_steps);
+    const bool accumulated = run.batches.size() > 1;
+    run.before_last_backward = [this, accumulated] {
+      if (reducer_) reducer_->prepare(/*include_accumulated=*/accumulated);
+    };
+    *sums += options_.forward_backward(run).to(at::kDouble);
+  } else {
+    const TrainForward out = task_.train_forward(batch);
+    {
+      SCAFFOLD_PROFILE_REGION(prof, "backward");
+      if (first) optimizer_->zero_grad();
+      // Only the last micro-batch's backward is reduced, its buckets carrying the gradients the
+      // earlier ones accumulated; gradient buckets start all-reducing as they fill.
+      if (last && reducer_) reducer_->prepare(/*include_accumulated=*/!first);
+      at::Tensor loss = out.loss;
+      if (options_.accumulation_steps > 1)
+        loss = loss / static_cast<double>(options_.accumulation_steps);
+      (options_.loss_scaling ? loss * loss_scale_ : loss).backward();
+    }
+    *sums += out.sums.to(at::kDouble);  // every micro-batch counts, whether or not it steps
+    if (!last) return;
   }
-  *sums += out.sums.to(at::kDouble);  // every micro-batch counts, whether or not the step is taken
-  if (!last) return;
   if (reducer_) {
     SCAFFOLD_PROFILE_REGION(prof, "gradient_allreduce");
     reducer_->finish();

@@ -56,6 +56,17 @@ struct PassSums {
   uint64_t draw_key = 0;  // the pass's augmentation key, to read those examples again
 };
 
+// An optimizer step's micro-batches, handed to LoopOptions::forward_backward.
+struct MicroBatchRun {
+  std::vector<dataset::Batch> batches;  // on the training device, in the loader's order
+  // Each micro-batch's loss is multiplied by this before its backward: 1 / accumulation_steps,
+  // times the loss scale when loss scaling is on.
+  double loss_multiplier = 1.0;
+  // To call once, right before the step's last backward pass (it arms the data-parallel
+  // gradient reducer, whose buckets then carry the gradients accumulated before).
+  std::function<void()> before_last_backward;
+};
+
 // The metrics of one epoch as the task defines them.
 struct EpochMetrics {
   std::vector<std::pair<std::string, double>> values;  // named, in the task's order
@@ -159,6 +170,12 @@ struct LoopOptions {
   // gradients are unscaled, checked, clipped or applied: the model-parallel reductions the
   // data-parallel reducer does not do (the sequence-parallel LayerNorm gradients).
   std::function<void()> finish_gradients;
+  // When set, runs the forward and backward passes of an optimizer step's micro-batches in its own
+  // order (a pipeline schedule: Megatron's forward_backward_func) instead of the loop's one
+  // micro-batch after another: the loop collects the step's accumulation_steps micro-batches and
+  // calls it once, after the last has arrived. Returns the step's metric sums
+  // (training_sum_names order) added up over its micro-batches; task_.train_forward is not used.
+  std::function<at::Tensor(MicroBatchRun& run)> forward_backward;
   int64_t max_steps = -1;  // optimizer steps in all, warm-up epochs included (-1: no cap)
   // A time on the steady clock (core::monotonic_s) after which the run ends once the step in
   // flight is done (agreed by every rank); the partial epoch is validated and reported like a
@@ -301,8 +318,9 @@ class TrainingLoop {
   dist::ProcessGrid grid_;
   LoopParallelism parallel_;
   std::unique_ptr<dist::GradientReducer> reducer_;
-  int64_t fail_at_step_ = -1;  // test hook SCAFFOLD_FAIL_AT (loop.cpp); -1: never
-  bool hang_at_step_ = false;  // the hook hangs instead of throwing
+  std::vector<dataset::Batch> step_batches_;  // forward_backward: the step's micro-batches so far
+  int64_t fail_at_step_ = -1;                 // test hook SCAFFOLD_FAIL_AT (loop.cpp); -1: never
+  bool hang_at_step_ = false;                 // the hook hangs instead of throwing
   int64_t steps_taken_ = 0;
   CommTimes comm_times_;
   bool warned_replica_drift_ = false;

@@ -206,8 +206,16 @@ at::Tensor GptBlockImpl::forward(const at::Tensor& x) {
   return h + mlp(post_attention_layernorm->forward(h));
 }
 
-GptImpl::GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp)
-    : options_(o), tp_(std::move(tp)) {
+std::pair<int64_t, int64_t> stage_layers(int64_t num_layers, int size, int rank) {
+  SCAFFOLD_CHECK(size >= 1 && rank >= 0 && rank < size && num_layers % size == 0,
+                 fmt::format("GPT: {} layers do not split into {} pipeline stages of equal size",
+                             num_layers, size));
+  const int64_t per_stage = num_layers / size;
+  return {rank * per_stage, (rank + 1) * per_stage};
+}
+
+GptImpl::GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp, PipelineStage stage)
+    : options_(o), tp_(std::move(tp)), stage_(stage) {
   const int t = tp_size(tp_);
   SCAFFOLD_CHECK(
       o.hidden_size % o.num_attention_heads == 0 && o.num_attention_heads % t == 0 &&
@@ -223,18 +231,29 @@ GptImpl::GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp)
   SCAFFOLD_CHECK(!options_.sequence_parallel || o.seq_length % t == 0,
                  fmt::format("GPT: sequence parallelism splits the {} positions into {} blocks",
                              o.seq_length, t));
-  word_embeddings = register_parameter(
-      "word_embeddings",
-      sharded_normal(o.padded_vocab_size, o.hidden_size, o.init_method_std, 0, raw(tp_)));
-  if (o.position_embedding == PositionEmbedding::kLearned)
-    position_embeddings = register_parameter(
-        "position_embeddings",
-        at::empty({o.seq_length, o.hidden_size}).normal_(0.0, o.init_method_std));
+  const auto [begin, end] = stage_layers(o.num_layers, stage_.size, stage_.rank);
+  first_layer_ = begin;
+  // Every stage draws every weight in the same order, so each keeps what one process holding the
+  // whole model would have; what a stage does not hold is dropped as soon as it is drawn.
+  const at::Tensor embedding =
+      sharded_normal(o.padded_vocab_size, o.hidden_size, o.init_method_std, 0, raw(tp_));
+  // The tied embedding: the first stage looks tokens up in it, the last computes the logits.
+  if (stage_.first() || stage_.last())
+    word_embeddings = register_parameter("word_embeddings", embedding);
+  if (o.position_embedding == PositionEmbedding::kLearned) {
+    at::Tensor positions = at::empty({o.seq_length, o.hidden_size}).normal_(0.0, o.init_method_std);
+    if (stage_.first()) position_embeddings = register_parameter("position_embeddings", positions);
+  }
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < o.num_layers; ++i) layers->push_back(GptBlock(options_, tp_));
-  final_layernorm = register_module(
-      "final_layernorm",
-      torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.hidden_size}).eps(o.layernorm_epsilon)));
+  for (int64_t i = 0; i < o.num_layers; ++i) {
+    GptBlock block(options_, tp_);
+    if (i >= begin && i < end) layers->push_back(block);
+  }
+  if (stage_.last())
+    final_layernorm =
+        register_module("final_layernorm",
+                        torch::nn::LayerNorm(
+                            torch::nn::LayerNormOptions({o.hidden_size}).eps(o.layernorm_epsilon)));
 }
 
 bool GptImpl::is_tensor_parallel(const std::string& name) {
@@ -274,7 +293,7 @@ void GptImpl::reduce_sequence_parallel_gradients() {
   }
 }
 
-at::Tensor GptImpl::hidden_states(const at::Tensor& tokens) {
+at::Tensor GptImpl::embed(const at::Tensor& tokens) {
   const int64_t s = tokens.size(1);
   SCAFFOLD_CHECK(s <= options_.seq_length,
                  fmt::format("GPT: {} tokens in a sequence, the model has {} positions", s,
@@ -283,6 +302,11 @@ at::Tensor GptImpl::hidden_states(const at::Tensor& tokens) {
   if (position_embeddings.defined()) x = x + position_embeddings.narrow(0, 0, s);
   if (options_.sequence_parallel) x = scatter_to_sequence_region(x, tp_);  // (B, S'/t, h)
   if (options_.hidden_dropout > 0) x = at::dropout(x, options_.hidden_dropout, is_training());
+  return x;
+}
+
+at::Tensor GptImpl::stage_forward(const at::Tensor& input) {
+  at::Tensor x = stage_.first() ? embed(input) : input;
   for (const auto& m : *layers) {
     auto block = std::dynamic_pointer_cast<GptBlockImpl>(m);
     if (options_.recompute == Recompute::kFull && is_training()) {
@@ -293,21 +317,32 @@ at::Tensor GptImpl::hidden_states(const at::Tensor& tokens) {
       x = block->forward(x);
     }
   }
-  return final_layernorm->forward(x);
+  return stage_.last() ? final_layernorm->forward(x) : x;
+}
+
+at::Tensor GptImpl::losses_from_hidden(const at::Tensor& hidden, const at::Tensor& labels) {
+  SCAFFOLD_CHECK(stage_.last(), "GPT: the loss is computed on the last pipeline stage");
+  const at::Tensor logits = output_layer(hidden);
+  const at::Tensor flat = logits.reshape({-1, logits.size(-1)});
+  return vocab_parallel_cross_entropy(flat, labels.reshape({-1}), tp_).view(labels.sizes());
+}
+
+at::Tensor GptImpl::output_layer(const at::Tensor& hidden) {
+  // The token embedding, transposed (Megatron's parallel_lm_logits).
+  return at::linear(options_.sequence_parallel ? gather_from_sequence_region(hidden, tp_)
+                                               : copy_to_tp_region(hidden, tp_),
+                    word_embeddings);  // (B, S', V/t)
 }
 
 at::Tensor GptImpl::forward(const at::Tensor& tokens) {
-  // The output layer is the token embedding, transposed (Megatron's parallel_lm_logits).
-  const at::Tensor h = hidden_states(tokens);
-  return at::linear(
-      options_.sequence_parallel ? gather_from_sequence_region(h, tp_) : copy_to_tp_region(h, tp_),
-      word_embeddings);  // (B, S', V/t)
+  SCAFFOLD_CHECK(stage_.size == 1, "GPT: forward() runs the whole model, not one pipeline stage");
+  return output_layer(stage_forward(tokens));
 }
 
 at::Tensor GptImpl::token_losses(const at::Tensor& tokens, const at::Tensor& labels) {
-  const at::Tensor logits = forward(tokens);
-  const at::Tensor flat = logits.reshape({-1, logits.size(-1)});
-  return vocab_parallel_cross_entropy(flat, labels.reshape({-1}), tp_).view(labels.sizes());
+  SCAFFOLD_CHECK(stage_.size == 1,
+                 "GPT: token_losses() runs the whole model, not one pipeline stage");
+  return losses_from_hidden(stage_forward(tokens), labels);
 }
 
 }  // namespace scaffold::llm

@@ -6,7 +6,9 @@
 // linear, vocabulary-parallel embedding and logits (tensor_parallel.hpp). Initialisation as
 // Megatron's: normal(0, std) for weights, std / sqrt(2 L) for the two output projections of each
 // block, zero biases; each rank keeps its slice of the full (master) weight, so any TP size
-// starts from the same model. Not here: pipeline stages, sequence parallelism, SwiGLU, MoE.
+// starts from the same model. Pipeline parallel in Megatron's style: a stage holds a contiguous
+// run of layers, the first also the embeddings, the last the final LayerNorm and a copy of the
+// tied embedding for the logits (pipeline.hpp schedules the stages). Not here: SwiGLU, MoE.
 // Legend: B batch, S sequence, h hidden, a heads, d = h/a head size, F FFN hidden, V padded
 // vocabulary, L layers, t tensor-parallel size.
 #pragma once
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "workloads/llm_training/tensor_parallel.hpp"
 
@@ -60,6 +63,18 @@ struct GptOptions {
   // of the row-parallel linears work on (B, S'/t, h) blocks of the sequence (S' divisible by t).
   bool sequence_parallel = false;
 };
+
+// This rank's pipeline stage: `rank` of `size` consecutive runs of layers.
+struct PipelineStage {
+  int size = 1;  // pipeline_model_parallel_size
+  int rank = 0;
+  bool first() const { return rank == 0; }
+  bool last() const { return rank == size - 1; }
+};
+
+// The layers [begin, end) stage `rank` of `size` holds: num_layers / size each, in order (Megatron
+// splits them evenly); SCAFFOLD_CHECK that size divides num_layers.
+std::pair<int64_t, int64_t> stage_layers(int64_t num_layers, int size, int rank);
 
 // Megatron's _vocab_size_with_padding: the smallest multiple of divisible_by x tp >= vocab.
 int64_t padded_vocab_size(int64_t vocab, int64_t divisible_by, int64_t tp);
@@ -105,13 +120,24 @@ TORCH_MODULE(GptBlock);
 class GptImpl : public torch::nn::Module {
  public:
   // Draws the full weights from the global generator (call torch::manual_seed first) in a fixed
-  // order, then keeps this rank's slices.
-  explicit GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp = nullptr);
-  // tokens (B, S') int64 with S' <= S -> logits (B, S', V/t) over this rank's vocabulary slice.
+  // order, then keeps this rank's slices and this stage's layers (one layer drawn at a time).
+  explicit GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp = nullptr,
+                   PipelineStage stage = {});
+  // The whole model (one pipeline stage): tokens (B, S') int64 with S' <= S -> logits (B, S', V/t)
+  // over this rank's vocabulary slice.
   at::Tensor forward(const at::Tensor& tokens);
   // (B, S') per-token loss of predicting `labels` (B, S') from `tokens`, float32, the same on
-  // every rank of the tensor-parallel group.
+  // every rank of the tensor-parallel group. The whole model only.
   at::Tensor token_losses(const at::Tensor& tokens, const at::Tensor& labels);
+
+  // One pipeline stage's part: the first stage takes tokens (B, S') int64, the others the
+  // previous stage's output; returns this stage's hidden states (B, S'', h) (S'' = S'/t with
+  // sequence parallelism), after the final LayerNorm on the last stage.
+  at::Tensor stage_forward(const at::Tensor& input);
+  // The last stage: per-token losses (B, S') of `labels` from its stage_forward output.
+  at::Tensor losses_from_hidden(const at::Tensor& hidden, const at::Tensor& labels);
+  const PipelineStage& stage() const { return stage_; }
+  int64_t first_layer() const { return first_layer_; }  // the global index of layers[0]
 
   const GptOptions& options() const { return options_; }
   const std::shared_ptr<const TensorParallel>& tensor_parallel() const { return tp_; }
@@ -126,15 +152,18 @@ class GptImpl : public torch::nn::Module {
   // Whether named_parameters() entry `name` is such a parameter.
   static bool is_sequence_parallel(const std::string& name);
 
-  at::Tensor word_embeddings;      // (V/t, h), tied to the output layer
-  at::Tensor position_embeddings;  // (S, h), learned positions only
-  torch::nn::ModuleList layers{nullptr};
-  torch::nn::LayerNorm final_layernorm{nullptr};
+  at::Tensor word_embeddings;      // (V/t, h), tied to the output layer; first and last stage
+  at::Tensor position_embeddings;  // (S, h), learned positions only; first stage
+  torch::nn::ModuleList layers{nullptr};          // this stage's layers
+  torch::nn::LayerNorm final_layernorm{nullptr};  // last stage
 
  private:
-  at::Tensor hidden_states(const at::Tensor& tokens);  // (B, S', h) after the final LayerNorm
+  at::Tensor embed(const at::Tensor& tokens);  // (B, S') -> (B, S'', h), the first stage's input
+  at::Tensor output_layer(const at::Tensor& hidden);  // the last stage's logits (B, S', V/t)
   GptOptions options_;
   std::shared_ptr<const TensorParallel> tp_;
+  PipelineStage stage_;
+  int64_t first_layer_ = 0;
 };
 TORCH_MODULE(Gpt);
 

@@ -33,7 +33,14 @@ core::MemoryEstimate llm_memory_estimate(const config::LlmTrainingConfig& cfg,
   const double vocab = padded_vocab_estimate(cfg.vocab_size, cfg.make_vocab_size_divisible_by,
                                              layout.tensor_parallel);
   const bool learned = cfg.position_embedding == "learned";
-  const double params = gpt_parameters_estimate(d, vocab, learned);
+  // The first stage's share: the embeddings and num_layers / P layers (the whole model at P 1;
+  // the final LayerNorm is left out at P > 1).
+  const auto stages = static_cast<double>(std::max<int64_t>(1, layout.pipeline_parallel));
+  config::GptDims stage_dims = d;
+  stage_dims.num_layers =
+      std::max<int64_t>(1, d.num_layers / std::max<int64_t>(1, layout.pipeline_parallel));
+  const double params =
+      gpt_parameters_estimate(stage_dims, vocab, learned) - (stages > 1 ? 2.0 * h : 0.0);
   // The keys that set each size: the model_size preset sets every dimension left at 0.
   const auto dims = [&](std::vector<std::string> keys) {
     keys.emplace_back("model_size");
@@ -72,12 +79,18 @@ core::MemoryEstimate llm_memory_estimate(const config::LlmTrainingConfig& cfg,
         dims({"seq_length", "micro_batch_size", "num_attention_heads"}));
     e.add("the causal mask (seq_length^2 booleans)", s * s, dims({"seq_length"}));
   }
-  e.add("the output layer's logits (micro_batch_size x seq_length x padded vocabulary / TP)",
-        act * b * s * vocab / tp, dims({"vocab_size", "seq_length", "micro_batch_size"}));
+  if (stages == 1)
+    e.add("the output layer's logits (micro_batch_size x seq_length x padded vocabulary / TP)",
+          act * b * s * vocab / tp, dims({"vocab_size", "seq_length", "micro_batch_size"}));
+  // With sequence parallelism each rank keeps its block of the sequence.
+  const double seq_held = cfg.sequence_parallel && tp > 1 ? s / tp : s;
+  const double in_flight =
+      std::min(stages, static_cast<double>(std::max<int64_t>(1, layout.micro_batches)));
   e.add(
-      "each layer's input, kept for the backward pass (num_layers x micro_batch_size x seq_length "
-      "x hidden_size)",
-      act * layers * b * s * h,
+      "each layer's input, kept for the backward pass (num_layers / pipeline stages x "
+      "micro-batches "
+      "in flight x micro_batch_size x seq_length [/ TP with sequence_parallel] x hidden_size)",
+      act * (layers / stages) * in_flight * b * seq_held * h,
       dims({"num_layers", "seq_length", "micro_batch_size", "hidden_size"}));
   return e;
 }

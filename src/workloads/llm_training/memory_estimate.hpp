@@ -1,7 +1,9 @@
 // The memory an llm_training configuration certainly needs on each rank, before anything is
 // allocated (core/memory_budget.hpp checks it against the machine): the model state, one
 // layer's attention probabilities where the attention keeps them, the output layer's logits and
-// the layer inputs kept for the backward pass. Each item names the config keys that set it.
+// the layer inputs kept for the backward pass. With pipeline stages it is the first stage's rank
+// (the embeddings, num_layers / P layers and the most micro-batches in flight: min(P, m)); the
+// logits are then on another rank. Each item names the config keys that set it.
 // Torch-free: the fuzz target drives it with any configuration the schema accepts.
 #pragma once
 
@@ -13,9 +15,11 @@
 namespace scaffold::llm {
 
 struct LlmMemoryLayout {
-  int64_t tensor_parallel = 1;  // the tensor-parallel size the run will use
-  int64_t data_parallel = 1;    // its data-parallel size (divides Adam's state with
-                                // use_distributed_optimizer)
+  int64_t tensor_parallel = 1;    // the tensor-parallel size the run will use
+  int64_t pipeline_parallel = 1;  // pipeline stages (the estimate is the first stage's rank)
+  int64_t micro_batches = 1;      // per iteration (with stages: how many are in flight)
+  int64_t data_parallel = 1;      // its data-parallel size (divides Adam's state with
+                                  // use_distributed_optimizer)
   bool attention_keeps_scores =
       true;  // the attention kernel materialises (B, a, s, s) probabilities
 };

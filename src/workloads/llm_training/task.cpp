@@ -24,15 +24,17 @@ GptTask::GptTask(Gpt model, const dataset::ExampleSource& train_set,
   const std::string& p = options_.precision;
   if (p != "fp32" && p != "bf16" && p != "fp16")
     throw core::Error(fmt::format("precision: '{}' is not one of fp32, bf16, fp16", p));
+  if (options_.pipeline)
+    SCAFFOLD_CHECK(options_.pipeline->stage.size == model_->stage().size &&
+                       options_.pipeline->stage.rank == model_->stage().rank,
+                   "GptTask: the pipeline's stage is not the model's");
   if (p == "fp16" && !device_.is_cuda())
     throw core::Error(
         fmt::format("precision: fp16 needs a CUDA device (this run trains on {}); use fp32 or bf16",
                     device_.str()));
 }
 
-at::Tensor GptTask::token_losses(const dataset::Batch& batch) {
-  const at::Tensor& tokens = batch.fields.at(0);  // (B, S + 1)
-  const int64_t s = tokens.size(1) - 1;
+model::AutocastState GptTask::autocast_state() const {
   model::AutocastState a = model::AutocastState::current().disabled();
   if (options_.precision == "bf16") {
     (device_.is_cuda() ? a.cuda_enabled : a.cpu_enabled) = true;
@@ -41,8 +43,112 @@ at::Tensor GptTask::token_losses(const dataset::Batch& batch) {
     a.cuda_enabled = true;
     a.cuda_dtype = at::kHalf;
   }
-  model::AutocastGuard amp(a);
+  return a;
+}
+
+at::Tensor GptTask::token_losses(const dataset::Batch& batch) {
+  const at::Tensor& tokens = batch.fields.at(0);  // (B, S + 1)
+  const int64_t s = tokens.size(1) - 1;
+  model::AutocastGuard amp(autocast_state());
   return model_->token_losses(tokens.narrow(1, 0, s), tokens.narrow(1, 1, s));
+}
+
+std::vector<int64_t> GptTask::activation_shape(const at::Tensor& tokens) const {
+  const auto& tp = model_->tensor_parallel();
+  const int64_t s = tokens.size(1) - 1;
+  const bool split = model_->options().sequence_parallel && tp && tp->size > 1;
+  return {tokens.size(0), split ? s / tp->size : s, model_->options().hidden_size};
+}
+
+namespace {
+
+// Per-token losses (B, S) -> [sum x weight, count x weight] in float64: the metric sums.
+at::Tensor loss_sums(const at::Tensor& losses, double weight) {
+  const auto n = static_cast<double>(losses.numel());
+  return at::stack({losses.detach().sum().to(at::kDouble) * weight,
+                    at::scalar_tensor(n * weight, losses.options().dtype(at::kDouble))});
+}
+
+}  // namespace
+
+at::Tensor GptTask::forward_backward(train::MicroBatchRun& run) {
+  SCAFFOLD_CHECK(pipelined(), "GptTask::forward_backward: the model has one pipeline stage");
+  const PipelineParallel& pp = *options_.pipeline;
+  const PipelineStage& stage = pp.stage;
+  const auto m = static_cast<int64_t>(run.batches.size());
+  const std::vector<PipelineOp> ops = pipeline_ops(options_.schedule, stage.size, stage.rank, m);
+  std::size_t last_backward = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (!ops[i].forward) last_backward = i;
+  // What a micro-batch's backward needs: its input from the previous stage (for the gradient to
+  // send back) and its output (the hidden states, or the loss on the last stage).
+  struct InFlight {
+    at::Tensor input, output;
+  };
+  std::vector<InFlight> in_flight(static_cast<std::size_t>(m));
+  const at::TensorOptions activation_options =
+      model_->parameters().front().options().requires_grad(false);
+  at::Tensor sums = at::zeros({2}, activation_options.dtype(at::kDouble));
+  StageLink link(pp);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const int64_t j = ops[i].micro_batch;
+    const at::Tensor& tokens = run.batches[static_cast<std::size_t>(j)].fields.at(0);  // (B, S+1)
+    const int64_t s = tokens.size(1) - 1;
+    InFlight& f = in_flight[static_cast<std::size_t>(j)];
+    if (ops[i].forward) {
+      SCAFFOLD_PROFILE_REGION(options_.profiler, "predict");
+      if (stage.first()) {
+        f.input = tokens.narrow(1, 0, s);
+      } else {
+        f.input = link.recv_forward(activation_shape(tokens), activation_options, j);
+        f.input.requires_grad_(true);
+      }
+      model::AutocastGuard amp(autocast_state());
+      const at::Tensor hidden = model_->stage_forward(f.input);
+      if (stage.last()) {
+        const at::Tensor losses = model_->losses_from_hidden(hidden, tokens.narrow(1, 1, s));
+        f.output = losses.mean();
+        sums += loss_sums(losses, stage.size);
+      } else {
+        link.send_forward(hidden.detach().to(activation_options.dtype()), j);
+        f.output = hidden;
+      }
+    } else {
+      SCAFFOLD_PROFILE_REGION(options_.profiler, "backward");
+      if (i == last_backward && run.before_last_backward) run.before_last_backward();
+      if (stage.last()) {
+        (f.output * run.loss_multiplier).backward();
+      } else {
+        const at::Tensor grad =
+            link.recv_backward(f.output.sizes(), activation_options, j).to(f.output.dtype());
+        f.output.backward(grad);
+      }
+      if (!stage.first()) link.send_backward(f.input.grad(), j);
+      f = InFlight{};  // its activations are freed as soon as they are used
+    }
+  }
+  link.finish();
+  return sums;
+}
+
+at::Tensor GptTask::pipeline_validation_sums(const dataset::Batch& batch) {
+  const PipelineParallel& pp = *options_.pipeline;
+  const at::Tensor& tokens = batch.fields.at(0);
+  const int64_t s = tokens.size(1) - 1;
+  const at::TensorOptions activation_options = model_->parameters().front().options();
+  StageLink link(pp);
+  const at::Tensor input = pp.stage.first()
+                               ? tokens.narrow(1, 0, s)
+                               : link.recv_forward(activation_shape(tokens), activation_options, 0);
+  model::AutocastGuard amp(autocast_state());
+  const at::Tensor hidden = model_->stage_forward(input);
+  at::Tensor sums = at::zeros({2}, activation_options.dtype(at::kDouble));
+  if (pp.stage.last())
+    sums = loss_sums(model_->losses_from_hidden(hidden, tokens.narrow(1, 1, s)), pp.stage.size);
+  else
+    link.send_forward(hidden.to(activation_options.dtype()), 0);
+  link.finish();
+  return sums;
 }
 
 train::TrainForward GptTask::train_forward(const dataset::Batch& batch) {
@@ -58,10 +164,8 @@ train::TrainForward GptTask::train_forward(const dataset::Batch& batch) {
 }
 
 at::Tensor GptTask::validation_sums(const dataset::Batch& batch) {
-  const at::Tensor losses = token_losses(batch);
-  const auto n = static_cast<double>(losses.numel());
-  return at::stack(
-      {losses.sum().to(at::kDouble), at::scalar_tensor(n, losses.options().dtype(at::kDouble))});
+  if (pipelined()) return pipeline_validation_sums(batch);
+  return loss_sums(token_losses(batch), 1.0);
 }
 
 void GptTask::after_step() {
@@ -73,7 +177,26 @@ void GptTask::after_validation() {
 
 int GptTask::sum_multiplicity() const {
   const auto& tp = model_->tensor_parallel();
-  return tp ? tp->size : 1;
+  return (tp ? tp->size : 1) * model_->stage().size;
+}
+
+void GptTask::reduce_embedding_gradients() {
+  if (!pipelined()) return;
+  const PipelineStage& stage = options_.pipeline->stage;
+  if (!stage.first() && !stage.last()) return;
+  at::Tensor grad = model_->word_embeddings.grad();
+  SCAFFOLD_CHECK(grad.defined(), "pipeline: the tied embedding has no gradient");
+  // Each copy's gradient goes to the other stage and both add the pair: a + b on one, b + a on
+  // the other, the same floating-point sum.
+  torch::NoGradGuard no_grad;
+  const int peer = stage.first() ? stage.size - 1 : 0;
+  const at::Tensor mine = grad.contiguous().clone();
+  at::Tensor theirs = at::empty_like(mine);
+  auto& group = *options_.pipeline->group;
+  auto sent = group.send(mine, peer, 32700);
+  group.recv(theirs, peer, 32700)->wait();
+  sent->wait();
+  grad.add_(theirs);
 }
 
 train::EpochMetrics GptTask::epoch_metrics(int64_t epoch, const train::PassSums& train,
@@ -95,11 +218,15 @@ at::Tensor GptTask::clip_gradients(double max_norm) {
   torch::NoGradGuard no_grad;
   const auto& tp = model_->tensor_parallel();
   const bool first_of_group = !tp || tp->rank == 0;
+  // The last stage's copy of the tied embedding holds the first stage's gradient (after
+  // reduce_embedding_gradients): counted there only.
+  const bool tied_copy = model_->stage().size > 1 && model_->stage().last();
   std::vector<at::Tensor> grads, norms;
   for (const auto& named : model_->named_parameters()) {
     const at::Tensor& g = named.value().grad();
     if (!g.defined()) continue;
     grads.push_back(g);
+    if (tied_copy && named.key() == "word_embeddings") continue;
     // Replicated parameters hold the same gradient on every rank of the group: counted once.
     if (first_of_group || GptImpl::is_tensor_parallel(named.key()))
       norms.push_back(g.norm().to(at::kDouble));
@@ -107,7 +234,10 @@ at::Tensor GptTask::clip_gradients(double max_norm) {
   if (grads.empty()) return at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
   at::Tensor total = norms.empty() ? at::zeros({1}, grads[0].options().dtype(at::kDouble))
                                    : at::stack(norms).square().sum().reshape({1});
-  if (tp && tp->size > 1) tp->group->allreduce_sum(total)->wait();
+  if (options_.model_parallel && options_.model_parallel->size() > 1)
+    options_.model_parallel->allreduce_sum(total)->wait();
+  else if (tp && tp->size > 1)
+    tp->group->allreduce_sum(total)->wait();
   // The norm and the scale stay on the device (no host wait per step): torch's clip_grad_norm_
   // arithmetic, coefficient max_norm / (norm + 1e-6) clamped to 1.
   const at::Tensor norm = total.sqrt();

@@ -3,8 +3,10 @@
 // the micro-batch (Megatron's "lm loss"); validation sums the same. Precision fp32, bf16 autocast
 // or fp16 autocast (CUDA; the loop scales the loss). Also what the loop takes from the task for
 // Megatron's optimizer: AdamW with weight decay on matrices only, and the gradient-norm clip
-// over the tensor-parallel shards (replicated parameters counted once).
-// Legend: B micro-batch, S sequence.
+// over the model-parallel shards (replicated parameters counted once). With pipeline stages the
+// task runs an iteration's micro-batches through a pipeline schedule (forward_backward, the
+// loop's hook) and only the last stage computes the loss.
+// Legend: B micro-batch, S sequence, P pipeline stages, t tensor-parallel size.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -18,15 +20,23 @@
 
 #include "dataset/example_source.hpp"
 #include "dist/tensor_comm.hpp"
+#include "model/autocast.hpp"
 #include "profile/profiler.hpp"
 #include "train/loop.hpp"
 #include "workloads/llm_training/gpt.hpp"
+#include "workloads/llm_training/pipeline.hpp"
 
 namespace scaffold::llm {
 
 struct GptTaskOptions {
   std::string precision = "fp32";  // fp32 | bf16 | fp16 (CUDA only)
   profile::Profiler* profiler = nullptr;
+  // The pipeline this rank is a stage of (its stage must be the model's); null: one stage.
+  std::shared_ptr<const PipelineParallel> pipeline;
+  PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
+  // The t x P ranks holding one copy of the model (the gradient norm is summed over them); null:
+  // the tensor-parallel group.
+  std::shared_ptr<dist::TensorComm> model_parallel;
 };
 
 class GptTask : public train::TrainingTask {
@@ -45,10 +55,16 @@ class GptTask : public train::TrainingTask {
     return {"loss_x_tokens", "tokens"};
   }
   train::TrainForward train_forward(const dataset::Batch& batch) override;
+  // With pipeline stages (the loop's forward_backward hook): the iteration's micro-batches
+  // through this stage in the schedule's order, activations and gradients exchanged with the
+  // neighbouring stages. The returned sums are the last stage's x P (zeros elsewhere), so that
+  // dividing the world's sums by sum_multiplicity() counts each micro-batch once.
+  at::Tensor forward_backward(train::MicroBatchRun& run);
+  bool pipelined() const { return options_.pipeline && options_.pipeline->stage.size > 1; }
   at::Tensor validation_sums(const dataset::Batch& batch) override;
   void after_step() override;
   void after_validation() override;
-  // Every rank of a tensor-parallel group computes the same loss.
+  // Every rank of a tensor-parallel group computes the same loss (with pipeline stages: t x P).
   int sum_multiplicity() const override;
   // lm_loss and val_loss (NaN when the epoch had no validation); the stop value is -val_loss.
   // Throws core::Error when the training loss is not finite.
@@ -56,13 +72,18 @@ class GptTask : public train::TrainingTask {
                                     const train::PassSums& val) const override;
 
   // The global gradient norm over every shard (sharded parameters' squares summed over the
-  // tensor-parallel group, replicated ones once), then grads *= max_norm / (norm + 1e-6) when
+  // model-parallel group, replicated ones once, the tied embedding of the last stage not at all:
+  // the first stage's is the same), then grads *= max_norm / (norm + 1e-6) when
   // that is < 1 (torch's clip_grad_norm_). max_norm <= 0: measure only. Returns the norm, a
   // tensor on the device (reading it waits for the device).
   at::Tensor clip_gradients(double max_norm);
   // The sequence-parallel LayerNorm and bias gradients summed over the tensor-parallel group
   // (GptImpl::reduce_sequence_parallel_gradients); the loop's finish_gradients hook.
   void reduce_sequence_parallel_gradients() { model_->reduce_sequence_parallel_gradients(); }
+  // The tied embedding's two copies (first and last stage) get the sum of their gradients
+  // (Megatron's embedding all-reduce); a no-op with one stage. Call after the data-parallel
+  // reduction, before the gradients are read.
+  void reduce_embedding_gradients();
   double last_grad_norm() const;  // the last step's global gradient norm (a host read)
 
   Gpt& model() { return model_; }
@@ -70,6 +91,11 @@ class GptTask : public train::TrainingTask {
  private:
   // (B, S) per-token losses of a batch {tokens (B, S + 1)} under the precision's autocast.
   at::Tensor token_losses(const dataset::Batch& batch);
+  model::AutocastState autocast_state() const;
+  // The pipeline's validation forward: the last stage's loss sums x P, zeros elsewhere.
+  at::Tensor pipeline_validation_sums(const dataset::Batch& batch);
+  // The (B, S'', h) activation shape and options passed between stages for tokens (B, S + 1).
+  std::vector<int64_t> activation_shape(const at::Tensor& tokens) const;
 
   Gpt model_;
   const dataset::ExampleSource& train_set_;

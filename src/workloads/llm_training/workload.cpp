@@ -47,6 +47,7 @@
 #include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/memory_estimate.hpp"
 #include "workloads/llm_training/metrics.hpp"
+#include "workloads/llm_training/pipeline.hpp"
 #include "workloads/llm_training/result_columns.hpp"
 #include "workloads/llm_training/task.hpp"
 #include "workloads/llm_training/tensor_parallel.hpp"
@@ -58,32 +59,42 @@ using config::LlmTrainingConfig;
 
 using Args = cli::WorkloadArgs;
 
-// Megatron's layout: consecutive ranks form a tensor-parallel group, the groups are
-// data-parallel replicas; micro-batch x accumulation x DP = global batch.
+// Megatron's layout: consecutive ranks form a tensor-parallel group, consecutive groups the
+// stages of a pipeline, and the pipelines are data-parallel replicas:
+// rank = (dp x P + pp) x t + tp. micro-batch x accumulation x DP = global batch.
 struct Layout {
-  int tp = 1, dp = 1;
+  int tp = 1, pp = 1, dp = 1;
   int64_t accumulation = 1;
-  std::unique_ptr<dist::Communicator> tp_comm, dp_comm;
+  std::unique_ptr<dist::Communicator> tp_comm, pp_comm, dp_comm, mp_comm;
   std::shared_ptr<TensorParallel> tensor_parallel;
+  std::shared_ptr<PipelineParallel> pipeline;
+  std::shared_ptr<dist::TensorComm> model_parallel;  // the t x P ranks of one replica
 };
 
 Layout make_layout(dist::Communicator& comm, const LlmTrainingConfig& cfg,
                    const config::GptDims& dims, const c10::Device& device) {
   Layout l;
   dist::run_agreed(comm, [&] {
-    const int64_t tp = cfg.tensor_model_parallel_size, ranks = comm.size();
-    if (ranks % tp != 0)
-      throw core::Error(
-          fmt::format("tensor_model_parallel_size {} does not divide the {} ranks: ranks = "
-                      "tensor_model_parallel_size x data-parallel size",
-                      tp, ranks));
-    const int64_t dp = ranks / tp;
+    const int64_t tp = cfg.tensor_model_parallel_size, pp = cfg.pipeline_model_parallel_size,
+                  ranks = comm.size();
+    if (ranks % (tp * pp) != 0)
+      throw core::Error(fmt::format(
+          "tensor_model_parallel_size {} x pipeline_model_parallel_size {} does not divide the {} "
+          "ranks: ranks = tensor x pipeline x data-parallel size",
+          tp, pp, ranks));
+    const int64_t dp = ranks / (tp * pp);
     if (cfg.global_batch_size % (cfg.micro_batch_size * dp) != 0)
       throw core::Error(fmt::format(
           "global_batch_size {} is not a multiple of micro_batch_size {} x data-parallel "
-          "size {} (= {} ranks / tensor_model_parallel_size {}): the global batch is "
-          "micro-batch x gradient accumulation x data-parallel size",
-          cfg.global_batch_size, cfg.micro_batch_size, dp, ranks, tp));
+          "size {} (= {} ranks / tensor_model_parallel_size {} / pipeline_model_parallel_size "
+          "{}): the global batch is micro-batch x micro-batches per iteration x data-parallel "
+          "size",
+          cfg.global_batch_size, cfg.micro_batch_size, dp, ranks, tp, pp));
+    if (dims.num_layers % pp != 0)
+      throw core::Error(fmt::format(
+          "pipeline_model_parallel_size {} must divide num_layers {} (each stage holds an equal "
+          "run of layers)",
+          pp, dims.num_layers));
     if (cfg.sequence_parallel && dims.seq_length % tp != 0)
       throw core::Error(fmt::format(
           "sequence_parallel: seq_length {} must be a multiple of tensor_model_parallel_size {} "
@@ -95,15 +106,24 @@ Layout make_layout(dist::Communicator& comm, const LlmTrainingConfig& cfg,
                       "FFN hidden size ({})",
                       tp, dims.num_attention_heads, dims.ffn_hidden_size));
     l.tp = static_cast<int>(tp);
+    l.pp = static_cast<int>(pp);
     l.dp = static_cast<int>(dp);
     l.accumulation = cfg.global_batch_size / (cfg.micro_batch_size * dp);
   });
-  l.tp_comm = comm.split(comm.rank() / l.tp, comm.rank() % l.tp);
-  l.dp_comm = comm.split(comm.rank() % l.tp, comm.rank() / l.tp);
+  const int rank = comm.rank(), mp = l.tp * l.pp;
+  const int tp_rank = rank % l.tp, pp_rank = (rank / l.tp) % l.pp, dp_rank = rank / mp;
+  l.tp_comm = comm.split(rank / l.tp, tp_rank);
+  l.pp_comm = comm.split(dp_rank * l.tp + tp_rank, pp_rank);
+  l.dp_comm = comm.split(rank % mp, dp_rank);
+  l.mp_comm = comm.split(dp_rank, rank % mp);
   l.tensor_parallel = std::make_shared<TensorParallel>();
   l.tensor_parallel->size = l.tp;
-  l.tensor_parallel->rank = comm.rank() % l.tp;
+  l.tensor_parallel->rank = tp_rank;
   if (l.tp > 1) l.tensor_parallel->group = dist::make_tensor_comm(*l.tp_comm, device);
+  l.pipeline = std::make_shared<PipelineParallel>();
+  l.pipeline->stage = {l.pp, pp_rank};
+  if (l.pp > 1) l.pipeline->group = dist::make_tensor_comm(*l.pp_comm, device);
+  if (mp > 1) l.model_parallel = dist::make_tensor_comm(*l.mp_comm, device);
   return l;
 }
 
@@ -196,7 +216,9 @@ int run(cli::RunContext& ctx, const Args& args) {
   dist::run_agreed(ctx.comm, [&] {
     LlmMemoryLayout memory;
     memory.tensor_parallel = layout.tp;
+    memory.pipeline_parallel = layout.pp;
     memory.data_parallel = layout.dp;
+    memory.micro_batches = layout.accumulation;
     memory.attention_keeps_scores = attention_keeps_scores(parse_attention(cfg.attention));
     train::check_memory_budget_on(kWorkloadName, llm_memory_estimate(cfg, memory), device,
                                   ctx.comm.local_size(), cfg.device_sharing);
@@ -224,9 +246,10 @@ int run(cli::RunContext& ctx, const Args& args) {
   LOG_INFO(
       "data: {} ({} training, {} validation sequences of {} tokens, vocabulary {}), global batch "
       "{} = "
-      "micro-batch {} x {} accumulation x {} data-parallel",
+      "micro-batch {} x {} {} x {} data-parallel",
       sources.name, sources.train->size(), sources.val->size(), dims.seq_length, cfg.vocab_size,
-      cfg.global_batch_size, cfg.micro_batch_size, layout.accumulation, layout.dp);
+      cfg.global_batch_size, cfg.micro_batch_size, layout.accumulation,
+      layout.pp > 1 ? "micro-batches through the pipeline" : "accumulation", layout.dp);
 
   // model
   GptOptions mo;
@@ -253,8 +276,10 @@ int run(cli::RunContext& ctx, const Args& args) {
       GptTaskOptions to;
       to.precision = cfg.precision;
       to.profiler = &profiler;
-      task = std::make_unique<GptTask>(Gpt(mo, layout.tensor_parallel), *sources.train,
-                                       *sources.val, device, to);
+      to.pipeline = layout.pipeline;
+      to.model_parallel = layout.model_parallel;
+      task = std::make_unique<GptTask>(Gpt(mo, layout.tensor_parallel, layout.pipeline->stage),
+                                       *sources.train, *sources.val, device, to);
     });
     train::LoopOptions lo;
     lo.local_batch_size = cfg.micro_batch_size;
@@ -285,11 +310,18 @@ int run(cli::RunContext& ctx, const Args& args) {
     lo.grad_clip_norm = cfg.clip_grad;
     GptTask* t = task.get();
     lo.clip_gradients = [t](double max_norm) { t->clip_gradients(max_norm); };
-    if (mo.sequence_parallel)
-      lo.finish_gradients = [t] { t->reduce_sequence_parallel_gradients(); };
+    if (layout.pp > 1)
+      lo.forward_backward = [t](train::MicroBatchRun& run) { return t->forward_backward(run); };
+    // After the data-parallel reduction: the model-parallel ones it does not do.
+    if (mo.sequence_parallel || layout.pp > 1)
+      lo.finish_gradients = [t] {
+        t->reduce_sequence_parallel_gradients();
+        t->reduce_embedding_gradients();
+      };
     lo.checkpoint_interval = cfg.save_interval > 0 ? cfg.save_interval / log_interval : -1;
     lo.checkpoint_dir = run_dir / cfg.checkpoint_dir;
-    lo.per_rank_checkpoints = layout.tp > 1;  // each rank's weights are its own slice
+    // Each rank's weights are its own slice or stage.
+    lo.per_rank_checkpoints = layout.tp > 1 || layout.pp > 1;
     lo.seed = static_cast<uint64_t>(cfg.seed);
     lo.loader_workers = cfg.dataloader_num_workers;
     lo.loss_scaling = cfg.precision == "fp16";  // bf16 is not scaled, as in Megatron
@@ -301,8 +333,10 @@ int run(cli::RunContext& ctx, const Args& args) {
     lo.profiler = &profiler;
     train::LoopParallelism lp;
     lp.world = dp_tensor_comm;
-    if (layout.tp > 1) lp.replica_comm = layout.dp_comm.get();
-    const dist::ProcessGrid grid(ctx.comm.size(), ctx.comm.rank(), {layout.tp, 1, 1}, {2, 3, 4});
+    if (layout.tp * layout.pp > 1) lp.replica_comm = layout.dp_comm.get();
+    // The t x P ranks of a replica read the same samples.
+    const dist::ProcessGrid grid(ctx.comm.size(), ctx.comm.rank(), {layout.tp * layout.pp, 1, 1},
+                                 {2, 3, 4});
     dist::run_agreed(ctx.comm, [&] {
       loop = std::make_unique<train::TrainingLoop>(*task, std::move(lo), device, ctx.comm, grid,
                                                    std::move(lp));
@@ -323,12 +357,12 @@ int run(cli::RunContext& ctx, const Args& args) {
   LOG_INFO(
       "model: GPT {} ({} layers, hidden {}, {} heads, FFN {}, sequence {}, vocabulary {} padded to "
       "{}), {} "
-      "parameters, {} positions, {} attention, recompute {}, {}, TP {} x DP {} on {} with {} "
-      "thread(s)",
+      "parameters, {} positions, {} attention, recompute {}, {}, TP {} x PP {} x DP {} on {} "
+      "with {} thread(s)",
       cfg.model_size, dims.num_layers, dims.hidden_size, dims.num_attention_heads,
       dims.ffn_hidden_size, dims.seq_length, cfg.vocab_size, mo.padded_vocab_size, params,
       cfg.position_embedding, to_string(mo.attention), cfg.recompute_granularity, cfg.precision,
-      layout.tp, layout.dp, device.str(), ctx.threads);
+      layout.tp, layout.pp, layout.dp, device.str(), ctx.threads);
   LOG_INFO(
       "peak: {:.3f} TFLOP/s per device measured ({} GEMM){}; {:.4g} TFLOP per iteration (k = {})",
       peak_tflops, cfg.precision,
@@ -437,7 +471,7 @@ int run(cli::RunContext& ctx, const Args& args) {
                                         : cfg.model_size},
                   {kParamDataset, sources.name},
                   {kParamJobTime, job_time ? job_time : ""},
-                  {kParamPipelineParallel, param_text(cfg.pipeline_model_parallel_size)},
+                  {kParamPipelineParallel, param_text(layout.pp)},
                   {kParamTensorParallel, param_text(layout.tp)},
                   {"sequence_parallel", mo.sequence_parallel ? "1" : "0"},
                   {kParamDataParallel, param_text(layout.dp)},
