@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
@@ -282,6 +283,82 @@ TEST(LlmTraining, TheDistributedOptimizerAndTensorParallelismResumeFromPerRankFi
   EXPECT_EQ(plain_state, 8 * counter(summary("plain"), "parameters"));
   EXPECT_NEAR(counter(summary("whole"), "optimizer_state_bytes"), plain_state / 2, 8 * 2);
   EXPECT_GT(counter(summary("whole"), "peak_rss_gib"), 0.0);
+}
+
+// Pipeline stages (4 layers): PP 2 on 2 ranks and TP 2 x PP 2 on 4 give the losses of one
+// process (1e-5 relative, as for tensor parallelism; 4 micro-batches of 1 per iteration so
+// 1F1B's steady state runs); each rank writes its own checkpoint (its stage), a PP-2 run stopped
+// at iteration 4 resumes from them to the uninterrupted run's losses (1e-9), a restart at another
+// PP is refused by name, and a rank failing in the second stage ends both ranks with its error
+// instead of leaving the first waiting in a pipeline receive.
+TEST(LlmTraining, PipelineStagesGiveTheLossesOfOneProcessResumeAndFailTogether) {
+  TempDir dir;
+  const std::string cfg = write_tiny_config(dir.path(), "save_interval: 4\n").string() +
+                          " --threads 1 --num-layers 4 --micro-batch-size 1 --train-iters 8 ";
+  const auto run_of = [&](const std::string& job) {
+    for (const auto& e : fs::directory_iterator(dir.path() / "runs"))
+      if (e.path().filename().string().rfind(job + "_", 0) == 0) return e.path();
+    ADD_FAILURE() << "no run of " << job;
+    return fs::path();
+  };
+  for (const std::string& launch :
+       {kBinary + " llm_training --job-name one -c " + cfg,
+        test::mpiexec(2) + kBinary +
+            " llm_training --pipeline-model-parallel-size 2 --job-name pp2 -c " + cfg,
+        test::mpiexec(4) + kBinary +
+            " llm_training --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+            "--job-name tp2pp2 -c " +
+            cfg,
+        test::mpiexec(2) + kBinary +
+            " llm_training --pipeline-model-parallel-size 2 --job-name part -c " + cfg +
+            "--train-iters 4"}) {
+    const auto r = run_command(launch);
+    ASSERT_EQ(r.exit_code, 0) << launch << "\n" << r.output;
+  }
+  const fs::path part = run_of("part");
+  ASSERT_FALSE(part.empty());
+  EXPECT_TRUE(fs::exists(part / "checkpoints" / "checkpoint_last.rank0"));
+  EXPECT_TRUE(fs::exists(part / "checkpoints" / "checkpoint_last.rank1"));
+  const auto resumed = run_command("bash " + (part / "restart.sh").string() + " --train-iters 8");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  const auto one = losses_of(run_of("one")), pp2 = losses_of(run_of("pp2")),
+             tp2pp2 = losses_of(run_of("tp2pp2")), parts = losses_of(part);
+  ASSERT_EQ(one.size(), 4u);
+  ASSERT_EQ(pp2.size(), 4u);
+  ASSERT_EQ(tp2pp2.size(), 4u);
+  ASSERT_EQ(parts.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(pp2[i], one[i], 1e-5 * one[i]) << "PP 2, interval " << i;
+    EXPECT_NEAR(tp2pp2[i], one[i], 1e-5 * one[i]) << "TP 2 x PP 2, interval " << i;
+    EXPECT_NEAR(parts[i], pp2[i], 1e-9 * pp2[i]) << "resumed PP 2, interval " << i;
+  }
+  const nlohmann::json s =
+      nlohmann::json::parse(core::read_file(run_of("tp2pp2") / "summary.json"));
+  std::map<std::string, std::string> params;
+  for (const auto& [k, v] : s.at("params").items()) params[k] = v;
+  EXPECT_EQ(params["pipeline_parallel"], "2");
+  EXPECT_EQ(params["tensor_parallel"], "2");
+  EXPECT_EQ(params["data_parallel"], "1");
+
+  const auto other_pp =
+      run_command(test::mpiexec(2) + kBinary + " llm_training --job-name part -c " + cfg +
+                  "--train-iters 10 --run-dir " + part.string());
+  EXPECT_NE(other_pp.exit_code, 0);
+  EXPECT_NE(
+      other_pp.output.find("pipeline_model_parallel_size is 2 in the run's config.yaml but 1"),
+      std::string::npos)
+      << other_pp.output;
+
+  const auto failed =
+      run_command("SCAFFOLD_FAIL_AT=1:6 " + test::mpiexec(2) + "-x SCAFFOLD_FAIL_AT " + kBinary +
+                  " llm_training --pipeline-model-parallel-size 2 --job-name "
+                  "failing -c " +
+                  cfg);
+  EXPECT_NE(failed.exit_code, 0);
+  EXPECT_NE(failed.output.find("injected failure (SCAFFOLD_FAIL_AT) at training step 6 on rank 1"),
+            std::string::npos)
+      << failed.output;
 }
 
 // Energy of every interval's window against the closed-form integral of a power that changes over
