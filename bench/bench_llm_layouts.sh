@@ -4,10 +4,12 @@
 #   DP+DO   the same with the distributed optimizer (Adam's state sharded over DP)
 #   TP      tensor parallelism 2
 #   TP+SP   tensor parallelism 2 with sequence parallelism
+#   PP      pipeline parallelism 2 (1F1B over the GLOBAL / MICRO micro-batches of an iteration)
 # alternating the layouts per round, each its own process. Reports, from each run's summary.json,
 # the steady tokens/s, the shares of the iteration rank 0 spent in tensor-parallel collectives
-# and waiting for the gradient all-reduce, Adam's state bytes per rank and the peak resident set
-# per process (both measured by the run, the largest over the ranks); medians over the rounds.
+# and waiting for the gradient all-reduce, the pipeline stages' idle share (mean over the stages),
+# Adam's state bytes per rank and the peak resident set per process (both measured by the run, the
+# largest over the ranks); medians over the rounds.
 # Usage: bench/bench_llm_layouts.sh [build-dir]
 # Env: LAYERS=4 HIDDEN=512 HEADS=8 SEQ=256 MICRO=2 GLOBAL=8 ITERS=12 ROUNDS=2
 #      THREADS=<all CPUs> PRECISION=fp32 WORK=<temp dir> LOG=<file keeping every run's output>.
@@ -60,8 +62,9 @@ declare -A FLAGS=(
   [DP]=""
   [DP+DO]="--use-distributed-optimizer 1"
   [TP]="--tensor-model-parallel-size 2"
-  [TP+SP]="--tensor-model-parallel-size 2 --sequence-parallel 1")
-ORDER=("DP" "DP+DO" "TP" "TP+SP")
+  [TP+SP]="--tensor-model-parallel-size 2 --sequence-parallel 1"
+  [PP]="--pipeline-model-parallel-size 2")
+ORDER=("DP" "DP+DO" "TP" "TP+SP" "PP")
 
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $THREADS threads, 2 ranks"
 echo "# GPT $LAYERS layers, hidden $HIDDEN, $HEADS heads, sequence $SEQ, micro-batch $MICRO," \
@@ -84,8 +87,10 @@ c = {x["name"]: x["value"] for x in s["counters"]}
 # included; the closing validation's forwards add a little), the DP wait over the timed ones.
 all_s = c["time_per_iteration_s"] * c["iterations"]
 timed_s = c["steady_time_per_iteration_s"] * (c["iterations"] - 4)
+stages = [v for k, v in c.items() if k.startswith("pipeline_idle_share_stage")]
 print(layout, c["steady_tokens_per_s"], c.get("tensor_parallel_comm_s", 0.0) / all_s,
-      c.get("gradient_wait_s", 0.0) / timed_s, c["optimizer_state_bytes"], c["peak_rss_gib"])
+      c.get("gradient_wait_s", 0.0) / timed_s, c["optimizer_state_bytes"], c["peak_rss_gib"],
+      sum(stages) / len(stages) if stages else 0.0)
 PY
   done
 done
@@ -93,12 +98,12 @@ done
 python3 - "$WORK/results.txt" "${ORDER[@]}" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-print("{:<7} {:>10} {:>8} {:>12} {:>10} {:>12} {:>9}".format(
-    "layout", "tokens/s", "vs DP", "TP comm (%)", "DP wait", "Adam state", "peak RSS"))
+print("{:<7} {:>10} {:>8} {:>12} {:>10} {:>8} {:>12} {:>9}".format(
+    "layout", "tokens/s", "vs DP", "TP comm (%)", "DP wait", "PP idle", "Adam state", "peak RSS"))
 median = lambda k, i: statistics.median(float(r[i]) for r in rows if r[0] == k)
 base = median("DP", 1)
 for k in sys.argv[2:]:
-    print("{:<7} {:>10.0f} {:>7.2f}x {:>12.1f} {:>9.1f}% {:>9.1f} MB {:>7.2f} GiB".format(
+    print("{:<7} {:>10.0f} {:>7.2f}x {:>12.1f} {:>9.1f}% {:>7.1f}% {:>9.1f} MB {:>7.2f} GiB".format(
         k, median(k, 1), median(k, 1) / base, 100 * median(k, 2), 100 * median(k, 3),
-        median(k, 4) / 1e6, median(k, 5)))
+        100 * median(k, 6), median(k, 4) / 1e6, median(k, 5)))
 PY

@@ -62,7 +62,12 @@ PipelineStats pipeline_stats() {
   return g_stats;
 }
 
-StageLink::StageLink(const PipelineParallel& pp) : pp_(pp) {
+void add_pipeline_wait(double seconds) {
+  g_stats.wait_s += seconds;
+}
+
+StageLink::StageLink(const PipelineParallel& pp, bool count_wait)
+    : pp_(pp), count_wait_(count_wait) {
   SCAFFOLD_CHECK(pp_.stage.size == 1 || pp_.group, "pipeline: more than one stage and no group");
 }
 
@@ -85,7 +90,9 @@ at::Tensor StageLink::recv(at::IntArrayRef shape, const at::TensorOptions& optio
   at::Tensor buffer = at::empty(shape, options);
   const auto start = std::chrono::steady_clock::now();
   pp_.group->recv(buffer, peer, tag)->wait();
-  g_stats.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (count_wait_)
+    g_stats.wait_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return buffer;
 }
 

@@ -55,14 +55,17 @@ std::vector<PipelineOp> pipeline_ops(PipelineSchedule schedule, int stages, int 
 // (P - 1) / (m + P - 1) (the "pipeline bubble").
 double pipeline_bubble_fraction(int stages, int64_t micro_batches);
 
-// Time this process waited in pipeline receives (its bubble plus the transfers), and the
-// messages and bytes it sent, cumulative.
+// Time this process waited in the training passes' pipeline receives and, at the end of each
+// iteration, for the other stages to finish (the gradient-norm all-reduce over the stages): its
+// bubble plus the transfers (validation's receives are not counted); and the messages and bytes it
+// sent, cumulative.
 struct PipelineStats {
   double wait_s = 0.0;
   int64_t messages = 0;
   int64_t bytes = 0;
 };
 PipelineStats pipeline_stats();
+void add_pipeline_wait(double seconds);  // a wait for the other stages outside StageLink
 
 // Activations forward to the next stage and gradients back to the previous one over the pipeline
 // group. Sends are non-blocking (finished by finish() or the destructor), receives block; the
@@ -71,7 +74,8 @@ PipelineStats pipeline_stats();
 // pending at destruction (an error unwinding) are not waited for.
 class StageLink {
  public:
-  explicit StageLink(const PipelineParallel& pp);
+  // count_wait: add the receives' waits to pipeline_stats() (the training passes).
+  explicit StageLink(const PipelineParallel& pp, bool count_wait = true);
   ~StageLink();
   StageLink(const StageLink&) = delete;
   StageLink& operator=(const StageLink&) = delete;
@@ -88,6 +92,7 @@ class StageLink {
   void send(const at::Tensor& t, int peer, int tag);
   at::Tensor recv(at::IntArrayRef shape, const at::TensorOptions& options, int peer, int tag);
   const PipelineParallel& pp_;
+  bool count_wait_;
   std::vector<std::unique_ptr<dist::Work>> sends_;
 };
 

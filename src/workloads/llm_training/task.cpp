@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/timer.hpp"
 #include "model/autocast.hpp"
 #include "train/sharded_adam.hpp"
 
@@ -136,7 +137,7 @@ at::Tensor GptTask::pipeline_validation_sums(const dataset::Batch& batch) {
   const at::Tensor& tokens = batch.fields.at(0);
   const int64_t s = tokens.size(1) - 1;
   const at::TensorOptions activation_options = model_->parameters().front().options();
-  StageLink link(pp);
+  StageLink link(pp, /*count_wait=*/false);
   const at::Tensor input = pp.stage.first()
                                ? tokens.narrow(1, 0, s)
                                : link.recv_forward(activation_shape(tokens), activation_options, 0);
@@ -193,9 +194,11 @@ void GptTask::reduce_embedding_gradients() {
   const at::Tensor mine = grad.contiguous().clone();
   at::Tensor theirs = at::empty_like(mine);
   auto& group = *options_.pipeline->group;
+  const core::Stopwatch clock;  // the first of the two to finish its backward waits here
   auto sent = group.send(mine, peer, 32700);
   group.recv(theirs, peer, 32700)->wait();
   sent->wait();
+  add_pipeline_wait(clock.elapsed_s());
   grad.add_(theirs);
 }
 
@@ -234,9 +237,13 @@ at::Tensor GptTask::clip_gradients(double max_norm) {
   if (grads.empty()) return at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
   at::Tensor total = norms.empty() ? at::zeros({1}, grads[0].options().dtype(at::kDouble))
                                    : at::stack(norms).square().sum().reshape({1});
-  if (options_.model_parallel && options_.model_parallel->size() > 1)
+  if (options_.model_parallel && options_.model_parallel->size() > 1) {
+    // With stages this is where an iteration's early finishers wait for the last backward: part
+    // of the pipeline's idle time.
+    const core::Stopwatch clock;
     options_.model_parallel->allreduce_sum(total)->wait();
-  else if (tp && tp->size > 1)
+    if (pipelined()) add_pipeline_wait(clock.elapsed_s());
+  } else if (tp && tp->size > 1)
     tp->group->allreduce_sum(total)->wait();
   // The norm and the scale stay on the device (no host wait per step): torch's clip_grad_norm_
   // arithmetic, coefficient max_norm / (norm + 1e-6) clamped to 1.

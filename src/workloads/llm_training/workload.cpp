@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
@@ -392,6 +393,8 @@ int run(cli::RunContext& ctx, const Args& args) {
 
   int64_t skipped_before = loop->skipped_steps();
   const double tp_comm_before = tensor_parallel_stats().seconds;
+  // Pipeline receives' waits (the bubble plus transfers) and training time, timed intervals only.
+  double wait_mark = pipeline_stats().wait_s, timed_wait_s = 0.0, timed_train_s = 0.0;
   setup_guard.reset();  // training starts: the folder stays whatever happens now
   const train::LoopResult result = phases.run("training", [&] {
     return loop->run([&](const train::LoopEpoch& e) {
@@ -407,6 +410,11 @@ int run(cli::RunContext& ctx, const Args& args) {
       r.loss_scale = cfg.precision == "fp16" ? loop->loss_scale() : 1.0;
       r.skipped = loop->skipped_steps() - skipped_before;
       skipped_before = loop->skipped_steps();
+      if (!e.warmup) {
+        timed_wait_s += pipeline_stats().wait_s - wait_mark;
+        timed_train_s += e.train_s;
+      }
+      wait_mark = pipeline_stats().wait_s;
       // Megatron's lines go to stdout, unprefixed, as Megatron prints them (CARAML's JUBE patterns
       // read them from the job's output file); docs/llm.md lists them.
       if (ctx.comm.rank() == 0) {
@@ -434,6 +442,17 @@ int run(cli::RunContext& ctx, const Args& args) {
   double memory_max[2] = {static_cast<double>(train::adam_state_bytes(loop->optimizer())),
                           static_cast<double>(core::peak_rss_bytes())};
   ctx.comm.allreduce_max(memory_max, 2);
+  // Each pipeline stage's measured idle share of the timed training time (the mean over its
+  // ranks), against the ideal bubble (P - 1) / (m + P - 1).
+  std::vector<double> idle_share(static_cast<std::size_t>(ctx.comm.size()), 0.0);
+  idle_share[static_cast<std::size_t>(ctx.comm.rank())] =
+      timed_train_s > 0 ? timed_wait_s / timed_train_s : 0.0;
+  ctx.comm.allreduce_sum(idle_share.data(), idle_share.size());
+  std::vector<double> stage_idle(static_cast<std::size_t>(layout.pp), 0.0);
+  for (int r = 0; r < ctx.comm.size(); ++r)
+    stage_idle[static_cast<std::size_t>((r / layout.tp) % layout.pp)] +=
+        idle_share[static_cast<std::size_t>(r)] / (ctx.comm.size() / layout.pp);
+  const double ideal_bubble = pipeline_bubble_fraction(layout.pp, layout.accumulation);
   loop->set_watchdog(nullptr);
   watchdog.reset();
   phases.set_energy_meter(nullptr);
@@ -549,6 +568,21 @@ int run(cli::RunContext& ctx, const Args& args) {
                               "rank 0's time in tensor-parallel collectives, all iterations"});
       rec.counters.push_back({"skipped_steps", static_cast<double>(result.skipped_steps), "",
                               "iterations the fp16 loss scaler skipped"});
+      if (layout.pp > 1) {
+        rec.counters.push_back({"pipeline_bubble_ideal", ideal_bubble, "",
+                                "(P - 1) / (m + P - 1): each stage's idle share with equal stages "
+                                "and free transfers"});
+        for (int p = 0; p < layout.pp; ++p)
+          rec.counters.push_back({fmt::format("pipeline_idle_share_stage{}", p),
+                                  stage_idle[static_cast<std::size_t>(p)], "",
+                                  "measured: the stage's wait in pipeline receives / its timed "
+                                  "training time (mean over its ranks)"});
+        LOG_INFO(
+            "pipeline: {} stages, {} micro-batches per iteration, {}; idle share per stage "
+            "(waiting in receives, timed iterations) {:.3f} against the ideal bubble {:.3f}",
+            layout.pp, layout.accumulation, to_string(PipelineSchedule::kOneForwardOneBackward),
+            fmt::join(stage_idle, " "), ideal_bubble);
+      }
       LOG_INFO(
           "llm_training: {} iterations; CARAML: {:.4f} s/iteration, {:.1f} tokens/s, {:.3f} "
           "TFLOP/s per "
