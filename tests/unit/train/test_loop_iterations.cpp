@@ -206,6 +206,59 @@ TEST(LoopIterations, AccumulatedMicroBatchesEqualOneStepOnTheWholeBatch) {
       << "the steps moved the parameters";
 }
 
+// The forward_backward hook (a pipeline schedule's seam): it gets each step's k micro-batches at
+// once, in the loader's order, with the loss multiplier 1/k, and runs them in its own order (here
+// backwards, the last micro-batch first); the parameters and the epoch's loss equal the default
+// path's, and before_last_backward is called once per step.
+TEST(LoopIterations, TheForwardBackwardHookRunsAStepsMicroBatchesInItsOwnOrder) {
+  const Points train(40), val(8);
+  constexpr int64_t kMicro = 2, kK = 3, kSteps = 4;
+  std::vector<std::vector<at::Tensor>> results;
+  std::vector<double> losses;
+  int calls = 0, armed = 0;
+  for (bool hook : {false, true}) {
+    LinearTask task(fresh_linear(), train, val);
+    LoopOptions o = sgd_options(kMicro, 0.1);
+    o.accumulation_steps = kK;
+    o.train_batches_per_epoch = kSteps;
+    o.max_steps = kSteps;
+    if (hook)
+      o.forward_backward = [&](MicroBatchRun& run) {
+        ++calls;
+        EXPECT_EQ(run.batches.size(), static_cast<std::size_t>(kK));
+        EXPECT_DOUBLE_EQ(run.loss_multiplier, 1.0 / kK);
+        // Loader order: the stream's consecutive samples.
+        for (std::size_t j = 0; j + 1 < run.batches.size(); ++j)
+          EXPECT_EQ(std::stoll(run.batches[j + 1].ids[0]),
+                    std::stoll(run.batches[j].ids[0]) + kMicro);
+        at::Tensor sums = at::zeros({1}, at::kDouble);
+        for (std::size_t j = run.batches.size(); j-- > 0;) {
+          const TrainForward f = task.train_forward(run.batches[j]);
+          if (j == 0) {
+            run.before_last_backward();
+            ++armed;
+          }
+          (f.loss * run.loss_multiplier).backward();
+          sums += f.sums;
+        }
+        return sums;
+      };
+    TrainingLoop loop(task, o, c10::Device(c10::kCPU), world(), one_rank());
+    double loss = 0;
+    loop.run([&](const LoopEpoch& e) { loss = e.metrics.values[0].second; });
+    results.push_back(task.module().parameters());
+    losses.push_back(loss);
+  }
+  EXPECT_EQ(calls, kSteps);
+  EXPECT_EQ(armed, kSteps);
+  const double err = max_abs_difference(results[0], results[1]);
+  EXPECT_LT(err, 1e-6) << "max-abs parameter error " << err << " (tolerance 1e-6)";
+  EXPECT_NEAR(losses[1], losses[0], 1e-6 * losses[0]);
+  torch::nn::Linear initial = fresh_linear();
+  EXPECT_GT(max_abs_difference(initial->parameters(), results[1]), 1e-3)
+      << "the steps moved the parameters";
+}
+
 // d loss / d bias = 1 for the mean prediction of x = ..., so SGD's bias after the steps is
 // bias0 - sum of the step LRs; max_steps 5 over 2-step epochs leaves a last epoch of 1 step.
 TEST(LoopIterations, PerStepLearningRateAndAStepCapInsideAnEpoch) {
