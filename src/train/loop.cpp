@@ -126,18 +126,33 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
   hysteresis_left_ = options_.loss_scale_hysteresis;
   torch::nn::Module& module = task_.module();
   module.to(device_);
+  optimizer_ = options_.make_optimizer(module.parameters());
+  ShardedOptimizer* const owner = gradient_owner();
   if (parallel_.world && parallel_.world->size() > 1) {
     // Identical parameters (and buffers) everywhere: rank 0's, whatever each rank initialised.
     torch::NoGradGuard no_grad;
     for (const at::Tensor& p : module.parameters()) parallel_.world->broadcast(p, 0);
     for (const at::Tensor& b : module.buffers()) parallel_.world->broadcast(b, 0);
-    reducer_ = std::make_unique<dist::GradientReducer>(
-        module.parameters(), *parallel_.world, 1.0 / grid_.replicas(), parallel_.bucket_bytes);
+    // A distributed optimizer reduce-scatters the gradients itself, after backward.
+    if (owner == nullptr)
+      reducer_ = std::make_unique<dist::GradientReducer>(
+          module.parameters(), *parallel_.world, 1.0 / grid_.replicas(), parallel_.bucket_bytes);
+  }
+  if (owner != nullptr) {
+    if (!parallel_.world || owner->data_parallel_size() != parallel_.world->size())
+      throw core::Error(fmt::format(
+          "TrainingLoop: the distributed optimizer shards over {} ranks, the data-parallel group "
+          "has {}",
+          owner->data_parallel_size(), parallel_.world ? parallel_.world->size() : 1));
+    // Each rank then holds only its slice of the gradient: a norm must add every rank's part.
+    if (options_.grad_clip_norm > 0 && !options_.clip_gradients)
+      throw core::Error(
+          "TrainingLoop: with a distributed optimizer each rank holds a slice of the gradient, so "
+          "clipping needs a clip_gradients hook that sums the squares over every rank");
   }
   const InjectedFailure injected = injected_failure(comm_.rank());
   fail_at_step_ = injected.step;
   hang_at_step_ = injected.hang;
-  optimizer_ = options_.make_optimizer(module.parameters());
   counters_.best_val_loss = std::numeric_limits<double>::infinity();
   if (options_.accumulation_steps < 1)
     throw core::Error(fmt::format("TrainingLoop: accumulation_steps {} must be >= 1",
@@ -171,6 +186,11 @@ TrainingLoop::TrainingLoop(TrainingTask& task, LoopOptions options, c10::Device 
 
 TrainingLoop::~TrainingLoop() = default;
 
+ShardedOptimizer* TrainingLoop::gradient_owner() const {
+  auto* sharded = dynamic_cast<ShardedOptimizer*>(optimizer_.get());
+  return sharded != nullptr && sharded->reduces_gradients() ? sharded : nullptr;
+}
+
 double TrainingLoop::learning_rate_after(int64_t epochs_completed) const {
   return options_.lr_after ? options_.lr_after(epochs_completed)
                            : optimizer_->param_groups()[0].options().get_lr();
@@ -200,7 +220,7 @@ bool TrainingLoop::unscale_gradients() {
     for (const at::Tensor& g : grads) bad = bad.logical_or(g.isfinite().logical_not().any());
     finite = !bad.item<bool>();  // hot-path-allowed: fp16 loss scaling's one host read per step
   }
-  if (parallel_.replica_comm != nullptr && comm_.size() > 1) {
+  if ((parallel_.replica_comm != nullptr || gradient_owner() != nullptr) && comm_.size() > 1) {
     double bad_anywhere = finite ? 0.0 : 1.0;
     comm_.allreduce_max(&bad_anywhere, 1);
     finite = bad_anywhere == 0.0;
@@ -290,6 +310,13 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::T
     reducer_->finish();
   }
   if (options_.finish_gradients) options_.finish_gradients();
+  if (ShardedOptimizer* owner = gradient_owner()) {
+    // The model-parallel sums above are linear, so they may come before the data-parallel one.
+    SCAFFOLD_PROFILE_REGION(prof, "gradient_reduce_scatter");
+    const core::Stopwatch clock;
+    owner->reduce_scatter_gradients(1.0 / grid_.replicas());
+    reduce_scatter_s_ += clock.elapsed_s();
+  }
   SCAFFOLD_PROFILE_REGION(prof, "step_and_update");
   if (options_.loss_scaling && !unscale_gradients())
     return;  // skipped: parameters stay, scale lowered
@@ -360,7 +387,7 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches,
     if (options_.lr_at_step)
       set_learning_rate(options_.lr_at_step(first_step + out.optimizer_steps));
     const double halo_before = dist::halo_stats().seconds;
-    const double wait_before = reducer_ ? reducer_->wait_s() : 0.0;
+    const double wait_before = gradient_wait_s();
     if (step_times) step_clock->start();
     // One optimizer step: k micro-batches (the index list holds whole steps when k > 1). The next
     // micro-batch's copy starts while this one still runs on the device.
@@ -384,7 +411,7 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches,
     if (options_.watchdog) options_.watchdog->beat();
     if (step_times) {
       comm_times_.halo_s += dist::halo_stats().seconds - halo_before;
-      comm_times_.gradient_wait_s += (reducer_ ? reducer_->wait_s() : 0.0) - wait_before;
+      comm_times_.gradient_wait_s += gradient_wait_s() - wait_before;
     }
     if (stop_agreed()) break;  // the step in flight is done; the rest of the epoch is not run
   }
@@ -488,7 +515,7 @@ void check_same_parameters(dist::Communicator& comm, const std::vector<at::Tenso
 
 void TrainingLoop::check_replicas_agree(int64_t epoch) {
   // Every rank applies the same reduced gradients to the same broadcast start.
-  if (!reducer_) return;
+  if (!reducer_ && gradient_owner() == nullptr) return;
   const std::string when = fmt::format("after epoch {}", epoch);
   if (parallel_.replica_comm == nullptr) {
     check_same_parameters(comm_, task_.module().parameters(), when, &warned_replica_drift_);

@@ -34,6 +34,7 @@
 #include "profile/profiler.hpp"
 #include "train/checkpoint.hpp"
 #include "train/device_stream.hpp"
+#include "train/sharded_adam.hpp"
 
 namespace scaffold::train {
 
@@ -318,6 +319,13 @@ class TrainingLoop {
   dist::ProcessGrid grid_;
   LoopParallelism parallel_;
   std::unique_ptr<dist::GradientReducer> reducer_;
+  // The optimizer when it is a distributed one that reduce-scatters the gradients itself (no
+  // reducer_ then; the optimizer is rebuilt on resume and after the warm-up), else null.
+  ShardedOptimizer* gradient_owner() const;
+  double reduce_scatter_s_ = 0.0;
+  double gradient_wait_s() const {
+    return (reducer_ ? reducer_->wait_s() : 0.0) + reduce_scatter_s_;
+  }
   std::vector<dataset::Batch> step_batches_;  // forward_backward: the step's micro-batches so far
   int64_t fail_at_step_ = -1;                 // test hook SCAFFOLD_FAIL_AT (loop.cpp); -1: never
   bool hang_at_step_ = false;                 // the hook hangs instead of throwing

@@ -118,12 +118,48 @@ void ShardedAdamW::gather_parameters() {
   }
 }
 
-void ShardedAdamW::copy_flat(int64_t lo, int64_t hi, const at::Tensor& buffer,
-                             bool into_buffer) const {
+void ShardedAdamW::reduce_scatter_gradients(double scale) {
+  if (dp_size_ <= 1) return;
+  torch::NoGradGuard no_grad;
+  for (const auto& [p, offset] : flat_) {
+    static_cast<void>(offset);
+    if (!p.grad().defined())
+      p.mutable_grad() = at::zeros_like(p);
+    else if (!p.grad().is_contiguous())
+      p.mutable_grad() = p.grad().contiguous();
+  }
+  // Chunk [c0, c0 + n) of every rank's slice in one reduce-scatter, as the all-gather cuts them:
+  // rank r's part of the input holds flat elements r block_ + c0 onwards (zeros past the model).
+  for (int64_t c0 = 0; c0 < block_; c0 += gather_chunk_) {
+    const int64_t n = std::min(gather_chunk_, block_ - c0);
+    at::Tensor all = at::zeros({dp_size_ * n}, exp_avg_.options());
+    for (int r = 0; r < dp_size_; ++r) {
+      const int64_t r0 = std::min(total_, block_ * r + c0);
+      copy_flat(r0, std::min(total_, r0 + n), all.narrow(0, r * n, n), /*into_buffer=*/true,
+                /*grads=*/true);
+    }
+    at::Tensor mine = at::empty({n}, all.options());
+    comm_->reduce_scatter_sum(all, mine)->wait();
+    if (scale != 1.0) mine.mul_(scale);
+    const int64_t own0 = begin_ + c0;
+    copy_flat(own0, std::min(end_, own0 + n), mine, /*into_buffer=*/false, /*grads=*/true);
+  }
+  // Outside this rank's slice the gradients are local, unreduced values: zeros instead.
+  for (const auto& [p, offset] : flat_) {
+    at::Tensor g = p.grad().view(-1);
+    const int64_t keep0 = std::clamp(begin_ - offset, int64_t{0}, p.numel());
+    const int64_t keep1 = std::clamp(end_ - offset, int64_t{0}, p.numel());
+    if (keep0 > 0) g.narrow(0, 0, keep0).zero_();
+    if (keep1 < p.numel()) g.narrow(0, keep1, p.numel() - keep1).zero_();
+  }
+}
+
+void ShardedAdamW::copy_flat(int64_t lo, int64_t hi, const at::Tensor& buffer, bool into_buffer,
+                             bool grads) const {
   for (const auto& [p, offset] : flat_) {
     const int64_t a = std::max(lo, offset), b = std::min(hi, offset + p.numel());
     if (a >= b) continue;
-    at::Tensor in_param = p.view(-1).narrow(0, a - offset, b - a);
+    at::Tensor in_param = (grads ? p.grad() : p).view(-1).narrow(0, a - offset, b - a);
     at::Tensor in_buffer = buffer.narrow(0, a - lo, b - a);
     if (into_buffer)
       in_buffer.copy_(in_param);

@@ -4,9 +4,9 @@
 // rank r owns slice r. Each rank keeps exp_avg and exp_avg_sq of its own slice only, updates only
 // that slice (torch::optim::AdamW's arithmetic, element for element), then the updated slices
 // are all-gathered so every rank holds the whole model, chunk by chunk of the slices (the chunk
-// bounds the extra memory; the last slice is padded). The gradients it reads are the loop's,
-// already all-reduced over the group: each rank only reads its slice of them (Megatron
-// reduce-scatters them instead, half the traffic; docs/llm.md).
+// bounds the extra memory; the last slice is padded). The gradients are reduce-scattered over the
+// group the same way (reduce_scatter_gradients, which the loop calls instead of its bucketed
+// all-reduce): each rank receives only its slice of the sum, half the traffic of an all-reduce.
 // Checkpoints hold this rank's slice and the slicing (DP size, rank, element count); loading a
 // shard of another slicing is refused.
 #pragma once
@@ -31,6 +31,14 @@ class ShardedOptimizer : public torch::optim::Optimizer {
   using torch::optim::Optimizer::Optimizer;
   // Bytes of optimizer state this rank holds.
   virtual int64_t state_bytes() const = 0;
+  // Whether it reduces the gradients itself (reduce_scatter_gradients), replacing the loop's
+  // data-parallel all-reduce; the size of its data-parallel group.
+  virtual bool reduces_gradients() const { return false; }
+  virtual int data_parallel_size() const { return 1; }
+  // Sums every parameter's gradient over the data-parallel group, times `scale`, leaving each
+  // rank its slice only: inside the slice the reduced values, zeros elsewhere (so sums of
+  // squares over all ranks count each element once). Collective over the group.
+  virtual void reduce_scatter_gradients(double scale) { static_cast<void>(scale); }
 };
 
 class ShardedAdamW : public ShardedOptimizer {
@@ -47,6 +55,9 @@ class ShardedAdamW : public ShardedOptimizer {
   void save(torch::serialize::OutputArchive& archive) const override;
   void load(torch::serialize::InputArchive& archive) override;
   int64_t state_bytes() const override;
+  bool reduces_gradients() const override { return dp_size_ > 1; }
+  int data_parallel_size() const override { return dp_size_; }
+  void reduce_scatter_gradients(double scale) override;
 
   int64_t shard_begin() const { return begin_; }  // this rank's slice of the flattened parameters
   int64_t shard_end() const { return end_; }
@@ -63,9 +74,10 @@ class ShardedAdamW : public ShardedOptimizer {
     int64_t step = 0;  // AdamW's per-parameter step count
   };
   void gather_parameters();
-  // Copies the flattened parameters' elements [lo, hi) into `buffer` (its element 0 at flat
-  // element lo), or from it back into the parameters.
-  void copy_flat(int64_t lo, int64_t hi, const at::Tensor& buffer, bool into_buffer) const;
+  // Copies the flattened parameters' (or, with `grads`, their gradients') elements [lo, hi) into
+  // `buffer` (its element 0 at flat element lo), or from it back.
+  void copy_flat(int64_t lo, int64_t hi, const at::Tensor& buffer, bool into_buffer,
+                 bool grads = false) const;
 
   std::shared_ptr<dist::TensorComm> comm_;
   int dp_size_ = 1, dp_rank_ = 0;

@@ -285,12 +285,13 @@ TEST(LlmTraining, TheDistributedOptimizerAndTensorParallelismResumeFromPerRankFi
   EXPECT_GT(counter(summary("whole"), "peak_rss_gib"), 0.0);
 }
 
-// Pipeline stages (4 layers): PP 2 on 2 ranks and TP 2 x PP 2 on 4 give the losses of one
-// process (1e-5 relative, as for tensor parallelism; 4 micro-batches of 1 per iteration so
-// 1F1B's steady state runs); each rank writes its own checkpoint (its stage), a PP-2 run stopped
-// at iteration 4 resumes from them to the uninterrupted run's losses (1e-9), a restart at another
-// PP is refused by name, and a rank failing in the second stage ends both ranks with its error
-// instead of leaving the first waiting in a pipeline receive.
+// Pipeline stages (4 layers): PP 2 on 2 ranks, TP 2 x PP 2 on 4 and PP 2 x DP 2 with the
+// distributed optimizer (its gradients reduce-scattered) on 4 give the losses of one process (1e-5
+// relative, as for tensor parallelism; 4 micro-batches of 1 per iteration so 1F1B's steady state
+// runs); each rank writes its own checkpoint (its stage), a PP-2 run stopped at iteration 4 resumes
+// from them to the uninterrupted run's losses (1e-9), a restart at another PP is refused by name,
+// and a rank failing in the second stage ends both ranks with its error instead of leaving the
+// first waiting in a pipeline receive.
 TEST(LlmTraining, PipelineStagesGiveTheLossesOfOneProcessResumeAndFailTogether) {
   TempDir dir;
   const std::string cfg = write_tiny_config(dir.path(), "save_interval: 4\n").string() +
@@ -309,6 +310,10 @@ TEST(LlmTraining, PipelineStagesGiveTheLossesOfOneProcessResumeAndFailTogether) 
             " llm_training --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
             "--job-name tp2pp2 -c " +
             cfg,
+        test::mpiexec(4) + kBinary +
+            " llm_training --pipeline-model-parallel-size 2 --use-distributed-optimizer 1 "
+            "--job-name pp2do -c " +
+            cfg,
         test::mpiexec(2) + kBinary +
             " llm_training --pipeline-model-parallel-size 2 --job-name part -c " + cfg +
             "--train-iters 4"}) {
@@ -323,14 +328,18 @@ TEST(LlmTraining, PipelineStagesGiveTheLossesOfOneProcessResumeAndFailTogether) 
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
   const auto one = losses_of(run_of("one")), pp2 = losses_of(run_of("pp2")),
-             tp2pp2 = losses_of(run_of("tp2pp2")), parts = losses_of(part);
+             tp2pp2 = losses_of(run_of("tp2pp2")), pp2do = losses_of(run_of("pp2do")),
+             parts = losses_of(part);
   ASSERT_EQ(one.size(), 4u);
   ASSERT_EQ(pp2.size(), 4u);
   ASSERT_EQ(tp2pp2.size(), 4u);
+  ASSERT_EQ(pp2do.size(), 4u);
   ASSERT_EQ(parts.size(), 4u);
   for (std::size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(pp2[i], one[i], 1e-5 * one[i]) << "PP 2, interval " << i;
     EXPECT_NEAR(tp2pp2[i], one[i], 1e-5 * one[i]) << "TP 2 x PP 2, interval " << i;
+    EXPECT_NEAR(pp2do[i], one[i], 1e-5 * one[i])
+        << "PP 2 x DP 2 with the distributed optimizer, interval " << i;
     EXPECT_NEAR(parts[i], pp2[i], 1e-9 * pp2[i]) << "resumed PP 2, interval " << i;
   }
   const nlohmann::json s =

@@ -8,7 +8,8 @@
 //   slices of ceil(N / DP), the last one shorter);
 // - 2 iterations, a checkpoint per rank, a fresh process state resuming and running 2 more equals
 //   4 uninterrupted iterations bitwise (the restored shards are exactly what was saved);
-// - the gather in small chunks equals one chunk;
+// - the gather in small chunks equals one chunk; the gradients' reduce-scatter leaves each rank
+//   the sum in its slice and zeros elsewhere, against the sum written out;
 // - a shard loaded by an optimizer of another data-parallel size is refused by name.
 // Run under mpiexec -n 2 and 3 (uneven slices).
 #include <ATen/ATen.h>
@@ -74,7 +75,10 @@ TrainedRun train(bool distributed, int64_t steps, const fs::path& save_dir = {},
   const int dp = world().size();
   std::shared_ptr<dist::TensorComm> comm = dist::make_tensor_comm(world(), c10::Device(c10::kCPU));
   torch::manual_seed(21);
-  GptTask task(Gpt(tiny()), data, data, c10::Device(c10::kCPU), {});
+  // The sharded run's ranks each hold a slice of the reduced gradient: the norm adds them all.
+  GptTaskOptions to;
+  if (distributed) to.norm_group = comm;
+  GptTask task(Gpt(tiny()), data, data, c10::Device(c10::kCPU), to);
   train::LoopOptions lo;
   lo.local_batch_size = 1;
   lo.accumulation_steps = 2;
@@ -187,6 +191,51 @@ TEST_F(DistributedOptimizer, AChunkedGatherEqualsOneChunk) {
   }
   for (std::size_t i = 0; i < results[0].size(); ++i)
     EXPECT_TRUE(at::equal(results[0][i], results[1][i])) << "parameter " << i;
+}
+
+// The gradients' reduce-scatter against the sum written out here: rank r's gradients are
+// (r + 1) x g + r, so the sum over DP ranks is (DP (DP + 1) / 2) g + DP (DP - 1) / 2; after it,
+// each rank holds that sum x scale inside its slice [ceil(N / DP) r, ...) of the flattened
+// parameters and zeros elsewhere, in chunks of 777 elements (crossing parameter and slice
+// boundaries) as in one chunk.
+TEST_F(DistributedOptimizer, TheGradientsAreReduceScatteredIntoEachRanksSlice) {
+  if (world().size() < 2) GTEST_SKIP() << "needs data parallelism";
+  std::shared_ptr<dist::TensorComm> comm = dist::make_tensor_comm(world(), c10::Device(c10::kCPU));
+  const int dp = world().size(), r = world().rank();
+  const double scale = 1.0 / dp;
+  for (const int64_t chunk : {train::ShardedAdamW::kGatherChunk, int64_t{777}}) {
+    torch::manual_seed(21);
+    Gpt model(tiny());
+    const std::vector<at::Tensor> params = model->parameters();
+    train::ShardedAdamW opt({torch::optim::OptimizerParamGroup(params)},
+                            torch::optim::AdamWOptions(1e-3), comm, chunk);
+    ASSERT_TRUE(opt.reduces_gradients());
+    std::vector<at::Tensor> g;
+    for (const at::Tensor& p : params) {
+      g.push_back((p.detach() * 3.0).sin());
+      p.mutable_grad() = g.back() * (r + 1) + r;
+    }
+    opt.reduce_scatter_gradients(scale);
+    int64_t total = 0;
+    for (const at::Tensor& p : params) total += p.numel();
+    const int64_t block = (total + dp - 1) / dp, begin = block * r,
+                  end = std::min(total, begin + block);
+    int64_t offset = 0, held = 0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor want_all =
+          ((g[i] * (dp * (dp + 1) / 2.0) + dp * (dp - 1) / 2.0) * scale).reshape(-1);
+      const at::Tensor got = params[i].grad().reshape(-1);
+      for (int64_t e = 0; e < got.numel(); e += 97) {  // a sample of elements across the model
+        const int64_t flat = offset + e;
+        const double want = flat >= begin && flat < end ? want_all[e].item<double>() : 0.0;
+        EXPECT_NEAR(got[e].item<double>(), want, 1e-5) << "chunk " << chunk << ", flat " << flat;
+      }
+      held += (got != 0).sum().item<int64_t>();
+      offset += params[i].numel();
+    }
+    EXPECT_LE(held, end - begin) << "nothing outside the slice";
+    EXPECT_GT(held, (end - begin) / 2) << "the slice holds the reduced values";
+  }
 }
 
 TEST_F(DistributedOptimizer, AShardOfAnotherDataParallelSizeIsRefused) {

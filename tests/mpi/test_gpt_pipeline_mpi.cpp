@@ -133,7 +133,7 @@ ParallelRun run_parallel(const Layout& l, bool sequence_parallel, PipelineSchedu
   GptTaskOptions to;
   to.pipeline = l.pp;
   to.schedule = schedule;
-  to.model_parallel = l.model_parallel;
+  to.norm_group = l.model_parallel;
   GptTask task(Gpt(o, l.tp, l.pp->stage), data, data, c10::Device(c10::kCPU), to);
   train::LoopOptions lo;
   lo.local_batch_size = kMicro;

@@ -237,11 +237,11 @@ at::Tensor GptTask::clip_gradients(double max_norm) {
   if (grads.empty()) return at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
   at::Tensor total = norms.empty() ? at::zeros({1}, grads[0].options().dtype(at::kDouble))
                                    : at::stack(norms).square().sum().reshape({1});
-  if (options_.model_parallel && options_.model_parallel->size() > 1) {
+  if (options_.norm_group && options_.norm_group->size() > 1) {
     // With stages this is where an iteration's early finishers wait for the last backward: part
     // of the pipeline's idle time.
     const core::Stopwatch clock;
-    options_.model_parallel->allreduce_sum(total)->wait();
+    options_.norm_group->allreduce_sum(total)->wait();
     if (pipelined()) add_pipeline_wait(clock.elapsed_s());
   } else if (tp && tp->size > 1)
     tp->group->allreduce_sum(total)->wait();

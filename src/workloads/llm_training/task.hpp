@@ -34,9 +34,10 @@ struct GptTaskOptions {
   // The pipeline this rank is a stage of (its stage must be the model's); null: one stage.
   std::shared_ptr<const PipelineParallel> pipeline;
   PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
-  // The t x P ranks holding one copy of the model (the gradient norm is summed over them); null:
-  // the tensor-parallel group.
-  std::shared_ptr<dist::TensorComm> model_parallel;
+  // The ranks whose gradient squares add up to the model's norm: the t x P ranks holding one copy
+  // of the model, or every rank when the distributed optimizer leaves each data-parallel rank its
+  // slice of the gradient only (zeros elsewhere); null: the tensor-parallel group.
+  std::shared_ptr<dist::TensorComm> norm_group;
 };
 
 class GptTask : public train::TrainingTask {

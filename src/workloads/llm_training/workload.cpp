@@ -278,7 +278,11 @@ int run(cli::RunContext& ctx, const Args& args) {
       to.precision = cfg.precision;
       to.profiler = &profiler;
       to.pipeline = layout.pipeline;
-      to.model_parallel = layout.model_parallel;
+      // With the distributed optimizer each DP rank holds its slice of the gradient only.
+      to.norm_group =
+          cfg.use_distributed_optimizer && layout.dp > 1
+              ? std::shared_ptr<dist::TensorComm>(dist::make_tensor_comm(ctx.comm, device))
+              : layout.model_parallel;
       task = std::make_unique<GptTask>(Gpt(mo, layout.tensor_parallel, layout.pipeline->stage),
                                        *sources.train, *sources.val, device, to);
     });
@@ -563,7 +567,8 @@ int run(cli::RunContext& ctx, const Args& args) {
           {"median_iteration_s", step_s, "s", "median timed iteration on rank 0"});
       rec.counters.push_back(
           {"gradient_wait_s", loop->comm_times().gradient_wait_s, "s",
-           "rank 0's wait for the data-parallel all-reduce after backward, timed iterations"});
+           "rank 0's wait for the data-parallel all-reduce after backward (the distributed "
+           "optimizer's reduce-scatter), timed iterations"});
       rec.counters.push_back({"tensor_parallel_comm_s", tp_comm_s, "s",
                               "rank 0's time in tensor-parallel collectives, all iterations"});
       rec.counters.push_back({"skipped_steps", static_cast<double>(result.skipped_steps), "",
