@@ -8,7 +8,8 @@
 # Everything lives in the temporary folder: slurm.conf, the spool and state directories, logs,
 # pid files, the munge key, socket and pid file. The daemons listen on free ports chosen at start
 # and are started and stopped by their PIDs, so a Slurm or munge the machine already runs is
-# never touched. One node: this host, its CPUs (at least 2, so 2-rank jobs fit), MpiDefault=pmix.
+# never touched. One node: this host, its CPUs (at least 4, so the 4-rank TP 2 x PP 2 job of
+# check_slurm.py llm_layouts fits on a 2-core machine), MpiDefault=pmix.
 set -euo pipefail
 
 SKIP=77
@@ -118,7 +119,7 @@ start_cluster() {
   chmod 711 "$dir/munge"  # munged checks that its socket's folder is reachable, not writable
   host=$(hostname -s)
   cpus=$(nproc)
-  [ "$cpus" -ge 2 ] || cpus=2  # SlurmdParameters=config_overrides accepts more than there are
+  [ "$cpus" -ge 4 ] || cpus=4  # SlurmdParameters=config_overrides accepts more than there are
   memory=$(awk '/^MemTotal:/ { print int($2 / 1024 / 2) }' /proc/meminfo)
   read -r ctld_port slurmd_port <<< "$(free_ports 2)"
 
