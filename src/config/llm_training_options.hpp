@@ -65,6 +65,9 @@ struct LlmTrainingConfig {
   // Pipeline stages (Megatron's --pipeline-model-parallel-size): each holds num_layers / P layers;
   // ranks = tensor x pipeline x data-parallel size.
   int64_t pipeline_model_parallel_size = 1;
+  // Megatron's --num-layers-per-virtual-pipeline-stage: > 0 interleaves the pipeline, each rank
+  // holding num_layers / (P x this) model chunks of this many layers; 0: one chunk per rank.
+  int64_t num_layers_per_virtual_pipeline_stage = 0;
 
   // Batch: micro_batch_size x gradient accumulation x data-parallel size = global_batch_size.
   int64_t micro_batch_size = 4;

@@ -210,6 +210,13 @@ std::vector<Spec> llm_training_keys() {
       "pipeline stages (Megatron's --pipeline-model-parallel-size): consecutive tensor-parallel "
       "groups each hold num_layers / this many layers, run by the 1F1B schedule (docs/llm.md)",
       "an integer >= 1", int64_at_least_1));
+  add(bind_key(
+      "num_layers_per_virtual_pipeline_stage", &LC::num_layers_per_virtual_pipeline_stage,
+      "Megatron's --num-layers-per-virtual-pipeline-stage: > 0 interleaves the pipeline "
+      "(each rank holds num_layers / (pipeline_model_parallel_size x this) model chunks "
+      "of this many layers; the micro-batches per iteration a multiple of the stages); 0: "
+      "one contiguous run of layers per stage",
+      "an integer >= 0", +[](const int64_t& v) { return v >= 0; }));
 
   // Batch.
   add(bind_key("micro_batch_size", &LC::micro_batch_size,

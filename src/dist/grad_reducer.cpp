@@ -104,6 +104,17 @@ void GradientReducer::finish() {
     throw core::Error(
         "gradient reduction: backward produced no gradient for any parameter this reducer watches "
         "(were the model's parameter tensors replaced after it was set up?)");
+  // Parameters the armed backward did not reach: with include_accumulated, the gradient they hold
+  // from the earlier, unarmed backward passes (a pipeline's model chunk whose last backward came
+  // before the armed one); otherwise zeros. Their buckets have not been launched yet.
+  if (include_accumulated_) {
+    torch::autograd::AutoGradMode no_grad(false);
+    for (std::size_t k = 0; k < params_.size(); ++k)
+      if (!arrived_[k] && params_[k].grad().defined())
+        buckets_[bucket_of_[k]]
+            .flat.narrow(0, offset_[k], params_[k].numel())
+            .copy_(params_[k].grad().reshape({-1}));
+  }
   const auto start = std::chrono::steady_clock::now();
   // Buckets with a parameter that got no gradient: its zeros are summed, in bucket order.
   for (; next_launch_ < buckets_.size(); ++next_launch_)

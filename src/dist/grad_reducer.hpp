@@ -33,7 +33,8 @@ class GradientReducer {
   // not reduced (e.g. a forward/backward used only for testing). include_accumulated: each
   // bucket also takes the gradient a parameter already holds (earlier micro-batches of
   // gradient accumulation, whose backward passes were not armed), so finish() writes the
-  // reduced sum of all of them.
+  // reduced sum of all of them; a parameter the armed backward does not reach then contributes
+  // the gradient it holds.
   void prepare(bool include_accumulated = false);
   // Starts the buckets backward did not complete (a parameter without a gradient contributes
   // zeros), waits for all, and sets every parameter's grad to scale × the sum.

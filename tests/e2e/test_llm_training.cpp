@@ -285,8 +285,9 @@ TEST(LlmTraining, TheDistributedOptimizerAndTensorParallelismResumeFromPerRankFi
   EXPECT_GT(counter(summary("whole"), "peak_rss_gib"), 0.0);
 }
 
-// Pipeline stages (4 layers): PP 2 on 2 ranks, TP 2 x PP 2 on 4 and PP 2 x DP 2 with the
-// distributed optimizer (its gradients reduce-scattered) on 4 give the losses of one process (1e-5
+// Pipeline stages (4 layers): PP 2 on 2 ranks, interleaved (2 chunks per rank), TP 2 x PP 2 on 4
+// and PP 2 x DP 2 with the distributed optimizer (its gradients reduce-scattered) on 4 give the
+// losses of one process (1e-5
 // relative, as for tensor parallelism; 4 micro-batches of 1 per iteration so 1F1B's steady state
 // runs); each rank writes its own checkpoint (its stage), a PP-2 run stopped at iteration 4 resumes
 // from them to the uninterrupted run's losses (1e-9), a restart at another PP is refused by name,
@@ -315,6 +316,10 @@ TEST(LlmTraining, PipelineStagesGiveTheLossesOfOneProcessResumeAndFailTogether) 
             "--job-name pp2do -c " +
             cfg,
         test::mpiexec(2) + kBinary +
+            " llm_training --pipeline-model-parallel-size 2 "
+            "--num-layers-per-virtual-pipeline-stage 1 --job-name interleaved -c " +
+            cfg,
+        test::mpiexec(2) + kBinary +
             " llm_training --pipeline-model-parallel-size 2 --job-name part -c " + cfg +
             "--train-iters 4"}) {
     const auto r = run_command(launch);
@@ -329,17 +334,20 @@ TEST(LlmTraining, PipelineStagesGiveTheLossesOfOneProcessResumeAndFailTogether) 
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
   const auto one = losses_of(run_of("one")), pp2 = losses_of(run_of("pp2")),
              tp2pp2 = losses_of(run_of("tp2pp2")), pp2do = losses_of(run_of("pp2do")),
-             parts = losses_of(part);
+             interleaved = losses_of(run_of("interleaved")), parts = losses_of(part);
   ASSERT_EQ(one.size(), 4u);
   ASSERT_EQ(pp2.size(), 4u);
   ASSERT_EQ(tp2pp2.size(), 4u);
   ASSERT_EQ(pp2do.size(), 4u);
+  ASSERT_EQ(interleaved.size(), 4u);
   ASSERT_EQ(parts.size(), 4u);
   for (std::size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(pp2[i], one[i], 1e-5 * one[i]) << "PP 2, interval " << i;
     EXPECT_NEAR(tp2pp2[i], one[i], 1e-5 * one[i]) << "TP 2 x PP 2, interval " << i;
     EXPECT_NEAR(pp2do[i], one[i], 1e-5 * one[i])
         << "PP 2 x DP 2 with the distributed optimizer, interval " << i;
+    EXPECT_NEAR(interleaved[i], one[i], 1e-5 * one[i])
+        << "PP 2 interleaved (2 chunks of 1 layer per rank), interval " << i;
     EXPECT_NEAR(parts[i], pp2[i], 1e-9 * pp2[i]) << "resumed PP 2, interval " << i;
   }
   const nlohmann::json s =
@@ -358,6 +366,18 @@ TEST(LlmTraining, PipelineStagesGiveTheLossesOfOneProcessResumeAndFailTogether) 
       other_pp.output.find("pipeline_model_parallel_size is 2 in the run's config.yaml but 1"),
       std::string::npos)
       << other_pp.output;
+
+  // 4 layers do not split into 2 stages x chunks of 3.
+  const auto bad_chunks =
+      run_command(test::mpiexec(2) + kBinary +
+                  " llm_training --pipeline-model-parallel-size 2 "
+                  "--num-layers-per-virtual-pipeline-stage 3 --job-name bad -c " +
+                  cfg);
+  EXPECT_NE(bad_chunks.exit_code, 0);
+  EXPECT_NE(bad_chunks.output.find("num_layers_per_virtual_pipeline_stage 3 x "
+                                   "pipeline_model_parallel_size 2 must divide num_layers 4"),
+            std::string::npos)
+      << bad_chunks.output;
 
   const auto failed =
       run_command("SCAFFOLD_FAIL_AT=1:6 " + test::mpiexec(2) + "-x SCAFFOLD_FAIL_AT " + kBinary +

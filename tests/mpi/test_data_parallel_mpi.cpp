@@ -168,6 +168,26 @@ void run_layout(const std::array<int, 3>& shards, bool channels_last = false) {
   }
 }
 
+// Accumulation with a parameter the armed (last) backward does not reach, as a pipeline's model
+// chunk whose last backward came earlier: it contributes the gradient it holds from the unarmed
+// pass, not zeros. Rank r's loss is (r + 1) (a . 1 + b . 1) in the first pass and (r + 1) a . 1 in
+// the armed one, so the reduced gradients (scale 1 / P) are a: 2 mean(r + 1), b: mean(r + 1).
+TEST(DataParallel, AParameterTheLastBackwardMissesKeepsItsAccumulatedGradient) {
+  auto comm = dist::make_mpi_tensor_comm(world());
+  const at::Tensor a = at::zeros({5}).requires_grad_(true), b = at::zeros({3}).requires_grad_(true);
+  // Buckets of one parameter each (4 bytes): b's bucket is launched only by finish().
+  dist::GradientReducer reducer({a, b}, *comm, 1.0 / world().size(), 4);
+  const double w = world().rank() + 1.0;
+  ((a.sum() + b.sum()) * w).backward();  // unarmed: accumulates only
+  reducer.prepare(/*include_accumulated=*/true);
+  (a.sum() * w).backward();
+  reducer.finish();
+  const double mean_w = (world().size() + 1) / 2.0;
+  EXPECT_TRUE(at::allclose(a.grad(), at::full({5}, 2 * mean_w), 1e-6, 1e-6)) << a.grad();
+  EXPECT_TRUE(at::allclose(b.grad(), at::full({3}, mean_w), 1e-6, 1e-6))
+      << b.grad() << ": the gradient of the unarmed pass was lost";
+}
+
 // The trainer's end-of-epoch check: identical parameters pass; one rank's drift fails everywhere.
 TEST(DataParallel, ParameterCheckCatchesARankThatDrifted) {
   torch::manual_seed(4);

@@ -1,13 +1,14 @@
-// The GPT's pipeline parallelism against one process holding the whole model and batch: every
-// layout of tensor (t) x pipeline (P) x data parallelism that fits the ranks (PP 2 on 2 ranks; PP
-// 4, TP 2 x PP 2 with and without sequence parallelism, PP 2 x DP 2 on 4; TP 2 x PP 2 x DP 2 and
-// PP 4 x DP 2 on 8), through the shared loop with 4 micro-batches per iteration (1F1B's warm-up,
-// steady state and cool-down all occur at P 2 and 4), gradient clipping that engages and two SGD
-// iterations: every iteration's loss, gradient norm and every parameter (each stage's layers,
-// the tied embedding on both its stages) equal the one-process run's within 1e-5 relative
-// (float32; the loss is computed in float32 whatever the dtype, so float64 gains nothing). 1F1B
-// and all-forward-then-all-backward give the same parameters bitwise: the same arithmetic in
-// the same order. Run under mpiexec -n 2, 4 and 8.
+// The GPT's pipeline parallelism against one process holding the whole model (8 layers) and
+// batch: every layout of tensor (t) x pipeline (P) x data parallelism that fits the ranks, each
+// with one contiguous run of layers per stage and with 2 interleaved model chunks per rank (PP 2
+// on 2 ranks; PP 4, TP 2 x PP 2 with and without sequence parallelism, PP 2 x DP 2 on 4; TP 2 x
+// PP 2 x DP 2 and PP 4 x DP 2 on 8), through the shared loop with 4 micro-batches per iteration
+// (1F1B's warm-up, steady state and cool-down all occur at P 2 and 4), gradient clipping that
+// engages and two SGD iterations: every iteration's loss, gradient norm and every parameter (each
+// stage's layers, the tied embedding on both its stages) equal the one-process run's within 1e-5
+// relative (float32; the loss is computed in float32 whatever the dtype, so float64 gains
+// nothing). 1F1B (interleaved or not) and all-forward-then-all-backward give the same parameters
+// bitwise: the same arithmetic in the same order. Run under mpiexec -n 2, 4 and 8.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>  // torch::Tensor, which clip_grad.h uses without including
@@ -36,7 +37,7 @@ namespace {
 using model::test::tensors_close;
 using test::world;
 
-constexpr int64_t kLayers = 4, kSeq = 12, kVocab = 96;
+constexpr int64_t kLayers = 8, kSeq = 12, kVocab = 96;
 constexpr int64_t kMicro = 1, kMicroBatches = 4, kSteps = 2;
 constexpr double kClip = 0.05;  // below the initial gradient norm: clipping engages
 
@@ -64,7 +65,7 @@ struct Layout {
   std::shared_ptr<dist::TensorComm> model_parallel;
 };
 
-Layout make_layout(int t, int p) {
+Layout make_layout(int t, int p, int chunks) {
   Layout l;
   const int rank = world().rank(), mp = t * p;
   l.t = t;
@@ -83,7 +84,7 @@ Layout make_layout(int t, int p) {
   l.tp->rank = l.tp_rank;
   if (t > 1) l.tp->group = dist::make_tensor_comm(*l.tp_comm, cpu);
   l.pp = std::make_shared<PipelineParallel>();
-  l.pp->stage = {p, l.pp_rank};
+  l.pp->stage = {p, l.pp_rank, chunks};
   if (p > 1) l.pp->group = dist::make_tensor_comm(*l.pp_comm, cpu);
   if (mp > 1) l.model_parallel = dist::make_tensor_comm(*l.mp_comm, cpu);
   return l;
@@ -107,13 +108,16 @@ at::Tensor slice_of(const at::Tensor& full, int dim, int t, int rank) {
   return full.narrow(dim, rank * part, part);
 }
 
-// "layers.<i>.rest" of a stage -> "layers.<first + i>.rest" of the whole model.
-std::string global_name(const std::string& name, int64_t first_layer) {
+// "layers.<i>.rest" of a stage -> "layers.<global index>.rest" of the whole model: local layer i
+// is layer i % n of the stage's chunk i / n (n layers per chunk).
+std::string global_name(const std::string& name, const GptImpl& stage) {
   const std::string prefix = "layers.";
   if (name.rfind(prefix, 0) != 0) return name;
   const std::size_t dot = name.find('.', prefix.size());
   const int64_t local = std::stoll(name.substr(prefix.size(), dot - prefix.size()));
-  return prefix + std::to_string(first_layer + local) + name.substr(dot);
+  const int64_t n = stage.layers_per_chunk();
+  return prefix + std::to_string(stage.first_layer(static_cast<int>(local / n)) + local % n) +
+         name.substr(dot);
 }
 
 std::unique_ptr<torch::optim::Optimizer> sgd(const std::vector<at::Tensor>& p) {
@@ -163,8 +167,7 @@ ParallelRun run_parallel(const Layout& l, bool sequence_parallel, PipelineSchedu
       [&](const train::LoopEpoch& e) { out.losses.push_back(e.metrics.values[0].second); });
   EXPECT_EQ(result.total_optimizer_steps, kSteps);
   for (const auto& p : task.model()->named_parameters())
-    out.parameters.emplace_back(global_name(p.key(), task.model()->first_layer()),
-                                p.value().detach().clone());
+    out.parameters.emplace_back(global_name(p.key(), *task.model()), p.value().detach().clone());
   return out;
 }
 
@@ -173,16 +176,19 @@ TEST(GptPipelineParallel, EveryLayoutEqualsOneProcessWithTheWholeModelAndBatch) 
   struct Case {
     int t, p;
     bool sequence_parallel;
+    int chunks;  // model chunks per rank (> 1: the interleaved schedule)
   };
   int cases_run = 0;
   for (const Case& c :
-       {Case{1, 2, false}, Case{1, 4, false}, Case{2, 2, false}, Case{2, 2, true}}) {
+       {Case{1, 2, false, 1}, Case{1, 2, false, 2}, Case{1, 4, false, 1}, Case{1, 4, false, 2},
+        Case{2, 2, false, 1}, Case{2, 2, true, 1}, Case{2, 2, false, 2}}) {
     if (world_size % (c.t * c.p) != 0) continue;
     ++cases_run;
-    const Layout l = make_layout(c.t, c.p);
-    const std::string what = "TP " + std::to_string(c.t) + " x PP " + std::to_string(c.p) +
-                             " x DP " + std::to_string(l.dp) +
-                             (c.sequence_parallel ? " (sequence parallel)" : "");
+    const Layout l = make_layout(c.t, c.p, c.chunks);
+    const std::string what =
+        "TP " + std::to_string(c.t) + " x PP " + std::to_string(c.p) + " x DP " +
+        std::to_string(l.dp) + (c.sequence_parallel ? " (sequence parallel)" : "") +
+        (c.chunks > 1 ? " interleaved, " + std::to_string(c.chunks) + " chunks" : "");
     const SyntheticTokens data(SyntheticTokensOptions{64, kSeq, kVocab, 5, 0});
     const ParallelRun mine =
         run_parallel(l, c.sequence_parallel, PipelineSchedule::kOneForwardOneBackward, data);
@@ -233,7 +239,8 @@ TEST(GptPipelineParallel, EveryLayoutEqualsOneProcessWithTheWholeModelAndBatch) 
     Gpt initial(tiny());
     EXPECT_GT((initial->parameters()[0] - whole->parameters()[0]).abs().max().item<double>(), 1e-4);
 
-    // 1F1B against every forward then every backward: bitwise the same parameters.
+    // 1F1B (interleaved with chunks) against every forward then every backward: bitwise the same
+    // parameters.
     if (c.p > 1) {
       const ParallelRun gpipe =
           run_parallel(l, c.sequence_parallel, PipelineSchedule::kAllForwardAllBackward, data);

@@ -206,12 +206,19 @@ at::Tensor GptBlockImpl::forward(const at::Tensor& x) {
   return h + mlp(post_attention_layernorm->forward(h));
 }
 
-std::pair<int64_t, int64_t> stage_layers(int64_t num_layers, int size, int rank) {
-  SCAFFOLD_CHECK(size >= 1 && rank >= 0 && rank < size && num_layers % size == 0,
+std::pair<int64_t, int64_t> stage_layers(int64_t num_layers, int virtual_stages,
+                                         int virtual_stage) {
+  SCAFFOLD_CHECK(virtual_stages >= 1 && virtual_stage >= 0 && virtual_stage < virtual_stages &&
+                     num_layers % virtual_stages == 0,
                  fmt::format("GPT: {} layers do not split into {} pipeline stages of equal size",
-                             num_layers, size));
-  const int64_t per_stage = num_layers / size;
-  return {rank * per_stage, (rank + 1) * per_stage};
+                             num_layers, virtual_stages));
+  const int64_t per_stage = num_layers / virtual_stages;
+  return {virtual_stage * per_stage, (virtual_stage + 1) * per_stage};
+}
+
+int64_t GptImpl::first_layer(int chunk) const {
+  return stage_layers(options_.num_layers, stage_.virtual_stages(), stage_.virtual_stage(chunk))
+      .first;
 }
 
 GptImpl::GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp, PipelineStage stage)
@@ -231,8 +238,14 @@ GptImpl::GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp, 
   SCAFFOLD_CHECK(!options_.sequence_parallel || o.seq_length % t == 0,
                  fmt::format("GPT: sequence parallelism splits the {} positions into {} blocks",
                              o.seq_length, t));
-  const auto [begin, end] = stage_layers(o.num_layers, stage_.size, stage_.rank);
-  first_layer_ = begin;
+  SCAFFOLD_CHECK(stage_.chunks >= 1, "GPT: a pipeline stage holds at least one model chunk");
+  // Which global layers this rank holds, chunk after chunk (ascending, as they are drawn).
+  std::vector<bool> mine(static_cast<std::size_t>(o.num_layers), false);
+  for (int k = 0; k < stage_.chunks; ++k) {
+    const auto [begin, end] =
+        stage_layers(o.num_layers, stage_.virtual_stages(), stage_.virtual_stage(k));
+    for (int64_t i = begin; i < end; ++i) mine[static_cast<std::size_t>(i)] = true;
+  }
   // Every stage draws every weight in the same order, so each keeps what one process holding the
   // whole model would have; what a stage does not hold is dropped as soon as it is drawn.
   const at::Tensor embedding =
@@ -247,7 +260,7 @@ GptImpl::GptImpl(const GptOptions& o, std::shared_ptr<const TensorParallel> tp, 
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.num_layers; ++i) {
     GptBlock block(options_, tp_);
-    if (i >= begin && i < end) layers->push_back(block);
+    if (mine[static_cast<std::size_t>(i)]) layers->push_back(block);
   }
   if (stage_.last())
     final_layernorm =
@@ -305,10 +318,14 @@ at::Tensor GptImpl::embed(const at::Tensor& tokens) {
   return x;
 }
 
-at::Tensor GptImpl::stage_forward(const at::Tensor& input) {
-  at::Tensor x = stage_.first() ? embed(input) : input;
-  for (const auto& m : *layers) {
-    auto block = std::dynamic_pointer_cast<GptBlockImpl>(m);
+at::Tensor GptImpl::stage_forward(const at::Tensor& input, int chunk) {
+  SCAFFOLD_CHECK(chunk >= 0 && chunk < stage_.chunks,
+                 fmt::format("GPT: model chunk {} of {}", chunk, stage_.chunks));
+  const int s = stage_.virtual_stage(chunk);
+  at::Tensor x = s == 0 ? embed(input) : input;
+  const int64_t n = layers_per_chunk();
+  for (int64_t i = chunk * n; i < (chunk + 1) * n; ++i) {
+    auto block = layers->ptr<GptBlockImpl>(static_cast<std::size_t>(i));
     if (options_.recompute == Recompute::kFull && is_training()) {
       const auto params = block->parameters();
       x = model::checkpoint([block](at::TensorList in) { return block->forward(in[0]); }, {x},
@@ -317,12 +334,12 @@ at::Tensor GptImpl::stage_forward(const at::Tensor& input) {
       x = block->forward(x);
     }
   }
-  return stage_.last() ? final_layernorm->forward(x) : x;
+  return s == stage_.virtual_stages() - 1 ? final_layernorm->forward(x) : x;
 }
 
 at::Tensor GptImpl::losses_from_hidden(const at::Tensor& hidden, const at::Tensor& labels) {
   SCAFFOLD_CHECK(stage_.last(), "GPT: the loss is computed on the last pipeline stage");
-  const at::Tensor logits = output_layer(hidden);
+  const at::Tensor logits = output_layer(hidden);  // of the last chunk's output
   const at::Tensor flat = logits.reshape({-1, logits.size(-1)});
   return vocab_parallel_cross_entropy(flat, labels.reshape({-1}), tp_).view(labels.sizes());
 }

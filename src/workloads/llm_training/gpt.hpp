@@ -64,17 +64,23 @@ struct GptOptions {
   bool sequence_parallel = false;
 };
 
-// This rank's pipeline stage: `rank` of `size` consecutive runs of layers.
+// This rank's pipeline stage: `rank` of `size` ranks. Without interleaving (chunks 1) it holds
+// one contiguous run of num_layers / size layers; with Megatron's interleaved schedule it holds
+// `chunks` runs ("model chunks") of num_layers / (size x chunks) layers: chunk k of rank p is
+// virtual stage k x size + p of size x chunks, so the layers go round the ranks `chunks` times.
 struct PipelineStage {
   int size = 1;  // pipeline_model_parallel_size
   int rank = 0;
-  bool first() const { return rank == 0; }
-  bool last() const { return rank == size - 1; }
+  int chunks = 1;                                 // model chunks per rank (virtual stages)
+  bool first() const { return rank == 0; }        // holds the embeddings (in its chunk 0)
+  bool last() const { return rank == size - 1; }  // the output layer and loss (in its last chunk)
+  int virtual_stages() const { return size * chunks; }
+  int virtual_stage(int chunk) const { return chunk * size + rank; }
 };
 
-// The layers [begin, end) stage `rank` of `size` holds: num_layers / size each, in order (Megatron
-// splits them evenly); SCAFFOLD_CHECK that size divides num_layers.
-std::pair<int64_t, int64_t> stage_layers(int64_t num_layers, int size, int rank);
+// The layers [begin, end) of virtual stage `virtual_stage` of `virtual_stages`: num_layers /
+// virtual_stages each, in order (Megatron splits them evenly); SCAFFOLD_CHECK that it divides.
+std::pair<int64_t, int64_t> stage_layers(int64_t num_layers, int virtual_stages, int virtual_stage);
 
 // Megatron's _vocab_size_with_padding: the smallest multiple of divisible_by x tp >= vocab.
 int64_t padded_vocab_size(int64_t vocab, int64_t divisible_by, int64_t tp);
@@ -130,14 +136,18 @@ class GptImpl : public torch::nn::Module {
   // every rank of the tensor-parallel group. The whole model only.
   at::Tensor token_losses(const at::Tensor& tokens, const at::Tensor& labels);
 
-  // One pipeline stage's part: the first stage takes tokens (B, S') int64, the others the
-  // previous stage's output; returns this stage's hidden states (B, S'', h) (S'' = S'/t with
-  // sequence parallelism), after the final LayerNorm on the last stage.
-  at::Tensor stage_forward(const at::Tensor& input);
+  // One (virtual) pipeline stage's part, this rank's model chunk `chunk`: virtual stage 0 takes
+  // tokens (B, S') int64, the others the previous virtual stage's output; returns the hidden
+  // states (B, S'', h) (S'' = S'/t with sequence parallelism), after the final LayerNorm on the
+  // last virtual stage.
+  at::Tensor stage_forward(const at::Tensor& input, int chunk = 0);
   // The last stage: per-token losses (B, S') of `labels` from its stage_forward output.
   at::Tensor losses_from_hidden(const at::Tensor& hidden, const at::Tensor& labels);
   const PipelineStage& stage() const { return stage_; }
-  int64_t first_layer() const { return first_layer_; }  // the global index of layers[0]
+  // The global index of chunk `chunk`'s first layer; its layers are layers[chunk x n, (chunk + 1)
+  // x n) with n = layers_per_chunk().
+  int64_t first_layer(int chunk = 0) const;
+  int64_t layers_per_chunk() const { return options_.num_layers / stage_.virtual_stages(); }
 
   const GptOptions& options() const { return options_; }
   const std::shared_ptr<const TensorParallel>& tensor_parallel() const { return tp_; }
@@ -163,7 +173,6 @@ class GptImpl : public torch::nn::Module {
   GptOptions options_;
   std::shared_ptr<const TensorParallel> tp_;
   PipelineStage stage_;
-  int64_t first_layer_ = 0;
 };
 TORCH_MODULE(Gpt);
 

@@ -84,13 +84,19 @@ core::MemoryEstimate llm_memory_estimate(const config::LlmTrainingConfig& cfg,
           act * b * s * vocab / tp, dims({"vocab_size", "seq_length", "micro_batch_size"}));
   // With sequence parallelism each rank keeps its block of the sequence.
   const double seq_held = cfg.sequence_parallel && tp > 1 ? s / tp : s;
-  const double in_flight =
-      std::min(stages, static_cast<double>(std::max<int64_t>(1, layout.micro_batches)));
+  // The first stage's micro-batches in flight under 1F1B: min(P, m) of L / P layers each; with v
+  // chunks its warm-up keeps 2 (P - 1) + (v - 1) P + 1 chunk passes of L / (P v) layers.
+  const auto m = static_cast<double>(std::max<int64_t>(1, layout.micro_batches));
+  const auto chunks = static_cast<double>(std::max<int64_t>(1, layout.model_chunks));
+  const double layers_in_flight =
+      chunks == 1 ? std::min(stages, m) * (layers / stages)
+                  : std::min(chunks * m, 2 * (stages - 1) + (chunks - 1) * stages + 1) *
+                        (layers / (stages * chunks));
   e.add(
-      "each layer's input, kept for the backward pass (num_layers / pipeline stages x "
-      "micro-batches "
-      "in flight x micro_batch_size x seq_length [/ TP with sequence_parallel] x hidden_size)",
-      act * (layers / stages) * in_flight * b * seq_held * h,
+      "each layer's input, kept for the backward pass (the layers of the passes in flight on the "
+      "first pipeline stage x micro_batch_size x seq_length [/ TP with sequence_parallel] x "
+      "hidden_size)",
+      act * layers_in_flight * b * seq_held * h,
       dims({"num_layers", "seq_length", "micro_batch_size", "hidden_size"}));
   return e;
 }

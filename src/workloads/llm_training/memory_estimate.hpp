@@ -2,7 +2,8 @@
 // allocated (core/memory_budget.hpp checks it against the machine): the model state, one
 // layer's attention probabilities where the attention keeps them, the output layer's logits and
 // the layer inputs kept for the backward pass. With pipeline stages it is the first stage's rank
-// (the embeddings, num_layers / P layers and the most micro-batches in flight: min(P, m)); the
+// (the embeddings, num_layers / P layers and the most micro-batches in flight: min(P, m), with v
+// model chunks min(v m, 2 (P - 1) + (v - 1) P + 1) chunks of num_layers / (P v) layers); the
 // logits are then on another rank. Each item names the config keys that set it.
 // Torch-free: the fuzz target drives it with any configuration the schema accepts.
 #pragma once
@@ -17,6 +18,7 @@ namespace scaffold::llm {
 struct LlmMemoryLayout {
   int64_t tensor_parallel = 1;    // the tensor-parallel size the run will use
   int64_t pipeline_parallel = 1;  // pipeline stages (the estimate is the first stage's rank)
+  int64_t model_chunks = 1;       // per pipeline rank (interleaved schedule)
   int64_t micro_batches = 1;      // per iteration (with stages: how many are in flight)
   int64_t data_parallel = 1;      // its data-parallel size (divides Adam's state with
                                   // use_distributed_optimizer)

@@ -28,10 +28,14 @@ struct PipelineParallel {
 enum class PipelineSchedule {
   // Megatron's default (PipeDream-flush): stage p runs min(P - p - 1, m) warm-up forwards, then
   // alternates one forward and one backward, then drains the remaining backwards. At most
-  // P - p micro-batches are in flight on stage p.
+  // P - p micro-batches are in flight on stage p. With v model chunks per rank, Megatron's
+  // interleaved version: the forwards take chunk 0 of P micro-batches, then chunk 1 of the same
+  // P, ..., the backwards the chunks in reverse; (P - p - 1) x 2 + (v - 1) x P warm-up forwards
+  // (m must be a multiple of P).
   kOneForwardOneBackward,
-  // GPipe's: every forward, then every backward (m micro-batches in flight); the same
-  // arithmetic in the same order, so the same gradients (the tests' reference).
+  // GPipe's: every forward, then every backward (m micro-batches in flight); with chunks, chunk
+  // after chunk (backwards in reverse). The same arithmetic in the same order as 1F1B, so the
+  // same gradients (the tests' reference).
   kAllForwardAllBackward,
 };
 PipelineSchedule parse_pipeline_schedule(const std::string& value);  // "1f1b" | "gpipe"
@@ -40,20 +44,23 @@ const char* to_string(PipelineSchedule schedule);
 struct PipelineOp {
   bool forward = true;
   int64_t micro_batch = 0;
+  int chunk = 0;  // the rank's model chunk (0 without interleaving)
   bool operator==(const PipelineOp& o) const {
-    return forward == o.forward && micro_batch == o.micro_batch;
+    return forward == o.forward && micro_batch == o.micro_batch && chunk == o.chunk;
   }
 };
 
-// Stage `stage`'s passes, in order, for `micro_batches` micro-batches over `stages` stages: each
-// micro-batch's forward once and its backward once, forwards and backwards each in micro-batch
-// order.
+// Stage `stage`'s passes, in order, for `micro_batches` micro-batches over `stages` stages of
+// `chunks` model chunks each: each (micro-batch, chunk) forward once and backward once, each
+// chunk's forwards and backwards in micro-batch order. Throws core::Error when chunks > 1 and
+// micro_batches is not a multiple of stages (Megatron's condition for interleaving).
 std::vector<PipelineOp> pipeline_ops(PipelineSchedule schedule, int stages, int stage,
-                                     int64_t micro_batches);
+                                     int64_t micro_batches, int chunks = 1);
 
 // The idle share of each stage in the ideal schedule with equal stage times and free transfers:
-// (P - 1) / (m + P - 1) (the "pipeline bubble").
-double pipeline_bubble_fraction(int stages, int64_t micro_batches);
+// (P - 1) / (v m + P - 1) with v model chunks per rank (the "pipeline bubble"; v = 1:
+// (P - 1) / (m + P - 1)).
+double pipeline_bubble_fraction(int stages, int64_t micro_batches, int chunks = 1);
 
 // Time this process waited in the training passes' pipeline receives and, at the end of each
 // iteration, for the other stages to finish (the gradient-norm all-reduce over the stages): its
@@ -70,7 +77,8 @@ void add_pipeline_wait(double seconds);  // a wait for the other stages outside 
 // Activations forward to the next stage and gradients back to the previous one over the pipeline
 // group. Sends are non-blocking (finished by finish() or the destructor), receives block; the
 // messages of one direction between two stages arrive in the order sent (both MPI and NCCL keep
-// it), so each is tagged with its micro-batch and direction only to catch a mismatch. Sends still
+// it), so each is tagged with its micro-batch, virtual stage and direction only to catch a
+// mismatch. Sends still
 // pending at destruction (an error unwinding) are not waited for.
 class StageLink {
  public:
@@ -80,13 +88,15 @@ class StageLink {
   StageLink(const StageLink&) = delete;
   StageLink& operator=(const StageLink&) = delete;
 
-  void send_forward(const at::Tensor& activation, int64_t micro_batch);  // to stage p + 1
+  // Between virtual stages: chunk `chunk` of this rank sends to the next virtual stage (the next
+  // rank; from the last rank, chunk + 1 of the first) and receives from the previous one.
+  void send_forward(const at::Tensor& activation, int64_t micro_batch, int chunk = 0);
   at::Tensor recv_forward(at::IntArrayRef shape, const at::TensorOptions& options,
-                          int64_t micro_batch);                         // from stage p - 1
-  void send_backward(const at::Tensor& gradient, int64_t micro_batch);  // to stage p - 1
+                          int64_t micro_batch, int chunk = 0);
+  void send_backward(const at::Tensor& gradient, int64_t micro_batch, int chunk = 0);
   at::Tensor recv_backward(at::IntArrayRef shape, const at::TensorOptions& options,
-                           int64_t micro_batch);  // from stage p + 1
-  void finish();                                  // waits for every send
+                           int64_t micro_batch, int chunk = 0);
+  void finish();  // waits for every send
 
  private:
   void send(const at::Tensor& t, int peer, int tag);

@@ -27,7 +27,8 @@ GptTask::GptTask(Gpt model, const dataset::ExampleSource& train_set,
     throw core::Error(fmt::format("precision: '{}' is not one of fp32, bf16, fp16", p));
   if (options_.pipeline)
     SCAFFOLD_CHECK(options_.pipeline->stage.size == model_->stage().size &&
-                       options_.pipeline->stage.rank == model_->stage().rank,
+                       options_.pipeline->stage.rank == model_->stage().rank &&
+                       options_.pipeline->stage.chunks == model_->stage().chunks,
                    "GptTask: the pipeline's stage is not the model's");
   if (p == "fp16" && !device_.is_cuda())
     throw core::Error(
@@ -77,54 +78,57 @@ at::Tensor GptTask::forward_backward(train::MicroBatchRun& run) {
   const PipelineParallel& pp = *options_.pipeline;
   const PipelineStage& stage = pp.stage;
   const auto m = static_cast<int64_t>(run.batches.size());
-  const std::vector<PipelineOp> ops = pipeline_ops(options_.schedule, stage.size, stage.rank, m);
+  const int last_virtual = stage.virtual_stages() - 1;
+  const std::vector<PipelineOp> ops =
+      pipeline_ops(options_.schedule, stage.size, stage.rank, m, stage.chunks);
   std::size_t last_backward = 0;
   for (std::size_t i = 0; i < ops.size(); ++i)
     if (!ops[i].forward) last_backward = i;
-  // What a micro-batch's backward needs: its input from the previous stage (for the gradient to
-  // send back) and its output (the hidden states, or the loss on the last stage).
+  // What a (micro-batch, chunk)'s backward needs: its input from the previous virtual stage (for
+  // the gradient to send back) and its output (the hidden states, or the loss on the last one).
   struct InFlight {
     at::Tensor input, output;
   };
-  std::vector<InFlight> in_flight(static_cast<std::size_t>(m));
+  std::vector<InFlight> in_flight(static_cast<std::size_t>(m * stage.chunks));
   const at::TensorOptions activation_options =
       model_->parameters().front().options().requires_grad(false);
   at::Tensor sums = at::zeros({2}, activation_options.dtype(at::kDouble));
   StageLink link(pp);
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const int64_t j = ops[i].micro_batch;
+    const int k = ops[i].chunk, vs = stage.virtual_stage(k);
     const at::Tensor& tokens = run.batches[static_cast<std::size_t>(j)].fields.at(0);  // (B, S+1)
     const int64_t s = tokens.size(1) - 1;
-    InFlight& f = in_flight[static_cast<std::size_t>(j)];
+    InFlight& f = in_flight[static_cast<std::size_t>(j * stage.chunks + k)];
     if (ops[i].forward) {
       SCAFFOLD_PROFILE_REGION(options_.profiler, "predict");
-      if (stage.first()) {
+      if (vs == 0) {
         f.input = tokens.narrow(1, 0, s);
       } else {
-        f.input = link.recv_forward(activation_shape(tokens), activation_options, j);
+        f.input = link.recv_forward(activation_shape(tokens), activation_options, j, k);
         f.input.requires_grad_(true);
       }
       model::AutocastGuard amp(autocast_state());
-      const at::Tensor hidden = model_->stage_forward(f.input);
-      if (stage.last()) {
+      const at::Tensor hidden = model_->stage_forward(f.input, k);
+      if (vs == last_virtual) {
         const at::Tensor losses = model_->losses_from_hidden(hidden, tokens.narrow(1, 1, s));
         f.output = losses.mean();
         sums += loss_sums(losses, stage.size);
       } else {
-        link.send_forward(hidden.detach().to(activation_options.dtype()), j);
+        link.send_forward(hidden.detach().to(activation_options.dtype()), j, k);
         f.output = hidden;
       }
     } else {
       SCAFFOLD_PROFILE_REGION(options_.profiler, "backward");
       if (i == last_backward && run.before_last_backward) run.before_last_backward();
-      if (stage.last()) {
+      if (vs == last_virtual) {
         (f.output * run.loss_multiplier).backward();
       } else {
         const at::Tensor grad =
-            link.recv_backward(f.output.sizes(), activation_options, j).to(f.output.dtype());
+            link.recv_backward(f.output.sizes(), activation_options, j, k).to(f.output.dtype());
         f.output.backward(grad);
       }
-      if (!stage.first()) link.send_backward(f.input.grad(), j);
+      if (vs > 0) link.send_backward(f.input.grad(), j, k);
       f = InFlight{};  // its activations are freed as soon as they are used
     }
   }
@@ -134,20 +138,25 @@ at::Tensor GptTask::forward_backward(train::MicroBatchRun& run) {
 
 at::Tensor GptTask::pipeline_validation_sums(const dataset::Batch& batch) {
   const PipelineParallel& pp = *options_.pipeline;
+  const PipelineStage& stage = pp.stage;
   const at::Tensor& tokens = batch.fields.at(0);
   const int64_t s = tokens.size(1) - 1;
   const at::TensorOptions activation_options = model_->parameters().front().options();
   StageLink link(pp, /*count_wait=*/false);
-  const at::Tensor input = pp.stage.first()
-                               ? tokens.narrow(1, 0, s)
-                               : link.recv_forward(activation_shape(tokens), activation_options, 0);
   model::AutocastGuard amp(autocast_state());
-  const at::Tensor hidden = model_->stage_forward(input);
   at::Tensor sums = at::zeros({2}, activation_options.dtype(at::kDouble));
-  if (pp.stage.last())
-    sums = loss_sums(model_->losses_from_hidden(hidden, tokens.narrow(1, 1, s)), pp.stage.size);
-  else
-    link.send_forward(hidden.to(activation_options.dtype()), 0);
+  // The batch through every virtual stage in order: this rank's chunks one after another.
+  for (int k = 0; k < stage.chunks; ++k) {
+    const int vs = stage.virtual_stage(k);
+    const at::Tensor input =
+        vs == 0 ? tokens.narrow(1, 0, s)
+                : link.recv_forward(activation_shape(tokens), activation_options, 0, k);
+    const at::Tensor hidden = model_->stage_forward(input, k);
+    if (vs == stage.virtual_stages() - 1)
+      sums = loss_sums(model_->losses_from_hidden(hidden, tokens.narrow(1, 1, s)), stage.size);
+    else
+      link.send_forward(hidden.to(activation_options.dtype()), 0, k);
+  }
   link.finish();
   return sums;
 }

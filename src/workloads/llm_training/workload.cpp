@@ -65,6 +65,7 @@ using Args = cli::WorkloadArgs;
 // rank = (dp x P + pp) x t + tp. micro-batch x accumulation x DP = global batch.
 struct Layout {
   int tp = 1, pp = 1, dp = 1;
+  int chunks = 1;  // model chunks per pipeline rank (interleaved schedule)
   int64_t accumulation = 1;
   std::unique_ptr<dist::Communicator> tp_comm, pp_comm, dp_comm, mp_comm;
   std::shared_ptr<TensorParallel> tensor_parallel;
@@ -96,6 +97,26 @@ Layout make_layout(dist::Communicator& comm, const LlmTrainingConfig& cfg,
           "pipeline_model_parallel_size {} must divide num_layers {} (each stage holds an equal "
           "run of layers)",
           pp, dims.num_layers));
+    const int64_t per_chunk = cfg.num_layers_per_virtual_pipeline_stage;
+    if (per_chunk > 0) {
+      if (pp < 2)
+        throw core::Error(
+            "num_layers_per_virtual_pipeline_stage interleaves pipeline stages: it needs "
+            "pipeline_model_parallel_size >= 2");
+      if (dims.num_layers % (pp * per_chunk) != 0)
+        throw core::Error(fmt::format(
+            "num_layers_per_virtual_pipeline_stage {} x pipeline_model_parallel_size {} must "
+            "divide num_layers {} (each rank holds num_layers / (P x this) model chunks)",
+            per_chunk, pp, dims.num_layers));
+      const int64_t micro_batches = cfg.global_batch_size / (cfg.micro_batch_size * dp);
+      if (micro_batches % pp != 0)
+        throw core::Error(fmt::format(
+            "the interleaved pipeline schedule (num_layers_per_virtual_pipeline_stage {}) needs "
+            "the micro-batches per iteration, global_batch_size {} / (micro_batch_size {} x "
+            "data-parallel size {}) = {}, to be a multiple of pipeline_model_parallel_size {}",
+            per_chunk, cfg.global_batch_size, cfg.micro_batch_size, dp, micro_batches, pp));
+      l.chunks = static_cast<int>(dims.num_layers / (pp * per_chunk));
+    }
     if (cfg.sequence_parallel && dims.seq_length % tp != 0)
       throw core::Error(fmt::format(
           "sequence_parallel: seq_length {} must be a multiple of tensor_model_parallel_size {} "
@@ -122,7 +143,7 @@ Layout make_layout(dist::Communicator& comm, const LlmTrainingConfig& cfg,
   l.tensor_parallel->rank = tp_rank;
   if (l.tp > 1) l.tensor_parallel->group = dist::make_tensor_comm(*l.tp_comm, device);
   l.pipeline = std::make_shared<PipelineParallel>();
-  l.pipeline->stage = {l.pp, pp_rank};
+  l.pipeline->stage = {l.pp, pp_rank, l.chunks};
   if (l.pp > 1) l.pipeline->group = dist::make_tensor_comm(*l.pp_comm, device);
   if (mp > 1) l.model_parallel = dist::make_tensor_comm(*l.mp_comm, device);
   return l;
@@ -218,6 +239,7 @@ int run(cli::RunContext& ctx, const Args& args) {
     LlmMemoryLayout memory;
     memory.tensor_parallel = layout.tp;
     memory.pipeline_parallel = layout.pp;
+    memory.model_chunks = layout.chunks;
     memory.data_parallel = layout.dp;
     memory.micro_batches = layout.accumulation;
     memory.attention_keeps_scores = attention_keeps_scores(parse_attention(cfg.attention));
@@ -456,7 +478,8 @@ int run(cli::RunContext& ctx, const Args& args) {
   for (int r = 0; r < ctx.comm.size(); ++r)
     stage_idle[static_cast<std::size_t>((r / layout.tp) % layout.pp)] +=
         idle_share[static_cast<std::size_t>(r)] / (ctx.comm.size() / layout.pp);
-  const double ideal_bubble = pipeline_bubble_fraction(layout.pp, layout.accumulation);
+  const double ideal_bubble =
+      pipeline_bubble_fraction(layout.pp, layout.accumulation, layout.chunks);
   loop->set_watchdog(nullptr);
   watchdog.reset();
   phases.set_energy_meter(nullptr);
@@ -495,6 +518,7 @@ int run(cli::RunContext& ctx, const Args& args) {
                   {kParamDataset, sources.name},
                   {kParamJobTime, job_time ? job_time : ""},
                   {kParamPipelineParallel, param_text(layout.pp)},
+                  {"pipeline_model_chunks", param_text(layout.chunks)},
                   {kParamTensorParallel, param_text(layout.tp)},
                   {"sequence_parallel", mo.sequence_parallel ? "1" : "0"},
                   {kParamDataParallel, param_text(layout.dp)},
@@ -575,18 +599,20 @@ int run(cli::RunContext& ctx, const Args& args) {
                               "iterations the fp16 loss scaler skipped"});
       if (layout.pp > 1) {
         rec.counters.push_back({"pipeline_bubble_ideal", ideal_bubble, "",
-                                "(P - 1) / (m + P - 1): each stage's idle share with equal stages "
-                                "and free transfers"});
+                                "(P - 1) / (v m + P - 1): each stage's idle share with equal "
+                                "stages and free transfers (v model chunks per rank)"});
         for (int p = 0; p < layout.pp; ++p)
           rec.counters.push_back({fmt::format("pipeline_idle_share_stage{}", p),
                                   stage_idle[static_cast<std::size_t>(p)], "",
                                   "measured: the stage's wait in pipeline receives / its timed "
                                   "training time (mean over its ranks)"});
         LOG_INFO(
-            "pipeline: {} stages, {} micro-batches per iteration, {}; idle share per stage "
-            "(waiting in receives, timed iterations) {:.3f} against the ideal bubble {:.3f}",
-            layout.pp, layout.accumulation, to_string(PipelineSchedule::kOneForwardOneBackward),
-            fmt::join(stage_idle, " "), ideal_bubble);
+            "pipeline: {} stages of {} model chunk(s), {} micro-batches per iteration, {}{}; "
+            "idle share per stage (waiting in receives, timed iterations) {:.3f} against the "
+            "ideal bubble {:.3f}",
+            layout.pp, layout.chunks, layout.accumulation,
+            to_string(PipelineSchedule::kOneForwardOneBackward),
+            layout.chunks > 1 ? " interleaved" : "", fmt::join(stage_idle, " "), ideal_bubble);
       }
       LOG_INFO(
           "llm_training: {} iterations; CARAML: {:.4f} s/iteration, {:.1f} tokens/s, {:.3f} "
