@@ -45,6 +45,7 @@ const std::vector<std::string> kKeys = {"base_run_dir",
                                         "tensor_model_parallel_size",
                                         "sequence_parallel",
                                         "pipeline_model_parallel_size",
+                                        "num_layers_per_virtual_pipeline_stage",
                                         "micro_batch_size",
                                         "global_batch_size",
                                         "train_iters",
@@ -125,6 +126,7 @@ void expect_caraml_defaults(const LC& c) {
   // CARAML passes --sequence-parallel, which Megatron turns off at TP 1: off in effect.
   EXPECT_FALSE(c.sequence_parallel);
   EXPECT_EQ(c.pipeline_model_parallel_size, 1);
+  EXPECT_EQ(c.num_layers_per_virtual_pipeline_stage, 0);
   EXPECT_EQ(c.precision, "fp16");
   EXPECT_EQ(c.position_embedding, "rope");
   EXPECT_EQ(c.recompute_granularity, "selective");
@@ -243,7 +245,9 @@ TEST_F(LlmTrainingConfigTest, BadValuesNameTheKeyValueAndWhatIsAllowed) {
       {"position_embedding: alibi\n", "position_embedding", "one of learned, rope"},
       {"recompute_granularity: some\n", "recompute_granularity", "one of none, selective, full"},
       {"precision: tf32\n", "precision", "one of fp32, bf16, fp16"},
-      {"pipeline_model_parallel_size: 2\n", "pipeline_model_parallel_size", "1"},
+      {"pipeline_model_parallel_size: 0\n", "pipeline_model_parallel_size", ">= 1"},
+      {"num_layers_per_virtual_pipeline_stage: -1\n", "num_layers_per_virtual_pipeline_stage",
+       ">= 0"},
       {"micro_batch_size: 0\n", "micro_batch_size", "an integer >= 1"},
       {"hidden_dropout: 1\n", "hidden_dropout", "a number in [0, 1)"},
       {"lr: 0\n", "lr", "a number > 0"},
