@@ -6,8 +6,8 @@
 // --sequence-parallel) splits the activations outside the linears along the sequence: its
 // functions gather the sequence in front of column-parallel linears (reduce-scatter backward)
 // and reduce-scatter it after row-parallel ones (all-gather backward). With a group of one, every
-// function is the plain operation and nothing is communicated. Not here: pipeline stages
-// (docs/llm.md).
+// function is the plain operation and nothing is communicated. Pipeline stages are in
+// pipeline.hpp (docs/llm.md).
 // Legend: B batch, S sequence, h hidden, V padded vocabulary, t tensor-parallel size.
 #pragma once
 

@@ -1,8 +1,8 @@
 // `scaffold llm_training`: CARAML's GPT pre-training benchmark (docs/llm.md) as a
-// phase-structured driver: init (config, tensor x data layout, run folder, context) -> data
-// (synthetic tokens or an indexed dataset) -> init_model (GPT, task, loop, a matrix-multiply
-// probe of the device's peak) -> training (iterations through the shared loop: an "epoch" is one
-// log interval; the first timing_warmup_iters are excluded by name) -> report
+// phase-structured driver: init (config, tensor x pipeline x data layout, run folder, context)
+// -> data (synthetic tokens or an indexed dataset) -> init_model (GPT, task, loop, a
+// matrix-multiply probe of the device's peak) -> training (iterations through the shared loop:
+// an "epoch" is one log interval; the first timing_warmup_iters are excluded by name) -> report
 // (iteration_stats.csv, summary.json, Megatron's log lines). Ends at train_iters, at
 // exit_duration_in_mins, or cleanly on the scheduler's warning signal (exit 3).
 #include "workloads/llm_training/workload.hpp"
