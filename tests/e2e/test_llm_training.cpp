@@ -158,6 +158,14 @@ TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
       << row;
 }
 
+// The run folder of job name `job` under dir/runs (a failure and an empty path if none).
+fs::path run_of_job(const fs::path& dir, const std::string& job) {
+  for (const auto& e : fs::directory_iterator(dir / "runs"))
+    if (e.path().filename().string().rfind(job + "_", 0) == 0) return e.path();
+  ADD_FAILURE() << "no run of " << job;
+  return fs::path();
+}
+
 std::vector<double> losses_of(const fs::path& run) {
   std::vector<double> v;
   const auto rows = test::csv_rows(run / "iteration_stats.csv");
@@ -224,12 +232,7 @@ TEST(LlmTraining, TheDistributedOptimizerAndTensorParallelismResumeFromPerRankFi
   const std::string cfg = write_tiny_config(dir.path(), "save_interval: 4\n").string();
   const std::string launch =
       test::mpiexec(2) + kBinary + " llm_training --threads 1 -c " + cfg + " ";
-  const auto run_of = [&](const std::string& job) {
-    for (const auto& e : fs::directory_iterator(dir.path() / "runs"))
-      if (e.path().filename().string().rfind(job + "_", 0) == 0) return e.path();
-    ADD_FAILURE() << "no run of " << job;
-    return fs::path();
-  };
+  const auto run_of = [&](const std::string& job) { return run_of_job(dir.path(), job); };
   for (const std::string& args :
        {std::string("--job-name plain --train-iters 8"),
         std::string("--job-name whole --train-iters 8 --use-distributed-optimizer 1"),
@@ -297,12 +300,7 @@ TEST(LlmTraining, PipelineStagesGiveTheLossesOfOneProcessResumeAndFailTogether) 
   TempDir dir;
   const std::string cfg = write_tiny_config(dir.path(), "save_interval: 4\n").string() +
                           " --threads 1 --num-layers 4 --micro-batch-size 1 --train-iters 8 ";
-  const auto run_of = [&](const std::string& job) {
-    for (const auto& e : fs::directory_iterator(dir.path() / "runs"))
-      if (e.path().filename().string().rfind(job + "_", 0) == 0) return e.path();
-    ADD_FAILURE() << "no run of " << job;
-    return fs::path();
-  };
+  const auto run_of = [&](const std::string& job) { return run_of_job(dir.path(), job); };
   for (const std::string& launch :
        {kBinary + " llm_training --job-name one -c " + cfg,
         test::mpiexec(2) + kBinary +

@@ -24,6 +24,7 @@
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
+#include "gpt_shard_util.hpp"
 #include "mpi_test_main.hpp"
 #include "train/loop.hpp"
 #include "unit/model/tensor_compare.hpp"
@@ -35,6 +36,8 @@ namespace scaffold::llm {
 namespace {
 
 using model::test::tensors_close;
+using test::slice_of;
+using test::split_dim;
 using test::world;
 
 llm::GptOptions tiny(PositionEmbedding pe, Recompute r) {
@@ -49,25 +52,6 @@ llm::GptOptions tiny(PositionEmbedding pe, Recompute r) {
   o.recompute = r;
   o.init_method_std = 0.05;
   return o;
-}
-
-// Which dimension of a parameter Megatron's tensor parallelism splits (-1: replicated); written
-// here from the layer roles, independently of GptImpl::is_tensor_parallel.
-int split_dim(const std::string& name) {
-  const auto ends = [&](const std::string& s) {
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
-  if (ends("word_embeddings") || ends("qkv_weight") || ends("qkv_bias") || ends("fc1_weight") ||
-      ends("fc1_bias"))
-    return 0;  // column-parallel outputs and vocabulary rows
-  if (ends("dense_weight") || ends("fc2_weight")) return 1;  // row-parallel inputs
-  return -1;
-}
-
-at::Tensor slice_of(const at::Tensor& full, int dim, int tp, int rank) {
-  if (dim < 0) return full;
-  const int64_t part = full.size(dim) / tp;
-  return full.narrow(dim, rank * part, part);
 }
 
 struct Groups {

@@ -23,6 +23,7 @@
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
+#include "gpt_shard_util.hpp"
 #include "mpi_test_main.hpp"
 #include "train/loop.hpp"
 #include "unit/model/tensor_compare.hpp"
@@ -35,6 +36,8 @@ namespace scaffold::llm {
 namespace {
 
 using model::test::tensors_close;
+using test::slice_of;
+using test::split_dim;
 using test::world;
 
 constexpr int64_t kLayers = 8, kSeq = 12, kVocab = 96;
@@ -88,24 +91,6 @@ Layout make_layout(int t, int p, int chunks) {
   if (p > 1) l.pp->group = dist::make_tensor_comm(*l.pp_comm, cpu);
   if (mp > 1) l.model_parallel = dist::make_tensor_comm(*l.mp_comm, cpu);
   return l;
-}
-
-// Which dimension of a parameter tensor parallelism splits (-1: replicated), from the layer roles.
-int split_dim(const std::string& name) {
-  const auto ends = [&](const std::string& s) {
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
-  if (ends("word_embeddings") || ends("qkv_weight") || ends("qkv_bias") || ends("fc1_weight") ||
-      ends("fc1_bias"))
-    return 0;
-  if (ends("dense_weight") || ends("fc2_weight")) return 1;
-  return -1;
-}
-
-at::Tensor slice_of(const at::Tensor& full, int dim, int t, int rank) {
-  if (dim < 0) return full;
-  const int64_t part = full.size(dim) / t;
-  return full.narrow(dim, rank * part, part);
 }
 
 // "layers.<i>.rest" of a stage -> "layers.<global index>.rest" of the whole model: local layer i
