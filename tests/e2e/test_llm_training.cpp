@@ -540,12 +540,24 @@ TEST(LlmTraining, BadInputIsOneClearErrorAndNoRunFolder) {
   const auto tp = run_command(test::mpiexec(2) + kBinary +
                               " llm_training --tensor-model-parallel-size 3 -c " + cfg);
   EXPECT_NE(tp.exit_code, 0) << tp.output;
-  EXPECT_NE(tp.output.find("tensor_model_parallel_size 3 does not divide the 2 ranks"),
+  EXPECT_NE(tp.output.find("tensor_model_parallel_size 3 x pipeline_model_parallel_size 1 does "
+                           "not divide the 2 ranks"),
             std::string::npos)
       << tp.output;
   const auto pp = run_command(kBinary + " llm_training --pipeline-model-parallel-size 2 -c " + cfg);
   EXPECT_EQ(pp.exit_code, 1) << pp.output;
-  EXPECT_NE(pp.output.find("pipeline_model_parallel_size"), std::string::npos) << pp.output;
+  EXPECT_NE(pp.output.find("tensor_model_parallel_size 1 x pipeline_model_parallel_size 2 does "
+                           "not divide the 1 ranks"),
+            std::string::npos)
+      << pp.output;
+  const auto layers = run_command(test::mpiexec(2) + kBinary +
+                                  " llm_training --pipeline-model-parallel-size 2 --num-layers 3 "
+                                  "-c " +
+                                  cfg);
+  EXPECT_NE(layers.exit_code, 0) << layers.output;
+  EXPECT_NE(layers.output.find("pipeline_model_parallel_size 2 must divide num_layers 3"),
+            std::string::npos)
+      << layers.output;
   EXPECT_FALSE(fs::exists(dir.path() / "runs")) << "nothing written before the checks";
 }
 
