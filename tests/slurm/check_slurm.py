@@ -18,11 +18,11 @@ slurm_cluster; label slurm). Each test is one ctest case:
   time_limit   a benchmark job whose time limit (1 min, signal USR2@10) is shorter than its
                training: summary.json complete with status time_limit, exit code 3 in Slurm's
                record, the row says so, and restart.sh resumes the run.
-  llm_layouts  jube/llm_training.yaml --tag 13B, shape-reduced (4 layers, hidden 64, sequence 32,
-               4 iterations, accumulation 4), on a system of 4 devices on the cluster's one node:
-               one 4-rank job (srun --mpi=pmix --ntasks=4) trains the 13B layout
-               TP 2 x PP 2 x DP 1; the row is ok with that layout, and the run folder's
-               summary.json says so.
+  llm_layouts  jube/llm_training.yaml --tag 13B and --tag 175B, shape-reduced (8 layers, hidden
+               64, sequence 32, 4 iterations, accumulation 4), each on a system of TP x PP devices
+               on the cluster's one node: one 4-rank job trains the 13B layout TP 2 x PP 2 x
+               DP 1, one 64-rank job the 175B layout TP 8 x PP 8 x DP 1 (srun --mpi=pmix); each
+               row is ok with its layout, and the run folder's summary.json says so.
 Without a cluster (the fixture could not start one) a test prints why and exits 77 (skipped).
 The tests that need no cluster (launcher checks under mpirun and a torchrun-style WORLD_SIZE)
 are `launcher_mpirun`.
@@ -380,39 +380,45 @@ def test_time_limit(env):
 
 
 LLM_SYSTEM = """
-# Added by tests/slurm/check_slurm.py: the test cluster's node (at least 4 CPUs, cluster.sh) as
-# 4 devices, one rank and one CPU each, so the 13B layout TP 2 x PP 2 is DP 1 on one node.
-llm-slurm:
+# Added by tests/slurm/check_slurm.py: the test cluster's node (at least 64 CPUs, cluster.sh) as
+# {devices} devices, one rank and one CPU each, so the size's TP x PP layout is DP 1 on one node.
+llm-slurm-{devices}:
   scheduler: slurm
-  devices_per_node: 4
+  devices_per_node: {devices}
   cpus_per_rank: 1
-  launcher: "srun --mpi=pmix --ntasks={ranks} --ntasks-per-node={tasks_per_node} --cpus-per-task={cpus_per_rank}"
+  launcher: "srun --mpi=pmix --ntasks={{ranks}} --ntasks-per-node={{tasks_per_node}} --cpus-per-task={{cpus_per_rank}}"
   partition: scaffold
   time_limit: "00:10:00"
   signal: "USR2@120"
   device: cpu
 """
-# The 13B preset's layout with a model and a run small enough for CPUs: 4 layers (2 per stage),
-# 4 heads (2 per tensor-parallel rank), 4 iterations of global batch DP 1 x micro-batch 2 x
+# The presets' layouts with a model and a run small enough for CPUs: 8 layers (8 / P per stage),
+# 8 heads (8 / TP per tensor-parallel rank), 4 iterations of global batch DP 1 x micro-batch 2 x
 # accumulation 4 = 8 sequences of 32 tokens (32 of the 256 synthetic samples), one validation
 # batch of 8 (of 32).
-LLM_SMALL_FLAGS = ("--num-layers 4 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 256 "
+LLM_SMALL_FLAGS = ("--num-layers 8 --hidden-size 64 --num-attention-heads 8 --ffn-hidden-size 256 "
                    "--seq-length 32 --vocab-size 500 --train-iters 4 --log-interval 2 "
                    "--eval-interval 4 --eval-iters 1 --timing-warmup-iters 2 "
                    "--synthetic-train-samples 256 --synthetic-valid-samples 32")
-LLM_LAYOUT = {"Devices": "4", "Nodes": "1", "TensorParallel": "2", "PipelineParallel": "2",
-              "DataParallel": "1", "GlobalBatchSize": "8", "ModelSize": "13B",
-              "Iterations": "4", "JubeSystem": "llm-slurm"}
+# size -> (TP, PP): CARAML's layouts; DP 1 on TP x PP devices of one node.
+LLM_SIZES = {"13B": (2, 2), "175B": (8, 8)}
 
 
 def test_llm_layouts(env):
-    """The 13B size's TP 2 x PP 2 through real sbatch and srun, as a 4-rank job on one node."""
+    """The 13B and 175B sizes' TP x PP layouts through real sbatch and srun, each as one job of
+    TP x PP ranks on one node (4 and 64 ranks)."""
     jube_dir = env.copy_jube("llm-layouts")
+    # 64 ranks share the machine's cores: a rank waiting in MPI yields its core instead of
+    # spinning (sbatch passes the environment on to the job's tasks).
+    env.environ["OMPI_MCA_mpi_yield_when_idle"] = "1"
     with open(os.path.join(jube_dir, "systems.yaml"), "a") as handle:
-        handle.write(LLM_SYSTEM)
+        for tp, pp in LLM_SIZES.values():
+            handle.write(LLM_SYSTEM.format(devices=tp * pp))
     campaign = os.path.join(jube_dir, "llm_training.yaml")
-    edit(campaign, '{name: size_nodes, type: int, tag: 13B, _: "44"}',
-         '{name: size_nodes, type: int, tag: 13B, _: "1"}')
+    for size in LLM_SIZES:
+        nodes = {"13B": "44", "175B": "16"}[size]
+        edit(campaign, '{{name: size_nodes, type: int, tag: {0}, _: "{1}"}}'.format(size, nodes),
+             '{{name: size_nodes, type: int, tag: {0}, _: "1"}}'.format(size))
     edit(campaign, '{name: accumulation, tag: 13B|175B, _: "64"}',
          '{name: accumulation, tag: 13B|175B, _: "4"}')
     edit(campaign, '{name: train_flags, _: ""}',
@@ -421,44 +427,54 @@ def test_llm_layouts(env):
     # copy's collect is asked for that; it still checks ranks, TP, PP, DP and the batch.
     edit(campaign, '--precision $precision --model-size $size',
          '--precision $precision --model-size custom')
-    out = os.path.join(env.tmp, "out")
-    status, rows = run_campaign(env, campaign, out, tag=["llm-slurm", "13B"],
-                                csv_start="JobID,System,")
-    check(status == "FINISHED", "jube status {0}, expected FINISHED".format(status))
-    check(len(rows) == 1, "expected one row, got {0}".format(len(rows)))
-    row = rows[0]
-    got = {key: row.get(key) for key in LLM_LAYOUT}
-    check(got == LLM_LAYOUT and row.get("Status") == "ok",
-          "the row is {0}, status '{1}'; expected {2}, status ok".format(
-              got, row.get("Status"), LLM_LAYOUT))
+    for size, (tp, pp) in LLM_SIZES.items():
+        ranks = tp * pp
+        system = "llm-slurm-{0}".format(ranks)
+        layout = {"Devices": str(ranks), "Nodes": "1", "TensorParallel": str(tp),
+                  "PipelineParallel": str(pp), "DataParallel": "1", "GlobalBatchSize": "8",
+                  "ModelSize": size, "Iterations": "4", "JubeSystem": system}
+        out = os.path.join(env.tmp, "out-" + size)
+        status, rows = run_campaign(env, campaign, out, tag=[system, size], timeout_s=280,
+                                    csv_start="JobID,System,")
+        check(status == "FINISHED", "{0}: jube status {1}, expected FINISHED".format(size, status))
+        check(len(rows) == 1, "{0}: expected one row, got {1}".format(size, len(rows)))
+        row = rows[0]
+        got = {key: row.get(key) for key in layout}
+        check(got == layout and row.get("Status") == "ok",
+              "{0}: the row is {1}, status '{2}'; expected {3}, status ok".format(
+                  size, got, row.get("Status"), layout))
 
-    found = glob.glob(os.path.join(out, "*", "*_train", "work", row["Run"]))
-    check(len(found) == 1, "run folder {0} not found once: {1}".format(row["Run"], found))
-    run_dir = found[0]
-    record = summary(run_dir)
-    params = record["params"]
-    print("{0}: status {1}, ranks {2}, job {3}, TP {4} x PP {5} x DP {6}".format(
-        row["Run"], record["status"], record["ranks"], record["job_id"],
-        params.get("tensor_parallel"), params.get("pipeline_parallel"),
-        params.get("data_parallel")))
-    check(record["status"] == "completed" and record["ranks"] == 4 and
-          (params.get("tensor_parallel"), params.get("pipeline_parallel"),
-           params.get("data_parallel"), params.get("model_size"), params.get("num_layers"),
-           params.get("hidden_size")) == ("2", "2", "1", "custom", "4", "64"),
-          "summary.json: status {0}, ranks {1}, params {2}".format(
-              record["status"], record["ranks"], params))
-    check(record["job_id"] == row["SlurmJob"], "the run's SLURM_JOB_ID {0} is not the row's job "
-          "{1}".format(record["job_id"], row["SlurmJob"]))
-    script = read(os.path.join(os.path.dirname(run_dir), "job.sh"))
-    check("srun --mpi=pmix --ntasks=4 " in script and
-          "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 " in script,
-          "the job script does not launch 4 ranks of TP 2 x PP 2 with srun --mpi=pmix:\n" + script)
-    job = slurm_job(env, row["SlurmJob"])
-    check(job.get("JobState") == "COMPLETED" and job.get("ExitCode") == "0:0" and
-          job.get("NumTasks") == "4", "Slurm: job {0} {1} ExitCode={2} NumTasks={3}".format(
-              job.get("JobId"), job.get("JobState"), job.get("ExitCode"), job.get("NumTasks")))
-    print("PASS: the 13B layout TP 2 x PP 2 x DP 1 ran as one 4-rank Slurm job ({0}), its row "
-          "and summary.json say so".format(row["SlurmJob"]))
+        found = glob.glob(os.path.join(out, "*", "*_train", "work", row["Run"]))
+        check(len(found) == 1, "run folder {0} not found once: {1}".format(row["Run"], found))
+        run_dir = found[0]
+        record = summary(run_dir)
+        params = record["params"]
+        print("{0}: status {1}, ranks {2}, job {3}, TP {4} x PP {5} x DP {6}".format(
+            row["Run"], record["status"], record["ranks"], record["job_id"],
+            params.get("tensor_parallel"), params.get("pipeline_parallel"),
+            params.get("data_parallel")))
+        check(record["status"] == "completed" and record["ranks"] == ranks and
+              (params.get("tensor_parallel"), params.get("pipeline_parallel"),
+               params.get("data_parallel"), params.get("model_size"), params.get("num_layers"),
+               params.get("hidden_size")) == (str(tp), str(pp), "1", "custom", "8", "64"),
+              "{0} summary.json: status {1}, ranks {2}, params {3}".format(
+                  size, record["status"], record["ranks"], params))
+        check(record["job_id"] == row["SlurmJob"], "the run's SLURM_JOB_ID {0} is not the row's "
+              "job {1}".format(record["job_id"], row["SlurmJob"]))
+        script = read(os.path.join(os.path.dirname(run_dir), "job.sh"))
+        check("srun --mpi=pmix --ntasks={0} ".format(ranks) in script and
+              "--tensor-model-parallel-size {0} --pipeline-model-parallel-size {1} ".format(
+                  tp, pp) in script,
+              "the job script does not launch {0} ranks of TP {1} x PP {2} with srun "
+              "--mpi=pmix:\n{3}".format(ranks, tp, pp, script))
+        job = slurm_job(env, row["SlurmJob"])
+        check(job.get("JobState") == "COMPLETED" and job.get("ExitCode") == "0:0" and
+              job.get("NumTasks") == str(ranks),
+              "Slurm: job {0} {1} ExitCode={2} NumTasks={3}".format(
+                  job.get("JobId"), job.get("JobState"), job.get("ExitCode"),
+                  job.get("NumTasks")))
+        print("PASS: the {0} layout TP {1} x PP {2} x DP 1 ran as one {3}-rank Slurm job ({4}), "
+              "its row and summary.json say so".format(size, tp, pp, ranks, row["SlurmJob"]))
 
 
 # ---------------------------------------------------------------------------- launchers

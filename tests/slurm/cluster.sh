@@ -8,8 +8,9 @@
 # Everything lives in the temporary folder: slurm.conf, the spool and state directories, logs,
 # pid files, the munge key, socket and pid file. The daemons listen on free ports chosen at start
 # and are started and stopped by their PIDs, so a Slurm or munge the machine already runs is
-# never touched. One node: this host, its CPUs (at least 4, so the 4-rank TP 2 x PP 2 job of
-# check_slurm.py llm_layouts fits on a 2-core machine), MpiDefault=pmix.
+# never touched. One node: this host, its CPUs (at least 64, so the 4- and 64-rank jobs of
+# check_slurm.py llm_layouts, CARAML's 13B and 175B layouts, fit on a 2-core machine),
+# MpiDefault=pmix.
 set -euo pipefail
 
 SKIP=77
@@ -119,7 +120,7 @@ start_cluster() {
   chmod 711 "$dir/munge"  # munged checks that its socket's folder is reachable, not writable
   host=$(hostname -s)
   cpus=$(nproc)
-  [ "$cpus" -ge 4 ] || cpus=4  # SlurmdParameters=config_overrides accepts more than there are
+  [ "$cpus" -ge 64 ] || cpus=64  # SlurmdParameters=config_overrides accepts more than there are
   memory=$(awk '/^MemTotal:/ { print int($2 / 1024 / 2) }' /proc/meminfo)
   read -r ctld_port slurmd_port <<< "$(free_ports 2)"
 
