@@ -7,8 +7,9 @@
 // Megatron's: normal(0, std) for weights, std / sqrt(2 L) for the two output projections of each
 // block, zero biases; each rank keeps its slice of the full (master) weight, so any TP size
 // starts from the same model. Pipeline parallel in Megatron's style: a stage holds a contiguous
-// run of layers, the first also the embeddings, the last the final LayerNorm and a copy of the
-// tied embedding for the logits (pipeline.hpp schedules the stages). Not here: SwiGLU, MoE.
+// run of layers (or, interleaved, several model chunks), the first also the embeddings, the last
+// the final LayerNorm and a copy of the tied embedding for the logits (pipeline.hpp schedules the
+// stages). Not here: SwiGLU, MoE.
 // Legend: B batch, S sequence, h hidden, a heads, d = h/a head size, F FFN hidden, V padded
 // vocabulary, L layers, t tensor-parallel size.
 #pragma once
