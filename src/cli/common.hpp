@@ -118,7 +118,7 @@ struct WorkloadArgs {
 template <class C>
 Subcommand add_workload_subcommand(CLI::App& app, const std::string& name, const std::string& help,
                                    int argc, char** argv,
-                                   int (*run)(RunContext&, const WorkloadArgs&)) {
+                                   std::function<int(RunContext&, const WorkloadArgs&)> run) {
   CLI::App* sub = app.add_subcommand(name, help);
   auto args = std::make_shared<WorkloadArgs>();
   for (int i = 1; i < argc; ++i) args->argv.emplace_back(argv[i]);
@@ -131,7 +131,7 @@ Subcommand add_workload_subcommand(CLI::App& app, const std::string& name, const
   // --run-dir resumes with or without --restart; the flag is kept for ScaFFold's command lines.
   sub->add_flag("--restart", "resume from the run folder's last checkpoint; needs --run-dir")
       ->needs(run_dir);
-  return {sub, [args, threads, run](RunContext& ctx) {
+  return {sub, [args, threads, run = std::move(run)](RunContext& ctx) {
             ctx.threads = *threads;
             return run(ctx, *args);
           }};

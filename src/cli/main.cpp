@@ -21,13 +21,7 @@
 #include "core/version.hpp"
 #include "dist/launcher.hpp"
 #include "suite/stop_signals.hpp"
-#ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION
-#include "workloads/image_classification/workload.hpp"
-#endif
-#include "workloads/fno/data/generate_pde_data.hpp"
-#include "workloads/fno/workload.hpp"
-#include "workloads/llm_training/data/preprocess_command.hpp"
-#include "workloads/llm_training/workload.hpp"
+#include "workloads/registry.hpp"
 
 namespace {
 
@@ -64,19 +58,15 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
 
-  // The workloads and tools, in one explicit list (no static registration): the ScaFFold
-  // benchmark and its data steps, CARAML's workloads, then report and power.
+  // The subcommands, in one explicit list (no static registration): the ScaFFold benchmark and its
+  // data steps, the suite's workloads and their tools (workloads/registry.cpp), report and power.
   std::vector<cli::Subcommand> subcommands{cli::add_generate_fractals(app),
                                            cli::add_generate_dataset(app),
                                            cli::add_benchmark(app, argc, argv)};
-#ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION  // needs libjpeg and libpng (scripts/install-deps)
-  subcommands.push_back(imgcls::add_image_classification(app, argc, argv));
-#endif
-  subcommands.push_back(llm::add_llm_training(app, argc, argv));
-  subcommands.push_back(fno::add_fno(app, argc, argv));
-  subcommands.push_back(fno::add_generate_pde_data(app));  // the FNO workload's PDE data
+  for (const suite::Workload& w : workloads::suite_workloads())
+    subcommands.push_back(w.add_subcommand(app, argc, argv));
+  for (const auto& add_tool : workloads::workload_tools()) subcommands.push_back(add_tool(app));
   subcommands.push_back(cli::add_report(app));
-  subcommands.push_back(llm::add_preprocess_data(app));  // the LLM workload's data step
   subcommands.push_back(cli::add_power(app));
   // CLI11 says only "A subcommand is required" for a mistyped one: name it and the choices.
   for (int i = 1; i < argc; ++i) {

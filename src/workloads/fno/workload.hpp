@@ -1,13 +1,11 @@
-// The FNO workload's subcommand (workload.cpp), for the explicit workload list in cli/main.cpp.
+// The FNO workload's record (workload.cpp), for the registry (workloads/registry.cpp).
 #pragma once
 
-#include <CLI/CLI.hpp>
-
-#include "cli/common.hpp"
+#include "suite/driver.hpp"
 
 namespace scaffold::fno {
 
-// `scaffold fno -c CONFIG [flags]`; argv is recorded for restart.sh.
-cli::Subcommand add_fno(CLI::App& app, int argc, char** argv);
+// `scaffold fno -c CONFIG [flags]`, run by the suite's driver.
+suite::Workload fno_workload();
 
 }  // namespace scaffold::fno

@@ -1,14 +1,12 @@
-// The image-classification workload's subcommand (workload.cpp), for the explicit workload list
-// in cli/main.cpp.
+// The image-classification workload's record (workload.cpp), for the registry
+// (workloads/registry.cpp).
 #pragma once
 
-#include <CLI/CLI.hpp>
-
-#include "cli/common.hpp"
+#include "suite/driver.hpp"
 
 namespace scaffold::imgcls {
 
-// `scaffold image_classification -c CONFIG [flags]`; argv is recorded for restart.sh.
-cli::Subcommand add_image_classification(CLI::App& app, int argc, char** argv);
+// `scaffold image_classification -c CONFIG [flags]`, run by the suite's driver.
+suite::Workload image_classification_workload();
 
 }  // namespace scaffold::imgcls

@@ -1,14 +1,11 @@
-// The LLM-training workload's subcommand (workload.cpp), for the explicit workload list in
-// cli/main.cpp.
+// The LLM-training workload's record (workload.cpp), for the registry (workloads/registry.cpp).
 #pragma once
 
-#include <CLI/CLI.hpp>
-
-#include "cli/common.hpp"
+#include "suite/driver.hpp"
 
 namespace scaffold::llm {
 
-// `scaffold llm_training -c CONFIG [flags]`; argv is recorded for restart.sh.
-cli::Subcommand add_llm_training(CLI::App& app, int argc, char** argv);
+// `scaffold llm_training -c CONFIG [flags]`, run by the suite's driver.
+suite::Workload llm_training_workload();
 
 }  // namespace scaffold::llm
