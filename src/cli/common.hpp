@@ -14,6 +14,7 @@
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "dist/communicator.hpp"
+#include "report/record_table.hpp"
 
 namespace scaffold::cli {
 
@@ -141,7 +142,8 @@ Subcommand add_generate_fractals(CLI::App& app);
 Subcommand add_generate_dataset(CLI::App& app);
 // argv: the command line, recorded for restart.sh.
 Subcommand add_benchmark(CLI::App& app, int argc, char** argv);
-Subcommand add_report(CLI::App& app);
+// `tables`: the suite workloads' result tables, in the order their groups are printed.
+Subcommand add_report(CLI::App& app, std::vector<report::WorkloadTable> tables);
 // `scaffold power -- COMMAND`: runs COMMAND while sampling power (jpwr-style wrapper).
 Subcommand add_power(CLI::App& app);
 // jpwr's command line puts COMMAND right after the options, "--" optional (argparse's REMAINDER:

@@ -2,7 +2,7 @@
 // stdout). Folders of `scaffold benchmark` (ScaFFold) make one table ordered by (scale, ranks),
 // with --plot a PNG of time and energy to target against ranks; folders whose summary.json names
 // another workload are grouped by workload and printed through that workload's columns
-// (suite/result_tables). Reads only what the runs wrote; trains nothing.
+// (each workload's table, from the registry). Reads only what the runs wrote; trains nothing.
 // Rank 0 does the work; under mpirun the other ranks only agree on success or failure.
 #include <fmt/format.h>
 
@@ -18,7 +18,6 @@
 #include "report/record_table.hpp"
 #include "report/run_record.hpp"
 #include "report/table.hpp"
-#include "suite/result_tables.hpp"
 
 namespace scaffold::cli {
 namespace {
@@ -52,7 +51,16 @@ struct Runs {
   std::map<std::string, std::vector<report::RunRecord>> by_workload;  // the other workloads
 };
 
-Runs read_runs(const std::vector<std::string>& run_dirs) {
+// The table of `workload` among `tables`, or nullptr.
+const report::WorkloadTable* find_table(const std::vector<report::WorkloadTable>& tables,
+                                        const std::string& workload) {
+  for (const report::WorkloadTable& t : tables)
+    if (t.workload == workload) return &t;
+  return nullptr;
+}
+
+Runs read_runs(const std::vector<std::string>& run_dirs,
+               const std::vector<report::WorkloadTable>& tables) {
   Runs runs;
   for (const std::string& dir : run_dirs) {
     const fs::path summary = fs::path(dir) / report::kSummaryFileName;
@@ -60,10 +68,10 @@ Runs read_runs(const std::vector<std::string>& run_dirs) {
     if (fs::is_regular_file(summary, ec)) {
       report::RunRecord record = report::read_summary_json(summary);
       if (record.workload != report::kBenchmarkWorkload) {
-        const report::WorkloadTable* table = suite::find_workload_table(record.workload);
+        const report::WorkloadTable* table = find_table(tables, record.workload);
         if (table == nullptr) {
           std::vector<std::string> known{report::kBenchmarkWorkload};
-          for (const std::string& name : suite::workload_table_names()) known.push_back(name);
+          for (const report::WorkloadTable& t : tables) known.push_back(t.workload);
           throw core::FileError(
               dir, fmt::format("its summary.json is of workload \"{}\", which scaffold report has "
                                "no table for (known workloads: {})",
@@ -85,7 +93,8 @@ Runs read_runs(const std::vector<std::string>& run_dirs) {
 // Every table in `format`: ScaFFold's first (headed only when other workloads follow, so its
 // output alone is what it always was), then one per workload in the suite's order, a blank line
 // between tables. json: ScaFFold's rows, or else every record in one array.
-std::string format_runs(const Runs& runs, const std::string& format) {
+std::string format_runs(const Runs& runs, const std::vector<report::WorkloadTable>& tables,
+                        const std::string& format) {
   if (format == "json") {
     if (!runs.benchmark.empty() && !runs.by_workload.empty())
       throw core::Error(
@@ -101,7 +110,7 @@ std::string format_runs(const Runs& runs, const std::string& format) {
       out += report::workload_heading(report::kBenchmarkWorkload, format);
     out += report::format_table(runs.benchmark, format);
   }
-  for (const report::WorkloadTable& table : suite::workload_tables()) {
+  for (const report::WorkloadTable& table : tables) {
     const auto it = runs.by_workload.find(table.workload);
     if (it == runs.by_workload.end()) continue;
     if (format == "json") {
@@ -115,11 +124,12 @@ std::string format_runs(const Runs& runs, const std::string& format) {
   return format == "json" ? report::run_records_json(all_records) : out;
 }
 
-int run_report(RunContext& ctx, const ReportArgs& args) {
+int run_report(RunContext& ctx, const ReportArgs& args,
+               const std::vector<report::WorkloadTable>& tables) {
   dist::run_agreed(ctx.comm, [&] {
     if (ctx.comm.rank() != 0) return;
-    const Runs runs = read_runs(args.run_dirs);
-    const std::string table = format_runs(runs, args.format);
+    const Runs runs = read_runs(args.run_dirs, tables);
+    const std::string table = format_runs(runs, tables, args.format);
     // The plot first: a failed --plot must not leave a table on stdout that looks like success.
     if (!args.plot.empty()) {
       if (runs.benchmark.empty() && !runs.by_workload.empty())
@@ -137,7 +147,7 @@ int run_report(RunContext& ctx, const ReportArgs& args) {
 
 }  // namespace
 
-Subcommand add_report(CLI::App& app) {
+Subcommand add_report(CLI::App& app, std::vector<report::WorkloadTable> tables) {
   auto* sub = app.add_subcommand(
       "report", "print result tables over run folders, one per workload (scaling studies: --plot)");
   auto args = std::make_shared<ReportArgs>();
@@ -152,7 +162,9 @@ Subcommand add_report(CLI::App& app) {
   sub->add_option("--plot", args->plot,
                   "also draw time (and energy) to target against ranks of the `scaffold "
                   "benchmark` runs into this PNG (needs gnuplot)");
-  return {sub, [args](RunContext& ctx) { return run_report(ctx, *args); }};
+  return {sub, [args, tables = std::move(tables)](RunContext& ctx) {
+            return run_report(ctx, *args, tables);
+          }};
 }
 
 }  // namespace scaffold::cli

@@ -2,7 +2,7 @@
 // title and a function from a RunRecord to the cell's text, plus the order of its rows; the
 // writers here lay any such declaration out as pretty, csv or markdown (report/text_table), and
 // json prints the records themselves. Which workload has which columns is not decided here (see
-// suite/result_tables.hpp); the ScaFFold benchmark table keeps its own path (report/table.hpp).
+// workloads/registry.cpp); the ScaFFold benchmark table keeps its own path (report/table.hpp).
 #pragma once
 
 #include <filesystem>

@@ -32,6 +32,7 @@
 #include "core/memory_budget.hpp"
 #include "core/timer.hpp"
 #include "profile/profiler.hpp"
+#include "report/record_table.hpp"
 #include "report/run_record.hpp"
 #include "report/system_info.hpp"
 #include "suite/phases.hpp"
@@ -170,23 +171,31 @@ int drive(cli::RunContext& ctx, const cli::WorkloadArgs& args, const std::string
   return driver.run(*run, settings_of(cfg, args));
 }
 
-// A workload of the suite, as the registry (workloads/registry.cpp) lists it: its subcommand,
-// with one flag per key of its config's schema, running it through the driver.
+// A workload of the suite, as the registry (workloads/registry.cpp) lists it: its name, its
+// subcommand (one flag per key of its config's schema, run through the driver) and the result
+// table `scaffold report` prints its run folders with (its summary.json's workload is `name`).
 struct Workload {
   std::string name;
   std::function<cli::Subcommand(CLI::App& app, int argc, char** argv)> add_subcommand;
+  report::WorkloadTable table;
 };
 
+// The record of a workload whose config struct is C: `start` makes a run of a loaded config.
 template <class C>
 Workload make_workload(std::string name, std::string help,
-                       std::unique_ptr<WorkloadRun> (*start)(const C&, const cli::WorkloadArgs&)) {
-  return {name, [name, help, start](CLI::App& app, int argc, char** argv) {
-            return cli::add_workload_subcommand<C>(
-                app, name, help, argc, argv,
-                [name, start](cli::RunContext& ctx, const cli::WorkloadArgs& args) {
-                  return drive<C>(ctx, args, name, start);
-                });
-          }};
+                       std::unique_ptr<WorkloadRun> (*start)(const C&, const cli::WorkloadArgs&),
+                       report::WorkloadTable table) {
+  Workload w;
+  w.name = name;
+  w.add_subcommand = [name, help, start](CLI::App& app, int argc, char** argv) {
+    return cli::add_workload_subcommand<C>(
+        app, name, help, argc, argv,
+        [name, start](cli::RunContext& ctx, const cli::WorkloadArgs& args) {
+          return drive<C>(ctx, args, name, start);
+        });
+  };
+  w.table = std::move(table);
+  return w;
 }
 
 }  // namespace scaffold::suite

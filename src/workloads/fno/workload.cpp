@@ -688,7 +688,7 @@ suite::Workload fno_workload() {
       kWorkloadName,
       "CARAML's operator benchmark: a Fourier neural operator trained on PDE data (or timed "
       "in inference), timesteps/s, memory, energy",
-      start);
+      start, result_table());
 }
 
 }  // namespace scaffold::fno

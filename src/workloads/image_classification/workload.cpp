@@ -394,7 +394,7 @@ suite::Workload image_classification_workload() {
       kWorkloadName,
       "CARAML's image-classification benchmark: ResNet training on synthetic or folder "
       "images, images/s and energy",
-      start);
+      start, result_table());
 }
 
 }  // namespace scaffold::imgcls

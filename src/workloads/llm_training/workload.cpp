@@ -607,7 +607,7 @@ suite::Workload llm_training_workload() {
       kWorkloadName,
       "CARAML's LLM benchmark: GPT pre-training (Megatron-style tensor, pipeline and data "
       "parallelism), tokens/s, TFLOP/s, MFU and energy",
-      start);
+      start, result_table());
 }
 
 }  // namespace scaffold::llm

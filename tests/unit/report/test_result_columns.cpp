@@ -1,5 +1,5 @@
-// Image classification's result columns (workloads/image_classification/result_columns) and the
-// suite's list of tables (suite/result_tables). The expected header and lines are written by
+// Image classification's result columns (workloads/image_classification/result_columns). The
+// expected header and lines are written by
 // hand from CARAML's column list (image_classification_torch_benchmark.xml, table result_csv)
 // and the record's values, not generated.
 #include <gtest/gtest.h>
@@ -12,7 +12,6 @@
 
 #include "report/record_table.hpp"
 #include "report/run_record.hpp"
-#include "suite/result_tables.hpp"
 #include "workloads/image_classification/result_columns.hpp"
 
 namespace scaffold {
@@ -160,19 +159,6 @@ TEST(ImageClassificationColumns, NonFiniteCountersAreMissingAndJobIdFallsBackToT
   ASSERT_EQ(csv.size(), 2u);
   EXPECT_EQ(csv[1].rfind("imgcls_20250312-101500,JEDI,", 0), 0u) << csv[1];
   EXPECT_NE(csv[1].find(",true,,cudnn,9000.50,"), std::string::npos) << csv[1];
-}
-
-TEST(SuiteResultTables, ListsEveryWorkloadExplicitly) {
-  ASSERT_FALSE(suite::workload_tables().empty());
-  EXPECT_EQ(suite::workload_table_names(),
-            (std::vector<std::string>{"image_classification", "llm_training", "fno"}));
-  ASSERT_NE(suite::find_workload_table("fno"), nullptr);
-  EXPECT_EQ(suite::find_workload_table("fno")->columns.size(), 43u);
-  const report::WorkloadTable* t = suite::find_workload_table("image_classification");
-  ASSERT_NE(t, nullptr);
-  EXPECT_EQ(t->columns.size(), 27u);
-  EXPECT_EQ(suite::find_workload_table("benchmark"), nullptr);  // ScaFFold has its own table
-  EXPECT_EQ(suite::find_workload_table("gpt"), nullptr);
 }
 
 }  // namespace
