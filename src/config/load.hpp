@@ -52,8 +52,8 @@ struct LoadedConfigT {
 };
 using LoadedConfig = LoadedConfigT<Config>;
 
-// The templates below are instantiated for each struct in SCAFFOLD_CONFIG_STRUCTS
-// (schema_rules.hpp): Config, ImageClassificationConfig.
+// The templates below are defined in config/engine.hpp and instantiated, with
+// SCAFFOLD_CONFIG_STRUCT(C), in the file that defines C's schema.
 
 // Throws core::Error (all problems listed, one per line) on any invalid input.
 template <class C>

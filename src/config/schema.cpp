@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "config/engine.hpp"
 #include "config/schema_rules.hpp"
 #include "core/pyfloat.hpp"
 
@@ -383,5 +384,19 @@ SchemaT<Config> build_schema(SchemaFor<Config>) {
       {"dataset_shard_dims", "it was replaced by 'dc_shard_dims' (the dimensions to shard)"}};
   return s;
 }
+
+const std::vector<KeySpec>& schema() {
+  return schema_of<Config>();
+}
+
+LoadedConfig load_config(const LoadRequest& request) {
+  return load_config_as<Config>(request);
+}
+
+Config config_from_yaml_text(const std::string& text, const std::string& source) {
+  return from_yaml_text<Config>(text, source);
+}
+
+SCAFFOLD_CONFIG_STRUCT(Config);
 
 }  // namespace scaffold::config

@@ -2,8 +2,8 @@
 // benchmark`, ImageClassificationConfig, ...), in the struct's order, each bound to its member so
 // defaults come from the struct's initialisers and are never written twice. An entry turns a
 // value as the user gave it (RawValue) into the member, checks its range, and writes it back as
-// YAML. The loader (load.cpp) holds the YAML syntax; the CLI reads the entries to generate flags.
-// This header has no yaml-cpp.
+// YAML. The engine (engine.hpp, load.cpp) holds the YAML syntax; the CLI reads the entries to
+// generate flags. This header has no yaml-cpp.
 #pragma once
 
 #include <functional>
@@ -96,8 +96,7 @@ struct SchemaT {
   std::map<std::string, std::string, std::less<>> moved_keys;
 };
 
-// The schema of C, built once. Instantiated for each struct in SCAFFOLD_CONFIG_STRUCTS
-// (schema_rules.hpp).
+// The schema of C, built once (config/engine.hpp; instantiated in C's schema file).
 template <class C>
 const SchemaT<C>& schema_table();
 

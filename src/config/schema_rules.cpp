@@ -1,8 +1,8 @@
 // The rules every schema shares: which scalars count as integers, numbers and booleans, how a
-// RawValue is stored into each member type and written back as YAML, and the generic look-ups
-// over a struct's table (find_key, unknown_key_hint). Scalars follow YAML 1.2's core schema, not
-// PyYAML's 1.1 quirks: 1e-3 is a number here, and yes/no/on/off are not booleans. Merging sources
-// and reporting problems live in load.cpp; each struct's keys in its own schema file.
+// RawValue is stored into each member type and written back as YAML, and the edit distance behind
+// unknown_key_hint's "did you mean". Scalars follow YAML 1.2's core schema, not PyYAML's 1.1
+// quirks: 1e-3 is a number here, and yes/no/on/off are not booleans. Merging sources and
+// reporting problems live in config/engine.hpp; each struct's keys in its own schema file.
 #include "config/schema_rules.hpp"
 
 #include <fmt/format.h>
@@ -18,6 +18,7 @@
 #include <system_error>
 #include <vector>
 
+#include "config/engine.hpp"
 #include "core/pyfloat.hpp"
 
 namespace scaffold::config {
@@ -131,6 +132,10 @@ std::string shape_error(const KeyInfo& spec, const RawValue& v) {
   return "";
 }
 
+}  // namespace
+
+namespace detail {
+
 std::size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::size_t> row(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -153,7 +158,7 @@ std::string fold(std::string_view s) {
   return out;
 }
 
-}  // namespace
+}  // namespace detail
 
 namespace rules {
 
@@ -327,55 +332,6 @@ bool bool_any(const bool&) {
 }
 
 }  // namespace rules
-
-// ---- the generic look-ups ---------------------------------------------------------------------
-
-template <class C>
-const SchemaT<C>& schema_table() {
-  static const SchemaT<C> table = build_schema(SchemaFor<C>{});
-  return table;
-}
-
-template <class C>
-const KeySpecT<C>* find_key(std::string_view name) {
-  for (const KeySpecT<C>& spec : schema_of<C>())
-    if (spec.name == name) return &spec;
-  return nullptr;
-}
-
-template <class C>
-bool is_aux_key(std::string_view name) {
-  return schema_table<C>().aux_keys.count(name) > 0;
-}
-
-template <class C>
-std::string unknown_key_hint(std::string_view name) {
-  const auto& moved = schema_table<C>().moved_keys;
-  if (const auto it = moved.find(name); it != moved.end()) return it->second;
-  const std::string folded = fold(name);
-  const KeySpecT<C>* best = nullptr;
-  std::size_t best_distance = 3;
-  for (const KeySpecT<C>& spec : schema_of<C>()) {
-    const std::size_t d = edit_distance(folded, fold(spec.name));
-    if (d < best_distance) {
-      best_distance = d;
-      best = &spec;
-    }
-  }
-  return best != nullptr ? "did you mean '" + best->name + "'?" : "";
-}
-
-#define SCAFFOLD_INSTANTIATE_SCHEMA(C)                            \
-  template const SchemaT<C>& schema_table<C>();                   \
-  template const KeySpecT<C>* find_key<C>(std::string_view name); \
-  template bool is_aux_key<C>(std::string_view name);             \
-  template std::string unknown_key_hint<C>(std::string_view name);
-SCAFFOLD_CONFIG_STRUCTS(SCAFFOLD_INSTANTIATE_SCHEMA)
-#undef SCAFFOLD_INSTANTIATE_SCHEMA
-
-const std::vector<KeySpec>& schema() {
-  return schema_of<Config>();
-}
 
 std::string yaml_float(double value) {
   std::string text = core::python_float_str(value);

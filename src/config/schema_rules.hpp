@@ -1,7 +1,7 @@
-// Internal to config/: what every schema table is built from. bind_key ties a key to a member of
+// What every schema table is built from. bind_key ties a key to a member of
 // an option struct; the store/format rules (what counts as an integer, a number, a boolean, how
 // each type is written back) are shared by every struct, so all workloads read their files and
-// flags alike. Also the list of option structs the generic functions are instantiated for.
+// flags alike. A schema file includes this and config/engine.hpp.
 #pragma once
 
 #include <cstdint>
@@ -11,23 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "config/fno_data_options.hpp"
-#include "config/fno_options.hpp"
-#include "config/image_classification_options.hpp"
-#include "config/llm_training_options.hpp"
-#include "config/options.hpp"
 #include "config/schema.hpp"
 
 namespace scaffold::config {
-
-// Every option struct with a schema: X(Struct) once each. Adding a workload adds one entry here
-// and one build_schema overload below.
-#define SCAFFOLD_CONFIG_STRUCTS(X) \
-  X(Config)                        \
-  X(ImageClassificationConfig)     \
-  X(LlmTrainingConfig)             \
-  X(FnoConfig)                     \
-  X(FnoDataConfig)
 
 namespace rules {
 
@@ -185,15 +171,5 @@ KeySpecT<C> progress_timeout_key(bool extension) {
 }
 
 }  // namespace rules
-
-// Each struct's table, in its own file; schema_table<C>() builds it once.
-template <class C>
-struct SchemaFor {};
-SchemaT<Config> build_schema(SchemaFor<Config>);  // schema.cpp
-SchemaT<ImageClassificationConfig> build_schema(
-    SchemaFor<ImageClassificationConfig>);  // image_classification_schema.cpp
-SchemaT<LlmTrainingConfig> build_schema(SchemaFor<LlmTrainingConfig>);  // llm_training_schema.cpp
-SchemaT<FnoConfig> build_schema(SchemaFor<FnoConfig>);                  // fno_schema.cpp
-SchemaT<FnoDataConfig> build_schema(SchemaFor<FnoDataConfig>);          // fno_data_schema.cpp
 
 }  // namespace scaffold::config

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "config/image_classification_options.hpp"
+#include "workloads/image_classification/options.hpp"
 #include "config/load.hpp"
 #include "core/error.hpp"
 #include "fuzz_util.hpp"

@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "config/fno_options.hpp"
-#include "config/image_classification_options.hpp"
-#include "config/llm_training_options.hpp"
+#include "workloads/fno/options.hpp"
+#include "workloads/image_classification/options.hpp"
+#include "workloads/llm_training/options.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "config/fno_options.hpp"
+#include "workloads/fno/options.hpp"
 #include "core/memory_budget.hpp"
 
 namespace scaffold::fno {

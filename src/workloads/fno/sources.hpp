@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "config/fno_options.hpp"
+#include "workloads/fno/options.hpp"
 #include "dataset/example_source.hpp"
 #include "dist/communicator.hpp"
 

@@ -23,7 +23,7 @@
 #include <optional>
 #include <string>
 
-#include "config/fno_options.hpp"
+#include "workloads/fno/options.hpp"
 #include "config/load.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "config/image_classification_options.hpp"
+#include "workloads/image_classification/options.hpp"
 #include "core/memory_budget.hpp"
 
 namespace scaffold::imgcls {

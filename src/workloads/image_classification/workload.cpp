@@ -18,7 +18,7 @@
 #include <memory>
 #include <optional>
 
-#include "config/image_classification_options.hpp"
+#include "workloads/image_classification/options.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/stats.hpp"

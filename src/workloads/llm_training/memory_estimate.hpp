@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "config/llm_training_options.hpp"
+#include "workloads/llm_training/options.hpp"
 #include "core/memory_budget.hpp"
 
 namespace scaffold::llm {

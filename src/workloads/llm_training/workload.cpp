@@ -21,7 +21,7 @@
 #include <memory>
 #include <optional>
 
-#include "config/llm_training_options.hpp"
+#include "workloads/llm_training/options.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/pyfloat.hpp"

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cli/common.hpp"
-#include "config/image_classification_options.hpp"
+#include "workloads/image_classification/options.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"

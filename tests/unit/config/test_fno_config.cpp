@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "config/fno_options.hpp"
+#include "workloads/fno/options.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "config/fno_data_keys.hpp"
-#include "config/fno_data_options.hpp"
+#include "workloads/fno/data/config_keys.hpp"
+#include "workloads/fno/data/config.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "config/image_classification_options.hpp"
+#include "workloads/image_classification/options.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "config/llm_training_options.hpp"
+#include "workloads/llm_training/options.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "config/fno_options.hpp"
+#include "workloads/fno/options.hpp"
 #include "config/load.hpp"
 #include "config/options.hpp"
 #include "core/error.hpp"

@@ -1,12 +1,12 @@
 // FnoDataOptions and FnoSourceOptions from the validated FnoDataConfig
-// (config/fno_data_options.hpp): the one place that maps config keys to the generators' options,
+// (workloads/fno/data/config.hpp): the one place that maps config keys to the generators' options,
 // for `scaffold generate_pde_data` and the FNO benchmark alike. train_samples / val_samples count
 // examples; for rbc2d they become as many trajectories as hold that many examples.
 #pragma once
 
 #include <string>
 
-#include "config/fno_data_options.hpp"
+#include "workloads/fno/data/config.hpp"
 #include "workloads/fno/data/options.hpp"
 #include "workloads/fno/data/sources.hpp"
 

@@ -1,6 +1,8 @@
 // FnoDataConfig's schema: the FNO data keys (fno_data_keys.hpp) bound to the struct itself. No
 // auxiliary or renamed keys: this struct has no older format to stay compatible with.
-#include "config/fno_data_keys.hpp"
+#include "config/engine.hpp"
+#include "workloads/fno/data/config.hpp"
+#include "workloads/fno/data/config_keys.hpp"
 
 namespace scaffold::config {
 
@@ -12,5 +14,7 @@ SchemaT<FnoDataConfig> build_schema(SchemaFor<FnoDataConfig>) {
       +[](const FnoDataConfig& c) { return c; });
   return s;
 }
+
+SCAFFOLD_CONFIG_STRUCT(FnoDataConfig);
 
 }  // namespace scaffold::config

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "config/fno_data_options.hpp"
+#include "workloads/fno/data/config.hpp"
 
 namespace scaffold::config {
 

@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "config/engine.hpp"
 #include "config/schema_rules.hpp"
 #include "core/error.hpp"
+#include "workloads/llm_training/options.hpp"
 
 namespace scaffold::config {
 
@@ -365,5 +367,7 @@ SchemaT<LlmTrainingConfig> build_schema(SchemaFor<LlmTrainingConfig>) {
   s.keys = llm_training_keys();
   return s;
 }
+
+SCAFFOLD_CONFIG_STRUCT(LlmTrainingConfig);
 
 }  // namespace scaffold::config

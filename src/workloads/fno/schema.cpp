@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "config/fno_data_keys.hpp"
+#include "config/engine.hpp"
 #include "config/schema_rules.hpp"
+#include "workloads/fno/data/config_keys.hpp"
+#include "workloads/fno/options.hpp"
 
 namespace scaffold::config {
 
@@ -311,5 +313,7 @@ SchemaT<FnoConfig> build_schema(SchemaFor<FnoConfig>) {
   s.keys = fno_table();
   return s;
 }
+
+SCAFFOLD_CONFIG_STRUCT(FnoConfig);
 
 }  // namespace scaffold::config

@@ -15,7 +15,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "config/fno_data_options.hpp"
+#include "workloads/fno/data/config.hpp"
 #include "config/schema_rules.hpp"
 
 namespace scaffold::config {

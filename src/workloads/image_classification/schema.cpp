@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "config/engine.hpp"
 #include "config/schema_rules.hpp"
+#include "workloads/image_classification/options.hpp"
 
 namespace scaffold::config {
 namespace {
@@ -163,5 +165,7 @@ SchemaT<ImageClassificationConfig> build_schema(SchemaFor<ImageClassificationCon
   s.keys = image_classification_keys();
   return s;
 }
+
+SCAFFOLD_CONFIG_STRUCT(ImageClassificationConfig);
 
 }  // namespace scaffold::config
