@@ -38,15 +38,20 @@ inline std::map<std::string, std::string> snapshot(const std::filesystem::path& 
   return files;
 }
 
-// Starts scaffold with `args` as a child process (no shell). Returns its pid, or -1.
-inline pid_t spawn_scaffold(const std::vector<std::string>& args) {
+// Starts `binary` with `args` as a child process (no shell). Returns its pid, or -1.
+inline pid_t spawn_binary(const std::string& binary, const std::vector<std::string>& args) {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
-  std::vector<char*> argv{const_cast<char*>(kBinary.c_str())};
+  std::vector<char*> argv{const_cast<char*>(binary.c_str())};
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  ::execv(kBinary.c_str(), argv.data());
+  ::execv(binary.c_str(), argv.data());
   ::_exit(127);
+}
+
+// Starts scaffold with `args` as a child process (no shell). Returns its pid, or -1.
+inline pid_t spawn_scaffold(const std::vector<std::string>& args) {
+  return spawn_binary(kBinary, args);
 }
 
 // Runs scaffold with `args`, polls `ready` every 5 ms (at most `max_wait`), then kills it with
