@@ -16,12 +16,12 @@
 #include <exception>
 #include <string>
 
-#include "cli/common.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/threads.hpp"
 #include "core/version.hpp"
 #include "dist/launcher.hpp"
+#include "suite/command_line.hpp"
 #include "suite/stop_signals.hpp"
 
 namespace {

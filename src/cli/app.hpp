@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "cli/common.hpp"
+#include "suite/command_line.hpp"
 #include "suite/driver.hpp"
 
 namespace scaffold::cli {

@@ -15,8 +15,6 @@
 #include <optional>
 #include <vector>
 
-#include "cli/common.hpp"
-#include "cli/energy_meter.hpp"
 #include "cli/phases.hpp"
 #include "config/load.hpp"
 #include "core/fs.hpp"
@@ -32,6 +30,7 @@
 #include "dataset/plan.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
+#include "energy/meter.hpp"
 #include "model/fused_norm.hpp"
 #include "model/spatial.hpp"
 #include "model/unet.hpp"
@@ -45,6 +44,7 @@
 #include "report/run_record.hpp"
 #include "report/system_info.hpp"
 #include "report/train_stats.hpp"
+#include "suite/command_line.hpp"
 #include "suite/phases.hpp"
 #include "suite/record.hpp"
 #include "suite/run_folder.hpp"
@@ -453,7 +453,7 @@ int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
   std::unique_ptr<core::Watchdog> watchdog =
       suite::progress_watchdog(ctx.comm, cfg.progress_timeout_s);
   trainer.set_watchdog(&*watchdog);
-  EnergyMeter energy(ctx.comm);
+  energy::EnergyMeter energy(ctx.comm);
   phases.set_energy_meter(&energy);
   const double warmup_s = phases.run("warmup_phase", [&] {
     return sized_by_model_keys(cfg, device, "run the warm-up steps",

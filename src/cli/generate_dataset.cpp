@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "cli/common.hpp"
 #include "cli/phases.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/version.hpp"
 #include "dataset/estimate.hpp"
 #include "fractal/ifs.hpp"
+#include "suite/command_line.hpp"
 
 namespace scaffold::cli {
 namespace fs = std::filesystem;

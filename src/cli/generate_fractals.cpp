@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <optional>
 
-#include "cli/common.hpp"
 #include "cli/phases.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
@@ -20,6 +19,7 @@
 #include "fractal/instances.hpp"
 #include "fractal/library.hpp"
 #include "fractal/search.hpp"
+#include "suite/command_line.hpp"
 
 namespace scaffold::cli {
 namespace {

@@ -2,10 +2,10 @@
 // is collective over ctx.comm, reuses what is already on disk, and logs what it did.
 #pragma once
 
-#include "cli/common.hpp"
 #include "config/options.hpp"
 #include "dataset/generate.hpp"
 #include "fractal/library.hpp"
+#include "suite/command_line.hpp"
 
 namespace scaffold::cli {
 

@@ -25,7 +25,6 @@
 #include <string>
 #include <vector>
 
-#include "cli/common.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
@@ -35,6 +34,7 @@
 #include "energy/output.hpp"
 #include "energy/sampler.hpp"
 #include "energy/sources.hpp"
+#include "suite/command_line.hpp"
 
 extern char** environ;
 

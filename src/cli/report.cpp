@@ -12,12 +12,12 @@
 #include <map>
 #include <memory>
 
-#include "cli/common.hpp"
 #include "config/load.hpp"
 #include "core/error.hpp"
 #include "report/record_table.hpp"
 #include "report/run_record.hpp"
 #include "report/table.hpp"
+#include "suite/command_line.hpp"
 
 namespace scaffold::cli {
 namespace {

@@ -28,7 +28,7 @@ std::optional<double> EnergyResult::sum_wh(const std::vector<std::string>& windo
   return sum;
 }
 
-train::LoopResult WorkloadRun::run_without_loop(RunEnv& env, cli::EnergyMeter& energy) {
+train::LoopResult WorkloadRun::run_without_loop(RunEnv& env, energy::EnergyMeter& energy) {
   (void)env;
   (void)energy;
   throw core::Error("this workload's run built no training loop and has no other measurement");
@@ -99,7 +99,7 @@ int Driver::run(WorkloadRun& run, const RunSettings& settings) {
     watchdog = progress_watchdog(comm, settings.progress_timeout_s);
     loop->set_watchdog(&*watchdog);
   }
-  cli::EnergyMeter energy(comm);
+  energy::EnergyMeter energy(comm);
   phases_.set_energy_meter(&energy);
   train::TrainCounters start;
   if (loop && env.resumed) start = loop->resume(env.run_dir / settings.checkpoint_dir);

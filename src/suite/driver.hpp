@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/common.hpp"
-#include "cli/energy_meter.hpp"
+#include "suite/command_line.hpp"
+#include "energy/meter.hpp"
 #include "core/memory_budget.hpp"
 #include "core/timer.hpp"
 #include "profile/profiler.hpp"
@@ -107,7 +107,7 @@ class WorkloadRun {
   // line, the stdout lines, the row of the per-epoch file (rank 0).
   virtual void on_epoch(RunEnv& env, const train::LoopEpoch& e) = 0;
   // A run without a training loop measures here; it adds its own energy windows.
-  virtual train::LoopResult run_without_loop(RunEnv& env, cli::EnergyMeter& energy);
+  virtual train::LoopResult run_without_loop(RunEnv& env, energy::EnergyMeter& energy);
   // After training, every rank (collectives over the ranks' figures go here).
   virtual void after_training(RunEnv& env, const train::LoopResult& result) {
     (void)env;

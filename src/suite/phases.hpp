@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "cli/energy_meter.hpp"
+#include "energy/meter.hpp"
 #include "core/timer.hpp"
 #include "profile/profiler.hpp"
 
@@ -26,7 +26,7 @@ class PhaseDriver {
   explicit PhaseDriver(profile::Profiler* profiler = nullptr) : profiler_(profiler) {}
 
   // Phases that end after the meter exists are also measured; earlier ones are timed only.
-  void set_energy_meter(cli::EnergyMeter* meter) { energy_ = meter; }
+  void set_energy_meter(energy::EnergyMeter* meter) { energy_ = meter; }
 
   // Runs body() as phase `name` and returns what it returns. `name` must be a string literal:
   // the profiler keeps the pointer.
@@ -52,7 +52,7 @@ class PhaseDriver {
     double start_mono_s;
   };
   profile::Profiler* profiler_;
-  cli::EnergyMeter* energy_ = nullptr;
+  energy::EnergyMeter* energy_ = nullptr;
   std::vector<PhaseTime> phases_;
 };
 

@@ -7,12 +7,12 @@
 #include <string>
 #include <thread>
 
-#include "cli/energy_meter.hpp"
 #include "core/fs.hpp"
 #include "core/timer.hpp"
+#include "energy/meter.hpp"
 #include "mpi_test_main.hpp"
 
-namespace scaffold::cli {
+namespace scaffold::energy {
 namespace {
 
 TEST(EnergyMeterMpi, OneSamplerPerNodeAndNoDoubleCounting) {
@@ -101,4 +101,4 @@ TEST(EnergyMeterMpi, PowerMethodsFromTheEnvironment) {
 }
 
 }  // namespace
-}  // namespace scaffold::cli
+}  // namespace scaffold::energy

@@ -597,7 +597,7 @@ class FnoEvalRun : public FnoRun {
   train::TrainingLoop* loop() override { return nullptr; }
   void on_epoch(suite::RunEnv&, const train::LoopEpoch&) override {}
 
-  train::LoopResult run_without_loop(suite::RunEnv& env, cli::EnergyMeter& energy) override {
+  train::LoopResult run_without_loop(suite::RunEnv& env, energy::EnergyMeter& energy) override {
     env.phases.run("eval", [&] {
       c10::InferenceMode no_grad;
       const auto sync = [&] {

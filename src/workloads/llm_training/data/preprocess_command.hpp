@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli/common.hpp"
+#include "suite/command_line.hpp"
 
 namespace scaffold::llm {
 

@@ -1,4 +1,4 @@
-// Tests for the command-line flags generated from a config schema (cli/common.cpp): every flag
+// Tests for the command-line flags generated from a config schema (suite/command_line.cpp): every flag
 // that `scaffold benchmark`, `generate_dataset` and `generate_fractals` declared by hand is
 // generated with the same name, key and value type; every key of each schema gets one; parsed
 // flags load through the config loader (an explicit flag wins even at the default; a repeated
@@ -19,7 +19,7 @@
 #include <variant>
 #include <vector>
 
-#include "cli/common.hpp"
+#include "suite/command_line.hpp"
 #include "workloads/image_classification/options.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"

@@ -1,4 +1,4 @@
-#include "cli/energy_meter.hpp"
+#include "energy/meter.hpp"
 
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@
 #include "core/timer.hpp"
 #include "energy/sources.hpp"
 
-namespace scaffold::cli {
+namespace scaffold::energy {
 namespace fs = std::filesystem;
 
 EnergyMeter::EnergyMeter(dist::Communicator& comm) : comm_(comm), origin_s_(core::monotonic_s()) {
@@ -135,4 +135,4 @@ std::vector<report::EnergyWindowRecord> EnergyMeter::finish(const fs::path& run_
   return rows;
 }
 
-}  // namespace scaffold::cli
+}  // namespace scaffold::energy

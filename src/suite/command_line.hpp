@@ -1,6 +1,7 @@
 // What every subcommand shares: the run context (communicator, threads), the --threads and
 // config-flag plumbing (flags generated from a config schema, or declared one by one), and
-// loading the config once on rank 0 and broadcasting it.
+// loading the config once on rank 0 and broadcasting it. It lives in suite/, below the workloads
+// that register their subcommands with it, and keeps the namespace cli its users know it by.
 #pragma once
 
 #include <CLI/CLI.hpp>

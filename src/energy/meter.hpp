@@ -16,7 +16,7 @@
 #include "energy/sampler.hpp"
 #include "report/table.hpp"
 
-namespace scaffold::cli {
+namespace scaffold::energy {
 
 class EnergyMeter {
  public:
@@ -51,4 +51,4 @@ class EnergyMeter {
   std::vector<Window> windows_;
 };
 
-}  // namespace scaffold::cli
+}  // namespace scaffold::energy

@@ -1,4 +1,4 @@
-#include "cli/common.hpp"
+#include "suite/command_line.hpp"
 
 #include <fmt/format.h>
 
