@@ -104,7 +104,7 @@ std::string serialize_state(torch::nn::Module& model, const torch::optim::Optimi
   put(archive, "version", kCheckpointVersion);
   put(archive, "epoch", c.epoch);
   put(archive, "total_optimizer_steps", c.total_optimizer_steps);
-  put(archive, "val_dice", c.val_dice);
+  put(archive, "stop_value", c.stop_value);
   put(archive, "val_loss_avg", c.val_loss_avg);
   put(archive, "best_val_loss", c.best_val_loss);
   put(archive, "loss_scale", c.loss_scale);
@@ -139,7 +139,10 @@ TrainCounters deserialize_state(const std::string& bytes, const std::string& sou
     TrainCounters c;
     c.epoch = get_int(archive, "epoch");
     c.total_optimizer_steps = get_int(archive, "total_optimizer_steps");
-    c.val_dice = get_double(archive, "val_dice");
+    // Checkpoints written before the loop served every workload name it val_dice.
+    at::Tensor stop_value;
+    c.stop_value = archive.try_read("stop_value", stop_value) ? stop_value.item<double>()
+                                                              : get_double(archive, "val_dice");
     c.val_loss_avg = get_double(archive, "val_loss_avg");
     c.best_val_loss = get_double(archive, "best_val_loss");
     c.loss_scale = get_optional<double>(archive, "loss_scale", 0.0);

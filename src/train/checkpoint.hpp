@@ -22,7 +22,8 @@ namespace scaffold::train {
 struct TrainCounters {
   int64_t epoch = 0;                  // last completed epoch (0: none)
   int64_t total_optimizer_steps = 0;  // continued across restarts
-  double val_dice = 0.0;              // of the last completed epoch: the convergence state
+  double stop_value = 0.0;  // of the last completed epoch: what the stopping rule compares
+                            // (ScaFFold's val_dice; "val_dice" in checkpoints before it)
   double val_loss_avg = 0.0;          // of the last completed epoch
   double best_val_loss = 0.0;         // lowest val_loss_avg so far (checkpoint_best)
   // Dynamic loss scaling's state (train/loop.hpp), as Megatron's grad scaler saves it. loss_scale

@@ -616,7 +616,7 @@ TrainCounters TrainingLoop::resume(const fs::path& dir) {
       adopt_scaler(/*from_checkpoint=*/true);
       LOG_INFO("resumed from {} (epoch {}, {} {:.4f}, {} optimizer steps)", file.string(),
                counters_.epoch, options_.target ? "validation metric" : "last metric",
-               counters_.val_dice, counters_.total_optimizer_steps);
+               counters_.stop_value, counters_.total_optimizer_steps);
       return counters_;
     } catch (const CheckpointMismatch& e) {
       // Intact but not this command's model or optimiser: the command is wrong. Leave every
@@ -658,7 +658,7 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
   LoopResult result;
   result.total_optimizer_steps = counters_.total_optimizer_steps;
   int64_t epoch = counters_.epoch + 1;
-  double stop_value = counters_.val_dice;
+  double stop_value = counters_.stop_value;
   set_learning_rate(learning_rate_after(counters_.epoch));
   bool saved_last_epoch = true;
   const auto reached = [&](double v) { return options_.target && v >= *options_.target; };
@@ -729,7 +729,7 @@ LoopResult TrainingLoop::run(const std::function<void(const LoopEpoch&)>& on_epo
 
     check_replicas_agree(epoch);
     counters_.epoch = epoch;
-    counters_.val_dice = st.metrics.stop_value;
+    counters_.stop_value = st.metrics.stop_value;
     counters_.val_loss_avg = st.metrics.val_loss;
     const bool best = st.metrics.val_loss < counters_.best_val_loss;
     if (best) counters_.best_val_loss = st.metrics.val_loss;

@@ -60,7 +60,7 @@ TrainCounters sample_counters() {
   TrainCounters c;
   c.epoch = 12;
   c.total_optimizer_steps = 345;
-  c.val_dice = 0.8125;
+  c.stop_value = 0.8125;
   c.val_loss_avg = 0.3;
   c.best_val_loss = 0.1 + 0.2;  // not a short decimal: must survive as a double
   return c;
@@ -101,7 +101,7 @@ void expect_same_state(model::UNet3d& actual, const torch::optim::Adam& actual_a
 void expect_same_counters(const TrainCounters& a, const TrainCounters& e) {
   EXPECT_EQ(a.epoch, e.epoch);
   EXPECT_EQ(a.total_optimizer_steps, e.total_optimizer_steps);
-  EXPECT_EQ(a.val_dice, e.val_dice);
+  EXPECT_EQ(a.stop_value, e.stop_value);
   EXPECT_EQ(a.val_loss_avg, e.val_loss_avg);
   EXPECT_EQ(a.best_val_loss, e.best_val_loss);
 }
@@ -176,6 +176,35 @@ TEST(CheckpointState, TruncatedBytesAreAFileError) {
         [&] { deserialize_state(bytes.substr(0, keep), "cut", *target.model, target.adam); });
     EXPECT_EQ(msg.rfind("cut: ", 0), 0u) << keep << " of " << bytes.size() << " bytes: " << msg;
   }
+}
+
+// A checkpoint written before the counter was renamed stores it as "val_dice" (version 1 all
+// the same): it loads, the value becoming stop_value. The archive is assembled here by hand with
+// that key, as the old writer laid it out.
+TEST(CheckpointState, AnOldCheckpointsValDiceLoadsAsTheStopValue) {
+  Trained source(4);
+  torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
+  source.model->save(model_archive);
+  source.adam.save(optimizer_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", optimizer_archive);
+  archive.write("version", at::scalar_tensor(int64_t{1}, at::kLong));
+  archive.write("epoch", at::scalar_tensor(int64_t{3}, at::kLong));
+  archive.write("total_optimizer_steps", at::scalar_tensor(int64_t{30}, at::kLong));
+  archive.write("val_dice", at::scalar_tensor(0.625, at::kDouble));
+  archive.write("val_loss_avg", at::scalar_tensor(0.5, at::kDouble));
+  archive.write("best_val_loss", at::scalar_tensor(0.25, at::kDouble));
+  archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
+  std::ostringstream out;
+  archive.save_to(out);
+  Trained target(5);
+  const TrainCounters c =
+      deserialize_state(checkpoint_envelope(out.str()), "old.pt", *target.model, target.adam);
+  EXPECT_EQ(c.epoch, 3);
+  EXPECT_EQ(c.total_optimizer_steps, 30);
+  EXPECT_EQ(c.stop_value, 0.625);
+  EXPECT_EQ(c.best_val_loss, 0.25);
+  expect_same_state(target.model, target.adam, source.model, source.adam);
 }
 
 TEST(CheckpointState, ForeignArchiveOtherVersionAndOtherArchitectureAreFileErrors) {

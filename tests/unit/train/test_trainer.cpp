@@ -143,7 +143,7 @@ void expect_same_adam(torch::nn::Module& actual_model, const torch::optim::Optim
 void expect_same_counters(const TrainCounters& a, const TrainCounters& e, const std::string& what) {
   EXPECT_EQ(a.epoch, e.epoch) << what;
   EXPECT_EQ(a.total_optimizer_steps, e.total_optimizer_steps) << what;
-  EXPECT_EQ(a.val_dice, e.val_dice) << what;
+  EXPECT_EQ(a.stop_value, e.stop_value) << what;
   EXPECT_EQ(a.val_loss_avg, e.val_loss_avg) << what;
   EXPECT_EQ(a.best_val_loss, e.best_val_loss) << what;
 }
@@ -444,7 +444,7 @@ TEST_F(TrainerTest, ResumedRunContinuesExactlyLikeTheUninterruptedOne) {
   ASSERT_EQ(original_stats.size(), 3u);
   EXPECT_EQ(counters_at_1.epoch, 1);
   EXPECT_EQ(counters_at_1.total_optimizer_steps, 3);
-  EXPECT_EQ(counters_at_1.val_dice, original_stats[0].val_dice);
+  EXPECT_EQ(counters_at_1.stop_value, original_stats[0].val_dice);
   EXPECT_EQ(counters_at_1.best_val_loss, original_stats[0].val_loss_avg);
 
   // A fresh model from another seed, so a parameter the resume forgot would show.
@@ -558,7 +558,7 @@ class ResumeFallbackTest : public TrainerTest {
     TrainCounters c;
     c.epoch = 9;
     c.total_optimizer_steps = 27;
-    c.val_dice = 0.5;
+    c.stop_value = 0.5;
     c.val_loss_avg = 0.25;
     c.best_val_loss = 0.125;
     save_checkpoint(last(), *writer->model(), writer->optimizer(), c);
