@@ -28,6 +28,7 @@
 #include "core/watchdog.hpp"
 #include "dataset/loader.hpp"
 #include "dataset/plan.hpp"
+#include "dist/comm_counters.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
 #include "energy/meter.hpp"
@@ -124,7 +125,8 @@ void log_summary(const config::Config& cfg, const train::TrainResult& result,
         "communication (rank 0, timed training steps): halo exchange {:.2f} s ({:.1f}% of step "
         "time), "
         "waiting for gradient all-reduce {:.2f} s ({:.1f}%)",
-        comm.halo_s, share(comm.halo_s), comm.gradient_wait_s, share(comm.gradient_wait_s));
+        comm.seconds_of(dist::kCommHalo), share(comm.seconds_of(dist::kCommHalo)),
+        comm.gradient_wait_s, share(comm.gradient_wait_s));
   }
   const int64_t device_peak = train::device_peak_allocated_bytes(device);
   LOG_INFO("peak memory: process RSS {:.2f} GiB{}",

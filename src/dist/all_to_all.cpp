@@ -9,12 +9,10 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "dist/comm_counters.hpp"
 
 namespace scaffold::dist {
 namespace {
-
-std::mutex stats_mutex;
-AllToAllStats stats;
 
 void check_buffer(const at::Tensor& t, const std::vector<int64_t>& counts, int ranks,
                   const char* what) {
@@ -32,8 +30,8 @@ void check_buffer(const at::Tensor& t, const std::vector<int64_t>& counts, int r
 }  // namespace
 
 AllToAllStats all_to_all_stats() {
-  std::lock_guard<std::mutex> lock(stats_mutex);
-  return stats;
+  const CommCounter c = comm_counter(kCommAllToAll);
+  return {c.calls, c.bytes, c.seconds};
 }
 
 void all_to_all(TensorComm& group, const at::Tensor& send, const std::vector<int64_t>& send_counts,
@@ -75,10 +73,7 @@ void all_to_all(TensorComm& group, const at::Tensor& send, const std::vector<int
   group.end_batch();
   if (own_send.numel() > 0) own_recv.copy_(own_send);
   for (auto& w : works) w->wait();
-  std::lock_guard<std::mutex> lock(stats_mutex);
-  ++stats.calls;
-  stats.bytes_sent += bytes;
-  stats.seconds += clock.elapsed_s();
+  count_comm(kCommAllToAll, 1, bytes, clock.elapsed_s());
 }
 
 }  // namespace scaffold::dist

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "core/error.hpp"
+#include "dist/comm_counters.hpp"
 
 namespace scaffold::dist {
 namespace {
@@ -15,10 +16,6 @@ constexpr int kUp = 0;        // forward: a slab sent to the hi neighbour
 constexpr int kDown = 1;      // forward: a slab sent to the lo neighbour
 constexpr int kGradDown = 2;  // reverse: the lo halo's gradient sent back to the lo neighbour
 constexpr int kGradUp = 3;    // reverse: the hi halo's gradient sent back to the hi neighbour
-
-std::atomic<int64_t> g_exchanges{0};
-std::atomic<int64_t> g_bytes{0};
-std::atomic<int64_t> g_nanoseconds{0};
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -32,11 +29,8 @@ int64_t bytes_of(const at::Tensor& t) {
 }  // namespace
 
 HaloStats halo_stats() {
-  HaloStats s;
-  s.exchanges = g_exchanges.load();
-  s.bytes_sent = g_bytes.load();
-  s.seconds = static_cast<double>(g_nanoseconds.load()) * 1e-9;
-  return s;
+  const CommCounter c = comm_counter(kCommHalo);
+  return {c.calls, c.bytes, c.seconds};
 }
 
 HaloExchange::HaloExchange(TensorComm& comm, HaloNeighbours neighbours, int64_t dim, int64_t width,
@@ -58,9 +52,7 @@ void HaloExchange::wait_all() {
   pending_.clear();
   for (const at::Tensor& t : keep_) bytes_ += bytes_of(t);
   keep_.clear();
-  g_exchanges.fetch_add(1);
-  g_bytes.fetch_add(bytes_);
-  g_nanoseconds.fetch_add(now_ns() - started_ns_);
+  count_comm(kCommHalo, 1, bytes_, static_cast<double>(now_ns() - started_ns_) * 1e-9);
   bytes_ = 0;
 }
 

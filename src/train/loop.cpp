@@ -24,7 +24,7 @@
 #include "core/stop.hpp"
 #include "core/timer.hpp"
 #include "dataset/sampler.hpp"
-#include "dist/halo.hpp"
+#include "dist/comm_counters.hpp"
 #include "train/grad_clip.hpp"
 #include "train/nonfinite.hpp"
 #include "train/sharded_adam.hpp"
@@ -386,7 +386,7 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches,
     if (options_.profiler && epoch > 0) options_.profiler->step();  // timed batches only
     if (options_.lr_at_step)
       set_learning_rate(options_.lr_at_step(first_step + out.optimizer_steps));
-    const double halo_before = dist::halo_stats().seconds;
+    const std::map<std::string, dist::CommCounter> counters_before = dist::comm_counters();
     const double wait_before = gradient_wait_s();
     if (step_times) step_clock->start();
     // One optimizer step: k micro-batches (the index list holds whole steps when k > 1). The next
@@ -410,7 +410,11 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches,
     ++out.optimizer_steps;
     if (options_.watchdog) options_.watchdog->beat();
     if (step_times) {
-      comm_times_.halo_s += dist::halo_stats().seconds - halo_before;
+      for (const auto& [name, counter] : dist::comm_counters()) {
+        const auto before = counters_before.find(name);
+        comm_times_.counter_s[name] +=
+            counter.seconds - (before == counters_before.end() ? 0.0 : before->second.seconds);
+      }
       comm_times_.gradient_wait_s += gradient_wait_s() - wait_before;
     }
     if (stop_agreed()) break;  // the step in flight is done; the rest of the epoch is not run

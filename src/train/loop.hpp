@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -200,8 +201,15 @@ struct LoopParallelism {
 
 // Where communication went in this process's timed training steps, cumulative.
 struct CommTimes {
-  double halo_s = 0.0;           // halo exchanges (pack, transfer, unpack), forward and backward
+  // Each communication counter's seconds (dist/comm_counters.hpp: "halo", "tensor_parallel",
+  // ...) within the timed steps; a counter that never moved is absent or 0.
+  std::map<std::string, double> counter_s;
   double gradient_wait_s = 0.0;  // waiting for gradient all-reduces after backward
+  // counter_s[name], 0 when absent.
+  double seconds_of(const std::string& name) const {
+    const auto it = counter_s.find(name);
+    return it == counter_s.end() ? 0.0 : it->second;
+  }
 };
 
 struct LoopEpoch {

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/timer.hpp"
 #include "dist/all_to_all.hpp"
+#include "dist/comm_counters.hpp"
 #include "workloads/fno/spectral.hpp"
 
 namespace scaffold::fno {
@@ -23,17 +24,6 @@ using torch::autograd::variable_list;
 // Message tags of the transposes (forward and the backward's reverse exchange).
 constexpr int kTagForward = 300;
 constexpr int kTagBackward = 301;
-
-std::mutex stats_mutex;
-DistFftStats stats;
-
-void add_stats(int64_t all_to_alls, int64_t all_reduces, int64_t bytes, double seconds) {
-  std::lock_guard<std::mutex> lock(stats_mutex);
-  stats.all_to_alls += all_to_alls;
-  stats.all_reduces += all_reduces;
-  stats.bytes_sent += bytes;
-  stats.seconds += seconds;
-}
 
 struct GroupCapsule : torch::CustomClassHolder {
   GroupCapsule(std::shared_ptr<dist::TensorComm> g, std::vector<int64_t> s, std::vector<int64_t> r)
@@ -51,7 +41,8 @@ at::Tensor exchange(dist::TensorComm& group, const at::Tensor& send,
   const dist::AllToAllStats before = dist::all_to_all_stats();
   dist::all_to_all(group, send, send_counts, recv, recv_counts, tag);
   const dist::AllToAllStats after = dist::all_to_all_stats();
-  add_stats(1, 0, after.bytes_sent - before.bytes_sent, after.seconds - before.seconds);
+  dist::count_comm(dist::kCommDistFftAllToAll, 1, after.bytes_sent - before.bytes_sent,
+                   after.seconds - before.seconds);
   return recv;
 }
 
@@ -80,7 +71,8 @@ at::Tensor summed(dist::TensorComm& group, const at::Tensor& x) {
   core::Stopwatch clock;
   at::Tensor out = x.contiguous().clone();
   group.allreduce_sum(out)->wait();
-  add_stats(0, 1, static_cast<int64_t>(out.numel() * out.element_size()), clock.elapsed_s());
+  dist::count_comm(dist::kCommDistFftAllReduce, 1,
+                   static_cast<int64_t>(out.numel() * out.element_size()), clock.elapsed_s());
   return out;
 }
 
@@ -273,8 +265,14 @@ at::Tensor shard_sum(const at::Tensor& x, const FftShard& shard) {
 }
 
 DistFftStats dist_fft_stats() {
-  std::lock_guard<std::mutex> lock(stats_mutex);
-  return stats;
+  const dist::CommCounter a = dist::comm_counter(dist::kCommDistFftAllToAll);
+  const dist::CommCounter r = dist::comm_counter(dist::kCommDistFftAllReduce);
+  DistFftStats s;
+  s.all_to_alls = a.calls;
+  s.all_reduces = r.calls;
+  s.bytes_sent = a.bytes + r.bytes;
+  s.seconds = a.seconds + r.seconds;
+  return s;
 }
 
 }  // namespace scaffold::fno

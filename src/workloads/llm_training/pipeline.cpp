@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "core/error.hpp"
+#include "dist/comm_counters.hpp"
 
 namespace scaffold::llm {
 
@@ -75,8 +76,6 @@ double pipeline_bubble_fraction(int stages, int64_t micro_batches, int chunks) {
 
 namespace {
 
-PipelineStats g_stats;
-
 // Tags: one per (micro-batch, edge between two virtual stages, direction), in the range MPI
 // guarantees (0..32767); an edge is named by its lower virtual stage.
 int tag_of(int64_t micro_batch, int edge, int virtual_stages, bool backward) {
@@ -86,11 +85,12 @@ int tag_of(int64_t micro_batch, int edge, int virtual_stages, bool backward) {
 }  // namespace
 
 PipelineStats pipeline_stats() {
-  return g_stats;
+  const dist::CommCounter c = dist::comm_counter(dist::kCommPipeline);
+  return {c.seconds, c.calls, c.bytes};
 }
 
 void add_pipeline_wait(double seconds) {
-  g_stats.wait_s += seconds;
+  dist::count_comm(dist::kCommPipeline, 0, 0, seconds);
 }
 
 StageLink::StageLink(const PipelineParallel& pp, bool count_wait)
@@ -107,8 +107,7 @@ StageLink::~StageLink() {
 
 void StageLink::send(const at::Tensor& t, int peer, int tag) {
   const at::Tensor data = t.contiguous();
-  g_stats.bytes += static_cast<int64_t>(data.nbytes());
-  ++g_stats.messages;
+  dist::count_comm(dist::kCommPipeline, 1, static_cast<int64_t>(data.nbytes()), 0.0);
   sends_.push_back(pp_.group->send(data, peer, tag));
 }
 
@@ -118,8 +117,8 @@ at::Tensor StageLink::recv(at::IntArrayRef shape, const at::TensorOptions& optio
   const auto start = std::chrono::steady_clock::now();
   pp_.group->recv(buffer, peer, tag)->wait();
   if (count_wait_)
-    g_stats.wait_s +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    add_pipeline_wait(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return buffer;
 }
 

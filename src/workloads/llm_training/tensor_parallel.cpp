@@ -11,6 +11,7 @@
 #include <chrono>
 
 #include "core/error.hpp"
+#include "dist/comm_counters.hpp"
 
 namespace scaffold::llm {
 namespace {
@@ -34,14 +35,10 @@ const TensorParallel& tp_of(AutogradContext* ctx) {
   return *static_cast<const TpCapsule*>(holder.get())->tp;
 }
 
-TensorParallelStats g_stats;
-
-// Adds one collective to the statistics.
+// Adds one collective to the process's counters (dist/comm_counters.hpp).
 void count(const std::chrono::steady_clock::time_point& start, int64_t bytes) {
-  g_stats.seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ++g_stats.calls;
-  g_stats.bytes += bytes;
+  dist::count_comm(dist::kCommTensorParallel, 1, bytes,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 // The elementwise sum of x over the group, in x's dtype (reduced in float32).
@@ -210,7 +207,8 @@ class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallel
 }  // namespace
 
 TensorParallelStats tensor_parallel_stats() {
-  return g_stats;
+  const dist::CommCounter c = dist::comm_counter(dist::kCommTensorParallel);
+  return {c.seconds, c.calls, c.bytes};
 }
 
 std::pair<int64_t, int64_t> shard_range(int64_t total, int size, int rank) {

@@ -23,6 +23,7 @@
 #include "core/timer.hpp"
 #include "dataset/example_source.hpp"
 #include "dataset/sampler.hpp"
+#include "dist/comm_counters.hpp"
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
 #include "test_util.hpp"
@@ -282,6 +283,36 @@ TEST(LoopIterations, PerStepLearningRateAndAStepCapInsideAnEpoch) {
   EXPECT_EQ(asked, (std::vector<int64_t>{0, 1, 2, 3, 4}));
   const double bias = task.module().parameters()[1].item<double>();
   EXPECT_NEAR(bias, bias0 - 0.01 * (1 + 2 + 3 + 4 + 5), 1e-6);
+}
+
+// The loop knows no communicating module by name: whatever counter of dist/comm_counters.hpp moves
+// inside a training step shows in comm_times().counter_s under its name, once per step it moved
+// in; what moves outside the steps (here, in validation) does not.
+class CountingTask : public LinearTask {
+ public:
+  using LinearTask::LinearTask;
+  TrainForward train_forward(const dataset::Batch& batch) override {
+    dist::count_comm("test.loop_step", 1, 8, 0.125);
+    return LinearTask::train_forward(batch);
+  }
+  at::Tensor validation_sums(const dataset::Batch& batch) override {
+    dist::count_comm("test.loop_validation", 1, 8, 1.0);
+    return LinearTask::validation_sums(batch);
+  }
+};
+
+TEST(LoopIterations, EveryCommunicationCounterIsTimedByNameOverTheSteps) {
+  const Points train(16), val(4);
+  CountingTask task(fresh_linear(), train, val);
+  LoopOptions o = sgd_options(2, 0.01);
+  o.train_batches_per_epoch = 3;
+  o.max_steps = 6;
+  TrainingLoop loop(task, o, c10::Device(c10::kCPU), world(), one_rank());
+  const LoopResult r = loop.run([](const LoopEpoch&) {});
+  EXPECT_EQ(r.total_optimizer_steps, 6);
+  EXPECT_DOUBLE_EQ(loop.comm_times().seconds_of("test.loop_step"), 6 * 0.125);
+  EXPECT_GT(dist::comm_counter("test.loop_validation").calls, 0);
+  EXPECT_EQ(loop.comm_times().seconds_of("test.loop_validation"), 0.0);
 }
 
 // Dynamic loss scaling with a chosen start and growth interval (CARAML's GradScaler(init_scale=1,
