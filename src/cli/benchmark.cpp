@@ -378,7 +378,8 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
       {"pool_kernel", kernels.native_pool ? "native" : "libtorch"},
       {"loss_kernel",
        train::fused_loss_for(cfg.loss_kernel, device.is_cpu()) ? "fused" : "libtorch"},
-      {"target_dice", core::python_float_str(cfg.target_dice)}};
+      {"target_dice", core::python_float_str(cfg.target_dice)},
+      {"shards", std::to_string(grid.spatial_size())}};
   const double samples = static_cast<double>(steps * global_batch);
   const double median_s = core::median(result.step_times_s);
   r.counters.push_back(
@@ -390,6 +391,17 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
   r.counters.push_back({"samples_per_s", total_s > 0 ? samples / total_s : 0.0, "samples/s",
                         "training samples / sum of the epoch durations"});
   r.counters.push_back({"median_step_s", median_s, "s", "median timed training step on rank 0"});
+  std::vector<double> durations;
+  int64_t optimizer_steps = 0;
+  for (const auto& e : records) {
+    durations.push_back(e.epoch_duration_s);
+    optimizer_steps += e.optimizer_steps;
+  }
+  if (!durations.empty())
+    r.counters.push_back(
+        {"median_epoch_s", core::median(durations), "s", "median of the epoch durations"});
+  r.counters.push_back({"training_samples", static_cast<double>(optimizer_steps * global_batch), "",
+                        "optimizer steps x global batch, over the epochs"});
   r.counters.push_back({"parameters", static_cast<double>(params), "", "trainable parameters"});
   r.counters.push_back(
       {"achieved_flop_per_s",

@@ -67,7 +67,14 @@ Runs read_runs(const std::vector<std::string>& run_dirs,
     std::error_code ec;
     if (fs::is_regular_file(summary, ec)) {
       report::RunRecord record = report::read_summary_json(summary);
-      if (record.workload != report::kBenchmarkWorkload) {
+      if (record.workload == report::kBenchmarkWorkload) {
+        // Read like every other workload's record; a folder from before the record carried the
+        // table's counters is read through its CSV files below.
+        if (std::optional<report::RunSummary> row = report::summarize_record(record, dir)) {
+          runs.benchmark.push_back(std::move(*row));
+          continue;
+        }
+      } else {
         const report::WorkloadTable* table = find_table(tables, record.workload);
         if (table == nullptr) {
           std::vector<std::string> known{report::kBenchmarkWorkload};

@@ -297,6 +297,17 @@ std::vector<EnergyWindowRecord> read_energy_stats(const fs::path& path) {
   return records;
 }
 
+namespace {
+
+// The folder's own name: "runs/x/" normalises to "runs/x/" with an empty filename.
+std::string folder_name(const fs::path& run_dir) {
+  const fs::path normal = fs::absolute(run_dir).lexically_normal();
+  const std::string name = normal.filename().string();
+  return name.empty() ? normal.parent_path().filename().string() : name;
+}
+
+}  // namespace
+
 RunData read_run_folder(const fs::path& run_dir, const RunConfigReader& read_config) {
   std::error_code ec;
   if (!fs::is_directory(run_dir, ec))
@@ -310,9 +321,7 @@ RunData read_run_folder(const fs::path& run_dir, const RunConfigReader& read_con
                       "config.yaml and train_stats.csv; every other workload's holds summary.json)",
                       required));
   RunData run;
-  run.name = fs::absolute(run_dir).lexically_normal().filename().string();
-  if (run.name.empty())  // "runs/x/" normalises to "runs/x/" with an empty filename
-    run.name = fs::absolute(run_dir).lexically_normal().parent_path().filename().string();
+  run.name = folder_name(run_dir);
   const fs::path config = run_dir / "config.yaml";
   run.config = read_config(core::read_file(config), config.string());
   run.epochs = read_train_stats(run_dir / kTrainStatsFileName);
@@ -326,6 +335,42 @@ RunData read_run_folder(const fs::path& run_dir, const RunConfigReader& read_con
 }
 
 // ----------------------------------------------------------------------------- summary
+
+std::optional<RunSummary> summarize_record(const RunRecord& record, const fs::path& run_dir) {
+  const std::string source = (run_dir / kSummaryFileName).string();
+  const std::optional<double> samples = counter_value(record, "training_samples");
+  const std::optional<double> median_epoch = counter_value(record, "median_epoch_s");
+  const std::string* shards = find_param(record, "shards");
+  if (!samples || !shards) return std::nullopt;  // written before these were recorded
+  const auto param = [&](const char* name) -> const std::string& {
+    const std::string* p = find_param(record, name);
+    if (p == nullptr)
+      throw core::FileError(source, fmt::format("a benchmark record without parameter {}", name));
+    return *p;
+  };
+  RunSummary s;
+  s.run = folder_name(run_dir);
+  s.problem_scale = std::stoi(param("problem_scale"));
+  s.ranks = record.ranks;
+  s.shards = std::stoi(*shards);
+  if (s.shards > 1) s.dc_groupnorm = param("dc_groupnorm");
+  s.global_batch = record.global_batch;
+  s.epochs = record.epochs;
+  s.status = record.status;
+  s.reached_target = record.status == kStatusReachedTarget;
+  s.time_to_target_s = record.time_s;
+  s.training_samples = static_cast<int64_t>(std::llround(*samples));
+  if (s.epochs > 0 && median_epoch) s.median_epoch_s = *median_epoch;
+  if (s.reached_target && s.time_to_target_s > 0) s.fom_per_s = 1.0 / s.time_to_target_s;
+  if (s.time_to_target_s > 0)
+    s.samples_per_s = static_cast<double>(s.training_samples) / s.time_to_target_s;
+  if (record.energy_wh) {
+    s.energy_to_target_wh = *record.energy_wh;
+    if (*record.energy_wh > 0)
+      s.samples_per_wh = static_cast<double>(s.training_samples) / *record.energy_wh;
+  }
+  return s;
+}
 
 RunSummary summarize_run(const RunData& run) {
   RunSummary s;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "report/run_record.hpp"
 #include "report/system_info.hpp"
 #include "report/train_stats.hpp"
 
@@ -97,6 +98,14 @@ struct RunSummary {
 };
 
 RunSummary summarize_run(const RunData& run);
+
+// The same row from a `scaffold benchmark` run's summary.json (`source` names it in errors), as
+// every other workload's folder is read. A record written before it carried the counters this
+// needs (training_samples, median_epoch_s, the "shards" parameter) gives nullopt: such a folder
+// is read through its CSV files (read_run_folder) as before. The row is named after `run_dir`'s
+// folder, as read_run_folder names it.
+std::optional<RunSummary> summarize_record(const RunRecord& record,
+                                           const std::filesystem::path& run_dir);
 
 // Orders rows for scaling studies: by (problem_scale, ranks), then by run name.
 void sort_for_scaling(std::vector<RunSummary>& rows);

@@ -103,6 +103,29 @@ TEST(Benchmark, TrainsToTheTargetDiceAndWritesTheRunFolder) {
     }
   EXPECT_TRUE(saw_fom) << summary.dump();
 
+  // scaffold report reads the folder's summary.json, as every workload's (docs/reports.md); the
+  // CSV road, kept for folders from before, gives the same row. A copy without summary.json
+  // takes the CSV road, a copy without train_stats.csv can only take the summary's; the same
+  // folder name in both, every format compared whole.
+  TempDir copies;
+  const fs::path csv_road = copies.path() / "csv" / run.filename();
+  const fs::path summary_road = copies.path() / "summary" / run.filename();
+  for (const fs::path& copy : {csv_road, summary_road}) {
+    fs::create_directories(copy.parent_path());
+    fs::copy(run, copy, fs::copy_options::recursive);
+  }
+  fs::remove(csv_road / "summary.json");
+  fs::remove(summary_road / "train_stats.csv");
+  for (const char* format : {"pretty", "csv", "markdown", "json"}) {
+    const auto by_csv =
+        run_command(kBinary + " report --format " + format + " " + csv_road.string());
+    const auto by_summary =
+        run_command(kBinary + " report --format " + format + " " + summary_road.string());
+    ASSERT_EQ(by_csv.exit_code, 0) << by_csv.output;
+    ASSERT_EQ(by_summary.exit_code, 0) << by_summary.output;
+    EXPECT_EQ(by_summary.output, by_csv.output) << format;
+  }
+
   // config.yaml reloads as a config (here: to reuse the same dataset).
   const auto reload =
       run_command(kBinary + " generate_dataset -c " + (run / "config.yaml").string());
