@@ -27,14 +27,14 @@
 #include <string>
 #include <vector>
 
-#include "suite/command_line.hpp"
-#include "energy/meter.hpp"
 #include "core/memory_budget.hpp"
 #include "core/timer.hpp"
+#include "energy/meter.hpp"
 #include "profile/profiler.hpp"
 #include "report/record_table.hpp"
 #include "report/run_record.hpp"
 #include "report/system_info.hpp"
+#include "suite/command_line.hpp"
 #include "suite/phases.hpp"
 #include "suite/run_folder.hpp"
 #include "train/loop.hpp"

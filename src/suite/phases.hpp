@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "energy/meter.hpp"
 #include "core/timer.hpp"
+#include "energy/meter.hpp"
 #include "profile/profiler.hpp"
 
 namespace scaffold::suite {

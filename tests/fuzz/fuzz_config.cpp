@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "workloads/image_classification/options.hpp"
 #include "config/load.hpp"
 #include "core/error.hpp"
 #include "fuzz_util.hpp"
+#include "workloads/image_classification/options.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   using namespace scaffold;

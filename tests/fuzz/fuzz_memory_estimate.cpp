@@ -11,17 +11,17 @@
 #include <cstdlib>
 #include <string>
 
-#include "workloads/fno/options.hpp"
-#include "workloads/image_classification/options.hpp"
-#include "workloads/llm_training/options.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"
 #include "core/memory_budget.hpp"
 #include "fuzz_util.hpp"
 #include "workloads/fno/memory_estimate.hpp"
+#include "workloads/fno/options.hpp"
 #include "workloads/image_classification/memory_estimate.hpp"
+#include "workloads/image_classification/options.hpp"
 #include "workloads/llm_training/memory_estimate.hpp"
+#include "workloads/llm_training/options.hpp"
 
 namespace {
 

@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include "workloads/fno/options.hpp"
 #include "core/memory_budget.hpp"
+#include "workloads/fno/options.hpp"
 
 namespace scaffold::fno {
 

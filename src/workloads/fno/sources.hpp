@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "workloads/fno/options.hpp"
 #include "dataset/example_source.hpp"
 #include "dist/communicator.hpp"
+#include "workloads/fno/options.hpp"
 
 namespace scaffold::fno {
 

@@ -23,7 +23,6 @@
 #include <optional>
 #include <string>
 
-#include "workloads/fno/options.hpp"
 #include "config/load.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -45,6 +44,7 @@
 #include "workloads/fno/memory.hpp"
 #include "workloads/fno/memory_estimate.hpp"
 #include "workloads/fno/metrics.hpp"
+#include "workloads/fno/options.hpp"
 #include "workloads/fno/result_columns.hpp"
 #include "workloads/fno/sources.hpp"
 #include "workloads/fno/task.hpp"

@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "workloads/image_classification/options.hpp"
 #include "core/memory_budget.hpp"
+#include "workloads/image_classification/options.hpp"
 
 namespace scaffold::imgcls {
 

@@ -18,7 +18,6 @@
 #include <memory>
 #include <optional>
 
-#include "workloads/image_classification/options.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/stats.hpp"
@@ -35,6 +34,7 @@
 #include "workloads/image_classification/image_folder.hpp"
 #include "workloads/image_classification/memory_estimate.hpp"
 #include "workloads/image_classification/metrics.hpp"
+#include "workloads/image_classification/options.hpp"
 #include "workloads/image_classification/resnet.hpp"
 #include "workloads/image_classification/result_columns.hpp"
 #include "workloads/image_classification/synthetic_images.hpp"

@@ -10,8 +10,8 @@
 
 #include <cstdint>
 
-#include "workloads/llm_training/options.hpp"
 #include "core/memory_budget.hpp"
+#include "workloads/llm_training/options.hpp"
 
 namespace scaffold::llm {
 

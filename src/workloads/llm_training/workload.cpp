@@ -21,7 +21,6 @@
 #include <memory>
 #include <optional>
 
-#include "workloads/llm_training/options.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/pyfloat.hpp"
@@ -40,6 +39,7 @@
 #include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/memory_estimate.hpp"
 #include "workloads/llm_training/metrics.hpp"
+#include "workloads/llm_training/options.hpp"
 #include "workloads/llm_training/pipeline.hpp"
 #include "workloads/llm_training/result_columns.hpp"
 #include "workloads/llm_training/task.hpp"

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "workloads/fno/options.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"
+#include "workloads/fno/options.hpp"
 
 namespace scaffold::config {
 namespace {

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "workloads/fno/data/config_keys.hpp"
-#include "workloads/fno/data/config.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"
+#include "workloads/fno/data/config.hpp"
+#include "workloads/fno/data/config_keys.hpp"
 
 namespace scaffold::config {
 namespace {

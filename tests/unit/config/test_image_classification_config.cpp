@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "workloads/image_classification/options.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"
+#include "workloads/image_classification/options.hpp"
 
 namespace scaffold::config {
 namespace {

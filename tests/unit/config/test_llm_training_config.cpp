@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "workloads/llm_training/options.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"
+#include "workloads/llm_training/options.hpp"
 
 namespace scaffold::config {
 namespace {

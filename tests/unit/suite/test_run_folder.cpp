@@ -18,7 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include "workloads/fno/options.hpp"
 #include "config/load.hpp"
 #include "config/options.hpp"
 #include "core/error.hpp"
@@ -27,6 +26,7 @@
 #include "fs_test_util.hpp"
 #include "suite/run_folder.hpp"
 #include "test_util.hpp"
+#include "workloads/fno/options.hpp"
 
 namespace scaffold::suite {
 namespace {

@@ -1,5 +1,5 @@
-// Tests for the command-line flags generated from a config schema (suite/command_line.cpp): every flag
-// that `scaffold benchmark`, `generate_dataset` and `generate_fractals` declared by hand is
+// Tests for the command-line flags generated from a config schema (suite/command_line.cpp): every
+// flag that `scaffold benchmark`, `generate_dataset` and `generate_fractals` declared by hand is
 // generated with the same name, key and value type; every key of each schema gets one; parsed
 // flags load through the config loader (an explicit flag wins even at the default; a repeated
 // flag keeps its last value); and load_config_everywhere_as hands every rank the same struct.
@@ -19,11 +19,11 @@
 #include <variant>
 #include <vector>
 
-#include "suite/command_line.hpp"
-#include "workloads/image_classification/options.hpp"
 #include "config/load.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"
+#include "suite/command_line.hpp"
+#include "workloads/image_classification/options.hpp"
 
 namespace scaffold::cli {
 namespace {

@@ -15,8 +15,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "workloads/fno/data/config.hpp"
 #include "config/schema_rules.hpp"
+#include "workloads/fno/data/config.hpp"
 
 namespace scaffold::config {
 
