@@ -348,11 +348,19 @@ std::optional<RunSummary> summarize_record(const RunRecord& record, const fs::pa
       throw core::FileError(source, fmt::format("a benchmark record without parameter {}", name));
     return *p;
   };
+  const auto int_param = [&](const char* name) {
+    const std::string& text = param(name);
+    int value = 0;
+    if (!parse_number(text, &value) || value < 1)
+      throw core::FileError(
+          source, fmt::format("parameter {} is \"{}\"; expected an integer >= 1", name, text));
+    return value;
+  };
   RunSummary s;
   s.run = folder_name(run_dir);
-  s.problem_scale = std::stoi(param("problem_scale"));
+  s.problem_scale = int_param("problem_scale");
   s.ranks = record.ranks;
-  s.shards = std::stoi(*shards);
+  s.shards = int_param("shards");
   if (s.shards > 1) s.dc_groupnorm = param("dc_groupnorm");
   s.global_batch = record.global_batch;
   s.epochs = record.epochs;

@@ -386,7 +386,8 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches,
     if (options_.profiler && epoch > 0) options_.profiler->step();  // timed batches only
     if (options_.lr_at_step)
       set_learning_rate(options_.lr_at_step(first_step + out.optimizer_steps));
-    const std::map<std::string, dist::CommCounter> counters_before = dist::comm_counters();
+    std::map<std::string, dist::CommCounter> counters_before;
+    if (step_times) counters_before = dist::comm_counters();  // timed steps only
     const double wait_before = gradient_wait_s();
     if (step_times) step_clock->start();
     // One optimizer step: k micro-batches (the index list holds whole steps when k > 1). The next

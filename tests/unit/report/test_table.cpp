@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <string>
 #include <tuple>
@@ -632,6 +633,65 @@ TEST(SystemJson, HostInfoFillsWhatTheReportModuleCanLearn) {
   EXPECT_EQ(info.gpu_model, "");
   EXPECT_EQ(info.mpi_version, "");
   EXPECT_EQ(info.device, "");
+}
+
+// A benchmark's summary.json as the table's row (summarize_record): every value from the record,
+// the rates worked out here by hand; a record from before the table's counters gives nothing
+// (the folder is then read from its CSV files); a parameter that is not an integer is an error
+// naming the file and the parameter.
+RunRecord benchmark_record_for_table() {
+  RunRecord r;
+  r.workload = "benchmark";
+  r.status = kStatusReachedTarget;
+  r.run = "recorded_name";
+  r.ranks = 4;
+  r.global_batch = 4;
+  r.epochs = 3;
+  r.time_s = 8.0;
+  r.energy_wh = 2.0;
+  r.params = {{"problem_scale", "6"}, {"dc_groupnorm", "local"}, {"shards", "2"}};
+  r.counters = {{"training_samples", 96.0, "", ""}, {"median_epoch_s", 2.5, "s", ""}};
+  return r;
+}
+
+TEST(SummarizeRecord, TheRowComesFromTheRecordAlone) {
+  const std::optional<RunSummary> s =
+      summarize_record(benchmark_record_for_table(), fs::path("runs") / "benchmark_x");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->run, "benchmark_x");  // the folder's name, as the CSV road names it
+  EXPECT_EQ(s->problem_scale, 6);
+  EXPECT_EQ(s->ranks, 4);
+  EXPECT_EQ(s->shards, 2);
+  EXPECT_EQ(s->dc_groupnorm, "local");
+  EXPECT_EQ(s->global_batch, 4);
+  EXPECT_EQ(s->epochs, 3);
+  EXPECT_TRUE(s->reached_target);
+  EXPECT_EQ(s->time_to_target_s, 8.0);
+  EXPECT_EQ(s->training_samples, 96);
+  ASSERT_TRUE(s->fom_per_s && s->median_epoch_s && s->samples_per_s && s->samples_per_wh);
+  EXPECT_DOUBLE_EQ(*s->fom_per_s, 1.0 / 8.0);
+  EXPECT_EQ(*s->median_epoch_s, 2.5);
+  EXPECT_DOUBLE_EQ(*s->samples_per_s, 12.0);
+  EXPECT_DOUBLE_EQ(*s->samples_per_wh, 48.0);
+}
+
+TEST(SummarizeRecord, AnOlderRecordIsLeftToTheCsvFiles) {
+  RunRecord r = benchmark_record_for_table();
+  r.counters.erase(r.counters.begin());  // no training_samples
+  EXPECT_FALSE(summarize_record(r, "runs/old").has_value());
+}
+
+TEST(SummarizeRecord, ANonIntegerParameterNamesTheFileAndTheParameter) {
+  RunRecord r = benchmark_record_for_table();
+  r.params[2].second = "two";
+  try {
+    (void)summarize_record(r, "runs/bad");
+    FAIL() << "no error";
+  } catch (const core::FileError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("runs/bad/summary.json"), std::string::npos) << what;
+    EXPECT_NE(what.find("parameter shards is \"two\""), std::string::npos) << what;
+  }
 }
 
 }  // namespace
