@@ -1,5 +1,5 @@
 // One U-Net training step (forward, loss, backward, clip, Adam) timed in isolation, exactly as
-// train::Trainer::train_step runs it, on random input and labels; plus a large GEMM measured in the
+// the benchmark's segmentation task runs a training step, on random input and labels; plus a large GEMM measured in the
 // same process (fp32, or bf16 with --bf16 on CUDA), so the step's model FLOP/s has a ceiling to be
 // compared with (on a GPU: the MFU against a measured bf16 matrix multiply). On the CPU or, with
 // --device cuda, on a GPU (cuDNN autotuning on, as scaffold benchmark; each timed step ends in a
@@ -222,7 +222,7 @@ int run(const BenchOptions& o) {
   const model::AutocastState amp_state = forward_autocast(o.bf16, device);
   const int64_t params = model::count_parameters(*net);
 
-  // train::Trainer::train_step, step for step; loss.item() ends the step as the trainer's
+  // the segmentation task's training step, step for step; loss.item() ends the step as the trainer's
   // host-side epoch sums eventually do. CPU ops are synchronous, so the phase clocks are exact; on
   // a GPU each phase ends with a device wait (so the phases add up to a slightly longer step).
   std::vector<StepPhases> phases;

@@ -190,7 +190,7 @@ def main():
 
     phases = []  # per step: forward, loss, zero_grad + backward, clip + Adam + item (s)
 
-    def step():  # train::Trainer::train_step
+    def step():  # the segmentation task's training step (workloads/scaffold)
         t0 = time.perf_counter()
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.bf16):
             logits = net(image)

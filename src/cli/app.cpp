@@ -61,15 +61,13 @@ int run_scaffold(int argc, char** argv, const std::vector<suite::Workload>& work
       ->delimiter(',')
       ->capture_default_str();
 
-  // The subcommands, in one explicit list (no static registration): the ScaFFold benchmark and its
-  // data steps, the suite's workloads and their tools (workloads/registry.cpp), report and power.
-  std::vector<cli::Subcommand> subcommands{cli::add_generate_fractals(app),
-                                           cli::add_generate_dataset(app),
-                                           cli::add_benchmark(app, argc, argv)};
+  // The subcommands, in one explicit list (no static registration): the workloads and their
+  // tools (workloads/registry.cpp), then report and power.
+  std::vector<cli::Subcommand> subcommands;
   std::vector<report::WorkloadTable> tables;
   for (const suite::Workload& w : workloads) {
     subcommands.push_back(w.add_subcommand(app, argc, argv));
-    tables.push_back(w.table);
+    if (w.table) tables.push_back(*w.table);
   }
   for (const auto& add_tool : tools) subcommands.push_back(add_tool(app));
   subcommands.push_back(cli::add_report(app, std::move(tables)));

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,21 +114,37 @@ struct WorkloadArgs {
   ConfigArgs config;
   std::string run_dir;            // --run-dir: resume in this run folder (--restart needs it)
   std::vector<std::string> argv;  // the command line after the executable, for restart.sh
+  std::map<std::string, bool> switches;  // a workload's own flags (SubcommandExtras), by name
+  bool switch_on(const std::string& name) const {
+    const auto it = switches.find(name);
+    return it != switches.end() && it->second;
+  }
 };
 
-// A suite workload's subcommand `name`: -c config files, --threads, one flag per key of C's
-// schema, --run-dir and --restart; `run` gets the parsed arguments with ctx.threads set.
+// What a workload's subcommand has beyond the common flags: keys of its schema that take no flag
+// (ScaFFold's fixed compatibility keys), and its own flags (add_flags writes their values into
+// WorkloadArgs::switches; a std::map keeps the references it takes valid).
+struct SubcommandExtras {
+  std::vector<std::string> keys_without_flag;
+  std::function<void(CLI::App* sub, WorkloadArgs* args)> add_flags;
+};
+
+// A suite workload's subcommand `name`: -c config files, --threads, its own flags (extras), one
+// flag per key of C's schema (but extras' keys without one), --run-dir and --restart; `run` gets
+// the parsed arguments with ctx.threads set.
 template <class C>
 Subcommand add_workload_subcommand(CLI::App& app, const std::string& name, const std::string& help,
                                    int argc, char** argv,
-                                   std::function<int(RunContext&, const WorkloadArgs&)> run) {
+                                   std::function<int(RunContext&, const WorkloadArgs&)> run,
+                                   const SubcommandExtras& extras = {}) {
   CLI::App* sub = app.add_subcommand(name, help);
   auto args = std::make_shared<WorkloadArgs>();
   for (int i = 1; i < argc; ++i) args->argv.emplace_back(argv[i]);
   auto threads = std::make_shared<int>(1);
   add_config_files_option(sub, &args->config);
   add_threads_option(sub, threads.get());
-  add_schema_flags<C>(sub, &args->config);
+  if (extras.add_flags) extras.add_flags(sub, args.get());
+  add_schema_flags<C>(sub, &args->config, extras.keys_without_flag);
   CLI::Option* run_dir =
       sub->add_option("--run-dir", args->run_dir, "resume in this run folder (implies --restart)");
   // --run-dir resumes with or without --restart; the flag is kept for ScaFFold's command lines.
@@ -139,10 +156,6 @@ Subcommand add_workload_subcommand(CLI::App& app, const std::string& name, const
           }};
 }
 
-Subcommand add_generate_fractals(CLI::App& app);
-Subcommand add_generate_dataset(CLI::App& app);
-// argv: the command line, recorded for restart.sh.
-Subcommand add_benchmark(CLI::App& app, int argc, char** argv);
 // `tables`: the suite workloads' result tables, in the order their groups are printed.
 Subcommand add_report(CLI::App& app, std::vector<report::WorkloadTable> tables);
 // `scaffold power -- COMMAND`: runs COMMAND while sampling power (jpwr-style wrapper).

@@ -88,7 +88,13 @@ int Driver::run(WorkloadRun& run, const RunSettings& settings) {
   }
 
   // data, model
-  if (run.has_data()) phases_.run("data", [&] { run.prepare_data(env); });
+  if (run.has_data()) {
+    const std::string phase = run.data_phase();
+    if (phase.empty())
+      run.prepare_data(env);
+    else
+      phases_.run(phase.c_str(), [&] { run.prepare_data(env); });
+  }
   phases_.run("init_model", [&] { run.build(env); });
   run.after_build(env);
 
@@ -101,6 +107,7 @@ int Driver::run(WorkloadRun& run, const RunSettings& settings) {
   }
   energy::EnergyMeter energy(comm);
   phases_.set_energy_meter(&energy);
+  run.warm_up(env, energy);
   train::TrainCounters start;
   if (loop && env.resumed) start = loop->resume(env.run_dir / settings.checkpoint_dir);
   if (loop && env.resumed && comm.rank() == 0) run.resume_rows(env, start);
@@ -109,14 +116,19 @@ int Driver::run(WorkloadRun& run, const RunSettings& settings) {
   train::LoopResult result;
   if (loop) {
     result = phases_.run("training", [&] {
-      return loop->run([&](const train::LoopEpoch& e) {
-        // The training part of each epoch, and the validation of the timed ones (energy.md).
-        energy.add_window(e.warmup ? "warmup" : "train", e.epoch, e.start_mono_s,
-                          e.validation_start_mono_s);
-        if (!e.warmup && e.validated)
-          energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
-        run.on_epoch(env, e);
-      });
+      try {
+        return loop->run([&](const train::LoopEpoch& e) {
+          // The training part of each epoch, and the validation of the timed ones (energy.md).
+          energy.add_window(e.warmup ? "warmup" : "train", e.epoch, e.start_mono_s,
+                            e.validation_start_mono_s);
+          if (!e.warmup && e.validated)
+            energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
+          run.on_epoch(env, e);
+        });
+      } catch (const std::exception& e) {
+        run.explain_failure(e, "train");
+        throw;
+      }
     });
   } else {
     result = run.run_without_loop(env, energy);

@@ -5,11 +5,13 @@
 //
 //   init        threads, profiler, stop signals (--stop-signals), config (rank 0's, broadcast),
 //               device, layout(), memory_estimate() checked, run folder, system.json (+describe())
-//   data        prepare_data()                        (phase "data", unless has_data() is false)
-//   init_model  build()                               (phase "init_model"), then after_build()
-//   training    watchdog, energy meter, resume (--run-dir) and resume_rows(), before_training(),
-//               the loop with on_epoch() after the driver's energy windows (phase "training");
-//               or run_without_loop() for a run without a training loop (an inference benchmark)
+//   data        prepare_data()                        (phase data_phase(), unless has_data() is
+//   false) init_model  build()                               (phase "init_model"), then
+//   after_build() training    watchdog, energy meter, warm_up(), resume (--run-dir) and
+//   resume_rows(),
+//               before_training(), the loop with on_epoch() after the driver's energy windows
+//               (phase "training"; a failure in it goes through explain_failure()); or
+//               run_without_loop() for a run without a training loop (an inference benchmark)
 //   report      after_training() on every rank; energy_stats.csv; on rank 0 the record
 //               (base_record, status, runtime) filled by finish(), summary.json, the peak-memory
 //               and stop lines, then closing_lines()
@@ -89,13 +91,28 @@ class WorkloadRun {
     (void)info;
   }
   virtual bool has_data() const { return true; }
-  virtual void prepare_data(RunEnv& env) { (void)env; }  // in phase "data"
-  virtual void build(RunEnv& env) = 0;                   // in phase "init_model"
+  // The phase prepare_data() runs in; empty: it runs in none and names its own phases through
+  // env.phases (ScaFFold's "fractals" and "get_dataset").
+  virtual std::string data_phase() const { return "data"; }
+  virtual void prepare_data(RunEnv& env) { (void)env; }
+  virtual void build(RunEnv& env) = 0;  // in phase "init_model"
   // After init_model: further phases (a peak probe) and the model's log lines.
   virtual void after_build(RunEnv& env) { (void)env; }
 
   // The training loop build() made; nullptr for a run without one (run_without_loop).
   virtual train::TrainingLoop* loop() = 0;
+  // Untimed warm-up outside the loop, before a resume (ScaFFold's steps undone exactly, in its own
+  // phase); it adds its energy windows to `energy`.
+  virtual void warm_up(RunEnv& env, energy::EnergyMeter& energy) {
+    (void)env;
+    (void)energy;
+  }
+  // Called with a failure of the training loop before it propagates: may throw an error that says
+  // more in the workload's own terms (the U-Net names the keys that size it when memory runs out).
+  virtual void explain_failure(const std::exception& error, const std::string& doing) {
+    (void)error;
+    (void)doing;
+  }
   // Rank 0 of a resumed run: keep the rows of its per-epoch file up to `start`.
   virtual void resume_rows(RunEnv& env, const train::TrainCounters& start) {
     (void)env;
@@ -173,26 +190,30 @@ int drive(cli::RunContext& ctx, const cli::WorkloadArgs& args, const std::string
 
 // A workload of the suite, as the registry (workloads/registry.cpp) lists it: its name, its
 // subcommand (one flag per key of its config's schema, run through the driver) and the result
-// table `scaffold report` prints its run folders with (its summary.json's workload is `name`).
+// table `scaffold report` prints its run folders with (its summary.json's workload is `name`;
+// none for the ScaFFold benchmark, whose scaling table report/table.hpp keeps).
 struct Workload {
   std::string name;
   std::function<cli::Subcommand(CLI::App& app, int argc, char** argv)> add_subcommand;
-  report::WorkloadTable table;
+  std::optional<report::WorkloadTable> table;
 };
 
-// The record of a workload whose config struct is C: `start` makes a run of a loaded config.
+// The record of a workload whose config struct is C: `start` makes a run of a loaded config;
+// `extras` are its keys without a flag and its own flags (cli::add_workload_subcommand).
 template <class C>
 Workload make_workload(std::string name, std::string help,
                        std::unique_ptr<WorkloadRun> (*start)(const C&, const cli::WorkloadArgs&),
-                       report::WorkloadTable table) {
+                       std::optional<report::WorkloadTable> table,
+                       cli::SubcommandExtras extras = {}) {
   Workload w;
   w.name = name;
-  w.add_subcommand = [name, help, start](CLI::App& app, int argc, char** argv) {
+  w.add_subcommand = [name, help, start, extras](CLI::App& app, int argc, char** argv) {
     return cli::add_workload_subcommand<C>(
         app, name, help, argc, argv,
         [name, start](cli::RunContext& ctx, const cli::WorkloadArgs& args) {
           return drive<C>(ctx, args, name, start);
-        });
+        },
+        extras);
   };
   w.table = std::move(table);
   return w;

@@ -7,11 +7,13 @@
 #include "workloads/fno/workload.hpp"
 #include "workloads/llm_training/data/preprocess_command.hpp"
 #include "workloads/llm_training/workload.hpp"
+#include "workloads/scaffold/workload.hpp"
 
 namespace scaffold::workloads {
 
 std::vector<suite::Workload> suite_workloads() {
   std::vector<suite::Workload> list;
+  list.push_back(benchmark::benchmark_workload());
 #ifdef SCAFFOLD_WITH_IMAGE_CLASSIFICATION  // needs libjpeg and libpng (scripts/install-deps)
   list.push_back(imgcls::image_classification_workload());
 #endif
@@ -21,7 +23,8 @@ std::vector<suite::Workload> suite_workloads() {
 }
 
 std::vector<std::function<cli::Subcommand(CLI::App&)>> workload_tools() {
-  return {fno::add_generate_pde_data, llm::add_preprocess_data};
+  return {benchmark::add_generate_fractals, benchmark::add_generate_dataset,
+          fno::add_generate_pde_data, llm::add_preprocess_data};
 }
 
 }  // namespace scaffold::workloads

@@ -34,7 +34,7 @@
 #include "spatial_test_util.hpp"
 #include "test_util.hpp"
 #include "train/loss.hpp"
-#include "train/trainer.hpp"
+#include "workloads/scaffold/segmentation_task.hpp"
 
 namespace scaffold {
 namespace {
@@ -328,7 +328,7 @@ TEST(DataParallel, TrainerOnReplicasTakesTheStepsOfTheMeanOfTheReplicasWeightedL
   const dataset::FractalDataset val_set(paths, dataset::Split::Validation, dataset::ShardLayout(),
                                         0, kSide);
 
-  train::TrainerOptions o;
+  benchmark::SegmentationOptions o;
   o.local_batch_size = 1;
   o.epochs = 2;
   o.target_dice = 2.0;
@@ -343,13 +343,16 @@ TEST(DataParallel, TrainerOnReplicasTakesTheStepsOfTheMeanOfTheReplicasWeightedL
   o.ce_weight_sample_fraction = 1.0;
   o.loader_workers = 0;
   const dist::ProcessGrid grid(world().size(), world().rank(), {1, 1, 1}, {2, 3, 4});
-  train::Parallelism parallel;
+  benchmark::Parallelism parallel;
   parallel.world = dist::make_mpi_tensor_comm(world());
-  train::Trainer trainer(trainer_model(), o, train_set, val_set, c10::Device(c10::kCPU), world(),
-                         grid, parallel);
-  trainer.estimate_class_weights();
-  std::vector<train::EpochStats> stats;
-  trainer.run([&](const train::EpochStats& e) { stats.push_back(e); });
+  benchmark::SegmentationTraining trainer = benchmark::make_segmentation_training(
+      trainer_model(), o, train_set, val_set, c10::Device(c10::kCPU), world(), grid, parallel);
+  trainer.task->estimate_class_weights(world());
+  std::vector<benchmark::EpochStats> stats;
+  trainer.loop->run([&](const train::LoopEpoch& loop_epoch) {
+    const benchmark::EpochStats e = benchmark::epoch_stats(loop_epoch);
+    stats.push_back(e);
+  });
   ASSERT_EQ(stats.size(), 2u);
 
   std::vector<Sample> samples;
@@ -357,7 +360,7 @@ TEST(DataParallel, TrainerOnReplicasTakesTheStepsOfTheMeanOfTheReplicasWeightedL
     const dataset::Example e = train_set.get(i, 0);
     samples.push_back({e.fields[0].unsqueeze(0), e.fields[1].to(at::kLong).unsqueeze(0)});
   }
-  const at::Tensor weights = at::tensor(trainer.class_weights(), at::kDouble).to(at::kFloat);
+  const at::Tensor weights = at::tensor(trainer.task->class_weights(), at::kDouble).to(at::kFloat);
   ASSERT_GT(weights[1].item<double>(), 5 * weights[0].item<double>()) << "the weights must matter";
   const double lrs[2] = {o.learning_rate, (o.learning_rate + o.min_learning_rate) / 2};
 
@@ -404,7 +407,7 @@ TEST(DataParallel, TrainerOnReplicasTakesTheStepsOfTheMeanOfTheReplicasWeightedL
   };
   std::vector<double> overall;
   model::UNet3d mean_of_replicas = replay(true, &overall);
-  const auto got = trainer.model()->parameters();
+  const auto got = trainer.task->model()->parameters();
   const auto want = mean_of_replicas->parameters();
   ASSERT_EQ(got.size(), want.size());
   double worst = 0;

@@ -6,15 +6,22 @@
 #include <string>
 #include <vector>
 
-#include "cli/phases.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/version.hpp"
 #include "dataset/estimate.hpp"
 #include "fractal/ifs.hpp"
 #include "suite/command_line.hpp"
+#include "workloads/scaffold/data_phases.hpp"
+#include "workloads/scaffold/workload.hpp"
 
-namespace scaffold::cli {
+namespace scaffold::benchmark {
+using cli::add_config_files_option;
+using cli::add_schema_flags_for;
+using cli::add_threads_option;
+using cli::ConfigArgs;
+using cli::load_config_everywhere;
+using cli::Subcommand;
 namespace fs = std::filesystem;
 
 dataset::DatasetKey dataset_key(const config::Config& cfg) {
@@ -112,4 +119,4 @@ Subcommand add_generate_dataset(CLI::App& app) {
           }};
 }
 
-}  // namespace scaffold::cli
+}  // namespace scaffold::benchmark

@@ -1,9 +1,9 @@
-// The Trainer on a tiny learnable dataset (docs/benchmark.md): warm-up leaves model, optimiser,
-// counters and RNG bit-identical (and would not if it skipped the restore), a resumed run continues
-// exactly like the uninterrupted one, a corrupt checkpoint_last falls back to checkpoint_best, an
-// oversized batch is refused and a non-finite loss stops training. Serialisation itself:
-// test_checkpoint_state. Bit-identity needs one intra-op thread and fp32 (no autocast); both are
-// set here.
+// The benchmark's SegmentationTask on the shared TrainingLoop, on a tiny learnable dataset
+// (docs/benchmark.md): warm-up leaves model, optimiser, counters and RNG bit-identical (and would
+// not if it skipped the restore), a resumed run continues exactly like the uninterrupted one, a
+// corrupt checkpoint_last falls back to checkpoint_best, an oversized batch is refused and a
+// non-finite loss stops training. Serialisation itself: test_checkpoint_state. Bit-identity needs
+// one intra-op thread and fp32 (no autocast); both are set here.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/record_function.h>
@@ -33,8 +33,8 @@
 #include "test_util.hpp"
 #include "train/checkpoint.hpp"
 #include "train/loss.hpp"
-#include "train/trainer.hpp"
 #include "unit/train/tensor_identical.hpp"
+#include "workloads/scaffold/segmentation_task.hpp"
 
 namespace scaffold::train {
 namespace {
@@ -149,7 +149,7 @@ void expect_same_counters(const TrainCounters& a, const TrainCounters& e, const 
 }
 
 // Every field of an epoch's record that does not depend on the clock.
-void expect_same_stats(const EpochStats& a, const EpochStats& e) {
+void expect_same_stats(const benchmark::EpochStats& a, const benchmark::EpochStats& e) {
   const std::string what = "epoch " + std::to_string(e.epoch);
   EXPECT_EQ(a.epoch, e.epoch) << what;
   EXPECT_EQ(a.epoch_loss, e.epoch_loss) << what;
@@ -227,8 +227,8 @@ model::UNet3d tiny_model(uint64_t seed = kModelSeed) {
   return model::UNet3d(o);
 }
 
-TrainerOptions tiny_options() {
-  TrainerOptions o;
+benchmark::SegmentationOptions tiny_options() {
+  benchmark::SegmentationOptions o;
   o.local_batch_size = 2;  // 3 training steps and 1 validation batch per epoch
   o.epochs = 1;
   o.target_dice = 1.5;  // never reached: the epoch cap decides
@@ -248,18 +248,24 @@ TrainerOptions tiny_options() {
 
 class TrainerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Trainer> make_trainer(const TrainerOptions& options, uint64_t seed = kModelSeed) {
-    auto t = std::make_unique<Trainer>(tiny_model(seed), options, *data_.train, *data_.val,
-                                       c10::Device(c10::kCPU), world(), single_grid());
-    t->estimate_class_weights();
+  std::unique_ptr<benchmark::SegmentationTraining> make_trainer(
+      const benchmark::SegmentationOptions& options, uint64_t seed = kModelSeed) {
+    auto t = std::make_unique<benchmark::SegmentationTraining>(
+        benchmark::make_segmentation_training(tiny_model(seed), options, *data_.train, *data_.val,
+                                              c10::Device(c10::kCPU), world(), single_grid()));
+    t->task->estimate_class_weights(world());
     return t;
   }
   TinyDataset data_;
 };
 
-std::vector<EpochStats> run_collect(Trainer& t, TrainResult* result = nullptr) {
-  std::vector<EpochStats> stats;
-  TrainResult r = t.run([&](const EpochStats& s) { stats.push_back(s); });
+std::vector<benchmark::EpochStats> run_collect(benchmark::SegmentationTraining& t,
+                                               train::LoopResult* result = nullptr) {
+  std::vector<benchmark::EpochStats> stats;
+  train::LoopResult r = t.loop->run([&](const train::LoopEpoch& loop_epoch) {
+    const benchmark::EpochStats s = benchmark::epoch_stats(loop_epoch);
+    stats.push_back(s);
+  });
   if (result) *result = r;
   return stats;
 }
@@ -278,46 +284,47 @@ std::string error_of(Fn&& fn) {
 
 // The warm-up's training steps done by hand on a trainer's own model and optimiser, as Trainer
 // does them (epoch-0 order, fp32, clip, Adam step) but without the restore.
-void warmup_steps_without_restore(Trainer& t, const TrainerOptions& o,
+void warmup_steps_without_restore(benchmark::SegmentationTraining& t,
+                                  const benchmark::SegmentationOptions& o,
                                   const FractalDataset& train) {
   auto indices = dataset::training_indices(static_cast<int64_t>(train.size()), 1, 0, o.seed, 0);
   indices.resize(static_cast<std::size_t>(o.warmup_batches * o.local_batch_size));
   dataset::BatchLoader loader(train, indices, static_cast<int>(o.local_batch_size), 0, false);
-  const at::Tensor weights =
-      at::tensor(at::ArrayRef<double>(t.class_weights()), at::TensorOptions().dtype(at::kDouble))
-          .to(at::kFloat);
-  t.model()->train();
+  const at::Tensor weights = at::tensor(at::ArrayRef<double>(t.task->class_weights()),
+                                        at::TensorOptions().dtype(at::kDouble))
+                                 .to(at::kFloat);
+  t.task->model()->train();
   dataset::Batch batch;
   while (loader.next(&batch)) {
     const LossTerms terms =
-        segmentation_loss(t.model()->forward(batch.fields[0]), batch.fields[1], weights);
-    t.optimizer().zero_grad();
+        segmentation_loss(t.task->model()->forward(batch.fields[0]), batch.fields[1], weights);
+    t.loop->optimizer().zero_grad();
     terms.loss.backward();
-    torch::nn::utils::clip_grad_norm_(t.model()->parameters(), o.grad_clip_norm);
-    t.optimizer().step();
+    torch::nn::utils::clip_grad_norm_(t.task->model()->parameters(), o.grad_clip_norm);
+    t.loop->optimizer().step();
   }
 }
 
 TEST_F(TrainerTest, WarmupRestoresModelOptimiserCountersAndRngExactly) {
-  const TrainerOptions options = tiny_options();
+  const benchmark::SegmentationOptions options = tiny_options();
   auto warmed = make_trainer(options);
-  const std::vector<at::Tensor> before = clone_parameters(*warmed->model());
-  const TrainCounters counters_before = warmed->counters();
-  const double lr_before = warmed->optimizer().param_groups()[0].options().get_lr();
+  const std::vector<at::Tensor> before = clone_parameters(*warmed->task->model());
+  const TrainCounters counters_before = warmed->loop->counters();
+  const double lr_before = warmed->loop->optimizer().param_groups()[0].options().get_lr();
   const at::Tensor rng_before = at::detail::getDefaultCPUGenerator().get_state();
-  ASSERT_TRUE(warmed->optimizer().state().empty());
+  ASSERT_TRUE(warmed->loop->optimizer().state().empty());
 
-  const double warmup_s = warmed->warmup();
+  const double warmup_s = warmed->loop->warmup();
   EXPECT_GE(warmup_s, 0.0);
 
-  expect_same_parameters(*warmed->model(), before, "after warm-up:");
-  EXPECT_TRUE(warmed->optimizer().state().empty())
-      << warmed->optimizer().state().size() << " parameters kept Adam state from the warm-up";
-  EXPECT_EQ(warmed->optimizer().param_groups()[0].options().get_lr(), lr_before);
-  expect_same_counters(warmed->counters(), counters_before, "counters after warm-up");
+  expect_same_parameters(*warmed->task->model(), before, "after warm-up:");
+  EXPECT_TRUE(warmed->loop->optimizer().state().empty())
+      << warmed->loop->optimizer().state().size() << " parameters kept Adam state from the warm-up";
+  EXPECT_EQ(warmed->loop->optimizer().param_groups()[0].options().get_lr(), lr_before);
+  expect_same_counters(warmed->loop->counters(), counters_before, "counters after warm-up");
   EXPECT_TRUE(identical(at::detail::getDefaultCPUGenerator().get_state(), rng_before,
                         "CPU generator state after warm-up"));
-  EXPECT_TRUE(warmed->model()->is_training()) << "warm-up must leave the model in train mode";
+  EXPECT_TRUE(warmed->task->model()->is_training()) << "warm-up must leave the model in train mode";
 
   // One epoch after the warm-up == one epoch without it.
   const auto warmed_stats = run_collect(*warmed);
@@ -325,43 +332,44 @@ TEST_F(TrainerTest, WarmupRestoresModelOptimiserCountersAndRngExactly) {
   const auto cold_stats = run_collect(*cold);
   ASSERT_EQ(warmed_stats.size(), 1u);
   ASSERT_EQ(cold_stats.size(), 1u);
-  const std::vector<at::Tensor> cold_params = clone_parameters(*cold->model());
-  expect_same_parameters(*warmed->model(), cold_params, "epoch 1 after warm-up vs without:");
+  const std::vector<at::Tensor> cold_params = clone_parameters(*cold->task->model());
+  expect_same_parameters(*warmed->task->model(), cold_params, "epoch 1 after warm-up vs without:");
   expect_same_stats(warmed_stats[0], cold_stats[0]);
-  expect_same_counters(warmed->counters(), cold->counters(), "counters after epoch 1");
-  expect_same_adam(*warmed->model(), warmed->optimizer(), *cold->model(), cold->optimizer());
+  expect_same_counters(warmed->loop->counters(), cold->loop->counters(), "counters after epoch 1");
+  expect_same_adam(*warmed->task->model(), warmed->loop->optimizer(), *cold->task->model(),
+                   cold->loop->optimizer());
 
   // The check above can fail: the same warm-up steps left in place change the parameters, and the
   // epoch trained from there ends somewhere else.
   auto unrestored = make_trainer(options);
   warmup_steps_without_restore(*unrestored, options, *data_.train);
-  EXPECT_GT(count_different_parameters(*unrestored->model(), before), 0)
+  EXPECT_GT(count_different_parameters(*unrestored->task->model(), before), 0)
       << "the warm-up steps did not move any parameter, so the restore check proves nothing";
-  EXPECT_FALSE(unrestored->optimizer().state().empty());
+  EXPECT_FALSE(unrestored->loop->optimizer().state().empty());
   run_collect(*unrestored);
-  EXPECT_GT(count_different_parameters(*unrestored->model(), cold_params), 0)
+  EXPECT_GT(count_different_parameters(*unrestored->task->model(), cold_params), 0)
       << "an epoch after unrestored warm-up steps matched the cold epoch";
 }
 
 TEST_F(TrainerTest, WarmupWithZeroBatchesTouchesNothing) {
-  TrainerOptions options = tiny_options();
+  benchmark::SegmentationOptions options = tiny_options();
   options.warmup_batches = 0;
   auto t = make_trainer(options);
-  const std::vector<at::Tensor> before = clone_parameters(*t->model());
-  t->warmup();
-  expect_same_parameters(*t->model(), before, "after a zero-batch warm-up:");
-  EXPECT_TRUE(t->optimizer().state().empty());
+  const std::vector<at::Tensor> before = clone_parameters(*t->task->model());
+  t->loop->warmup();
+  expect_same_parameters(*t->task->model(), before, "after a zero-batch warm-up:");
+  EXPECT_TRUE(t->loop->optimizer().state().empty());
 }
 
 // Which samples the warm-up reads (docs/benchmark.md, 'Training'): the first min(warmup_batches,
 // len(loader)) batches of the sampler's epoch-0 order, and as many validation batches.
 TEST_F(TrainerTest, WarmupReadsTheFirstBatchesOfTheEpochZeroOrder) {
-  const TrainerOptions options = tiny_options();
+  const benchmark::SegmentationOptions options = tiny_options();
   auto t = make_trainer(options);
   std::vector<std::string> train_log, val_log;
   data_.train->set_open_log(&train_log);
   data_.val->set_open_log(&val_log);
-  t->warmup();
+  t->loop->warmup();
   data_.train->set_open_log(nullptr);
   data_.val->set_open_log(nullptr);
 
@@ -381,33 +389,34 @@ TEST_F(TrainerTest, WarmupReadsTheFirstBatchesOfTheEpochZeroOrder) {
 // A warm-up after a resume must bring back the resumed Adam moments, not just an empty optimiser.
 TEST_F(TrainerTest, WarmupAfterResumeRestoresTheResumedAdamState) {
   test::TempDir dir;
-  TrainerOptions options = tiny_options();
+  benchmark::SegmentationOptions options = tiny_options();
   options.checkpoint_interval = 1;
   options.checkpoint_dir = dir.path();
   run_collect(*make_trainer(options));
 
-  TrainerOptions two = options;
+  benchmark::SegmentationOptions two = options;
   two.epochs = 2;
   two.checkpoint_interval = -1;
   auto warmed = make_trainer(two, 21);
   auto reference = make_trainer(two, 22);
-  warmed->resume(dir.path());
-  reference->resume(dir.path());
-  const std::vector<at::Tensor> before = clone_parameters(*warmed->model());
-  ASSERT_FALSE(warmed->optimizer().state().empty());
+  warmed->loop->resume(dir.path());
+  reference->loop->resume(dir.path());
+  const std::vector<at::Tensor> before = clone_parameters(*warmed->task->model());
+  ASSERT_FALSE(warmed->loop->optimizer().state().empty());
 
-  warmed->warmup();
-  expect_same_parameters(*warmed->model(), before, "after warm-up on a resumed trainer:");
-  expect_same_adam(*warmed->model(), warmed->optimizer(), *reference->model(),
-                   reference->optimizer());
-  expect_same_counters(warmed->counters(), reference->counters(), "counters after warm-up");
+  warmed->loop->warmup();
+  expect_same_parameters(*warmed->task->model(), before, "after warm-up on a resumed trainer:");
+  expect_same_adam(*warmed->task->model(), warmed->loop->optimizer(), *reference->task->model(),
+                   reference->loop->optimizer());
+  expect_same_counters(warmed->loop->counters(), reference->loop->counters(),
+                       "counters after warm-up");
 
   const auto warmed_stats = run_collect(*warmed);
   const auto reference_stats = run_collect(*reference);
   ASSERT_EQ(warmed_stats.size(), 1u);
   ASSERT_EQ(reference_stats.size(), 1u);
   expect_same_stats(warmed_stats[0], reference_stats[0]);
-  expect_same_parameters(*warmed->model(), clone_parameters(*reference->model()),
+  expect_same_parameters(*warmed->task->model(), clone_parameters(*reference->task->model()),
                          "epoch 2 after warm-up vs without:");
 }
 
@@ -415,7 +424,7 @@ TEST_F(TrainerTest, WarmupAfterResumeRestoresTheResumedAdamState) {
 
 TEST_F(TrainerTest, ResumedRunContinuesExactlyLikeTheUninterruptedOne) {
   test::TempDir original_dir, copy_dir;
-  TrainerOptions options = tiny_options();
+  benchmark::SegmentationOptions options = tiny_options();
   options.epochs = 3;
   options.checkpoint_interval = 1;
   options.checkpoint_dir = original_dir.path();
@@ -424,15 +433,16 @@ TEST_F(TrainerTest, ResumedRunContinuesExactlyLikeTheUninterruptedOne) {
   // epoch's checkpoint, so at epoch 2's report the directory still holds epoch 1's files: copy
   // them then, and snapshot the state they must hold at epoch 1's report.
   auto original = make_trainer(options);
-  std::vector<EpochStats> original_stats;
+  std::vector<benchmark::EpochStats> original_stats;
   std::vector<at::Tensor> params_at_1;
   TrainCounters counters_at_1;
   bool copied = false;
-  original->run([&](const EpochStats& s) {
+  original->loop->run([&](const train::LoopEpoch& loop_epoch) {
+    const benchmark::EpochStats s = benchmark::epoch_stats(loop_epoch);
     original_stats.push_back(s);
     if (s.epoch == 1) {
-      params_at_1 = clone_parameters(*original->model());
-      counters_at_1 = original->counters();
+      params_at_1 = clone_parameters(*original->task->model());
+      counters_at_1 = original->loop->counters();
     }
     if (s.epoch == 2) {
       for (const char* name : {"checkpoint_last", "checkpoint_best"})
@@ -448,30 +458,30 @@ TEST_F(TrainerTest, ResumedRunContinuesExactlyLikeTheUninterruptedOne) {
   EXPECT_EQ(counters_at_1.best_val_loss, original_stats[0].val_loss_avg);
 
   // A fresh model from another seed, so a parameter the resume forgot would show.
-  TrainerOptions resumed_options = options;
+  benchmark::SegmentationOptions resumed_options = options;
   resumed_options.checkpoint_dir = copy_dir.path();
   auto resumed = make_trainer(resumed_options, kModelSeed + 1);
-  ASSERT_GT(count_different_parameters(*resumed->model(), params_at_1), 0);
-  const TrainCounters restored = resumed->resume(copy_dir.path());
+  ASSERT_GT(count_different_parameters(*resumed->task->model(), params_at_1), 0);
+  const TrainCounters restored = resumed->loop->resume(copy_dir.path());
   expect_same_counters(restored, counters_at_1, "counters returned by resume");
-  expect_same_counters(resumed->counters(), counters_at_1, "counters after resume");
-  expect_same_parameters(*resumed->model(), params_at_1, "resumed at epoch 1:");
+  expect_same_counters(resumed->loop->counters(), counters_at_1, "counters after resume");
+  expect_same_parameters(*resumed->task->model(), params_at_1, "resumed at epoch 1:");
 
   // Adam state at epoch 1: load the same checkpoint through the free function into a third
   // trainer's objects and compare with what resume() produced (exp_avg etc. must be non-trivial).
   {
     auto reference = make_trainer(options, kModelSeed + 2);
-    load_checkpoint(copy_dir.path() / "checkpoint_last", *reference->model(),
-                    reference->optimizer());
-    expect_same_adam(*resumed->model(), resumed->optimizer(), *reference->model(),
-                     reference->optimizer());
-    const auto* s = adam_state(resumed->optimizer(), resumed->model()->parameters()[0]);
+    load_checkpoint(copy_dir.path() / "checkpoint_last", *reference->task->model(),
+                    reference->loop->optimizer());
+    expect_same_adam(*resumed->task->model(), resumed->loop->optimizer(), *reference->task->model(),
+                     reference->loop->optimizer());
+    const auto* s = adam_state(resumed->loop->optimizer(), resumed->task->model()->parameters()[0]);
     ASSERT_NE(s, nullptr) << "resume restored no Adam state";
     EXPECT_EQ(s->step(), 3);
     EXPECT_GT(s->exp_avg_sq().abs().max().item<double>(), 0.0);
   }
 
-  TrainResult result;
+  train::LoopResult result;
   const auto resumed_stats = run_collect(*resumed, &result);
   ASSERT_EQ(resumed_stats.size(), 2u);
   EXPECT_EQ(result.epochs_run, 2);
@@ -479,25 +489,26 @@ TEST_F(TrainerTest, ResumedRunContinuesExactlyLikeTheUninterruptedOne) {
   EXPECT_EQ(result.total_optimizer_steps, 9);
   for (std::size_t i = 0; i < resumed_stats.size(); ++i)
     expect_same_stats(resumed_stats[i], original_stats[i + 1]);
-  expect_same_parameters(*resumed->model(), clone_parameters(*original->model()),
+  expect_same_parameters(*resumed->task->model(), clone_parameters(*original->task->model()),
                          "epoch 3, resumed vs uninterrupted:");
-  expect_same_adam(*resumed->model(), resumed->optimizer(), *original->model(),
-                   original->optimizer());
-  expect_same_counters(resumed->counters(), original->counters(), "counters after epoch 3");
+  expect_same_adam(*resumed->task->model(), resumed->loop->optimizer(), *original->task->model(),
+                   original->loop->optimizer());
+  expect_same_counters(resumed->loop->counters(), original->loop->counters(),
+                       "counters after epoch 3");
 
   // The final checkpoints of both runs hold the same counters.
   auto check_a = make_trainer(options, 1);
   auto check_b = make_trainer(options, 2);
-  expect_same_counters(
-      load_checkpoint(copy_dir.path() / "checkpoint_last", *check_a->model(), check_a->optimizer()),
-      load_checkpoint(original_dir.path() / "checkpoint_last", *check_b->model(),
-                      check_b->optimizer()),
-      "final checkpoint_last counters");
+  expect_same_counters(load_checkpoint(copy_dir.path() / "checkpoint_last", *check_a->task->model(),
+                                       check_a->loop->optimizer()),
+                       load_checkpoint(original_dir.path() / "checkpoint_last",
+                                       *check_b->task->model(), check_b->loop->optimizer()),
+                       "final checkpoint_last counters");
 }
 
 TEST_F(TrainerTest, ResumeFromAConvergedCheckpointRunsNoEpoch) {
   test::TempDir dir;
-  TrainerOptions options = tiny_options();
+  benchmark::SegmentationOptions options = tiny_options();
   options.checkpoint_interval = 1;
   options.checkpoint_dir = dir.path();
   auto first = make_trainer(options);
@@ -505,12 +516,12 @@ TEST_F(TrainerTest, ResumeFromAConvergedCheckpointRunsNoEpoch) {
   ASSERT_EQ(stats.size(), 1u);
 
   // The target is exactly the checkpoint's val Dice: reached, so the loop exits at once.
-  TrainerOptions converged = options;
+  benchmark::SegmentationOptions converged = options;
   converged.epochs = 5;
   converged.target_dice = stats[0].val_dice;
   auto resumed = make_trainer(converged, 3);
-  resumed->resume(dir.path());
-  TrainResult result;
+  resumed->loop->resume(dir.path());
+  train::LoopResult result;
   EXPECT_TRUE(run_collect(*resumed, &result).empty());
   EXPECT_EQ(result.epochs_run, 0);
   EXPECT_TRUE(result.converged);
@@ -523,7 +534,7 @@ TEST_F(TrainerTest, ResumeFromAConvergedCheckpointRunsNoEpoch) {
 // epoch is found here from the reported epochs.
 TEST_F(TrainerTest, CheckpointBestIsTheBestEpochWhateverTheInterval) {
   test::TempDir dir;
-  TrainerOptions options = tiny_options();
+  benchmark::SegmentationOptions options = tiny_options();
   options.epochs = 4;
   options.checkpoint_interval = 3;
   options.checkpoint_dir = dir.path();
@@ -538,8 +549,8 @@ TEST_F(TrainerTest, CheckpointBestIsTheBestEpochWhateverTheInterval) {
       << "the data or seed changed: pick a case whose best epoch is not 3";
   ASSERT_TRUE(fs::exists(dir.path() / "checkpoint_best"));
   auto reader = make_trainer(options, 99);
-  const TrainCounters c =
-      load_checkpoint(dir.path() / "checkpoint_best", *reader->model(), reader->optimizer());
+  const TrainCounters c = load_checkpoint(dir.path() / "checkpoint_best", *reader->task->model(),
+                                          reader->loop->optimizer());
   EXPECT_EQ(c.epoch, stats[best].epoch);
   EXPECT_EQ(c.val_loss_avg, stats[best].val_loss_avg);
   EXPECT_EQ(c.best_val_loss, stats[best].val_loss_avg);
@@ -554,18 +565,18 @@ class ResumeFallbackTest : public TrainerTest {
     options_ = tiny_options();
     options_.checkpoint_dir = dir_.path();
     auto writer = make_trainer(options_, 11);
-    last_params_ = clone_parameters(*writer->model());
+    last_params_ = clone_parameters(*writer->task->model());
     TrainCounters c;
     c.epoch = 9;
     c.total_optimizer_steps = 27;
     c.stop_value = 0.5;
     c.val_loss_avg = 0.25;
     c.best_val_loss = 0.125;
-    save_checkpoint(last(), *writer->model(), writer->optimizer(), c);
+    save_checkpoint(last(), *writer->task->model(), writer->loop->optimizer(), c);
     auto best_writer = make_trainer(options_, 12);
-    best_params_ = clone_parameters(*best_writer->model());
+    best_params_ = clone_parameters(*best_writer->task->model());
     c.epoch = 7;
-    save_checkpoint(best(), *best_writer->model(), best_writer->optimizer(), c);
+    save_checkpoint(best(), *best_writer->task->model(), best_writer->loop->optimizer(), c);
   }
   fs::path last() const { return dir_.path() / "checkpoint_last"; }
   fs::path best() const { return dir_.path() / "checkpoint_best"; }
@@ -575,14 +586,14 @@ class ResumeFallbackTest : public TrainerTest {
   }
 
   test::TempDir dir_;
-  TrainerOptions options_;
+  benchmark::SegmentationOptions options_;
   std::vector<at::Tensor> last_params_, best_params_;
 };
 
 TEST_F(ResumeFallbackTest, IntactLastIsPreferred) {
   auto t = make_trainer(options_);
-  EXPECT_EQ(t->resume(dir_.path()).epoch, 9);
-  expect_same_parameters(*t->model(), last_params_, "resumed from checkpoint_last:");
+  EXPECT_EQ(t->loop->resume(dir_.path()).epoch, 9);
+  expect_same_parameters(*t->task->model(), last_params_, "resumed from checkpoint_last:");
   EXPECT_TRUE(fs::exists(last()));
   EXPECT_FALSE(fs::exists(dir_.path() / "checkpoint_last.corrupt"));
 }
@@ -590,9 +601,9 @@ TEST_F(ResumeFallbackTest, IntactLastIsPreferred) {
 TEST_F(ResumeFallbackTest, TruncatedLastFallsBackToBestAndIsRenamed) {
   truncate(last());
   auto t = make_trainer(options_);
-  EXPECT_EQ(t->resume(dir_.path()).epoch, 7);
-  EXPECT_EQ(t->counters().epoch, 7);
-  expect_same_parameters(*t->model(), best_params_, "resumed from checkpoint_best:");
+  EXPECT_EQ(t->loop->resume(dir_.path()).epoch, 7);
+  EXPECT_EQ(t->loop->counters().epoch, 7);
+  expect_same_parameters(*t->task->model(), best_params_, "resumed from checkpoint_best:");
   EXPECT_FALSE(fs::exists(last()));
   EXPECT_TRUE(fs::exists(dir_.path() / "checkpoint_last.corrupt"));
   EXPECT_TRUE(fs::exists(best()));
@@ -605,8 +616,8 @@ TEST_F(ResumeFallbackTest, FlippedByteInLastFallsBackToBestAndIsRenamed) {
   bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x01);
   core::write_file_atomic(last(), bytes);
   auto t = make_trainer(options_);
-  EXPECT_EQ(t->resume(dir_.path()).epoch, 7);
-  expect_same_parameters(*t->model(), best_params_, "resumed from checkpoint_best:");
+  EXPECT_EQ(t->loop->resume(dir_.path()).epoch, 7);
+  expect_same_parameters(*t->task->model(), best_params_, "resumed from checkpoint_best:");
   EXPECT_TRUE(fs::exists(dir_.path() / "checkpoint_last.corrupt"));
 }
 
@@ -623,11 +634,12 @@ TEST_F(ResumeFallbackTest, ModelThatDoesNotFitRenamesNothing) {
   wide.layers = 1;
   wide.base_channels = 8;
   wide.group_norm_groups = 2;
-  Trainer t(model::UNet3d(wide), options_, *data_.train, *data_.val, c10::Device(c10::kCPU),
-            world(), single_grid());
+  benchmark::SegmentationTraining t =
+      benchmark::make_segmentation_training(model::UNet3d(wide), options_, *data_.train, *data_.val,
+                                            c10::Device(c10::kCPU), world(), single_grid());
   std::string message;
   try {
-    t.resume(dir_.path());
+    t.loop->resume(dir_.path());
   } catch (const core::FileError& e) {
     message = e.what();
   }
@@ -642,7 +654,7 @@ TEST_F(ResumeFallbackTest, ModelThatDoesNotFitRenamesNothing) {
 TEST_F(ResumeFallbackTest, MissingLastFallsBackToBest) {
   fs::remove(last());
   auto t = make_trainer(options_);
-  EXPECT_EQ(t->resume(dir_.path()).epoch, 7);
+  EXPECT_EQ(t->loop->resume(dir_.path()).epoch, 7);
 }
 
 TEST_F(ResumeFallbackTest, NoUsableCheckpointThrowsFileErrorNamingTheDirectory) {
@@ -651,7 +663,7 @@ TEST_F(ResumeFallbackTest, NoUsableCheckpointThrowsFileErrorNamingTheDirectory) 
   auto t = make_trainer(options_);
   std::string message;
   try {
-    t->resume(dir_.path());
+    t->loop->resume(dir_.path());
   } catch (const core::FileError& e) {
     message = e.what();
   }
@@ -663,7 +675,7 @@ TEST_F(ResumeFallbackTest, NoUsableCheckpointThrowsFileErrorNamingTheDirectory) 
   test::TempDir empty;
   std::string none = "(no core::FileError thrown)";
   try {
-    t->resume(empty.path());
+    t->loop->resume(empty.path());
   } catch (const core::FileError& e) {
     none = e.what();
   }
@@ -673,7 +685,7 @@ TEST_F(ResumeFallbackTest, NoUsableCheckpointThrowsFileErrorNamingTheDirectory) 
 // ---- 4. setup checks and divergence -------------------------------------------------------------
 
 TEST_F(TrainerTest, GlobalBatchLargerThanEitherSplitIsRejected) {
-  TrainerOptions options = tiny_options();
+  benchmark::SegmentationOptions options = tiny_options();
   options.local_batch_size = kValVolumes;  // == the validation set: allowed
   EXPECT_NO_THROW(make_trainer(options));
 
@@ -696,33 +708,33 @@ TEST_F(TrainerTest, GlobalBatchLargerThanEitherSplitIsRejected) {
 // reporting the epoch or writing a checkpoint of the broken model.
 TEST_F(TrainerTest, NonFiniteLossStopsTrainingAsDiverged) {
   test::TempDir dir;
-  TrainerOptions options = tiny_options();
+  benchmark::SegmentationOptions options = tiny_options();
   options.epochs = 3;
   options.checkpoint_interval = 1;
   options.checkpoint_dir = dir.path();
   auto t = make_trainer(options);
   {
     at::NoGradGuard no_grad;
-    t->model()->parameters().back().fill_(std::numeric_limits<float>::quiet_NaN());
+    t->task->model()->parameters().back().fill_(std::numeric_limits<float>::quiet_NaN());
   }
   int reported = 0;
   std::string message;
   try {
-    t->run([&](const EpochStats&) { ++reported; });
+    t->loop->run([&](const train::LoopEpoch&) { ++reported; });
   } catch (const core::Error& e) {
     message = e.what();
   }
   EXPECT_NE(message.find("diverged"), std::string::npos) << "message: " << message;
   EXPECT_NE(message.find("epoch 1"), std::string::npos) << message;
   EXPECT_EQ(reported, 0);
-  EXPECT_EQ(t->counters().epoch, 0);
+  EXPECT_EQ(t->loop->counters().epoch, 0);
   EXPECT_FALSE(fs::exists(dir.path() / "checkpoint_last"));
 }
 
 // The same through the optimiser: an absurd learning rate blows the parameters up on the first
 // step (Adam's first update is lr x sign(grad)), and the losses overflow to inf/NaN.
 TEST_F(TrainerTest, AbsurdLearningRateDiverges) {
-  TrainerOptions options = tiny_options();
+  benchmark::SegmentationOptions options = tiny_options();
   options.learning_rate = 1e30;
   options.min_learning_rate = 1e30;
   auto t = make_trainer(options);
@@ -735,14 +747,14 @@ TEST_F(TrainerTest, AbsurdLearningRateDiverges) {
 // The same training in ChannelsLast3d: the same epochs up to kernel rounding, and the weights stay
 // channels-last through the warm-up's snapshot and restore.
 TEST_F(TrainerTest, ChannelsLastTrainsLikeContiguousAndStaysChannelsLast) {
-  TrainerOptions options = tiny_options();
+  benchmark::SegmentationOptions options = tiny_options();
   options.epochs = 2;
   auto plain = make_trainer(options);
-  plain->warmup();
+  plain->loop->warmup();
   const auto reference = run_collect(*plain);
   options.channels_last = true;
   auto cl = make_trainer(options);
-  cl->warmup();
+  cl->loop->warmup();
   const auto stats = run_collect(*cl);
   ASSERT_EQ(stats.size(), reference.size());
   for (std::size_t i = 0; i < stats.size(); ++i) {
@@ -752,7 +764,7 @@ TEST_F(TrainerTest, ChannelsLastTrainsLikeContiguousAndStaysChannelsLast) {
     EXPECT_NEAR(stats[i].val_dice, reference[i].val_dice, 1e-4) << i;
   }
   int five_d = 0;
-  for (const auto& p : cl->model()->named_parameters()) {
+  for (const auto& p : cl->task->model()->named_parameters()) {
     if (p.value().dim() != 5) continue;
     ++five_d;
     EXPECT_TRUE(p.value().is_contiguous(at::MemoryFormat::ChannelsLast3d)) << p.key();
@@ -764,7 +776,7 @@ TEST_F(TrainerTest, ChannelsLastTrainsLikeContiguousAndStaysChannelsLast) {
 // returns, and a resume from them continues alike.
 TEST_F(TrainerTest, AsyncSaveWritesTheSameCheckpoints) {
   test::TempDir sync_dir, async_dir;
-  TrainerOptions options = tiny_options();
+  benchmark::SegmentationOptions options = tiny_options();
   options.epochs = 2;
   options.checkpoint_interval = 1;
   options.checkpoint_dir = sync_dir.path();
@@ -778,14 +790,15 @@ TEST_F(TrainerTest, AsyncSaveWritesTheSameCheckpoints) {
   for (const char* name : {"checkpoint_last", "checkpoint_best"}) {
     ASSERT_TRUE(fs::exists(async_dir.path() / name)) << name;
     auto from_sync = make_trainer(options, 99), from_async = make_trainer(options, 98);
-    const TrainCounters a =
-        load_checkpoint(async_dir.path() / name, *from_async->model(), from_async->optimizer());
-    const TrainCounters e =
-        load_checkpoint(sync_dir.path() / name, *from_sync->model(), from_sync->optimizer());
+    const TrainCounters a = load_checkpoint(async_dir.path() / name, *from_async->task->model(),
+                                            from_async->loop->optimizer());
+    const TrainCounters e = load_checkpoint(sync_dir.path() / name, *from_sync->task->model(),
+                                            from_sync->loop->optimizer());
     expect_same_counters(a, e, name);
-    expect_same_parameters(*from_async->model(), clone_parameters(*from_sync->model()), name);
-    expect_same_adam(*from_async->model(), from_async->optimizer(), *from_sync->model(),
-                     from_sync->optimizer());
+    expect_same_parameters(*from_async->task->model(), clone_parameters(*from_sync->task->model()),
+                           name);
+    expect_same_adam(*from_async->task->model(), from_async->loop->optimizer(),
+                     *from_sync->task->model(), from_sync->loop->optimizer());
   }
 }
 
@@ -832,13 +845,13 @@ TEST_F(TrainerTest, HotPathCounterSeesAHostRead) {
 // copied once (a copy, not an item(), invisible to this count on the CPU; the source check in
 // test_hot_path.cpp covers it).
 TEST_F(TrainerTest, HotPathTrainingEpochsReadNoDeviceScalarOnTheHost) {
-  TrainerOptions options = tiny_options();
+  benchmark::SegmentationOptions options = tiny_options();
   options.epochs = 2;
   ASSERT_GT(options.grad_clip_norm, 0.0);  // the clip is part of every step
   auto t = make_trainer(options);
-  t->warmup();
+  t->loop->warmup();
   HostReadCounter counter;
-  TrainResult result;
+  train::LoopResult result;
   const auto stats = run_collect(*t, &result);
   EXPECT_EQ(counter.reads(), 0) << "host reads of device scalars during "
                                 << result.total_optimizer_steps << " training steps and "

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <optional>
 
-#include "cli/phases.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
@@ -20,8 +19,16 @@
 #include "fractal/library.hpp"
 #include "fractal/search.hpp"
 #include "suite/command_line.hpp"
+#include "workloads/scaffold/data_phases.hpp"
+#include "workloads/scaffold/workload.hpp"
 
-namespace scaffold::cli {
+namespace scaffold::benchmark {
+using cli::add_config_files_option;
+using cli::add_schema_flags_for;
+using cli::add_threads_option;
+using cli::ConfigArgs;
+using cli::load_config_everywhere;
+using cli::Subcommand;
 namespace {
 namespace fs = std::filesystem;
 
@@ -369,4 +376,4 @@ Subcommand add_generate_fractals(CLI::App& app) {
           }};
 }
 
-}  // namespace scaffold::cli
+}  // namespace scaffold::benchmark

@@ -7,7 +7,8 @@
 #include "fractal/library.hpp"
 #include "suite/command_line.hpp"
 
-namespace scaffold::cli {
+namespace scaffold::benchmark {
+using cli::RunContext;
 
 fractal::LibraryLayout fractal_library_layout(const config::Config& config);
 
@@ -32,4 +33,4 @@ dataset::DatasetKey dataset_key(const config::Config& config);
 // The dataset of `config`, cached or new; the fractal library must exist (ensure_fractal_library).
 dataset::DatasetInfo ensure_dataset(RunContext& ctx, const config::Config& config);
 
-}  // namespace scaffold::cli
+}  // namespace scaffold::benchmark

@@ -1,9 +1,9 @@
-// The Trainer's epoch metrics against their definitions (issue 16): four epochs of a tiny U-Net
-// through train::Trainer, and the same four epochs replayed here with code written from
-// the definitions in docs/benchmark.md ('Training') alone — the CE class weights, class-weighted
-// CE + (1 - soft foreground Dice), the hard Dice of validation, Adam with clipping at 1.0 and
-// CosineAnnealingWarmRestarts stepped once per epoch — in float64, on the volumes as
-// generated here (not as the dataset reads them). Each epoch's overall_loss, epoch_loss,
+// The segmentation's epoch metrics against their definitions (issue 16): four epochs of a tiny
+// U-Net through the SegmentationTask on the shared loop, and the same four epochs replayed here
+// with code written from the definitions in docs/benchmark.md ('Training') alone — the CE class
+// weights, class-weighted CE + (1 - soft foreground Dice), the hard Dice of validation, Adam with
+// clipping at 1.0 and CosineAnnealingWarmRestarts stepped once per epoch — in float64, on the
+// volumes as generated here (not as the dataset reads them). Each epoch's overall_loss, epoch_loss,
 // train_dice, val_loss_avg, val_dice and next_lr must match, and so must the parameters after the
 // epochs: a replay at another learning rate ends elsewhere, so that checks the LR each epoch
 // used. fp32 without autocast and one thread, so the two differ by rounding only. What the
@@ -35,7 +35,7 @@
 #include "dist/process_grid.hpp"
 #include "model/unet.hpp"
 #include "test_util.hpp"
-#include "train/trainer.hpp"
+#include "workloads/scaffold/segmentation_task.hpp"
 
 namespace scaffold::train {
 namespace {
@@ -236,7 +236,7 @@ struct SpecEpoch {
 
 TEST(EpochMetrics, EachEpochMatchesTheSpecsDefinitionsRecomputedFromTheModelsOutputs) {
   Data data;
-  TrainerOptions o;
+  benchmark::SegmentationOptions o;
   o.local_batch_size = kBatch;
   o.epochs = kEpochs;
   o.target_dice = 2.0;  // never reached
@@ -253,18 +253,22 @@ TEST(EpochMetrics, EachEpochMatchesTheSpecsDefinitionsRecomputedFromTheModelsOut
   o.ce_weight_sample_fraction = 0.5;  // 3 of the 5 training masks
   o.loader_workers = 0;
   static const dist::ProcessGrid grid(1, 0, {1, 1, 1}, {2, 3, 4});
-  Trainer trainer(tiny_model(), o, *data.train, *data.val, c10::Device(c10::kCPU),
-                  Environment::runtime()->world(), grid);
-  trainer.estimate_class_weights();
-  std::vector<EpochStats> got;
-  trainer.run([&](const EpochStats& s) { got.push_back(s); });
+  benchmark::SegmentationTraining trainer = benchmark::make_segmentation_training(
+      tiny_model(), o, *data.train, *data.val, c10::Device(c10::kCPU),
+      Environment::runtime()->world(), grid);
+  trainer.task->estimate_class_weights(Environment::runtime()->world());
+  std::vector<benchmark::EpochStats> got;
+  trainer.loop->run([&](const train::LoopEpoch& loop_epoch) {
+    const benchmark::EpochStats s = benchmark::epoch_stats(loop_epoch);
+    got.push_back(s);
+  });
   ASSERT_EQ(got.size(), static_cast<std::size_t>(kEpochs));
 
   // The replay.
   const std::vector<double> w = spec_class_weights(data.train_volumes, o.ce_weight_sample_fraction);
-  ASSERT_EQ(trainer.class_weights().size(), w.size());
+  ASSERT_EQ(trainer.task->class_weights().size(), w.size());
   for (std::size_t c = 0; c < w.size(); ++c)
-    EXPECT_NEAR(trainer.class_weights()[c], w[c], 1e-6 * w[c]) << "w" << c;
+    EXPECT_NEAR(trainer.task->class_weights()[c], w[c], 1e-6 * w[c]) << "w" << c;
   ASSERT_GT(w[1], 2 * w[0])
       << "the weights must matter for this test to tell weighted from plain CE";
   const at::Tensor weights = at::tensor(w, at::kDouble);
@@ -314,7 +318,7 @@ TEST(EpochMetrics, EachEpochMatchesTheSpecsDefinitionsRecomputedFromTheModelsOut
     return std::abs(a - b) <= 1e-5 * std::max(std::abs(b), 1e-3);
   };
   for (int e = 0; e < kEpochs; ++e) {
-    const EpochStats& g = got[static_cast<std::size_t>(e)];
+    const benchmark::EpochStats& g = got[static_cast<std::size_t>(e)];
     const SpecEpoch& s = want[static_cast<std::size_t>(e)];
     const std::string at_epoch = "epoch " + std::to_string(e + 1);
     EXPECT_EQ(g.epoch, e + 1);
@@ -333,7 +337,7 @@ TEST(EpochMetrics, EachEpochMatchesTheSpecsDefinitionsRecomputedFromTheModelsOut
   EXPECT_GT(std::abs(spec_lr(4) - spec_lr(2)), 1e-4) << "T_mult must show in epoch 4's LR";
 
   // The parameters after four epochs: the same steps at the same learning rates.
-  const auto a = trainer.model()->named_parameters();
+  const auto a = trainer.task->model()->named_parameters();
   const auto b = model->parameters();
   ASSERT_EQ(a.size(), b.size());
   double worst = 0;

@@ -1,5 +1,6 @@
-// `scaffold benchmark`: the ScaFFold benchmark as a phase-structured driver (docs/benchmark.md):
-//   run folder -> fractals -> dataset -> model set-up -> warm-up -> timed training -> report.
+// `scaffold benchmark`: the ScaFFold benchmark (docs/benchmark.md), run by the suite's driver
+// (suite/driver.hpp) like every workload. Its own phases: fractals -> dataset (prepare_data) ->
+// model set-up (build) -> warm-up (warm_up) -> timed training (the loop) -> report (finish).
 // Each phase has one wall-clock timer; the figure of merit is the sum of the epoch durations
 // (warm-up, data generation and set-up excluded, as ScaFFold's code measures it).
 #include <ATen/Parallel.h>
@@ -8,14 +9,11 @@
 #include <torch/utils.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdlib>
 #include <ctime>
 #include <numeric>
 #include <optional>
 #include <vector>
 
-#include "cli/phases.hpp"
 #include "config/load.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
@@ -23,9 +21,6 @@
 #include "core/resources.hpp"
 #include "core/stats.hpp"
 #include "core/sysinfo.hpp"
-#include "core/timer.hpp"
-#include "core/version.hpp"
-#include "core/watchdog.hpp"
 #include "dataset/loader.hpp"
 #include "dataset/plan.hpp"
 #include "dist/comm_counters.hpp"
@@ -40,31 +35,23 @@
 #include "profile/torch_ops.hpp"
 #include "profile/trace.hpp"
 #include "report/figures.hpp"
-#include "report/restart.hpp"
-#include "report/run_dir.hpp"
 #include "report/run_record.hpp"
 #include "report/system_info.hpp"
 #include "report/train_stats.hpp"
 #include "suite/command_line.hpp"
-#include "suite/phases.hpp"
-#include "suite/record.hpp"
-#include "suite/run_folder.hpp"
-#include "suite/stop_signals.hpp"
 #include "train/device.hpp"
-#include "train/device_memory.hpp"
 #include "train/loss.hpp"
-#include "train/trainer.hpp"
+#include "workloads/scaffold/data_phases.hpp"
+#include "workloads/scaffold/segmentation_task.hpp"
+#include "workloads/scaffold/workload.hpp"
 
-namespace scaffold::cli {
+namespace scaffold::benchmark {
 namespace {
 namespace fs = std::filesystem;
+using cli::RunContext;
 
-struct BenchmarkArgs {
-  ConfigArgs config;
-  bool allow_large_data = false;  // --allow-large-data
-  std::string run_dir;            // --run-dir: resume in this run folder (--restart needs it)
-  std::vector<std::string> argv;  // the command line after the executable, for restart.sh
-};
+// --allow-large-data, by its name in cli::WorkloadArgs::switches.
+const char* const kAllowLargeData = "allow_large_data";
 
 // The kernel keys (conv_kernel, upconv_kernel, groupnorm_kernel, pool_kernel) resolved for this
 // device.
@@ -74,8 +61,9 @@ model::UNetKernels unet_kernels(const config::Config& cfg, const c10::Device& de
       train::use_channels_last(cfg.memory_format, device), cfg.torch_amp);
 }
 
-void log_summary(const config::Config& cfg, const train::TrainResult& result,
-                 const std::vector<report::EpochRecord>& records, const suite::PhaseDriver& phases,
+// The closing lines (the driver adds the peak memory and the phases' wall times).
+void log_summary(const config::Config& cfg, const train::LoopResult& result,
+                 const std::vector<report::EpochRecord>& records,
                  const model::UNetOptions& model_options, int64_t params, const c10::Device& device,
                  const dist::ProcessGrid& grid, const train::CommTimes& comm) {
   const double total_s = std::accumulate(
@@ -106,7 +94,7 @@ void log_summary(const config::Config& cfg, const train::TrainResult& result,
     LOG_INFO(
         "Completed in {:.2f} seconds, {} epochs, {} optimizer steps (validation dice {:.4f} < "
         "target {}).",
-        total_s, epochs, steps, result.final_val_dice, core::python_float_str(cfg.target_dice));
+        total_s, epochs, steps, result.final_stop_value, core::python_float_str(cfg.target_dice));
   const double median_s = core::median(result.step_times_s);
   const double flops_fwd = model::unet_forward_flops(model_options, cfg.vol_size());
   // A step trains the global batch (fwd + 2x bwd); with spatial shards each rank does a share.
@@ -128,22 +116,10 @@ void log_summary(const config::Config& cfg, const train::TrainResult& result,
         comm.seconds_of(dist::kCommHalo), share(comm.seconds_of(dist::kCommHalo)),
         comm.gradient_wait_s, share(comm.gradient_wait_s));
   }
-  const int64_t device_peak = train::device_peak_allocated_bytes(device);
-  LOG_INFO("peak memory: process RSS {:.2f} GiB{}",
-           static_cast<double>(core::peak_rss_bytes()) / (1 << 30),
-           device_peak >= 0 ? fmt::format(", {} allocated {:.2f} GiB", device.str(),
-                                          static_cast<double>(device_peak) / (1 << 30))
-                            : std::string());
-  LOG_INFO(
-      "phase wall times: fractals {:.2f} s, dataset {:.2f} s, model set-up {:.2f} s, warm-up "
-      "{:.2f} s, "
-      "training {:.2f} s",
-      phases.seconds("fractals"), phases.seconds("get_dataset"), phases.seconds("init_model"),
-      phases.seconds("warmup_phase"), phases.seconds("training"));
 }
 
 // Energy to the target and efficiency, over the same windows as the time to solution.
-void log_energy(const config::Config& cfg, const train::TrainResult& result,
+void log_energy(const config::Config& cfg, const train::LoopResult& result,
                 const std::vector<report::EpochRecord>& records,
                 const std::vector<report::EnergyWindowRecord>& rows, int replicas) {
   double wh = 0.0, seconds = 0.0, warmup_wh = 0.0;
@@ -195,34 +171,41 @@ dist::ProcessGrid checked_process_grid(dist::Communicator& comm, const config::C
   return *grid;
 }
 
-// Runs `step` (building the model, or training steps); a failed memory allocation in it becomes
-// an error that names what it tried and the keys that size the U-Net, instead of LibTorch's bare
-// "can't allocate memory" and its backtrace. Other errors pass unchanged.
+// A failed memory allocation while the run was `doing` something becomes an error that names what
+// it tried and the keys that size the U-Net, instead of LibTorch's bare "can't allocate memory"
+// and its backtrace. Other errors: returns, and the caller passes them on unchanged.
+void explain_allocation_failure(const config::Config& cfg, const c10::Device& device,
+                                const std::string& doing, const std::exception& e) {
+  const std::optional<core::AllocationFailure> failure = core::allocation_failure(e);
+  if (!failure) return;
+  const std::string asked =
+      failure->bytes >= 0
+          ? fmt::format("an allocation of {} ({} bytes)",
+                        core::human_bytes(static_cast<double>(failure->bytes)), failure->bytes)
+          : std::string("an allocation");
+  const int64_t widest = int64_t{cfg.unet_base_channels} << cfg.unet_layers();
+  throw core::Error(fmt::format(
+      "not enough memory on {} to {}: {} failed ({}). The U-Net's size follows from "
+      "unet_base_channels = {} "
+      "(doubled at each of its {} levels: {} channels at the bottleneck; weights grow with its "
+      "square), "
+      "problem_scale = {} ({}^3 voxels per volume) and local_batch_size = {} (activations grow "
+      "with both): lower "
+      "them, split each volume over more ranks (dc_num_shards), or set activation_checkpointing: "
+      "1",
+      device.str(), doing, asked, failure->first_line, cfg.unet_base_channels, cfg.unet_layers(),
+      widest, cfg.problem_scale, cfg.vol_size(), cfg.local_batch_size));
+}
+
+// Runs `step` (building the model, or the warm-up) through explain_allocation_failure.
 template <class Step>
 auto sized_by_model_keys(const config::Config& cfg, const c10::Device& device, const char* doing,
                          Step&& step) {
   try {
     return step();
   } catch (const std::exception& e) {
-    const std::optional<core::AllocationFailure> failure = core::allocation_failure(e);
-    if (!failure) throw;
-    const std::string asked =
-        failure->bytes >= 0
-            ? fmt::format("an allocation of {} ({} bytes)",
-                          core::human_bytes(static_cast<double>(failure->bytes)), failure->bytes)
-            : std::string("an allocation");
-    const int64_t widest = int64_t{cfg.unet_base_channels} << cfg.unet_layers();
-    throw core::Error(fmt::format(
-        "not enough memory on {} to {}: {} failed ({}). The U-Net's size follows from "
-        "unet_base_channels = {} "
-        "(doubled at each of its {} levels: {} channels at the bottleneck; weights grow with its "
-        "square), "
-        "problem_scale = {} ({}^3 voxels per volume) and local_batch_size = {} (activations grow "
-        "with both): lower "
-        "them, split each volume over more ranks (dc_num_shards), or set activation_checkpointing: "
-        "1",
-        device.str(), doing, asked, failure->first_line, cfg.unet_base_channels, cfg.unet_layers(),
-        widest, cfg.problem_scale, cfg.vol_size(), cfg.local_batch_size));
+    explain_allocation_failure(cfg, device, doing, e);
+    throw;
   }
 }
 
@@ -232,13 +215,13 @@ struct BenchmarkModel {
   model::UNetOptions options;
   int64_t params = 0;
   std::unique_ptr<dist::Communicator> spatial_comm;
-  std::unique_ptr<train::Trainer> trainer;
+  SegmentationTraining training;  // the task and the loop over it
 };
 
-BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg,
-                           const dataset::DatasetInfo& data, const dist::ProcessGrid& grid,
-                           const c10::Device& device, const fs::path& run_dir,
-                           profile::Profiler* profiler) {
+BenchmarkModel build_model(const suite::RunEnv& env, const config::Config& cfg,
+                           const dataset::DatasetInfo& data, const dist::ProcessGrid& grid) {
+  dist::Communicator& comm = env.comm;
+  const c10::Device& device = env.device;
   BenchmarkModel m;
   const dataset::ShardLayout layout(data.meta.dc_num_shards, data.meta.dc_shard_dims);
   const dataset::DatasetPaths paths{data.root};
@@ -249,8 +232,8 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg,
   // A label outside the run's classes is named with its mask file and voxel when it is read.
   m.train_set->set_class_count(int64_t{cfg.n_categories} + 1);
   m.val_set->set_class_count(int64_t{cfg.n_categories} + 1);
-  dataset::check_same_ids(ctx.comm, *m.train_set);
-  dataset::check_same_ids(ctx.comm, *m.val_set);
+  dataset::check_same_ids(comm, *m.train_set);
+  dataset::check_same_ids(comm, *m.val_set);
 
   model::UNetOptions& mo = m.options;
   mo.n_classes = cfg.n_categories + 1;
@@ -271,10 +254,10 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg,
   }
   // Spatial parallelism: ranks of one replica (consecutive ranks) form the sample's group. Every
   // rank has the same grid, so all of them split (a collective) or none does.
-  train::Parallelism parallel;
-  if (ctx.comm.size() > 1) parallel.world = dist::make_tensor_comm(ctx.comm, device);
+  Parallelism parallel;
+  if (comm.size() > 1) parallel.world = dist::make_tensor_comm(comm, device);
   if (grid.spatial_size() > 1) {
-    m.spatial_comm = ctx.comm.split(grid.replica(), grid.shard_id());
+    m.spatial_comm = comm.split(grid.replica(), grid.shard_id());
     auto spatial =
         model::make_spatial_context(dist::make_tensor_comm(*m.spatial_comm, device), grid,
                                     model::parse_group_norm_mode(cfg.dc_groupnorm));
@@ -289,18 +272,18 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg,
         spatial->coords[1], spatial->coords[2], spatial->shards[0], spatial->shards[1],
         spatial->shards[2], nb[0].lo, nb[0].hi, nb[1].lo, nb[1].hi, nb[2].lo, nb[2].hi);
   }
-  if (ctx.comm.size() > 1)
+  if (comm.size() > 1)
     LOG_INFO(
         "distributed: {} ranks on {} node(s) = {} data-parallel replica(s) x {} spatial shard(s) "
         "(dc_num_shards [{}] over dims [{}], GroupNorm {}); tensors over {}",
-        ctx.comm.size(), ctx.comm.nodes(), grid.replicas(), grid.spatial_size(),
+        comm.size(), comm.nodes(), grid.replicas(), grid.spatial_size(),
         fmt::join(cfg.dc_num_shards, ", "), fmt::join(cfg.dc_shard_dims, ", "), cfg.dc_groupnorm,
         parallel.world->backend());
   torch::manual_seed(cfg.seed);  // identical initial weights (rank 0's are broadcast as well)
   model::UNet3d net(mo);
   m.params = model::count_parameters(*net);
 
-  train::TrainerOptions to;
+  SegmentationOptions to;
   to.local_batch_size = cfg.local_batch_size;
   to.epochs = cfg.epochs;
   to.target_dice = cfg.target_dice;
@@ -315,36 +298,32 @@ BenchmarkModel build_model(RunContext& ctx, const config::Config& cfg,
   to.fused_loss = train::fused_loss_for(cfg.loss_kernel, device.is_cpu());
   to.channels_last = train::use_channels_last(cfg.memory_format, device);
   to.checkpoint_interval = cfg.checkpoint_interval;
-  to.checkpoint_dir = run_dir / cfg.checkpoint_dir;
+  to.checkpoint_dir = env.run_dir / cfg.checkpoint_dir;
   to.async_save = cfg.async_save;
   to.seed = static_cast<uint64_t>(cfg.seed);
   to.n_classes = mo.n_classes;
   to.ce_weight_sample_fraction = cfg.ce_weight_sample_fraction;
   to.loader_workers = cfg.dataloader_num_workers;
-  to.profiler = profiler;
-  m.trainer = std::make_unique<train::Trainer>(net, to, *m.train_set, *m.val_set, device, ctx.comm,
-                                               grid, parallel);
+  to.profiler = &env.profiler;
+  m.training =
+      make_segmentation_training(net, to, *m.train_set, *m.val_set, device, comm, grid, parallel);
   LOG_INFO(
       "model: 3-D U-Net, {} layers, base {} channels, {} classes, {} parameters, on {} with {} "
       "thread(s), "
       "{} (memory_format: {}), {} GroupNorm + ReLU (groupnorm_kernel: {})",
-      mo.layers, mo.base_channels, mo.n_classes, m.params, device.str(), ctx.threads,
+      mo.layers, mo.base_channels, mo.n_classes, m.params, device.str(), env.threads,
       to.channels_last ? "channels-last 3-D" : "contiguous NCDHW", cfg.memory_format,
       model::to_string(mo.kernels.norm_kernel), cfg.groupnorm_kernel);
-  m.trainer->estimate_class_weights();
+  m.training.task->estimate_class_weights(comm);
   return m;
 }
 
-// The run record of a finished benchmark (summary.json), from the rows of train_stats.csv.
-report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& run_dir,
-                                   const train::TrainResult& result,
-                                   const std::vector<report::EpochRecord>& records,
-                                   const std::vector<report::EnergyWindowRecord>& energy_rows,
-                                   bool energy_active, dist::Communicator& comm,
-                                   const dist::ProcessGrid& grid, const c10::Device& device,
-                                   int threads, int64_t params, double flops_per_sample,
-                                   const suite::PhaseDriver& phases) {
-  report::RunRecord r = suite::base_record("benchmark", run_dir, comm, threads, device.str());
+// The run record of a finished benchmark (summary.json), from the rows of train_stats.csv; `r`
+// has the driver's fields (workload, system, ranks, status, runtime).
+void fill_record(report::RunRecord& r, const config::Config& cfg, const train::LoopResult& result,
+                 const std::vector<report::EpochRecord>& records, const suite::EnergyResult& energy,
+                 const dist::ProcessGrid& grid, const c10::Device& device, int64_t params,
+                 double flops_per_sample) {
   const model::UNetKernels kernels = unet_kernels(cfg, device);
   double total_s = 0.0;
   for (const auto& e : records) total_s += e.epoch_duration_s;
@@ -358,12 +337,9 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
   r.precision = cfg.torch_amp ? "bf16" : "fp32";
   r.epochs = records.empty() ? 0 : records.back().epoch;
   r.time_s = total_s;
-  r.runtime_s = 0.0;
-  for (const auto& p : phases.phases()) r.runtime_s += p.seconds;
-  double wh = 0.0;
-  for (const auto& w : energy_rows)
-    if (w.window == "train" || w.window == "validation") wh += w.energy_wh;
-  if (energy_active) r.energy_wh = wh;
+  const std::optional<double> epochs_wh = energy.sum_wh({"train", "validation"});
+  const double wh = epochs_wh.value_or(0.0);
+  if (epochs_wh) r.energy_wh = wh;
   r.params = {
       {"model", "unet3d"},
       {"problem_scale", std::to_string(cfg.problem_scale)},
@@ -383,7 +359,7 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
   const double samples = static_cast<double>(steps * global_batch);
   const double median_s = core::median(result.step_times_s);
   r.counters.push_back(
-      {"val_dice", result.final_val_dice, "", "validation Dice of the last epoch"});
+      {"val_dice", result.final_stop_value, "", "validation Dice of the last epoch"});
   if (result.converged && total_s > 0)
     r.counters.push_back(
         {"fom", 1.0 / total_s, "1/s", "1 / time to solution (ScaFFold's figure of merit)"});
@@ -407,181 +383,166 @@ report::RunRecord benchmark_record(const config::Config& cfg, const fs::path& ru
       {"achieved_flop_per_s",
        median_s > 0 ? 3.0 * flops_per_sample * static_cast<double>(global_batch) / median_s : 0.0,
        "FLOP/s", "3 x forward FLOPs x global batch / median step"});
-  if (energy_active && wh > 0)
+  if (epochs_wh && wh > 0)
     r.counters.push_back(
         {"samples_per_wh", samples / wh, "samples/Wh", "training samples / energy of the epochs"});
-  return r;
 }
 
-int run_benchmark(RunContext& ctx, const BenchmarkArgs& args) {
-  at::set_num_threads(ctx.threads);
-  // PROFILE_TORCH=1: the first rank of each node records the named regions (docs/profiling.md).
-  const profile::ProfileOptions profile_options = profile::profile_options_from_env();
-  profile::Profiler profiler(profile::profiles_this_rank(profile_options, ctx.comm.local_rank()),
-                             profile_options.schedule);
-  if (profiler.enabled()) profile::record_torch_operators(profiler, profile_options);
-  suite::PhaseDriver phases(&profiler);
-  suite::install_stop_signals(ctx.stop_signals);
+// A run of the benchmark: the driver's hooks (suite/driver.hpp).
+class BenchmarkRun : public suite::WorkloadRun {
+ public:
+  BenchmarkRun(const config::Config& cfg, const cli::WorkloadArgs& args)
+      : cfg_(cfg), allow_large_data_(args.switch_on(kAllowLargeData)) {}
 
-  // init: the config, the process grid, the run folder and its context.
-  const config::Config cfg = load_config_everywhere(ctx.comm, args.config);
-  const dist::ProcessGrid grid = checked_process_grid(ctx.comm, cfg);
-  check_data_size(ctx, cfg, /*with_dataset=*/true, args.allow_large_data);  // before the run folder
-  const fs::path run_dir = suite::prepare_run_folder(
-      ctx.comm, suite::run_folder_request(cfg, args.config.files, args.config.given_flags(),
-                                          args.run_dir, args.argv));
-  std::optional<suite::SetupGuard> setup_guard(std::in_place, ctx.comm, run_dir,
-                                               !args.run_dir.empty());
-  LOG_INFO("benchmark: run folder {}", run_dir.string());
-  // ScaFFold's worker set-up (docs/config.md, docs/distributed.md): each rank's GPU, then cuDNN
-  // autotuning or deterministic algorithms.
-  const train::DeviceChoice device_choice =
-      train::select_device(cfg.device, cfg.device_sharing, ctx.comm);
-  const c10::Device device = device_choice.device;
-  train::apply_determinism(cfg.more_determinism);
-  {
-    report::SystemInfo info;
-    info.gpu_model = train::device_model_name(device);
-    info.device = device.str();
-    info.rank_devices = device_choice.rank_devices;
-    info.threads = ctx.threads;
-    info.dc_num_shards = cfg.dc_num_shards;
-    const model::UNetKernels kernels = unet_kernels(cfg, device);
-    info.kernels = model::kernel_names(kernels);
+  // The process grid, and the size of the data the run would write, before the run folder.
+  void layout(suite::RunEnv& env) override {
+    // PROFILE_TORCH=1: the first rank of each node records LibTorch's operators too.
+    if (env.profiler.enabled())
+      profile::record_torch_operators(env.profiler, profile::profile_options_from_env());
+    device_ = env.device;
+    grid_.emplace(checked_process_grid(env.comm, cfg_));
+    RunContext ctx = context(env);
+    check_data_size(ctx, cfg_, /*with_dataset=*/true, allow_large_data_);
+  }
+  // No estimate of the U-Net's memory yet: a failed allocation names the keys that size it
+  // (explain_allocation_failure).
+  core::MemoryEstimate memory_estimate(const suite::RunEnv&) const override { return {}; }
+
+  // ScaFFold's worker set-up (docs/config.md): cuDNN autotuning or deterministic algorithms.
+  void describe(suite::RunEnv& env, report::SystemInfo& info) override {
+    train::apply_determinism(cfg_.more_determinism);
+    info.dc_num_shards = cfg_.dc_num_shards;
+    info.kernels = model::kernel_names(unet_kernels(cfg_, env.device));
     info.kernels.push_back(
         std::string("loss=") +
-        (train::fused_loss_for(cfg.loss_kernel, device.is_cpu()) ? "fused" : "libtorch"));
-    suite::write_run_context(ctx.comm, run_dir, info);
+        (train::fused_loss_for(cfg_.loss_kernel, env.device.is_cpu()) ? "fused" : "libtorch"));
   }
 
-  phases.run("fractals", [&] { ensure_fractal_library(ctx, cfg, args.allow_large_data); });
-  const dataset::DatasetInfo data =
-      phases.run("get_dataset", [&] { return ensure_dataset(ctx, cfg); });
-  BenchmarkModel m = phases.run("init_model", [&] {
-    return sized_by_model_keys(cfg, device, "build the model", [&] {
-      return build_model(ctx, cfg, data, grid, device, run_dir, &profiler);
+  std::string data_phase() const override { return {}; }  // fractals, get_dataset
+  void prepare_data(suite::RunEnv& env) override {
+    RunContext ctx = context(env);
+    env.phases.run("fractals", [&] { ensure_fractal_library(ctx, cfg_, allow_large_data_); });
+    data_ = env.phases.run("get_dataset", [&] { return ensure_dataset(ctx, cfg_); });
+  }
+  void build(suite::RunEnv& env) override {
+    model_ = sized_by_model_keys(cfg_, env.device, "build the model",
+                                 [&] { return build_model(env, cfg_, *data_, *grid_); });
+  }
+  train::TrainingLoop* loop() override { return model_.training.loop.get(); }
+
+  void warm_up(suite::RunEnv& env, energy::EnergyMeter& energy) override {
+    train::TrainingLoop& loop = *model_.training.loop;
+    const double warmup_s = env.phases.run("warmup_phase", [&] {
+      return sized_by_model_keys(cfg_, env.device, "run the warm-up steps",
+                                 [&] { return loop.warmup(); });
     });
-  });
-  train::Trainer& trainer = *m.trainer;
+    energy.add_window("warmup", 0, loop.warmup_start_mono_s(), loop.warmup_end_mono_s());
+    LOG_INFO("warm-up: {} steps and a validation pass in {:.2f} s (untimed, state restored)",
+             loop.warmup_steps(), warmup_s);
+  }
+  void explain_failure(const std::exception& error, const std::string& doing) override {
+    explain_allocation_failure(cfg_, device_, doing, error);
+  }
 
-  std::unique_ptr<core::Watchdog> watchdog =
-      suite::progress_watchdog(ctx.comm, cfg.progress_timeout_s);
-  trainer.set_watchdog(&*watchdog);
-  energy::EnergyMeter energy(ctx.comm);
-  phases.set_energy_meter(&energy);
-  const double warmup_s = phases.run("warmup_phase", [&] {
-    return sized_by_model_keys(cfg, device, "run the warm-up steps",
-                               [&] { return trainer.warmup(); });
-  });
-  energy.add_window("warmup", 0, trainer.warmup_start_mono_s(), trainer.warmup_end_mono_s());
-  LOG_INFO("warm-up: {} steps and a validation pass in {:.2f} s (untimed, state restored)",
-           trainer.warmup_steps(), warmup_s);
+  void resume_rows(suite::RunEnv& env, const train::TrainCounters& start) override {
+    csv_.emplace(report::TrainStatsCsv::open_resume(env.run_dir, start.epoch + 1,
+                                                    start.total_optimizer_steps));
+  }
+  void before_training(suite::RunEnv& env) override {
+    if (env.comm.rank() != 0) return;
+    if (!csv_) csv_.emplace(report::TrainStatsCsv::open_fresh(env.run_dir));
+    for (const auto& r : report::read_train_stats(env.run_dir / report::kTrainStatsFileName))
+      total_s_ += r.epoch_duration_s;
+  }
+  void on_epoch(suite::RunEnv&, const train::LoopEpoch& le) override {
+    const EpochStats e = epoch_stats(le);
+    total_s_ += e.duration_s;
+    LOG_INFO(
+        "epoch {}: train_loss {:.6f}, val_loss {:.6f}, train_dice_score {:.4f}, val_dice_score "
+        "{:.4f}, "
+        "lr {:.6g}, optimizer_steps {}, total_optimizer_steps {}",
+        e.epoch, e.overall_loss, e.val_loss_avg, e.train_dice, e.val_dice, e.next_lr,
+        e.optimizer_steps, e.total_optimizer_steps);
+    LOG_INFO(
+        "epoch {}: {:.2f} s (train {:.2f} s, validation {:.2f} s), total train time {:.2f} s, "
+        "median "
+        "minibatch {:.1f} ms, steps {} this epoch, {} in total",
+        e.epoch, e.duration_s, e.train_s, e.validation_s, total_s_, e.median_step_s * 1e3,
+        e.optimizer_steps, e.total_optimizer_steps);
+    if (csv_)
+      csv_->append({e.epoch, e.epoch_loss, e.overall_loss, e.val_loss_epoch, e.val_loss_avg,
+                    e.train_dice, e.val_dice, e.duration_s, e.optimizer_steps,
+                    e.total_optimizer_steps});
+  }
 
-  train::TrainCounters start;
-  if (!args.run_dir.empty()) start = trainer.resume(run_dir / cfg.checkpoint_dir);
-  std::optional<report::TrainStatsCsv> csv;
-  if (ctx.comm.rank() == 0)
-    csv.emplace(args.run_dir.empty() ? report::TrainStatsCsv::open_fresh(run_dir)
-                                     : report::TrainStatsCsv::open_resume(
-                                           run_dir, start.epoch + 1, start.total_optimizer_steps));
-  double total_s = 0;
-  if (ctx.comm.rank() == 0)
-    for (const auto& r : report::read_train_stats(run_dir / report::kTrainStatsFileName))
-      total_s += r.epoch_duration_s;
-
-  setup_guard.reset();  // training starts: the folder stays whatever happens now
-  const train::TrainResult result = phases.run("training", [&] {
-    return sized_by_model_keys(cfg, device, "train", [&] {
-      return trainer.run([&](const train::EpochStats& e) {
-        total_s += e.duration_s;
-        LOG_INFO(
-            "epoch {}: train_loss {:.6f}, val_loss {:.6f}, train_dice_score {:.4f}, val_dice_score "
-            "{:.4f}, "
-            "lr {:.6g}, optimizer_steps {}, total_optimizer_steps {}",
-            e.epoch, e.overall_loss, e.val_loss_avg, e.train_dice, e.val_dice, e.next_lr,
-            e.optimizer_steps, e.total_optimizer_steps);
-        LOG_INFO(
-            "epoch {}: {:.2f} s (train {:.2f} s, validation {:.2f} s), total train time {:.2f} s, "
-            "median "
-            "minibatch {:.1f} ms, steps {} this epoch, {} in total",
-            e.epoch, e.duration_s, e.train_s, e.validation_s, total_s, e.median_step_s * 1e3,
-            e.optimizer_steps, e.total_optimizer_steps);
-        energy.add_window("train", e.epoch, e.start_mono_s, e.validation_start_mono_s);
-        energy.add_window("validation", e.epoch, e.validation_start_mono_s, e.end_mono_s);
-        if (csv)
-          csv->append({e.epoch, e.epoch_loss, e.overall_loss, e.val_loss_epoch, e.val_loss_avg,
-                       e.train_dice, e.val_dice, e.duration_s, e.optimizer_steps,
-                       e.total_optimizer_steps});
-      });
-    });
-  });
-  trainer.set_watchdog(nullptr);
-  watchdog.reset();
-  const train::CommTimes comm_times = trainer.comm_times();
-  phases.set_energy_meter(nullptr);
-  const auto energy_rows = energy.finish(run_dir, start.epoch + 1);
-  profiler.finish();
-  if (profiler.enabled()) {
+  // The communication times of the timed steps, and the Chrome trace under ScaFFold's file name.
+  void after_training(suite::RunEnv& env, const train::LoopResult&) override {
+    comm_times_ = model_.training.loop->comm_times();
+    if (!env.profiler.enabled()) return;
     profile::TraceFileNameParts name;
     name.host = core::host_name();
-    name.rank = ctx.comm.rank();
-    name.nodes = ctx.comm.nodes();
-    name.world_size = ctx.comm.size();
-    name.problem_scale = cfg.problem_scale;
-    name.epochs = static_cast<int>(cfg.epochs);
-    name.n_instances_used_per_fractal = cfg.n_instances_used_per_fractal;
+    name.rank = env.comm.rank();
+    name.nodes = env.comm.nodes();
+    name.world_size = env.comm.size();
+    name.problem_scale = cfg_.problem_scale;
+    name.epochs = static_cast<int>(cfg_.epochs);
+    name.n_instances_used_per_fractal = cfg_.n_instances_used_per_fractal;
     name.unix_time_s = static_cast<int64_t>(std::time(nullptr));
-    profiler.export_chrome_trace(run_dir /
-                                 profile::trace_file_name(name));  // logs where, or why not
+    env.profiler.export_chrome_trace(env.run_dir /
+                                     profile::trace_file_name(name));  // logs where, or why not
   }
 
-  // report: figures, the final lines and summary.json, all from the files the run wrote.
-  if (ctx.comm.rank() == 0) {
-    const auto records = report::read_train_stats(run_dir / report::kTrainStatsFileName);
+  // Figures, the closing lines and the record, all from the files the run wrote.
+  bool finish(suite::RunEnv& env, const train::LoopResult& result,
+              const suite::EnergyResult& energy, report::RunRecord& rec) override {
+    const auto records = report::read_train_stats(env.run_dir / report::kTrainStatsFileName);
+    if (records.empty()) return false;
     report::write_figures(
-        run_dir, records,
-        fmt::format("v={}, c={}, u={}", cfg.vol_size(), cfg.n_categories, cfg.unet_layers()));
-    log_summary(cfg, result, records, phases, m.options, m.params, device, grid, comm_times);
-    if (energy.active()) log_energy(cfg, result, records, energy_rows, grid.replicas());
-    if (result.stopped)
-      LOG_WARN(
-          "stopped by {} after epoch {}: the files are complete up to that epoch; {} resumes the "
-          "run",
-          suite::signal_name(result.stop_signal), result.last_epoch,
-          (run_dir / "restart.sh").string());
-    report::write_summary_json(
-        run_dir, benchmark_record(cfg, run_dir, result, records, energy_rows, energy.active(),
-                                  ctx.comm, grid, device, ctx.threads, m.params,
-                                  model::unet_forward_flops(m.options, cfg.vol_size()), phases));
+        env.run_dir, records,
+        fmt::format("v={}, c={}, u={}", cfg_.vol_size(), cfg_.n_categories, cfg_.unet_layers()));
+    log_summary(cfg_, result, records, model_.options, model_.params, env.device, *grid_,
+                comm_times_);
+    if (energy.active) log_energy(cfg_, result, records, energy.rows, grid_->replicas());
+    fill_record(rec, cfg_, result, records, energy, *grid_, env.device, model_.params,
+                model::unet_forward_flops(model_.options, cfg_.vol_size()));
+    return true;
   }
-  return result.stopped ? suite::kExitStoppedBySignal : 0;
+
+ private:
+  static RunContext context(const suite::RunEnv& env) {
+    RunContext ctx{env.comm};
+    ctx.threads = env.threads;
+    return ctx;
+  }
+
+  const config::Config cfg_;
+  const bool allow_large_data_;
+  std::optional<dist::ProcessGrid> grid_;
+  std::optional<dataset::DatasetInfo> data_;
+  BenchmarkModel model_;
+  c10::Device device_{c10::kCPU};             // for explain_failure
+  std::optional<report::TrainStatsCsv> csv_;  // rank 0
+  double total_s_ = 0.0;                      // the epochs' durations so far (rank 0)
+  train::CommTimes comm_times_;
+};
+
+std::unique_ptr<suite::WorkloadRun> start_benchmark(const config::Config& cfg,
+                                                    const cli::WorkloadArgs& args) {
+  return std::make_unique<BenchmarkRun>(cfg, args);
 }
 
 }  // namespace
 
-Subcommand add_benchmark(CLI::App& app, int argc, char** argv) {
-  auto* sub = app.add_subcommand(
-      "benchmark",
-      "run the ScaFFold benchmark: fractals, dataset, and training to the target Dice");
-  auto args = std::make_shared<BenchmarkArgs>();
-  for (int i = 1; i < argc; ++i) args->argv.emplace_back(argv[i]);
-  auto threads = std::make_shared<int>(1);
-  ConfigArgs* c = &args->config;
-  add_config_files_option(sub, c);
-  add_threads_option(sub, threads.get());
-  add_allow_large_data_flag(sub, &args->allow_large_data);
-  // Every key is a flag (--key-with-dashes), its help from the schema. The three fixed
-  // compatibility keys (framework, dist, loss_freq) take no flag.
-  add_schema_flags<config::Config>(sub, c, {"framework", "dist", "loss_freq"});
-  auto* run_dir =
-      sub->add_option("--run-dir", args->run_dir, "resume in this run folder (implies --restart)");
-  // --run-dir resumes with or without --restart; the flag is kept for ScaFFold's command lines.
-  sub->add_flag("--restart", "resume from the run folder's last checkpoint; needs --run-dir")
-      ->needs(run_dir);
-  return {sub, [args, threads](RunContext& ctx) {
-            ctx.threads = *threads;
-            return run_benchmark(ctx, *args);
-          }};
+suite::Workload benchmark_workload() {
+  cli::SubcommandExtras extras;
+  // The three fixed compatibility keys take no flag.
+  extras.keys_without_flag = {"framework", "dist", "loss_freq"};
+  extras.add_flags = [](CLI::App* sub, cli::WorkloadArgs* args) {
+    add_allow_large_data_flag(sub, &args->switches[kAllowLargeData]);
+  };
+  return suite::make_workload<config::Config>(
+      "benchmark", "run the ScaFFold benchmark: fractals, dataset, and training to the target Dice",
+      start_benchmark, std::nullopt, extras);
 }
 
-}  // namespace scaffold::cli
+}  // namespace scaffold::benchmark
