@@ -10,8 +10,8 @@
 #include "core/stats.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
-#include "fractal/chaos_game.hpp"
-#include "fractal/ifs.hpp"
+#include "workloads/scaffold/fractal/chaos_game.hpp"
+#include "workloads/scaffold/fractal/ifs.hpp"
 
 using namespace scaffold;
 

@@ -19,7 +19,7 @@
 #include "core/stats.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
-#include "train/fused_adam.hpp"
+#include "kernels/fused_adam.hpp"
 #include "workloads/fno/fno.hpp"
 
 using namespace scaffold;

@@ -1,4 +1,4 @@
-// GroupNorm + ReLU on ScaFFold's layer shapes: the fused CPU kernel (model/fused_norm.hpp)
+// GroupNorm + ReLU on ScaFFold's layer shapes: the fused CPU kernel (kernels/fused_norm.hpp)
 // against the unfused composition the U-Net runs otherwise (torch's group_norm, then an in-place
 // relu), forward alone and forward + backward (input, weight and bias gradients). The two run
 // alternately, each repeat timing one of each, and the table gives medians over the repeats and
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/threads.hpp"
-#include "model/fused_norm.hpp"
+#include "kernels/fused_norm.hpp"
 #include "paired_timing.hpp"
 
 using namespace scaffold;

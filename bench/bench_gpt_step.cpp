@@ -25,7 +25,7 @@
 #include "core/version.hpp"
 #include "dist/communicator.hpp"
 #include "dist/tensor_comm.hpp"
-#include "model/autocast.hpp"
+#include "nn/autocast.hpp"
 #include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/metrics.hpp"
 #include "workloads/llm_training/task.hpp"
@@ -47,17 +47,17 @@ struct BenchOptions {
 };
 
 // The single-example source the task reads its batch from: the step's tokens as one batch.
-dataset::Batch batch_of(const at::Tensor& tokens) {
-  dataset::Batch b;
+data::Batch batch_of(const at::Tensor& tokens) {
+  data::Batch b;
   b.fields = {tokens};
   for (int64_t i = 0; i < tokens.size(0); ++i) b.ids.push_back(std::to_string(i));
   return b;
 }
 
-class NoData : public dataset::ExampleSource {
+class NoData : public data::ExampleSource {
  public:
   std::size_t size() const override { return 1; }
-  dataset::Example get(std::size_t, uint64_t) const override { return {}; }
+  data::Example get(std::size_t, uint64_t) const override { return {}; }
 };
 
 model::AutocastState autocast_for(const std::string& precision) {
@@ -119,7 +119,7 @@ int run(const BenchOptions& o, dist::Communicator& world) {
   to.precision = o.precision;
   llm::GptTask task(gpt, none, none, c10::Device(c10::kCPU), to);
   auto optimizer = llm::megatron_adam({})(gpt->parameters());
-  const dataset::Batch batch = batch_of(tokens);
+  const data::Batch batch = batch_of(tokens);
 
   struct Phases {
     double forward_s = 0, backward_s = 0, optimizer_s = 0;

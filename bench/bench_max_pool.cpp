@@ -1,4 +1,4 @@
-// MaxPool3d(2) on the U-Net's pooled shapes: the k2 s2 kernel (model/max_pool.hpp) against
+// MaxPool3d(2) on the U-Net's pooled shapes: the k2 s2 kernel (kernels/max_pool.hpp) against
 // LibTorch's max_pool3d, forward alone and forward + backward, alternating, medians of the
 // repeats and their ratio (native / LibTorch). CPU, contiguous NCDHW, float32 (bf16 with --bf16:
 // LibTorch 1.13 has no bf16 CPU max pool, so its side pools the float32 copy, as the U-Net does).
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/threads.hpp"
-#include "model/max_pool.hpp"
+#include "kernels/max_pool.hpp"
 #include "paired_timing.hpp"
 
 using namespace scaffold;

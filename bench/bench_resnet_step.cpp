@@ -24,7 +24,7 @@
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "core/version.hpp"
-#include "model/autocast.hpp"
+#include "nn/autocast.hpp"
 #include "workloads/image_classification/resnet.hpp"
 
 using namespace scaffold;

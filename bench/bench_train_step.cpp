@@ -1,7 +1,8 @@
 // One U-Net training step (forward, loss, backward, clip, Adam) timed in isolation, exactly as
-// the benchmark's segmentation task runs a training step, on random input and labels; plus a large GEMM measured in the
-// same process (fp32, or bf16 with --bf16 on CUDA), so the step's model FLOP/s has a ceiling to be
-// compared with (on a GPU: the MFU against a measured bf16 matrix multiply). On the CPU or, with
+// the benchmark's segmentation task runs a training step, on random input and labels; plus a large
+// GEMM measured in the same process (fp32, or bf16 with --bf16 on CUDA), so the step's model FLOP/s
+// has a ceiling to be compared with (on a GPU: the MFU against a measured bf16 matrix multiply). On
+// the CPU or, with
 // --device cuda, on a GPU (cuDNN autotuning on, as scaffold benchmark; each timed step ends in a
 // device synchronisation, here only). One scale per process, so VmHWM is that scale's peak.
 // bench/train_step.py is the PyTorch twin; the drivers bench/bench_train_step.sh (CPU) and
@@ -27,14 +28,14 @@
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "core/version.hpp"
-#include "model/autocast.hpp"
-#include "model/dnnl_conv.hpp"
-#include "model/unet.hpp"
+#include "kernels/dnnl_conv.hpp"
+#include "kernels/fused_adam.hpp"
+#include "nn/autocast.hpp"
 #include "profile/profiler.hpp"
 #include "profile/torch_ops.hpp"
-#include "train/fused_adam.hpp"
 #include "train/grad_clip.hpp"
 #include "train/loss.hpp"
+#include "workloads/scaffold/model/unet.hpp"
 
 using namespace scaffold;
 
@@ -222,9 +223,10 @@ int run(const BenchOptions& o) {
   const model::AutocastState amp_state = forward_autocast(o.bf16, device);
   const int64_t params = model::count_parameters(*net);
 
-  // the segmentation task's training step, step for step; loss.item() ends the step as the trainer's
-  // host-side epoch sums eventually do. CPU ops are synchronous, so the phase clocks are exact; on
-  // a GPU each phase ends with a device wait (so the phases add up to a slightly longer step).
+  // the segmentation task's training step, step for step; loss.item() ends the step as the
+  // trainer's host-side epoch sums eventually do. CPU ops are synchronous, so the phase clocks are
+  // exact; on a GPU each phase ends with a device wait (so the phases add up to a slightly longer
+  // step).
   std::vector<StepPhases> phases;
   double loss0 = 0.0;  // loss of the first step, before any update
   auto step = [&]() {

@@ -1,9 +1,9 @@
-// 3x3x3 convolutions on ScaFFold's layer shapes: Winograd F(2x2x2, 3x3x3) (model/winograd_conv.hpp)
-// against oneDNN's direct convolution (model/dnnl_conv.hpp, the U-Net's CPU default), forward
-// alone and forward + both backward passes, float32, in the layout given (contiguous NCDHW or
-// channels-last 3-D). The two run alternately, each repeat timing one of each; medians over the
-// repeats and their ratio (winograd / onednn). Each shape's first call also gives the largest
-// difference of output and gradients from oneDNN, relative to the largest magnitude.
+// 3x3x3 convolutions on ScaFFold's layer shapes: Winograd F(2x2x2, 3x3x3)
+// (kernels/winograd_conv.hpp) against oneDNN's direct convolution (model/dnnl_conv.hpp, the U-Net's
+// CPU default), forward alone and forward + both backward passes, float32, in the layout given
+// (contiguous NCDHW or channels-last 3-D). The two run alternately, each repeat timing one of each;
+// medians over the repeats and their ratio (winograd / onednn). Each shape's first call also gives
+// the largest difference of output and gradients from oneDNN, relative to the largest magnitude.
 // Legend: N batch, C -> O channels, S^3 voxels.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "core/threads.hpp"
-#include "model/dnnl_conv.hpp"
-#include "model/winograd_conv.hpp"
+#include "kernels/dnnl_conv.hpp"
+#include "kernels/winograd_conv.hpp"
 #include "paired_timing.hpp"
 
 using namespace scaffold;

@@ -2,8 +2,7 @@
 # src/<folder>/ may link libraries of its own layer or a lower one, never a higher one. Layers,
 # lowest first:
 #   0 core
-#   1 config dist report energy profile dataset fractal model   (the generic layers; dataset,
-#     fractal and model are ScaFFold's until its workload folder takes them)
+#   1 config data nn kernels dist report energy profile   (the generic layers)
 #   2 train
 #   3 suite
 #   4 workloads
@@ -13,7 +12,7 @@
 # check in script mode on a given edge list (the tests use it).
 
 set(SCAFFOLD_LAYER_core 0)
-foreach(folder config dist report energy profile dataset fractal model)
+foreach(folder config data nn kernels dist report energy profile)
   set(SCAFFOLD_LAYER_${folder} 1)
 endforeach()
 set(SCAFFOLD_LAYER_train 2)

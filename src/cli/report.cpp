@@ -18,6 +18,7 @@
 #include "report/run_record.hpp"
 #include "report/table.hpp"
 #include "suite/command_line.hpp"
+#include "workloads/scaffold/schema.hpp"
 
 namespace scaffold::cli {
 namespace {

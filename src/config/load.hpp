@@ -1,7 +1,7 @@
 // Loading and validating configuration: built-in defaults < config files (several -c, later
 // ones override key by key) < explicit command-line flags. One validation pass collects every
 // problem, then throws one core::Error naming each file/flag, key, value and what is allowed.
-// Generic over the option struct (Config, ...): every struct with a schema
+// Generic over the option struct (each workload's): every struct with a schema
 // (schema.hpp) loads, validates and round-trips through YAML by the same rules.
 #pragma once
 
@@ -10,8 +10,6 @@
 #include <string>
 #include <variant>
 #include <vector>
-
-#include "config/options.hpp"
 
 namespace scaffold::config {
 
@@ -50,7 +48,6 @@ struct LoadedConfigT {
   std::map<std::string, std::string> origin;
   std::vector<std::string> warnings;  // e.g. a non-integer problem_scale that was floored
 };
-using LoadedConfig = LoadedConfigT<Config>;
 
 // The templates below are defined in config/engine.hpp and instantiated, with
 // SCAFFOLD_CONFIG_STRUCT(C), in the file that defines C's schema.
@@ -58,7 +55,6 @@ using LoadedConfig = LoadedConfigT<Config>;
 // Throws core::Error (all problems listed, one per line) on any invalid input.
 template <class C>
 LoadedConfigT<C> load_config_as(const LoadRequest& request);
-LoadedConfig load_config(const LoadRequest& request);  // load_config_as<Config>
 
 // The fully merged config as YAML: every key in schema order, reloadable by load_config_as and
 // from_yaml_text. Floats are written so they read back to the identical double.
@@ -68,10 +64,9 @@ std::string to_yaml(const C& config);
 // Parses YAML text produced by to_yaml (e.g. broadcast from rank 0); `source` names it in errors.
 template <class C>
 C from_yaml_text(const std::string& text, const std::string& source);
-Config config_from_yaml_text(const std::string& text, const std::string& source);
 
 // The key names in schema order (for docs, --help and tests).
-template <class C = Config>
+template <class C>
 std::vector<std::string> known_keys();
 
 // A boolean key's flag text as a FlagValue: 0 or 1 for what a YAML file may write for a boolean

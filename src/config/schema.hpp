@@ -1,9 +1,9 @@
-// The config schema: one table entry per member of an option struct (Config for `scaffold
-// benchmark`, ImageClassificationConfig, ...), in the struct's order, each bound to its member so
-// defaults come from the struct's initialisers and are never written twice. An entry turns a
-// value as the user gave it (RawValue) into the member, checks its range, and writes it back as
-// YAML. The engine (engine.hpp, load.cpp) holds the YAML syntax; the CLI reads the entries to
-// generate flags. This header has no yaml-cpp.
+// The config schema: one table entry per member of an option struct (each workload's, in its
+// folder: Config for `scaffold benchmark`, ImageClassificationConfig, ...), in the struct's order,
+// each bound to its member so defaults come from the struct's initialisers and are never written
+// twice. An entry turns a value as the user gave it (RawValue) into the member, checks its range,
+// and writes it back as YAML. The engine (engine.hpp, load.cpp) holds the YAML syntax; the CLI
+// reads the entries to generate flags. This header has no yaml-cpp.
 #pragma once
 
 #include <functional>
@@ -12,8 +12,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "config/options.hpp"
 
 namespace scaffold::config {
 
@@ -72,14 +70,12 @@ struct KeySpecT : KeyInfo {
   std::string yaml(const C& config) const { return format(*this, config); }
 };
 
-using KeySpec = KeySpecT<Config>;
-
 // One option struct's schema: its keys, and what its files may hold besides them.
 template <class C>
 struct SchemaT {
   std::string command;            // the subcommand that reads it, named in to_yaml's header
   std::vector<KeySpecT<C>> keys;  // in the struct's order
-  // Keys that our run folders (and, for Config, ScaFFold's CLI) write into config.yaml:
+  // Keys that our run folders (and, for the benchmark, ScaFFold's CLI) write into config.yaml:
   // accepted and ignored.
   std::set<std::string, std::less<>> aux_keys;
   // Aux keys whose value follows from the settings (vol_size = 2^problem_scale). ScaFFold derives
@@ -106,20 +102,17 @@ const std::vector<KeySpecT<C>>& schema_of() {
   return schema_table<C>().keys;
 }
 
-// Config's keys in options.hpp order.
-const std::vector<KeySpec>& schema();
-
 // The entry for `name`, or nullptr.
-template <class C = Config>
+template <class C>
 const KeySpecT<C>* find_key(std::string_view name);
 
 // Keys that run folders write into config.yaml; accepted and ignored.
-template <class C = Config>
+template <class C>
 bool is_aux_key(std::string_view name);
 
 // Why an unknown key is unknown: a rename or replacement note, or a "did you mean" hint for a
 // known key within edit distance 2; "" when nothing is close.
-template <class C = Config>
+template <class C>
 std::string unknown_key_hint(std::string_view name);
 
 // Float text that reads back to the identical double: Python's repr, with ".0" added before an

@@ -208,8 +208,4 @@ std::string broadcast_config_yaml(dist::Communicator& comm,
   return rank0_yaml;
 }
 
-config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs& args) {
-  return load_config_everywhere_as<config::Config>(comm, args);
-}
-
 }  // namespace scaffold::cli

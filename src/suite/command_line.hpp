@@ -99,7 +99,6 @@ C load_config_everywhere_as(dist::Communicator& comm, const ConfigArgs& args) {
   });
   return config::from_yaml_text<C>(yaml, "configuration broadcast by rank 0");
 }
-config::Config load_config_everywhere(dist::Communicator& comm, const ConfigArgs& args);
 
 // Subcommand registration: each returns the CLI11 subcommand and a runner to call after parsing:
 // `run` inside MPI, or `run_without_mpi` for a subcommand that must not start it.

@@ -39,16 +39,16 @@ class HostStepClock : public StepClock {
 class HostDeviceFeeder : public DeviceFeeder {
  public:
   explicit HostDeviceFeeder(c10::Device device) : device_(device) {}
-  void prefetch(const dataset::Batch& host) override {
-    dataset::Batch b;
+  void prefetch(const data::Batch& host) override {
+    data::Batch b;
     b.ids = host.ids;
     b.fields.reserve(host.fields.size());
     for (const at::Tensor& f : host.fields) b.fields.push_back(f.to(device_));
     pending_.push_back(std::move(b));
   }
-  dataset::Batch take() override {
+  data::Batch take() override {
     SCAFFOLD_CHECK(!pending_.empty(), "DeviceFeeder::take() before prefetch()");
-    dataset::Batch b = std::move(pending_.front());
+    data::Batch b = std::move(pending_.front());
     pending_.pop_front();
     return b;
   }
@@ -56,7 +56,7 @@ class HostDeviceFeeder : public DeviceFeeder {
 
  private:
   c10::Device device_;
-  std::deque<dataset::Batch> pending_;
+  std::deque<data::Batch> pending_;
 };
 
 }  // namespace

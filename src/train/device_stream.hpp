@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "dataset/loader.hpp"
+#include "data/batch_loader.hpp"
 
 namespace scaffold::train {
 
@@ -33,10 +33,10 @@ class DeviceFeeder {
   virtual ~DeviceFeeder() = default;
   // Starts copying a host batch to the device (asynchronously from pinned memory on CUDA, on a
   // stream of its own). The host tensors may be dropped afterwards.
-  virtual void prefetch(const dataset::Batch& host) = 0;
+  virtual void prefetch(const data::Batch& host) = 0;
   // The oldest prefetched batch, on the device and usable by the current (compute) stream, which
   // waits for its copy on the device; the host does not wait. Prefetch first (checked).
-  virtual dataset::Batch take() = 0;
+  virtual data::Batch take() = 0;
   virtual bool empty() const = 0;  // nothing prefetched and not yet taken
 };
 

@@ -53,7 +53,7 @@ class CudaDeviceFeeder : public DeviceFeeder {
       : device_(device),
         copy_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())) {}
 
-  void prefetch(const dataset::Batch& host) override {
+  void prefetch(const data::Batch& host) override {
     Pending p;
     p.batch.ids = host.ids;
     p.batch.fields.reserve(host.fields.size());
@@ -68,7 +68,7 @@ class CudaDeviceFeeder : public DeviceFeeder {
     pending_.push_back(std::move(p));
   }
 
-  dataset::Batch take() override {
+  data::Batch take() override {
     SCAFFOLD_CHECK(!pending_.empty(), "DeviceFeeder::take() before prefetch()");
     Pending p = std::move(pending_.front());
     pending_.pop_front();
@@ -85,7 +85,7 @@ class CudaDeviceFeeder : public DeviceFeeder {
 
  private:
   struct Pending {
-    dataset::Batch batch;
+    data::Batch batch;
     at::cuda::CUDAEvent copied;  // recorded on the copy stream after the batch's copies
   };
   c10::Device device_;

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "model/parallel_check.hpp"
-#include "model/simd.hpp"
+#include "kernels/parallel_check.hpp"
+#include "kernels/simd.hpp"
 
 namespace scaffold::train {
 namespace {

@@ -23,7 +23,7 @@
 #include "core/stats.hpp"
 #include "core/stop.hpp"
 #include "core/timer.hpp"
-#include "dataset/sampler.hpp"
+#include "data/sampler.hpp"
 #include "dist/comm_counters.hpp"
 #include "train/grad_clip.hpp"
 #include "train/nonfinite.hpp"
@@ -61,8 +61,8 @@ InjectedFailure injected_failure(int rank) {
 }
 
 // Copies a batch's fields to the device (asynchronously from pinned memory on CUDA).
-dataset::Batch to_device(const dataset::Batch& batch, const c10::Device& device) {
-  dataset::Batch out;
+data::Batch to_device(const data::Batch& batch, const c10::Device& device) {
+  data::Batch out;
   out.ids = batch.ids;
   out.fields.reserve(batch.fields.size());
   for (const at::Tensor& f : batch.fields)
@@ -266,7 +266,7 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::T
         fmt::format("injected failure (SCAFFOLD_FAIL_AT) at training step {} on rank {}",
                     steps_taken_, comm_.rank()));
   }
-  dataset::Batch batch;
+  data::Batch batch;
   {
     SCAFFOLD_PROFILE_REGION(prof, "image_to_device");
     batch =
@@ -333,7 +333,7 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::T
 PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches,
                                    std::vector<double>* step_times) {
   task_.module().train();
-  const dataset::ExampleSource& set = task_.training_set();
+  const data::ExampleSource& set = task_.training_set();
   const auto batch_size = options_.local_batch_size;
   const int64_t k = options_.accumulation_steps;
   const int64_t first_step = counters_.total_optimizer_steps;
@@ -343,11 +343,11 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches,
   if (options_.train_batches_per_epoch > 0) {
     const int64_t steps = steps_left >= 0 ? std::min(steps_left, options_.train_batches_per_epoch)
                                           : options_.train_batches_per_epoch;
-    indices = dataset::stream_indices(static_cast<int64_t>(set.size()), grid_.replicas(),
-                                      grid_.replica(), first_step, steps, batch_size, k);
+    indices = data::stream_indices(static_cast<int64_t>(set.size()), grid_.replicas(),
+                                   grid_.replica(), first_step, steps, batch_size, k);
   } else {
-    indices = dataset::training_indices(static_cast<int64_t>(set.size()), grid_.replicas(),
-                                        grid_.replica(), options_.seed, epoch);
+    indices = data::training_indices(static_cast<int64_t>(set.size()), grid_.replicas(),
+                                     grid_.replica(), options_.seed, epoch);
     if (max_batches >= 0)
       indices.resize(std::min<std::size_t>(indices.size(),
                                            static_cast<std::size_t>(max_batches * batch_size)));
@@ -364,8 +364,8 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches,
   // Augmentation is keyed by (seed, epoch, example), the same for any number of loader threads.
   PassSums out;
   out.draw_key = core::stream_key({options_.seed, static_cast<uint64_t>(epoch), 0x747261696eULL});
-  dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers,
-                              device_.is_cuda(), out.draw_key);
+  data::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers,
+                           device_.is_cuda(), out.draw_key);
   at::Tensor sums = at::zeros({static_cast<int64_t>(task_.training_sum_names().size())},
                               at::TensorOptions().dtype(at::kDouble).device(device_));
   // Batches after which the running sums were still finite, counted on the device (no host
@@ -379,7 +379,7 @@ PassSums TrainingLoop::train_epoch(int64_t epoch, int64_t max_batches,
   const std::unique_ptr<StepClock> step_clock = make_step_clock(device_);
   const std::unique_ptr<DeviceFeeder> feeder = make_device_feeder(device_);
   SCAFFOLD_PROFILE_REGION(options_.profiler, "batch_loop");
-  dataset::Batch batch;  // the next batch, on the host
+  data::Batch batch;  // the next batch, on the host
   bool more = loader.next(&batch);
   if (more) feeder->prefetch(batch);
   while (more) {
@@ -437,20 +437,20 @@ PassSums TrainingLoop::validate(int64_t max_batches) {
   PassSums out;
   {
     c10::InferenceMode no_grad;
-    const dataset::ExampleSource& set = task_.validation_set();
-    auto indices = dataset::validation_indices(static_cast<int64_t>(set.size()), grid_.replicas(),
-                                               grid_.replica());
+    const data::ExampleSource& set = task_.validation_set();
+    auto indices = data::validation_indices(static_cast<int64_t>(set.size()), grid_.replicas(),
+                                            grid_.replica());
     const auto batch_size = validation_batch();
     if (max_batches >= 0)
       indices.resize(std::min<std::size_t>(indices.size(),
                                            static_cast<std::size_t>(max_batches * batch_size)));
     out.draw_key = core::stream_key({options_.seed, 0x76616cULL});
-    dataset::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers,
-                                device_.is_cuda(), out.draw_key);
+    data::BatchLoader loader(set, indices, static_cast<int>(batch_size), options_.loader_workers,
+                             device_.is_cuda(), out.draw_key);
     at::Tensor sums = at::zeros({static_cast<int64_t>(task_.validation_sum_names().size())},
                                 at::TensorOptions().dtype(at::kDouble).device(device_));
     at::Tensor finite_batches = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device_));
-    dataset::Batch batch;
+    data::Batch batch;
     while (loader.next(&batch)) {
       sums += task_.validation_sums(to_device(batch, device_)).to(at::kDouble);
       finite_batches += sums.isfinite().all();
@@ -787,7 +787,7 @@ std::string TrainingLoop::nonfinite_origin(int64_t epoch, const LoopEpoch& st, i
   const bool in_training = st.train.first_nonfinite_batch >= 0;
   const PassSums& pass = in_training ? st.train : st.val;
   if (pass.first_nonfinite_batch >= 0) {
-    const dataset::ExampleSource& set = in_training ? task_.training_set() : task_.validation_set();
+    const data::ExampleSource& set = in_training ? task_.training_set() : task_.validation_set();
     const std::vector<std::string> bad =
         nonfinite_inputs(set, pass.first_nonfinite_examples, pass.draw_key);
     const std::string where =

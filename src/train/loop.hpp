@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "core/watchdog.hpp"
-#include "dataset/loader.hpp"
+#include "data/batch_loader.hpp"
 #include "dist/communicator.hpp"
 #include "dist/grad_reducer.hpp"
 #include "dist/process_grid.hpp"
@@ -60,7 +60,7 @@ struct PassSums {
 
 // An optimizer step's micro-batches, handed to LoopOptions::forward_backward.
 struct MicroBatchRun {
-  std::vector<dataset::Batch> batches;  // on the training device, in the loader's order
+  std::vector<data::Batch> batches;  // on the training device, in the loader's order
   // Each micro-batch's loss is multiplied by this before its backward: 1 / accumulation_steps,
   // times the loss scale when loss scaling is on.
   double loss_multiplier = 1.0;
@@ -83,14 +83,14 @@ class TrainingTask {
   virtual ~TrainingTask() = default;
   // The model that is trained, reduced, broadcast and checkpointed.
   virtual torch::nn::Module& module() = 0;
-  virtual const dataset::ExampleSource& training_set() const = 0;
-  virtual const dataset::ExampleSource& validation_set() const = 0;
+  virtual const data::ExampleSource& training_set() const = 0;
+  virtual const data::ExampleSource& validation_set() const = 0;
   virtual std::vector<std::string> training_sum_names() const = 0;
   virtual std::vector<std::string> validation_sum_names() const = 0;
   // Forward and loss of a training batch whose fields are on the training device (train mode).
-  virtual TrainForward train_forward(const dataset::Batch& batch) = 0;
+  virtual TrainForward train_forward(const data::Batch& batch) = 0;
   // The metric sums (validation_sum_names order) of a validation batch (eval, inference mode).
-  virtual at::Tensor validation_sums(const dataset::Batch& batch) = 0;
+  virtual at::Tensor validation_sums(const data::Batch& batch) = 0;
   // After each optimiser step and after each validation pass (e.g. to clear autocast's cache).
   virtual void after_step() {}
   virtual void after_validation() {}
@@ -153,7 +153,7 @@ struct LoopOptions {
 
   // ---- Iterations instead of dataset epochs (Megatron). The defaults keep the behaviour above.
   // > 0: an epoch is this many optimizer steps over an endless stream of the training set in
-  // Megatron's order (dataset::stream_indices), continuing from the optimizer steps already
+  // Megatron's order (data::stream_indices), continuing from the optimizer steps already
   // taken, so a resumed run reads on where it stopped. drop_last does not apply.
   int64_t train_batches_per_epoch = -1;
   // Micro-batches per optimizer step: each micro-batch's loss is divided by it and gradients
@@ -334,9 +334,9 @@ class TrainingLoop {
   double gradient_wait_s() const {
     return (reducer_ ? reducer_->wait_s() : 0.0) + reduce_scatter_s_;
   }
-  std::vector<dataset::Batch> step_batches_;  // forward_backward: the step's micro-batches so far
-  int64_t fail_at_step_ = -1;                 // test hook SCAFFOLD_FAIL_AT (loop.cpp); -1: never
-  bool hang_at_step_ = false;                 // the hook hangs instead of throwing
+  std::vector<data::Batch> step_batches_;  // forward_backward: the step's micro-batches so far
+  int64_t fail_at_step_ = -1;              // test hook SCAFFOLD_FAIL_AT (loop.cpp); -1: never
+  bool hang_at_step_ = false;              // the hook hangs instead of throwing
   int64_t steps_taken_ = 0;
   CommTimes comm_times_;
   bool warned_replica_drift_ = false;

@@ -11,12 +11,12 @@
 
 namespace scaffold::train {
 
-std::vector<std::string> nonfinite_inputs(const dataset::ExampleSource& set,
+std::vector<std::string> nonfinite_inputs(const data::ExampleSource& set,
                                           const std::vector<int64_t>& examples, uint64_t draw_key) {
   std::vector<std::string> found;
   for (const int64_t index : examples) {
     const auto i = static_cast<std::size_t>(index);
-    dataset::Example example;
+    data::Example example;
     const std::string origin = set.origin(i);
     try {
       example = set.get(i, core::stream_key({draw_key, static_cast<uint64_t>(index)}));

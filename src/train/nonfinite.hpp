@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/example_source.hpp"
+#include "data/example_source.hpp"
 
 namespace scaffold::train {
 
@@ -17,7 +17,7 @@ namespace scaffold::train {
 // "/data/volumes/training/3_shard000000.npy holds NaN (field 0, element [0, 15, 15, 15])".
 // Examples are read with the loader's augmentation key (core::stream_key({draw_key, index})).
 // Empty when every field is finite. A read that fails is reported in the list, not thrown.
-std::vector<std::string> nonfinite_inputs(const dataset::ExampleSource& set,
+std::vector<std::string> nonfinite_inputs(const data::ExampleSource& set,
                                           const std::vector<int64_t>& examples, uint64_t draw_key);
 
 }  // namespace scaffold::train

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "fuzz_util.hpp"
 #include "workloads/image_classification/options.hpp"
+#include "workloads/scaffold/schema.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   using namespace scaffold;

@@ -11,9 +11,9 @@
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
-#include "model/spatial.hpp"
-#include "model/unet.hpp"
 #include "mpi_test_main.hpp"
+#include "workloads/scaffold/model/spatial.hpp"
+#include "workloads/scaffold/model/unet.hpp"
 
 namespace scaffold::test {
 

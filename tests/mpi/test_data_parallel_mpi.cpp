@@ -25,15 +25,15 @@
 
 #include "core/fs.hpp"
 #include "core/npy.hpp"
-#include "dataset/layout.hpp"
-#include "dataset/loader.hpp"
-#include "dataset/sampler.hpp"
+#include "data/sampler.hpp"
 #include "dist/grad_reducer.hpp"
-#include "model/memory_format.hpp"
-#include "model/unet.hpp"
+#include "nn/memory_format.hpp"
 #include "spatial_test_util.hpp"
 #include "test_util.hpp"
 #include "train/loss.hpp"
+#include "workloads/scaffold/dataset/fractal_dataset.hpp"
+#include "workloads/scaffold/dataset/layout.hpp"
+#include "workloads/scaffold/model/unet.hpp"
 #include "workloads/scaffold/segmentation_task.hpp"
 
 namespace scaffold {
@@ -357,7 +357,7 @@ TEST(DataParallel, TrainerOnReplicasTakesTheStepsOfTheMeanOfTheReplicasWeightedL
 
   std::vector<Sample> samples;
   for (std::size_t i = 0; i < train_set.size(); ++i) {
-    const dataset::Example e = train_set.get(i, 0);
+    const data::Example e = train_set.get(i, 0);
     samples.push_back({e.fields[0].unsqueeze(0), e.fields[1].to(at::kLong).unsqueeze(0)});
   }
   const at::Tensor weights = at::tensor(trainer.task->class_weights(), at::kDouble).to(at::kFloat);
@@ -372,8 +372,8 @@ TEST(DataParallel, TrainerOnReplicasTakesTheStepsOfTheMeanOfTheReplicasWeightedL
       for (auto& g : adam.param_groups()) g.options().set_lr(lrs[epoch - 1]);
       std::vector<std::vector<int64_t>> order;
       for (int k = 0; k < replicas; ++k)
-        order.push_back(dataset::training_indices(kTrain, replicas, k, o.seed, epoch));
-      const auto one = dataset::training_indices(kTrain, 1, 0, o.seed, epoch);
+        order.push_back(data::training_indices(kTrain, replicas, k, o.seed, epoch));
+      const auto one = data::training_indices(kTrain, 1, 0, o.seed, epoch);
       double loss_sum = 0;
       for (std::size_t t = 0; t < order[0].size(); ++t) {
         std::set<int64_t> step, single(one.begin() + static_cast<std::ptrdiff_t>(t) * replicas,

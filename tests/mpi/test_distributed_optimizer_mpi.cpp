@@ -30,7 +30,7 @@
 #include "mpi_test_main.hpp"
 #include "train/loop.hpp"
 #include "train/sharded_adam.hpp"
-#include "unit/model/tensor_compare.hpp"
+#include "unit/tensor_compare.hpp"
 #include "workloads/llm_training/data/synthetic_tokens.hpp"
 #include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/task.hpp"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/loader.hpp"
+#include "data/batch_loader.hpp"
 #include "dist/tensor_comm.hpp"
 #include "mpi_test_main.hpp"
 #include "workloads/fno/dist_fft.hpp"
@@ -198,9 +198,9 @@ TEST(ShardedFno, EqualsTheUnshardedFnoInOutputAndEveryGradient) {
 // The recurrent rollout (FnoTask, time_stepping recurrent) sharded equals it unsharded: the task
 // takes this rank's slab of the full input, feeds its slab of each prediction back, and sums the
 // per-step errors over the shard group, so the trajectory, the loss and every gradient match.
-struct NoExamples : dataset::ExampleSource {
+struct NoExamples : data::ExampleSource {
   std::size_t size() const override { return 0; }
-  dataset::Example get(std::size_t, uint64_t) const override { return {}; }
+  data::Example get(std::size_t, uint64_t) const override { return {}; }
 };
 
 TEST(ShardedFno, RecurrentRolloutEqualsTheUnshardedOne) {
@@ -229,7 +229,7 @@ TEST(ShardedFno, RecurrentRolloutEqualsTheUnshardedOne) {
     NoExamples none;
     FnoTask ref_task(reference, none, none, at::kCPU, ro);
     FnoTask shard_task(sharded, none, none, at::kCPU, so);
-    dataset::Batch batch;
+    data::Batch batch;
     batch.fields = {at::randn({2, kTin * kC, 10, 8}), at::randn({2, kSteps * kC, 10, 8})};
     const IndexRange local = s.shard->local();
 

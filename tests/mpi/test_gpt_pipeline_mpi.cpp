@@ -26,7 +26,7 @@
 #include "gpt_shard_util.hpp"
 #include "mpi_test_main.hpp"
 #include "train/loop.hpp"
-#include "unit/model/tensor_compare.hpp"
+#include "unit/tensor_compare.hpp"
 #include "workloads/llm_training/data/synthetic_tokens.hpp"
 #include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/pipeline.hpp"

@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "dataset/sampler.hpp"
+#include "data/sampler.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
 #include "mpi_test_main.hpp"
@@ -88,7 +88,7 @@ TEST(ImageClassificationDataParallel, ReplicasEqualOneProcessAveragingTheirHalfB
   reference->train();
   std::vector<at::Tensor> grad_sum;
   for (int r = 0; r < P; ++r) {
-    const auto indices = dataset::training_indices(so.count, P, r, kSeed, /*epoch=*/1);
+    const auto indices = data::training_indices(so.count, P, r, kSeed, /*epoch=*/1);
     std::vector<at::Tensor> images, labels;
     for (int64_t i : indices) {
       const auto e = train_set.get(static_cast<std::size_t>(i), 0);

@@ -13,11 +13,11 @@
 
 #include "core/fs.hpp"
 #include "core/npy.hpp"
-#include "dataset/layout.hpp"
-#include "dataset/loader.hpp"
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
 #include "mpi_test_main.hpp"
+#include "workloads/scaffold/dataset/fractal_dataset.hpp"
+#include "workloads/scaffold/dataset/layout.hpp"
 
 namespace scaffold::dataset {
 namespace {

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "model/fused_norm.hpp"
-#include "model/spatial.hpp"
-#include "model/unet.hpp"
+#include "kernels/fused_norm.hpp"
 #include "spatial_test_util.hpp"
 #include "train/loss.hpp"
+#include "workloads/scaffold/model/spatial.hpp"
+#include "workloads/scaffold/model/unet.hpp"
 
 namespace scaffold {
 namespace {
@@ -98,7 +98,8 @@ TEST(FusedGroupNormRelu, GlobalStatisticsEqualTheUnshardedComposition) {
       const at::Tensor xl = test::local_slice(x_full, *s.ctx).requires_grad_(true);
       const at::Tensor wl = w_full.clone().requires_grad_(true),
                        bl = b_full.clone().requires_grad_(true);
-      const at::Tensor yl = model::group_norm_relu(xl, groups, wl, bl, 1e-5, s.ctx);
+      const at::Tensor yl =
+          model::group_norm_relu(xl, groups, wl, bl, 1e-5, model::group_norm_reduction(s.ctx));
       const auto got =
           torch::autograd::grad({yl}, {xl, wl, bl}, {test::local_slice(r_full, *s.ctx)});
 

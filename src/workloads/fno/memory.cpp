@@ -59,7 +59,7 @@ int64_t MemoryTracker::peak_bytes() const {
   return impl_->reporter->peak.load();
 }
 
-MemoryFigures measure_memory(FnoTask& task, const dataset::Batch& host_batch, c10::Device device) {
+MemoryFigures measure_memory(FnoTask& task, const data::Batch& host_batch, c10::Device device) {
   MemoryFigures f;
   int64_t param_bytes = 0, buffer_bytes = 0;
   for (const at::Tensor& p : task.module().parameters())
@@ -67,7 +67,7 @@ MemoryFigures measure_memory(FnoTask& task, const dataset::Batch& host_batch, c1
   for (const at::Tensor& b : task.module().buffers()) buffer_bytes += b.numel() * b.element_size();
   // Between steps Adam holds, per parameter, its gradient and two moments.
   f.persistent_bytes = 4 * param_bytes + buffer_bytes;
-  dataset::Batch batch;
+  data::Batch batch;
   batch.ids = host_batch.ids;
   int64_t input_bytes = 0;
   for (const at::Tensor& t : host_batch.fields) {

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "dataset/loader.hpp"
+#include "data/batch_loader.hpp"
 #include "workloads/fno/task.hpp"
 
 namespace scaffold::fno {
@@ -40,6 +40,6 @@ struct MemoryFigures {
 // One training forward and loss of `batch` (host tensors) through the task, measured, then
 // discarded (no backward, no step: the model and every RNG stay as they were). Collective when
 // the task is sharded.
-MemoryFigures measure_memory(FnoTask& task, const dataset::Batch& batch, c10::Device device);
+MemoryFigures measure_memory(FnoTask& task, const data::Batch& batch, c10::Device device);
 
 }  // namespace scaffold::fno

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/example_source.hpp"
+#include "data/example_source.hpp"
 #include "dist/communicator.hpp"
 #include "workloads/fno/options.hpp"
 
@@ -27,7 +27,7 @@ struct ProblemShape {
 ProblemShape problem_shape(const config::FnoConfig& cfg);
 
 struct FnoData {
-  std::unique_ptr<dataset::ExampleSource> train,
+  std::unique_ptr<data::ExampleSource> train,
       val;  // fields {input (C_in, *grid), target (C_out, *grid)}
   std::string problem;
   std::vector<int64_t> grid;

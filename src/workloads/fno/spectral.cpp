@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "core/error.hpp"
-#include "model/autocast.hpp"
+#include "nn/autocast.hpp"
 
 namespace scaffold::fno {
 

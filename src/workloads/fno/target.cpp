@@ -36,14 +36,14 @@ at::Tensor next_from_update(const at::Tensor& input, const at::Tensor& update,
          current_state(input, update.size(channel_dim), step_channels, channel_dim);
 }
 
-UpdateTargetSource::UpdateTargetSource(std::unique_ptr<dataset::ExampleSource> inner,
+UpdateTargetSource::UpdateTargetSource(std::unique_ptr<data::ExampleSource> inner,
                                        int64_t step_channels, double scaling)
     : inner_(std::move(inner)), step_channels_(step_channels), scaling_(scaling) {
   SCAFFOLD_CHECK(scaling_ > 0.0, fmt::format("update target: scaling {} (expected > 0)", scaling_));
 }
 
-dataset::Example UpdateTargetSource::get(std::size_t index, uint64_t draw) const {
-  dataset::Example e = inner_->get(index, draw);
+data::Example UpdateTargetSource::get(std::size_t index, uint64_t draw) const {
+  data::Example e = inner_->get(index, draw);
   SCAFFOLD_CHECK(e.fields.size() == 2,
                  fmt::format("update target: example {} has {} fields, expected input and target",
                              e.id, e.fields.size()));

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "dataset/example_source.hpp"
+#include "data/example_source.hpp"
 
 namespace scaffold::fno {
 
@@ -29,16 +29,16 @@ at::Tensor next_from_update(const at::Tensor& input, const at::Tensor& update,
                             int64_t step_channels, double scaling, int64_t channel_dim = 0);
 
 // A source whose examples {input, next} become {input, update_target(input, next)}.
-class UpdateTargetSource : public dataset::ExampleSource {
+class UpdateTargetSource : public data::ExampleSource {
  public:
-  UpdateTargetSource(std::unique_ptr<dataset::ExampleSource> inner, int64_t step_channels,
+  UpdateTargetSource(std::unique_ptr<data::ExampleSource> inner, int64_t step_channels,
                      double scaling);
   std::size_t size() const override { return inner_->size(); }
-  dataset::Example get(std::size_t index, uint64_t draw) const override;
+  data::Example get(std::size_t index, uint64_t draw) const override;
   std::string origin(std::size_t index) const override { return inner_->origin(index); }
 
  private:
-  std::unique_ptr<dataset::ExampleSource> inner_;
+  std::unique_ptr<data::ExampleSource> inner_;
   int64_t step_channels_;
   double scaling_;
 };

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
-#include "model/autocast.hpp"
+#include "nn/autocast.hpp"
 
 namespace scaffold::fno {
 
@@ -51,8 +51,8 @@ at::Tensor shard_slab(const at::Tensor& field, const FftShard* shard) {
   return field.narrow(2, r.start, r.length).contiguous();
 }
 
-FnoTask::FnoTask(Fno model, const dataset::ExampleSource& train_set,
-                 const dataset::ExampleSource& val_set, c10::Device device, FnoTaskOptions options)
+FnoTask::FnoTask(Fno model, const data::ExampleSource& train_set,
+                 const data::ExampleSource& val_set, c10::Device device, FnoTaskOptions options)
     : model_(std::move(model)),
       train_set_(train_set),
       val_set_(val_set),
@@ -102,7 +102,7 @@ at::Tensor FnoTask::predict(const at::Tensor& input) {
   return at::cat(steps, 1);
 }
 
-train::TrainForward FnoTask::train_forward(const dataset::Batch& batch) {
+train::TrainForward FnoTask::train_forward(const data::Batch& batch) {
   at::Tensor out;
   {
     SCAFFOLD_PROFILE_REGION(options_.profiler, "predict");
@@ -124,7 +124,7 @@ train::TrainForward FnoTask::train_forward(const dataset::Batch& batch) {
   return {per_step.mean().to(at::kFloat), rel.detach().sum().reshape({1})};
 }
 
-at::Tensor FnoTask::validation_sums(const dataset::Batch& batch) {
+at::Tensor FnoTask::validation_sums(const data::Batch& batch) {
   const at::Tensor out = predict(batch.fields[0]);
   const FftShard none;
   const FftShard& shard = options_.shard ? *options_.shard : none;

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/example_source.hpp"
+#include "data/example_source.hpp"
 #include "profile/profiler.hpp"
 #include "train/loop.hpp"
 #include "workloads/fno/dist_fft.hpp"
@@ -58,16 +58,16 @@ at::Tensor shard_slab(const at::Tensor& field, const FftShard* shard);
 
 class FnoTask : public train::TrainingTask {
  public:
-  FnoTask(Fno model, const dataset::ExampleSource& train_set, const dataset::ExampleSource& val_set,
+  FnoTask(Fno model, const data::ExampleSource& train_set, const data::ExampleSource& val_set,
           c10::Device device, FnoTaskOptions options);
 
   torch::nn::Module& module() override { return *model_; }
-  const dataset::ExampleSource& training_set() const override { return train_set_; }
-  const dataset::ExampleSource& validation_set() const override { return val_set_; }
+  const data::ExampleSource& training_set() const override { return train_set_; }
+  const data::ExampleSource& validation_set() const override { return val_set_; }
   std::vector<std::string> training_sum_names() const override { return {"rel_l2"}; }
   std::vector<std::string> validation_sum_names() const override { return {"rel_l2", "mse"}; }
-  train::TrainForward train_forward(const dataset::Batch& batch) override;
-  at::Tensor validation_sums(const dataset::Batch& batch) override;
+  train::TrainForward train_forward(const data::Batch& batch) override;
+  at::Tensor validation_sums(const data::Batch& batch) override;
   void after_step() override;
   void after_validation() override;
   int sum_multiplicity() const override { return options_.shard ? options_.shard->parts() : 1; }
@@ -90,8 +90,8 @@ class FnoTask : public train::TrainingTask {
 
  private:
   Fno model_;
-  const dataset::ExampleSource& train_set_;
-  const dataset::ExampleSource& val_set_;
+  const data::ExampleSource& train_set_;
+  const data::ExampleSource& val_set_;
   c10::Device device_;
   FnoTaskOptions options_;
 };

@@ -32,12 +32,12 @@
 #include "core/timer.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
+#include "kernels/fused_adam.hpp"
 #include "report/epoch_log.hpp"
 #include "report/run_record.hpp"
 #include "suite/driver.hpp"
 #include "train/device.hpp"
 #include "train/device_memory.hpp"
-#include "train/fused_adam.hpp"
 #include "train/loop.hpp"
 #include "workloads/fno/dist_fft.hpp"
 #include "workloads/fno/fno.hpp"
@@ -191,11 +191,11 @@ void log_epoch(const train::LoopEpoch& e, const FnoConfig& cfg, int64_t timestep
 }
 
 // One batch of the first `n` training examples (host tensors), for the memory measurement.
-dataset::Batch first_batch(const dataset::ExampleSource& source, int64_t n) {
+data::Batch first_batch(const data::ExampleSource& source, int64_t n) {
   std::vector<std::vector<at::Tensor>> fields;
-  dataset::Batch b;
+  data::Batch b;
   for (int64_t i = 0; i < n; ++i) {
-    dataset::Example e = source.get(static_cast<std::size_t>(i), 0);
+    data::Example e = source.get(static_cast<std::size_t>(i), 0);
     if (fields.empty()) fields.resize(e.fields.size());
     for (std::size_t f = 0; f < e.fields.size(); ++f) fields[f].push_back(e.fields[f]);
     b.ids.push_back(e.id);
@@ -257,7 +257,7 @@ class FnoTrainRun : public FnoRun {
   void prepare_data(suite::RunEnv& env) override {
     data_ = make_fno_data(cfg_, env.comm, env.threads);
     dist::run_agreed(env.comm, [&] {
-      const dataset::Example e = data_.train->get(0, 0);
+      const data::Example e = data_.train->get(0, 0);
       const auto expect = [&](const at::Tensor& t, int64_t channels, const char* what) {
         std::vector<int64_t> shape{channels};
         shape.insert(shape.end(), data_.grid.begin(), data_.grid.end());
@@ -660,9 +660,9 @@ class FnoEvalRun : public FnoRun {
 
  private:
   // Unused sources: the task needs two, eval reads neither.
-  struct NoExamples : dataset::ExampleSource {
+  struct NoExamples : data::ExampleSource {
     std::size_t size() const override { return 0; }
-    dataset::Example get(std::size_t, uint64_t) const override {
+    data::Example get(std::size_t, uint64_t) const override {
       throw core::Error("eval mode reads no examples");
     }
   } none_;

@@ -221,7 +221,7 @@ ImageFolder::ImageFolder(fs::path root, ImageFolderOptions options)
   }
 }
 
-dataset::Example ImageFolder::load(std::size_t index, uint64_t draw) const {
+data::Example ImageFolder::load(std::size_t index, uint64_t draw) const {
   const ImageFile& file = files_[index];
   const Image image = decode_image(root_ / file.relative_path);
   const int size = static_cast<int>(options_.image_size);
@@ -239,7 +239,7 @@ dataset::Example ImageFolder::load(std::size_t index, uint64_t draw) const {
   return {{std::move(pixels), std::move(label)}, file.relative_path};
 }
 
-dataset::Example ImageFolder::get(std::size_t index, uint64_t draw) const {
+data::Example ImageFolder::get(std::size_t index, uint64_t draw) const {
   if (index >= files_.size())
     throw core::Error(fmt::format("image index {} is outside the {} images of {}", index,
                                   files_.size(), root_.string()));

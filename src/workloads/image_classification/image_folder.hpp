@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/example_source.hpp"
+#include "data/example_source.hpp"
 
 namespace scaffold::imgcls {
 
@@ -26,7 +26,7 @@ struct ImageFile {
   int64_t label = 0;          // index of the class in class_names()
 };
 
-class ImageFolder : public dataset::ExampleSource {
+class ImageFolder : public data::ExampleSource {
  public:
   // Lists the classes (the root's subfolders, followed through symlinks, sorted by name; label =
   // index) and, in each, every file whose name ends in .jpg, .jpeg or .png in any letter case,
@@ -45,7 +45,7 @@ class ImageFolder : public dataset::ExampleSource {
   // An unreadable image throws core::FileError naming it; with skip_bad, up to kMaxSkips
   // consecutive unreadable images are replaced by the next one (index + 1, wrapping around),
   // each counted in skipped().
-  dataset::Example get(std::size_t index, uint64_t draw) const override;
+  data::Example get(std::size_t index, uint64_t draw) const override;
 
   std::size_t num_classes() const { return class_names_.size(); }
   const std::vector<std::string>& class_names() const { return class_names_; }
@@ -62,7 +62,7 @@ class ImageFolder : public dataset::ExampleSource {
   static constexpr int kMaxSkips = 10;
 
  private:
-  dataset::Example load(std::size_t index, uint64_t draw) const;
+  data::Example load(std::size_t index, uint64_t draw) const;
 
   std::filesystem::path root_;
   ImageFolderOptions options_;

@@ -17,7 +17,7 @@
 #include <array>
 #include <cstdint>
 
-#include "model/memory_format.hpp"
+#include "nn/memory_format.hpp"
 
 namespace scaffold::imgcls {
 
@@ -108,7 +108,7 @@ TORCH_MODULE(ResNet);
 int64_t resnet_forward_flops(const ResNetOptions& options, int64_t height, int64_t width);
 
 // Converts every 4-D parameter and buffer of `module` to `format` in place (LibTorch 1.13's
-// Module::to has no memory-format overload): the shared helper of model/memory_format.hpp. With
+// Module::to has no memory-format overload): the shared helper of nn/memory_format.hpp. With
 // ChannelsLast, feed channels-last inputs too.
 using model::set_memory_format;
 

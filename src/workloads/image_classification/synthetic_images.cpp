@@ -77,7 +77,7 @@ float SyntheticImages::pattern(int64_t c, int channel, int row, int column) cons
   return class_pattern(options_.seed, c)[static_cast<std::size_t>(cell)];
 }
 
-dataset::Example SyntheticImages::get(std::size_t index, uint64_t /*draw*/) const {
+data::Example SyntheticImages::get(std::size_t index, uint64_t /*draw*/) const {
   if (index >= size())
     throw core::Error(
         fmt::format("synthetic image index {} is outside the {} images", index, size()));

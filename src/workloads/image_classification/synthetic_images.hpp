@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "dataset/example_source.hpp"
+#include "data/example_source.hpp"
 
 namespace scaffold::imgcls {
 
@@ -24,7 +24,7 @@ struct SyntheticImagesOptions {
   bool separable = false;
 };
 
-class SyntheticImages : public dataset::ExampleSource {
+class SyntheticImages : public data::ExampleSource {
  public:
   // Throws core::Error when count, image_size or num_classes is < 1 or offset < 0.
   explicit SyntheticImages(SyntheticImagesOptions options = {});
@@ -32,7 +32,7 @@ class SyntheticImages : public dataset::ExampleSource {
   std::size_t size() const override { return static_cast<std::size_t>(options_.count); }
   // Fields: image (3, S, S) float32; label () int64. id: "synthetic/<offset + index>".
   // `draw` is ignored: the data has no augmentation.
-  dataset::Example get(std::size_t index, uint64_t draw) const override;
+  data::Example get(std::size_t index, uint64_t draw) const override;
 
   // The label of example `index` without drawing its image.
   int64_t label(std::size_t index) const;

@@ -10,7 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
-#include "model/autocast.hpp"
+#include "nn/autocast.hpp"
 
 // at::Context's TF32 switches arrived in LibTorch 1.7.
 #if TORCH_VERSION_MAJOR > 1 || (TORCH_VERSION_MAJOR == 1 && TORCH_VERSION_MINOR >= 7)
@@ -66,7 +66,7 @@ int64_t DeviceSyntheticLabels::image_seed(const std::string& id) const {
   return static_cast<int64_t>(key_of(std::stoll(id.substr(std::string(kPrefix).size()))) >> 2);
 }
 
-dataset::Example DeviceSyntheticLabels::get(std::size_t index, uint64_t /*draw*/) const {
+data::Example DeviceSyntheticLabels::get(std::size_t index, uint64_t /*draw*/) const {
   const uint64_t key = key_of(offset_ + static_cast<int64_t>(index));
   core::Xoshiro256p rng(key);
   const auto label = static_cast<int64_t>(rng.below(static_cast<uint64_t>(num_classes_)));
@@ -84,8 +84,8 @@ std::vector<std::string> tf32_kernel_entries(const Tf32State& state) {
   return {fmt::format("tf32={}", state.requested ? 1 : 0), "tf32_effect=" + state.effect()};
 }
 
-ClassificationTask::ClassificationTask(ResNet model, const dataset::ExampleSource& train_set,
-                                       const dataset::ExampleSource& val_set, c10::Device device,
+ClassificationTask::ClassificationTask(ResNet model, const data::ExampleSource& train_set,
+                                       const data::ExampleSource& val_set, c10::Device device,
                                        ClassificationTaskOptions options)
     : model_(std::move(model)),
       train_set_(train_set),
@@ -102,7 +102,7 @@ ClassificationTask::ClassificationTask(ResNet model, const dataset::ExampleSourc
   if (options_.channels_last) set_memory_format(*model_, at::MemoryFormat::ChannelsLast);
 }
 
-std::pair<at::Tensor, at::Tensor> ClassificationTask::inputs(const dataset::Batch& batch) const {
+std::pair<at::Tensor, at::Tensor> ClassificationTask::inputs(const data::Batch& batch) const {
   // Image sources give {image (B, 3, S, S), label (B)}; synthetic_device gives {label}.
   at::Tensor images;
   const at::Tensor labels = options_.synthetic_device ? batch.fields[0] : batch.fields[1];
@@ -139,7 +139,7 @@ at::Tensor ClassificationTask::logits(const at::Tensor& images) {
   return model_->forward(images);
 }
 
-train::TrainForward ClassificationTask::train_forward(const dataset::Batch& batch) {
+train::TrainForward ClassificationTask::train_forward(const data::Batch& batch) {
   const auto [images, labels] = inputs(batch);
   at::Tensor out;
   {
@@ -153,7 +153,7 @@ train::TrainForward ClassificationTask::train_forward(const dataset::Batch& batc
           at::stack({loss.detach().to(at::kDouble) * b, topk_correct(out.detach(), labels, 1)})};
 }
 
-at::Tensor ClassificationTask::validation_sums(const dataset::Batch& batch) {
+at::Tensor ClassificationTask::validation_sums(const data::Batch& batch) {
   const auto [images, labels] = inputs(batch);
   const at::Tensor out = logits(images).to(at::kFloat);
   const at::Tensor loss = at::cross_entropy_loss(out, labels);

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/example_source.hpp"
+#include "data/example_source.hpp"
 #include "profile/profiler.hpp"
 #include "train/loop.hpp"
 #include "workloads/image_classification/resnet.hpp"
@@ -55,11 +55,11 @@ struct ClassificationTaskOptions {
 
 // Labels for synthetic_device: fields {label () int64}, id "synthetic_device:<offset + i>".
 // Example i is deterministic from (seed, offset + i), like SyntheticImages; so is its image seed.
-class DeviceSyntheticLabels : public dataset::ExampleSource {
+class DeviceSyntheticLabels : public data::ExampleSource {
  public:
   DeviceSyntheticLabels(int64_t count, int64_t num_classes, uint64_t seed, int64_t offset);
   std::size_t size() const override { return static_cast<std::size_t>(count_); }
-  dataset::Example get(std::size_t index, uint64_t draw) const override;
+  data::Example get(std::size_t index, uint64_t draw) const override;
   // The image seed of the example whose id is `id` ("synthetic_device:<n>"), from the id alone:
   // the task draws a batch's images from it without reading anything back from the device (a
   // host synchronisation in every step). Throws core::Error on an id of another source.
@@ -74,19 +74,19 @@ class DeviceSyntheticLabels : public dataset::ExampleSource {
 
 class ClassificationTask : public train::TrainingTask {
  public:
-  ClassificationTask(ResNet model, const dataset::ExampleSource& train_set,
-                     const dataset::ExampleSource& val_set, c10::Device device,
+  ClassificationTask(ResNet model, const data::ExampleSource& train_set,
+                     const data::ExampleSource& val_set, c10::Device device,
                      ClassificationTaskOptions options);
 
   torch::nn::Module& module() override { return *model_; }
-  const dataset::ExampleSource& training_set() const override { return train_set_; }
-  const dataset::ExampleSource& validation_set() const override { return val_set_; }
+  const data::ExampleSource& training_set() const override { return train_set_; }
+  const data::ExampleSource& validation_set() const override { return val_set_; }
   std::vector<std::string> training_sum_names() const override { return {"loss_x_batch", "top1"}; }
   std::vector<std::string> validation_sum_names() const override {
     return {"loss_x_batch", "top1", "top5"};
   }
-  train::TrainForward train_forward(const dataset::Batch& batch) override;
-  at::Tensor validation_sums(const dataset::Batch& batch) override;
+  train::TrainForward train_forward(const data::Batch& batch) override;
+  at::Tensor validation_sums(const data::Batch& batch) override;
   void after_step() override;
   void after_validation() override;
   // train_loss, train_top1, val_loss, val_top1, val_top5 (accuracies as fractions); the stop
@@ -98,12 +98,12 @@ class ClassificationTask : public train::TrainingTask {
 
  private:
   // (B, 3, S, S) on the device in the model's memory format, and the labels (B).
-  std::pair<at::Tensor, at::Tensor> inputs(const dataset::Batch& batch) const;
+  std::pair<at::Tensor, at::Tensor> inputs(const data::Batch& batch) const;
   at::Tensor logits(const at::Tensor& images);
 
   ResNet model_;
-  const dataset::ExampleSource& train_set_;
-  const dataset::ExampleSource& val_set_;
+  const data::ExampleSource& train_set_;
+  const data::ExampleSource& val_set_;
   c10::Device device_;
   ClassificationTaskOptions options_;
 };

@@ -24,7 +24,6 @@
 #include "core/timer.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
-#include "model/unet.hpp"
 #include "report/epoch_log.hpp"
 #include "report/run_record.hpp"
 #include "suite/driver.hpp"
@@ -39,6 +38,7 @@
 #include "workloads/image_classification/result_columns.hpp"
 #include "workloads/image_classification/synthetic_images.hpp"
 #include "workloads/image_classification/task.hpp"
+#include "workloads/scaffold/model/unet.hpp"
 
 namespace scaffold::imgcls {
 namespace {
@@ -53,7 +53,7 @@ int depth_of(const std::string& model) {
 
 // The training and validation sources of the config.
 struct Sources {
-  std::unique_ptr<dataset::ExampleSource> train, val;
+  std::unique_ptr<data::ExampleSource> train, val;
   const ImageFolder* folder_train = nullptr;  // for the skipped-image count
   const ImageFolder* folder_val = nullptr;
   int64_t num_classes = 0;

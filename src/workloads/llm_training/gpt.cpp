@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "model/checkpoint.hpp"
+#include "nn/checkpoint.hpp"
 
 #if TORCH_VERSION_MAJOR >= 2
 #define SCAFFOLD_HAS_SDPA 1

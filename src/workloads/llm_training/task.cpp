@@ -10,13 +10,13 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
-#include "model/autocast.hpp"
+#include "nn/autocast.hpp"
 #include "train/sharded_adam.hpp"
 
 namespace scaffold::llm {
 
-GptTask::GptTask(Gpt model, const dataset::ExampleSource& train_set,
-                 const dataset::ExampleSource& val_set, c10::Device device, GptTaskOptions options)
+GptTask::GptTask(Gpt model, const data::ExampleSource& train_set,
+                 const data::ExampleSource& val_set, c10::Device device, GptTaskOptions options)
     : model_(std::move(model)),
       train_set_(train_set),
       val_set_(val_set),
@@ -48,7 +48,7 @@ model::AutocastState GptTask::autocast_state() const {
   return a;
 }
 
-at::Tensor GptTask::token_losses(const dataset::Batch& batch) {
+at::Tensor GptTask::token_losses(const data::Batch& batch) {
   const at::Tensor& tokens = batch.fields.at(0);  // (B, S + 1)
   const int64_t s = tokens.size(1) - 1;
   model::AutocastGuard amp(autocast_state());
@@ -136,7 +136,7 @@ at::Tensor GptTask::forward_backward(train::MicroBatchRun& run) {
   return sums;
 }
 
-at::Tensor GptTask::pipeline_validation_sums(const dataset::Batch& batch) {
+at::Tensor GptTask::pipeline_validation_sums(const data::Batch& batch) {
   const PipelineParallel& pp = *options_.pipeline;
   const PipelineStage& stage = pp.stage;
   const at::Tensor& tokens = batch.fields.at(0);
@@ -161,7 +161,7 @@ at::Tensor GptTask::pipeline_validation_sums(const dataset::Batch& batch) {
   return sums;
 }
 
-train::TrainForward GptTask::train_forward(const dataset::Batch& batch) {
+train::TrainForward GptTask::train_forward(const data::Batch& batch) {
   at::Tensor losses;
   {
     SCAFFOLD_PROFILE_REGION(options_.profiler, "predict");
@@ -173,7 +173,7 @@ train::TrainForward GptTask::train_forward(const dataset::Batch& batch) {
                            at::scalar_tensor(n, loss.options().dtype(at::kDouble))})};
 }
 
-at::Tensor GptTask::validation_sums(const dataset::Batch& batch) {
+at::Tensor GptTask::validation_sums(const data::Batch& batch) {
   if (pipelined()) return pipeline_validation_sums(batch);
   return loss_sums(token_losses(batch), 1.0);
 }

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "dataset/example_source.hpp"
+#include "data/example_source.hpp"
 #include "dist/tensor_comm.hpp"
-#include "model/autocast.hpp"
+#include "nn/autocast.hpp"
 #include "profile/profiler.hpp"
 #include "train/loop.hpp"
 #include "workloads/llm_training/gpt.hpp"
@@ -43,26 +43,26 @@ struct GptTaskOptions {
 class GptTask : public train::TrainingTask {
  public:
   // Throws core::Error for an unknown precision or fp16 off CUDA.
-  GptTask(Gpt model, const dataset::ExampleSource& train_set, const dataset::ExampleSource& val_set,
+  GptTask(Gpt model, const data::ExampleSource& train_set, const data::ExampleSource& val_set,
           c10::Device device, GptTaskOptions options);
 
   torch::nn::Module& module() override { return *model_; }
-  const dataset::ExampleSource& training_set() const override { return train_set_; }
-  const dataset::ExampleSource& validation_set() const override { return val_set_; }
+  const data::ExampleSource& training_set() const override { return train_set_; }
+  const data::ExampleSource& validation_set() const override { return val_set_; }
   std::vector<std::string> training_sum_names() const override {
     return {"loss_x_tokens", "tokens"};
   }
   std::vector<std::string> validation_sum_names() const override {
     return {"loss_x_tokens", "tokens"};
   }
-  train::TrainForward train_forward(const dataset::Batch& batch) override;
+  train::TrainForward train_forward(const data::Batch& batch) override;
   // With pipeline stages (the loop's forward_backward hook): the iteration's micro-batches
   // through this stage in the schedule's order, activations and gradients exchanged with the
   // neighbouring stages. The returned sums are the last stage's x P (zeros elsewhere), so that
   // dividing the world's sums by sum_multiplicity() counts each micro-batch once.
   at::Tensor forward_backward(train::MicroBatchRun& run);
   bool pipelined() const { return options_.pipeline && options_.pipeline->stage.size > 1; }
-  at::Tensor validation_sums(const dataset::Batch& batch) override;
+  at::Tensor validation_sums(const data::Batch& batch) override;
   void after_step() override;
   void after_validation() override;
   // Every rank of a tensor-parallel group computes the same loss (with pipeline stages: t x P).
@@ -91,16 +91,16 @@ class GptTask : public train::TrainingTask {
 
  private:
   // (B, S) per-token losses of a batch {tokens (B, S + 1)} under the precision's autocast.
-  at::Tensor token_losses(const dataset::Batch& batch);
+  at::Tensor token_losses(const data::Batch& batch);
   model::AutocastState autocast_state() const;
   // The pipeline's validation forward: the last stage's loss sums x P, zeros elsewhere.
-  at::Tensor pipeline_validation_sums(const dataset::Batch& batch);
+  at::Tensor pipeline_validation_sums(const data::Batch& batch);
   // The (B, S'', h) activation shape and options passed between stages for tokens (B, S + 1).
   std::vector<int64_t> activation_shape(const at::Tensor& tokens) const;
 
   Gpt model_;
-  const dataset::ExampleSource& train_set_;
-  const dataset::ExampleSource& val_set_;
+  const data::ExampleSource& train_set_;
+  const data::ExampleSource& val_set_;
   c10::Device device_;
   GptTaskOptions options_;
   at::Tensor last_grad_norm_;  // on the device, read when logged

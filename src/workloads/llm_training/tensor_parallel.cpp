@@ -1,6 +1,7 @@
 // The tensor-parallel autograd functions, each with its collective written out in forward or
-// backward (as model/spatial.cpp wraps the halo exchange). Collectives run in float32 whatever
-// the activation's dtype (TensorComm reduces float32/float64), converted back afterwards.
+// backward (as the U-Net's workloads/scaffold/model/spatial.cpp wraps the halo exchange).
+// Collectives run in float32 whatever the activation's dtype (TensorComm reduces float32/float64),
+// converted back afterwards.
 #include "workloads/llm_training/tensor_parallel.hpp"
 
 #include <ATen/ATen.h>

@@ -142,7 +142,7 @@ Layout make_layout(dist::Communicator& comm, const LlmTrainingConfig& cfg,
 }
 
 struct Sources {
-  std::unique_ptr<dataset::ExampleSource> train, val;
+  std::unique_ptr<data::ExampleSource> train, val;
   std::string name;  // the Dataset column
 };
 

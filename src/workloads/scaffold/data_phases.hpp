@@ -2,10 +2,10 @@
 // is collective over ctx.comm, reuses what is already on disk, and logs what it did.
 #pragma once
 
-#include "config/options.hpp"
-#include "dataset/generate.hpp"
-#include "fractal/library.hpp"
 #include "suite/command_line.hpp"
+#include "workloads/scaffold/dataset/generate.hpp"
+#include "workloads/scaffold/fractal/library.hpp"
+#include "workloads/scaffold/options.hpp"
 
 namespace scaffold::benchmark {
 using cli::RunContext;

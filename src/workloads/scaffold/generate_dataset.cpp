@@ -9,10 +9,11 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/version.hpp"
-#include "dataset/estimate.hpp"
-#include "fractal/ifs.hpp"
 #include "suite/command_line.hpp"
 #include "workloads/scaffold/data_phases.hpp"
+#include "workloads/scaffold/dataset/estimate.hpp"
+#include "workloads/scaffold/fractal/ifs.hpp"
+#include "workloads/scaffold/schema.hpp"
 #include "workloads/scaffold/workload.hpp"
 
 namespace scaffold::benchmark {
@@ -20,7 +21,6 @@ using cli::add_config_files_option;
 using cli::add_schema_flags_for;
 using cli::add_threads_option;
 using cli::ConfigArgs;
-using cli::load_config_everywhere;
 using cli::Subcommand;
 namespace fs = std::filesystem;
 
@@ -110,7 +110,8 @@ Subcommand add_generate_dataset(CLI::App& app) {
        "dataset_dir", "dc_num_shards", "dc_shard_dims", "datagen_batch_size"});
   return {sub, [args, threads, allow_large](RunContext& ctx) {
             ctx.threads = *threads;
-            const config::Config cfg = load_config_everywhere(ctx.comm, *args);
+            const config::Config cfg =
+                cli::load_config_everywhere_as<config::Config>(ctx.comm, *args);
             check_data_size(ctx, cfg, /*with_dataset=*/true, *allow_large);
             ensure_fractal_library(ctx, cfg, *allow_large);
             const auto info = ensure_dataset(ctx, cfg);

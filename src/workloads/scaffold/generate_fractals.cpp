@@ -14,12 +14,13 @@
 #include "core/log.hpp"
 #include "core/progress.hpp"
 #include "core/timer.hpp"
-#include "dataset/estimate.hpp"
-#include "fractal/instances.hpp"
-#include "fractal/library.hpp"
-#include "fractal/search.hpp"
 #include "suite/command_line.hpp"
 #include "workloads/scaffold/data_phases.hpp"
+#include "workloads/scaffold/dataset/estimate.hpp"
+#include "workloads/scaffold/fractal/instances.hpp"
+#include "workloads/scaffold/fractal/library.hpp"
+#include "workloads/scaffold/fractal/search.hpp"
+#include "workloads/scaffold/schema.hpp"
 #include "workloads/scaffold/workload.hpp"
 
 namespace scaffold::benchmark {
@@ -27,7 +28,6 @@ using cli::add_config_files_option;
 using cli::add_schema_flags_for;
 using cli::add_threads_option;
 using cli::ConfigArgs;
-using cli::load_config_everywhere;
 using cli::Subcommand;
 namespace {
 namespace fs = std::filesystem;
@@ -369,7 +369,8 @@ Subcommand add_generate_fractals(CLI::App& app) {
       sub, args.get(), {"problem_scale", "n_categories", "fract_base_dir", "datagen_batch_size"});
   return {sub, [args, threads, allow_large](RunContext& ctx) {
             ctx.threads = *threads;
-            const config::Config cfg = load_config_everywhere(ctx.comm, *args);
+            const config::Config cfg =
+                cli::load_config_everywhere_as<config::Config>(ctx.comm, *args);
             check_data_size(ctx, cfg, /*with_dataset=*/false, *allow_large);
             ensure_fractal_library(ctx, cfg, *allow_large);
             return 0;

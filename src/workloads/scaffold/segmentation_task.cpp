@@ -12,9 +12,9 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "model/autocast.hpp"
-#include "model/memory_format.hpp"
-#include "train/fused_adam.hpp"
+#include "kernels/fused_adam.hpp"
+#include "nn/autocast.hpp"
+#include "nn/memory_format.hpp"
 #include "train/loss.hpp"
 #include "train/schedule.hpp"
 
@@ -111,7 +111,7 @@ std::vector<std::string> SegmentationTask::validation_sum_names() const {
   return {"loss_x_batch", "hard_dice"};
 }
 
-train::TrainForward SegmentationTask::train_forward(const dataset::Batch& batch) {
+train::TrainForward SegmentationTask::train_forward(const data::Batch& batch) {
   profile::Profiler* prof = options_.profiler;
   const at::Tensor image = input(batch.fields[0]);  // (B, 3, D, H, W)
   const at::Tensor& mask = batch.fields[1];         // (B, D, H, W)
@@ -127,7 +127,7 @@ train::TrainForward SegmentationTask::train_forward(const dataset::Batch& batch)
   return {terms.loss, at::stack({terms.loss.detach() * b, terms.soft_dice.sum().detach()})};
 }
 
-at::Tensor SegmentationTask::validation_sums(const dataset::Batch& batch) {
+at::Tensor SegmentationTask::validation_sums(const data::Batch& batch) {
   const at::Tensor image = input(batch.fields[0]);
   const at::Tensor& mask = batch.fields[1];
   const at::Tensor logits = logits_of(image);

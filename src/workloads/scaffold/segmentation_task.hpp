@@ -14,14 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "dataset/loader.hpp"
+#include "data/batch_loader.hpp"
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
-#include "model/spatial.hpp"
-#include "model/unet.hpp"
 #include "profile/profiler.hpp"
 #include "train/loop.hpp"
+#include "workloads/scaffold/dataset/fractal_dataset.hpp"
+#include "workloads/scaffold/model/spatial.hpp"
+#include "workloads/scaffold/model/unet.hpp"
 
 namespace scaffold::benchmark {
 
@@ -96,13 +97,13 @@ class SegmentationTask : public train::TrainingTask {
   model::UNet3d& model() { return model_; }
 
   torch::nn::Module& module() override { return *model_; }
-  const dataset::ExampleSource& training_set() const override { return train_set_; }
-  const dataset::ExampleSource& validation_set() const override { return val_set_; }
+  const data::ExampleSource& training_set() const override { return train_set_; }
+  const data::ExampleSource& validation_set() const override { return val_set_; }
   std::vector<std::string> training_sum_names() const override;
   std::vector<std::string> validation_sum_names() const override;
   int sum_multiplicity() const override { return multiplicity_; }
-  train::TrainForward train_forward(const dataset::Batch& batch) override;
-  at::Tensor validation_sums(const dataset::Batch& batch) override;
+  train::TrainForward train_forward(const data::Batch& batch) override;
+  at::Tensor validation_sums(const data::Batch& batch) override;
   void after_step() override;
   void after_validation() override;
   train::EpochMetrics epoch_metrics(int64_t epoch, const train::PassSums& train,

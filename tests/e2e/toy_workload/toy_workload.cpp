@@ -91,11 +91,11 @@ namespace {
 constexpr const char* kName = "toy";
 
 // Example i: x from a seeded stream, y from the fixed line.
-class LineSource : public dataset::ExampleSource {
+class LineSource : public data::ExampleSource {
  public:
   LineSource(int count, int offset) : count_(count), offset_(offset) {}
   std::size_t size() const override { return static_cast<std::size_t>(count_); }
-  dataset::Example get(std::size_t index, uint64_t) const override {
+  data::Example get(std::size_t index, uint64_t) const override {
     const double i = static_cast<double>(index) + offset_;
     const at::Tensor x = at::tensor(std::vector<float>{static_cast<float>(std::sin(1.3 * i)),
                                                        static_cast<float>(std::cos(0.7 * i)),
@@ -112,16 +112,16 @@ class LineTask : public train::TrainingTask {
  public:
   LineTask(const LineSource& train, const LineSource& val) : train_(train), val_(val) {}
   torch::nn::Module& module() override { return *linear_; }
-  const dataset::ExampleSource& training_set() const override { return train_; }
-  const dataset::ExampleSource& validation_set() const override { return val_; }
+  const data::ExampleSource& training_set() const override { return train_; }
+  const data::ExampleSource& validation_set() const override { return val_; }
   std::vector<std::string> training_sum_names() const override { return {"squared_error"}; }
   std::vector<std::string> validation_sum_names() const override { return {"squared_error"}; }
-  train::TrainForward train_forward(const dataset::Batch& b) override {
+  train::TrainForward train_forward(const data::Batch& b) override {
     const at::Tensor error = linear_->forward(b.fields[0]) - b.fields[1];
     const at::Tensor loss = error.pow(2).mean();
     return {loss, error.detach().pow(2).sum().reshape({1})};
   }
-  at::Tensor validation_sums(const dataset::Batch& b) override {
+  at::Tensor validation_sums(const data::Batch& b) override {
     return (linear_->forward(b.fields[0]) - b.fields[1]).pow(2).sum().reshape({1});
   }
   train::EpochMetrics epoch_metrics(int64_t, const train::PassSums& train,
@@ -225,7 +225,7 @@ class ToyRun : public suite::WorkloadRun {
   struct SlowTask : LineTask {
     using LineTask::LineTask;
     int delay_ms = 0;
-    train::TrainForward train_forward(const dataset::Batch& b) override {
+    train::TrainForward train_forward(const data::Batch& b) override {
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
       return LineTask::train_forward(b);
     }

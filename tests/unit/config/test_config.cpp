@@ -15,8 +15,9 @@
 #include <vector>
 
 #include "config/load.hpp"
-#include "config/options.hpp"
 #include "core/error.hpp"
+#include "workloads/scaffold/options.hpp"
+#include "workloads/scaffold/schema.hpp"
 
 namespace scaffold::config {
 namespace {
@@ -297,12 +298,12 @@ TEST_F(ConfigTest, DefaultsEqualConfigDefaults) {
   const LoadedConfig loaded = load({});
   expect_same(loaded.config, Config{});
   EXPECT_TRUE(loaded.warnings.empty());
-  ASSERT_EQ(loaded.origin.size(), known_keys().size());
+  ASSERT_EQ(loaded.origin.size(), known_keys<Config>().size());
   for (const auto& [key, origin] : loaded.origin) EXPECT_EQ(origin, "default") << key;
 }
 
 TEST_F(ConfigTest, KnownKeysFollowOptionsOrderAndCoverScaffold) {
-  const std::vector<std::string> keys = known_keys();
+  const std::vector<std::string> keys = known_keys<Config>();
   EXPECT_EQ(keys.size(), 52u);
   EXPECT_EQ(keys.front(), "base_run_dir");
   EXPECT_EQ(keys.back(), "async_save");
@@ -354,7 +355,7 @@ TEST_F(ConfigTest, DocsNameEveryKey) {
   std::ifstream in(path);
   ASSERT_TRUE(in) << path;
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const std::string& key : known_keys()) EXPECT_CONTAINS(text, "| `" + key + "` |");
+  for (const std::string& key : known_keys<Config>()) EXPECT_CONTAINS(text, "| `" + key + "` |");
 }
 
 // ---- key names ------------------------------------------------------------------------------
@@ -809,7 +810,7 @@ TEST_F(ConfigTest, ToYamlFormat) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);)
     if (!line.empty() && line[0] != '#') keys.push_back(line.substr(0, line.find(':')));
-  EXPECT_EQ(keys, known_keys());
+  EXPECT_EQ(keys, known_keys<Config>());
 }
 
 TEST_F(ConfigTest, YamlTextErrorsNameSource) {

@@ -13,9 +13,10 @@
 #include <vector>
 
 #include "config/load.hpp"
-#include "config/options.hpp"
 #include "config/yaml_strict.hpp"
 #include "core/error.hpp"
+#include "workloads/scaffold/options.hpp"
+#include "workloads/scaffold/schema.hpp"
 
 namespace scaffold::config {
 namespace {

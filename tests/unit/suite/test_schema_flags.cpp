@@ -24,6 +24,7 @@
 #include "core/error.hpp"
 #include "suite/command_line.hpp"
 #include "workloads/image_classification/options.hpp"
+#include "workloads/scaffold/schema.hpp"
 
 namespace scaffold::cli {
 namespace {
@@ -421,7 +422,7 @@ TEST_F(SchemaFlagsLoad, EveryRankGetsRankZerosStruct) {
   std::vector<std::string> log2;
   ReplayComm r0(0, &log2), r1(1, &log2);
   ConfigArgs args;
-  EXPECT_EQ(load_config_everywhere(r0, args).problem_scale, 7);
+  EXPECT_EQ(load_config_everywhere_as<config::Config>(r0, args).problem_scale, 7);
   EXPECT_EQ(load_config_everywhere_as<Config>(r1, args).problem_scale, 7);
 }
 

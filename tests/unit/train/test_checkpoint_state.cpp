@@ -20,11 +20,11 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/sha256.hpp"
-#include "model/unet.hpp"
 #include "test_util.hpp"
 #include "train/checkpoint.hpp"
 #include "train/checkpoint_envelope.hpp"
 #include "unit/train/tensor_identical.hpp"
+#include "workloads/scaffold/model/unet.hpp"
 
 namespace scaffold::train {
 namespace {

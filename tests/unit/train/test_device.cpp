@@ -86,8 +86,8 @@ TEST(MemoryFormat, AutoIsChannelsLastOnCudaOnly) {
 
 // ---- the step seam (train/device_stream.hpp) ---------------------------------------------------
 
-dataset::Batch batch_of(int64_t first, bool pinned) {
-  dataset::Batch b;
+data::Batch batch_of(int64_t first, bool pinned) {
+  data::Batch b;
   at::Tensor image = at::arange(first, first + 24, at::kFloat).reshape({2, 3, 4});
   at::Tensor label = at::arange(first, first + 2, at::kLong);
   if (pinned) {
@@ -99,7 +99,7 @@ dataset::Batch batch_of(int64_t first, bool pinned) {
   return b;
 }
 
-void expect_batch(const dataset::Batch& got, int64_t first, const c10::Device& device) {
+void expect_batch(const data::Batch& got, int64_t first, const c10::Device& device) {
   ASSERT_EQ(got.fields.size(), 2u);
   EXPECT_EQ(got.fields[0].device(), device);
   EXPECT_EQ(got.ids, batch_of(first, false).ids);

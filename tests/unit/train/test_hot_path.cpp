@@ -3,7 +3,8 @@
 // and the CUDA step seam are read from the source and must not call synchronize(), item(),
 // .cpu(), a copy to the CPU, LibTorch's clip_grad_norm_ or the per-epoch readers outside a marked
 // region. The check is shown to catch each pattern on a planted regression. A run-time count of
-// host reads during real training steps is in test_trainer.cpp (HotPath*).
+// host reads during real training steps is in workloads/scaffold/test_segmentation_task.cpp
+// (HotPath*).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -48,7 +49,7 @@ TEST(HotPath, TheLoopsStepFunctionsDoNotWaitForTheDevice) {
 }
 
 TEST(HotPath, TheTasksForwardPassesAndTheClipDoNotWaitForTheDevice) {
-  expect_clean("src/train/trainer.cpp", {"train_forward", "after_step"});
+  expect_clean("src/workloads/scaffold/segmentation_task.cpp", {"train_forward", "after_step"});
   expect_clean("src/workloads/image_classification/task.cpp",
                {"ClassificationTask::train_forward", "ClassificationTask::inputs",
                 "ClassificationTask::logits", "topk_correct"});

@@ -21,8 +21,8 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
-#include "dataset/example_source.hpp"
-#include "dataset/sampler.hpp"
+#include "data/example_source.hpp"
+#include "data/sampler.hpp"
 #include "dist/comm_counters.hpp"
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
@@ -50,11 +50,11 @@ class LoopEnvironment : public ::testing::Environment {
     ::testing::AddGlobalTestEnvironment(new LoopEnvironment);
 
 // Example i: x = (sin(i), cos(2i), i/10) and y = i mod 3, ids "i".
-class Points : public dataset::ExampleSource {
+class Points : public data::ExampleSource {
  public:
   explicit Points(int64_t n) : n_(n) {}
   std::size_t size() const override { return static_cast<std::size_t>(n_); }
-  dataset::Example get(std::size_t index, uint64_t) const override {
+  data::Example get(std::size_t index, uint64_t) const override {
     const double i = static_cast<double>(index);
     const at::Tensor x = at::tensor({std::sin(i), std::cos(2 * i), i / 10}, at::kFloat);
     const at::Tensor y = at::tensor({static_cast<float>(index % 3)}, at::kFloat);
@@ -77,17 +77,17 @@ class LinearTask : public TrainingTask {
              bool mean_output = false)
       : model_(std::move(model)), train_(train), val_(val), mean_output_(mean_output) {}
   torch::nn::Module& module() override { return *model_; }
-  const dataset::ExampleSource& training_set() const override { return train_; }
-  const dataset::ExampleSource& validation_set() const override { return val_; }
+  const data::ExampleSource& training_set() const override { return train_; }
+  const data::ExampleSource& validation_set() const override { return val_; }
   std::vector<std::string> training_sum_names() const override { return {"loss_x_batch"}; }
   std::vector<std::string> validation_sum_names() const override { return {"loss_x_batch"}; }
-  TrainForward train_forward(const dataset::Batch& batch) override {
+  TrainForward train_forward(const data::Batch& batch) override {
     for (const auto& id : batch.ids) seen.push_back(std::stoll(id));
     const at::Tensor loss = mean_output_ ? model_->forward(batch.fields[0]).mean()
                                          : mse(model_, batch.fields[0], batch.fields[1]);
     return {loss, (loss.detach() * static_cast<double>(batch.size())).to(at::kDouble).reshape({1})};
   }
-  at::Tensor validation_sums(const dataset::Batch& batch) override {
+  at::Tensor validation_sums(const data::Batch& batch) override {
     ++validation_batches;
     return (mse(model_, batch.fields[0], batch.fields[1]) * static_cast<double>(batch.size()))
         .to(at::kDouble)
@@ -144,11 +144,11 @@ TEST(StreamIndices, FollowMegatronsSequentialOrderAcrossStepsAndReplicas) {
   // n 10, 2 replicas, micro-batch 2, 2 micro-batches per step: G = 8. Steps 1 and 2 are stream
   // samples 8..23; replica 1 takes the second pair of each group of 4: 10 11 | 14 15 | 18 19 |
   // 22 23, modulo 10.
-  EXPECT_EQ(dataset::stream_indices(10, 2, 1, 1, 2, 2, 2),
+  EXPECT_EQ(data::stream_indices(10, 2, 1, 1, 2, 2, 2),
             (std::vector<int64_t>{0, 1, 4, 5, 8, 9, 2, 3}));
-  EXPECT_EQ(dataset::stream_indices(10, 2, 0, 0, 1, 2, 2), (std::vector<int64_t>{0, 1, 4, 5}));
-  EXPECT_EQ(dataset::stream_indices(5, 1, 0, 3, 1, 3, 1), (std::vector<int64_t>{4, 0, 1}));
-  EXPECT_THROW(dataset::stream_indices(0, 1, 0, 0, 1, 1, 1), std::exception);
+  EXPECT_EQ(data::stream_indices(10, 2, 0, 0, 1, 2, 2), (std::vector<int64_t>{0, 1, 4, 5}));
+  EXPECT_EQ(data::stream_indices(5, 1, 0, 3, 1, 3, 1), (std::vector<int64_t>{4, 0, 1}));
+  EXPECT_THROW(data::stream_indices(0, 1, 0, 0, 1, 1, 1), std::exception);
 }
 
 // k micro-batches of b, accumulated, = one step on the k*b batch (no batch statistics): the
@@ -291,11 +291,11 @@ TEST(LoopIterations, PerStepLearningRateAndAStepCapInsideAnEpoch) {
 class CountingTask : public LinearTask {
  public:
   using LinearTask::LinearTask;
-  TrainForward train_forward(const dataset::Batch& batch) override {
+  TrainForward train_forward(const data::Batch& batch) override {
     dist::count_comm("test.loop_step", 1, 8, 0.125);
     return LinearTask::train_forward(batch);
   }
-  at::Tensor validation_sums(const dataset::Batch& batch) override {
+  at::Tensor validation_sums(const data::Batch& batch) override {
     dist::count_comm("test.loop_validation", 1, 8, 1.0);
     return LinearTask::validation_sums(batch);
   }
@@ -362,7 +362,7 @@ class ScriptedOverflowTask : public LinearTask {
   ScriptedOverflowTask(const Points& train, const Points& val, std::string pattern)
       : LinearTask(fresh_linear(), train, val, /*mean_output=*/true),
         pattern_(std::move(pattern)) {}
-  TrainForward train_forward(const dataset::Batch& batch) override {
+  TrainForward train_forward(const data::Batch& batch) override {
     TrainForward out = LinearTask::train_forward(batch);
     scales.push_back(loop->loss_scale());
     const std::size_t step = first_step + scales.size() - 1;
@@ -569,8 +569,8 @@ TEST(LoopIterations, DatasetEpochsKeepWholeStepsAndTheClipHookReplacesTorchsClip
 class PointsWithNaN : public Points {
  public:
   PointsWithNaN(int64_t n, int64_t bad) : Points(n), bad_(bad) {}
-  dataset::Example get(std::size_t index, uint64_t draw) const override {
-    dataset::Example e = Points::get(index, draw);
+  data::Example get(std::size_t index, uint64_t draw) const override {
+    data::Example e = Points::get(index, draw);
     if (static_cast<int64_t>(index) == bad_) e.fields[0][1] = std::nanf("");
     return e;
   }

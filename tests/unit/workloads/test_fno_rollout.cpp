@@ -13,17 +13,17 @@
 #include <string>
 #include <vector>
 
-#include "dataset/example_source.hpp"
-#include "dataset/loader.hpp"
+#include "data/batch_loader.hpp"
+#include "data/example_source.hpp"
 #include "workloads/fno/fno.hpp"
 #include "workloads/fno/task.hpp"
 
 namespace scaffold::fno {
 namespace {
 
-struct NoExamples : dataset::ExampleSource {
+struct NoExamples : data::ExampleSource {
   std::size_t size() const override { return 0; }
-  dataset::Example get(std::size_t, uint64_t) const override { return {}; }
+  data::Example get(std::size_t, uint64_t) const override { return {}; }
 };
 
 constexpr int64_t kTin = 3, kSteps = 4, kC = 2;  // 3 steps in, 4 predicted, 2 channels per step
@@ -85,7 +85,7 @@ TEST(FnoRollout, TrainsOnTheSumOfStepErrorsAndReportsTheTrajectoryError) {
   Fno model = small_model(at::kFloat);
   NoExamples none;
   FnoTask task(model, none, none, at::kCPU, recurrent_options());
-  dataset::Batch batch;
+  data::Batch batch;
   batch.fields = {at::randn({3, kTin * kC, 8, 6}), at::randn({3, kSteps * kC, 8, 6})};
   const train::TrainForward f = task.train_forward(batch);
   at::Tensor pred;

@@ -11,7 +11,7 @@
 #include <complex>
 #include <vector>
 
-#include "unit/model/tensor_compare.hpp"
+#include "unit/tensor_compare.hpp"
 #include "workloads/fno/fno.hpp"
 #include "workloads/fno/spectral.hpp"
 

@@ -17,7 +17,7 @@
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
 #include "train/loop.hpp"
-#include "unit/model/tensor_compare.hpp"
+#include "unit/tensor_compare.hpp"
 #include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/task.hpp"
 
@@ -259,10 +259,10 @@ TEST(GptModel, RecomputeGivesTheSameLossAndGradients) {
 }
 
 // Four fixed sequences repeated: the model memorises them (loss far below ln V).
-class RepeatedCorpus : public dataset::ExampleSource {
+class RepeatedCorpus : public data::ExampleSource {
  public:
   std::size_t size() const override { return 4; }
-  dataset::Example get(std::size_t index, uint64_t) const override {
+  data::Example get(std::size_t index, uint64_t) const override {
     at::Tensor t = at::arange(17, at::kLong).mul_(static_cast<int64_t>(index) + 3).remainder_(64);
     return {{t}, std::to_string(index)};
   }

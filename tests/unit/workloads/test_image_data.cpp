@@ -77,7 +77,7 @@ TEST(ImageFolder, ListsClassesAndFilesAsTorchvision) {
   for (std::size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(folder.files()[i].relative_path, expected[i].first) << i;
     EXPECT_EQ(folder.files()[i].label, expected[i].second) << i;
-    const dataset::Example ex = folder.get(i, 0);
+    const data::Example ex = folder.get(i, 0);
     EXPECT_EQ(ex.id, expected[i].first);
     ASSERT_EQ(ex.fields.size(), 2u);
     EXPECT_EQ(ex.fields[1].dim(), 0);
@@ -98,7 +98,7 @@ TEST(ImageFolder, ValidationCropWithoutResamplingIsExact) {
   fs::create_directories(dir.path() / "a");
   encode_png(make_image(300, 256, 3, jagged), dir.path() / "a/wide.png");
   const ImageFolder folder(dir.path(), {224, /*train=*/false});
-  const dataset::Example ex = folder.get(0, 12345);
+  const data::Example ex = folder.get(0, 12345);
   const at::Tensor& t = ex.fields[0];
   ASSERT_EQ(t.sizes(), (std::vector<int64_t>{3, 224, 224}));
   float max_err = 0;
@@ -199,7 +199,7 @@ TEST(ImageFolder, CorruptImagesAreNamedOrSkippedAndCounted) {
   EXPECT_EQ(strict.skipped(), 0u);
 
   const ImageFolder lenient(root, {16, false, /*skip_bad=*/true});
-  const dataset::Example ex = lenient.get(1, 0);
+  const data::Example ex = lenient.get(1, 0);
   EXPECT_EQ(ex.id, "b/2_good.png") << "replaced by the next readable image";
   EXPECT_EQ(ex.fields[1].item<int64_t>(), 1) << "with that image's own label";
   EXPECT_EQ(lenient.skipped(), 1u);
@@ -309,7 +309,7 @@ TEST(ImageFolder, AClassFolderLeadingBackToTheRootIsRefusedByName) {
 // ---------------------------------------------------------------------------------------------
 // SyntheticImages
 
-bool same_example(const dataset::Example& a, const dataset::Example& b) {
+bool same_example(const data::Example& a, const data::Example& b) {
   return a.id == b.id && a.fields[0].sizes() == b.fields[0].sizes() &&
          std::memcmp(a.fields[0].data_ptr<float>(), b.fields[0].data_ptr<float>(),
                      sizeof(float) * a.fields[0].numel()) == 0 &&
@@ -322,7 +322,7 @@ TEST(SyntheticImages, SameExampleForTheSameSeedAndIndexAcrossObjectsAndThreads) 
   o.image_size = 24;
   o.num_classes = 10;
   const SyntheticImages one(o), two(o);
-  std::vector<dataset::Example> serial;
+  std::vector<data::Example> serial;
   for (std::size_t i = 0; i < one.size(); ++i) serial.push_back(one.get(i, i * 7));
   for (std::size_t i = 0; i < one.size(); ++i) {
     EXPECT_TRUE(same_example(serial[i], two.get(i, 0))) << "index " << i;
@@ -330,7 +330,7 @@ TEST(SyntheticImages, SameExampleForTheSameSeedAndIndexAcrossObjectsAndThreads) 
     EXPECT_EQ(serial[i].fields[1].item<int64_t>(), one.label(i));
   }
   // Four threads, each over every index in its own order.
-  std::vector<std::vector<dataset::Example>> got(4, std::vector<dataset::Example>(one.size()));
+  std::vector<std::vector<data::Example>> got(4, std::vector<data::Example>(one.size()));
   std::vector<std::thread> threads;
   for (std::size_t t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
@@ -360,7 +360,7 @@ TEST(SyntheticImages, OffsetSplitsOneSequenceIntoDisjointParts) {
   std::set<std::string> train_ids;
   for (std::size_t i = 0; i < tr.size(); ++i) train_ids.insert(tr.get(i, 0).id);
   for (std::size_t i = 0; i < va.size(); ++i) {
-    const dataset::Example v = va.get(i, 0);
+    const data::Example v = va.get(i, 0);
     EXPECT_EQ(train_ids.count(v.id), 0u) << v.id;
     EXPECT_TRUE(same_example(v, whole.get(900 + i, 0))) << "val " << i << " is example " << 900 + i;
   }
@@ -418,7 +418,7 @@ TEST(SyntheticImages, SeparableClassesHaveDifferentMeansAndCanBeLearnt) {
       4, std::vector<double>(static_cast<std::size_t>(pixels), 0.0));
   std::vector<int> counts(4, 0);
   for (std::size_t i = 0; i < train.size(); ++i) {
-    const dataset::Example ex = train.get(i, 0);
+    const data::Example ex = train.get(i, 0);
     const auto c = static_cast<std::size_t>(ex.fields[1].item<int64_t>());
     const float* p = ex.fields[0].data_ptr<float>();
     for (int64_t k = 0; k < pixels; ++k) centroid[c][static_cast<std::size_t>(k)] += p[k];
@@ -458,7 +458,7 @@ TEST(SyntheticImages, SeparableClassesHaveDifferentMeansAndCanBeLearnt) {
                             const std::vector<std::vector<double>>& centres) {
     int right = 0;
     for (std::size_t i = 0; i < source.size(); ++i) {
-      const dataset::Example ex = source.get(i, 0);
+      const data::Example ex = source.get(i, 0);
       const float* p = ex.fields[0].data_ptr<float>();
       std::size_t best = 0;
       double best_d = 1e300;

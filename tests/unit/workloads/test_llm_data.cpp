@@ -23,8 +23,8 @@ namespace scaffold::llm {
 namespace {
 namespace fs = std::filesystem;
 
-std::vector<int64_t> tokens_of(const dataset::ExampleSource& s, std::size_t i) {
-  const dataset::Example e = s.get(i, 0);
+std::vector<int64_t> tokens_of(const data::ExampleSource& s, std::size_t i) {
+  const data::Example e = s.get(i, 0);
   EXPECT_EQ(e.fields.size(), 1u);
   const at::Tensor t = e.fields.at(0);
   EXPECT_EQ(t.scalar_type(), at::kLong);
@@ -169,7 +169,7 @@ TEST_F(LlmIndexedSources, SamplesAreTheReferenceSamples) {
   ASSERT_EQ(s.train->size(), 30u);
   ASSERT_EQ(s.valid->size(), 4u);
   for (int which : {0, 1}) {
-    const dataset::ExampleSource& src = which == 0 ? *s.train : *s.valid;
+    const data::ExampleSource& src = which == 0 ? *s.train : *s.valid;
     const int64_t n = which == 0 ? o.train_samples : o.valid_samples;
     const nlohmann::json ref = test::run_reference(fmt::format(
         "index {} 10,1,1 {} {} {} {}", prefix_.string(), which, o.seq_length, o.seed, n));

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "model/unet.hpp"
-#include "unit/model/tensor_compare.hpp"
+#include "unit/tensor_compare.hpp"
 #include "workloads/image_classification/resnet.hpp"
+#include "workloads/scaffold/model/unet.hpp"
 
 namespace scaffold::imgcls {
 namespace {

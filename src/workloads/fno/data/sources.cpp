@@ -76,9 +76,9 @@ FnoExampleSource::FnoExampleSource(fs::path root, FnoSplit split, FnoDataMeta me
   count_ = wanted > 0 ? wanted : available;
 }
 
-dataset::Example FnoExampleSource::get(std::size_t index, uint64_t) const {
+data::Example FnoExampleSource::get(std::size_t index, uint64_t) const {
   const ProblemLayout& l = meta_.layout;
-  dataset::Example e;
+  data::Example e;
   if (is_trajectory(l)) {  // (states, C, *grid) per sample
     const int64_t sample = static_cast<int64_t>(index) / per_sample_;
     const int64_t state = static_cast<int64_t>(index) % per_sample_;

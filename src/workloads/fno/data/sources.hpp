@@ -1,5 +1,5 @@
 // The training and validation examples of a complete FNO dataset, for the batch loader
-// (dataset::ExampleSource). Every example has two fields, both float32:
+// (data::ExampleSource). Every example has two fields, both float32:
 //   input  (C_in, *grid)   burgers1d (1, N): u(., 0); navier_stokes2d (t_in, N, N): the first
 //                          records; rbc2d (4 t_in, nx, nz): t_in consecutive stored states, each
 //                          u_x, u_z, b, p (time-major: state 0's four fields, then state 1's, ...)
@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "dataset/example_source.hpp"
+#include "data/example_source.hpp"
 #include "workloads/fno/data/cache.hpp"
 #include "workloads/fno/data/options.hpp"
 
@@ -30,7 +30,7 @@ struct FnoSourceOptions {
   int64_t rbc_steps_out = 1;  // rbc2d: states predicted
 };
 
-class FnoExampleSource : public dataset::ExampleSource {
+class FnoExampleSource : public data::ExampleSource {
  public:
   // Throws core::Error when `count` examples do not fit the split.
   FnoExampleSource(std::filesystem::path root, FnoSplit split, FnoDataMeta meta,
@@ -38,7 +38,7 @@ class FnoExampleSource : public dataset::ExampleSource {
   std::size_t size() const override { return static_cast<std::size_t>(count_); }
   // Fields {input, target}; id "<split>/<sample>" or, for trajectories, "<split>/<sample>@<state>".
   // `draw` is ignored. Throws core::FileError naming a missing, truncated or reshaped file.
-  dataset::Example get(std::size_t index, uint64_t draw) const override;
+  data::Example get(std::size_t index, uint64_t draw) const override;
 
  private:
   std::filesystem::path root_;

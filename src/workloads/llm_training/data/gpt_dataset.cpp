@@ -71,7 +71,7 @@ std::vector<int64_t> GptDataset::tokens(std::size_t index) const {
   return out;
 }
 
-dataset::Example GptDataset::get(std::size_t index, uint64_t /*draw*/) const {
+data::Example GptDataset::get(std::size_t index, uint64_t /*draw*/) const {
   const std::vector<int64_t> t = tokens(index);
   at::Tensor out = at::empty({static_cast<int64_t>(t.size())}, at::kLong);  // (seq_length + 1)
   std::copy(t.begin(), t.end(), out.data_ptr<int64_t>());

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/example_source.hpp"
+#include "data/example_source.hpp"
 #include "workloads/llm_training/data/indexed_dataset.hpp"
 #include "workloads/llm_training/data/megatron_index.hpp"
 
@@ -23,7 +23,7 @@ struct GptDatasetOptions {
   int64_t vocab_size = 0;  // > 0: every token must be below it (the model's embedding)
 };
 
-class GptDataset : public dataset::ExampleSource {
+class GptDataset : public data::ExampleSource {
  public:
   // Builds the sample index. Throws core::FileError naming the .idx when the document range is
   // empty or outside the dataset, or its documents hold fewer than seq_length + 1 tokens.
@@ -32,7 +32,7 @@ class GptDataset : public dataset::ExampleSource {
   std::size_t size() const override { return static_cast<std::size_t>(options_.index.num_samples); }
   // Fields: tokens (seq_length + 1) int64. id: "<name>/<index>". `draw` is ignored. Throws
   // core::FileError naming the .bin when a token is >= vocab_size.
-  dataset::Example get(std::size_t index, uint64_t draw) const override;
+  data::Example get(std::size_t index, uint64_t draw) const override;
   // The tokens of sample `index` (what get() puts in the tensor).
   std::vector<int64_t> tokens(std::size_t index) const;
 

@@ -19,10 +19,10 @@
 namespace scaffold::llm {
 namespace {
 
-class EmptySource : public dataset::ExampleSource {
+class EmptySource : public data::ExampleSource {
  public:
   std::size_t size() const override { return 0; }
-  dataset::Example get(std::size_t index, uint64_t /*draw*/) const override {
+  data::Example get(std::size_t index, uint64_t /*draw*/) const override {
     throw core::Error(fmt::format("example {} of an empty source", index));
   }
 };
@@ -94,7 +94,7 @@ GptSources make_gpt_sources(const GptDataOptions& o) {
   }
 
   const auto make_split = [&](int which, int64_t asked,
-                              int64_t* epochs) -> std::unique_ptr<dataset::ExampleSource> {
+                              int64_t* epochs) -> std::unique_ptr<data::ExampleSource> {
     if (asked == 0) return std::make_unique<EmptySource>();
     const int64_t samples = std::min(asked, o.max_index_samples);
     if (samples < asked)

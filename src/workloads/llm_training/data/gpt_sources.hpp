@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "dataset/example_source.hpp"
+#include "data/example_source.hpp"
 #include "workloads/llm_training/data/synthetic_tokens.hpp"
 
 namespace scaffold::llm {
@@ -33,7 +33,7 @@ struct GptDataOptions {
 
 struct GptSources {
   // train_samples and valid_samples examples (each at most max_index_samples; valid may be none).
-  std::unique_ptr<dataset::ExampleSource> train, valid;
+  std::unique_ptr<data::ExampleSource> train, valid;
   std::string description;  // one line for the log: what the data is
   std::string name;         // the Dataset column: "synthetic", or the data path's file name
   bool synthetic = true;

@@ -44,7 +44,7 @@ SyntheticTokens::SyntheticTokens(SyntheticTokensOptions options) : options_(opti
   }
 }
 
-dataset::Example SyntheticTokens::get(std::size_t index, uint64_t /*draw*/) const {
+data::Example SyntheticTokens::get(std::size_t index, uint64_t /*draw*/) const {
   if (index >= size())
     throw core::Error(
         fmt::format("synthetic token sample {} is outside the {} samples", index, size()));

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dataset/example_source.hpp"
+#include "data/example_source.hpp"
 
 namespace scaffold::llm {
 
@@ -28,7 +28,7 @@ struct SyntheticTokensOptions {
   int64_t corpus_length = 64;  // kRepeatedCorpus: distinct tokens when <= vocab_size
 };
 
-class SyntheticTokens : public dataset::ExampleSource {
+class SyntheticTokens : public data::ExampleSource {
  public:
   // Throws core::Error when count < 0, seq_length < 1, vocab_size < 2, offset < 0 or
   // corpus_length < 1.
@@ -36,7 +36,7 @@ class SyntheticTokens : public dataset::ExampleSource {
 
   std::size_t size() const override { return static_cast<std::size_t>(options_.count); }
   // Fields: tokens (seq_length + 1) int64. id: "synthetic/<offset + index>". `draw` is ignored.
-  dataset::Example get(std::size_t index, uint64_t draw) const override;
+  data::Example get(std::size_t index, uint64_t draw) const override;
 
   // The repeated corpus (kRepeatedCorpus), (corpus_length,), for tests.
   const std::vector<int64_t>& corpus() const { return corpus_; }

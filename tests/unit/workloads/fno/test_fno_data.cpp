@@ -270,7 +270,7 @@ TEST_P(FnoDataGeneration, StatisticsAndSourcesMatchTheFiles) {
   std::vector<double> sum(c_in + c_out, 0.0), sq(c_in + c_out, 0.0);
   double cells = 0.0;
   for (std::size_t i = 0; i < s.train->size(); ++i) {
-    const dataset::Example e = s.train->get(i, 0);
+    const data::Example e = s.train->get(i, 0);
     ASSERT_EQ(e.fields.size(), 2u);
     std::vector<int64_t> in_shape{static_cast<int64_t>(c_in)},
         out_shape{static_cast<int64_t>(c_out)};
@@ -306,13 +306,13 @@ TEST_P(FnoDataGeneration, StatisticsAndSourcesMatchTheFiles) {
   std::vector<int64_t> shape;
   const std::vector<float> data = core::read_npy<float>(file, &shape);
   const at::Tensor whole = at::tensor(data, at::kFloat).reshape(shape);
-  const dataset::Example last = s.val->get(s.val->size() - 1, 0);
+  const data::Example last = s.val->get(s.val->size() - 1, 0);
   if (l.files.size() == 1) {
     EXPECT_TRUE(at::equal(last.fields[0], whole[shape[0] - 2]));
     EXPECT_TRUE(at::equal(last.fields[1], whole[shape[0] - 1]));
     EXPECT_EQ(last.id, "val/0@" + std::to_string(shape[0] - 2));
   } else {
-    const dataset::Example first = s.val->get(0, 0);
+    const data::Example first = s.val->get(0, 0);
     EXPECT_TRUE(at::equal(first.fields[0], whole));
     EXPECT_EQ(first.id, "val/0");
   }

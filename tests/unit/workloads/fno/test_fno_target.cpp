@@ -60,9 +60,9 @@ TEST(FnoTarget, ChannelsThatAreNotWholeStepsAreRefused) {
   EXPECT_THROW(update_target(input, at::zeros({4, 2}), 2, 1.0), core::Error);
 }
 
-struct TwoExamples : dataset::ExampleSource {
+struct TwoExamples : data::ExampleSource {
   std::size_t size() const override { return 2; }
-  dataset::Example get(std::size_t i, uint64_t) const override {
+  data::Example get(std::size_t i, uint64_t) const override {
     const double v = static_cast<double>(i);
     return {{at::full({1, 4}, v, at::kDouble), at::full({1, 4}, v + 0.25, at::kDouble)},
             "ex" + std::to_string(i)};
@@ -73,7 +73,7 @@ struct TwoExamples : dataset::ExampleSource {
 TEST(FnoTarget, TheSourceReplacesOnlyTheTarget) {
   const UpdateTargetSource s(std::make_unique<TwoExamples>(), 1, 1000.0);
   ASSERT_EQ(s.size(), 2u);
-  const dataset::Example e = s.get(1, 0);
+  const data::Example e = s.get(1, 0);
   EXPECT_EQ(e.id, "ex1");
   EXPECT_EQ(s.origin(1), "file1");
   EXPECT_TRUE(at::equal(e.fields[0], at::full({1, 4}, 1.0, at::kDouble)));

@@ -8,8 +8,8 @@
 // epochs: a replay at another learning rate ends elsewhere, so that checks the LR each epoch
 // used. fp32 without autocast and one thread, so the two differ by rounding only. What the
 // library provides and is trusted here: the model's forward, torch's Adam and clip_grad_norm_,
-// and the epoch order of the training sampler (dataset::training_indices, whose shuffle, padding
-// and striding tests/unit/dataset/test_sampler.cpp covers). The hard and soft Dice, the weighted
+// and the epoch order of the training sampler (data::training_indices, whose shuffle, padding
+// and striding tests/unit/data/test_sampler.cpp covers). The hard and soft Dice, the weighted
 // and unweighted CE and the epochs' LRs differ by more than the tolerance (checked), so a metric
 // computed by another of these definitions fails.
 #include <ATen/ATen.h>
@@ -28,13 +28,13 @@
 
 #include "core/fs.hpp"
 #include "core/npy.hpp"
-#include "dataset/layout.hpp"
-#include "dataset/loader.hpp"
-#include "dataset/sampler.hpp"
+#include "data/sampler.hpp"
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
-#include "model/unet.hpp"
 #include "test_util.hpp"
+#include "workloads/scaffold/dataset/fractal_dataset.hpp"
+#include "workloads/scaffold/dataset/layout.hpp"
+#include "workloads/scaffold/model/unet.hpp"
 #include "workloads/scaffold/segmentation_task.hpp"
 
 namespace scaffold::train {
@@ -279,7 +279,7 @@ TEST(EpochMetrics, EachEpochMatchesTheSpecsDefinitionsRecomputedFromTheModelsOut
     SpecEpoch s;
     s.lr = spec_lr(e);
     for (auto& group : adam.param_groups()) group.options().set_lr(s.lr);
-    const auto order = dataset::training_indices(kTrainVolumes, 1, 0, kSamplerSeed, e);
+    const auto order = data::training_indices(kTrainVolumes, 1, 0, kSamplerSeed, e);
     ASSERT_EQ(order.size(), static_cast<std::size_t>(kTrainVolumes));
     for (std::size_t b = 0; b < order.size(); b += kBatch) {
       const std::vector<int64_t> idx(

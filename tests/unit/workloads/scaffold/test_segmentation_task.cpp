@@ -24,16 +24,17 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/npy.hpp"
-#include "dataset/layout.hpp"
-#include "dataset/loader.hpp"
-#include "dataset/sampler.hpp"
+#include "data/batch_loader.hpp"
+#include "data/sampler.hpp"
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
-#include "model/unet.hpp"
 #include "test_util.hpp"
 #include "train/checkpoint.hpp"
 #include "train/loss.hpp"
 #include "unit/train/tensor_identical.hpp"
+#include "workloads/scaffold/dataset/fractal_dataset.hpp"
+#include "workloads/scaffold/dataset/layout.hpp"
+#include "workloads/scaffold/model/unet.hpp"
 #include "workloads/scaffold/segmentation_task.hpp"
 
 namespace scaffold::train {
@@ -287,14 +288,14 @@ std::string error_of(Fn&& fn) {
 void warmup_steps_without_restore(benchmark::SegmentationTraining& t,
                                   const benchmark::SegmentationOptions& o,
                                   const FractalDataset& train) {
-  auto indices = dataset::training_indices(static_cast<int64_t>(train.size()), 1, 0, o.seed, 0);
+  auto indices = data::training_indices(static_cast<int64_t>(train.size()), 1, 0, o.seed, 0);
   indices.resize(static_cast<std::size_t>(o.warmup_batches * o.local_batch_size));
-  dataset::BatchLoader loader(train, indices, static_cast<int>(o.local_batch_size), 0, false);
+  data::BatchLoader loader(train, indices, static_cast<int>(o.local_batch_size), 0, false);
   const at::Tensor weights = at::tensor(at::ArrayRef<double>(t.task->class_weights()),
                                         at::TensorOptions().dtype(at::kDouble))
                                  .to(at::kFloat);
   t.task->model()->train();
-  dataset::Batch batch;
+  data::Batch batch;
   while (loader.next(&batch)) {
     const LossTerms terms =
         segmentation_loss(t.task->model()->forward(batch.fields[0]), batch.fields[1], weights);
@@ -373,7 +374,7 @@ TEST_F(TrainerTest, WarmupReadsTheFirstBatchesOfTheEpochZeroOrder) {
   data_.train->set_open_log(nullptr);
   data_.val->set_open_log(nullptr);
 
-  const auto order = dataset::training_indices(kTrainVolumes, 1, 0, options.seed, 0);
+  const auto order = data::training_indices(kTrainVolumes, 1, 0, options.seed, 0);
   std::vector<std::string> expected;
   for (int64_t k = 0; k < options.warmup_batches * options.local_batch_size; ++k) {
     const int volume =

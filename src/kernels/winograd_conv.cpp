@@ -1,0 +1,779 @@
+// Winograd F(2x2x2, 3x3x3) convolution of winograd_conv.hpp. The tensors stay in their own layout
+// (NCDHW or channels-last); each thread stages the rows its tiles read channels-last, so every
+// transform runs on vectors of 16 contiguous channels, and the products are row-major panels. Per
+// block of tiles (sized so its transformed input and output stay in the core's L2) a thread
+// transforms the input tiles, runs the 64 products, and transforms the results into the output;
+// blocks run in parallel. Matrices of F(2,3) (Lavin and Gray, 2016):
+//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   (input, 4 -> 4)
+//   G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1] (weights, 3 -> 4)
+//   A^T = [1 1 1 0; 0 1 -1 -1]                       (output, 4 -> 2)
+// applied along D, H and W in turn.
+#include "kernels/winograd_conv.hpp"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/parallel_check.hpp"
+#include "kernels/simd.hpp"
+#include "nn/memory_format.hpp"
+
+namespace scaffold::model {
+namespace {
+
+using simd::kVec;
+using simd::loadv;
+using simd::storev;
+using simd::v16;
+
+constexpr int kPoints = 64;  // 4 x 4 x 4 transformed points per tile
+
+// --- Products --------------------------------------------------------------------------------
+// C[i][j] (R rows, NV vectors of columns) (+)= sum_k A(i, k) B[k][j], A(i, k) = a[i*ars + k*aks].
+template <int R, int NV>
+SCAFFOLD_SIMD_INLINE void micro(const float* a, int64_t ars, int64_t aks, const float* b,
+                                int64_t ldb, float* c, int64_t ldc, int64_t k_len,
+                                bool accumulate) {
+  v16 acc[R][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = accumulate ? loadv(c + i * ldc + v * kVec) : v16{};
+  for (int64_t k = 0; k < k_len; ++k) {
+    v16 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = loadv(b + k * ldb + v * kVec);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const float s = a[i * ars + k * aks];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] += bv[v] * s;
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) storev(c + i * ldc + v * kVec, acc[i][v]);
+}
+
+template <int NV>
+SCAFFOLD_SIMD_INLINE void gemm_columns(const float* a, int64_t ars, int64_t aks, const float* b,
+                                       int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t k_len,
+                                       bool accumulate) {
+  constexpr int kRows = NV >= 2 ? 6 : 8;
+  int64_t i = 0;
+  for (; i + kRows <= m; i += kRows)
+    micro<kRows, NV>(a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, k_len, accumulate);
+  switch (m - i) {
+#define SCAFFOLD_WG_TAIL(r)                                                           \
+  case r:                                                                             \
+    micro<r, NV>(a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, k_len, accumulate); \
+    break;
+    SCAFFOLD_WG_TAIL(7)
+    SCAFFOLD_WG_TAIL(6)
+    SCAFFOLD_WG_TAIL(5)
+    SCAFFOLD_WG_TAIL(4)
+    SCAFFOLD_WG_TAIL(3)
+    SCAFFOLD_WG_TAIL(2)
+    SCAFFOLD_WG_TAIL(1)
+#undef SCAFFOLD_WG_TAIL
+    default:
+      break;
+  }
+}
+
+// C (m x n) (+)= A (m x k) B (k x n), n a multiple of kVec, B and C row-major.
+SCAFFOLD_SIMD_INLINE void gemm(const float* a, int64_t ars, int64_t aks, const float* b,
+                               int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+                               int64_t k_len, bool accumulate) {
+  int64_t j = 0;
+  for (; j + 4 * kVec <= n; j += 4 * kVec)
+    gemm_columns<4>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
+  for (; j + 2 * kVec <= n; j += 2 * kVec)
+    gemm_columns<2>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
+  for (; j < n; j += kVec)
+    gemm_columns<1>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
+}
+
+// --- Transforms (per vector of 16 channels, the tile's values in registers) -------------------
+
+// Row r of B^T (4 -> 4), of A^T (4 -> 2) and of A (2 -> 4), r a compile-time constant.
+template <int R>
+SCAFFOLD_SIMD_INLINE v16 bt_row(v16 x0, v16 x1, v16 x2, v16 x3) {
+  if constexpr (R == 0) return x0 - x2;
+  if constexpr (R == 1) return x1 + x2;
+  if constexpr (R == 2) return x2 - x1;
+  return x1 - x3;
+}
+SCAFFOLD_SIMD_INLINE void bt4(v16& x0, v16& x1, v16& x2, v16& x3) {
+  const v16 d0 = x0 - x2, d1 = x1 + x2, d2 = x2 - x1, d3 = x1 - x3;
+  x0 = d0;
+  x1 = d1;
+  x2 = d2;
+  x3 = d3;
+}
+template <int R>
+SCAFFOLD_SIMD_INLINE v16 at_row(v16 x0, v16 x1, v16 x2, v16 x3) {
+  if constexpr (R == 0) return x0 + x1 + x2;
+  return x1 - x2 - x3;
+}
+template <int R>
+SCAFFOLD_SIMD_INLINE v16 a_row(v16 x0, v16 x1) {
+  if constexpr (R == 0) return x0;
+  if constexpr (R == 1) return x0 + x1;
+  if constexpr (R == 2) return x0 - x1;
+  return -x1;
+}
+
+// An activation (N, C, D, H, W), contiguous (NCDHW) or channels-last (NDHWC) in memory, and its
+// grid of 2x2x2 tiles, numbered ((n * td + tz) * th + ty) * tw + tx.
+struct Grid {
+  int64_t n, d, h, w, c;
+  bool cl;
+  int64_t td, th, tw;
+  Grid(int64_t n_, int64_t d_, int64_t h_, int64_t w_, int64_t c_, bool cl_)
+      : n(n_),
+        d(d_),
+        h(h_),
+        w(w_),
+        c(c_),
+        cl(cl_),
+        td((d_ + 1) / 2),
+        th((h_ + 1) / 2),
+        tw((w_ + 1) / 2) {}
+  int64_t tiles() const { return n * td * th * tw; }
+  Grid with_channels(int64_t channels) const { return Grid(n, d, h, w, channels, cl); }
+};
+
+// Tiles a .. b of tile row (n, tz, ty), the first of them tile number t.
+struct TileRow {
+  int64_t n, tz, ty, a, b, t;
+};
+
+// The run of tiles from `begin` (before `end`) that lies in begin's tile row. The callers loop
+// over these runs themselves: a lambda would be compiled for the base ISA, outside the clones.
+SCAFFOLD_SIMD_INLINE TileRow tile_row(const Grid& g, int64_t begin, int64_t end) {
+  const int64_t a = begin % g.tw, row = begin / g.tw;
+  const int64_t b = std::min(g.tw, a + (end - begin));
+  return TileRow{row / (g.th * g.td), (row / g.th) % g.td, row % g.th, a, b, begin};
+}
+
+// r[i][j] = r[j][i] for 16 vectors of 16 floats: four butterfly stages, stage D exchanging the
+// elements (i, j) and (i + D, j - D) where bit D is clear in i and set in j.
+template <int D>
+SCAFFOLD_SIMD_INLINE void transpose_stage(v16 (&r)[16]) {
+  using simd::i16;
+  i16 lo, hi;
+  for (int j = 0; j < 16; ++j) {
+    lo[j] = (j & D) ? 16 + j - D : j;
+    hi[j] = (j & D) ? 16 + j : j + D;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    if (!(i & D)) {
+      const v16 a = r[i], b = r[i + D];
+      r[i] = __builtin_shuffle(a, b, lo);
+      r[i + D] = __builtin_shuffle(a, b, hi);
+    }
+}
+SCAFFOLD_SIMD_INLINE void transpose16(v16 (&r)[16]) {
+  transpose_stage<8>(r);
+  transpose_stage<4>(r);
+  transpose_stage<2>(r);
+  transpose_stage<1>(r);
+}
+
+// 16 vectors loaded at src + i * src_stride, transposed, stored at dst + i * dst_stride.
+SCAFFOLD_SIMD_INLINE void transpose_block(const float* src, int64_t src_stride, float* dst,
+                                          int64_t dst_stride) {
+  v16 r[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = loadv(src + i * src_stride);
+  transpose16(r);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) storev(dst + i * dst_stride, r[i]);
+}
+
+// Voxels w0 .. w1 of row (n, z, y) of activation x, channels-last at out + (w - w0) * g.c: a
+// copy from channels-last memory, a transpose in 16 x 16 register blocks from NCDHW.
+SCAFFOLD_SIMD_INLINE void load_row(const float* x, const Grid& g, int64_t n, int64_t z, int64_t y,
+                                   int64_t w0, int64_t w1, float* out) {
+  const int64_t c = g.c;
+  if (w1 <= w0) return;
+  if (g.cl) {
+    std::memcpy(out, x + (((n * g.d + z) * g.h + y) * g.w + w0) * c, sizeof(float) * (w1 - w0) * c);
+    return;
+  }
+  const int64_t plane = g.d * g.h * g.w;
+  for (int64_t c0 = 0; c0 < c; c0 += kVec) {
+    const float* s = x + (n * c + c0) * plane + (z * g.h + y) * g.w;
+    int64_t w = w0;
+    for (; w + kVec <= w1; w += kVec) transpose_block(s + w, plane, out + (w - w0) * c + c0, c);
+    for (; w < w1; ++w)
+      for (int i = 0; i < kVec; ++i) out[(w - w0) * c + c0 + i] = s[i * plane + w];
+  }
+}
+
+// The inverse: voxels w0 .. w1 of row (n, z, y) of y written from channels-last `in`.
+SCAFFOLD_SIMD_INLINE void store_row(const float* in, const Grid& g, int64_t n, int64_t z,
+                                    int64_t yy, int64_t w0, int64_t w1, float* y) {
+  const int64_t c = g.c;
+  if (w1 <= w0) return;
+  if (g.cl) {
+    std::memcpy(y + (((n * g.d + z) * g.h + yy) * g.w + w0) * c, in, sizeof(float) * (w1 - w0) * c);
+    return;
+  }
+  const int64_t plane = g.d * g.h * g.w;
+  for (int64_t c0 = 0; c0 < c; c0 += kVec) {
+    float* d = y + (n * c + c0) * plane + (z * g.h + yy) * g.w;
+    int64_t w = w0;
+    for (; w + kVec <= w1; w += kVec) transpose_block(in + (w - w0) * c + c0, c, d + w, plane);
+    for (; w < w1; ++w)
+      for (int i = 0; i < kVec; ++i) d[i * plane + w] = in[(w - w0) * c + c0 + i];
+  }
+}
+
+// The input rows one thread's tiles read, channels-last with a zero voxel before and after:
+// slot (z mod 4, y mod 4) holds row (n, z, y) over w = -1 .. 2 tw; a tile row's 16 rows have
+// distinct slots, and the next tile row along H finds half of them staged. Rows outside the
+// volume read a row of zeros. Nothing in the activation is read twice for one tile row.
+class InputRows {
+ public:
+  InputRows(const float* x, const Grid& g)
+      : x_(x), g_(g), width_((2 * g.tw + 2) * g.c), buf_(static_cast<std::size_t>(17 * width_)) {
+    std::fill(tag_, tag_ + 16, int64_t{-1});
+  }
+  SCAFFOLD_SIMD_INLINE const float* row(int64_t n, int64_t z, int64_t y) {
+    float* zero = buf_.data() + 16 * width_;  // zero-initialised, never written
+    if (z < 0 || z >= g_.d || y < 0 || y >= g_.h) return zero;
+    const int64_t slot = (z & 3) * 4 + (y & 3), key = (n * g_.d + z) * g_.h + y;
+    float* r = buf_.data() + slot * width_;
+    if (tag_[slot] != key) {
+      tag_[slot] = key;
+      std::memset(r, 0, sizeof(float) * g_.c);
+      std::memset(r + (g_.w + 1) * g_.c, 0, sizeof(float) * (width_ - (g_.w + 1) * g_.c));
+      load_row(x_, g_, n, z, y, 0, g_.w, r + g_.c);
+    }
+    return r;
+  }
+
+ private:
+  const float* x_;
+  Grid g_;
+  int64_t width_;
+  std::vector<float> buf_;
+  int64_t tag_[16];
+};
+
+// Plane K (the W point) of a transformed input tile whose row (i, j) starts at rows[i * 4 + j]
+// (c floats per voxel): B^T row K along W of each row, then B^T along H and D, stored to
+// v + ((i*4+j)*4+K) * vs. Each plane reloads the two voxels per row it needs (from L1), so no
+// intermediate spills to memory: the stores are V's alone.
+template <int K>
+SCAFFOLD_SIMD_INLINE void input_plane(const float* const (&rows)[16], int64_t off, int64_t c,
+                                      float* v, int64_t vs) {
+  v16 a[4][4];
+#pragma GCC unroll 16
+  for (int q = 0; q < 16; ++q) {
+    const float* row = rows[q] + off;
+    a[q / 4][q % 4] = bt_row<K>(loadv(row), loadv(row + c), loadv(row + 2 * c), loadv(row + 3 * c));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) bt4(a[i][0], a[i][1], a[i][2], a[i][3]);
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) bt4(a[0][j], a[1][j], a[2][j], a[3][j]);
+  float* o = v + K * vs;
+#pragma GCC unroll 16
+  for (int q = 0; q < 16; ++q, o += 4 * vs) storev(o, a[q / 4][q % 4]);
+}
+
+// The 4x4x4 input tile whose row (i, j) starts at rows[i * 4 + j] + off (c channels per voxel),
+// transformed to V: point p's c values at v + p * v_stride.
+SCAFFOLD_SIMD_INLINE void input_tile(const float* const (&rows)[16], int64_t off, int64_t c,
+                                     float* v, int64_t v_stride) {
+  for (int64_t cc = 0; cc < c; cc += kVec) {
+    input_plane<0>(rows, off + cc, c, v + cc, v_stride);
+    input_plane<1>(rows, off + cc, c, v + cc, v_stride);
+    input_plane<2>(rows, off + cc, c, v + cc, v_stride);
+    input_plane<3>(rows, off + cc, c, v + cc, v_stride);
+  }
+}
+
+// Each of the other transforms runs in two stages: one a loop over the tile's 16 rows at runtime
+// strides (few live addresses), the other fully unrolled on a stack copy at fixed offsets. Fully
+// unrolled over runtime strides, the compiler keeps 64 addresses alive and spills them.
+
+// The 64 products of one tile (point p at m + p * m_stride, c values) transformed by A^T along W,
+// H and D to its 2x2x2 output voxels: voxel (i, j, k) at out + (i * 2 + j) * row_stride + k * c.
+SCAFFOLD_SIMD_INLINE void output_tile(const float* m, int64_t m_stride, int64_t c, float* out,
+                                      int64_t row_stride) {
+  for (int64_t cc = 0; cc < c; cc += kVec) {
+    v16 r[16][2];  // [i*4+j][k]: each row of points transformed along W
+    const float* q = m + cc;
+#pragma GCC unroll 1
+    for (int row = 0; row < 16; ++row, q += 4 * m_stride) {
+      const v16 x0 = loadv(q), x1 = loadv(q + m_stride), x2 = loadv(q + 2 * m_stride),
+                x3 = loadv(q + 3 * m_stride);
+      r[row][0] = at_row<0>(x0, x1, x2, x3);
+      r[row][1] = at_row<1>(x0, x1, x2, x3);
+    }
+    v16 s[4][2][2];  // [i][j][k] after H
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 2
+      for (int k = 0; k < 2; ++k) {
+        const v16 x0 = r[i * 4][k], x1 = r[i * 4 + 1][k], x2 = r[i * 4 + 2][k],
+                  x3 = r[i * 4 + 3][k];
+        s[i][0][k] = at_row<0>(x0, x1, x2, x3);
+        s[i][1][k] = at_row<1>(x0, x1, x2, x3);
+      }
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; ++j)
+#pragma GCC unroll 2
+      for (int k = 0; k < 2; ++k) {
+        float* o = out + j * row_stride + k * c + cc;
+        storev(o, at_row<0>(s[0][j][k], s[1][j][k], s[2][j][k], s[3][j][k]));
+        storev(o + 2 * row_stride, at_row<1>(s[0][j][k], s[1][j][k], s[2][j][k], s[3][j][k]));
+      }
+  }
+}
+
+// The output gradient of one tile, voxel (i, j, k) at in + (i * 2 + j) * row_stride + k * c, as
+// the 64 points A dY A^T at dm + p * dm_stride.
+SCAFFOLD_SIMD_INLINE void grad_output_tile(const float* in, int64_t row_stride, int64_t c,
+                                           float* dm, int64_t dm_stride) {
+  for (int64_t cc = 0; cc < c; cc += kVec) {
+    v16 q[2][2][2];
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; ++i)
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j)
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; ++k) q[i][j][k] = loadv(in + (i * 2 + j) * row_stride + k * c + cc);
+    // A along D, then H: e[i*4+j][k] for the tile's 16 rows, still 2 wide in W.
+    v16 e[16][2];
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; ++k) {
+      v16 f[4][2];  // [i][j]
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j) {
+        f[0][j] = a_row<0>(q[0][j][k], q[1][j][k]);
+        f[1][j] = a_row<1>(q[0][j][k], q[1][j][k]);
+        f[2][j] = a_row<2>(q[0][j][k], q[1][j][k]);
+        f[3][j] = a_row<3>(q[0][j][k], q[1][j][k]);
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        e[i * 4][k] = a_row<0>(f[i][0], f[i][1]);
+        e[i * 4 + 1][k] = a_row<1>(f[i][0], f[i][1]);
+        e[i * 4 + 2][k] = a_row<2>(f[i][0], f[i][1]);
+        e[i * 4 + 3][k] = a_row<3>(f[i][0], f[i][1]);
+      }
+    }
+    float* o = dm + cc;
+#pragma GCC unroll 1
+    for (int row = 0; row < 16; ++row, o += 4 * dm_stride) {
+      storev(o, a_row<0>(e[row][0], e[row][1]));
+      storev(o + dm_stride, a_row<1>(e[row][0], e[row][1]));
+      storev(o + 2 * dm_stride, a_row<2>(e[row][0], e[row][1]));
+      storev(o + 3 * dm_stride, a_row<3>(e[row][0], e[row][1]));
+    }
+  }
+}
+
+// --- Weights ---------------------------------------------------------------------------------
+
+// G along one axis (3 -> 4) and its transpose (4 -> 3), for floats or vectors of them.
+template <typename T>
+SCAFFOLD_SIMD_INLINE void g4(T s0, T s1, T s2, T* d) {
+  d[0] = s0;
+  d[1] = (s0 + s1 + s2) * 0.5f;
+  d[2] = (s0 - s1 + s2) * 0.5f;
+  d[3] = s2;
+}
+template <typename T>
+SCAFFOLD_SIMD_INLINE void gt3(T u0, T u1, T u2, T u3, T* e) {
+  e[0] = u0 + (u1 + u2) * 0.5f;
+  e[1] = (u1 - u2) * 0.5f;
+  e[2] = (u1 + u2) * 0.5f + u3;
+}
+
+// The 64 rows U[p][ci][.] of one input channel from its weights wt (27, O) ([tap][co]), 16
+// output channels per vector; row p at u + p * u_stride.
+SCAFFOLD_SIMD_CLONES void transform_channel(const float* wt, int64_t o, float* u,
+                                            int64_t u_stride) {
+  for (int64_t co = 0; co < o; co += kVec) {
+    v16 a[3][3][4], b[3][4][4], r[4][4][4];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        g4(loadv(wt + (i * 9 + j * 3) * o + co), loadv(wt + (i * 9 + j * 3 + 1) * o + co),
+           loadv(wt + (i * 9 + j * 3 + 2) * o + co), a[i][j]);
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 4; ++k) {
+        v16 d[4];
+        g4(a[i][0][k], a[i][1][k], a[i][2][k], d);
+        for (int j = 0; j < 4; ++j) b[i][j][k] = d[j];
+      }
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 4; ++k) {
+        v16 d[4];
+        g4(b[0][j][k], b[1][j][k], b[2][j][k], d);
+        for (int i = 0; i < 4; ++i) r[i][j][k] = d[i];
+      }
+    for (int p = 0; p < kPoints; ++p) storev(u + p * u_stride + co, (&r[0][0][0])[p]);
+  }
+}
+
+// The adjoint for one input channel: dwt (27, O) of ci from the 64 rows dU[p][ci][.] at
+// du + p * du_stride.
+SCAFFOLD_SIMD_CLONES void gradient_channel(const float* du, int64_t du_stride, int64_t o,
+                                           float* dwt) {
+  for (int64_t co = 0; co < o; co += kVec) {
+    v16 r[4][4][4], b[3][4][4], a[3][3][4];
+    for (int p = 0; p < kPoints; ++p) (&r[0][0][0])[p] = loadv(du + p * du_stride + co);
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 4; ++k) {
+        v16 e[3];
+        gt3(r[0][j][k], r[1][j][k], r[2][j][k], r[3][j][k], e);
+        for (int i = 0; i < 3; ++i) b[i][j][k] = e[i];
+      }
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 4; ++k) {
+        v16 e[3];
+        gt3(b[i][0][k], b[i][1][k], b[i][2][k], b[i][3][k], e);
+        for (int j = 0; j < 3; ++j) a[i][j][k] = e[j];
+      }
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        v16 e[3];
+        gt3(a[i][j][0], a[i][j][1], a[i][j][2], a[i][j][3], e);
+        for (int k = 0; k < 3; ++k) storev(dwt + (i * 9 + j * 3 + k) * o + co, e[k]);
+      }
+  }
+}
+
+// U[p][ci][co] = (G w[co][ci] G^T)[p] for w (O, C, 3, 3, 3).
+std::vector<float> transform_weights(const at::Tensor& w) {
+  const int64_t o = w.size(0), c = w.size(1);
+  const at::Tensor wt = w.reshape({o, c, 27}).permute({1, 2, 0}).contiguous();  // (C, 27, O)
+  const float* src = wt.data_ptr<float>();
+  std::vector<float> u(static_cast<std::size_t>(kPoints * c * o));
+  at::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t ci = begin; ci < end; ++ci)
+      transform_channel(src + ci * 27 * o, o, u.data() + ci * o, c * o);
+  });
+  return u;
+}
+
+// dw (O, C, 3, 3, 3) = G^T dU[.][ci][co] G for dU (64, C, O): the adjoint of transform_weights.
+at::Tensor weights_gradient(const float* du, int64_t o, int64_t c) {
+  at::Tensor dwt = at::empty({c, 27, o}, at::TensorOptions().dtype(at::kFloat));
+  float* dst = dwt.data_ptr<float>();
+  at::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t ci = begin; ci < end; ++ci)
+      gradient_channel(du + ci * o, c * o, o, dst + ci * 27 * o);
+  });
+  return dwt.permute({2, 0, 1}).contiguous().view({o, c, 3, 3, 3});
+}
+
+// --- Passes ----------------------------------------------------------------------------------
+
+// Tiles per block: the block's transformed input (64 x T x C) and products (64 x T x O) together
+// about 1 MiB, half a core's L2 here; a multiple of the product kernel's 6 rows.
+int64_t block_tiles(int64_t c, int64_t o) {
+  const int64_t t = (1 << 20) / (kPoints * 4 * (c + o));
+  return std::max<int64_t>(6, std::min<int64_t>(96, t / 6 * 6));
+}
+
+// The other schedule, for layers whose transformed weights (64 C O floats) are too big to stream
+// through L2 once per small block of tiles (the wide ones): a large chunk of tiles is transformed
+// first, then each point's product runs over the whole chunk with that point's weights in cache,
+// then the chunk is transformed back. Its scratch, the chunk's transformed input and products,
+// is bounded by chunk_bytes (16 MiB; set_winograd_chunk_bytes).
+std::atomic<int64_t> chunk_bytes{int64_t{16} << 20};
+
+// `n` floats, uninitialised (every element is written before it is read).
+at::Tensor scratch(int64_t n) {
+  return at::empty({n}, at::TensorOptions().dtype(at::kFloat));
+}
+
+// Measured (docs/performance.md): blocks of fewer than 18 tiles (three of the product kernel's row
+// groups) lose to the chunks; 128 -> 64 channels (blocks of 18) is faster in blocks.
+bool chunked_schedule(int64_t c, int64_t o) {
+  return block_tiles(c, o) < 18;
+}
+
+int64_t chunk_tiles(int64_t tiles, int64_t c, int64_t o) {
+  return std::max<int64_t>(1, std::min(tiles, chunk_bytes.load() / (kPoints * (c + o) * 4)));
+}
+
+// Floats from one point's rows to the next in a block's or chunk's transformed input or products
+// (`rows` tiles of `ch` channels): one vector more than the rows take, so the 64 points of a tile
+// fall in different L1 sets. Unpadded, rows * ch is often a multiple of 4 KiB (96 tiles of 64
+// channels: 24 KiB), and every point of a tile maps to the same set.
+int64_t point_stride(int64_t rows, int64_t ch) {
+  return rows * ch + kVec;
+}
+
+// Tiles t0 + begin .. t0 + end of a chunk of `nt` tiles: point p of chunk tile t at
+// v + p * point_stride(nt, channels) + t * channels.
+SCAFFOLD_SIMD_CLONES void input_tiles(InputRows& rows, const Grid& g, int64_t t0, int64_t nt,
+                                      int64_t begin, int64_t end, float* v) {
+  const int64_t vs = point_stride(nt, g.c);
+  for (int64_t t = t0 + begin; t < t0 + end;) {
+    const TileRow r = tile_row(g, t, t0 + end);
+    t += r.b - r.a;
+    const float* src[16];
+    for (int q = 0; q < 16; ++q) src[q] = rows.row(r.n, 2 * r.tz - 1 + q / 4, 2 * r.ty - 1 + q % 4);
+    for (int64_t tx = r.a; tx < r.b; ++tx)
+      input_tile(src, 2 * tx * g.c, g.c, v + (r.t + tx - r.a - t0) * g.c, vs);
+  }
+}
+
+// `stage` holds 4 rows of 2 tw voxels (4 * 2 * gy.tw * gy.c floats): a tile row's output
+// gradient, channels-last and zero past the edge.
+SCAFFOLD_SIMD_CLONES void grad_output_tiles(const float* dy, const Grid& gy, int64_t t0, int64_t nt,
+                                            int64_t begin, int64_t end, float* m, float* stage) {
+  const int64_t c = gy.c, ms = point_stride(nt, c);
+  for (int64_t t = t0 + begin; t < t0 + end;) {
+    const TileRow r = tile_row(gy, t, t0 + end);
+    t += r.b - r.a;
+    const int64_t bw = 2 * (r.b - r.a), w0 = 2 * r.a, w1 = std::min(2 * r.b, gy.w);
+    for (int q = 0; q < 4; ++q) {
+      float* row = stage + q * bw * c;
+      const int64_t z = 2 * r.tz + q / 2, y = 2 * r.ty + q % 2;
+      const int64_t filled = (z < gy.d && y < gy.h) ? w1 - w0 : 0;
+      load_row(dy, gy, r.n, z, y, w0, w0 + filled, row);
+      std::memset(row + filled * c, 0, sizeof(float) * (bw - filled) * c);
+    }
+    for (int64_t tx = r.a; tx < r.b; ++tx)
+      grad_output_tile(stage + 2 * (tx - r.a) * c, bw * c, c, m + (r.t + tx - r.a - t0) * c, ms);
+  }
+}
+
+// `stage` as for grad_output_tiles: a tile row's output, written to y once the row is done.
+SCAFFOLD_SIMD_CLONES void output_tiles(const float* m, const Grid& gy, int64_t t0, int64_t nt,
+                                       int64_t begin, int64_t end, float* y, float* stage) {
+  const int64_t c = gy.c, ms = point_stride(nt, c);
+  for (int64_t t = t0 + begin; t < t0 + end;) {
+    const TileRow r = tile_row(gy, t, t0 + end);
+    t += r.b - r.a;
+    const int64_t bw = 2 * (r.b - r.a);
+    for (int64_t tx = r.a; tx < r.b; ++tx)
+      output_tile(m + (r.t + tx - r.a - t0) * c, ms, c, stage + 2 * (tx - r.a) * c, bw * c);
+    for (int q = 0; q < 4; ++q) {
+      const int64_t z = 2 * r.tz + q / 2, yy = 2 * r.ty + q % 2;
+      if (z < gy.d && yy < gy.h)
+        store_row(stage + q * bw * c, gy, r.n, z, yy, 2 * r.a, std::min(2 * r.b, gy.w), y);
+    }
+  }
+}
+
+// Floats of one thread's output stage.
+int64_t stage_floats(const Grid& g) {
+  return 4 * 2 * g.tw * g.c;
+}
+
+// Points begin .. end of the products over a chunk of nt tiles: out[p] = v[p] b[p] with b the
+// transformed weights (forward), or out[p] (+)= v[p]^T b[p] with b the transformed output
+// gradient (weights; `accumulate` after the first chunk).
+SCAFFOLD_SIMD_CLONES void point_products(const float* v, const float* b, float* out, int64_t nt,
+                                         int64_t c, int64_t o, int64_t begin, int64_t end,
+                                         bool weights, bool accumulate, int64_t rows = -1) {
+  if (rows < 0) rows = nt;  // tiles in use; nt is the layout's stride (a block's last is short)
+  for (int64_t p = begin; p < end; ++p) {
+    const float* vp = v + p * point_stride(nt, c);
+    if (weights)
+      gemm(vp, 1, c, b + p * point_stride(nt, o), o, out + p * c * o, o, c, o, rows, accumulate);
+    else
+      gemm(vp, c, 1, b + p * c * o, o, out + p * point_stride(nt, o), o, rows, o, c, false);
+  }
+}
+
+void forward_chunked(const float* x, const Grid& g, const float* u, const Grid& gy, float* y) {
+  const int64_t c = g.c, o = gy.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
+  const at::Tensor vt = scratch(kPoints * point_stride(ct, c)),
+                   mt = scratch(kPoints * point_stride(ct, o));
+  float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>();
+  for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
+    const int64_t nt = std::min(ct, tiles - t0);
+    at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+      InputRows rows(x, g);
+      input_tiles(rows, g, t0, nt, begin, end, v);
+    });
+    at::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
+      point_products(v, u, m, nt, c, o, begin, end, false, false);
+    });
+    at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+      std::vector<float> stage(static_cast<std::size_t>(stage_floats(gy)));
+      output_tiles(m, gy, t0, nt, begin, end, y, stage.data());
+    });
+  }
+}
+
+at::Tensor weights_chunked(const float* x, const Grid& g, const float* dy, const Grid& gy) {
+  const int64_t c = g.c, o = gy.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
+  const at::Tensor vt = scratch(kPoints * point_stride(ct, c)),
+                   mt = scratch(kPoints * point_stride(ct, o)), dut = scratch(kPoints * c * o);
+  float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>(), *du = dut.data_ptr<float>();
+  for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
+    const int64_t nt = std::min(ct, tiles - t0);
+    at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+      InputRows rows(x, g);
+      std::vector<float> stage(static_cast<std::size_t>(stage_floats(gy)));
+      input_tiles(rows, g, t0, nt, begin, end, v);
+      grad_output_tiles(dy, gy, t0, nt, begin, end, m, stage.data());
+    });
+    at::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
+      point_products(v, m, du, nt, c, o, begin, end, true, t0 > 0);
+    });
+  }
+  return weights_gradient(du, o, c);
+}
+
+// y = conv(x, weights transformed to u (64, C, O)); x described by g, y by gy (O channels).
+void forward_pass(const float* x, const Grid& g, const float* u, const Grid& gy, float* y) {
+  const int64_t c = g.c, o = gy.c;
+  if (chunked_schedule(c, o)) return forward_chunked(x, g, u, gy, y);
+  const int64_t tiles = g.tiles(), bt = block_tiles(c, o);
+  const int64_t blocks = (tiles + bt - 1) / bt;
+  at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> v(kPoints * point_stride(bt, c)), m(kPoints * point_stride(bt, o)),
+        stage(stage_floats(gy));
+    InputRows rows(x, g);
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t t0 = b * bt;
+      // One block, each stage inlined into its ISA clone: tiles t0 .. t0 + nt, laid out for bt.
+      const int64_t nt = std::min(bt, tiles - t0);
+      input_tiles(rows, g, t0, bt, 0, nt, v.data());
+      point_products(v.data(), u, m.data(), bt, c, o, 0, kPoints, false, false, nt);
+      output_tiles(m.data(), gy, t0, bt, 0, nt, y, stage.data());
+    }
+  });
+}
+
+// dU (64, C, O) = sum over tiles of V(x)^T dM(dy); then dw = G^T dU G.
+at::Tensor weights_pass(const float* x, const Grid& g, const float* dy, const Grid& gy) {
+  const int64_t c = g.c, o = gy.c;
+  if (chunked_schedule(c, o)) return weights_chunked(x, g, dy, gy);
+  const int64_t tiles = g.tiles(), bt = block_tiles(c, o);
+  const int64_t blocks = (tiles + bt - 1) / bt;
+  const int threads = at::get_num_threads();
+  std::vector<std::vector<float>> partial(static_cast<std::size_t>(threads));
+  at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float>& du = partial.at(static_cast<std::size_t>(at::get_thread_num()));
+    if (du.empty()) du.assign(static_cast<std::size_t>(kPoints * c * o), 0.f);
+    std::vector<float> v(kPoints * point_stride(bt, c)), m(kPoints * point_stride(bt, o)),
+        stage(stage_floats(gy));
+    InputRows rows(x, g);
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t t0 = b * bt;
+      const int64_t nt = std::min(bt, tiles - t0);
+      input_tiles(rows, g, t0, bt, 0, nt, v.data());
+      grad_output_tiles(dy, gy, t0, bt, 0, nt, m.data(), stage.data());
+      point_products(v.data(), m.data(), du.data(), bt, c, o, 0, kPoints, true, true, nt);
+    }
+  });
+  // The threads' partial sums added into the first one, in parallel over its elements.
+  std::vector<float*> parts;
+  for (auto& du : partial)
+    if (!du.empty()) parts.push_back(du.data());
+  if (parts.empty()) throw core::Error("Winograd conv3d: the weight gradient ran no block");
+  float* sum = parts.front();
+  at::parallel_for(0, kPoints * c * o, 4096, [&](int64_t begin, int64_t end) {
+    for (std::size_t q = 1; q < parts.size(); ++q)
+      for (int64_t i = begin; i < end; ++i) sum[i] += parts[q][i];
+  });
+  return weights_gradient(sum, o, c);
+}
+
+// --- Autograd ---------------------------------------------------------------------------------
+
+Grid grid_of(const at::Tensor& x, bool cl) {
+  return Grid(x.size(0), x.size(2), x.size(3), x.size(4), x.size(1), cl);
+}
+
+// conv(x, w), padding 1, for x dense in the layout `cl` names and w (O, C, 3, 3, 3) contiguous;
+// the result in the same layout. The transforms read and write that layout directly.
+at::Tensor conv(const at::Tensor& x, const at::Tensor& w, bool cl) {
+  const Grid g = grid_of(x, cl), gy = g.with_channels(w.size(0));
+  at::Tensor y =
+      at::empty({g.n, gy.c, g.d, g.h, g.w}, x.options().memory_format(volume_format(cl)));
+  const std::vector<float> u = transform_weights(w);
+  forward_pass(x.data_ptr<float>(), g, u.data(), gy, y.data_ptr<float>());
+  return y;
+}
+
+class WinogradConv3dFunction : public torch::autograd::Function<WinogradConv3dFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
+                            const at::Tensor& w_in) {
+    const bool cl = is_channels_last_3d(x_in);
+    const at::Tensor x = x_in.contiguous(volume_format(cl)), w = w_in.contiguous();
+    ctx->save_for_backward({x, w});
+    return conv(x, w, cl);
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor x = saved[0], w = saved[1];
+    const bool cl = is_channels_last_3d(x);
+    const at::Tensor dy = grads.at(0).to(at::kFloat).contiguous(volume_format(cl));
+    at::Tensor dx, dw;
+    if (ctx->needs_input_grad(1)) {
+      const Grid g = grid_of(x, cl);
+      dw = weights_pass(x.data_ptr<float>(), g, dy.data_ptr<float>(), g.with_channels(w.size(0)));
+    }
+    // dx = conv(dy, w flipped in space with its channel axes swapped), padding 1.
+    if (ctx->needs_input_grad(0)) dx = conv(dy, w.flip({2, 3, 4}).transpose(0, 1).contiguous(), cl);
+    return {dx, dw};
+  }
+};
+
+}  // namespace
+
+bool winograd_conv3d_supported(const at::Tensor& x, const at::Tensor& w) {
+  if (!x.defined() || !w.defined() || !x.device().is_cpu() || !w.device().is_cpu()) return false;
+  if (x.dim() != 5 || w.dim() != 5 || x.size(1) != w.size(1)) return false;
+  if (x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat) return false;
+  if (w.size(2) != 3 || w.size(3) != 3 || w.size(4) != 3) return false;
+  return x.size(1) % kVec == 0 && w.size(0) % kVec == 0;
+}
+
+std::atomic<int64_t> forward_calls{0};
+
+void set_winograd_chunk_bytes(int64_t bytes) {
+  chunk_bytes = std::max<int64_t>(1, bytes);
+}
+
+int64_t winograd_conv3d_calls() {
+  return forward_calls.load();
+}
+
+bool winograd_conv3d_pays(const at::Tensor& x, const at::Tensor& w) {
+  if (!winograd_conv3d_supported(x, w)) return false;
+  const int64_t c = x.size(1), o = w.size(0);
+  const int64_t tiles = Grid(x.size(0), x.size(2), x.size(3), x.size(4), c, false).tiles();
+  return tiles >= (std::min(c, o) >= 32 ? 512 : 2048);
+}
+
+at::Tensor winograd_conv3d(const at::Tensor& x, const at::Tensor& w) {
+  if (!winograd_conv3d_supported(x, w))
+    throw core::Error(fmt::format(
+        "Winograd conv3d: unsupported arguments (input {} {} on {}, weight {} {}); it takes "
+        "float32 CPU tensors, a 3x3x3 kernel and channel counts that are multiples of {}",
+        fmt::join(x.sizes(), "x"), c10::toString(x.scalar_type()), x.device().str(),
+        fmt::join(w.sizes(), "x"), c10::toString(w.scalar_type()), kVec));
+  ++forward_calls;
+  return WinogradConv3dFunction::apply(x, w);
+}
+
+}  // namespace scaffold::model

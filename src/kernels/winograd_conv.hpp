@@ -1,0 +1,42 @@
+// 3x3x3 convolution (stride 1, padding 1, no bias) by Winograd's minimal filtering F(2x2x2, 3x3x3),
+// float32, forward and both backward passes. Each 2x2x2 output tile is computed from its 4x4x4
+// input tile as A^T [ (G g G^T) (.) (B^T d B) ] A per dimension: 64 multiplications per input
+// channel instead of 8 x 27 = 216, so the matrix products that carry the work shrink 3.375x. The
+// 64 transformed points become 64 independent products (tiles x C_in) x (C_in x C_out), run per
+// block of tiles in cache; the transforms are additions only (F(2,3)'s points are 0, +1, -1, so
+// the result differs from a direct convolution by rounding alone). Weight gradients use the
+// adjoint of the same map: dW = G^T [ sum over tiles (A dY A^T) (.) (B^T d B) ] G.
+//
+// Neither LibTorch 1.13 nor oneDNN has a 3-D Winograd convolution on the CPU (oneDNN's is 2-D);
+// direct convolution (oneDNN, kernels/dnnl_conv.hpp) stays the reference it is tested against
+// (tests/unit/kernels/test_winograd_conv.cpp).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace scaffold::model {
+
+// True when winograd_conv3d can take these arguments: CPU float32 tensors, x (N, C, D, H, W),
+// w (O, C, 3, 3, 3), C and O multiples of 16 (the vector width the kernels are written for).
+bool winograd_conv3d_supported(const at::Tensor& x, const at::Tensor& w);
+
+// Whether this layer gains from Winograd over oneDNN's direct convolution (measured on ScaFFold's
+// layers, docs/performance.md): supported, and at least 512 tiles of 2x2x2 output voxels with 32
+// or more channels in and out, 2048 with 16 on either side (with fewer, transforming the weights
+// outweighs what the products save; thin layers save less per tile).
+bool winograd_conv3d_pays(const at::Tensor& x, const at::Tensor& w);
+
+// The bound on the scratch of the schedule for wide layers (transformed input and products of a
+// chunk of tiles; default 16 MiB). Tests lower it to run several chunks on small inputs.
+void set_winograd_chunk_bytes(int64_t bytes);
+
+// Forward calls of winograd_conv3d in this process (tests check which layers it ran).
+int64_t winograd_conv3d_calls();
+
+// conv3d(x, w, stride 1, padding 1), differentiable in x and w. Internally channels-last; the
+// output has x's memory format. Throws core::Error when winograd_conv3d_supported is false.
+at::Tensor winograd_conv3d(const at::Tensor& x, const at::Tensor& w);
+
+}  // namespace scaffold::model

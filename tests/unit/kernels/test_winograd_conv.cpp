@@ -1,0 +1,120 @@
+// The Winograd F(2,3) convolution against LibTorch's at::conv3d computed in float64 (an
+// independent reference: its float64 CPU path is slow_conv3d, im2col + GEMM): output and both
+// gradients within 1e-5 of the reference's largest magnitude, on sizes that leave partial tiles at
+// every edge, batch 1 and 2, unequal channel counts, contiguous and channels-last inputs, and more
+// tiles than one block holds (so blocks, threads and the weight-gradient partial sums all run),
+// and channel counts wide enough for the other schedule (every tile transformed first).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <string>
+#include <tuple>
+
+#include "core/error.hpp"
+#include "kernels/winograd_conv.hpp"
+#include "unit/tensor_compare.hpp"
+
+namespace scaffold::model {
+namespace {
+
+struct Grads {
+  at::Tensor y, dx, dw;
+};
+
+template <typename Conv>
+Grads run(const at::Tensor& x0, const at::Tensor& w0, const at::Tensor& g, Conv conv) {
+  const at::Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true);
+  const at::Tensor y = conv(x, w);
+  const auto grads = torch::autograd::grad({y}, {x, w}, {g});
+  return {y, grads[0], grads[1]};
+}
+
+// (N, C, O, D, H, W, channels-last)
+using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+class WinogradConv : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(WinogradConv, EqualsFloat64Conv3dInOutputAndGradients) {
+  const auto [n, c, o, d, h, w, cl] = GetParam();
+  at::manual_seed(21);
+  at::Tensor x = at::randn({n, c, d, h, w});
+  if (cl) x = x.contiguous(at::MemoryFormat::ChannelsLast3d);
+  const at::Tensor wt = at::randn({o, c, 3, 3, 3}) * 0.1;
+  const at::Tensor g = at::randn({n, o, d, h, w});
+  ASSERT_TRUE(winograd_conv3d_supported(x, wt));
+  // 1 MiB of chunk scratch splits the wide shapes into several chunks (17 tiles each).
+  for (const auto& [threads, chunk] :
+       {std::make_tuple(1, int64_t{16} << 20), std::make_tuple(2, int64_t{16} << 20),
+        std::make_tuple(2, int64_t{1} << 20)}) {
+    SCOPED_TRACE(fmt::format("threads {}, chunk scratch {} bytes", threads, chunk));
+    at::set_num_threads(threads);
+    set_winograd_chunk_bytes(chunk);
+    const Grads got = run(
+        x, wt, g, [](const at::Tensor& a, const at::Tensor& b) { return winograd_conv3d(a, b); });
+    const Grads ref = run(x.to(at::kDouble), wt.to(at::kDouble), g.to(at::kDouble),
+                          [](const at::Tensor& a, const at::Tensor& b) {
+                            return at::conv3d(a, b, {}, /*stride=*/1, /*padding=*/1);
+                          });
+    EXPECT_TRUE(test::tensors_close(got.y, ref.y, 1e-5, "output"));
+    EXPECT_TRUE(test::tensors_close(got.dx, ref.dx, 1e-5, "input gradient"));
+    EXPECT_TRUE(test::tensors_close(got.dw, ref.dw, 1e-5, "weight gradient"));
+    EXPECT_EQ(got.y.is_contiguous(at::MemoryFormat::ChannelsLast3d) && !got.y.is_contiguous(), cl)
+        << "the output keeps the input's memory format";
+    EXPECT_EQ(got.dx.is_contiguous(), !cl) << "so does the input gradient";
+  }
+  at::set_num_threads(2);
+  set_winograd_chunk_bytes(int64_t{16} << 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, WinogradConv,
+    ::testing::Values(Shape{1, 16, 16, 8, 8, 8, false},     // whole tiles
+                      Shape{1, 16, 32, 7, 5, 9, false},     // partial tiles on every axis, C != O
+                      Shape{2, 32, 16, 6, 7, 4, false},     // batch 2
+                      Shape{1, 16, 16, 7, 6, 5, true},      // channels-last input
+                      Shape{1, 16, 16, 16, 14, 13, false},  // 8x7x7 = 392 tiles: several blocks
+                      Shape{2, 48, 16, 3, 3, 3, true},      // one tile per sample
+                      // Rows of 16+ voxels (NCDHW rows move in 16 x 16 register transposes, the
+                      // rest one voxel at a time), and blocks that end inside a tile row.
+                      Shape{1, 16, 16, 4, 5, 37, false}, Shape{2, 32, 16, 3, 4, 35, true},
+                      // 64+ output channels (the four-vector product kernel) in blocks of 30 tiles.
+                      Shape{1, 64, 64, 9, 8, 7, true},
+                      // C + O > 227: the schedule that transforms a chunk of tiles first.
+                      Shape{1, 128, 112, 5, 6, 7, false}, Shape{2, 144, 96, 4, 3, 5, true}));
+
+TEST(WinogradConv, RefusesWhatItCannotRunAndSaysWhy) {
+  const at::Tensor x = at::randn({1, 8, 4, 4, 4}), w = at::randn({16, 8, 3, 3, 3});
+  EXPECT_FALSE(winograd_conv3d_supported(x, w));  // 8 input channels
+  EXPECT_FALSE(
+      winograd_conv3d_supported(at::randn({1, 16, 4, 4, 4}), at::randn({16, 16, 1, 1, 1})));
+  EXPECT_FALSE(winograd_conv3d_supported(at::randn({1, 16, 4, 4, 4}).to(at::kDouble),
+                                         at::randn({16, 16, 3, 3, 3}).to(at::kDouble)));
+  try {
+    winograd_conv3d(x, w);
+    ADD_FAILURE() << "8 input channels were accepted";
+  } catch (const core::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("1x8x4x4x4"), std::string::npos) << what;
+    EXPECT_NE(what.find("multiples of 16"), std::string::npos) << what;
+  }
+}
+
+// Where it is used (the U-Net's choice): layers with many tiles, more of them when thin.
+TEST(WinogradConv, PaysOnlyOnWideLayersWithManyTiles) {
+  const auto pays = [](int64_t c, int64_t o, int64_t side) {
+    return winograd_conv3d_pays(at::empty({1, c, side, side, side}), at::empty({o, c, 3, 3, 3}));
+  };
+  EXPECT_TRUE(pays(64, 64, 32));    // 4096 tiles
+  EXPECT_TRUE(pays(128, 128, 16));  // 512 tiles
+  EXPECT_TRUE(pays(256, 128, 16));  // 512 tiles, wide
+  EXPECT_TRUE(pays(16, 16, 64));    // thin, 32768 tiles
+  EXPECT_TRUE(pays(16, 32, 32));    // thin, 4096 tiles
+  EXPECT_FALSE(pays(16, 16, 16));   // thin, 512 tiles
+  EXPECT_FALSE(pays(32, 16, 16));   // thin, 512 tiles
+  EXPECT_FALSE(pays(256, 256, 8));  // 64 tiles
+}
+
+}  // namespace
+}  // namespace scaffold::model
