@@ -1,7 +1,8 @@
 // A workload's per-epoch (or per-interval) CSV as it grows: rank 0 appends a row after each epoch
 // and rewrites the file atomically, so a run stopped or killed between epochs leaves whole rows
-// only; a resumed run keeps the rows up to its checkpoint first. The columns are the workload's
-// (its header and line functions); this class only keeps the rows and the file in step.
+// only; a resumed run keeps the rows up to its checkpoint first. The columns are the workload's,
+// declared once (report::StepCsvColumns: header, line and reader); this class only keeps the
+// rows and the file in step.
 #pragma once
 
 #include <filesystem>
@@ -10,24 +11,24 @@
 #include <vector>
 
 #include "core/fs.hpp"
+#include "report/step_csv.hpp"
 
 namespace scaffold::report {
 
 template <class Row>
 class EpochLog {
  public:
-  using LineFn = std::string (*)(const Row&);
+  // `columns` must outlive the log (a workload's static declaration).
+  EpochLog(std::filesystem::path file, const StepCsvColumns<Row>& columns)
+      : file_(std::move(file)), columns_(&columns) {}
 
-  EpochLog(std::filesystem::path file, std::string header, LineFn line)
-      : file_(std::move(file)), header_(std::move(header)), line_(line) {}
-
-  // A resumed run: the rows of the existing file (read by `read`, a path -> rows function) for
-  // which `keep(row)` holds, e.g. those up to the checkpoint's epoch. No file: no rows.
-  template <class Read, class Keep>
-  void resume(Read read, Keep keep) {
+  // A resumed run: the rows of the existing file (read through the columns) for which
+  // `keep(row)` holds, e.g. those up to the checkpoint's epoch. No file: no rows.
+  template <class Keep>
+  void resume(Keep keep) {
     rows_.clear();
     if (!std::filesystem::exists(file_)) return;
-    for (const Row& r : read(file_))
+    for (const Row& r : columns_->read(file_))
       if (keep(r)) rows_.push_back(r);
   }
 
@@ -39,8 +40,8 @@ class EpochLog {
 
   // Rewrites the file from the rows (after a change to the last one).
   void write() const {
-    std::string text = header_ + "\n";
-    for (const Row& r : rows_) text += line_(r) + "\n";
+    std::string text = columns_->header() + "\n";
+    for (const Row& r : rows_) text += columns_->line(r) + "\n";
     core::write_file_atomic(file_, text);
   }
 
@@ -50,8 +51,7 @@ class EpochLog {
 
  private:
   std::filesystem::path file_;
-  std::string header_;
-  LineFn line_;
+  const StepCsvColumns<Row>* columns_;
   std::vector<Row> rows_;
 };
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dist/communicator.hpp"
+#include "dist/parallel_layout.hpp"
 #include "mpi_test_main.hpp"
 
 namespace scaffold::dist {
@@ -30,6 +31,37 @@ TEST(Dist, BroadcastAndAllgatherDeliverEveryRanksBytes) {
   double mx = comm.rank();
   comm.allreduce_max(&mx, 1);
   EXPECT_EQ(mx, comm.size() - 1);
+}
+
+// The world ranks a communicator holds, in its rank order.
+std::vector<int> world_ranks_of(Communicator& c) {
+  std::vector<int> ranks;
+  for (const std::string& r : c.allgather(std::to_string(test::world().rank())))
+    ranks.push_back(std::stoi(r));
+  return ranks;
+}
+
+// For every group size that divides the world: the group holds ranks replica x g .. + g - 1 in
+// order, and the peers hold group_rank, g + group_rank, ... (docs/distributed.md's numbering,
+// written out here), each in its own rank order.
+TEST(Dist, ParallelLayoutSplitsGroupsAndReplicasByTheDocumentedNumbering) {
+  Communicator& world = test::world();
+  const int n = world.size(), rank = world.rank();
+  for (int g = 1; g <= n; ++g) {
+    if (n % g != 0) continue;
+    const ParallelLayout layout(world, g);
+    EXPECT_EQ(layout.group_size(), g);
+    EXPECT_EQ(layout.replicas(), n / g);
+    EXPECT_EQ(layout.replica(), rank / g);
+    EXPECT_EQ(layout.group_rank(), rank % g);
+    std::vector<int> group, peers;
+    for (int i = 0; i < g; ++i) group.push_back((rank / g) * g + i);
+    for (int r = 0; r < n / g; ++r) peers.push_back(r * g + rank % g);
+    EXPECT_EQ(world_ranks_of(layout.group()), group) << "group size " << g;
+    EXPECT_EQ(world_ranks_of(layout.replica_peers()), peers) << "group size " << g;
+    EXPECT_EQ(layout.group().rank(), rank % g);
+    EXPECT_EQ(layout.replica_peers().rank(), rank / g);
+  }
 }
 
 TEST(Dist, NodeLocalViewCountsEachNodeOnce) {

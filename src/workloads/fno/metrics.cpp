@@ -12,55 +12,42 @@
 
 namespace scaffold::fno {
 
-namespace {
-
-// The columns of epoch_stats.csv, in order.
-const std::vector<std::string>& epoch_stats_columns() {
-  static const std::vector<std::string> columns{
-      "epoch",        "warmup",        "train_rel_l2", "val_rel_l2",   "val_mse",
-      "lr",           "duration_s",    "train_s",      "validation_s", "monitor_s",
-      "checkpoint_s", "train_samples", "val_samples",  "median_step_s"};
+const report::StepCsvColumns<EpochRow>& epoch_stats_columns() {
+  using report::NumberRange;
+  using R = EpochRow;
+  // Errors of a diverged epoch may be nan or inf, never negative.
+  static const report::StepCsvColumns<EpochRow> columns(
+      {report::integer_column("epoch", &R::epoch, 1), report::flag_column("warmup", &R::warmup),
+       report::number_column("train_rel_l2", &R::train_rel_l2, NumberRange::kNotNegative),
+       report::number_column("val_rel_l2", &R::val_rel_l2, NumberRange::kNotNegative),
+       report::number_column("val_mse", &R::val_mse, NumberRange::kNotNegative),
+       report::number_column("lr", &R::lr, NumberRange::kFinite),
+       report::number_column("duration_s", &R::duration_s, NumberRange::kFinite),
+       report::number_column("train_s", &R::train_s, NumberRange::kFinite),
+       report::number_column("validation_s", &R::validation_s, NumberRange::kFinite),
+       report::number_column("monitor_s", &R::monitor_s, NumberRange::kFinite),
+       report::number_column("checkpoint_s", &R::checkpoint_s, NumberRange::kFinite),
+       report::integer_column("train_samples", &R::train_samples, 0),
+       report::integer_column("val_samples", &R::val_samples, 0),
+       report::number_column("median_step_s", &R::median_step_s, NumberRange::kFinite)},
+      [](const report::StepCsvRow& cells, const EpochRow& r, const std::vector<EpochRow>& before) {
+        if (!before.empty() && r.epoch != before.back().epoch + 1)
+          cells.fail(fmt::format("epoch {} after epoch {} (epochs must follow each other)", r.epoch,
+                                 before.back().epoch));
+      });
   return columns;
 }
 
-}  // namespace
-
 std::string epoch_stats_header() {
-  return report::step_csv_header(epoch_stats_columns());
+  return epoch_stats_columns().header();
 }
 
 std::string epoch_stats_line(const EpochRow& r) {
-  auto f = [](double v) { return core::python_float_str(v); };
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.epoch, r.warmup ? 1 : 0,
-                     f(r.train_rel_l2), f(r.val_rel_l2), f(r.val_mse), f(r.lr), f(r.duration_s),
-                     f(r.train_s), f(r.validation_s), f(r.monitor_s), f(r.checkpoint_s),
-                     r.train_samples, r.val_samples, f(r.median_step_s));
+  return epoch_stats_columns().line(r);
 }
 
 std::vector<EpochRow> read_epoch_stats(const std::filesystem::path& path) {
-  using report::NumberRange;
-  std::vector<EpochRow> rows;
-  report::read_step_csv(path, epoch_stats_columns(), [&](const report::StepCsvRow& row) {
-    EpochRow r;
-    r.epoch = row.integer(0, 1);
-    r.warmup = row.flag(1);
-    // Errors of a diverged epoch may be nan or inf, never negative.
-    r.train_rel_l2 = row.number(2, NumberRange::kNotNegative);
-    r.val_rel_l2 = row.number(3, NumberRange::kNotNegative);
-    r.val_mse = row.number(4, NumberRange::kNotNegative);
-    r.lr = row.number(5, NumberRange::kFinite);
-    std::size_t i = 6;
-    for (double* v : {&r.duration_s, &r.train_s, &r.validation_s, &r.monitor_s, &r.checkpoint_s})
-      *v = row.number(i++, NumberRange::kFinite);
-    r.train_samples = row.integer(11, 0);
-    r.val_samples = row.integer(12, 0);
-    r.median_step_s = row.number(13, NumberRange::kFinite);
-    if (!rows.empty() && r.epoch != rows.back().epoch + 1)
-      row.fail(fmt::format("epoch {} after epoch {} (epochs must follow each other)", r.epoch,
-                           rows.back().epoch));
-    rows.push_back(r);
-  });
-  return rows;
+  return epoch_stats_columns().read(path);
 }
 
 double fno_forward_flops(const FnoShape& s) {

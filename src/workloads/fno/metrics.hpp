@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "report/step_csv.hpp"
+
 namespace scaffold::fno {
 
 inline constexpr const char* kEpochStatsFileName = "epoch_stats.csv";
@@ -35,6 +37,8 @@ struct EpochRow {
   double median_step_s = 0.0;                  // rank 0's median training step
 };
 
+// The columns of epoch_stats.csv, declared once: its header, lines and reader follow from them.
+const report::StepCsvColumns<EpochRow>& epoch_stats_columns();
 std::string epoch_stats_header();
 std::string epoch_stats_line(const EpochRow& row);
 // Parses epoch_stats.csv; a different header or a malformed row is a core::FileError naming the

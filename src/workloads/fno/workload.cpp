@@ -30,6 +30,7 @@
 #include "core/stats.hpp"
 #include "core/sysinfo.hpp"
 #include "core/timer.hpp"
+#include "dist/parallel_layout.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
 #include "kernels/fused_adam.hpp"
@@ -148,7 +149,7 @@ FnoTaskOptions task_options(const FnoConfig& cfg, const ProblemShape& shape,
 // The shard groups and replicas: checks the rank count on every rank alike.
 struct Layout {
   std::unique_ptr<dist::ProcessGrid> grid;
-  std::unique_ptr<dist::Communicator> group_comm;  // this rank's shard group (tp_size > 1)
+  std::unique_ptr<dist::ParallelLayout> parallel;  // shard groups x replicas (tp_size > 1)
   std::shared_ptr<FftShard> shard;                 // null when tp_size is 1
 };
 
@@ -165,9 +166,9 @@ Layout make_layout(dist::Communicator& comm, const FnoConfig& cfg, const c10::De
         comm.size(), comm.rank(), std::vector<int>{cfg.tp_size}, std::vector<int>{2});
   });
   if (cfg.tp_size > 1) {
-    l.group_comm = comm.split(l.grid->replica(), l.grid->shard_id());
+    l.parallel = std::make_unique<dist::ParallelLayout>(comm, cfg.tp_size);
     l.shard = std::make_shared<FftShard>();
-    l.shard->group = dist::make_tensor_comm(*l.group_comm, device);
+    l.shard->group = dist::make_tensor_comm(l.parallel->group(), device);
     l.shard->extent = cfg.grid[0];
   }
   return l;
@@ -319,7 +320,7 @@ class FnoTrainRun : public FnoRun {
     });
     memory_ = measure_memory(*task_, first_batch(*data_.train, cfg_.batch_size), env.device);
     log_ = std::make_unique<report::EpochLog<EpochRow>>(env.run_dir / kEpochStatsFileName,
-                                                        epoch_stats_header(), epoch_stats_line);
+                                                        epoch_stats_columns());
   }
 
   void after_build(suite::RunEnv& env) override {
@@ -351,7 +352,7 @@ class FnoTrainRun : public FnoRun {
   train::TrainingLoop* loop() override { return loop_.get(); }
 
   void resume_rows(suite::RunEnv&, const train::TrainCounters& start) override {
-    log_->resume(read_epoch_stats, [&](const EpochRow& r) { return r.epoch <= start.epoch; });
+    log_->resume([&](const EpochRow& r) { return r.epoch <= start.epoch; });
   }
 
   void before_training(suite::RunEnv&) override {

@@ -13,57 +13,43 @@
 
 namespace scaffold::imgcls {
 
-namespace {
-
 using report::NumberRange;
 
-// The columns of epoch_stats.csv, in order.
-const std::vector<std::string>& epoch_stats_columns() {
-  static const std::vector<std::string> columns{
-      "epoch",        "warmup",       "train_loss", "train_top1",   "val_loss",
-      "val_top1",     "val_top5",     "lr",         "duration_s",   "train_s",
-      "validation_s", "train_images", "val_images", "median_step_s"};
+const report::StepCsvColumns<EpochRow>& epoch_stats_columns() {
+  using R = EpochRow;
+  static const report::StepCsvColumns<EpochRow> columns(
+      {report::integer_column("epoch", &R::epoch, 1), report::flag_column("warmup", &R::warmup),
+       report::number_column("train_loss", &R::train_loss, NumberRange::kAny),  // a diverged
+                                                                                // epoch keeps nan
+       report::number_column("train_top1", &R::train_top1, NumberRange::kFraction),
+       report::number_column("val_loss", &R::val_loss, NumberRange::kAny),
+       report::number_column("val_top1", &R::val_top1, NumberRange::kFraction),
+       report::number_column("val_top5", &R::val_top5, NumberRange::kFraction),
+       report::number_column("lr", &R::lr, NumberRange::kFinite),
+       report::number_column("duration_s", &R::duration_s, NumberRange::kFinite),
+       report::number_column("train_s", &R::train_s, NumberRange::kFinite),
+       report::number_column("validation_s", &R::validation_s, NumberRange::kFinite),
+       report::integer_column("train_images", &R::train_images, 0),
+       report::integer_column("val_images", &R::val_images, 0),
+       report::number_column("median_step_s", &R::median_step_s, NumberRange::kFinite)},
+      [](const report::StepCsvRow& cells, const EpochRow& r, const std::vector<EpochRow>& before) {
+        if (!before.empty() && r.epoch != before.back().epoch + 1)
+          cells.fail(fmt::format("epoch {} after epoch {} (epochs must follow each other)", r.epoch,
+                                 before.back().epoch));
+      });
   return columns;
 }
 
-}  // namespace
-
 std::string epoch_stats_header() {
-  return report::step_csv_header(epoch_stats_columns());
+  return epoch_stats_columns().header();
 }
 
 std::string epoch_stats_line(const EpochRow& r) {
-  auto f = [](double v) { return core::python_float_str(v); };
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.epoch, r.warmup ? 1 : 0,
-                     f(r.train_loss), f(r.train_top1), f(r.val_loss), f(r.val_top1), f(r.val_top5),
-                     f(r.lr), f(r.duration_s), f(r.train_s), f(r.validation_s), r.train_images,
-                     r.val_images, f(r.median_step_s));
+  return epoch_stats_columns().line(r);
 }
 
 std::vector<EpochRow> read_epoch_stats(const std::filesystem::path& path) {
-  std::vector<EpochRow> rows;
-  report::read_step_csv(path, epoch_stats_columns(), [&](const report::StepCsvRow& row) {
-    EpochRow r;
-    r.epoch = row.integer(0, 1);
-    r.warmup = row.flag(1);
-    r.train_loss = row.number(2, NumberRange::kAny);  // a diverged epoch keeps its nan
-    r.train_top1 = row.number(3, NumberRange::kFraction);
-    r.val_loss = row.number(4, NumberRange::kAny);
-    r.val_top1 = row.number(5, NumberRange::kFraction);
-    r.val_top5 = row.number(6, NumberRange::kFraction);
-    r.lr = row.number(7, NumberRange::kFinite);
-    r.duration_s = row.number(8, NumberRange::kFinite);
-    r.train_s = row.number(9, NumberRange::kFinite);
-    r.validation_s = row.number(10, NumberRange::kFinite);
-    r.train_images = row.integer(11, 0);
-    r.val_images = row.integer(12, 0);
-    r.median_step_s = row.number(13, NumberRange::kFinite);
-    if (!rows.empty() && r.epoch != rows.back().epoch + 1)
-      row.fail(fmt::format("epoch {} after epoch {} (epochs must follow each other)", r.epoch,
-                           rows.back().epoch));
-    rows.push_back(r);
-  });
-  return rows;
+  return epoch_stats_columns().read(path);
 }
 
 namespace {

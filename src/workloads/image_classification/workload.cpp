@@ -233,7 +233,7 @@ class ImageClassificationRun : public suite::WorkloadRun {
     loop_ = std::make_unique<train::TrainingLoop>(*task_, std::move(lo), env.device, env.comm, grid,
                                                   std::move(lp));
     log_ = std::make_unique<report::EpochLog<EpochRow>>(env.run_dir / kEpochStatsFileName,
-                                                        epoch_stats_header(), epoch_stats_line);
+                                                        epoch_stats_columns());
   }
 
   void after_build(suite::RunEnv& env) override {
@@ -256,7 +256,7 @@ class ImageClassificationRun : public suite::WorkloadRun {
   train::TrainingLoop* loop() override { return loop_.get(); }
 
   void resume_rows(suite::RunEnv&, const train::TrainCounters& start) override {
-    log_->resume(read_epoch_stats, [&](const EpochRow& r) { return r.epoch <= start.epoch; });
+    log_->resume([&](const EpochRow& r) { return r.epoch <= start.epoch; });
   }
 
   void before_training(suite::RunEnv& env) override {

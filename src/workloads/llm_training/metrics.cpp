@@ -46,65 +46,60 @@ double tokens_per_s(int64_t global_batch, int64_t seq_length, double t) {
   return t > 0 ? static_cast<double>(global_batch) * static_cast<double>(seq_length) / t : 0.0;
 }
 
-namespace {
-
-// The columns of iteration_stats.csv, in order.
-const std::vector<std::string>& iteration_stats_columns() {
-  static const std::vector<std::string> columns{
-      "iteration", "iterations", "warmup", "train_s",   "time_per_iteration_s",
-      "lm_loss",   "val_loss",   "lr",     "grad_norm", "loss_scale",
-      "skipped"};
+const report::StepCsvColumns<IntervalRow>& iteration_stats_columns() {
+  using report::NumberRange;
+  using R = IntervalRow;
+  // Derived from train_s / iterations (read before it) and written back exactly: a different
+  // value was edited.
+  report::StepCsvColumn<IntervalRow> time_per_iteration{
+      "time_per_iteration_s",
+      [](const R& r) { return core::python_float_str(r.time_per_iteration_s()); },
+      [](const report::StepCsvRow& cells, std::size_t i, R& r) {
+        const double per_iteration = cells.number(i, NumberRange::kFinite);
+        const double expected = r.time_per_iteration_s();
+        if (std::abs(per_iteration - expected) > 1e-9 * std::max(1.0, expected))
+          cells.fail(fmt::format("time_per_iteration_s {} is not train_s / iterations = {}",
+                                 core::python_float_str(per_iteration),
+                                 core::python_float_str(expected)));
+      }};
+  static const report::StepCsvColumns<IntervalRow> columns(
+      {report::integer_column("iteration", &R::iteration, 1),
+       report::integer_column("iterations", &R::iterations, 1),
+       report::flag_column("warmup", &R::warmup),
+       report::number_column("train_s", &R::train_s, NumberRange::kFinite), time_per_iteration,
+       report::number_column("lm_loss", &R::lm_loss, NumberRange::kAny),    // diverged: nan
+       report::number_column("val_loss", &R::val_loss, NumberRange::kAny),  // nan: none after it
+       report::number_column("lr", &R::lr, NumberRange::kFinite),
+       // inf or nan when fp16 overflowed
+       report::number_column("grad_norm", &R::grad_norm, NumberRange::kNotNegative),
+       report::number_column("loss_scale", &R::loss_scale, NumberRange::kPositive),
+       report::integer_column("skipped", &R::skipped, 0)},
+      [](const report::StepCsvRow& cells, const R& r, const std::vector<R>& before) {
+        if (r.skipped > r.iterations)
+          cells.fail(fmt::format("skipped {} is more than the interval's {} iterations", r.skipped,
+                                 r.iterations));
+        const int64_t previous = before.empty() ? 0 : before.back().iteration;
+        if (before.empty() ? r.iteration < r.iterations : r.iteration != previous + r.iterations)
+          cells.fail(before.empty()
+                         ? fmt::format("iteration {} ends an interval of {} iterations, which "
+                                       "cannot start before iteration 1",
+                                       r.iteration, r.iterations)
+                         : fmt::format("iteration {} does not follow iteration {} by {}",
+                                       r.iteration, previous, r.iterations));
+      });
   return columns;
 }
 
-}  // namespace
-
 std::string iteration_stats_header() {
-  return report::step_csv_header(iteration_stats_columns());
+  return iteration_stats_columns().header();
 }
 
 std::string iteration_stats_line(const IntervalRow& r) {
-  auto f = [](double v) { return core::python_float_str(v); };
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{}", r.iteration, r.iterations,
-                     r.warmup ? 1 : 0, f(r.train_s), f(r.time_per_iteration_s()), f(r.lm_loss),
-                     f(r.val_loss), f(r.lr), f(r.grad_norm), f(r.loss_scale), r.skipped);
+  return iteration_stats_columns().line(r);
 }
 
 std::vector<IntervalRow> read_iteration_stats(const std::filesystem::path& path) {
-  using report::NumberRange;
-  std::vector<IntervalRow> rows;
-  report::read_step_csv(path, iteration_stats_columns(), [&](const report::StepCsvRow& row) {
-    IntervalRow r;
-    r.iteration = row.integer(0, 1);
-    r.iterations = row.integer(1, 1);
-    r.warmup = row.flag(2);
-    r.train_s = row.number(3, NumberRange::kFinite);
-    // Derived from train_s / iterations and written back exactly: a different value was edited.
-    const double per_iteration = row.number(4, NumberRange::kFinite);
-    const double expected = r.time_per_iteration_s();
-    if (std::abs(per_iteration - expected) > 1e-9 * std::max(1.0, expected))
-      row.fail(fmt::format("time_per_iteration_s {} is not train_s / iterations = {}",
-                           core::python_float_str(per_iteration),
-                           core::python_float_str(expected)));
-    r.lm_loss = row.number(5, NumberRange::kAny);   // a diverged interval keeps its nan
-    r.val_loss = row.number(6, NumberRange::kAny);  // nan: no validation after it
-    r.lr = row.number(7, NumberRange::kFinite);
-    r.grad_norm = row.number(8, NumberRange::kNotNegative);  // inf or nan when fp16 overflowed
-    r.loss_scale = row.number(9, NumberRange::kPositive);
-    r.skipped = row.integer(10, 0);
-    if (r.skipped > r.iterations)
-      row.fail(fmt::format("skipped {} is more than the interval's {} iterations", r.skipped,
-                           r.iterations));
-    const int64_t previous = rows.empty() ? 0 : rows.back().iteration;
-    if (rows.empty() ? r.iteration < r.iterations : r.iteration != previous + r.iterations)
-      row.fail(rows.empty() ? fmt::format("iteration {} ends an interval of {} iterations, which "
-                                          "cannot start before iteration 1",
-                                          r.iteration, r.iterations)
-                            : fmt::format("iteration {} does not follow iteration {} by {}",
-                                          r.iteration, previous, r.iterations));
-    rows.push_back(r);
-  });
-  return rows;
+  return iteration_stats_columns().read(path);
 }
 
 std::string megatron_log_line(const IntervalRow& r, int64_t train_iters, const GptFlopsModel& m,

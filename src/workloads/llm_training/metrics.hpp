@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "report/step_csv.hpp"
+
 namespace scaffold::llm {
 
 inline constexpr const char* kIterationStatsFileName = "iteration_stats.csv";
@@ -65,6 +67,8 @@ struct IntervalRow {
   }
 };
 
+// The columns of iteration_stats.csv, declared once: its header, lines and reader follow from them.
+const report::StepCsvColumns<IntervalRow>& iteration_stats_columns();
 std::string iteration_stats_header();
 std::string iteration_stats_line(const IntervalRow& row);
 // Parses iteration_stats.csv; a different header or a malformed row is a core::FileError naming

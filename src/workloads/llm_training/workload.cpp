@@ -27,6 +27,7 @@
 #include "core/stats.hpp"
 #include "core/sysinfo.hpp"
 #include "core/timer.hpp"
+#include "dist/parallel_layout.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
 #include "report/epoch_log.hpp"
@@ -59,7 +60,10 @@ struct Layout {
   int tp = 1, pp = 1, dp = 1;
   int chunks = 1;  // model chunks per pipeline rank (interleaved schedule)
   int64_t accumulation = 1;
-  std::unique_ptr<dist::Communicator> tp_comm, pp_comm, dp_comm, mp_comm;
+  // The t x P ranks of one replica (its group) and the DP replicas (its peers), split once; the
+  // tensor- and pipeline-parallel groups are split from the group.
+  std::unique_ptr<dist::ParallelLayout> replicas;
+  std::unique_ptr<dist::Communicator> tp_comm, pp_comm;
   std::shared_ptr<TensorParallel> tensor_parallel;
   std::shared_ptr<PipelineParallel> pipeline;
   std::shared_ptr<dist::TensorComm> model_parallel;  // the t x P ranks of one replica
@@ -124,12 +128,12 @@ Layout make_layout(dist::Communicator& comm, const LlmTrainingConfig& cfg,
     l.dp = static_cast<int>(dp);
     l.accumulation = cfg.global_batch_size / (cfg.micro_batch_size * dp);
   });
-  const int rank = comm.rank(), mp = l.tp * l.pp;
-  const int tp_rank = rank % l.tp, pp_rank = (rank / l.tp) % l.pp, dp_rank = rank / mp;
-  l.tp_comm = comm.split(rank / l.tp, tp_rank);
-  l.pp_comm = comm.split(dp_rank * l.tp + tp_rank, pp_rank);
-  l.dp_comm = comm.split(rank % mp, dp_rank);
-  l.mp_comm = comm.split(dp_rank, rank % mp);
+  const int mp = l.tp * l.pp;
+  l.replicas = std::make_unique<dist::ParallelLayout>(comm, mp);
+  dist::Communicator& group = l.replicas->group();
+  const int tp_rank = l.replicas->group_rank() % l.tp, pp_rank = l.replicas->group_rank() / l.tp;
+  l.tp_comm = group.split(pp_rank, tp_rank);
+  l.pp_comm = group.split(tp_rank, pp_rank);
   l.tensor_parallel = std::make_shared<TensorParallel>();
   l.tensor_parallel->size = l.tp;
   l.tensor_parallel->rank = tp_rank;
@@ -137,7 +141,7 @@ Layout make_layout(dist::Communicator& comm, const LlmTrainingConfig& cfg,
   l.pipeline = std::make_shared<PipelineParallel>();
   l.pipeline->stage = {l.pp, pp_rank, l.chunks};
   if (l.pp > 1) l.pipeline->group = dist::make_tensor_comm(*l.pp_comm, device);
-  if (mp > 1) l.model_parallel = dist::make_tensor_comm(*l.mp_comm, device);
+  if (mp > 1) l.model_parallel = dist::make_tensor_comm(group, device);
   return l;
 }
 
@@ -292,7 +296,8 @@ class LlmRun : public suite::WorkloadRun {
     // One data-parallel communicator for the gradient all-reduce and the distributed optimizer's
     // gather (the same collectives in the same order on every rank).
     std::shared_ptr<dist::TensorComm> dp_tensor_comm;
-    if (layout_.dp > 1) dp_tensor_comm = dist::make_tensor_comm(*layout_.dp_comm, env.device);
+    if (layout_.dp > 1)
+      dp_tensor_comm = dist::make_tensor_comm(layout_.replicas->replica_peers(), env.device);
     lo.make_optimizer = cfg_.use_distributed_optimizer
                             ? megatron_distributed_adam(adam, dp_tensor_comm)
                             : megatron_adam(adam);
@@ -325,7 +330,7 @@ class LlmRun : public suite::WorkloadRun {
     lo.profiler = &env.profiler;
     train::LoopParallelism lp;
     lp.world = dp_tensor_comm;
-    if (layout_.tp * layout_.pp > 1) lp.replica_comm = layout_.dp_comm.get();
+    if (layout_.tp * layout_.pp > 1) lp.replica_comm = &layout_.replicas->replica_peers();
     // The t x P ranks of a replica read the same samples.
     const dist::ProcessGrid grid(env.comm.size(), env.comm.rank(), {layout_.tp * layout_.pp, 1, 1},
                                  {2, 3, 4});
@@ -333,8 +338,8 @@ class LlmRun : public suite::WorkloadRun {
       loop_ = std::make_unique<train::TrainingLoop>(*task_, std::move(lo), env.device, env.comm,
                                                     grid, std::move(lp));
     });
-    log_ = std::make_unique<report::EpochLog<IntervalRow>>(
-        env.run_dir / kIterationStatsFileName, iteration_stats_header(), iteration_stats_line);
+    log_ = std::make_unique<report::EpochLog<IntervalRow>>(env.run_dir / kIterationStatsFileName,
+                                                           iteration_stats_columns());
   }
 
   void after_build(suite::RunEnv& env) override {
@@ -369,8 +374,7 @@ class LlmRun : public suite::WorkloadRun {
   train::TrainingLoop* loop() override { return loop_.get(); }
 
   void resume_rows(suite::RunEnv&, const train::TrainCounters& start) override {
-    log_->resume(read_iteration_stats,
-                 [&](const IntervalRow& r) { return r.iteration <= start.total_optimizer_steps; });
+    log_->resume([&](const IntervalRow& r) { return r.iteration <= start.total_optimizer_steps; });
   }
 
   void before_training(suite::RunEnv&) override {

@@ -22,6 +22,7 @@
 #include "core/stats.hpp"
 #include "core/sysinfo.hpp"
 #include "dist/comm_counters.hpp"
+#include "dist/parallel_layout.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
 #include "energy/meter.hpp"
@@ -214,8 +215,8 @@ struct BenchmarkModel {
   std::unique_ptr<dataset::FractalDataset> train_set, val_set;
   model::UNetOptions options;
   int64_t params = 0;
-  std::unique_ptr<dist::Communicator> spatial_comm;
-  SegmentationTraining training;  // the task and the loop over it
+  std::unique_ptr<dist::ParallelLayout> spatial_layout;  // spatial groups x replicas
+  SegmentationTraining training;                         // the task and the loop over it
 };
 
 BenchmarkModel build_model(const suite::RunEnv& env, const config::Config& cfg,
@@ -257,9 +258,9 @@ BenchmarkModel build_model(const suite::RunEnv& env, const config::Config& cfg,
   Parallelism parallel;
   if (comm.size() > 1) parallel.world = dist::make_tensor_comm(comm, device);
   if (grid.spatial_size() > 1) {
-    m.spatial_comm = comm.split(grid.replica(), grid.shard_id());
+    m.spatial_layout = std::make_unique<dist::ParallelLayout>(comm, grid.spatial_size());
     auto spatial =
-        model::make_spatial_context(dist::make_tensor_comm(*m.spatial_comm, device), grid,
+        model::make_spatial_context(dist::make_tensor_comm(m.spatial_layout->group(), device), grid,
                                     model::parse_group_norm_mode(cfg.dc_groupnorm));
     mo.spatial = spatial;
     parallel.spatial = spatial;

@@ -145,22 +145,15 @@ struct Row {
   int64_t epoch = 0;
   double train_mse = 0, val_mse = 0, seconds = 0;
 };
-std::string row_line(const Row& r) {
-  return fmt::format("{},{},{},{}", r.epoch, r.train_mse, r.val_mse, r.seconds);
-}
-std::vector<Row> read_rows(const std::filesystem::path& file) {
-  std::vector<Row> rows;
-  std::istringstream in(core::read_file(file));
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    Row r;
-    char comma = 0;
-    std::istringstream fields(line);
-    fields >> r.epoch >> comma >> r.train_mse >> comma >> r.val_mse >> comma >> r.seconds;
-    rows.push_back(r);
-  }
-  return rows;
+// toy_stats.csv, declared once: header, lines and the strict reader follow.
+const report::StepCsvColumns<Row>& toy_columns() {
+  using report::NumberRange;
+  static const report::StepCsvColumns<Row> columns(
+      {report::integer_column("epoch", &Row::epoch, 1),
+       report::number_column("train_mse", &Row::train_mse, NumberRange::kNotNegative),
+       report::number_column("val_mse", &Row::val_mse, NumberRange::kNotNegative),
+       report::number_column("seconds", &Row::seconds, NumberRange::kFinite)});
+  return columns;
 }
 
 class ToyRun : public suite::WorkloadRun {
@@ -191,12 +184,11 @@ class ToyRun : public suite::WorkloadRun {
     const dist::ProcessGrid grid(env.comm.size(), env.comm.rank(), {1}, {2});
     loop_ = std::make_unique<train::TrainingLoop>(*task_, std::move(lo), env.device, env.comm, grid,
                                                   train::LoopParallelism{});
-    log_ = std::make_unique<report::EpochLog<Row>>(env.run_dir / "toy_stats.csv",
-                                                   "epoch,train_mse,val_mse,seconds", row_line);
+    log_ = std::make_unique<report::EpochLog<Row>>(env.run_dir / "toy_stats.csv", toy_columns());
   }
   train::TrainingLoop* loop() override { return loop_.get(); }
   void resume_rows(suite::RunEnv&, const train::TrainCounters& start) override {
-    log_->resume(read_rows, [&](const Row& r) { return r.epoch <= start.epoch; });
+    log_->resume([&](const Row& r) { return r.epoch <= start.epoch; });
   }
   void on_epoch(suite::RunEnv& env, const train::LoopEpoch& e) override {
     LOG_INFO("toy epoch {}: val_mse {:.5f}", e.epoch, e.metrics.values[1].second);
