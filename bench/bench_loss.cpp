@@ -1,5 +1,5 @@
 // The segmentation loss (class-weighted CE + soft Dice) on the U-Net's logit shapes: the fused
-// CPU kernel (train/fused_loss.hpp, loss_kernel: fused) against LibTorch's operators
+// CPU kernel (workloads/scaffold/fused_loss.hpp, loss_kernel: fused) against LibTorch's operators
 // (loss_kernel: libtorch), forward alone and forward + backward, alternating, medians of the
 // repeats and their ratio (fused / LibTorch). CPU, float32. Legend: B batch, K classes, S^3 voxels.
 #include <ATen/ATen.h>
@@ -13,7 +13,7 @@
 
 #include "core/threads.hpp"
 #include "paired_timing.hpp"
-#include "train/loss.hpp"
+#include "workloads/scaffold/loss.hpp"
 
 using namespace scaffold;
 

@@ -34,7 +34,7 @@
 #include "profile/profiler.hpp"
 #include "profile/torch_ops.hpp"
 #include "train/grad_clip.hpp"
-#include "train/loss.hpp"
+#include "workloads/scaffold/loss.hpp"
 #include "workloads/scaffold/model/unet.hpp"
 
 using namespace scaffold;

@@ -30,9 +30,9 @@
 #include "nn/memory_format.hpp"
 #include "spatial_test_util.hpp"
 #include "test_util.hpp"
-#include "train/loss.hpp"
 #include "workloads/scaffold/dataset/fractal_dataset.hpp"
 #include "workloads/scaffold/dataset/layout.hpp"
+#include "workloads/scaffold/loss.hpp"
 #include "workloads/scaffold/model/unet.hpp"
 #include "workloads/scaffold/segmentation_task.hpp"
 

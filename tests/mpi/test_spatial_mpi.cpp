@@ -15,7 +15,7 @@
 
 #include "kernels/fused_norm.hpp"
 #include "spatial_test_util.hpp"
-#include "train/loss.hpp"
+#include "workloads/scaffold/loss.hpp"
 #include "workloads/scaffold/model/spatial.hpp"
 #include "workloads/scaffold/model/unet.hpp"
 

@@ -15,8 +15,8 @@
 #include "kernels/fused_adam.hpp"
 #include "nn/autocast.hpp"
 #include "nn/memory_format.hpp"
-#include "train/loss.hpp"
 #include "train/schedule.hpp"
+#include "workloads/scaffold/loss.hpp"
 
 namespace scaffold::benchmark {
 

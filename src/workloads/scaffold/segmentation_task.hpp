@@ -37,8 +37,9 @@ struct SegmentationOptions {
   int64_t T_0 = 10;
   int64_t T_mult = 2;
   bool disable_scheduler = false;
-  bool amp_bf16 = true;        // bf16 autocast for the forward passes
-  bool fused_loss = true;      // the loss's one-pass CPU kernel (loss_kernel, train/loss.hpp)
+  bool amp_bf16 = true;  // bf16 autocast for the forward passes
+  bool fused_loss =
+      true;  // the loss's one-pass CPU kernel (loss_kernel, workloads/scaffold/loss.hpp)
   bool channels_last = false;  // ChannelsLast3d weights and inputs (train::use_channels_last)
   double grad_clip_norm = 1.0;
   int64_t checkpoint_interval = -1;  // <= 0: no checkpoints

@@ -53,7 +53,7 @@ TEST(HotPath, TheTasksForwardPassesAndTheClipDoNotWaitForTheDevice) {
   expect_clean("src/workloads/image_classification/task.cpp",
                {"ClassificationTask::train_forward", "ClassificationTask::inputs",
                 "ClassificationTask::logits", "topk_correct"});
-  expect_clean("src/train/loss.cpp", {"segmentation_loss"});
+  expect_clean("src/workloads/scaffold/loss.cpp", {"segmentation_loss"});
   expect_clean("src/train/grad_clip.cpp", {"clip_grad_norm"});
 }
 

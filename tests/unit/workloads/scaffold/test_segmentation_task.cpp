@@ -30,10 +30,10 @@
 #include "dist/process_grid.hpp"
 #include "test_util.hpp"
 #include "train/checkpoint.hpp"
-#include "train/loss.hpp"
 #include "unit/train/tensor_identical.hpp"
 #include "workloads/scaffold/dataset/fractal_dataset.hpp"
 #include "workloads/scaffold/dataset/layout.hpp"
+#include "workloads/scaffold/loss.hpp"
 #include "workloads/scaffold/model/unet.hpp"
 #include "workloads/scaffold/segmentation_task.hpp"
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "train/loss.hpp"
+#include "workloads/scaffold/loss.hpp"
 
 namespace scaffold::train {
 namespace {

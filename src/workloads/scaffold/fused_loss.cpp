@@ -1,4 +1,4 @@
-#include "train/fused_loss.hpp"
+#include "workloads/scaffold/fused_loss.hpp"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
-// The one-pass loss sums (train/fused_loss.hpp) against the loss of LibTorch's operators
-// (segmentation_loss with fused = false) evaluated in float64, which test_loss.cpp checks by hand
-// and by finite differences: loss, CE, soft Dice and the logits' gradient within 2e-6 (relative
-// to the largest magnitude), on volumes that fill several chunks and leave a partial one.
+// The one-pass loss sums (workloads/scaffold/fused_loss.hpp) against the loss of LibTorch's
+// operators (segmentation_loss with fused = false) evaluated in float64, which test_loss.cpp checks
+// by hand and by finite differences: loss, CE, soft Dice and the logits' gradient within 2e-6
+// (relative to the largest magnitude), on volumes that fill several chunks and leave a partial one.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -13,8 +13,8 @@
 #include <tuple>
 
 #include "core/error.hpp"
-#include "train/fused_loss.hpp"
-#include "train/loss.hpp"
+#include "workloads/scaffold/fused_loss.hpp"
+#include "workloads/scaffold/loss.hpp"
 
 namespace scaffold::train {
 namespace {

@@ -2,7 +2,7 @@
 // dice_score.py. Labels are compared against the foreground class ids as bool masks instead of a
 // float one-hot of the full volume: 1 byte per voxel and class is kept for backward instead of 4,
 // and the background Dice, which nothing reads, is never formed. No communication happens here.
-#include "train/loss.hpp"
+#include "workloads/scaffold/loss.hpp"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/arange.h>
@@ -20,7 +20,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "train/fused_loss.hpp"
+#include "workloads/scaffold/fused_loss.hpp"
 
 namespace scaffold::train {
 namespace {
