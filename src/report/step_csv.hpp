@@ -97,6 +97,17 @@ StepCsvColumn<Row> number_column(std::string name, double Row::*member, NumberRa
           }};
 }
 
+// The usual rule of a per-epoch file: the epoch goes up by one from row to row.
+template <class Row>
+std::function<void(const StepCsvRow&, const Row&, const std::vector<Row>&)> epochs_follow(
+    int64_t Row::*epoch) {
+  return [epoch](const StepCsvRow& cells, const Row& r, const std::vector<Row>& before) {
+    if (!before.empty() && r.*epoch != before.back().*epoch + 1)
+      cells.fail("epoch " + std::to_string(r.*epoch) + " after epoch " +
+                 std::to_string(before.back().*epoch) + " (epochs must follow each other)");
+  };
+}
+
 // A file's columns in order, and the rule across rows (`check`: called for each row read, with
 // the rows before it; it calls cells.fail for a row that breaks it).
 template <class Row>

@@ -5,10 +5,10 @@
 //
 //   init        threads, profiler, stop signals (--stop-signals), config (rank 0's, broadcast),
 //               device, layout(), memory_estimate() checked, run folder, system.json (+describe())
-//   data        prepare_data()                        (phase data_phase(), unless has_data() is
-//   false) init_model  build()                               (phase "init_model"), then
-//   after_build() training    watchdog, energy meter, warm_up(), resume (--run-dir) and
-//   resume_rows(),
+//   data        prepare_data(), in phase data_phase() ("data"; none: the workload names its
+//               own), unless has_data() is false
+//   init_model  build() (phase "init_model"), then after_build()
+//   training    watchdog, energy meter, warm_up(), resume (--run-dir) and resume_rows(),
 //               before_training(), the loop with on_epoch() after the driver's energy windows
 //               (phase "training"; a failure in it goes through explain_failure()); or
 //               run_without_loop() for a run without a training loop (an inference benchmark)

@@ -30,11 +30,7 @@ const report::StepCsvColumns<EpochRow>& epoch_stats_columns() {
        report::integer_column("train_samples", &R::train_samples, 0),
        report::integer_column("val_samples", &R::val_samples, 0),
        report::number_column("median_step_s", &R::median_step_s, NumberRange::kFinite)},
-      [](const report::StepCsvRow& cells, const EpochRow& r, const std::vector<EpochRow>& before) {
-        if (!before.empty() && r.epoch != before.back().epoch + 1)
-          cells.fail(fmt::format("epoch {} after epoch {} (epochs must follow each other)", r.epoch,
-                                 before.back().epoch));
-      });
+      report::epochs_follow(&R::epoch));
   return columns;
 }
 

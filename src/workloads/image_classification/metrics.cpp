@@ -19,8 +19,8 @@ const report::StepCsvColumns<EpochRow>& epoch_stats_columns() {
   using R = EpochRow;
   static const report::StepCsvColumns<EpochRow> columns(
       {report::integer_column("epoch", &R::epoch, 1), report::flag_column("warmup", &R::warmup),
-       report::number_column("train_loss", &R::train_loss, NumberRange::kAny),  // a diverged
-                                                                                // epoch keeps nan
+       // a diverged epoch keeps its nan loss
+       report::number_column("train_loss", &R::train_loss, NumberRange::kAny),
        report::number_column("train_top1", &R::train_top1, NumberRange::kFraction),
        report::number_column("val_loss", &R::val_loss, NumberRange::kAny),
        report::number_column("val_top1", &R::val_top1, NumberRange::kFraction),
@@ -32,11 +32,7 @@ const report::StepCsvColumns<EpochRow>& epoch_stats_columns() {
        report::integer_column("train_images", &R::train_images, 0),
        report::integer_column("val_images", &R::val_images, 0),
        report::number_column("median_step_s", &R::median_step_s, NumberRange::kFinite)},
-      [](const report::StepCsvRow& cells, const EpochRow& r, const std::vector<EpochRow>& before) {
-        if (!before.empty() && r.epoch != before.back().epoch + 1)
-          cells.fail(fmt::format("epoch {} after epoch {} (epochs must follow each other)", r.epoch,
-                                 before.back().epoch));
-      });
+      report::epochs_follow(&R::epoch));
   return columns;
 }
 

@@ -94,5 +94,24 @@ TEST(StepCsvColumns, ABadCellAndABrokenRuleAreErrorsNamingTheLine) {
   EXPECT_NE(error_of(other_header), "(no FileError)");
 }
 
+TEST(StepCsvColumns, EpochsFollowRefusesAGapNamingBothEpochs) {
+  const StepCsvColumns<Row> by_epoch({integer_column("n", &Row::n, 1)}, epochs_follow(&Row::n));
+  test::TempDir dir;
+  const fs::path good = dir.path() / "good.csv";
+  core::write_file_atomic(good, "n\n1\n2\n3\n");
+  EXPECT_EQ(by_epoch.read(good).size(), 3u);
+  const fs::path gap = dir.path() / "gap.csv";
+  core::write_file_atomic(gap, "n\n1\n3\n");
+  try {
+    (void)by_epoch.read(gap);
+    ADD_FAILURE() << "a gap was accepted";
+  } catch (const core::FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("line 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("epoch 3 after epoch 1 (epochs must follow each other)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace scaffold::report
