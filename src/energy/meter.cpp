@@ -6,9 +6,7 @@
 #include <cstdlib>
 
 #include "core/error.hpp"
-#include "core/fs.hpp"
 #include "core/log.hpp"
-#include "core/pyfloat.hpp"
 #include "core/timer.hpp"
 #include "energy/sources.hpp"
 
@@ -116,22 +114,8 @@ std::vector<report::EnergyWindowRecord> EnergyMeter::finish(const fs::path& run_
     r.samples = static_cast<int64_t>(sums[w * fields + 2]);
     (windows_[w].phase ? phases : rows).push_back(r);
   }
-  std::string text = report::energy_stats_header() + "\n";
-  auto f = [](double v) { return core::python_float_str(v); };
-  for (const auto& r : rows)
-    text += fmt::format("{},{},{},{},{},{},{},{},{}\n", r.window, r.epoch, f(r.start_s),
-                        f(r.duration_s), f(r.energy_j), f(r.energy_wh), f(r.avg_power_w),
-                        f(r.peak_power_w), r.samples);
-  core::write_file_atomic(file, text);
-  if (!phases.empty()) {
-    std::string p =
-        "phase,start_s,duration_s,energy_j,energy_wh,avg_power_w,peak_power_w,samples\n";
-    for (const auto& r : phases)
-      p += fmt::format("{},{},{},{},{},{},{},{}\n", r.window, f(r.start_s), f(r.duration_s),
-                       f(r.energy_j), f(r.energy_wh), f(r.avg_power_w), f(r.peak_power_w),
-                       r.samples);
-    core::write_file_atomic(run_dir / "energy_phases.csv", p);
-  }
+  report::write_energy_stats(run_dir, rows);
+  if (!phases.empty()) report::write_energy_phases(run_dir, phases);
   return rows;
 }
 

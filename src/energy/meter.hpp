@@ -14,7 +14,7 @@
 
 #include "dist/communicator.hpp"
 #include "energy/sampler.hpp"
-#include "report/table.hpp"
+#include "report/energy_stats.hpp"
 
 namespace scaffold::energy {
 

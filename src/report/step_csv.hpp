@@ -39,6 +39,8 @@ class StepCsvRow {
   StepCsvRow(const std::string& file, std::size_t line, std::string_view text,
              const std::vector<std::string>& columns);
 
+  // The cell of `column` (an index into the header's columns) as it is.
+  std::string_view text(std::size_t column) const { return cells_.at(column); }
   // The cell of `column` (an index into the header's columns) as an integer >= `min`.
   int64_t integer(std::size_t column, int64_t min = 0) const;
   // The cell as 0 or 1.

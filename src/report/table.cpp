@@ -34,23 +34,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// ------------------------------------------------------------------------ energy_stats.csv
-
-constexpr std::array<const char*, 9> kEnergyColumns{"window",      "epoch",        "start_s",
-                                                    "duration_s",  "energy_j",     "energy_wh",
-                                                    "avg_power_w", "peak_power_w", "samples"};
-
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t at = text.find(sep, start);
-    parts.push_back(text.substr(start, at == std::string_view::npos ? at : at - start));
-    if (at == std::string_view::npos) return parts;
-    start = at + 1;
-  }
-}
-
 template <typename T>
 bool parse_number(std::string_view s, T* out) {
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
@@ -260,42 +243,6 @@ std::string plot_value(const std::optional<double>& x) {
 }  // namespace
 
 // ------------------------------------------------------------------------ reading runs
-
-std::string energy_stats_header() {
-  std::string header;
-  for (const char* name : kEnergyColumns) header += (header.empty() ? "" : ",") + std::string(name);
-  return header;
-}
-
-std::vector<EnergyWindowRecord> read_energy_stats(const fs::path& path) {
-  const std::string text = core::read_file(path);
-  std::vector<std::string_view> lines = split(text, '\n');
-  for (auto& l : lines)
-    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
-  const auto fail = [&path](std::size_t index, const std::string& what) {
-    return core::FileError(path.string(), fmt::format("line {}: {}", index + 1, what));
-  };
-  if (lines[0] != energy_stats_header())
-    throw fail(0, fmt::format("header is '{}', expected '{}'", lines[0], energy_stats_header()));
-  std::vector<EnergyWindowRecord> records;
-  for (std::size_t i = 1; i < lines.size(); ++i) {
-    if (lines[i].empty()) continue;
-    const std::vector<std::string_view> f = split(lines[i], ',');
-    if (f.size() != kEnergyColumns.size())
-      throw fail(i, fmt::format("expected {} fields, found {}", kEnergyColumns.size(), f.size()));
-    EnergyWindowRecord r;
-    r.window = std::string(f[0]);
-    if (r.window != "warmup" && r.window != "train" && r.window != "validation")
-      throw fail(i, fmt::format("window '{}' is not warmup, train or validation", r.window));
-    double* doubles[] = {&r.start_s,   &r.duration_s,  &r.energy_j,
-                         &r.energy_wh, &r.avg_power_w, &r.peak_power_w};
-    bool ok = parse_number(f[1], &r.epoch) && parse_number(f[8], &r.samples);
-    for (std::size_t k = 0; k < 6; ++k) ok = ok && parse_number(f[2 + k], doubles[k]);
-    if (!ok) throw fail(i, fmt::format("malformed row '{}'", lines[i]));
-    records.push_back(r);
-  }
-  return records;
-}
 
 namespace {
 

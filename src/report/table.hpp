@@ -13,40 +13,17 @@
 #include <string>
 #include <vector>
 
+#include "report/energy_stats.hpp"
 #include "report/run_record.hpp"
 #include "report/system_info.hpp"
 #include "report/train_stats.hpp"
 
 namespace scaffold::report {
 
-inline constexpr const char* kEnergyStatsFileName = "energy_stats.csv";
-
 // RunRecord::workload of `scaffold benchmark` (ScaFFold) runs. `scaffold report` reads their
 // folders through this table (config.yaml, train_stats.csv), whether or not they hold a
 // summary.json.
 inline constexpr const char* kBenchmarkWorkload = "benchmark";
-
-// One row of energy_stats.csv: one measurement window. Energies and powers are totals over all
-// measured sensors and nodes.
-struct EnergyWindowRecord {
-  std::string window;  // "warmup" (epoch 0), "train" or "validation" (epoch 1..E)
-  int64_t epoch = 0;
-  double start_s = 0.0;  // window start, seconds since the sampler started
-  double duration_s = 0.0;
-  double energy_j = 0.0;
-  double energy_wh = 0.0;
-  double avg_power_w = 0.0;
-  double peak_power_w = 0.0;
-  int64_t samples = 0;  // power readings in the window
-};
-
-// The header line without its newline:
-// window,epoch,start_s,duration_s,energy_j,energy_wh,avg_power_w,peak_power_w,samples
-std::string energy_stats_header();
-
-// Parses an energy_stats.csv. A different header, a malformed row or an unknown window name is a
-// core::FileError naming the file and line.
-std::vector<EnergyWindowRecord> read_energy_stats(const std::filesystem::path& path);
 
 // What a summary needs from the run's config.yaml.
 struct RunConfigFacts {

@@ -380,55 +380,6 @@ TEST(Summary, ScalingOrderIsScaleThenRanksThenName) {
 
 // ---------------------------------------------------------------------------------- readers
 
-const char* kEnergyHeader =
-    "window,epoch,start_s,duration_s,energy_j,energy_wh,avg_power_w,peak_power_w,samples";
-
-TEST(EnergyStats, ReadsEveryColumn) {
-  EXPECT_EQ(energy_stats_header(), kEnergyHeader);
-  test::TempDir tmp;
-  const fs::path file = tmp.path() / "energy_stats.csv";
-  core::write_file_atomic(file, std::string(kEnergyHeader) +
-                                    "\nwarmup,0,0.5,2.0,360.0,0.1,180.0,210.5,20\n"
-                                    "train,1,2.6,3.0,720.0,0.2,240.0,260.0,30\n");
-  const auto w = read_energy_stats(file);
-  ASSERT_EQ(w.size(), 2u);
-  EXPECT_EQ(w[1].window, "train");
-  EXPECT_EQ(w[1].epoch, 1);
-  EXPECT_DOUBLE_EQ(w[1].start_s, 2.6);
-  EXPECT_DOUBLE_EQ(w[1].duration_s, 3.0);
-  EXPECT_DOUBLE_EQ(w[1].energy_j, 720.0);
-  EXPECT_DOUBLE_EQ(w[1].energy_wh, 0.2);
-  EXPECT_DOUBLE_EQ(w[1].avg_power_w, 240.0);
-  EXPECT_DOUBLE_EQ(w[1].peak_power_w, 260.0);
-  EXPECT_EQ(w[1].samples, 30);
-}
-
-std::string energy_error(const std::string& text) {
-  test::TempDir tmp;
-  const fs::path file = tmp.path() / "energy_stats.csv";
-  core::write_file_atomic(file, text);
-  try {
-    read_energy_stats(file);
-  } catch (const core::FileError& e) {
-    const std::string what = e.what();
-    EXPECT_EQ(what.rfind(file.string() + ": line ", 0), 0u) << what;
-    return what.substr(file.string().size() + 2);
-  }
-  ADD_FAILURE() << "no error for " << text;
-  return "";
-}
-
-TEST(EnergyStats, BadHeaderRowOrWindowNamesFileAndLine) {
-  EXPECT_EQ(energy_error("window,epoch\n"),
-            std::string("line 1: header is 'window,epoch', expected '") + kEnergyHeader + "'");
-  EXPECT_EQ(energy_error(std::string(kEnergyHeader) + "\ntrain,1,0,1,2,3,4,5\n"),
-            "line 2: expected 9 fields, found 8");
-  EXPECT_EQ(energy_error(std::string(kEnergyHeader) + "\ntrain,1,0,1,2,x,4,5,6\n"),
-            "line 2: malformed row 'train,1,0,1,2,x,4,5,6'");
-  EXPECT_EQ(energy_error(std::string(kEnergyHeader) + "\neval,1,0,1,2,3,4,5,6\n"),
-            "line 2: window 'eval' is not warmup, train or validation");
-}
-
 const char* kTrainHeader =
     "epoch,epoch_loss,overall_loss,val_loss_epoch,val_loss_avg,train_dice,val_dice,epoch_duration,"
     "optimizer_steps,total_optimizer_steps\n";
@@ -464,7 +415,7 @@ TEST(RunFolder, ReadsConfigStatsEnergyAndSystem) {
   EXPECT_FALSE(data.energy);
   EXPECT_FALSE(data.system);
 
-  core::write_file_atomic(run / "energy_stats.csv", std::string(kEnergyHeader) + "\n");
+  core::write_file_atomic(run / "energy_stats.csv", energy_stats_header() + "\n");
   SystemInfo info;
   info.world_size = 4;
   write_system_json(run, info);
