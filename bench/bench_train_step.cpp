@@ -180,21 +180,29 @@ int run(const BenchOptions& o) {
   mo.fp32_pool_and_upsample = o.bf16 && !model::bf16_pool_and_upsample_work(device);
   // The CPU kernels of issue 17: native = what scaffold benchmark's `auto` keys pick for this
   // device, layout and precision; libtorch = none; or a comma list of winograd, conv (oneDNN),
-  // upconv, norm, pool, loss to measure each alone.
+  // upconv, norm, pool, head, loss to measure each alone.
   bool fused_loss = false;
   if (o.kernels == "native") {
-    mo.kernels = model::resolve_unet_kernels("auto", "auto", "auto", "auto", device,
-                                             o.channels_last, o.bf16);
-    fused_loss = train::fused_loss_for("auto", device.is_cpu());
+    model::KernelTarget target;
+    target.cpu = device.is_cpu();
+    target.device = device.str();
+    target.channels_last = o.channels_last;
+    target.bf16_autocast = o.bf16;
+    target.onednn_built = model::dnnl_conv3d_built();
+    mo.kernels = model::resolve_kernel_choice({}, target);
+    fused_loss = mo.kernels.loss == model::LossKernel::Fused;
   } else {
     const auto uses = [&](const char* k) {
       return ("," + o.kernels + ",").find(std::string(",") + k + ",") != std::string::npos;
     };
-    mo.kernels.winograd_conv = uses("winograd");
-    mo.kernels.onednn_conv = uses("conv") && model::dnnl_conv3d_built();
-    mo.kernels.gemm_upconv = uses("upconv");
-    mo.kernels.native_pool = uses("pool");
-    mo.kernels.norm_kernel =
+    // winograd: Winograd where it pays, oneDNN (where built) for the other layers.
+    mo.kernels.conv = uses("winograd")                             ? model::ConvKernel::Winograd
+                      : uses("conv") && model::dnnl_conv3d_built() ? model::ConvKernel::OneDnn
+                                                                   : model::ConvKernel::LibTorch;
+    mo.kernels.upconv = uses("upconv") ? model::UpconvKernel::Gemm : model::UpconvKernel::LibTorch;
+    mo.kernels.pool = uses("pool") ? model::PoolKernel::Native : model::PoolKernel::LibTorch;
+    mo.kernels.head = uses("head") ? model::HeadKernel::Gemm : model::HeadKernel::LibTorch;
+    mo.kernels.norm =
         uses("norm") && !o.channels_last ? model::NormKernel::Fused : model::NormKernel::Unfused;
     fused_loss = uses("loss") && device.is_cpu();
   }
@@ -310,7 +318,7 @@ int run(const BenchOptions& o) {
       "batch {}, {}, {}, {} GroupNorm + ReLU, {} loss, on {}, {} threads, {} parameters\n",
       core::torch_version_built_with(), core::version(), core::git_commit(), o.scale, side,
       mo.layers, o.base_channels, o.batch, o.bf16 ? "bf16 autocast" : "fp32",
-      o.channels_last ? "ChannelsLast3d" : "NCDHW", model::to_string(mo.kernels.norm_kernel),
+      o.channels_last ? "ChannelsLast3d" : "NCDHW", model::to_string(mo.kernels.norm),
       fused_loss ? "fused" : "LibTorch's", device.str(), threads, params);
   fmt::print(
       "  step: median {:.1f} ms (min {:.1f}, max {:.1f}) of {} after {} warm-up; {:.2f} GFLOP "
@@ -375,7 +383,7 @@ int parse_and_run(int argc, char** argv) {
   app.add_flag("--channels-last", o.channels_last, "parameters and input in ChannelsLast3d");
   app.add_option("--kernels", o.kernels,
                  "CPU kernels: native (what the auto keys pick), libtorch, or a comma list of "
-                 "winograd, conv (oneDNN), upconv, norm, pool, loss");
+                 "winograd, conv (oneDNN), upconv, norm, pool, head, loss");
   app.add_option("--gemm-n", o.gemm_n, "side of the fp32 GEMM (0: skip)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--gemm-reps", o.gemm_reps, "timed GEMMs (median)")->check(CLI::PositiveNumber);

@@ -32,7 +32,7 @@ struct Field {
 };
 
 // The one declaration of system.json's keys, in file order.
-const std::array<Field, 17> kFields{{
+const std::array<Field, 19> kFields{{
     {"host", &SystemInfo::host},
     {"cpu_model", &SystemInfo::cpu_model},
     {"gpu_model", &SystemInfo::gpu_model},
@@ -48,6 +48,8 @@ const std::array<Field, 17> kFields{{
     {"threads", &SystemInfo::threads},
     {"dc_num_shards", &SystemInfo::dc_num_shards},
     {"kernels", &SystemInfo::kernels},
+    {"kernels_run", &SystemInfo::kernels_run},
+    {"kernel_fallbacks", &SystemInfo::kernel_fallbacks},
     {"rank_devices", &SystemInfo::rank_devices},
     {"created_at", &SystemInfo::created_at},
 }};

@@ -31,6 +31,13 @@ struct SystemInfo {
   // The compute kernels the run chose where there is a choice, "<op>=<kernel>" (e.g.
   // "conv=onednn", "upconv=gemm"); empty for a workload without such options.
   std::vector<std::string> kernels;
+  // What rank 0 actually ran for each op with a choice, counted over the run, "<op>=<kernel>
+  // x<calls>[, ...]" (e.g. "conv=winograd x180, onednn x60"); added when training ends (a run
+  // that stopped before it has none).
+  std::vector<std::string> kernels_run;
+  // Each kernel that could not run what was chosen and what ran instead, with the reason: found
+  // when the keys were resolved (e.g. Winograd under bf16 autocast) or while training.
+  std::vector<std::string> kernel_fallbacks;
   // Every rank's training device in world rank order, "<host> <device>" and on CUDA the physical
   // GPU: "node1 cuda:1 visible=3 pci=0000:41:00.0" (train::select_device).
   std::vector<std::string> rank_devices;

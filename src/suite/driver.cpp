@@ -12,6 +12,7 @@
 #include "core/watchdog.hpp"
 #include "dist/communicator.hpp"
 #include "profile/options.hpp"
+#include "report/system_info.hpp"
 #include "suite/record.hpp"
 #include "suite/stop_signals.hpp"
 #include "train/device.hpp"
@@ -145,6 +146,14 @@ int Driver::run(WorkloadRun& run, const RunSettings& settings) {
   // report, rank 0
   const int exit_code = result.stopped ? kExitStoppedBySignal : 0;
   if (comm.rank() != 0) return exit_code;
+  {
+    const fs::path system_json = env.run_dir / report::kSystemInfoFileName;
+    const report::SystemInfo written = report::read_system_json(system_json);
+    report::SystemInfo info = written;
+    run.describe_after_training(info);
+    if (report::system_info_json(info) != report::system_info_json(written))
+      report::write_system_json(env.run_dir, info);
+  }
   const std::string restart = (env.run_dir / "restart.sh").string();
   report::RunRecord rec = base_record(workload_, env.run_dir, comm, ctx_.threads, env.device.str());
   rec.status = result.stopped ? report::kStatusTimeLimit : report::kStatusCompleted;

@@ -12,7 +12,8 @@
 //               before_training(), the loop with on_epoch() after the driver's energy windows
 //               (phase "training"; a failure in it goes through explain_failure()); or
 //               run_without_loop() for a run without a training loop (an inference benchmark)
-//   report      after_training() on every rank; energy_stats.csv; on rank 0 the record
+//   report      after_training() on every rank; energy_stats.csv; on rank 0 system.json again
+//               (+describe_after_training()), the record
 //               (base_record, status, runtime) filled by finish(), summary.json, the peak-memory
 //               and stop lines, then closing_lines()
 //
@@ -130,6 +131,11 @@ class WorkloadRun {
     (void)env;
     (void)result;
   }
+
+  // Rank 0, after training: what the run learned while training that system.json records (the
+  // kernels each op actually ran). `info` is the system.json written at init; the driver writes it
+  // back when this returns.
+  virtual void describe_after_training(report::SystemInfo& info) { (void)info; }
 
   // Rank 0: the record's batch, precision, epochs, times, parameters and counters, and the
   // figures' log lines. The driver has set workload, system, ranks, status and runtime_s. Returns

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -325,6 +326,65 @@ TEST(Benchmark, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
   EXPECT_FALSE(fs::exists(plain_run / "energy_stats.csv"));
   for (const auto& e : fs::directory_iterator(plain_run))
     EXPECT_NE(e.path().filename().string().rfind("torch-", 0), 0u) << e.path();
+
+  // system.json names the kernels chosen (the CPU's auto) and, after training, what ran. The
+  // counts follow from the U-Net's shape, not from the tally: every forward pass runs
+  // 2 (2L + 1) 3^3 convolutions, as many GroupNorms, L pools, L transposed convolutions and one
+  // head, and each training step one loss and one optimizer step.
+  const nlohmann::json sys = nlohmann::json::parse(core::read_file(plain_run / "system.json"));
+  const auto chosen = sys.at("kernels").get<std::vector<std::string>>();
+  ASSERT_EQ(chosen.size(), 7u) << sys.dump();
+  EXPECT_EQ(chosen[0].rfind("conv=", 0), 0u) << chosen[0];
+  EXPECT_EQ(chosen[4], "head=gemm");
+  EXPECT_EQ(chosen[6], "optimizer=fused");
+  // Under bf16 autocast (the tiny config's torch_amp) Winograd, float32 only, resolves to oneDNN
+  // with one recorded fallback; in float32 nothing falls back.
+  const auto fallbacks = sys.at("kernel_fallbacks").get<std::vector<std::string>>();
+  if (chosen[0] == "conv=onednn") {
+    EXPECT_EQ(fallbacks,
+              (std::vector<std::string>{"conv: onednn instead of winograd (bf16 "
+                                        "autocast: Winograd F(2,3) runs float32 only)"}));
+    EXPECT_NE(q.output.find("kernel fallback, conv: onednn instead of winograd"), std::string::npos)
+        << q.output;
+    EXPECT_EQ(q.output.find("kernel fallback, conv: onednn instead of winograd"),
+              q.output.rfind("kernel fallback, conv: onednn instead of winograd"))
+        << "logged once: " << q.output;
+  } else {
+    EXPECT_EQ(chosen[0], "conv=winograd");
+    EXPECT_TRUE(fallbacks.empty()) << sys.dump();
+  }
+  std::smatch layers_match;
+  ASSERT_TRUE(std::regex_search(q.output, layers_match, std::regex(R"(3-D U-Net, (\d+) layers)")))
+      << q.output;
+  const int64_t layers = std::stoll(layers_match[1]);
+  std::map<std::string, std::map<std::string, int64_t>> ran;  // op -> kernel -> calls
+  for (const auto& line : sys.at("kernels_run").get<std::vector<std::string>>()) {
+    const auto eq = line.find('=');
+    ASSERT_NE(eq, std::string::npos) << line;
+    std::stringstream parts(line.substr(eq + 1));
+    for (std::string part; std::getline(parts, part, ',');) {
+      std::smatch cell;
+      ASSERT_TRUE(std::regex_match(part, cell, std::regex(R"( ?(\w+) x(\d+))"))) << line;
+      ran[line.substr(0, eq)][cell[1]] = std::stoll(cell[2]);
+    }
+  }
+  const auto total = [&](const std::string& op) {
+    int64_t n = 0;
+    for (const auto& [kernel, calls] : ran[op]) n += calls;
+    return n;
+  };
+  const int64_t forwards = total("head");
+  ASSERT_GT(forwards, 0) << sys.dump();
+  EXPECT_EQ(total("conv"), 2 * (2 * layers + 1) * forwards) << sys.dump();
+  EXPECT_EQ(total("groupnorm"), total("conv")) << sys.dump();
+  EXPECT_EQ(ran["pool"], (std::map<std::string, int64_t>{{"native", layers * forwards}}));
+  EXPECT_EQ(ran["upconv"], (std::map<std::string, int64_t>{{"gemm", layers * forwards}}));
+  EXPECT_EQ(ran["head"].count("gemm"), 1u) << sys.dump();
+  // one loss per forward pass (training and validation), all fused
+  EXPECT_EQ(ran["loss"], (std::map<std::string, int64_t>{{"fused", forwards}})) << sys.dump();
+  EXPECT_EQ(ran["optimizer"].count("fused"), 1u) << sys.dump();
+  for (const auto& [kernel, calls] : ran["conv"])
+    EXPECT_TRUE(kernel == "winograd" || kernel == "onednn" || kernel == "libtorch") << kernel;
 }
 
 TEST(Benchmark, UsageAndRestartErrors) {

@@ -203,7 +203,7 @@ TEST(ShardedUNet, GlobalGroupNormEqualsTheUnshardedModel) {
 
     // The fused GroupNorm + ReLU in global mode: the same logits and gradients.
     model::UNetOptions fused_options = sharded_options;
-    fused_options.kernels.norm_kernel = model::NormKernel::Fused;
+    fused_options.kernels.norm = model::NormKernel::Fused;
     model::UNet3d fused(fused_options);
     copy_parameters(*reference, *fused);
     const Outcome f = forward_backward(fused, test::local_slice(data.image, *s.ctx),

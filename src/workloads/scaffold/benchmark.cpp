@@ -26,6 +26,7 @@
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
 #include "energy/meter.hpp"
+#include "kernels/dnnl_conv.hpp"
 #include "kernels/fused_norm.hpp"
 #include "profile/options.hpp"
 #include "profile/profiler.hpp"
@@ -54,12 +55,25 @@ using cli::RunContext;
 // --allow-large-data, by its name in cli::WorkloadArgs::switches.
 const char* const kAllowLargeData = "allow_large_data";
 
-// The kernel keys (conv_kernel, upconv_kernel, groupnorm_kernel, pool_kernel) resolved for this
-// device.
-model::UNetKernels unet_kernels(const config::Config& cfg, const c10::Device& device) {
-  return model::resolve_unet_kernels(
-      cfg.conv_kernel, cfg.upconv_kernel, cfg.groupnorm_kernel, cfg.pool_kernel, device,
-      train::use_channels_last(cfg.memory_format, device), cfg.torch_amp);
+// The *_kernel keys resolved for this device, layout and precision: the one KernelChoice of the
+// run, which builds the model and the task and fills system.json and summary.json.
+model::KernelChoice resolve_kernels(const config::Config& cfg, const c10::Device& device) {
+  model::KernelKeys keys;
+  keys.conv = cfg.conv_kernel;
+  keys.upconv = cfg.upconv_kernel;
+  keys.groupnorm = cfg.groupnorm_kernel;
+  keys.pool = cfg.pool_kernel;
+  keys.head = cfg.head_kernel;
+  keys.loss = cfg.loss_kernel;
+  keys.optimizer_kernel = cfg.optimizer_kernel;
+  keys.optimizer = cfg.optimizer;
+  model::KernelTarget target;
+  target.cpu = device.is_cpu();
+  target.device = device.str();
+  target.channels_last = train::use_channels_last(cfg.memory_format, device);
+  target.bf16_autocast = cfg.torch_amp;
+  target.onednn_built = model::dnnl_conv3d_built();
+  return model::resolve_kernel_choice(keys, target);
 }
 
 // The closing lines (the driver adds the peak memory and the phases' wall times).
@@ -220,7 +234,8 @@ struct BenchmarkModel {
 };
 
 BenchmarkModel build_model(const suite::RunEnv& env, const config::Config& cfg,
-                           const dataset::DatasetInfo& data, const dist::ProcessGrid& grid) {
+                           const dataset::DatasetInfo& data, const dist::ProcessGrid& grid,
+                           const model::KernelChoice& kernels) {
   dist::Communicator& comm = env.comm;
   const c10::Device& device = env.device;
   BenchmarkModel m;
@@ -242,16 +257,17 @@ BenchmarkModel build_model(const suite::RunEnv& env, const config::Config& cfg,
   mo.base_channels = cfg.unet_base_channels;
   mo.group_norm_groups = cfg.group_norm_groups;
   mo.activation_checkpointing = cfg.activation_checkpointing;
-  mo.kernels = unet_kernels(cfg, device);
+  mo.kernels = kernels;
   if (cfg.torch_amp && !model::bf16_pool_and_upsample_work(device)) {
     mo.fp32_pool_and_upsample = true;
-    if (!mo.kernels.native_pool || !mo.kernels.gemm_upconv)
+    const bool native_pool = kernels.pool == model::PoolKernel::Native;
+    const bool gemm_upconv = kernels.upconv == model::UpconvKernel::Gemm;
+    if (!native_pool || !gemm_upconv)
       LOG_INFO("bf16 autocast: {} in fp32 (this LibTorch has no working bf16 kernel for {} on {})",
-               !mo.kernels.native_pool && !mo.kernels.gemm_upconv
-                   ? "max-pooling and transposed convolution run"
-               : mo.kernels.native_pool ? "transposed convolution runs"
-                                        : "max-pooling runs",
-               !mo.kernels.native_pool && !mo.kernels.gemm_upconv ? "them" : "it", device.str());
+               !native_pool && !gemm_upconv ? "max-pooling and transposed convolution run"
+               : native_pool                ? "transposed convolution runs"
+                                            : "max-pooling runs",
+               !native_pool && !gemm_upconv ? "them" : "it", device.str());
   }
   // Spatial parallelism: ranks of one replica (consecutive ranks) form the sample's group. Every
   // rank has the same grid, so all of them split (a collective) or none does.
@@ -296,7 +312,7 @@ BenchmarkModel build_model(const suite::RunEnv& env, const config::Config& cfg,
   to.T_mult = cfg.T_mult;
   to.disable_scheduler = cfg.disable_scheduler;
   to.amp_bf16 = cfg.torch_amp;
-  to.fused_loss = train::fused_loss_for(cfg.loss_kernel, device.is_cpu());
+  to.kernels = kernels;
   to.channels_last = train::use_channels_last(cfg.memory_format, device);
   to.checkpoint_interval = cfg.checkpoint_interval;
   to.checkpoint_dir = env.run_dir / cfg.checkpoint_dir;
@@ -314,7 +330,7 @@ BenchmarkModel build_model(const suite::RunEnv& env, const config::Config& cfg,
       "{} (memory_format: {}), {} GroupNorm + ReLU (groupnorm_kernel: {})",
       mo.layers, mo.base_channels, mo.n_classes, m.params, device.str(), env.threads,
       to.channels_last ? "channels-last 3-D" : "contiguous NCDHW", cfg.memory_format,
-      model::to_string(mo.kernels.norm_kernel), cfg.groupnorm_kernel);
+      model::to_string(kernels.norm), cfg.groupnorm_kernel);
   m.training.task->estimate_class_weights(comm);
   return m;
 }
@@ -324,8 +340,7 @@ BenchmarkModel build_model(const suite::RunEnv& env, const config::Config& cfg,
 void fill_record(report::RunRecord& r, const config::Config& cfg, const train::LoopResult& result,
                  const std::vector<report::EpochRecord>& records, const suite::EnergyResult& energy,
                  const dist::ProcessGrid& grid, const c10::Device& device, int64_t params,
-                 double flops_per_sample) {
-  const model::UNetKernels kernels = unet_kernels(cfg, device);
+                 double flops_per_sample, const model::KernelChoice& kernels) {
   double total_s = 0.0;
   for (const auto& e : records) total_s += e.epoch_duration_s;
   const int64_t steps = records.empty() ? 0 : records.back().total_optimizer_steps;
@@ -349,12 +364,13 @@ void fill_record(report::RunRecord& r, const config::Config& cfg, const train::L
       {"dc_groupnorm", grid.spatial_size() > 1 ? cfg.dc_groupnorm : std::string("-")},
       {"memory_format",
        train::use_channels_last(cfg.memory_format, device) ? "channels_last" : "contiguous"},
-      {"conv_kernel", model::conv_kernel_name(kernels)},
-      {"upconv_kernel", kernels.gemm_upconv ? "gemm" : "libtorch"},
-      {"groupnorm_kernel", model::to_string(kernels.norm_kernel)},
-      {"pool_kernel", kernels.native_pool ? "native" : "libtorch"},
-      {"loss_kernel",
-       train::fused_loss_for(cfg.loss_kernel, device.is_cpu()) ? "fused" : "libtorch"},
+      {"conv_kernel", model::to_string(kernels.conv)},
+      {"upconv_kernel", model::to_string(kernels.upconv)},
+      {"groupnorm_kernel", model::to_string(kernels.norm)},
+      {"pool_kernel", model::to_string(kernels.pool)},
+      {"head_kernel", model::to_string(kernels.head)},
+      {"loss_kernel", model::to_string(kernels.loss)},
+      {"optimizer_kernel", model::to_string(kernels.optimizer)},
       {"target_dice", core::python_float_str(cfg.target_dice)},
       {"shards", std::to_string(grid.spatial_size())}};
   const double samples = static_cast<double>(steps * global_batch);
@@ -402,6 +418,7 @@ class BenchmarkRun : public suite::WorkloadRun {
       profile::record_torch_operators(env.profiler, profile::profile_options_from_env());
     device_ = env.device;
     grid_.emplace(checked_process_grid(env.comm, cfg_));
+    kernels_ = resolve_kernels(cfg_, env.device);
     RunContext ctx = context(env);
     check_data_size(ctx, cfg_, /*with_dataset=*/true, allow_large_data_);
   }
@@ -410,13 +427,11 @@ class BenchmarkRun : public suite::WorkloadRun {
   core::MemoryEstimate memory_estimate(const suite::RunEnv&) const override { return {}; }
 
   // ScaFFold's worker set-up (docs/config.md): cuDNN autotuning or deterministic algorithms.
-  void describe(suite::RunEnv& env, report::SystemInfo& info) override {
+  void describe(suite::RunEnv&, report::SystemInfo& info) override {
     train::apply_determinism(cfg_.more_determinism);
     info.dc_num_shards = cfg_.dc_num_shards;
-    info.kernels = model::kernel_names(unet_kernels(cfg_, env.device));
-    info.kernels.push_back(
-        std::string("loss=") +
-        (train::fused_loss_for(cfg_.loss_kernel, env.device.is_cpu()) ? "fused" : "libtorch"));
+    info.kernels = kernels_.names();
+    info.kernel_fallbacks = kernels_.fallbacks;
   }
 
   std::string data_phase() const override { return {}; }  // fractals, get_dataset
@@ -427,7 +442,7 @@ class BenchmarkRun : public suite::WorkloadRun {
   }
   void build(suite::RunEnv& env) override {
     model_ = sized_by_model_keys(cfg_, env.device, "build the model",
-                                 [&] { return build_model(env, cfg_, *data_, *grid_); });
+                                 [&] { return build_model(env, cfg_, *data_, *grid_, kernels_); });
   }
   train::TrainingLoop* loop() override { return model_.training.loop.get(); }
 
@@ -493,6 +508,13 @@ class BenchmarkRun : public suite::WorkloadRun {
                                      profile::trace_file_name(name));  // logs where, or why not
   }
 
+  // What rank 0's ops ran, counted call by call, and the fallbacks met while training.
+  void describe_after_training(report::SystemInfo& info) override {
+    info.kernels_run = kernels_.use->summary();
+    for (std::string& line : kernels_.use->fallbacks())
+      info.kernel_fallbacks.push_back(std::move(line));
+  }
+
   // Figures, the closing lines and the record, all from the files the run wrote.
   bool finish(suite::RunEnv& env, const train::LoopResult& result,
               const suite::EnergyResult& energy, report::RunRecord& rec) override {
@@ -505,7 +527,7 @@ class BenchmarkRun : public suite::WorkloadRun {
                 comm_times_);
     if (energy.active) log_energy(cfg_, result, records, energy.rows, grid_->replicas());
     fill_record(rec, cfg_, result, records, energy, *grid_, env.device, model_.params,
-                model::unet_forward_flops(model_.options, cfg_.vol_size()));
+                model::unet_forward_flops(model_.options, cfg_.vol_size()), kernels_);
     return true;
   }
 
@@ -520,6 +542,7 @@ class BenchmarkRun : public suite::WorkloadRun {
   const bool allow_large_data_;
   std::optional<dist::ProcessGrid> grid_;
   std::optional<dataset::DatasetInfo> data_;
+  model::KernelChoice kernels_;  // resolved once, in layout()
   BenchmarkModel model_;
   c10::Device device_{c10::kCPU};             // for explain_failure
   std::optional<report::TrainStatsCsv> csv_;  // rank 0

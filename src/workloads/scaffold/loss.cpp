@@ -20,6 +20,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "kernels/kernel_use.hpp"
 #include "workloads/scaffold/fused_loss.hpp"
 
 namespace scaffold::train {
@@ -97,7 +98,7 @@ at::Tensor dice_from_sums(const at::Tensor& local_intersection, const at::Tensor
 
 LossTerms segmentation_loss(const at::Tensor& logits, const at::Tensor& target,
                             const at::Tensor& class_weights, const SpatialSum& spatial_sum,
-                            bool fused) {
+                            bool fused, kernels::KernelUse* use) {
   const int64_t n_classes = check_inputs(logits, target, "segmentation_loss");
   SCAFFOLD_CHECK(class_weights.dim() == 1 && class_weights.size(0) == n_classes,
                  fmt::format("segmentation_loss: class_weights must be ({}), got {}", n_classes,
@@ -111,7 +112,10 @@ LossTerms segmentation_loss(const at::Tensor& logits, const at::Tensor& target,
   const double tiny = dtype == at::kDouble ? std::numeric_limits<double>::epsilon()
                                            : std::numeric_limits<float>::epsilon();
   at::Tensor ce_sums, intersection, set_sum;
-  if (fused && softmax_loss_sums_supported(x)) {
+  const bool fused_runs = fused && softmax_loss_sums_supported(x);
+  if (use)
+    use->ran("loss", fused_runs ? "fused" : "libtorch", fused ? "logits it does not take" : "");
+  if (fused_runs) {
     // The same local sums from one pass over the logits (fused_loss.hpp).
     const int64_t b = x.size(0), fg = n_classes - 1;
     const at::Tensor sums =
@@ -142,17 +146,6 @@ LossTerms segmentation_loss(const at::Tensor& logits, const at::Tensor& target,
   terms.ce = ce.detach();
   terms.soft_dice = dice.detach().mean(1);
   return terms;
-}
-
-bool fused_loss_for(const std::string& loss_kernel, bool cpu) {
-  if (loss_kernel == "auto") return cpu;
-  if (loss_kernel == "libtorch") return false;
-  if (loss_kernel == "fused") {
-    if (!cpu) throw core::Error("loss_kernel: fused runs on the CPU, this run trains elsewhere");
-    return true;
-  }
-  throw core::Error(fmt::format(
-      "loss_kernel: '{}' is not allowed; expected auto, fused or libtorch", loss_kernel));
 }
 
 at::Tensor hard_dice_per_sample(const at::Tensor& logits, const at::Tensor& target,

@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+namespace scaffold::kernels {
+class KernelUse;
+}
+
 namespace scaffold::train {
 
 // Sums a tensor of local partial sums over the ranks that hold the other spatial shards of the
@@ -35,13 +39,10 @@ struct LossTerms {
 //   class_weights: (K) float32 (moved to the logits' device if it is not there)
 //   fused:         float32 CPU logits take the one-pass kernel of fused_loss.hpp for the voxel
 //                  sums; false (or other logits): LibTorch's operators, the reference
+//   use:           counts the call as "loss" fused or libtorch (the run's kernels_run), if set
 LossTerms segmentation_loss(const at::Tensor& logits, const at::Tensor& target,
                             const at::Tensor& class_weights, const SpatialSum& spatial_sum = {},
-                            bool fused = true);
-
-// The loss_kernel key for a run on the CPU (cpu) or not: whether segmentation_loss takes the fused
-// kernel. auto: fused on the CPU. core::Error for fused off the CPU or another value.
-bool fused_loss_for(const std::string& loss_kernel, bool cpu);
+                            bool fused = true, kernels::KernelUse* use = nullptr);
 
 // Hard Dice per sample: one-hot(argmax logits) against one-hot(target), I = 2·Σ pred·true and
 // S = Σ pred + Σ true summed over D,H,W through spatial_sum, (I + 1e-6)/(S + 1e-6) with S := I

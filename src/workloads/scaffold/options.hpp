@@ -46,12 +46,14 @@ struct Config {
   std::string device = "auto";         // extension: auto | cpu | cuda
   bool device_sharing = false;         // extension: 1 lets ranks of a node share a GPU
   std::string memory_format = "auto";  // extension: auto | channels_last | contiguous
-  std::string conv_kernel = "auto";    // extension: auto | onednn | libtorch (the 3^3 convolutions)
+  std::string conv_kernel = "auto";    // extension: auto | winograd | onednn | libtorch (3^3 convs)
   std::string upconv_kernel =
       "auto";  // extension: auto | gemm | libtorch (the transposed convolutions)
   std::string groupnorm_kernel = "auto";  // extension: auto | fused | unfused GroupNorm + ReLU
   std::string pool_kernel = "auto";       // extension: auto | native | libtorch (MaxPool3d(2))
   std::string loss_kernel = "auto";       // extension: auto | fused | libtorch (CE + soft Dice)
+  std::string head_kernel = "auto";       // extension: auto | gemm | libtorch (the 1x1x1 head)
+  std::string optimizer_kernel = "auto";  // extension: auto | fused | libtorch (Adam's step)
   bool activation_checkpointing = false;
   std::string optimizer = "ADAM";  // ADAM | RMSProp | SGD
   double starting_learning_rate = 0.001;

@@ -260,6 +260,15 @@ std::vector<KeySpec> scaffold_keys() {
              "logits forward, one backward; float32), libtorch (LibTorch's operators, the "
              "reference), or auto (fused on the CPU, libtorch on CUDA)",
              {"auto", "fused", "libtorch"});
+  add_choice("head_kernel", &Config::head_kernel,
+             "extension: the U-Net's 1x1x1 classifier head: gemm (one matrix product per sample; "
+             "CPU only), libtorch (Conv3d), or auto (gemm on the CPU, libtorch on CUDA)",
+             {"auto", "gemm", "libtorch"});
+  add_choice("optimizer_kernel", &Config::optimizer_kernel,
+             "extension: Adam's step: fused (one pass over each parameter and its moments; CPU "
+             "float32, optimizer ADAM only), libtorch (torch::optim::Adam), or auto (fused for "
+             "ADAM on the CPU, libtorch otherwise)",
+             {"auto", "fused", "libtorch"});
   add(bind_key("activation_checkpointing", &Config::activation_checkpointing,
                "1 recomputes every U-Net block in the backward pass", kBoolAllowed, bool_any));
   {

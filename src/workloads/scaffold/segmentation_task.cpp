@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -21,6 +23,29 @@
 namespace scaffold::benchmark {
 
 namespace {
+
+// An optimizer whose steps are counted in the run's kernel tally: "optimizer" fused when
+// FusedAdam took its one pass, libtorch when it fell back to LibTorch's step or is LibTorch's.
+template <typename Optimizer>
+class Counted : public Optimizer {
+ public:
+  template <typename Options>
+  Counted(const std::vector<at::Tensor>& params, const Options& options,
+          model::KernelChoice kernels)
+      : Optimizer(params, options), kernels_(std::move(kernels)) {}
+  at::Tensor step(typename Optimizer::LossClosure closure = nullptr) override {
+    at::Tensor loss = Optimizer::step(std::move(closure));
+    if constexpr (std::is_base_of_v<train::FusedAdam, Optimizer>)
+      kernels_.ran("optimizer", this->last_step_fused() ? "fused" : "libtorch",
+                   "a parameter it does not fuse (not a dense float32 CPU tensor)");
+    else
+      kernels_.ran("optimizer", "libtorch");
+    return loss;
+  }
+
+ private:
+  model::KernelChoice kernels_;
+};
 
 // The autocast state of a forward pass: bf16 on the training device when amp is on, else off.
 model::AutocastState forward_autocast(const c10::Device& device, bool amp_bf16) {
@@ -121,8 +146,9 @@ train::TrainForward SegmentationTask::train_forward(const data::Batch& batch) {
     logits = logits_of(image);
   }
   SCAFFOLD_PROFILE_REGION(prof, "calculate_loss");
-  const train::LossTerms terms = train::segmentation_loss(logits, mask, class_weights_tensor_,
-                                                          spatial_sum_, options_.fused_loss);
+  const train::LossTerms terms = train::segmentation_loss(
+      logits, mask, class_weights_tensor_, spatial_sum_,
+      options_.kernels.loss == model::LossKernel::Fused, options_.kernels.use.get());
   const double b = static_cast<double>(image.size(0));
   return {terms.loss, at::stack({terms.loss.detach() * b, terms.soft_dice.sum().detach()})};
 }
@@ -131,8 +157,9 @@ at::Tensor SegmentationTask::validation_sums(const data::Batch& batch) {
   const at::Tensor image = input(batch.fields[0]);
   const at::Tensor& mask = batch.fields[1];
   const at::Tensor logits = logits_of(image);
-  const train::LossTerms terms = train::segmentation_loss(logits, mask, class_weights_tensor_,
-                                                          spatial_sum_, options_.fused_loss);
+  const train::LossTerms terms = train::segmentation_loss(
+      logits, mask, class_weights_tensor_, spatial_sum_,
+      options_.kernels.loss == model::LossKernel::Fused, options_.kernels.use.get());
   const at::Tensor hard =
       train::hard_dice_per_sample(logits, mask, options_.n_classes, spatial_sum_);
   const double b = static_cast<double>(image.size(0));
@@ -195,14 +222,20 @@ train::LoopOptions segmentation_loop_options(const SegmentationOptions& o) {
   lo.max_epochs = o.epochs;
   lo.warmup_batches = o.warmup_batches;
   lo.make_optimizer =
-      [optimizer = o.optimizer, lr = o.learning_rate](
+      [optimizer = o.optimizer, lr = o.learning_rate, kernels = o.kernels](
           const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
-    if (optimizer == "ADAM")
-      return std::make_unique<train::FusedAdam>(params, torch::optim::AdamOptions(lr));
+    if (optimizer == "ADAM") {
+      if (kernels.optimizer == model::OptimizerKernel::Fused)
+        return std::make_unique<Counted<train::FusedAdam>>(params, torch::optim::AdamOptions(lr),
+                                                           kernels);
+      return std::make_unique<Counted<torch::optim::Adam>>(params, torch::optim::AdamOptions(lr),
+                                                           kernels);
+    }
     if (optimizer == "SGD")
-      return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
-    return std::make_unique<torch::optim::RMSprop>(
-        params, torch::optim::RMSpropOptions(lr).alpha(0.99).eps(1e-8));
+      return std::make_unique<Counted<torch::optim::SGD>>(params, torch::optim::SGDOptions(lr),
+                                                          kernels);
+    return std::make_unique<Counted<torch::optim::RMSprop>>(
+        params, torch::optim::RMSpropOptions(lr).alpha(0.99).eps(1e-8), kernels);
   };
   lo.lr_after = [o](int64_t epochs_completed) {
     if (o.disable_scheduler) return o.learning_rate;

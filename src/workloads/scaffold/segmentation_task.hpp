@@ -38,8 +38,15 @@ struct SegmentationOptions {
   int64_t T_mult = 2;
   bool disable_scheduler = false;
   bool amp_bf16 = true;  // bf16 autocast for the forward passes
-  bool fused_loss =
-      true;  // the loss's one-pass CPU kernel (loss_kernel, workloads/scaffold/loss.hpp)
+  // The run's kernels (model::resolve_kernel_choice): its loss and optimizer entries pick the
+  // loss's voxel sums and Adam's step, and its tally counts what they ran. The default: the fused
+  // loss and Adam (each falls back to LibTorch's where it does not run), nothing counted.
+  model::KernelChoice kernels = [] {
+    model::KernelChoice k;
+    k.loss = model::LossKernel::Fused;
+    k.optimizer = model::OptimizerKernel::Fused;
+    return k;
+  }();
   bool channels_last = false;  // ChannelsLast3d weights and inputs (train::use_channels_last)
   double grad_clip_norm = 1.0;
   int64_t checkpoint_interval = -1;  // <= 0: no checkpoints

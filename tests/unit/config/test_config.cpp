@@ -304,7 +304,7 @@ TEST_F(ConfigTest, DefaultsEqualConfigDefaults) {
 
 TEST_F(ConfigTest, KnownKeysFollowOptionsOrderAndCoverScaffold) {
   const std::vector<std::string> keys = known_keys<Config>();
-  EXPECT_EQ(keys.size(), 52u);
+  EXPECT_EQ(keys.size(), 54u);
   EXPECT_EQ(keys.front(), "base_run_dir");
   EXPECT_EQ(keys.back(), "async_save");
   for (const std::string& key : kScaffoldFileKeys)
@@ -312,7 +312,8 @@ TEST_F(ConfigTest, KnownKeysFollowOptionsOrderAndCoverScaffold) {
   for (const char* extra :
        {"job_name", "async_save", "dist", "datagen_batch_size", "unet_base_channels", "device",
         "dc_groupnorm", "progress_timeout_s", "device_sharing", "memory_format", "conv_kernel",
-        "upconv_kernel", "groupnorm_kernel", "pool_kernel", "loss_kernel"})
+        "upconv_kernel", "groupnorm_kernel", "pool_kernel", "loss_kernel", "head_kernel",
+        "optimizer_kernel"})
     EXPECT_NE(std::find(keys.begin(), keys.end(), extra), keys.end()) << extra;
 }
 

@@ -166,7 +166,7 @@ TEST(FusedGroupNormRelu, UNetMatchesTheUnfusedModel) {
   o.group_norm_groups = 4;
   torch::manual_seed(5);
   UNet3d unfused(o);
-  o.kernels.norm_kernel = NormKernel::Fused;
+  o.kernels.norm = NormKernel::Fused;
   UNet3d fused(o);
   {
     torch::NoGradGuard no_grad;

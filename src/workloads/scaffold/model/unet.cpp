@@ -59,75 +59,6 @@ at::Tensor in_fp32(const at::Tensor& x, Op&& op) {
 
 }  // namespace
 
-UNetKernels resolve_unet_kernels(const std::string& conv, const std::string& upconv,
-                                 const std::string& groupnorm, const std::string& pool,
-                                 const c10::Device& device, bool channels_last,
-                                 bool /*bf16_autocast: no auto choice depends on it at present*/) {
-  const bool cpu = device.is_cpu();
-  UNetKernels k;
-  if (conv == "auto") {
-    k.onednn_conv = cpu && dnnl_conv3d_built();
-    k.winograd_conv = cpu;
-  } else if (conv == "winograd") {
-    if (!cpu)
-      throw core::Error(fmt::format("conv_kernel: winograd runs on the CPU, this run trains on {}",
-                                    device.str()));
-    k.winograd_conv = true;
-    k.onednn_conv = dnnl_conv3d_built();
-  } else if (conv == "onednn") {
-    if (!cpu)
-      throw core::Error(
-          fmt::format("conv_kernel: onednn runs on the CPU, this run trains on {}", device.str()));
-    if (!dnnl_conv3d_built())
-      throw core::Error(
-          "conv_kernel: onednn, but this build has no oneDNN (install libdnnl-dev and rebuild)");
-    k.onednn_conv = true;
-  } else if (conv != "libtorch") {
-    throw core::Error(fmt::format(
-        "conv_kernel: '{}' is not allowed; expected auto, winograd, onednn or libtorch", conv));
-  }
-  if (upconv == "auto") {
-    // LibTorch 1.13's CPU conv_transpose3d is col2vol at every batch size; one at::mm per sample
-    // and a scatter measured 1-10 % faster whole steps in float32 (docs/performance.md), and under
-    // bf16 autocast it runs in bf16 where LibTorch's needs a float32 detour.
-    k.gemm_upconv = cpu;
-  } else if (upconv == "gemm") {
-    if (!cpu)
-      throw core::Error(
-          fmt::format("upconv_kernel: gemm runs on the CPU, this run trains on {}", device.str()));
-    k.gemm_upconv = true;
-  } else if (upconv != "libtorch") {
-    throw core::Error(
-        fmt::format("upconv_kernel: '{}' is not allowed; expected auto, gemm or libtorch", upconv));
-  }
-  k.norm_kernel = choose_norm_kernel(groupnorm, cpu, channels_last);
-  if (pool == "auto") {
-    // Faster than LibTorch's forward and backward on every pooled shape measured
-    // (docs/performance.md).
-    k.native_pool = cpu;
-  } else if (pool == "native") {
-    if (!cpu)
-      throw core::Error(
-          fmt::format("pool_kernel: native runs on the CPU, this run trains on {}", device.str()));
-    k.native_pool = true;
-  } else if (pool != "libtorch") {
-    throw core::Error(
-        fmt::format("pool_kernel: '{}' is not allowed; expected auto, native or libtorch", pool));
-  }
-  return k;
-}
-
-std::string conv_kernel_name(const UNetKernels& k) {
-  return k.winograd_conv ? "winograd" : k.onednn_conv ? "onednn" : "libtorch";
-}
-
-std::vector<std::string> kernel_names(const UNetKernels& k) {
-  return {"conv=" + conv_kernel_name(k),
-          std::string("upconv=") + (k.gemm_upconv ? "gemm" : "libtorch"),
-          std::string("groupnorm=") + to_string(k.norm_kernel),
-          std::string("pool=") + (k.native_pool ? "native" : "libtorch")};
-}
-
 void validate(const UNetOptions& o) {
   auto fail = [](const std::string& what) { throw core::Error("UNetOptions." + what); };
   if (o.in_channels < 1) fail(fmt::format("in_channels must be >= 1, got {}", o.in_channels));
@@ -153,8 +84,8 @@ void validate(const UNetOptions& o) {
 // --- DoubleConv ----------------------------------------------------------------------------------
 
 DoubleConvImpl::DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_t groups,
-                               std::shared_ptr<const SpatialContext> spatial, UNetKernels kernels)
-    : spatial_(std::move(spatial)), kernels_(kernels) {
+                               std::shared_ptr<const SpatialContext> spatial, KernelChoice kernels)
+    : spatial_(std::move(spatial)), kernels_(std::move(kernels)) {
   namespace nn = torch::nn;
   conv1_ = register_module(
       "conv1", nn::Conv3d(nn::Conv3dOptions(in_channels, out_channels, 3).padding(1).bias(false)));
@@ -167,17 +98,28 @@ DoubleConvImpl::DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_
 }
 
 at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
-  if (spatial_) return conv3d_same(x, c->weight, c->bias, spatial_);
-  if ((kernels_.onednn_conv || kernels_.winograd_conv) && x.device().is_cpu()) {
+  if (spatial_) {
+    kernels_.ran("conv", "libtorch", "a sample split across ranks: the halo convolution");
+    return conv3d_same(x, c->weight, c->bias, spatial_);
+  }
+  if (kernels_.conv != ConvKernel::LibTorch && x.device().is_cpu()) {
     // CPU autocast would run the convolution in its lower dtype: the same casts, by hand (the
     // custom functions are not on autocast's list).
     const AutocastState state = AutocastState::current();
     const c10::ScalarType dtype = state.cpu_enabled ? state.cpu_dtype : x.scalar_type();
     const at::Tensor xc = x.to(dtype), wc = c->weight.to(dtype);
-    if (kernels_.winograd_conv && winograd_conv3d_pays(xc, wc)) return winograd_conv3d(xc, wc);
-    if (kernels_.onednn_conv && dnnl_conv3d_supported(xc, wc))
+    if (kernels_.conv == ConvKernel::Winograd && winograd_conv3d_pays(xc, wc)) {
+      kernels_.ran("conv", "winograd");
+      return winograd_conv3d(xc, wc);
+    }
+    if (dnnl_conv3d_supported(xc, wc)) {
+      kernels_.ran("conv", "onednn");
       return dnnl_conv3d(xc, wc, /*padding=*/1);
+    }
+    kernels_.ran("conv", "libtorch", "an input oneDNN does not take");
+    return c(x);
   }
+  kernels_.ran("conv", "libtorch", x.device().is_cpu() ? "" : "not on the CPU");
   return c(x);
 }
 
@@ -190,18 +132,24 @@ at::Tensor DoubleConvImpl::norm(torch::nn::GroupNorm& n, const at::Tensor& x) {
 }
 
 at::Tensor DoubleConvImpl::norm_relu(torch::nn::GroupNorm& n, const at::Tensor& x) {
-  if (kernels_.norm_kernel == NormKernel::Fused) {
+  if (kernels_.norm == NormKernel::Fused) {
     // The fused kernel reads a bf16 conv output as it is (what the cast below would feed torch's
     // GroupNorm); anything else goes to the parameters' dtype first, as group_norm() does.
     const c10::ScalarType dtype = n->weight.scalar_type();
     const at::Tensor xin =
         x.scalar_type() == dtype || x.scalar_type() == at::kBFloat16 ? x : x.to(dtype);
     const auto& o = n->options;
-    if (group_norm_relu_unsupported(xin, o.num_groups(), n->weight, n->bias).empty()) {
+    const std::string unsupported =
+        group_norm_relu_unsupported(xin, o.num_groups(), n->weight, n->bias);
+    if (unsupported.empty()) {
       const bool global = spatial_ && spatial_->group_norm == GroupNormMode::Global;
+      kernels_.ran("groupnorm", "fused");
       return group_norm_relu(xin, o.num_groups(), n->weight, n->bias, o.eps(),
                              global ? group_norm_reduction(spatial_) : GroupNormReduction{});
     }
+    kernels_.ran("groupnorm", "unfused", unsupported.c_str());
+  } else {
+    kernels_.ran("groupnorm", "unfused");
   }
   // In-place ReLU: GroupNorm's backward needs its input and statistics, not its output (the
   // global GroupNorm's addcmul saves its inputs, not its output, too).
@@ -216,8 +164,8 @@ at::Tensor DoubleConvImpl::forward(const at::Tensor& x) {
 // --- Down ----------------------------------------------------------------------------------------
 
 DownImpl::DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_pool,
-                   std::shared_ptr<const SpatialContext> spatial, UNetKernels kernels)
-    : fp32_pool_(fp32_pool), native_pool_(kernels.native_pool) {
+                   std::shared_ptr<const SpatialContext> spatial, KernelChoice kernels)
+    : fp32_pool_(fp32_pool), kernels_(kernels) {
   pool_ = register_module("pool", torch::nn::MaxPool3d(torch::nn::MaxPool3dOptions(2)));
   conv_ = register_module(
       "conv", DoubleConv(in_channels, out_channels, groups, std::move(spatial), kernels));
@@ -226,18 +174,24 @@ DownImpl::DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bo
 at::Tensor DownImpl::forward(const at::Tensor& x) {
   // The native kernel pools bf16 as it is (a maximum rounds nothing), so it takes no float32
   // detour.
-  const at::Tensor pooled = native_pool_ && max_pool3d_k2s2_supported(x) ? max_pool3d_k2s2(x)
-                            : fp32_pool_
-                                ? in_fp32(x, [this](const at::Tensor& xf) { return pool_(xf); })
-                                : pool_(x);
-  return conv_(pooled);
+  if (kernels_.pool == PoolKernel::Native) {
+    if (max_pool3d_k2s2_supported(x)) {
+      kernels_.ran("pool", "native");
+      return conv_(max_pool3d_k2s2(x));
+    }
+    kernels_.ran("pool", "libtorch", "an input the native kernel does not take");
+  } else {
+    kernels_.ran("pool", "libtorch");
+  }
+  return conv_(fp32_pool_ ? in_fp32(x, [this](const at::Tensor& xf) { return pool_(xf); })
+                          : pool_(x));
 }
 
 // --- Up ------------------------------------------------------------------------------------------
 
 UpImpl::UpImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_upsample,
-               std::shared_ptr<const SpatialContext> spatial, UNetKernels kernels)
-    : fp32_upsample_(fp32_upsample), gemm_upconv_(kernels.gemm_upconv) {
+               std::shared_ptr<const SpatialContext> spatial, KernelChoice kernels)
+    : fp32_upsample_(fp32_upsample), kernels_(kernels) {
   namespace nn = torch::nn;
   up_ = register_module(
       "up", nn::ConvTranspose3d(
@@ -248,7 +202,8 @@ UpImpl::UpImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool f
 
 at::Tensor UpImpl::upsample(const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias) const {
-  if (gemm_upconv_) {
+  if (kernels_.upconv == UpconvKernel::Gemm) {
+    kernels_.ran("upconv", "gemm");
     // Under CPU autocast, in its lower dtype (conv_transpose3d is on autocast's list).
     const AutocastState state = AutocastState::current();
     const bool cast = x.device().is_cpu() && state.cpu_enabled;
@@ -256,6 +211,7 @@ at::Tensor UpImpl::upsample(const at::Tensor& x, const at::Tensor& weight,
     return conv_transpose3d_k2s2(x.to(dtype), weight.to(dtype),
                                  bias.defined() ? bias.to(dtype) : bias);
   }
+  kernels_.ran("upconv", "libtorch");
   return at::conv_transpose3d(x, weight, bias, /*stride=*/{2, 2, 2});
 }
 
@@ -263,7 +219,7 @@ at::Tensor UpImpl::forward(const at::Tensor& x, const at::Tensor& skip) {
   at::Tensor up;
   // The GEMM upsampling runs in bf16 under autocast (a bf16 matrix product is sound on every CPU
   // LibTorch supports), so only LibTorch's own transposed convolution needs the float32 detour.
-  if (fp32_upsample_ && !gemm_upconv_) {
+  if (fp32_upsample_ && kernels_.upconv != UpconvKernel::Gemm) {
     // The parameters are cast too (a no-op unless the model was converted as a whole).
     up = in_fp32(x, [this](const at::Tensor& xf) {
       return upsample(xf, up_->weight.to(at::kFloat), up_->bias.to(at::kFloat));
@@ -284,14 +240,22 @@ at::Tensor UpImpl::forward(const at::Tensor& x, const at::Tensor& skip) {
 
 // --- OutConv -------------------------------------------------------------------------------------
 
-OutConvImpl::OutConvImpl(int64_t in_channels, int64_t n_classes, bool matrix_product)
-    : matrix_product_(matrix_product) {
+OutConvImpl::OutConvImpl(int64_t in_channels, int64_t n_classes, KernelChoice kernels)
+    : kernels_(std::move(kernels)) {
   conv_ = register_module(
       "conv", torch::nn::Conv3d(torch::nn::Conv3dOptions(in_channels, n_classes, 1).bias(true)));
 }
 
 at::Tensor OutConvImpl::forward(const at::Tensor& x) {
-  if (matrix_product_ && x.device().is_cpu() && x.dim() == 5) return product(x);
+  if (kernels_.head == HeadKernel::Gemm) {
+    if (x.device().is_cpu() && x.dim() == 5) {
+      kernels_.ran("head", "gemm");
+      return product(x);
+    }
+    kernels_.ran("head", "libtorch", "not a 5-d CPU input");
+  } else {
+    kernels_.ran("head", "libtorch");
+  }
   return conv_(x);
 }
 
@@ -311,7 +275,7 @@ UNet3dImpl::UNet3dImpl(const UNetOptions& options) : options_(options) {
   const int64_t groups = options_.group_norm_groups;
   const bool fp32 = options_.fp32_pool_and_upsample;
   const auto& sp = options_.spatial;
-  const UNetKernels& kernels = options_.kernels;
+  const KernelChoice& kernels = options_.kernels;
   inc_ = register_module("inc", DoubleConv(options_.in_channels, base, groups, sp, kernels));
   for (int l = 1; l <= options_.layers; ++l) {
     const int64_t c = base << l;  // channels of level l
@@ -323,8 +287,7 @@ UNet3dImpl::UNet3dImpl(const UNetOptions& options) : options_(options) {
     ups_.push_back(
         register_module("up" + std::to_string(k), Up(c, c / 2, groups, fp32, sp, kernels)));
   }
-  outc_ = register_module(
-      "outc", OutConv(base, options_.n_classes, kernels.onednn_conv || kernels.winograd_conv));
+  outc_ = register_module("outc", OutConv(base, options_.n_classes, kernels));
 }
 
 at::Tensor UNet3dImpl::forward(const at::Tensor& x) {

@@ -19,42 +19,10 @@
 #include <vector>
 
 #include "kernels/fused_norm.hpp"
+#include "workloads/scaffold/model/kernel_choice.hpp"
 #include "workloads/scaffold/model/spatial.hpp"
 
 namespace scaffold::model {
-
-// CPU kernels that replace LibTorch 1.13's where it leaves time on the table (issue 17). Each
-// falls back to LibTorch for arguments it cannot take (CUDA tensors, float64, sharded samples).
-struct UNetKernels {
-  bool onednn_conv =
-      false;  // the 3^3 convolutions through oneDNN at any batch size (kernels/dnnl_conv.hpp)
-  // float32 3^3 convolutions by Winograd F(2,3) where it pays (kernels/winograd_conv.hpp); the
-  // others go to oneDNN (onednn_conv) or LibTorch.
-  bool winograd_conv = false;
-  bool gemm_upconv =
-      false;  // ConvTranspose3d k2 s2 as a matrix product (kernels/conv_transpose.hpp)
-  // GroupNorm + ReLU as torch's two ops, or the fused CPU kernel (kernels/fused_norm.hpp), which
-  // falls back to the two ops for inputs it does not run.
-  NormKernel norm_kernel = NormKernel::Unfused;
-  // MaxPool3d(2) by the k2 s2 kernel (kernels/max_pool.hpp) on contiguous float32 and bf16 CPU
-  // inputs, in the input's precision (no float32 detour under bf16 autocast); LibTorch's otherwise.
-  bool native_pool = false;
-};
-
-// The conv_kernel, upconv_kernel, groupnorm_kernel and pool_kernel keys for `device`, layout and
-// precision: auto picks what measured faster in whole steps (docs/performance.md): on the CPU the
-// Winograd convolutions where they pay and oneDNN's for the rest (where this build has oneDNN), the
-// GEMM upsampling, and LibTorch's GroupNorm and the native max pool; LibTorch's kernels on CUDA.
-// Throws core::Error naming the key for a value that cannot run here (onednn, gemm or fused on
-// CUDA, onednn in a build without oneDNN, ...).
-UNetKernels resolve_unet_kernels(const std::string& conv_kernel, const std::string& upconv_kernel,
-                                 const std::string& groupnorm_kernel,
-                                 const std::string& pool_kernel, const c10::Device& device,
-                                 bool channels_last, bool bf16_autocast);
-// The conv_kernel value the kernels amount to: winograd, onednn or libtorch.
-std::string conv_kernel_name(const UNetKernels& kernels);
-// "conv=onednn", "upconv=gemm", "groupnorm=fused", "pool=native" (system.json's kernels).
-std::vector<std::string> kernel_names(const UNetKernels& kernels);
 
 struct UNetOptions {
   int in_channels = 3;
@@ -67,14 +35,14 @@ struct UNetOptions {
   // kernels for them are missing or broken (bf16_pool_and_upsample_work). Under autocast their
   // outputs stay float32 (the next conv casts again); without autocast they are cast back to the
   // input's dtype, so a model converted to bf16 as a whole works too. The GEMM upsampling
-  // (kernels.gemm_upconv) is exempt: a bf16 matrix product is sound, so it runs in bf16; so is the
-  // native max pool (kernels.native_pool), which pools bf16 exactly.
+  // (kernels.upconv Gemm) is exempt: a bf16 matrix product is sound, so it runs in bf16; so is the
+  // native max pool (kernels.pool Native), which pools bf16 exactly.
   bool fp32_pool_and_upsample = false;
   // Spatial parallelism: set when each sample is split across ranks (docs/distributed.md). The 3^3
   // convolutions then pad from their neighbours, and GroupNorm follows spatial->group_norm.
   // Null: the whole sample is here.
   std::shared_ptr<const SpatialContext> spatial;
-  UNetKernels kernels;
+  KernelChoice kernels;  // resolve_kernel_choice; a default one runs LibTorch's kernels
 };
 
 // Throws core::Error naming the first invalid option, its value and what is allowed.
@@ -86,7 +54,8 @@ void validate(const UNetOptions& options);
 class DoubleConvImpl : public torch::nn::Module {
  public:
   DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_t groups,
-                 std::shared_ptr<const SpatialContext> spatial = nullptr, UNetKernels kernels = {});
+                 std::shared_ptr<const SpatialContext> spatial = nullptr,
+                 KernelChoice kernels = {});
   // (N, Cin, D, H, W) -> (N, Cout, D, H, W)
   at::Tensor forward(const at::Tensor& x);
 
@@ -96,7 +65,7 @@ class DoubleConvImpl : public torch::nn::Module {
   torch::nn::Conv3d conv2_{nullptr};     // weight (Cout, Cout, 3, 3, 3)
   torch::nn::GroupNorm norm2_{nullptr};  // weight, bias (Cout)
   std::shared_ptr<const SpatialContext> spatial_;
-  UNetKernels kernels_;
+  KernelChoice kernels_;
   at::Tensor conv(torch::nn::Conv3d& conv, const at::Tensor& x);
   at::Tensor norm(torch::nn::GroupNorm& norm, const at::Tensor& x);
   at::Tensor norm_relu(torch::nn::GroupNorm& norm,
@@ -108,7 +77,7 @@ TORCH_MODULE(DoubleConv);
 class DownImpl : public torch::nn::Module {
  public:
   DownImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_pool,
-           std::shared_ptr<const SpatialContext> spatial = nullptr, UNetKernels kernels = {});
+           std::shared_ptr<const SpatialContext> spatial = nullptr, KernelChoice kernels = {});
   // (N, Cin, D, H, W) -> (N, Cout, D/2, H/2, W/2)
   at::Tensor forward(const at::Tensor& x);
 
@@ -116,7 +85,7 @@ class DownImpl : public torch::nn::Module {
   torch::nn::MaxPool3d pool_{nullptr};
   DoubleConv conv_{nullptr};
   bool fp32_pool_;
-  bool native_pool_;
+  KernelChoice kernels_;
 };
 TORCH_MODULE(Down);
 
@@ -124,7 +93,7 @@ TORCH_MODULE(Down);
 class UpImpl : public torch::nn::Module {
  public:
   UpImpl(int64_t in_channels, int64_t out_channels, int64_t groups, bool fp32_upsample,
-         std::shared_ptr<const SpatialContext> spatial = nullptr, UNetKernels kernels = {});
+         std::shared_ptr<const SpatialContext> spatial = nullptr, KernelChoice kernels = {});
   // x (N, Cin, D, H, W), skip (N, Cin/2, ~2D, ~2H, ~2W) -> (N, Cout, skip's D, H, W)
   at::Tensor forward(const at::Tensor& x, const at::Tensor& skip);
 
@@ -132,7 +101,7 @@ class UpImpl : public torch::nn::Module {
   torch::nn::ConvTranspose3d up_{nullptr};  // weight (Cin, Cin/2, 2, 2, 2), bias (Cin/2)
   DoubleConv conv_{nullptr};
   bool fp32_upsample_;
-  bool gemm_upconv_;
+  KernelChoice kernels_;
   at::Tensor upsample(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const;
 };
 TORCH_MODULE(Up);
@@ -140,9 +109,9 @@ TORCH_MODULE(Up);
 // Conv3d 1^3 with bias: the per-voxel classifier. No softmax.
 class OutConvImpl : public torch::nn::Module {
  public:
-  // `matrix_product`: on the CPU, the 1x1x1 convolution as a matrix product per sample (LibTorch
-  // 1.13 sends it to slow_conv3d at batch 1); the native conv_kernel choices turn it on.
-  OutConvImpl(int64_t in_channels, int64_t n_classes, bool matrix_product = false);
+  // kernels.head Gemm: on the CPU, the 1x1x1 convolution as a matrix product per sample
+  // (LibTorch 1.13 sends it to slow_conv3d at batch 1).
+  OutConvImpl(int64_t in_channels, int64_t n_classes, KernelChoice kernels = {});
   // (N, Cin, D, H, W) -> (N, n_classes, D, H, W)
   at::Tensor forward(const at::Tensor& x);
 
@@ -150,7 +119,7 @@ class OutConvImpl : public torch::nn::Module {
   at::Tensor product(const at::Tensor& x) const;
 
   torch::nn::Conv3d conv_{nullptr};  // weight (K, Cin, 1, 1, 1), bias (K)
-  bool matrix_product_ = false;
+  KernelChoice kernels_;
 };
 TORCH_MODULE(OutConv);
 

@@ -119,21 +119,5 @@ TEST(FusedLossSums, TakeOnlyFloat32CpuLogits) {
                core::Error);
 }
 
-TEST(LossKernelKey, AutoIsFusedOnTheCpuOnly) {
-  EXPECT_TRUE(fused_loss_for("auto", /*cpu=*/true));
-  EXPECT_FALSE(fused_loss_for("auto", /*cpu=*/false));
-  EXPECT_TRUE(fused_loss_for("fused", true));
-  EXPECT_FALSE(fused_loss_for("libtorch", true));
-  EXPECT_FALSE(fused_loss_for("libtorch", false));
-  EXPECT_THROW(fused_loss_for("fused", false), core::Error);
-  try {
-    fused_loss_for("fast", true);
-    FAIL() << "no error for loss_kernel: fast";
-  } catch (const core::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("loss_kernel: 'fast' is not allowed"), std::string::npos)
-        << e.what();
-  }
-}
-
 }  // namespace
 }  // namespace scaffold::train

@@ -192,63 +192,18 @@ TEST(UNet3d, ActivationCheckpointingGivesTheSameOutputAndGradients) {
   expect_same(forward_backward(o, true, false), forward_backward(o, false, false), 1e-6);
 }
 
-// The CPU kernels (oneDNN convolutions, the transposed convolution as a GEMM) against LibTorch's
-// own: the whole model's output and every gradient, at batch 1 (LibTorch's slow_conv3d) and 2.
-// The kernel keys: auto is what measured faster (oneDNN convolutions on the CPU; the GEMM
-// upsampling under bf16 only; LibTorch's GroupNorm), LibTorch's on CUDA; impossible choices are
-// errors naming the key.
-TEST(UNet3d, KernelKeysResolvePerDeviceAndPrecision) {
-  const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA, 0);
-  const UNetKernels fp32 = resolve_unet_kernels("auto", "auto", "auto", "auto", cpu, false, false);
-  EXPECT_EQ(fp32.onednn_conv, dnnl_conv3d_built());
-  EXPECT_TRUE(fp32.winograd_conv);
-  EXPECT_EQ(conv_kernel_name(fp32), "winograd");
-  EXPECT_EQ(resolve_unet_kernels("winograd", "auto", "auto", "auto", cpu, false, false).onednn_conv,
-            dnnl_conv3d_built());
-  EXPECT_EQ(
-      conv_kernel_name(resolve_unet_kernels("onednn", "auto", "auto", "auto", cpu, false, false)),
-      dnnl_conv3d_built() ? "onednn" : "libtorch");
-  EXPECT_TRUE(fp32.gemm_upconv);
-  EXPECT_EQ(fp32.norm_kernel, NormKernel::Unfused);
-  EXPECT_TRUE(resolve_unet_kernels("auto", "auto", "auto", "auto", cpu, false, true).gemm_upconv);
-  EXPECT_FALSE(
-      resolve_unet_kernels("auto", "libtorch", "auto", "auto", cpu, false, true).gemm_upconv);
-  const UNetKernels gpu = resolve_unet_kernels("auto", "auto", "auto", "auto", cuda, false, true);
-  EXPECT_FALSE(gpu.onednn_conv || gpu.gemm_upconv || gpu.winograd_conv);
-  const UNetKernels all =
-      resolve_unet_kernels("libtorch", "gemm", "fused", "libtorch", cpu, false, false);
-  EXPECT_TRUE(all.gemm_upconv);
-  EXPECT_FALSE(all.onednn_conv || all.winograd_conv);
-  EXPECT_EQ(all.norm_kernel, NormKernel::Fused);
-  EXPECT_EQ(kernel_names(all), (std::vector<std::string>{"conv=libtorch", "upconv=gemm",
-                                                         "groupnorm=fused", "pool=libtorch"}));
-  EXPECT_TRUE(fp32.native_pool);
-  EXPECT_FALSE(gpu.native_pool);
-  EXPECT_FALSE(all.native_pool);
-  for (const auto& [conv, upconv, pool, what] :
-       {std::make_tuple("onednn", "auto", "auto", "conv_kernel: onednn runs on the CPU"),
-        std::make_tuple("winograd", "auto", "auto", "conv_kernel: winograd runs on the CPU"),
-        std::make_tuple("auto", "gemm", "auto", "upconv_kernel: gemm runs on the CPU"),
-        std::make_tuple("auto", "auto", "native", "pool_kernel: native runs on the CPU"),
-        std::make_tuple("auto", "auto", "max", "pool_kernel: 'max' is not allowed"),
-        std::make_tuple("fast", "auto", "auto", "conv_kernel: 'fast' is not allowed")}) {
-    try {
-      resolve_unet_kernels(conv, upconv, "auto", pool, cuda, false, false);
-      ADD_FAILURE() << what;
-    } catch (const core::Error& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
-  }
-}
-
+// The CPU kernels (oneDNN convolutions, the transposed convolution and the head as GEMMs, the
+// native max pool) against LibTorch's own: the whole model's output and every gradient, at batch 1
+// (LibTorch's slow_conv3d) and 2. The keys' resolution: test_kernel_choice.cpp.
 TEST(UNet3d, CpuKernelsGiveLibTorchsOutputAndGradients) {
   for (const int64_t batch : {1, 2}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
     UNetOptions plain = small_options(2);
     UNetOptions fast = plain;
-    fast.kernels.onednn_conv = dnnl_conv3d_built();
-    fast.kernels.gemm_upconv = true;
-    fast.kernels.native_pool = true;
+    fast.kernels.conv = dnnl_conv3d_built() ? ConvKernel::OneDnn : ConvKernel::LibTorch;
+    fast.kernels.upconv = UpconvKernel::Gemm;
+    fast.kernels.pool = PoolKernel::Native;
+    fast.kernels.head = HeadKernel::Gemm;
     expect_same(forward_backward(fast, false, false, batch),
                 forward_backward(plain, false, false, batch), 1e-5);
   }
@@ -262,7 +217,9 @@ TEST(OutConv, MatrixProductGivesConv3dsOutputAndGradients) {
       SCOPED_TRACE(std::string(cl ? "channels-last" : "NCDHW") + ", batch " +
                    std::to_string(batch));
       at::manual_seed(5);
-      OutConv reference(16, 6), product(16, 6, /*matrix_product=*/true);
+      KernelChoice gemm;
+      gemm.head = HeadKernel::Gemm;
+      OutConv reference(16, 6), product(16, 6, gemm);
       {
         torch::NoGradGuard no_grad;
         product->parameters()[0].copy_(reference->parameters()[0]);
@@ -291,11 +248,22 @@ TEST(OutConv, MatrixProductGivesConv3dsOutputAndGradients) {
 TEST(UNet3d, WinogradConvolutionsGiveLibTorchsOutputAndGradients) {
   UNetOptions plain = small_options(1, /*base=*/32, /*n_classes=*/3, /*groups=*/4);
   UNetOptions fast = plain;
-  fast.kernels.winograd_conv = true;
-  fast.kernels.onednn_conv = dnnl_conv3d_built();
+  fast.kernels.conv = ConvKernel::Winograd;
+  fast.kernels.head = HeadKernel::Gemm;
+  fast.kernels.use = std::make_shared<kernels::KernelUse>();
+  fast.kernels.register_choices();
   const int64_t calls = winograd_conv3d_calls();
   const ForwardBackward ours = forward_backward(fast, false, false, 1, 16);
   EXPECT_EQ(winograd_conv3d_calls() - calls, 3) << "conv2 of the input block and both of Up's";
+  // The tally names what ran, call by call: 6 convolutions (2 per block: input, down1, up1), 3 of
+  // them Winograd and the rest oneDNN (LibTorch's without it); one pool, one transposed conv, one
+  // head; nothing outside the choice.
+  // The first convolution (3 input channels) runs first.
+  const std::string rest = dnnl_conv3d_built() ? "onednn" : "libtorch";
+  EXPECT_EQ(fast.kernels.use->summary(),
+            (std::vector<std::string>{"conv=" + rest + " x3, winograd x3", "groupnorm=unfused x6",
+                                      "pool=libtorch x1", "upconv=libtorch x1", "head=gemm x1"}));
+  EXPECT_TRUE(fast.kernels.use->fallbacks().empty());
   expect_same(ours, forward_backward(plain, false, false, 1, 16), 1e-5);
 }
 
@@ -336,8 +304,9 @@ TEST(UNet3d, CpuKernelsFollowBf16Autocast) {
   UNetOptions plain = small_options(2);
   plain.fp32_pool_and_upsample = true;
   UNetOptions fast = plain;
-  fast.kernels.onednn_conv = dnnl_conv3d_built();
-  fast.kernels.gemm_upconv = true;
+  fast.kernels.conv = dnnl_conv3d_built() ? ConvKernel::OneDnn : ConvKernel::LibTorch;
+  fast.kernels.upconv = UpconvKernel::Gemm;
+  fast.kernels.head = HeadKernel::Gemm;
   const ForwardBackward ours = forward_backward(fast, false, true, 1),
                         theirs = forward_backward(plain, false, true, 1);
   const ForwardBackward ref = forward_backward(small_options(2), false, false, 1);
