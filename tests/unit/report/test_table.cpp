@@ -499,11 +499,13 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
   info.threads = 8;
   info.dc_num_shards = {2, 2, 1};
   info.kernels = {"conv=onednn", "upconv=gemm"};
+  info.kernels_run = {"conv=onednn x40, libtorch x2", "upconv=gemm x8"};
+  info.kernel_fallbacks = {"conv: libtorch instead of onednn (an input oneDNN does not take)"};
   info.rank_devices = {"node001 cuda:0 visible=2 pci=0000:41:00.0", "node001 cuda:1"};
   info.created_at = "2025-03-12T10:15:00Z";
   test::TempDir tmp;
   write_system_json(tmp.path(), info);
-  EXPECT_EQ(core::read_file(tmp.path() / "system.json"), R"({
+  EXPECT_EQ(core::read_file(tmp.path() / "system.json"), R"json({
   "host": "node001",
   "cpu_model": "AMD EPYC 7763 64-Core Processor",
   "gpu_model": "NVIDIA H100 80GB HBM3",
@@ -526,13 +528,20 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
     "conv=onednn",
     "upconv=gemm"
   ],
+  "kernels_run": [
+    "conv=onednn x40, libtorch x2",
+    "upconv=gemm x8"
+  ],
+  "kernel_fallbacks": [
+    "conv: libtorch instead of onednn (an input oneDNN does not take)"
+  ],
   "rank_devices": [
     "node001 cuda:0 visible=2 pci=0000:41:00.0",
     "node001 cuda:1"
   ],
   "created_at": "2025-03-12T10:15:00Z"
 }
-)");
+)json");
   const SystemInfo back = read_system_json(tmp.path() / "system.json");
   EXPECT_EQ(system_info_json(back), system_info_json(info));
 }
