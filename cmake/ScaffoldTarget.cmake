@@ -11,6 +11,49 @@ function(scaffold_target_defaults target)
   endif()
 endfunction()
 
+# LibTorch's headers take 3-12 s to parse in every file that includes them (docs/performance.md,
+# "Build time"): they are precompiled once, in scaffold_torch_pch, and every library that links
+# LibTorch reuses that header. A file whose flags make the precompiled header invalid for it (GCC
+# checks, e.g. -fopenmp's _OPENMP) parses the headers as before: same result, no gain.
+option(SCAFFOLD_PCH "Precompile LibTorch's headers once for the libraries that use them" ON)
+# A precompiled header that does not fit a file's flags is only a slower compile (CMake adds
+# -Winvalid-pch): a warning, never an error, in builds the PCH was not checked against (ROCm's
+# __HIP_PLATFORM_AMD__, say).
+function(scaffold_pch_not_an_error target)
+  if(SCAFFOLD_WERROR)
+    target_compile_options(${target} PRIVATE -Wno-error=invalid-pch)
+  endif()
+endfunction()
+
+# scaffold_torch_pch_target(name [LINKS ...]): the precompiled header target `name`, built with
+# LibTorch and LINKS (whose flags a reusing target must share).
+function(scaffold_torch_pch_target name)
+  if(TARGET ${name})
+    return()
+  endif()
+  add_library(${name} OBJECT ${PROJECT_SOURCE_DIR}/cmake/torch_pch.cpp)
+  target_link_libraries(${name} PUBLIC ${TORCH_LIBRARIES} ${ARGN})
+  scaffold_target_defaults(${name})
+  scaffold_pch_not_an_error(${name})
+  target_precompile_headers(${name} PRIVATE
+    <ATen/ATen.h> <torch/nn/module.h> <torch/optim/optimizer.h> <torch/optim/adam.h>
+    <torch/csrc/autograd/custom_function.h>)
+endfunction()
+
+# scaffold_use_openmp(target): links OpenMP into a library (the hand-written kernels split their
+# work with at::parallel_for) and, since -fopenmp defines _OPENMP, which makes the common
+# precompiled header invalid for it, gives it the one built with OpenMP.
+function(scaffold_use_openmp target)
+  target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
+  get_target_property(reuse ${target} PRECOMPILE_HEADERS_REUSE_FROM)
+  if(reuse)
+    scaffold_torch_pch_target(scaffold_torch_pch_openmp OpenMP::OpenMP_CXX)
+    set_target_properties(${target} PROPERTIES PRECOMPILE_HEADERS_REUSE_FROM
+                                               scaffold_torch_pch_openmp)
+    add_dependencies(${target} scaffold_torch_pch_openmp)
+  endif()
+endfunction()
+
 # scaffold_library(name SOURCES ... LINKS ...): one module = one static library under src/<name>.
 function(scaffold_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LINKS" ${ARGN})
@@ -20,6 +63,11 @@ function(scaffold_library name)
   target_include_directories(scaffold_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(scaffold_${name} PUBLIC ${ARG_LINKS})
   scaffold_target_defaults(scaffold_${name})
+  if(SCAFFOLD_PCH AND "torch" IN_LIST ARG_LINKS)
+    scaffold_torch_pch_target(scaffold_torch_pch)
+    target_precompile_headers(scaffold_${name} REUSE_FROM scaffold_torch_pch)
+    scaffold_pch_not_an_error(scaffold_${name})
+  endif()
 endfunction()
 
 # Executables get tcmalloc first in their link line so it wins over glibc malloc.

@@ -17,6 +17,7 @@
 #include "suite/stop_signals.hpp"
 #include "train/device.hpp"
 #include "train/device_memory.hpp"
+#include "train/loop.hpp"
 
 namespace scaffold::suite {
 namespace fs = std::filesystem;

@@ -40,7 +40,11 @@
 #include "suite/command_line.hpp"
 #include "suite/phases.hpp"
 #include "suite/run_folder.hpp"
-#include "train/loop.hpp"
+#include "train/loop_result.hpp"
+
+namespace scaffold::train {
+class TrainingLoop;  // train/loop.hpp
+}  // namespace scaffold::train
 
 namespace scaffold::suite {
 

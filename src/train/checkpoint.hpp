@@ -16,22 +16,9 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "train/loop_result.hpp"
 
 namespace scaffold::train {
-
-struct TrainCounters {
-  int64_t epoch = 0;                  // last completed epoch (0: none)
-  int64_t total_optimizer_steps = 0;  // continued across restarts
-  double stop_value = 0.0;     // of the last completed epoch: what the stopping rule compares
-                               // (ScaFFold's val_dice; "val_dice" in checkpoints before it)
-  double val_loss_avg = 0.0;   // of the last completed epoch
-  double best_val_loss = 0.0;  // lowest val_loss_avg so far (checkpoint_best)
-  // Dynamic loss scaling's state (train/loop.hpp), as Megatron's grad scaler saves it. loss_scale
-  // 0: none stored (a run without loss scaling, or a checkpoint of an older scaffold).
-  double loss_scale = 0.0;
-  int64_t loss_scale_good_steps = 0;
-  int64_t loss_scale_hysteresis_left = 0;
-};
 
 // In-memory form, used for warm-up snapshots as well as files.
 std::string serialize_state(torch::nn::Module& model, const torch::optim::Optimizer& optimizer,

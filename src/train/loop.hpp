@@ -35,6 +35,7 @@
 #include "profile/profiler.hpp"
 #include "train/checkpoint.hpp"
 #include "train/device_stream.hpp"
+#include "train/loop_result.hpp"
 #include "train/sharded_adam.hpp"
 
 namespace scaffold::train {
@@ -43,19 +44,6 @@ namespace scaffold::train {
 struct TrainForward {
   at::Tensor loss;  // () the loss to back-propagate
   at::Tensor sums;  // (S) this batch's metric sums (training_sum_names order), detached
-};
-
-// One pass's sums after the reduction over data-parallel replicas.
-struct PassSums {
-  std::vector<double> sums;     // task-defined, in the task's *_sum_names order
-  double samples = 0.0;         // examples seen (each replica's counted once)
-  int64_t steps = 0;            // batches on this rank (micro-batches with gradient accumulation)
-  int64_t optimizer_steps = 0;  // training: optimizer steps (steps / accumulation_steps)
-  // This rank's first batch after which the pass's running sums were no longer finite (0-based,
-  // micro-batches) and its examples' indices in the source; -1 and empty while they are finite.
-  int64_t first_nonfinite_batch = -1;
-  std::vector<int64_t> first_nonfinite_examples;
-  uint64_t draw_key = 0;  // the pass's augmentation key, to read those examples again
 };
 
 // An optimizer step's micro-batches, handed to LoopOptions::forward_backward.
@@ -67,13 +55,6 @@ struct MicroBatchRun {
   // To call once, right before the step's last backward pass (it arms the data-parallel
   // gradient reducer, whose buckets then carry the gradients accumulated before).
   std::function<void()> before_last_backward;
-};
-
-// The metrics of one epoch as the task defines them.
-struct EpochMetrics {
-  std::vector<std::pair<std::string, double>> values;  // named, in the task's order
-  double stop_value = 0.0;  // what the stopping rule compares with the target (e.g. val_dice)
-  double val_loss = 0.0;    // lower is better: chooses checkpoint_best
 };
 
 // What a workload gives the loop. Called on every rank; all calls are collective where the
@@ -197,56 +178,6 @@ struct LoopParallelism {
   // and these are the ranks whose parameters must be identical (the replica check); the check's
   // verdict and the fp16 loss scaler's are still agreed over every rank. Null: every rank.
   dist::Communicator* replica_comm = nullptr;
-};
-
-// Where communication went in this process's timed training steps, cumulative.
-struct CommTimes {
-  // Each communication counter's seconds (dist/comm_counters.hpp: "halo", "tensor_parallel",
-  // ...) within the timed steps; a counter that never moved is absent or 0.
-  std::map<std::string, double> counter_s;
-  double gradient_wait_s = 0.0;  // waiting for gradient all-reduces after backward
-  // counter_s[name], 0 when absent.
-  double seconds_of(const std::string& name) const {
-    const auto it = counter_s.find(name);
-    return it == counter_s.end() ? 0.0 : it->second;
-  }
-};
-
-struct LoopEpoch {
-  int64_t epoch = 0;
-  bool warmup = false;  // a warm-up epoch: trained, reported, excluded from every figure
-  EpochMetrics metrics;
-  PassSums train, val;
-  double duration_s = 0.0;  // epoch start .. after validation and the LR step
-  double train_s = 0.0;
-  double validation_s = 0.0;
-  double next_lr = 0.0;
-  double median_step_s = 0.0;
-  int64_t optimizer_steps = 0;
-  int64_t total_optimizer_steps = 0;
-  bool validated = true;  // false: validation_every skipped this epoch (val sums are zeros)
-  std::vector<double> step_times_s;  // this epoch's optimizer steps on this rank
-  // The same windows on the steady clock (core::monotonic_s), for energy measured alongside.
-  double start_mono_s = 0.0;
-  double validation_start_mono_s = 0.0;
-  double end_mono_s = 0.0;
-};
-
-struct LoopResult {
-  bool converged = false;  // the target was set and reached
-  // A stop was requested (core/stop.hpp: the scheduler's warning signal) and agreed by every
-  // rank: the step in flight finished, the rest of that epoch was not run and is not reported.
-  bool stopped = false;
-  int stop_signal = 0;
-  bool deadline_reached = false;  // LoopOptions::deadline_mono_s passed (the run still completed)
-  int64_t skipped_steps = 0;      // steps the loss scaler skipped (non-finite gradients)
-  int64_t epochs_run = 0;         // epochs in this process, warm-up epochs included
-  int64_t timed_epochs = 0;
-  int64_t last_epoch = 0;
-  int64_t total_optimizer_steps = 0;
-  double final_stop_value = 0.0;
-  double timed_s = 0.0;              // sum of the timed epochs' durations in this process
-  std::vector<double> step_times_s;  // every timed training step of this process
 };
 
 class TrainingLoop {
