@@ -100,4 +100,12 @@ std::string world_size_mismatch(const LaunchEnvironment& launch, int mpi_size) {
       launch.announced_size, launch.size_variable, launch.announced_size, mpi_size, fix);
 }
 
+std::string singleton_session_dir(const EnvLookup& env, unsigned long uid, long pid) {
+  // Open MPI's own temporary folder is TMPDIR's (opal_tmp_directory); an empty one is unset.
+  const char* tmp = env("TMPDIR");
+  std::string base = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  return fmt::format("{}/scaffold-mpi.{}.{}", base, uid, pid);
+}
+
 }  // namespace scaffold::dist

@@ -56,4 +56,10 @@ std::string srun_without_mpi_plugin(const LaunchEnvironment& launch);
 // message naming both numbers and the likely fix.
 std::string world_size_mismatch(const LaunchEnvironment& launch, int mpi_size);
 
+// The top session folder of an isolated Open MPI singleton (docs/distributed.md): every isolated
+// singleton is job [0,1], so all of them on a node would share <tmp>/ompi.<host>.<uid>/jf.0/1/0
+// and one's clean-up at MPI_Finalize would remove it under another's MPI_Init. Each gets
+// <TMPDIR, else /tmp>/scaffold-mpi.<uid>.<pid> instead; Open MPI removes it at MPI_Finalize.
+std::string singleton_session_dir(const EnvLookup& env, unsigned long uid, long pid);
+
 }  // namespace scaffold::dist

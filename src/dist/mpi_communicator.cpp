@@ -8,9 +8,11 @@
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // Open MPI: MPIX_Query_cuda_support
 #endif
+#include <unistd.h>  // getpid, getuid
 
 #include <climits>
 #include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "core/error.hpp"
@@ -241,7 +243,16 @@ Runtime::Runtime(int* argc, char*** argv) {
 #endif
     // A plain `scaffold ...` is an MPI singleton. Open MPI would start a helper daemon for it
     // (~0.2 s); an isolated singleton skips that, and scaffold never spawns processes.
-    if (!launch.has_pmi) ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+    if (!launch.has_pmi) {
+      ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+#ifdef OPEN_MPI
+      // Isolated singletons would all share one session folder, and concurrent ones on a node
+      // would remove it under each other (seen in CI: mkdir .../jf.0 failing in MPI_Init).
+      const std::string session =
+          singleton_session_dir(process_environment(), ::getuid(), static_cast<long>(::getpid()));
+      ::setenv("OMPI_MCA_orte_top_session_dir", session.c_str(), 0);
+#endif
+    }
     // SERIALIZED: with CUDA tensors LibTorch runs backward (and so the gradient hooks that start
     // all-reduces) on its device threads while the main thread waits: one caller at a time.
     int provided = 0;

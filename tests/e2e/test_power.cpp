@@ -250,7 +250,8 @@ TEST(Power, TheCommandGetsTheEnvironmentScaffoldWasStartedWith) {
   const auto r = run_command("SCAFFOLD_TEST_VAR=kept " +
                              power_cmd(dir.path(),
                                        "-- sh -c 'test \"$SCAFFOLD_TEST_VAR\" = kept && "
-                                       "test -z \"$OMPI_MCA_ess_singleton_isolated\"'"));
+                                       "test -z \"$OMPI_MCA_ess_singleton_isolated\" && "
+                                       "test -z \"$OMPI_MCA_orte_top_session_dir\"'"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 

@@ -2,10 +2,14 @@
 // launches refused with one message (an srun step without an MPI plugin; N singletons), from
 // tables of variables as srun --mpi=pmix / --mpi=none, mpirun, torchrun and sbatch set them.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <string>
 
+#include "dist/communicator.hpp"
 #include "dist/launcher.hpp"
 
 namespace scaffold::dist {
@@ -97,6 +101,35 @@ TEST(Launcher, EmptyOrMalformedVariablesAreSkipped) {
       read({{"WORLD_SIZE", ""}, {"MV2_COMM_WORLD_SIZE", "x"}, {"PMI_SIZE", "3"}});
   EXPECT_EQ(l.size_variable, "PMI_SIZE");
   EXPECT_EQ(l.announced_size, 3);
+}
+
+TEST(Launcher, EachSingletonsSessionFolderIsNamedByItsProcess) {
+  EXPECT_EQ(singleton_session_dir([](const char*) -> const char* { return nullptr; }, 1000, 42),
+            "/tmp/scaffold-mpi.1000.42");
+  const Env scratch{{"TMPDIR", "/scratch/job7/"}};
+  const auto lookup = [&scratch](const char* name) -> const char* {
+    const auto it = scratch.find(name);
+    return it == scratch.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_EQ(singleton_session_dir(lookup, 0, 7), "/scratch/job7/scaffold-mpi.0.7");
+  EXPECT_NE(singleton_session_dir(lookup, 0, 7), singleton_session_dir(lookup, 0, 8));
+}
+
+TEST(Launcher, AnOpenMpiSingletonKeepsItsSessionFilesInItsOwnFolder) {
+  // Every isolated singleton is job [0,1]: in the shared default folder, concurrent ones removed
+  // it under each other. Here Open MPI must have made this process's folder, and nobody else's.
+  ::unsetenv("OMPI_MCA_orte_top_session_dir");
+  int argc = 0;
+  char** argv = nullptr;
+  Runtime runtime(&argc, &argv);
+  if (mpi_library_version().find("Open MPI") == std::string::npos)
+    GTEST_SKIP() << "not Open MPI: " << mpi_library_version();
+  const std::string expected =
+      singleton_session_dir(process_environment(), ::getuid(), static_cast<long>(::getpid()));
+  const char* used = std::getenv("OMPI_MCA_orte_top_session_dir");
+  ASSERT_NE(used, nullptr);
+  EXPECT_EQ(std::string(used), expected);
+  EXPECT_TRUE(std::filesystem::is_directory(std::filesystem::path(expected) / "jf.0")) << expected;
 }
 
 }  // namespace
