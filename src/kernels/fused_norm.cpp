@@ -372,27 +372,6 @@ class GroupNormReluFunction : public torch::autograd::Function<GroupNormReluFunc
 
 }  // namespace
 
-const char* to_string(NormKernel kernel) {
-  return kernel == NormKernel::Fused ? "fused" : "unfused";
-}
-
-NormKernel choose_norm_kernel(const std::string& value, bool cpu, bool channels_last) {
-  const bool runs = cpu && !channels_last;
-  // auto: unfused. Measured in whole training steps on a quiet machine (docs/performance.md) the
-  // fused kernel was 2-6 % slower than LibTorch's group_norm + relu_, so it is opt-in.
-  if (value == "auto") return NormKernel::Unfused;
-  if (value == "unfused") return NormKernel::Unfused;
-  if (value == "fused") {
-    if (runs) return NormKernel::Fused;
-    throw core::Error(fmt::format(
-        "groupnorm_kernel: 'fused' runs on the CPU with contiguous tensors only (this run: {}{}); "
-        "use auto or unfused",
-        cpu ? "CPU" : "not CPU", channels_last ? ", channels-last" : ""));
-  }
-  throw core::Error(
-      fmt::format("groupnorm_kernel: '{}' is not allowed; expected auto, fused or unfused", value));
-}
-
 std::string group_norm_relu_unsupported(const at::Tensor& x, int64_t groups,
                                         const at::Tensor& weight, const at::Tensor& bias) {
   if (!x.defined() || !weight.defined() || !bias.defined())

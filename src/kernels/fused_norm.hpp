@@ -35,16 +35,6 @@ struct GroupNormReduction {
   explicit operator bool() const { return static_cast<bool>(statistics); }
 };
 
-// Which GroupNorm + ReLU a DoubleConv runs (config key `groupnorm_kernel`): `fused` is
-// group_norm_relu wherever it supports the input (the unfused composition elsewhere), `unfused`
-// is torch's group_norm (or group_norm_global) followed by relu.
-enum class NormKernel { Unfused, Fused };
-const char* to_string(NormKernel kernel);
-// The key's value (auto | fused | unfused) for a run on the CPU or not, in channels-last or not:
-// auto is unfused (the fused kernel measured slower in whole steps); fused where it cannot run is a
-// core::Error naming the key, as is any other value.
-NormKernel choose_norm_kernel(const std::string& value, bool cpu, bool channels_last);
-
 // "" when group_norm_relu runs this input, else why not (for the caller's fallback): x must be a
 // CPU tensor of >= 3 dims, contiguous NCDHW..., float32 or bfloat16; weight and bias float32 (C);
 // groups must divide C.

@@ -16,6 +16,7 @@
 #include "config/engine.hpp"
 #include "config/schema_rules.hpp"
 #include "core/pyfloat.hpp"
+#include "workloads/scaffold/model/kernel_choice.hpp"
 
 namespace scaffold::config {
 namespace {
@@ -237,38 +238,38 @@ std::vector<KeySpec> scaffold_keys() {
       "float32 layers where it pays, oneDNN for the rest), onednn (oneDNN at every batch size; "
       "LibTorch 1.13 sends batch 1 to a 3-5x slower path), libtorch, or auto (winograd on the "
       "CPU, libtorch on CUDA)",
-      {"auto", "winograd", "onednn", "libtorch"});
+      model::kernel_values::kConv);
   add_choice(
       "upconv_kernel", &Config::upconv_kernel,
       "extension: the U-Net's transposed convolutions (kernel 2, stride 2): gemm (one matrix "
       "product per sample scattered into the output, bf16 under autocast; CPU only), libtorch, "
       "or auto (gemm on the CPU, libtorch on CUDA)",
-      {"auto", "gemm", "libtorch"});
+      model::kernel_values::kUpconv);
   add_choice("groupnorm_kernel", &Config::groupnorm_kernel,
              "extension: GroupNorm + ReLU of the U-Net blocks: fused (one CPU kernel, contiguous "
              "layout only), unfused (LibTorch's group_norm, then relu) or auto (unfused: the fused "
              "kernel measures slower in whole steps)",
-             {"auto", "fused", "unfused"});
+             model::kernel_values::kGroupNorm);
   add_choice(
       "pool_kernel", &Config::pool_kernel,
       "extension: the U-Net's max pooling (kernel 2, stride 2): native (one CPU kernel, "
       "contiguous float32 or bf16, bf16 pooled in bf16), libtorch, or auto (native on the CPU, "
       "libtorch on CUDA)",
-      {"auto", "native", "libtorch"});
+      model::kernel_values::kPool);
   add_choice("loss_kernel", &Config::loss_kernel,
              "extension: the loss's softmax sums (CE + soft Dice): fused (one CPU pass over the "
              "logits forward, one backward; float32), libtorch (LibTorch's operators, the "
              "reference), or auto (fused on the CPU, libtorch on CUDA)",
-             {"auto", "fused", "libtorch"});
+             model::kernel_values::kLoss);
   add_choice("head_kernel", &Config::head_kernel,
              "extension: the U-Net's 1x1x1 classifier head: gemm (one matrix product per sample; "
              "CPU only), libtorch (Conv3d), or auto (gemm on the CPU, libtorch on CUDA)",
-             {"auto", "gemm", "libtorch"});
+             model::kernel_values::kHead);
   add_choice("optimizer_kernel", &Config::optimizer_kernel,
              "extension: Adam's step: fused (one pass over each parameter and its moments; CPU "
              "float32, optimizer ADAM only), libtorch (torch::optim::Adam), or auto (fused for "
              "ADAM on the CPU, libtorch otherwise)",
-             {"auto", "fused", "libtorch"});
+             model::kernel_values::kOptimizer);
   add(bind_key("activation_checkpointing", &Config::activation_checkpointing,
                "1 recomputes every U-Net block in the backward pass", kBoolAllowed, bool_any));
   {

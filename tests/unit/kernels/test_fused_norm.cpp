@@ -137,24 +137,6 @@ TEST(FusedGroupNormRelu, RefusesWhatItDoesNotRunWithAReason) {
   EXPECT_THROW(group_norm_relu(cl, 4, w, b, 1e-5), core::Error);
 }
 
-TEST(FusedGroupNormRelu, KernelChoiceFollowsTheKey) {
-  EXPECT_EQ(choose_norm_kernel("auto", true, false),
-            NormKernel::Unfused);  // opt-in: measured slower
-  EXPECT_EQ(choose_norm_kernel("auto", false, false), NormKernel::Unfused);
-  EXPECT_EQ(choose_norm_kernel("auto", true, true), NormKernel::Unfused);
-  EXPECT_EQ(choose_norm_kernel("unfused", true, false), NormKernel::Unfused);
-  EXPECT_EQ(choose_norm_kernel("fused", true, false), NormKernel::Fused);
-  EXPECT_THROW(choose_norm_kernel("fused", false, false), core::Error);
-  EXPECT_THROW(choose_norm_kernel("fused", true, true), core::Error);
-  try {
-    choose_norm_kernel("fast", true, false);
-    FAIL() << "no error";
-  } catch (const core::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("groupnorm_kernel: 'fast'"), std::string::npos)
-        << e.what();
-  }
-}
-
 // The U-Net with the fused kernel computes what the unfused one does: logits and every
 // parameter gradient, 1e-4 relative (errors compound through the layers).
 TEST(FusedGroupNormRelu, UNetMatchesTheUnfusedModel) {

@@ -14,8 +14,8 @@ namespace {
 
 // A key's value among `allowed` (auto first), or a core::Error naming the key.
 void check_allowed(const char* key, const std::string& value,
-                   const std::vector<const char*>& allowed) {
-  for (const char* a : allowed)
+                   const std::vector<std::string>& allowed) {
+  for (const std::string& a : allowed)
     if (value == a) return;
   std::string list;
   for (std::size_t i = 0; i < allowed.size(); ++i)
@@ -50,6 +50,9 @@ const char* to_string(ConvKernel k) {
 }
 const char* to_string(UpconvKernel k) {
   return k == UpconvKernel::Gemm ? "gemm" : "libtorch";
+}
+const char* to_string(NormKernel k) {
+  return k == NormKernel::Fused ? "fused" : "unfused";
 }
 const char* to_string(PoolKernel k) {
   return k == PoolKernel::Native ? "native" : "libtorch";
@@ -95,7 +98,7 @@ void KernelChoice::ran(const char* op, const char* kernel, const char* why) cons
 KernelChoice resolve_kernel_choice(const KernelKeys& keys, const KernelTarget& t) {
   KernelChoice k;
 
-  check_allowed("conv_kernel", keys.conv, {"auto", "winograd", "onednn", "libtorch"});
+  check_allowed("conv_kernel", keys.conv, kernel_values::kConv);
   if (keys.conv == "auto") {
     k.conv = t.cpu ? ConvKernel::Winograd : ConvKernel::LibTorch;
   } else if (keys.conv == "winograd") {
@@ -116,7 +119,7 @@ KernelChoice resolve_kernel_choice(const KernelKeys& keys, const KernelTarget& t
         to_string(k.conv)));
   }
 
-  check_allowed("upconv_kernel", keys.upconv, {"auto", "gemm", "libtorch"});
+  check_allowed("upconv_kernel", keys.upconv, kernel_values::kUpconv);
   if (keys.upconv == "gemm" && !t.cpu) cpu_only("upconv_kernel", keys.upconv, t);
   // LibTorch 1.13's CPU conv_transpose3d is col2vol at every batch size; one matrix product per
   // sample and a scatter measured 1-10 % faster whole steps in float32 (docs/performance.md), and
@@ -124,26 +127,34 @@ KernelChoice resolve_kernel_choice(const KernelKeys& keys, const KernelTarget& t
   k.upconv = keys.upconv == "gemm" || (keys.upconv == "auto" && t.cpu) ? UpconvKernel::Gemm
                                                                        : UpconvKernel::LibTorch;
 
-  k.norm = choose_norm_kernel(keys.groupnorm, t.cpu, t.channels_last);
+  check_allowed("groupnorm_kernel", keys.groupnorm, kernel_values::kGroupNorm);
+  if (keys.groupnorm == "fused" && (!t.cpu || t.channels_last))
+    throw core::Error(fmt::format(
+        "groupnorm_kernel: 'fused' runs on the CPU with contiguous tensors only (this run: {}{}); "
+        "use auto or unfused",
+        t.device, t.channels_last ? ", channels-last" : ""));
+  // auto: unfused. Measured in whole training steps on a quiet machine (docs/performance.md) the
+  // fused kernel was 2-6 % slower than LibTorch's group_norm + relu_, so it is opt-in.
+  k.norm = keys.groupnorm == "fused" ? NormKernel::Fused : NormKernel::Unfused;
 
-  check_allowed("pool_kernel", keys.pool, {"auto", "native", "libtorch"});
+  check_allowed("pool_kernel", keys.pool, kernel_values::kPool);
   if (keys.pool == "native" && !t.cpu) cpu_only("pool_kernel", keys.pool, t);
   // Faster than LibTorch's forward and backward on every pooled shape measured
   // (docs/performance.md).
   k.pool = keys.pool == "native" || (keys.pool == "auto" && t.cpu) ? PoolKernel::Native
                                                                    : PoolKernel::LibTorch;
 
-  check_allowed("head_kernel", keys.head, {"auto", "gemm", "libtorch"});
+  check_allowed("head_kernel", keys.head, kernel_values::kHead);
   if (keys.head == "gemm" && !t.cpu) cpu_only("head_kernel", keys.head, t);
   k.head = keys.head == "gemm" || (keys.head == "auto" && t.cpu) ? HeadKernel::Gemm
                                                                  : HeadKernel::LibTorch;
 
-  check_allowed("loss_kernel", keys.loss, {"auto", "fused", "libtorch"});
+  check_allowed("loss_kernel", keys.loss, kernel_values::kLoss);
   if (keys.loss == "fused" && !t.cpu) cpu_only("loss_kernel", keys.loss, t);
   k.loss = keys.loss == "fused" || (keys.loss == "auto" && t.cpu) ? LossKernel::Fused
                                                                   : LossKernel::LibTorch;
 
-  check_allowed("optimizer_kernel", keys.optimizer_kernel, {"auto", "fused", "libtorch"});
+  check_allowed("optimizer_kernel", keys.optimizer_kernel, kernel_values::kOptimizer);
   const bool adam = upper(keys.optimizer) == "ADAM";
   if (keys.optimizer_kernel == "fused") {
     if (!t.cpu) cpu_only("optimizer_kernel", keys.optimizer_kernel, t);

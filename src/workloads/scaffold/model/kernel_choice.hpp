@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/fused_norm.hpp"
 #include "kernels/kernel_use.hpp"
 
 namespace scaffold::model {
@@ -23,6 +22,9 @@ enum class ConvKernel { LibTorch, OneDnn, Winograd };
 // upconv_kernel. Gemm: the k2 s2 transposed convolution as one matrix product per sample
 // (kernels/conv_transpose.hpp).
 enum class UpconvKernel { LibTorch, Gemm };
+// groupnorm_kernel. Fused: GroupNorm + ReLU in one CPU kernel (kernels/fused_norm.hpp) wherever it
+// takes the input (contiguous CPU tensors); Unfused: LibTorch's group_norm, then relu.
+enum class NormKernel { Unfused, Fused };
 // pool_kernel. Native: the k2 s2 max pool of kernels/max_pool.hpp.
 enum class PoolKernel { LibTorch, Native };
 // head_kernel. Gemm: the 1x1x1 classifier as a matrix product per sample (conv3d_1x1x1).
@@ -35,10 +37,23 @@ enum class OptimizerKernel { LibTorch, Fused };
 
 const char* to_string(ConvKernel k);
 const char* to_string(UpconvKernel k);
+const char* to_string(NormKernel k);
 const char* to_string(PoolKernel k);
 const char* to_string(HeadKernel k);
 const char* to_string(LossKernel k);
 const char* to_string(OptimizerKernel k);
+
+// The values each *_kernel key takes, auto first: the schema's allowed lists
+// (workloads/scaffold/schema.cpp) and resolve_kernel_choice's checks are these lists.
+namespace kernel_values {
+inline const std::vector<std::string> kConv{"auto", "winograd", "onednn", "libtorch"};
+inline const std::vector<std::string> kUpconv{"auto", "gemm", "libtorch"};
+inline const std::vector<std::string> kGroupNorm{"auto", "fused", "unfused"};
+inline const std::vector<std::string> kPool{"auto", "native", "libtorch"};
+inline const std::vector<std::string> kHead{"auto", "gemm", "libtorch"};
+inline const std::vector<std::string> kLoss{"auto", "fused", "libtorch"};
+inline const std::vector<std::string> kOptimizer{"auto", "fused", "libtorch"};
+}  // namespace kernel_values
 
 // The keys as the configuration has them (each auto or a kernel's name).
 struct KernelKeys {

@@ -81,6 +81,17 @@ TEST(KernelChoice, NamedKernelsAreTakenAsNamed) {
   EXPECT_EQ(c.optimizer, OptimizerKernel::Fused);
 }
 
+TEST(KernelChoice, GroupNormIsUnfusedUnlessFusedIsNamed) {
+  // Opt-in: the fused kernel measured slower in whole steps, on every target.
+  for (const KernelTarget& t : {cpu_target(), cpu_target(true, false, /*cl=*/true), cuda_target()})
+    EXPECT_EQ(resolve_kernel_choice({}, t).norm, NormKernel::Unfused) << t.device;
+  KernelKeys k;
+  k.groupnorm = "unfused";
+  EXPECT_EQ(resolve_kernel_choice(k, cpu_target()).norm, NormKernel::Unfused);
+  k.groupnorm = "fused";
+  EXPECT_EQ(resolve_kernel_choice(k, cpu_target()).norm, NormKernel::Fused);
+}
+
 TEST(KernelChoice, WinogradUnderBf16AutocastFallsBackOnceAndSaysWhy) {
   for (const bool onednn : {true, false}) {
     for (const char* conv : {"auto", "winograd"}) {
@@ -138,7 +149,13 @@ TEST(KernelChoice, AKernelThatCannotRunHereIsAnErrorNamingItsKey) {
   expect_error(sgd, cpu_target(),
                "optimizer_kernel: fused is Adam's one-pass kernel, this run's optimizer is SGD");
   expect_error(keys(&KernelKeys::groupnorm, "fused"), cpu_target(true, false, /*cl=*/true),
-               "groupnorm_kernel: 'fused' runs on the CPU with contiguous tensors only");
+               "groupnorm_kernel: 'fused' runs on the CPU with contiguous tensors only (this run: "
+               "cpu, channels-last)");
+  expect_error(keys(&KernelKeys::groupnorm, "fused"), cuda_target(),
+               "groupnorm_kernel: 'fused' runs on the CPU with contiguous tensors only (this run: "
+               "cuda:0)");
+  expect_error(keys(&KernelKeys::groupnorm, "fast"), cpu_target(),
+               "groupnorm_kernel: 'fast' is not allowed; expected auto, fused or unfused");
 }
 
 TEST(KernelUse, CountsEachOpsKernelsInTheOrderTheyFirstRan) {
