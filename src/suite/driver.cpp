@@ -79,6 +79,7 @@ int Driver::run(WorkloadRun& run, const RunSettings& settings) {
   env.run_dir = prepare_run_folder(comm, settings.folder);
   std::optional<SetupGuard> setup_guard(std::in_place, comm, env.run_dir, env.resumed);
   LOG_INFO("{}: run folder {}", workload_, env.run_dir.string());
+  report::SystemInfo system_info;  // as written (rank 0): training may add to it
   {
     report::SystemInfo info;
     info.gpu_model = train::device_model_name(env.device);
@@ -86,7 +87,7 @@ int Driver::run(WorkloadRun& run, const RunSettings& settings) {
     info.rank_devices = device_choice.rank_devices;
     info.threads = ctx_.threads;
     run.describe(env, info);
-    write_run_context(comm, env.run_dir, info);
+    system_info = write_run_context(comm, env.run_dir, info);
   }
 
   // data, model
@@ -148,11 +149,9 @@ int Driver::run(WorkloadRun& run, const RunSettings& settings) {
   const int exit_code = result.stopped ? kExitStoppedBySignal : 0;
   if (comm.rank() != 0) return exit_code;
   {
-    const fs::path system_json = env.run_dir / report::kSystemInfoFileName;
-    const report::SystemInfo written = report::read_system_json(system_json);
-    report::SystemInfo info = written;
+    report::SystemInfo info = system_info;
     run.describe_after_training(info);
-    if (report::system_info_json(info) != report::system_info_json(written))
+    if (report::system_info_json(info) != report::system_info_json(system_info))
       report::write_system_json(env.run_dir, info);
   }
   const std::string restart = (env.run_dir / "restart.sh").string();

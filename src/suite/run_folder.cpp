@@ -275,8 +275,9 @@ SetupGuard::~SetupGuard() {
   }
 }
 
-void write_run_context(dist::Communicator& comm, const fs::path& run_dir, report::SystemInfo info) {
-  if (comm.rank() != 0) return;
+report::SystemInfo write_run_context(dist::Communicator& comm, const fs::path& run_dir,
+                                     report::SystemInfo info) {
+  if (comm.rank() != 0) return info;
   const report::SystemInfo host = report::collect_host_info();
   info.host = host.host;
   info.cpu_model = host.cpu_model;
@@ -290,6 +291,7 @@ void write_run_context(dist::Communicator& comm, const fs::path& run_dir, report
   info.world_size = comm.size();
   info.nodes = comm.nodes();
   report::write_system_json(run_dir, info);
+  return info;
 }
 
 }  // namespace scaffold::suite

@@ -91,8 +91,9 @@ class SetupGuard {
 };
 
 // The run's context as system.json records it: host facts plus what the caller knows of the
-// devices and the process grid. Rank 0 writes it; call on every rank (collective-free).
-void write_run_context(dist::Communicator& comm, const std::filesystem::path& run_dir,
-                       report::SystemInfo info);
+// devices and the process grid. Rank 0 writes it and gets back what it wrote (other ranks: `info`
+// as given); call on every rank (collective-free).
+report::SystemInfo write_run_context(dist::Communicator& comm, const std::filesystem::path& run_dir,
+                                     report::SystemInfo info);
 
 }  // namespace scaffold::suite
