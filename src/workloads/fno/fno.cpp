@@ -137,12 +137,6 @@ at::Tensor FnoImpl::forward(const at::Tensor& x_in) {
   return channel_linear(x, *output_);  // (B, C_out, *grid)
 }
 
-int64_t count_parameters(const torch::nn::Module& module) {
-  int64_t n = 0;
-  for (const at::Tensor& p : module.parameters()) n += p.is_complex() ? 2 * p.numel() : p.numel();
-  return n;
-}
-
 int64_t model_bytes(const torch::nn::Module& module) {
   int64_t n = 0;
   for (const at::Tensor& p : module.parameters())

@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "nn/parameters.hpp"
 #include "workloads/fno/dist_fft.hpp"
 #include "workloads/fno/spectral.hpp"
 
@@ -80,9 +81,9 @@ class FnoImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Fno);
 
-// Trainable parameters (complex spectral weights count their real and imaginary parts, as the
-// paper's count_params does).
-int64_t count_parameters(const torch::nn::Module& module);
+// Trainable parameters: nn/parameters.hpp (complex spectral weights count their real and imaginary
+// parts, as the paper's count_params does).
+using model::count_parameters;
 
 // Bytes of the parameters and buffers (the "model size").
 int64_t model_bytes(const torch::nn::Module& module);

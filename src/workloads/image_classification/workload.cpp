@@ -24,6 +24,7 @@
 #include "core/timer.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
+#include "nn/parameters.hpp"
 #include "report/epoch_log.hpp"
 #include "report/run_record.hpp"
 #include "suite/driver.hpp"
@@ -38,7 +39,6 @@
 #include "workloads/image_classification/result_columns.hpp"
 #include "workloads/image_classification/synthetic_images.hpp"
 #include "workloads/image_classification/task.hpp"
-#include "workloads/scaffold/model/unet.hpp"
 
 namespace scaffold::imgcls {
 namespace {

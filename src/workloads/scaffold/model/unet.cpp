@@ -325,12 +325,6 @@ at::Tensor UNet3dImpl::forward(const at::Tensor& x) {
 
 // --- Counts --------------------------------------------------------------------------------------
 
-int64_t count_parameters(const torch::nn::Module& module) {
-  int64_t n = 0;
-  for (const at::Tensor& p : module.parameters()) n += p.numel();
-  return n;
-}
-
 double unet_forward_flops(const UNetOptions& options, int64_t side) {
   validate(options);
   const int64_t multiple = int64_t{1} << options.layers;

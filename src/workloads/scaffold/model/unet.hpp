@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/fused_norm.hpp"
+#include "nn/parameters.hpp"
 #include "workloads/scaffold/model/kernel_choice.hpp"
 #include "workloads/scaffold/model/spatial.hpp"
 
@@ -141,9 +142,6 @@ class UNet3dImpl : public torch::nn::Module {
   OutConv outc_{nullptr};
 };
 TORCH_MODULE(UNet3d);
-
-// Number of parameter elements of `module` and all its submodules.
-int64_t count_parameters(const torch::nn::Module& module);
 
 // Model FLOPs of one forward pass of one sample of side^3 voxels: 2 FLOPs per multiply-add of every
 // Conv3d, ConvTranspose3d and the 1^3 head; GroupNorm, ReLU, pooling, cat and biases not counted.
