@@ -54,6 +54,14 @@ function(scaffold_use_openmp target)
   endif()
 endfunction()
 
+# The libraries that link LibTorch spend most of each file's compile on the same templates
+# (LibTorch's operators, tensors, modules), instantiated again in every file: compiled as one
+# translation unit per batch of files they are instantiated once (a unity build; docs/performance.md,
+# "Build time"). Names in one file's anonymous namespace must then not repeat in another's of the
+# same library; a file that cannot share sets SKIP_UNITY_BUILD_INCLUSION.
+option(SCAFFOLD_UNITY "Compile the LibTorch libraries' files in batches (unity build)" ON)
+set(SCAFFOLD_UNITY_BATCH 8 CACHE STRING "Files per batch of a unity-built library")
+
 # scaffold_library(name SOURCES ... LINKS ...): one module = one static library under src/<name>.
 function(scaffold_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LINKS" ${ARGN})
@@ -67,6 +75,10 @@ function(scaffold_library name)
     scaffold_torch_pch_target(scaffold_torch_pch)
     target_precompile_headers(scaffold_${name} REUSE_FROM scaffold_torch_pch)
     scaffold_pch_not_an_error(scaffold_${name})
+  endif()
+  if(SCAFFOLD_UNITY AND "torch" IN_LIST ARG_LINKS)
+    set_target_properties(scaffold_${name} PROPERTIES UNITY_BUILD ON
+                                                      UNITY_BUILD_BATCH_SIZE ${SCAFFOLD_UNITY_BATCH})
   endif()
 endfunction()
 

@@ -23,7 +23,7 @@ int64_t now_ns() {
       .count();
 }
 
-int64_t bytes_of(const at::Tensor& t) {
+int64_t held_bytes(const at::Tensor& t) {
   return t.numel() * static_cast<int64_t>(t.element_size());
 }
 }  // namespace
@@ -50,7 +50,7 @@ at::Tensor HaloExchange::slab_shape_like(const at::Tensor& x) const {
 void HaloExchange::wait_all() {
   for (auto& w : pending_) w->wait();
   pending_.clear();
-  for (const at::Tensor& t : keep_) bytes_ += bytes_of(t);
+  for (const at::Tensor& t : keep_) bytes_ += held_bytes(t);
   keep_.clear();
   count_comm(kCommHalo, 1, bytes_, static_cast<double>(now_ns() - started_ns_) * 1e-9);
   bytes_ = 0;

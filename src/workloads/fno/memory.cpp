@@ -8,7 +8,9 @@
 #include <atomic>
 
 namespace scaffold::fno {
-namespace {
+// A named namespace, not an anonymous one: MemoryTracker::Impl holds one, and GCC warns about a
+// member of anonymous-namespace type when this file is compiled in a unity batch.
+namespace memory_detail {
 
 class Reporter final : public c10::MemoryReportingInfoBase {
  public:
@@ -40,7 +42,9 @@ class Reporter final : public c10::MemoryReportingInfoBase {
   c10::Device device_;
 };
 
-}  // namespace
+}  // namespace memory_detail
+
+using memory_detail::Reporter;
 
 struct MemoryTracker::Impl {
   explicit Impl(c10::Device device)

@@ -7,11 +7,12 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/numbers.hpp"
 #include "workloads/fno/data/spectral.hpp"
 
 namespace scaffold::fno {
 namespace {
-constexpr double kPi = 3.14159265358979323846264338327950288;
+using core::kPi;
 }  // namespace
 
 BurgersSolver::BurgersSolver(BurgersSolverOptions options) : options_(options) {

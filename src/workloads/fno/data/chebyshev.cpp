@@ -9,11 +9,12 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/numbers.hpp"
 
 namespace scaffold::fno {
 namespace {
 
-constexpr double kPi = 3.14159265358979323846264338327950288;
+using core::kPi;
 
 using Matrix = std::vector<std::vector<double>>;  // [row][column]
 

@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/numbers.hpp"
 
 namespace scaffold::fno {
 namespace {
 
-constexpr double kPi = 3.14159265358979323846264338327950288;
+using core::kPi;
 
 void check_grid(int64_t n, const char* what) {
   if (n < 4 || n % 2 != 0)

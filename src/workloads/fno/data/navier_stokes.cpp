@@ -7,12 +7,13 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/numbers.hpp"
 #include "workloads/fno/data/spectral.hpp"
 
 namespace scaffold::fno {
 namespace {
 
-constexpr double kPi = 3.14159265358979323846264338327950288;
+using core::kPi;
 
 at::Tensor times_i(const at::Tensor& real_factor, const at::Tensor& z) {
   return at::complex(at::zeros_like(real_factor), real_factor) * z;

@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/numbers.hpp"
 #include "workloads/fno/data/chebyshev.hpp"
 #include "workloads/fno/data/grf.hpp"
 #include "workloads/fno/data/rbc_common.hpp"
@@ -27,7 +28,7 @@ using rbc::kGamma;
 using rbc::pad_walls;
 using rbc::solve;
 
-constexpr double kPi = 3.14159265358979323846264338327950288;
+using core::kPi;
 
 at::Tensor complex_t(const at::Tensor& m) {
   return m.t().contiguous().to(at::kComplexDouble);

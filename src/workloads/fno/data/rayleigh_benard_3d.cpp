@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/numbers.hpp"
 #include "workloads/fno/data/chebyshev.hpp"
 #include "workloads/fno/data/grf.hpp"
 #include "workloads/fno/data/rbc_common.hpp"
@@ -31,7 +32,7 @@ using rbc::kGamma;
 using rbc::pad_walls;
 using rbc::solve;
 
-constexpr double kPi = 3.14159265358979323846264338327950288;
+using core::kPi;
 
 // A real z operator, given transposed (n_in, n_out), applied to complex (..., n_in) data: both
 // parts in one real GEMM.

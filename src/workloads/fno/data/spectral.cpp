@@ -10,10 +10,11 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/numbers.hpp"
 
 namespace scaffold::fno {
 namespace {
-constexpr double kPi = 3.14159265358979323846264338327950288;
+using core::kPi;
 }  // namespace
 
 at::Tensor fft_wavenumbers(int64_t n) {
