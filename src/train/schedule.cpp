@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/numbers.hpp"
 
 namespace scaffold::train {
 
@@ -41,9 +42,8 @@ double CosineWarmRestarts::lr_after(int64_t epochs_completed) const {
     }
     t_cur += left;
   }
-  constexpr double kPi = 3.141592653589793;  // math.pi
   // torch: eta_min + (base_lr - eta_min) * (1 + math.cos(math.pi * T_cur / T_i)) / 2
-  const double angle = kPi * static_cast<double>(t_cur) / static_cast<double>(t_i);
+  const double angle = core::kPi * static_cast<double>(t_cur) / static_cast<double>(t_i);
   return eta_min_ + (lr0_ - eta_min_) * (1.0 + std::cos(angle)) / 2.0;
 }
 

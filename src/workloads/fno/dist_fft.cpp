@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/numbers.hpp"
 #include "core/timer.hpp"
 #include "dist/all_to_all.hpp"
 #include "dist/comm_counters.hpp"
@@ -146,7 +147,7 @@ at::Tensor dft_basis(int64_t m, int64_t n_global, IndexRange local, bool inverse
       at::arange(local.start, local.start + local.length, at::TensorOptions().dtype(at::kDouble));
   const at::Tensor k = at::arange(m, at::TensorOptions().dtype(at::kDouble));
   const at::Tensor phase =
-      at::outer(x, k) * (2.0 * M_PI / static_cast<double>(n_global));  // (n, m)
+      at::outer(x, k) * (2.0 * core::kPi / static_cast<double>(n_global));  // (n, m)
   if (!inverse) return at::cat({at::cos(phase), -at::sin(phase)}, 1).to(opts);
   at::Tensor c = at::full({m}, 2.0, at::TensorOptions().dtype(at::kDouble));
   c[0] = 1.0;

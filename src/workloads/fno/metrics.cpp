@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/numbers.hpp"
 #include "core/pyfloat.hpp"
 #include "report/step_csv.hpp"
 
@@ -75,9 +76,8 @@ double scheduled_lr(const LrSchedule& s, int64_t done) {
     return s.initial * std::pow(s.gamma, static_cast<double>(decays));
   }
   if (s.kind == "cosine") {
-    const double pi = std::acos(-1.0);
     return s.initial *
-           (1.0 + std::cos(pi * static_cast<double>(done) /
+           (1.0 + std::cos(core::kPi * static_cast<double>(done) /
                            static_cast<double>(std::max<int64_t>(s.t_max, 1)))) /
            2.0;
   }

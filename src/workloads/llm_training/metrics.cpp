@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/numbers.hpp"
 #include "core/pyfloat.hpp"
 #include "report/step_csv.hpp"
 
@@ -22,7 +23,8 @@ double megatron_lr(const LrSchedule& s, int64_t samples) {
   if (s.style == "constant") return s.lr;
   if (samples > s.decay_samples) return s.min_lr;
   const double ratio = (n - warmup) / (static_cast<double>(s.decay_samples) - warmup);
-  const double coeff = s.style == "linear" ? 1.0 - ratio : 0.5 * (std::cos(M_PI * ratio) + 1.0);
+  const double coeff =
+      s.style == "linear" ? 1.0 - ratio : 0.5 * (std::cos(core::kPi * ratio) + 1.0);
   return s.min_lr + coeff * (s.lr - s.min_lr);
 }
 
