@@ -32,6 +32,7 @@ struct BenchOptions {
   int64_t modes = 12, width = 32, layers = 4, projection = 128, batch = 4;
   int threads = 0;
   int timed_steps = 5, warmup_steps = 2;
+  std::string mixing = "real";  // the spectral mode mixing (FnoOptions::real_mode_mixing)
 };
 
 // The closed-form pattern both sides fill tensors with: 0.05 sin(0.37 i + k) over the flat
@@ -59,6 +60,7 @@ int run(const BenchOptions& o) {
   mo.width = o.width;
   mo.layers = o.layers;
   mo.projection_channels = o.projection;
+  mo.real_mode_mixing = o.mixing == "real";
   fno::Fno net(mo);
   {
     torch::NoGradGuard no_grad;
@@ -126,6 +128,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "intra-op threads (0: all)");
   app.add_option("--steps", o.timed_steps, "timed steps");
   app.add_option("--warmup", o.warmup_steps, "untimed steps first");
+  app.add_option(
+         "--mixing", o.mixing,
+         "the spectral mode mixing: real (batched real GEMMs) or complex (LibTorch's complex bmm)")
+      ->check(CLI::IsMember({"real", "complex"}));
   CLI11_PARSE(app, argc, argv);
   return run(o);
 }

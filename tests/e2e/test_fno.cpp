@@ -131,6 +131,9 @@ TEST(Fno, LearnsAndRecordsCaramlsFigures) {
   for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh",
                         "system.json", "summary.json", "epoch_stats.csv"})
     EXPECT_TRUE(fs::is_regular_file(run / f)) << f;
+  // system.json names the spectral mode mixing the run used (the default).
+  const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
+  EXPECT_EQ(sys.at("kernels"), nlohmann::json::array({"spectral_mixing=real"})) << sys.dump();
 
   const auto rows = test::csv_rows(run / "epoch_stats.csv");
   ASSERT_EQ(rows.size(), 1u + 31u) << core::read_file(run / "epoch_stats.csv");

@@ -91,6 +91,7 @@ FnoImpl::FnoImpl(FnoOptions options) : options_(std::move(options)) {
     so.in_channels = options_.width;
     so.out_channels = options_.width;
     so.modes = options_.modes;
+    so.real_mixing = options_.real_mode_mixing;
     spectral_->push_back(SpectralConv(so));
     pointwise_->push_back(linear(options_.width, options_.width));
   }

@@ -42,6 +42,9 @@ struct FnoOptions {
   // GELU after the last Fourier layer too (operator_learning's FNOLayer ends with its activation);
   // the paper's has none there.
   bool gelu_after_last_layer = false;
+  // The spectral convolutions' mode mixing: real batched GEMMs (true) or LibTorch's complex bmm
+  // (false, the reference); spectral.hpp.
+  bool real_mode_mixing = true;
 };
 
 // x (B, C, *S) -> (B, Co, *S): weight (Co, C) and bias (Co) of `linear` over the channel axis.

@@ -51,6 +51,9 @@ struct FnoConfig {
   int lifting_layers = 1;
   int projection_layers = 2;
   bool gelu_after_last_layer = false;  // operator_learning's FNOLayer: GELU after every layer
+  // How the spectral convolutions multiply each kept mode by its complex weights: real (batched
+  // real GEMMs, the default: faster on CPUs) or complex (LibTorch's complex bmm, the reference).
+  std::string spectral_mixing = "real";
   // direct: one forward maps the t_in input steps to all t_out output steps (channels);
   // recurrent: the model predicts one step from the last t_in and is fed its own prediction
   // t_out times, trained through the whole rollout (the paper's FNO-2D for Navier-Stokes).

@@ -195,6 +195,12 @@ std::vector<Spec> fno_table() {
                "1 applies GELU after the last Fourier layer too (operator_learning's FNOLayer); 0 "
                "not (the paper)",
                kBoolAllowed, bool_any));
+  add_choice(bind_key("spectral_mixing", &FC::spectral_mixing,
+                      "how the spectral convolutions multiply each kept mode by its complex "
+                      "weights: real (batched real GEMMs; faster on CPUs) or complex (LibTorch's "
+                      "complex bmm, the reference); the same product either way",
+                      "one of real, complex"),
+             {"real", "complex"});
   add_choice(
       bind_key(
           "time_stepping", &FC::time_stepping,

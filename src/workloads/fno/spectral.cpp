@@ -94,6 +94,29 @@ at::Tensor mix_modes(const at::Tensor& x, const at::Tensor& weight) {
   return at::bmm(xk, wk).permute({1, 2, 0}).reshape(shape);  // (B, Co, *K)
 }
 
+at::Tensor mix_modes_real(const at::Tensor& x, const at::Tensor& weight) {
+  const int64_t b = x.size(0), ci = x.size(1), co = weight.size(1);
+  SCAFFOLD_CHECK(weight.size(0) == ci && weight.dim() == x.dim() + 1 && weight.size(-1) == 2 &&
+                     x.sizes().slice(2) == weight.sizes().slice(2, x.dim() - 2),
+                 fmt::format("mix_modes_real: input {} and weight {} do not match",
+                             c10::str(x.sizes()), c10::str(weight.sizes())));
+  const int64_t k = x.numel() / std::max<int64_t>(b * ci, 1);
+  // (K, B, 2 Ci): each mode's inputs, the real parts then the imaginary ones.
+  const at::Tensor xk =
+      at::view_as_real(x).reshape({b, ci, k, 2}).permute({2, 0, 3, 1}).reshape({k, b, 2 * ci});
+  // (K, 2 Ci, 2 Co) = [[Wr, Wi], [-Wi, Wr]]: [xr, xi] times it is [xr Wr - xi Wi, xr Wi + xi Wr].
+  const at::Tensor w = weight.reshape({ci, co, k, 2}).permute({2, 0, 3, 1});  // (K, Ci, 2, Co)
+  const at::Tensor wr = w.select(2, 0), wi = w.select(2, 1);
+  const at::Tensor wk = at::cat({at::cat({wr, wi}, 2), at::cat({-wi, wr}, 2)}, 1);
+  std::vector<int64_t> shape{b, co};
+  for (int64_t s : x.sizes().slice(2)) shape.push_back(s);
+  // (K, B, 2 Co) -> (B, Co, K, 2) -> complex (B, Co, *K).
+  const at::Tensor out = at::bmm(xk, wk).reshape({k, b, 2, co}).permute({1, 3, 0, 2});
+  // clone, not contiguous(): a rank holding none of the modes (K = 0, sharded) has an empty `out`,
+  // which counts as contiguous with the permuted strides view_as_complex refuses.
+  return at::view_as_complex(out.clone(at::MemoryFormat::Contiguous)).reshape(shape);
+}
+
 SpectralConvImpl::SpectralConvImpl(SpectralConvOptions options) : options_(std::move(options)) {
   SCAFFOLD_CHECK(
       !options_.modes.empty() && options_.modes.size() <= 3,
@@ -127,13 +150,19 @@ at::Tensor SpectralConvImpl::forward(const at::Tensor& x_in) {
   const at::Tensor w = complex_weight();  // (Ci, Co, *K)
   if (!shard_ || shard_->parts() == 1) {
     std::vector<int64_t> grid = x.sizes().slice(2).vec();
-    return irfft_modes(mix_modes(rfft_modes(x, options_.modes), w), grid);
+    const at::Tensor kept = rfft_modes(x, options_.modes);
+    return irfft_modes(options_.real_mixing ? mix_modes_real(kept, weight) : mix_modes(kept, w),
+                       grid);
   }
   std::vector<int64_t> grid = x.sizes().slice(2).vec();
   grid[0] = shard_->extent;
   const at::Tensor kept = dist_rfft_modes(x, options_.modes, *shard_);
   // This rank's part of the last kept-mode axis, and the weights of those modes.
   const IndexRange r = mode_range(options_.modes, *shard_);
+  if (options_.real_mixing) {
+    const at::Tensor w_local = d == 1 ? weight : weight.narrow(weight.dim() - 2, r.start, r.length);
+    return dist_irfft_modes(mix_modes_real(kept, w_local), options_.modes, grid, *shard_);
+  }
   const at::Tensor w_local = d == 1 ? w : w.narrow(w.dim() - 1, r.start, r.length);
   return dist_irfft_modes(mix_modes(kept, w_local), options_.modes, grid, *shard_);
 }

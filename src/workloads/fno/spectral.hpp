@@ -45,10 +45,19 @@ at::Tensor irfft_modes(const at::Tensor& kept, const std::vector<int64_t>& grid)
 // out[b, o, k] = sum_i x[b, i, k] weight[i, o, k] (the paper's einsum "bi...,io...->bo...").
 at::Tensor mix_modes(const at::Tensor& x, const at::Tensor& weight);
 
+// The same product in real arithmetic, from the weight's real storage (Ci, Co, *K, 2): one real
+// batched GEMM per kept mode, [xr, xi] (B, 2 Ci) times [[Wr, Wi], [-Wi, Wr]] (2 Ci, 2 Co).
+// LibTorch 1.13's CPU bmm on complex operands copies every mode's matrices one by one (tens of
+// thousands of small copies per FNO step); this form is one real bmm and a few whole-tensor copies,
+// and autograd differentiates it without complex kernels.
+at::Tensor mix_modes_real(const at::Tensor& x, const at::Tensor& weight);
+
 struct SpectralConvOptions {
   int64_t in_channels = 1;
   int64_t out_channels = 1;
   std::vector<int64_t> modes;  // m_i per spatial dimension; 1 to 3 entries
+  // true: mix_modes_real; false: mix_modes (complex bmm, the reference).
+  bool real_mixing = true;
 };
 
 class SpectralConvImpl : public torch::nn::Cloneable<SpectralConvImpl> {

@@ -90,6 +90,7 @@ FnoOptions model_options(const FnoConfig& cfg, const ProblemShape& shape) {
   o.lifting_layers = cfg.lifting_layers;
   o.projection_layers = cfg.projection_layers;
   o.gelu_after_last_layer = cfg.gelu_after_last_layer;
+  o.real_mode_mixing = cfg.spectral_mixing == "real";
   return o;
 }
 
@@ -216,6 +217,10 @@ class FnoRun : public suite::WorkloadRun {
   core::MemoryEstimate memory_estimate(const suite::RunEnv&) const override {
     const ProblemShape shape = problem_shape(cfg_);
     return fno_memory_estimate(cfg_, shape.in_channels, shape.out_channels);
+  }
+  // system.json names the spectral mode mixing the model runs (spectral_mixing).
+  void describe(suite::RunEnv&, report::SystemInfo& info) override {
+    info.kernels.push_back("spectral_mixing=" + cfg_.spectral_mixing);
   }
 
  protected:

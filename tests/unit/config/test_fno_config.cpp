@@ -75,6 +75,8 @@ TEST_F(FnoConfigTest, DefaultsAreCaramlsRbc2dBenchmark) {
   EXPECT_EQ(c.weight_decay, 1e-4);
   EXPECT_EQ(c.mode, "train");
   EXPECT_FALSE(c.device_sharing);
+  EXPECT_EQ(c.spectral_mixing, "real");
+  EXPECT_EQ(load({write("spectral_mixing: complex\n", "complex.yml")}).spectral_mixing, "complex");
   // The generators' defaults (CARAML's RBC2D: Ra 1e7), stored in `generator`.
   EXPECT_EQ(c.generator.rbc_rayleigh, 1e7);
   EXPECT_EQ(c.generator.rbc_states, 201);
@@ -110,6 +112,7 @@ TEST_F(FnoConfigTest, BadValuesNameTheKeyAndTheValue) {
   error_of("tp_size: 0\n", {"tp_size"});
   error_of("batch_sise: 4\n", {"batch_sise"});
   error_of("rbc_rayleigh: -1\n", {"rbc_rayleigh", "-1"});
+  error_of("spectral_mixing: fft\n", {"spectral_mixing", "fft", "real, complex"});
 }
 
 TEST_F(FnoConfigTest, RoundTripKeepsEveryKeyIncludingTheGeneratorOnes) {

@@ -173,39 +173,74 @@ TEST(FnoSpectral, InverseEqualsTheDirectSum) {
 
 TEST(FnoSpectral, SpectralConvEqualsDirectDftMixAndInverse) {
   torch::manual_seed(3);
-  for (const Case& c : cases()) {
-    SpectralConvOptions o;
-    o.in_channels = 3;
-    o.out_channels = 2;
-    o.modes = c.modes;
-    SpectralConv conv(o);
-    const at::Tensor x = random_input(2, 3, c.grid);
-    // Reference: direct DFT, the per-mode mixing written out, direct inverse.
-    std::vector<int64_t> kshape;
-    const std::vector<cd> xk = direct_modes(x, c, &kshape);
-    const int64_t nk = prod(kshape);
-    const at::Tensor w = at::view_as_complex(conv->weight.detach())
-                             .to(at::kComplexDouble)
-                             .contiguous();  // (Ci, Co, *K)
-    const auto* wp = w.data_ptr<c10::complex<double>>();
-    std::vector<cd> mixed(static_cast<std::size_t>(2 * 2 * nk));
-    for (int64_t b = 0; b < 2; ++b)
-      for (int64_t oc = 0; oc < 2; ++oc)
-        for (int64_t k = 0; k < nk; ++k)
-          for (int64_t ic = 0; ic < 3; ++ic) {
-            const auto wv = wp[(ic * 2 + oc) * nk + k];
-            mixed[static_cast<std::size_t>((b * 2 + oc) * nk + k)] +=
-                xk[static_cast<std::size_t>((b * 3 + ic) * nk + k)] * cd(wv.real(), wv.imag());
-          }
-    std::vector<int64_t> zshape{2, 2};
-    zshape.insert(zshape.end(), kshape.begin(), kshape.end());
-    const at::Tensor expected = direct_inverse(complex_tensor(mixed, zshape), c);
-    at::Tensor got;
-    {
-      torch::NoGradGuard no_grad;
-      got = conv->forward(x);
+  for (const bool real_mixing : {true, false})
+    for (const Case& c : cases()) {
+      SpectralConvOptions o;
+      o.in_channels = 3;
+      o.out_channels = 2;
+      o.modes = c.modes;
+      o.real_mixing = real_mixing;
+      SpectralConv conv(o);
+      const at::Tensor x = random_input(2, 3, c.grid);
+      // Reference: direct DFT, the per-mode mixing written out, direct inverse.
+      std::vector<int64_t> kshape;
+      const std::vector<cd> xk = direct_modes(x, c, &kshape);
+      const int64_t nk = prod(kshape);
+      const at::Tensor w = at::view_as_complex(conv->weight.detach())
+                               .to(at::kComplexDouble)
+                               .contiguous();  // (Ci, Co, *K)
+      const auto* wp = w.data_ptr<c10::complex<double>>();
+      std::vector<cd> mixed(static_cast<std::size_t>(2 * 2 * nk));
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t oc = 0; oc < 2; ++oc)
+          for (int64_t k = 0; k < nk; ++k)
+            for (int64_t ic = 0; ic < 3; ++ic) {
+              const auto wv = wp[(ic * 2 + oc) * nk + k];
+              mixed[static_cast<std::size_t>((b * 2 + oc) * nk + k)] +=
+                  xk[static_cast<std::size_t>((b * 3 + ic) * nk + k)] * cd(wv.real(), wv.imag());
+            }
+      std::vector<int64_t> zshape{2, 2};
+      zshape.insert(zshape.end(), kshape.begin(), kshape.end());
+      const at::Tensor expected = direct_inverse(complex_tensor(mixed, zshape), c);
+      at::Tensor got;
+      {
+        torch::NoGradGuard no_grad;
+        got = conv->forward(x);
+      }
+      EXPECT_TRUE(tensors_close(got, expected, kTol,
+                                std::string("SpectralConv, ") + (real_mixing ? "real" : "complex") +
+                                    " mixing, " + name_of(c)));
     }
-    EXPECT_TRUE(tensors_close(got, expected, kTol, "SpectralConv, " + name_of(c)));
+}
+
+// The real-arithmetic mode mixing against LibTorch's complex bmm, in float64: the product, and
+// the gradients of a random linear functional of it with respect to the input and the weights'
+// real storage. Tolerance 1e-12 relative to the largest magnitude (the same sums, reordered).
+TEST(FnoSpectral, RealModeMixingEqualsTheComplexProductAndItsGradients) {
+  torch::manual_seed(11);
+  for (const std::vector<int64_t>& k : std::vector<std::vector<int64_t>>{{5}, {4, 3}, {2, 4, 3}}) {
+    std::vector<int64_t> xshape{3, 4}, wshape{4, 5};
+    xshape.insert(xshape.end(), k.begin(), k.end());
+    wshape.insert(wshape.end(), k.begin(), k.end());
+    wshape.push_back(2);
+    const at::Tensor x0 = at::randn(xshape, at::kComplexDouble);
+    const at::Tensor w0 = at::randn(wshape, at::kDouble);
+    std::vector<int64_t> oshape{3, 5};
+    oshape.insert(oshape.end(), k.begin(), k.end());
+    const at::Tensor r = at::randn(oshape, at::kComplexDouble);  // d loss / d output
+    const auto run = [&](bool real) {
+      at::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+      const at::Tensor y = real ? mix_modes_real(x, w) : mix_modes(x, at::view_as_complex(w));
+      at::view_as_real(y * r.conj()).sum().backward();
+      return std::vector<at::Tensor>{y.detach(), x.grad(), w.grad()};
+    };
+    const std::vector<at::Tensor> got = run(true), want = run(false);
+    const std::string where = "modes " + c10::str(at::IntArrayRef(k));
+    EXPECT_TRUE(tensors_close(at::view_as_real(got[0]), at::view_as_real(want[0]), 1e-12,
+                              "product, " + where));
+    EXPECT_TRUE(tensors_close(at::view_as_real(got[1]), at::view_as_real(want[1]), 1e-12,
+                              "input gradient, " + where));
+    EXPECT_TRUE(tensors_close(got[2], want[2], 1e-12, "weight gradient, " + where));
   }
 }
 
@@ -304,59 +339,63 @@ TEST(FnoModel, OperatorLearningsLiftingAndProjectionDepths) {
 // central finite differences: catches wrong backward kernels (LibTorch 1.13's float32 CPU
 // gelu_backward is wrong for non-contiguous gradients, which fno.cpp's GELU works around).
 TEST(FnoModel, GradientsMatchFloat64AndFiniteDifferences) {
-  for (const Case& c : cases()) {
-    torch::manual_seed(5);
-    FnoOptions o;
-    o.in_channels = 2;
-    o.out_channels = 3;
-    o.modes = c.modes;
-    o.width = 6;
-    o.layers = 2;
-    o.projection_channels = 8;
-    Fno net(o);
-    std::vector<int64_t> shape{2, 2};
-    shape.insert(shape.end(), c.grid.begin(), c.grid.end());
-    const at::Tensor x = at::randn(shape);
-    std::vector<int64_t> oshape{2, 3};
-    oshape.insert(oshape.end(), c.grid.begin(), c.grid.end());
-    const at::Tensor r = at::randn(oshape);  // d loss / d output
-    const auto loss_of = [&](Fno& m, at::ScalarType t) {
-      return (m->forward(x.to(t)) * r.to(t)).sum();
-    };
-    loss_of(net, at::kFloat).backward();
-    Fno net64(o);
-    {
-      torch::NoGradGuard no_grad;
-      net64->to(at::kDouble);
-      const auto src = net->parameters();
-      const auto dst = net64->parameters();
-      for (std::size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
-    }
-    loss_of(net64, at::kDouble).backward();
-    const auto p32 = net->named_parameters();
-    const auto p64 = net64->named_parameters();
-    for (std::size_t i = 0; i < p32.size(); ++i)
-      EXPECT_TRUE(tensors_close(p32[i].value().grad(), p64[i].value().grad(), 1e-4,
-                                "float32 gradient of " + p32[i].key() + ", " + name_of(c)));
-    // Finite differences of the float64 loss for a few entries of the first and last spectral
-    // weights.
-    for (const char* name : {"spectral.0.weight", "spectral.1.weight", "lift.weight"}) {
-      at::Tensor p = net64->named_parameters()[name];
-      const at::Tensor g = p.grad().flatten();
-      for (int64_t j : {int64_t{0}, p.numel() / 3, p.numel() - 1}) {
+  for (const bool real_mixing : {true, false})
+    for (const Case& c : cases()) {
+      torch::manual_seed(5);
+      FnoOptions o;
+      o.real_mode_mixing = real_mixing;
+      o.in_channels = 2;
+      o.out_channels = 3;
+      o.modes = c.modes;
+      o.width = 6;
+      o.layers = 2;
+      o.projection_channels = 8;
+      Fno net(o);
+      std::vector<int64_t> shape{2, 2};
+      shape.insert(shape.end(), c.grid.begin(), c.grid.end());
+      const at::Tensor x = at::randn(shape);
+      std::vector<int64_t> oshape{2, 3};
+      oshape.insert(oshape.end(), c.grid.begin(), c.grid.end());
+      const at::Tensor r = at::randn(oshape);  // d loss / d output
+      const auto loss_of = [&](Fno& m, at::ScalarType t) {
+        return (m->forward(x.to(t)) * r.to(t)).sum();
+      };
+      loss_of(net, at::kFloat).backward();
+      Fno net64(o);
+      {
         torch::NoGradGuard no_grad;
-        const double h = 1e-6, v = p.flatten()[j].item<double>();
-        p.flatten()[j] = v + h;
-        const double up = loss_of(net64, at::kDouble).item<double>();
-        p.flatten()[j] = v - h;
-        const double down = loss_of(net64, at::kDouble).item<double>();
-        p.flatten()[j] = v;
-        const double fd = (up - down) / (2 * h);
-        EXPECT_NEAR(g[j].item<double>(), fd, 1e-6 * std::max(1.0, std::abs(fd)))
-            << name << "[" << j << "], " << name_of(c);
+        net64->to(at::kDouble);
+        const auto src = net->parameters();
+        const auto dst = net64->parameters();
+        for (std::size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+      }
+      loss_of(net64, at::kDouble).backward();
+      const auto p32 = net->named_parameters();
+      const auto p64 = net64->named_parameters();
+      for (std::size_t i = 0; i < p32.size(); ++i)
+        EXPECT_TRUE(tensors_close(p32[i].value().grad(), p64[i].value().grad(), 1e-4,
+                                  "float32 gradient of " + p32[i].key() + ", " + name_of(c) +
+                                      (real_mixing ? ", real mixing" : ", complex mixing")));
+      // Finite differences of the float64 loss for a few entries of the first and last spectral
+      // weights.
+      for (const char* name : {"spectral.0.weight", "spectral.1.weight", "lift.weight"}) {
+        at::Tensor p = net64->named_parameters()[name];
+        const at::Tensor g = p.grad().flatten();
+        for (int64_t j : {int64_t{0}, p.numel() / 3, p.numel() - 1}) {
+          torch::NoGradGuard no_grad;
+          const double h = 1e-6, v = p.flatten()[j].item<double>();
+          p.flatten()[j] = v + h;
+          const double up = loss_of(net64, at::kDouble).item<double>();
+          p.flatten()[j] = v - h;
+          const double down = loss_of(net64, at::kDouble).item<double>();
+          p.flatten()[j] = v;
+          const double fd = (up - down) / (2 * h);
+          EXPECT_NEAR(g[j].item<double>(), fd, 1e-6 * std::max(1.0, std::abs(fd)))
+              << name << "[" << j << "], " << name_of(c) << (real_mixing ? ", real" : ", complex")
+              << " mixing";
+        }
       }
     }
-  }
 }
 
 }  // namespace
