@@ -32,7 +32,9 @@ struct BenchOptions {
   int64_t modes = 12, width = 32, layers = 4, projection = 128, batch = 4;
   int threads = 0;
   int timed_steps = 5, warmup_steps = 2;
-  std::string mixing = "real";  // the spectral mode mixing (FnoOptions::real_mode_mixing)
+  std::string mixing = "real";
+  std::string projection_kernel = "fused";  // FnoOptions::fused_projection  // the spectral mode
+                                            // mixing (FnoOptions::real_mode_mixing)
 };
 
 // The closed-form pattern both sides fill tensors with: 0.05 sin(0.37 i + k) over the flat
@@ -61,6 +63,7 @@ int run(const BenchOptions& o) {
   mo.layers = o.layers;
   mo.projection_channels = o.projection;
   mo.real_mode_mixing = o.mixing == "real";
+  mo.fused_projection = o.projection_kernel == "fused";
   fno::Fno net(mo);
   {
     torch::NoGradGuard no_grad;
@@ -132,6 +135,9 @@ int main(int argc, char** argv) {
          "--mixing", o.mixing,
          "the spectral mode mixing: real (batched real GEMMs) or complex (LibTorch's complex bmm)")
       ->check(CLI::IsMember({"real", "complex"}));
+  app.add_option("--projection-kernel", o.projection_kernel,
+                 "the projection: fused (tiled, one pass) or libtorch (two maps and a GELU)")
+      ->check(CLI::IsMember({"fused", "libtorch"}));
   CLI11_PARSE(app, argc, argv);
   return run(o);
 }

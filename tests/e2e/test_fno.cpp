@@ -133,7 +133,8 @@ TEST(Fno, LearnsAndRecordsCaramlsFigures) {
     EXPECT_TRUE(fs::is_regular_file(run / f)) << f;
   // system.json names the spectral mode mixing the run used (the default).
   const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
-  EXPECT_EQ(sys.at("kernels"), nlohmann::json::array({"spectral_mixing=real"})) << sys.dump();
+  EXPECT_EQ(sys.at("kernels"), nlohmann::json::array({"spectral_mixing=real", "projection=fused"}))
+      << sys.dump();
 
   const auto rows = test::csv_rows(run / "epoch_stats.csv");
   ASSERT_EQ(rows.size(), 1u + 31u) << core::read_file(run / "epoch_stats.csv");

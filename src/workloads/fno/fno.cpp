@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "core/error.hpp"
+#include "nn/autocast.hpp"
 
 namespace scaffold::fno {
 namespace {
@@ -29,7 +31,92 @@ class GeluFunction : public torch::autograd::Function<GeluFunction> {
   }
 };
 
+// The points of one tile of the fused projection: its (P, T) activations stay in cache (512 KiB
+// in float32 whatever P is).
+int64_t projection_tile(int64_t p) {
+  return std::max<int64_t>(64, (int64_t{1} << 17) / std::max<int64_t>(p, 1));
+}
+
+// A bias as ProjectionFunction takes it: autograd functions take no undefined tensors, so "no
+// bias" is an empty tensor.
+at::Tensor bias_or_empty(const at::Tensor& bias, const at::Tensor& weight) {
+  return bias.defined() ? bias : at::empty({0}, weight.options());
+}
+
+// (P) -> (P, 1) for addmm, or an undefined tensor for none (empty).
+at::Tensor column(const at::Tensor& bias) {
+  return bias.numel() > 0 ? bias.view({-1, 1}) : at::Tensor();
+}
+
+at::Tensor affine(const at::Tensor& w, const at::Tensor& bias_column, const at::Tensor& x) {
+  return bias_column.defined() ? at::addmm(bias_column, w, x) : at::mm(w, x);
+}
+
+// y = W2 gelu(W1 x + b1) + b2 over the channels of x (B, C, N), a tile of points at a time: the
+// (B, P, N) activations are never stored; backward recomputes each tile's (one more product
+// than autograd's path) and accumulates the weight gradients tile by tile.
+class ProjectionFunction : public torch::autograd::Function<ProjectionFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
+                            const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
+                            const at::Tensor& b2) {
+    const at::Tensor x = x_in.contiguous();
+    ctx->save_for_backward({x, w1, b1, w2, b2});
+    const int64_t b = x.size(0), n = x.size(2), tile = projection_tile(w1.size(0));
+    at::Tensor y = at::empty({b, w2.size(0), n}, x.options());
+    const at::Tensor c1 = column(b1), c2 = column(b2);
+    for (int64_t e = 0; e < b; ++e)
+      for (int64_t p0 = 0; p0 < n; p0 += tile) {
+        const int64_t t = std::min(tile, n - p0);
+        const at::Tensor g = at::gelu(affine(w1, c1, x[e].narrow(1, p0, t)));
+        y[e].narrow(1, p0, t).copy_(affine(w2, c2, g));
+      }
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w1 = saved[1], &b1 = saved[2], &w2 = saved[3], &b2 = saved[4];
+    const at::Tensor gy_all = grad_outputs.at(0).contiguous();
+    const int64_t b = x.size(0), n = x.size(2), tile = projection_tile(w1.size(0));
+    at::Tensor dx = at::empty_like(x), dw1 = at::zeros_like(w1), dw2 = at::zeros_like(w2);
+    at::Tensor db1 = b1.numel() > 0 ? at::zeros_like(b1) : at::Tensor();
+    at::Tensor db2 = b2.numel() > 0 ? at::zeros_like(b2) : at::Tensor();
+    const at::Tensor c1 = column(b1), w1t = w1.t(), w2t = w2.t();
+    for (int64_t e = 0; e < b; ++e)
+      for (int64_t p0 = 0; p0 < n; p0 += tile) {
+        const int64_t t = std::min(tile, n - p0);
+        const at::Tensor xt = x[e].narrow(1, p0, t), gy = gy_all[e].narrow(1, p0, t);
+        const at::Tensor h = affine(w1, c1, xt);  // (P, T), recomputed
+        const at::Tensor g = at::gelu(h);
+        dw2.addmm_(gy, g.t());
+        if (db2.defined()) db2.add_(gy.sum(1));
+        const at::Tensor dh = at::gelu_backward(at::mm(w2t, gy), h);
+        dw1.addmm_(dh, xt.t());
+        if (db1.defined()) db1.add_(dh.sum(1));
+        dx[e].narrow(1, p0, t).copy_(at::mm(w1t, dh));
+      }
+    return {dx, dw1, db1, dw2, db2};
+  }
+};
+
 }  // namespace
+
+at::Tensor fused_projection(const at::Tensor& x, const torch::nn::LinearImpl& first,
+                            const torch::nn::LinearImpl& second) {
+  const int64_t b = x.size(0), c = x.size(1);
+  SCAFFOLD_CHECK(first.weight.size(1) == c && second.weight.size(1) == first.weight.size(0),
+                 fmt::format("fused_projection: {} channels for ({}, {}) and ({}, {}) weights", c,
+                             first.weight.size(0), first.weight.size(1), second.weight.size(0),
+                             second.weight.size(1)));
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[1] = second.weight.size(0);
+  return ProjectionFunction::apply(x.reshape({b, c, -1}), first.weight,
+                                   bias_or_empty(first.bias, first.weight), second.weight,
+                                   bias_or_empty(second.bias, second.weight))
+      .view(shape);
+}
 
 at::Tensor gelu(const at::Tensor& x) {
   return GeluFunction::apply(x);
@@ -132,7 +219,13 @@ at::Tensor FnoImpl::forward(const at::Tensor& x_in) {
     x = spectral + pointwise;
     if (l + 1 < options_.layers || options_.gelu_after_last_layer) x = fno::gelu(x);
   }
-  x = fno::gelu(channel_linear(x, *project_));  // (B, projection_channels, *grid)
+  // The projection's two maps in one pass over tiles of points where that is the same function:
+  // no hidden layers between them, and the weights' precision (autocast would run them in bf16).
+  if (options_.fused_projection && project_hidden_->is_empty() &&
+      !model::AutocastState::current().any_enabled() &&
+      x.scalar_type() == project_->weight.scalar_type())
+    return fused_projection(x, *project_, *output_);  // (B, C_out, *grid)
+  x = fno::gelu(channel_linear(x, *project_));        // (B, projection_channels, *grid)
   for (const auto& m : *project_hidden_)
     x = fno::gelu(channel_linear(x, *m->as<torch::nn::LinearImpl>()));
   return channel_linear(x, *output_);  // (B, C_out, *grid)

@@ -45,10 +45,20 @@ struct FnoOptions {
   // The spectral convolutions' mode mixing: real batched GEMMs (true) or LibTorch's complex bmm
   // (false, the reference); spectral.hpp.
   bool real_mode_mixing = true;
+  // The projection (projection_layers 2) as one tiled pass, fused_projection below (true), or as
+  // two channel_linear maps and a GELU (false, the reference). Used in the weights' precision
+  // only: under autocast the reference runs.
+  bool fused_projection = true;
 };
 
 // x (B, C, *S) -> (B, Co, *S): weight (Co, C) and bias (Co) of `linear` over the channel axis.
 at::Tensor channel_linear(const at::Tensor& x, const torch::nn::LinearImpl& linear);
+
+// second(gelu(first(x))) over the channels of x (B, C, *S), a tile of points at a time: the
+// (B, P, *S) hidden activations are neither stored for backward nor written out (backward
+// recomputes them per tile). The same function as the three ops, float32 or float64.
+at::Tensor fused_projection(const at::Tensor& x, const torch::nn::LinearImpl& first,
+                            const torch::nn::LinearImpl& second);
 
 // The exact (erf) GELU, with a backward that is right for any gradient layout (fno.cpp).
 at::Tensor gelu(const at::Tensor& x);

@@ -54,6 +54,9 @@ struct FnoConfig {
   // How the spectral convolutions multiply each kept mode by its complex weights: real (batched
   // real GEMMs, the default: faster on CPUs) or complex (LibTorch's complex bmm, the reference).
   std::string spectral_mixing = "real";
+  // The projection (projection_layers 2, no autocast) as one tiled pass that stores no hidden
+  // activations (true, the default) or as LibTorch's two maps and a GELU (false, the reference).
+  bool fused_projection = true;
   // direct: one forward maps the t_in input steps to all t_out output steps (channels);
   // recurrent: the model predicts one step from the last t_in and is fed its own prediction
   // t_out times, trained through the whole rollout (the paper's FNO-2D for Navier-Stokes).

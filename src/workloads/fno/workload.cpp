@@ -91,6 +91,7 @@ FnoOptions model_options(const FnoConfig& cfg, const ProblemShape& shape) {
   o.projection_layers = cfg.projection_layers;
   o.gelu_after_last_layer = cfg.gelu_after_last_layer;
   o.real_mode_mixing = cfg.spectral_mixing == "real";
+  o.fused_projection = cfg.fused_projection;
   return o;
 }
 
@@ -221,6 +222,10 @@ class FnoRun : public suite::WorkloadRun {
   // system.json names the spectral mode mixing the model runs (spectral_mixing).
   void describe(suite::RunEnv&, report::SystemInfo& info) override {
     info.kernels.push_back("spectral_mixing=" + cfg_.spectral_mixing);
+    // The fused projection runs where it is the same function (fno.cpp): two maps, no autocast.
+    const bool fused =
+        cfg_.fused_projection && cfg_.projection_layers == 2 && cfg_.precision == "fp32";
+    info.kernels.push_back(std::string("projection=") + (fused ? "fused" : "libtorch"));
   }
 
  protected:

@@ -76,6 +76,7 @@ TEST_F(FnoConfigTest, DefaultsAreCaramlsRbc2dBenchmark) {
   EXPECT_EQ(c.mode, "train");
   EXPECT_FALSE(c.device_sharing);
   EXPECT_EQ(c.spectral_mixing, "real");
+  EXPECT_TRUE(c.fused_projection);
   EXPECT_EQ(load({write("spectral_mixing: complex\n", "complex.yml")}).spectral_mixing, "complex");
   // The generators' defaults (CARAML's RBC2D: Ra 1e7), stored in `generator`.
   EXPECT_EQ(c.generator.rbc_rayleigh, 1e7);
