@@ -46,8 +46,8 @@ struct FnoOptions {
   // (false, the reference); spectral.hpp.
   bool real_mode_mixing = true;
   // The projection (projection_layers 2) as one tiled pass, fused_projection below (true), or as
-  // two channel_linear maps and a GELU (false, the reference). Used in the weights' precision
-  // only: under autocast the reference runs.
+  // two channel_linear maps and a GELU (false, the reference). Used on CPUs in the weights'
+  // precision only: on a GPU or under autocast the reference runs.
   bool fused_projection = true;
 };
 

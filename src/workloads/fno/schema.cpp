@@ -201,11 +201,12 @@ std::vector<Spec> fno_table() {
                       "complex bmm, the reference); the same product either way",
                       "one of real, complex"),
              {"real", "complex"});
-  add(bind_key("fused_projection", &FC::fused_projection,
-               "1 computes the projection (projection_layers 2, without autocast) in one tiled "
-               "pass that stores no hidden activations; 0 as LibTorch's two maps and a GELU (the "
-               "reference); the same function either way",
-               kBoolAllowed, bool_any));
+  add(bind_key(
+      "fused_projection", &FC::fused_projection,
+      "1 computes the projection (projection_layers 2, without autocast, on CPUs) in one tiled "
+      "pass that stores no hidden activations; 0 as LibTorch's two maps and a GELU (the "
+      "reference); the same function either way",
+      kBoolAllowed, bool_any));
   add_choice(
       bind_key(
           "time_stepping", &FC::time_stepping,

@@ -220,11 +220,12 @@ class FnoRun : public suite::WorkloadRun {
     return fno_memory_estimate(cfg_, shape.in_channels, shape.out_channels);
   }
   // system.json names the spectral mode mixing the model runs (spectral_mixing).
-  void describe(suite::RunEnv&, report::SystemInfo& info) override {
+  void describe(suite::RunEnv& env, report::SystemInfo& info) override {
     info.kernels.push_back("spectral_mixing=" + cfg_.spectral_mixing);
-    // The fused projection runs where it is the same function (fno.cpp): two maps, no autocast.
-    const bool fused =
-        cfg_.fused_projection && cfg_.projection_layers == 2 && cfg_.precision == "fp32";
+    // The fused projection runs where it is the same function and pays (fno.cpp): two maps, no
+    // autocast, a CPU.
+    const bool fused = cfg_.fused_projection && cfg_.projection_layers == 2 &&
+                       cfg_.precision == "fp32" && !env.device.is_cuda();
     info.kernels.push_back(std::string("projection=") + (fused ? "fused" : "libtorch"));
   }
 
