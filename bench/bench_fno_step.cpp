@@ -32,9 +32,8 @@ struct BenchOptions {
   int64_t modes = 12, width = 32, layers = 4, projection = 128, batch = 4;
   int threads = 0;
   int timed_steps = 5, warmup_steps = 2;
-  std::string mixing = "real";
-  std::string projection_kernel = "fused";  // FnoOptions::fused_projection  // the spectral mode
-                                            // mixing (FnoOptions::real_mode_mixing)
+  std::string mixing = "real";              // FnoOptions::real_mode_mixing
+  std::string projection_kernel = "fused";  // FnoOptions::fused_projection
 };
 
 // The closed-form pattern both sides fill tensors with: 0.05 sin(0.37 i + k) over the flat

@@ -120,8 +120,9 @@ TEST(DistributedFft, EqualsTorchFftOfTheGatheredGrid) {
   }
 }
 
-FnoOptions small_fno(const Case& c) {
+FnoOptions small_fno(const Case& c, bool real_mixing = true) {
   FnoOptions o;
+  o.real_mode_mixing = real_mixing;  // false: the complex reference, on this rank's modes too
   o.in_channels = 2;
   o.out_channels = 3;
   o.modes = c.modes;
@@ -134,64 +135,66 @@ FnoOptions small_fno(const Case& c) {
 
 TEST(ShardedFno, EqualsTheUnshardedFnoInOutputAndEveryGradient) {
   for (int tp : shard_sizes()) {
-    for (const Case& c : cases()) {
-      SCOPED_TRACE(name_of(c, tp));
-      ShardSetup s(tp, c.grid[0]);
-      torch::manual_seed(21);  // the same weights and data on every rank
-      Fno reference(small_fno(c));
-      Fno sharded(small_fno(c));
-      {
-        torch::NoGradGuard no_grad;
-        const auto src = reference->parameters();
-        const auto dst = sharded->parameters();
-        for (std::size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
-      }
-      sharded->set_shard(s.shard);
-      std::vector<int64_t> in_shape{2, 2}, out_shape{2, 3};
-      in_shape.insert(in_shape.end(), c.grid.begin(), c.grid.end());
-      out_shape.insert(out_shape.end(), c.grid.begin(), c.grid.end());
-      const at::Tensor x_full = at::randn(in_shape);
-      const at::Tensor y_full = at::randn(out_shape);
-      const IndexRange local = s.shard->local();
+    for (const bool real_mixing : {true, false})
+      for (const Case& c : cases()) {
+        SCOPED_TRACE(name_of(c, tp) + (real_mixing ? ", real mixing" : ", complex mixing"));
+        ShardSetup s(tp, c.grid[0]);
+        torch::manual_seed(21);  // the same weights and data on every rank
+        Fno reference(small_fno(c, real_mixing));
+        Fno sharded(small_fno(c, real_mixing));
+        {
+          torch::NoGradGuard no_grad;
+          const auto src = reference->parameters();
+          const auto dst = sharded->parameters();
+          for (std::size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+        }
+        sharded->set_shard(s.shard);
+        std::vector<int64_t> in_shape{2, 2}, out_shape{2, 3};
+        in_shape.insert(in_shape.end(), c.grid.begin(), c.grid.end());
+        out_shape.insert(out_shape.end(), c.grid.begin(), c.grid.end());
+        const at::Tensor x_full = at::randn(in_shape);
+        const at::Tensor y_full = at::randn(out_shape);
+        const IndexRange local = s.shard->local();
 
-      // Unsharded: output, loss, gradients.
-      const at::Tensor xr = x_full.clone().requires_grad_(true);
-      const at::Tensor out_r = reference->forward(xr);
-      const at::Tensor loss_r = relative_l2(out_r, y_full, FftShard{}).mean();
-      loss_r.backward();
+        // Unsharded: output, loss, gradients.
+        const at::Tensor xr = x_full.clone().requires_grad_(true);
+        const at::Tensor out_r = reference->forward(xr);
+        const at::Tensor loss_r = relative_l2(out_r, y_full, FftShard{}).mean();
+        loss_r.backward();
 
-      // Sharded: this rank's slab.
-      const at::Tensor xs =
-          x_full.narrow(2, local.start, local.length).contiguous().requires_grad_(true);
-      const at::Tensor out_s = sharded->forward(xs);
-      const at::Tensor loss_s =
-          relative_l2(out_s, y_full.narrow(2, local.start, local.length).contiguous(), *s.shard)
-              .mean();
-      loss_s.backward();
+        // Sharded: this rank's slab.
+        const at::Tensor xs =
+            x_full.narrow(2, local.start, local.length).contiguous().requires_grad_(true);
+        const at::Tensor out_s = sharded->forward(xs);
+        const at::Tensor loss_s =
+            relative_l2(out_s, y_full.narrow(2, local.start, local.length).contiguous(), *s.shard)
+                .mean();
+        loss_s.backward();
 
-      EXPECT_TRUE(close(out_s, out_r.detach().narrow(2, local.start, local.length), "output slab"));
-      EXPECT_NEAR(loss_s.item<double>(), loss_r.item<double>(), kTol * loss_r.item<double>())
-          << "loss";
-      {  // The per-field loss sums its norms over the shard group the same way.
-        torch::NoGradGuard no_grad;
-        const double field_r = field_relative_l2(out_r, y_full, FftShard{}).mean().item<double>();
-        const double field_s =
-            field_relative_l2(out_s, y_full.narrow(2, local.start, local.length).contiguous(),
-                              *s.shard)
-                .mean()
-                .item<double>();
-        EXPECT_NEAR(field_s, field_r, kTol * field_r) << "per-field loss";
+        EXPECT_TRUE(
+            close(out_s, out_r.detach().narrow(2, local.start, local.length), "output slab"));
+        EXPECT_NEAR(loss_s.item<double>(), loss_r.item<double>(), kTol * loss_r.item<double>())
+            << "loss";
+        {  // The per-field loss sums its norms over the shard group the same way.
+          torch::NoGradGuard no_grad;
+          const double field_r = field_relative_l2(out_r, y_full, FftShard{}).mean().item<double>();
+          const double field_s =
+              field_relative_l2(out_s, y_full.narrow(2, local.start, local.length).contiguous(),
+                                *s.shard)
+                  .mean()
+                  .item<double>();
+          EXPECT_NEAR(field_s, field_r, kTol * field_r) << "per-field loss";
+        }
+        EXPECT_TRUE(close(xs.grad(), xr.grad().narrow(2, local.start, local.length),
+                          "input gradient slab"));
+        const auto pr = reference->named_parameters();
+        const auto ps = sharded->named_parameters();
+        for (std::size_t i = 0; i < pr.size(); ++i) {
+          at::Tensor g = ps[i].value().grad().clone();
+          s.shard->group->allreduce_sum(g)->wait();  // each shard holds its part of the gradient
+          EXPECT_TRUE(close(g, pr[i].value().grad(), "gradient of " + pr[i].key()));
+        }
       }
-      EXPECT_TRUE(
-          close(xs.grad(), xr.grad().narrow(2, local.start, local.length), "input gradient slab"));
-      const auto pr = reference->named_parameters();
-      const auto ps = sharded->named_parameters();
-      for (std::size_t i = 0; i < pr.size(); ++i) {
-        at::Tensor g = ps[i].value().grad().clone();
-        s.shard->group->allreduce_sum(g)->wait();  // each shard holds its part of the gradient
-        EXPECT_TRUE(close(g, pr[i].value().grad(), "gradient of " + pr[i].key()));
-      }
-    }
   }
 }
 

@@ -118,6 +118,10 @@ at::Tensor fused_projection(const at::Tensor& x, const torch::nn::LinearImpl& fi
       .view(shape);
 }
 
+bool projection_is_fused(const FnoOptions& o, bool on_cpu, bool autocast) {
+  return o.fused_projection && o.projection_layers <= 2 && on_cpu && !autocast;
+}
+
 at::Tensor gelu(const at::Tensor& x) {
   return GeluFunction::apply(x);
 }
@@ -219,11 +223,8 @@ at::Tensor FnoImpl::forward(const at::Tensor& x_in) {
     x = spectral + pointwise;
     if (l + 1 < options_.layers || options_.gelu_after_last_layer) x = fno::gelu(x);
   }
-  // The projection's two maps in one pass over tiles of points where that is the same function
-  // (no hidden layers between them, the weights' precision: autocast would run them in bf16) and
-  // pays (a CPU: on a GPU each tile's small products would be kernel launches).
-  if (options_.fused_projection && project_hidden_->is_empty() && x.is_cpu() &&
-      !model::AutocastState::current().any_enabled() &&
+  // The projection's two maps in one pass over tiles of points (in the weights' precision).
+  if (projection_is_fused(options_, x.is_cpu(), model::AutocastState::current().any_enabled()) &&
       x.scalar_type() == project_->weight.scalar_type())
     return fused_projection(x, *project_, *output_);  // (B, C_out, *grid)
   x = fno::gelu(channel_linear(x, *project_));        // (B, projection_channels, *grid)

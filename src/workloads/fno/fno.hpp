@@ -60,6 +60,12 @@ at::Tensor channel_linear(const at::Tensor& x, const torch::nn::LinearImpl& line
 at::Tensor fused_projection(const at::Tensor& x, const torch::nn::LinearImpl& first,
                             const torch::nn::LinearImpl& second);
 
+// Whether the model with options `o` computes its projection with fused_projection: asked for,
+// where it is the same function (two maps, no hidden layer between; no autocast, which would run
+// the maps in bf16) and where it pays (a CPU: on a GPU each tile's small products would be kernel
+// launches). Forward asks it, and the driver, for system.json.
+bool projection_is_fused(const FnoOptions& o, bool on_cpu, bool autocast);
+
 // The exact (erf) GELU, with a backward that is right for any gradient layout (fno.cpp).
 at::Tensor gelu(const at::Tensor& x);
 

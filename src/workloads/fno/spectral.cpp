@@ -117,6 +117,16 @@ at::Tensor mix_modes_real(const at::Tensor& x, const at::Tensor& weight) {
   return at::view_as_complex(out.clone(at::MemoryFormat::Contiguous)).reshape(shape);
 }
 
+namespace {
+
+// The kept modes times their weights, given in real storage (Ci, Co, *K, 2): in real arithmetic
+// or through the complex view (the reference).
+at::Tensor mix_kept_modes(const at::Tensor& kept, const at::Tensor& weight, bool real) {
+  return real ? mix_modes_real(kept, weight) : mix_modes(kept, at::view_as_complex(weight));
+}
+
+}  // namespace
+
 SpectralConvImpl::SpectralConvImpl(SpectralConvOptions options) : options_(std::move(options)) {
   SCAFFOLD_CHECK(
       !options_.modes.empty() && options_.modes.size() <= 3,
@@ -147,24 +157,20 @@ at::Tensor SpectralConvImpl::forward(const at::Tensor& x_in) {
   // The weights' precision (float32; float64 in tests), whatever autocast made of the input.
   const at::Tensor x =
       x_in.scalar_type() == weight.scalar_type() ? x_in : x_in.to(weight.scalar_type());
-  const at::Tensor w = complex_weight();  // (Ci, Co, *K)
   if (!shard_ || shard_->parts() == 1) {
     std::vector<int64_t> grid = x.sizes().slice(2).vec();
-    const at::Tensor kept = rfft_modes(x, options_.modes);
-    return irfft_modes(options_.real_mixing ? mix_modes_real(kept, weight) : mix_modes(kept, w),
+    return irfft_modes(mix_kept_modes(rfft_modes(x, options_.modes), weight, options_.real_mixing),
                        grid);
   }
   std::vector<int64_t> grid = x.sizes().slice(2).vec();
   grid[0] = shard_->extent;
   const at::Tensor kept = dist_rfft_modes(x, options_.modes, *shard_);
-  // This rank's part of the last kept-mode axis, and the weights of those modes.
+  // This rank's part of the last kept-mode axis (the real storage's second to last), and the
+  // weights of those modes.
   const IndexRange r = mode_range(options_.modes, *shard_);
-  if (options_.real_mixing) {
-    const at::Tensor w_local = d == 1 ? weight : weight.narrow(weight.dim() - 2, r.start, r.length);
-    return dist_irfft_modes(mix_modes_real(kept, w_local), options_.modes, grid, *shard_);
-  }
-  const at::Tensor w_local = d == 1 ? w : w.narrow(w.dim() - 1, r.start, r.length);
-  return dist_irfft_modes(mix_modes(kept, w_local), options_.modes, grid, *shard_);
+  const at::Tensor w_local = d == 1 ? weight : weight.narrow(weight.dim() - 2, r.start, r.length);
+  return dist_irfft_modes(mix_kept_modes(kept, w_local, options_.real_mixing), options_.modes, grid,
+                          *shard_);
 }
 
 }  // namespace scaffold::fno

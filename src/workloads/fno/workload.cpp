@@ -219,13 +219,11 @@ class FnoRun : public suite::WorkloadRun {
     const ProblemShape shape = problem_shape(cfg_);
     return fno_memory_estimate(cfg_, shape.in_channels, shape.out_channels);
   }
-  // system.json names the spectral mode mixing the model runs (spectral_mixing).
+  // system.json names the spectral mode mixing and the projection the model runs.
   void describe(suite::RunEnv& env, report::SystemInfo& info) override {
     info.kernels.push_back("spectral_mixing=" + cfg_.spectral_mixing);
-    // The fused projection runs where it is the same function and pays (fno.cpp): two maps, no
-    // autocast, a CPU.
-    const bool fused = cfg_.fused_projection && cfg_.projection_layers == 2 &&
-                       cfg_.precision == "fp32" && !env.device.is_cuda();
+    const bool fused = projection_is_fused(model_options(cfg_, problem_shape(cfg_)),
+                                           !env.device.is_cuda(), cfg_.precision == "bf16");
     info.kernels.push_back(std::string("projection=") + (fused ? "fused" : "libtorch"));
   }
 
