@@ -5,18 +5,23 @@
 // step's shapes. bench/gpt_step.py is the PyTorch twin (same weights, same tokens: the
 // first-step loss is compared); bench/bench_gpt_step.sh alternates the two. Under mpiexec with
 // --tp N the model is split over N tensor-parallel ranks and the all-reduce time is reported.
+// --gemm-peak 1 also times LibTorch's matrix product at the model's own GEMM shapes in the step's
+// dtype, in this process and with its threads, and reports the step's model FLOP/s as a fraction
+// of the fastest (MFU against the measured GEMM peak, not a datasheet's).
 // Legend: B batch, S sequence, h hidden, V padded vocabulary.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/utils.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/stats.hpp"
@@ -43,8 +48,29 @@ struct BenchOptions {
   std::string positions = "learned";
   std::string recompute = "none";
   bool breakdown = true;
+  bool gemm_peak = true;
+  std::string optimizer_kernel = "fused";  // fused | libtorch (the workload's optimizer_kernel)
   uint64_t seed = 0;
 };
+
+// GFLOP/s of at::mm at the GPT's GEMM shapes (m = B S tokens): QKV (h -> 3h), the MLP's two
+// (h -> 4h, 4h -> h) and the logits (h -> V), in `dtype`; the fastest of the four, each the
+// median of 5 runs after 2.
+double gemm_peak_gflops(int64_t m, int64_t h, int64_t v, at::ScalarType dtype) {
+  double best = 0;
+  for (const auto& [k, n] :
+       std::vector<std::pair<int64_t, int64_t>>{{h, 3 * h}, {h, 4 * h}, {4 * h, h}, {h, v}}) {
+    const at::Tensor a = at::randn({m, k}).to(dtype), b = at::randn({k, n}).to(dtype);
+    std::vector<double> t;
+    for (int i = 0; i < 7; ++i) {
+      core::Stopwatch clock;
+      at::Tensor c = at::mm(a, b);
+      if (i >= 2) t.push_back(clock.elapsed_s());
+    }
+    best = std::max(best, 2.0 * static_cast<double>(m * k * n) / core::median(t) / 1e9);
+  }
+  return best;
+}
 
 // The single-example source the task reads its batch from: the step's tokens as one batch.
 data::Batch batch_of(const at::Tensor& tokens) {
@@ -118,7 +144,9 @@ int run(const BenchOptions& o, dist::Communicator& world) {
   llm::GptTaskOptions to;
   to.precision = o.precision;
   llm::GptTask task(gpt, none, none, c10::Device(c10::kCPU), to);
-  auto optimizer = llm::megatron_adam({})(gpt->parameters());
+  llm::AdamOptions adam;
+  adam.fused = o.optimizer_kernel == "fused";
+  auto optimizer = llm::megatron_adam(adam)(gpt->parameters());
   const data::Batch batch = batch_of(tokens);
 
   struct Phases {
@@ -200,6 +228,11 @@ int run(const BenchOptions& o, dist::Communicator& world) {
                     });
   }
   const double optimizer_ms = median_of(opt) * 1e3;
+  const double gemm_gflops =
+      o.gemm_peak ? gemm_peak_gflops(o.batch * o.seq, o.hidden, o.vocab / o.tp,
+                                     o.precision == "bf16" ? at::kBFloat16 : at::kFloat)
+                  : std::nan("");
+  const double step_gflops = tflop * 1e3 / spread.median / o.tp;
   const double rest_ms = step_ms - attention_ms - mlp_ms - embed_loss_ms - optimizer_ms;
   const double comm_ms = median_of(comm_s) * 1e3;
   if (world.rank() == 0) {
@@ -218,7 +251,11 @@ int run(const BenchOptions& o, dist::Communicator& world) {
         "TFLOP "
         "-> {:.1f} GFLOP/s per rank\n",
         step_ms, spread.min * 1e3, spread.max * 1e3, o.timed_steps, o.warmup_steps, tokens_per_s,
-        tflop, tflop * 1e3 / spread.median / o.tp);
+        tflop, step_gflops);
+    if (o.gemm_peak)
+      fmt::print(
+          "  GEMM peak here ({}, at::mm at the model's shapes): {:.1f} GFLOP/s; MFU {:.3f}\n",
+          o.precision, gemm_gflops, step_gflops / gemm_gflops);
     fmt::print(
         "  phases: forward + loss {:.1f} ms, backward {:.1f} ms, clip + AdamW {:.1f} ms; "
         "tensor-parallel "
@@ -240,11 +277,13 @@ int run(const BenchOptions& o, dist::Communicator& world) {
         "params={} step_ms={:.2f} step_ms_min={:.2f} tokens_per_s={:.1f} loss0={:.6f} "
         "forward_ms={:.2f} "
         "backward_ms={:.2f} optimizer_ms={:.2f} comm_ms={:.2f} attention_ms={:.2f} mlp_ms={:.2f} "
-        "embed_loss_ms={:.2f} weights_sum={:.4f} tokens_sum={}\n",
+        "embed_loss_ms={:.2f} weights_sum={:.4f} tokens_sum={} optimizer_kernel={} "
+        "step_gflops={:.2f} gemm_gflops={:.2f} mfu={:.4f}\n",
         o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch, o.precision, threads, o.tp,
         llm::gpt_parameter_count(mo), step_ms, spread.min * 1e3, tokens_per_s, loss0,
         median_of(fwd) * 1e3, median_of(bwd) * 1e3, optimizer_ms, comm_ms, attention_ms, mlp_ms,
-        embed_loss_ms, weights_sum, tokens_sum);
+        embed_loss_ms, weights_sum, tokens_sum, o.optimizer_kernel, step_gflops, gemm_gflops,
+        step_gflops / gemm_gflops);
   }
   return 0;
 }
@@ -272,6 +311,11 @@ int parse_and_run(int argc, char** argv) {
   app.add_option("--breakdown", o.breakdown,
                  "time attention, MLP and embedding + loss alone (0/1)");
   app.add_option("--seed", o.seed);
+  app.add_option("--gemm-peak", o.gemm_peak,
+                 "time at::mm at the model's GEMM shapes and report MFU against it (0/1)");
+  app.add_option("--optimizer-kernel", o.optimizer_kernel,
+                 "AdamW: fused (one pass, the workload's default) or libtorch")
+      ->check(CLI::IsMember({"fused", "libtorch"}));
   CLI11_PARSE(app, argc, argv);
   dist::Runtime runtime(&argc, &argv);
   if (runtime.world().size() != o.tp) {

@@ -10,7 +10,9 @@
 # Usage: bench/bench_gpt_step.sh [build-dir]
 # Env: CONFIGS="4:256:8:256:4" (layers:hidden:heads:seq:batch), PRECISIONS="fp32 bf16", ROUNDS=3,
 #      STEPS=5, WARMUP=2, THREADS=<all CPUs>, VOCAB=50304, TP=1 (0: skip the tensor-parallel part),
-#      LOG=<file keeping every run's output>.
+#      OPTIMIZER=fused (the C++ side's AdamW kernel: fused or libtorch), LOG=<file keeping every
+#      run's output>. The C++ MFU column is its model FLOP/s over the fastest at::mm at the
+#      model's GEMM shapes, timed in the same process in the step's dtype.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${1:-$ROOT/build}/bench/bench_gpt_step"
@@ -24,6 +26,7 @@ WARMUP=${WARMUP:-2}
 THREADS=${THREADS:-$(nproc)}
 VOCAB=${VOCAB:-50304}
 TP=${TP:-1}
+OPTIMIZER=${OPTIMIZER:-fused}
 LOG=${LOG:-$(mktemp)}
 
 if [[ ! -x "$BIN" ]]; then
@@ -47,14 +50,17 @@ args_of() {  # layers:hidden:heads:seq:batch precision
   IFS=: read -r l h a s b <<<"$1"
   echo "--layers $l --hidden $h --heads $a --seq $s --batch $b --vocab $VOCAB --precision $2 --warmup $WARMUP --steps $STEPS"
 }
-run_cpp() { OMP_NUM_THREADS="$THREADS" "$BIN" --threads "$THREADS" "$@" | tee -a "$LOG" | grep '^result '; }
+run_cpp() {
+  OMP_NUM_THREADS="$THREADS" "$BIN" --threads "$THREADS" --optimizer-kernel "$OPTIMIZER" "$@" |
+    tee -a "$LOG" | grep '^result '
+}
 run_py() {
   LD_PRELOAD="$TCMALLOC" OMP_NUM_THREADS="$THREADS" "$PY" "$ROOT/bench/gpt_step.py" --threads "$THREADS" "$@" |
     tee -a "$LOG" | grep '^result '
 }
 
 echo "bench_gpt_step: configs '$CONFIGS', precisions '$PRECISIONS', $ROUNDS rounds, $STEPS timed steps after" \
-  "$WARMUP, $THREADS threads, vocabulary $VOCAB; full output in $LOG"
+  "$WARMUP, $THREADS threads, vocabulary $VOCAB, C++ optimizer $OPTIMIZER; full output in $LOG"
 echo "uptime before: $(uptime)"
 for cfg in $CONFIGS; do
   for prec in $PRECISIONS; do
@@ -86,19 +92,20 @@ function med(list,   a, n, i, j, t) {
     share[key, "mlp"] = share[key, "mlp"] " " 100 * f["mlp_ms"] / f["step_ms"]
     share[key, "emb"] = share[key, "emb"] " " 100 * f["embed_loss_ms"] / f["step_ms"]
     share[key, "opt"] = share[key, "opt"] " " 100 * f["optimizer_ms"] / f["step_ms"]
+    mfu[key] = mfu[key] " " f["mfu"]
   }
   if (side == "py" && (key in last_cpp)) paired[key] = paired[key] " " last_cpp[key] / f["step_ms"]
   if ((key, side) in loss && loss[key, side] != f["loss0"]) bad = bad "\n  " key ": " side " loss0 changed between runs"
   loss[key, side] = f["loss0"]; wsum[key, side] = f["weights_sum"]
 }
 END {
-  printf "\n| layers:hidden:heads:seq:batch | precision | C++ ms/step | Python ms/step | C++/Python (paired) | C++ tokens/s | Python tokens/s | attention | MLP | embedding+loss | optimizer |\n"
-  printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+  printf "\n| layers:hidden:heads:seq:batch | precision | C++ ms/step | Python ms/step | C++/Python (paired) | C++ tokens/s | Python tokens/s | C++ MFU | attention | MLP | embedding+loss | optimizer |\n"
+  printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
   for (k = 1; k <= n; ++k) {
     key = order[k]; split(key, kp, " ")
     c = med(ms[key, "cpp"]); p = med(ms[key, "py"])
-    printf "| %s | %s | %.1f | %.1f | %.3f | %.0f | %.0f | %.0f%% | %.0f%% | %.0f%% | %.0f%% |\n", kp[1], kp[2], c, p, \
-      med(paired[key]), tokens[key] / (c / 1e3), tokens[key] / (p / 1e3), med(share[key, "attn"]), \
+    printf "| %s | %s | %.1f | %.1f | %.3f | %.0f | %.0f | %.2f | %.0f%% | %.0f%% | %.0f%% | %.0f%% |\n", kp[1], kp[2], c, p, \
+      med(paired[key]), tokens[key] / (c / 1e3), tokens[key] / (p / 1e3), med(mfu[key]), med(share[key, "attn"]), \
       med(share[key, "mlp"]), med(share[key, "emb"]), med(share[key, "opt"])
     if (wsum[key, "cpp"] != wsum[key, "py"]) bad = bad "\n  " key ": initial weights differ"
     d = loss[key, "cpp"] - loss[key, "py"]; if (d < 0) d = -d

@@ -1,17 +1,22 @@
-// Adam with one pass over memory per parameter on the CPU. LibTorch 1.13's Adam::step runs six
-// to eight whole-tensor operations per parameter (mul_, add_, mul_, addcmul_, sqrt, div, add_,
-// addcdiv_), each a pass over the parameter's size; FusedAdam reads the parameter, its gradient
-// and both moments once and writes the parameter and the moments once. Same options, same
-// per-parameter state (AdamParamState: step, exp_avg, exp_avg_sq) and the same save()/load(), so
-// checkpoints are interchangeable with torch::optim::Adam's; the update is LibTorch's formula:
-//   g += weight_decay p;  m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
-//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// Adam and AdamW with one pass over memory per parameter on the CPU. LibTorch 1.13's Adam::step
+// and AdamW::step run six to eight whole-tensor operations per parameter (mul_, add_, mul_,
+// addcmul_, sqrt, div, add_, addcdiv_), each a pass over the parameter's size; FusedAdam and
+// FusedAdamW read the parameter, its gradient and both moments once and write the parameter and
+// the moments once. Same options, same per-parameter state (step, exp_avg, exp_avg_sq) and the
+// same save()/load(), so checkpoints are interchangeable with LibTorch's; the updates are
+// LibTorch's formulas:
+//   Adam:  g += weight_decay p                       (L2, coupled)
+//   AdamW: p *= 1 - lr weight_decay                  (decoupled, before the update)
+//   both:  m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+//          p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // A step in which any parameter is not a dense float32 CPU tensor (with its gradient and moments
-// in its memory layout), or with amsgrad or a sparse gradient, is torch::optim::Adam::step as it
-// is.
+// in its memory layout), or with amsgrad or a sparse gradient, is LibTorch's step as it is.
 #pragma once
 
 #include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+
+#include <cstdint>
 
 namespace scaffold::train {
 
@@ -25,9 +30,29 @@ class FusedAdam : public torch::optim::Adam {
   bool last_step_fused() const { return last_step_fused_; }
 
  private:
-  bool fusable() const;
-
   bool last_step_fused_ = false;
 };
+
+class FusedAdamW : public torch::optim::AdamW {
+ public:
+  using torch::optim::AdamW::AdamW;
+
+  torch::Tensor step(LossClosure closure = nullptr) override;
+
+  bool last_step_fused() const { return last_step_fused_; }
+
+ private:
+  bool last_step_fused_ = false;
+};
+
+// One AdamW step (the formula above, decoupled decay) over n contiguous float32 elements whose
+// moments the caller keeps: the kernel FusedAdamW runs, for ShardedAdamW's slices. `step` is the
+// step count after this update (1 on the first).
+struct AdamWStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;
+};
+void adamw_update(float* p, const float* g, float* exp_avg, float* exp_avg_sq, int64_t n,
+                  const AdamWStep& s);
 
 }  // namespace scaffold::train

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "kernels/fused_adam.hpp"
 
 namespace scaffold::train {
 namespace {
@@ -33,10 +34,11 @@ int64_t read_long(torch::serialize::InputArchive& archive, const std::string& ke
 
 ShardedAdamW::ShardedAdamW(std::vector<torch::optim::OptimizerParamGroup> groups,
                            torch::optim::AdamWOptions defaults,
-                           std::shared_ptr<dist::TensorComm> comm, int64_t gather_chunk)
+                           std::shared_ptr<dist::TensorComm> comm, int64_t gather_chunk, bool fused)
     : ShardedOptimizer(std::move(groups), std::make_unique<torch::optim::AdamWOptions>(defaults)),
       comm_(std::move(comm)),
-      gather_chunk_(gather_chunk) {
+      gather_chunk_(gather_chunk),
+      fused_(fused) {
   if (gather_chunk_ < 1) throw core::Error("ShardedAdamW: gather_chunk must be >= 1");
   if (comm_ && comm_->size() > 1) {
     dp_size_ = comm_->size();
@@ -83,11 +85,17 @@ at::Tensor ShardedAdamW::step(LossClosure closure) {
         static_cast<const torch::optim::AdamWOptions&>(param_groups_[s.group].options());
     at::Tensor p = s.param.view(-1).narrow(0, s.param_offset, s.numel);
     const at::Tensor grad = full_grad.reshape(-1).narrow(0, s.param_offset, s.numel);
-    if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());
     at::Tensor exp_avg = exp_avg_.narrow(0, s.shard_offset, s.numel);
     at::Tensor exp_avg_sq = exp_avg_sq_.narrow(0, s.shard_offset, s.numel);
     ++s.step;
     const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+    if (fused_ && p.device().is_cpu() && grad.scalar_type() == at::kFloat && grad.is_contiguous()) {
+      adamw_update(p.data_ptr<float>(), grad.data_ptr<float>(), exp_avg.data_ptr<float>(),
+                   exp_avg_sq.data_ptr<float>(), s.numel,
+                   {o.lr(), beta1, beta2, o.eps(), o.weight_decay(), s.step});
+      continue;
+    }
+    if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());
     const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(s.step));
     const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(s.step));
     exp_avg.mul_(beta1).add_(grad, 1 - beta1);

@@ -47,9 +47,11 @@ class ShardedAdamW : public ShardedOptimizer {
 
   // groups: AdamWOptions per group (amsgrad is not supported). comm: the data-parallel group;
   // null or one rank: an unsharded AdamW. gather_chunk: elements per all-reduce of the gather.
+  // fused: the slices of CPU parameters updated in one pass (kernels/fused_adam.hpp's
+  // adamw_update); false, or on another device, LibTorch's AdamW operations on the slices.
   ShardedAdamW(std::vector<torch::optim::OptimizerParamGroup> groups,
                torch::optim::AdamWOptions defaults, std::shared_ptr<dist::TensorComm> comm,
-               int64_t gather_chunk = kGatherChunk);
+               int64_t gather_chunk = kGatherChunk, bool fused = true);
 
   at::Tensor step(LossClosure closure = nullptr) override;
   void save(torch::serialize::OutputArchive& archive) const override;
@@ -84,6 +86,7 @@ class ShardedAdamW : public ShardedOptimizer {
   int64_t total_ = 0, begin_ = 0, end_ = 0;
   int64_t block_ = 0;  // elements per rank's slice: ceil(total_ / DP)
   int64_t gather_chunk_ = kGatherChunk;
+  bool fused_ = true;
   std::vector<std::pair<at::Tensor, int64_t>> flat_;  // every parameter, its first flat element
   std::vector<Segment> segments_;
   at::Tensor exp_avg_, exp_avg_sq_;  // (end_ - begin_) float32

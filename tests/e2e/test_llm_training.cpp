@@ -116,6 +116,10 @@ TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
   // The learning rate after iteration 10 = 40 samples: the end of the cosine, min_lr.
   EXPECT_NEAR(std::stod(rows[5][7]), 1e-4, 1e-12);
 
+  // system.json names the optimizer's kernel (the default: the one-pass AdamW on a CPU).
+  const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
+  EXPECT_EQ(sys.at("kernels"), nlohmann::json::array({"optimizer=fused_adamw"})) << sys.dump();
+
   const nlohmann::json s = nlohmann::json::parse(core::read_file(run / "summary.json"));
   EXPECT_EQ(s.at("workload"), "llm_training");
   EXPECT_EQ(s.at("status"), "completed");

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "kernels/fused_adam.hpp"
 #include "nn/autocast.hpp"
 #include "train/sharded_adam.hpp"
 
@@ -254,12 +255,16 @@ at::Tensor GptTask::clip_gradients(double max_norm) {
     if (pipelined()) add_pipeline_wait(clock.elapsed_s());
   } else if (tp && tp->size > 1)
     tp->group->allreduce_sum(total)->wait();
-  // The norm and the scale stay on the device (no host wait per step): torch's clip_grad_norm_
-  // arithmetic, coefficient max_norm / (norm + 1e-6) clamped to 1.
+  // The norm and the scale stay on an accelerator (no host wait per step): torch's
+  // clip_grad_norm_ arithmetic, coefficient max_norm / (norm + 1e-6) clamped to 1. On a CPU the
+  // coefficient is read, and the gradients are left as they are when it is 1 (as Megatron's
+  // clip_grad_norm_fp32 does): multiplying by 1 changes no bit, and would be a read and a write
+  // of every gradient (about 1 GB a step for a 124M-parameter GPT).
   const at::Tensor norm = total.sqrt();
   if (max_norm > 0) {
     const at::Tensor coef = (max_norm / (norm + 1e-6)).clamp_max(1.0);
-    for (at::Tensor& g : grads) g.mul_(coef.to(g.scalar_type()));
+    if (!coef.device().is_cpu() || coef.item<double>() < 1.0)
+      for (at::Tensor& g : grads) g.mul_(coef.to(g.scalar_type()));
   }
   last_grad_norm_ = norm;
   return norm;
@@ -298,17 +303,19 @@ torch::optim::AdamWOptions megatron_defaults(const AdamOptions& o) {
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>
 megatron_adam(AdamOptions o) {
   return [o](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
+    if (o.fused)
+      return std::make_unique<train::FusedAdamW>(megatron_groups(o, params), megatron_defaults(o));
     return std::make_unique<torch::optim::AdamW>(megatron_groups(o, params), megatron_defaults(o));
   };
 }
 
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>
 megatron_distributed_adam(AdamOptions o, std::shared_ptr<dist::TensorComm> dp) {
-  return
-      [o, dp](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
-        return std::make_unique<train::ShardedAdamW>(megatron_groups(o, params),
-                                                     megatron_defaults(o), dp);
-      };
+  return [o,
+          dp](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
+    return std::make_unique<train::ShardedAdamW>(megatron_groups(o, params), megatron_defaults(o),
+                                                 dp, train::ShardedAdamW::kGatherChunk, o.fused);
+  };
 }
 
 }  // namespace scaffold::llm

@@ -110,6 +110,9 @@ class GptTask : public train::TrainingTask {
 // none on biases and LayerNorm parameters (1-D), as its no_weight_decay_cond.
 struct AdamOptions {
   double lr = 1e-4, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.1;
+  // The one-pass update on CPUs (train::FusedAdamW, ShardedAdamW's fused slices; the config's
+  // optimizer_kernel fused); false: LibTorch's AdamW operations (libtorch, the reference).
+  bool fused = true;
 };
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>
 megatron_adam(AdamOptions options);

@@ -233,8 +233,11 @@ class LlmRun : public suite::WorkloadRun {
     return llm_memory_estimate(cfg_, memory);
   }
 
-  void describe(suite::RunEnv&, report::SystemInfo& info) override {
+  void describe(suite::RunEnv& env, report::SystemInfo& info) override {
     device_name_ = info.gpu_model;
+    // The fused update runs on CPU parameters (all float32 here); elsewhere LibTorch's.
+    const bool fused = cfg_.optimizer_kernel == "fused" && env.device.is_cpu();
+    info.kernels.push_back(std::string("optimizer=") + (fused ? "fused_adamw" : "libtorch"));
   }
 
   void prepare_data(suite::RunEnv& env) override {
@@ -293,6 +296,7 @@ class LlmRun : public suite::WorkloadRun {
     adam.beta2 = cfg_.adam_beta2;
     adam.eps = cfg_.adam_eps;
     adam.weight_decay = cfg_.weight_decay;
+    adam.fused = cfg_.optimizer_kernel == "fused";
     // One data-parallel communicator for the gradient all-reduce and the distributed optimizer's
     // gather (the same collectives in the same order on every rank).
     std::shared_ptr<dist::TensorComm> dp_tensor_comm;

@@ -65,6 +65,7 @@ const std::vector<std::string> kKeys = {"base_run_dir",
                                         "loss_scale_window",
                                         "hysteresis",
                                         "use_distributed_optimizer",
+                                        "optimizer_kernel",
                                         "log_interval",
                                         "timing_warmup_iters",
                                         "eval_interval",
@@ -148,6 +149,8 @@ void expect_caraml_defaults(const LC& c) {
   EXPECT_EQ(c.hysteresis, 2);
   // CARAML passes --use-distributed-optimizer; off by default here (docs/llm.md).
   EXPECT_FALSE(c.use_distributed_optimizer);
+  // AdamW's one-pass update on CPUs (LibTorch's operations on GPUs whatever this says).
+  EXPECT_EQ(c.optimizer_kernel, "fused");
   EXPECT_EQ(c.log_interval, 5);
   EXPECT_EQ(c.eval_interval, 2000);
   EXPECT_EQ(c.eval_iters, 15);
@@ -252,6 +255,7 @@ TEST_F(LlmTrainingConfigTest, BadValuesNameTheKeyValueAndWhatIsAllowed) {
       {"hidden_dropout: 1\n", "hidden_dropout", "a number in [0, 1)"},
       {"lr: 0\n", "lr", "a number > 0"},
       {"lr_decay_style: step\n", "lr_decay_style", "one of cosine, linear, constant"},
+      {"optimizer_kernel: adam\n", "optimizer_kernel", "one of fused, libtorch"},
       {"exit_duration_in_mins: -1\n", "exit_duration_in_mins", "a number >= 0"},
       // The split is checked with synthetic data too (a typo found before data_path is set).
       {"split: 90,10,x\n", "split", "numbers >= 0 separated by ',' or '/'"},

@@ -1,7 +1,8 @@
-// FusedAdam against torch::optim::Adam, the reference: the same parameters and gradients through
-// several steps (a learning-rate change between them, with and without weight decay, contiguous
-// and channels-last parameters) give parameters and moments within float32 rounding (1e-6 of the
-// largest magnitude), and their saved states load into each other.
+// FusedAdam against torch::optim::Adam and FusedAdamW against torch::optim::AdamW, the references:
+// the same parameters and gradients through several steps (a learning-rate change between them,
+// with and without weight decay, contiguous and channels-last parameters) give parameters and
+// moments within float32 rounding (1e-6 of the largest magnitude), and their saved states load
+// into each other. adamw_update (ShardedAdamW's slices) against AdamW the same way.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -30,10 +31,9 @@ std::vector<at::Tensor> make_params(bool channels_last, at::ScalarType dtype = a
           at::randn({8}, dtype).requires_grad_(true)};
 }
 
-const torch::optim::AdamParamState& state_of(const torch::optim::Optimizer& opt,
-                                             const at::Tensor& p) {
-  return static_cast<const torch::optim::AdamParamState&>(
-      *opt.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
+template <typename State = torch::optim::AdamParamState>
+const State& state_of(const torch::optim::Optimizer& opt, const at::Tensor& p) {
+  return static_cast<const State&>(*opt.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
 }
 
 void set_grads(const std::vector<at::Tensor>& params, int step) {
@@ -42,7 +42,7 @@ void set_grads(const std::vector<at::Tensor>& params, int step) {
   for (const at::Tensor& p : params) p.mutable_grad() = at::randn_like(p) * (1.0 + step);
 }
 
-void run_steps(torch::optim::Adam& opt, const std::vector<at::Tensor>& params) {
+void run_steps(torch::optim::Optimizer& opt, const std::vector<at::Tensor>& params) {
   for (int step = 0; step < 5; ++step) {
     if (step == 3)
       for (auto& group : opt.param_groups()) group.options().set_lr(3e-3);
@@ -51,13 +51,14 @@ void run_steps(torch::optim::Adam& opt, const std::vector<at::Tensor>& params) {
   }
 }
 
+template <typename State = torch::optim::AdamParamState>
 void expect_same(const torch::optim::Optimizer& ours, const std::vector<at::Tensor>& p,
                  const torch::optim::Optimizer& ref, const std::vector<at::Tensor>& r) {
   for (std::size_t i = 0; i < p.size(); ++i) {
     SCOPED_TRACE("parameter " + std::to_string(i));
     EXPECT_TRUE(tensors_close(p[i], r[i], 1e-6, "parameter"));
     EXPECT_EQ(p[i].strides(), r[i].strides());
-    const auto &s = state_of(ours, p[i]), &t = state_of(ref, r[i]);
+    const auto &s = state_of<State>(ours, p[i]), &t = state_of<State>(ref, r[i]);
     EXPECT_EQ(s.step(), t.step());
     EXPECT_TRUE(tensors_close(s.exp_avg(), t.exp_avg(), 1e-6, "exp_avg"));
     EXPECT_TRUE(tensors_close(s.exp_avg_sq(), t.exp_avg_sq(), 1e-6, "exp_avg_sq"));
@@ -130,6 +131,104 @@ TEST(FusedAdam, StateIsInterchangeableWithLibTorchsAdam) {
   run_steps(ours, p);
   run_steps(ref, r);
   expect_same(ours, p, ref, r);
+}
+
+using AdamWState = torch::optim::AdamWParamState;
+
+// Megatron's two groups: decay on the matrices (here the first two parameters), none on the rest.
+std::vector<torch::optim::OptimizerParamGroup> two_groups(const std::vector<at::Tensor>& p,
+                                                          double weight_decay) {
+  const auto base = torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<at::Tensor>{p[0], p[1]},
+                      std::make_unique<torch::optim::AdamWOptions>(
+                          torch::optim::AdamWOptions(base).weight_decay(weight_decay)));
+  groups.emplace_back(std::vector<at::Tensor>{p[2]},
+                      std::make_unique<torch::optim::AdamWOptions>(
+                          torch::optim::AdamWOptions(base).weight_decay(0.0)));
+  return groups;
+}
+
+TEST(FusedAdamW, MatchesLibTorchsAdamWOverSteps) {
+  for (const bool channels_last : {false, true}) {
+    for (const double weight_decay : {0.0, 0.1}) {
+      SCOPED_TRACE(std::string(channels_last ? "channels-last" : "contiguous") + ", weight decay " +
+                   std::to_string(weight_decay));
+      const auto p = make_params(channels_last), r = make_params(channels_last);
+      const auto defaults = torch::optim::AdamWOptions(1e-2);
+      FusedAdamW ours(two_groups(p, weight_decay), defaults);
+      torch::optim::AdamW ref(two_groups(r, weight_decay), defaults);
+      run_steps(ours, p);
+      run_steps(ref, r);
+      EXPECT_TRUE(ours.last_step_fused());
+      expect_same<AdamWState>(ours, p, ref, r);
+      EXPECT_FALSE(tensors_close(p[1], make_params(channels_last)[1], 1e-3, "moved"));
+    }
+  }
+  // Decoupled decay is not Adam's L2 term: with decay the two optimizers part (a test that
+  // would pass with either formula could not tell them apart).
+  const auto p = make_params(false), q = make_params(false);
+  FusedAdamW adamw(two_groups(p, 0.5), torch::optim::AdamWOptions(1e-2));
+  FusedAdam adam(q, torch::optim::AdamOptions(1e-2).weight_decay(0.5));
+  run_steps(adamw, p);
+  run_steps(adam, q);
+  EXPECT_FALSE(tensors_close(p[1], q[1], 1e-6, "AdamW vs Adam"));
+}
+
+TEST(FusedAdamW, FallsBackToLibTorchsStepForWhatItDoesNotFuse) {
+  const auto p = make_params(false, at::kDouble), r = make_params(false, at::kDouble);
+  FusedAdamW ours(two_groups(p, 0.1), torch::optim::AdamWOptions(1e-2));
+  torch::optim::AdamW ref(two_groups(r, 0.1), torch::optim::AdamWOptions(1e-2));
+  run_steps(ours, p);
+  run_steps(ref, r);
+  EXPECT_FALSE(ours.last_step_fused());
+  expect_same<AdamWState>(ours, p, ref, r);
+}
+
+TEST(FusedAdamW, StateIsInterchangeableWithLibTorchsAdamW) {
+  const auto p = make_params(false), r = make_params(false);
+  FusedAdamW ours(two_groups(p, 0.1), torch::optim::AdamWOptions(1e-2));
+  run_steps(ours, p);
+  torch::serialize::OutputArchive out;
+  ours.save(out);
+  std::ostringstream bytes;
+  out.save_to(bytes);
+  {
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < p.size(); ++i) r[i].copy_(p[i]);
+  }
+  torch::optim::AdamW ref(two_groups(r, 0.1), torch::optim::AdamWOptions(1e-2));
+  torch::serialize::InputArchive in;
+  std::istringstream read(bytes.str());
+  in.load_from(read);
+  ref.load(in);
+  expect_same<AdamWState>(ours, p, ref, r);
+  for (torch::optim::Optimizer* opt :
+       {static_cast<torch::optim::Optimizer*>(&ours), static_cast<torch::optim::Optimizer*>(&ref)})
+    for (auto& group : opt->param_groups()) group.options().set_lr(1e-2);
+  run_steps(ours, p);
+  run_steps(ref, r);
+  expect_same<AdamWState>(ours, p, ref, r);
+}
+
+// The kernel on a slice whose moments the caller keeps, as ShardedAdamW holds them.
+TEST(FusedAdamW, TheSliceKernelEqualsAdamWOnThatSlice) {
+  const auto r = make_params(false);
+  at::Tensor p = r[1].detach().clone();
+  at::Tensor m = at::zeros_like(p), v = at::zeros_like(p);
+  torch::optim::AdamW ref({r[1]},
+                          torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).weight_decay(0.1));
+  for (int step = 0; step < 5; ++step) {
+    set_grads({r[1]}, step);
+    const at::Tensor g = r[1].grad();
+    ref.step();
+    adamw_update(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(),
+                 p.numel(), {1e-2, 0.9, 0.95, 1e-8, 0.1, step + 1});
+  }
+  EXPECT_TRUE(tensors_close(p, r[1], 1e-6, "parameter"));
+  const auto& s = state_of<AdamWState>(ref, r[1]);
+  EXPECT_TRUE(tensors_close(m, s.exp_avg(), 1e-6, "exp_avg"));
+  EXPECT_TRUE(tensors_close(v, s.exp_avg_sq(), 1e-6, "exp_avg_sq"));
 }
 
 }  // namespace

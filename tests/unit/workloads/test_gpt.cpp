@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -294,6 +295,39 @@ TEST(GptTraining, LossFallsOnATinyRepeatedCorpus) {
   EXPECT_GT(losses.front(), 2.5) << "starts near ln 64 = 4.16";
   EXPECT_LT(losses.back(), 0.5) << "the first interval's loss " << losses.front();
   EXPECT_GT(task.last_grad_norm(), 0.0);
+}
+
+// GptTask::clip_gradients against torch's clip_grad_norm_ arithmetic written out in float64 on
+// copies of the same gradients (the global 2-norm; coefficient max_norm / (norm + 1e-6) clamped
+// to 1): the same norm, the same scaled gradients when the norm exceeds max_norm, and the
+// gradients bit for bit as they were when it does not (left untouched on a CPU).
+TEST(GptTraining, ClippingIsTorchsClipGradNorm) {
+  torch::manual_seed(5);
+  const RepeatedCorpus corpus;
+  GptTask task(Gpt(small_options()), corpus, corpus, c10::Device(c10::kCPU), {});
+  const std::vector<at::Tensor> params = task.model()->parameters();
+  double squares = 0;
+  for (const at::Tensor& p : params) {
+    p.mutable_grad() = at::randn_like(p);
+    squares += p.grad().to(at::kDouble).square().sum().item<double>();
+  }
+  const double norm = std::sqrt(squares);
+  for (const double max_norm : {2 * norm, norm / 4}) {
+    SCOPED_TRACE("max_norm " + std::to_string(max_norm));
+    std::vector<at::Tensor> before;
+    for (const at::Tensor& p : params) before.push_back(p.grad().clone());
+    EXPECT_NEAR(task.clip_gradients(max_norm).item<double>(), norm, 1e-5 * norm);
+    const double coef = std::min(1.0, max_norm / (norm + 1e-6));
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (coef == 1.0)
+        EXPECT_TRUE(at::equal(params[i].grad(), before[i])) << "parameter " << i;
+      else
+        EXPECT_TRUE(tensors_close(params[i].grad(), before[i].to(at::kDouble) * coef, 1e-6,
+                                  "parameter " + std::to_string(i)));
+    }
+  }
+  // Clipped once: the norm is now max_norm (max_norm 0 measures without clipping).
+  EXPECT_NEAR(task.clip_gradients(0).item<double>(), norm / 4, 1e-4 * norm);
 }
 
 }  // namespace
