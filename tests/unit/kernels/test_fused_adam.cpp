@@ -105,10 +105,11 @@ TEST(FusedAdam, FallsBackToLibTorchsStepForWhatItDoesNotFuse) {
   }
 }
 
-// A checkpoint written by one loads into the other and the runs go on alike.
-TEST(FusedAdam, StateIsInterchangeableWithLibTorchsAdam) {
-  const auto p = make_params(false), r = make_params(false);
-  FusedAdam ours(p, torch::optim::AdamOptions(1e-2));
+// A checkpoint written by `ours` (after its steps over p) loads into `ref` (over r, given p's
+// values), and the runs go on alike.
+template <typename State>
+void expect_interchangeable(torch::optim::Optimizer& ours, const std::vector<at::Tensor>& p,
+                            torch::optim::Optimizer& ref, const std::vector<at::Tensor>& r) {
   run_steps(ours, p);
   torch::serialize::OutputArchive out;
   ours.save(out);
@@ -118,19 +119,24 @@ TEST(FusedAdam, StateIsInterchangeableWithLibTorchsAdam) {
     torch::NoGradGuard no_grad;
     for (std::size_t i = 0; i < p.size(); ++i) r[i].copy_(p[i]);
   }
-  torch::optim::Adam ref(r, torch::optim::AdamOptions(1e-2));
   torch::serialize::InputArchive in;
   std::istringstream read(bytes.str());
   in.load_from(read);
   ref.load(in);
-  expect_same(ours, p, ref, r);
+  expect_same<State>(ours, p, ref, r);
   // The learning rate is the training loop's to set after a resume (it is set every epoch).
-  for (torch::optim::Optimizer* opt :
-       {static_cast<torch::optim::Optimizer*>(&ours), static_cast<torch::optim::Optimizer*>(&ref)})
+  for (torch::optim::Optimizer* opt : {&ours, &ref})
     for (auto& group : opt->param_groups()) group.options().set_lr(1e-2);
   run_steps(ours, p);
   run_steps(ref, r);
-  expect_same(ours, p, ref, r);
+  expect_same<State>(ours, p, ref, r);
+}
+
+TEST(FusedAdam, StateIsInterchangeableWithLibTorchsAdam) {
+  const auto p = make_params(false), r = make_params(false);
+  FusedAdam ours(p, torch::optim::AdamOptions(1e-2));
+  torch::optim::Adam ref(r, torch::optim::AdamOptions(1e-2));
+  expect_interchangeable<torch::optim::AdamParamState>(ours, p, ref, r);
 }
 
 using AdamWState = torch::optim::AdamWParamState;
@@ -188,27 +194,8 @@ TEST(FusedAdamW, FallsBackToLibTorchsStepForWhatItDoesNotFuse) {
 TEST(FusedAdamW, StateIsInterchangeableWithLibTorchsAdamW) {
   const auto p = make_params(false), r = make_params(false);
   FusedAdamW ours(two_groups(p, 0.1), torch::optim::AdamWOptions(1e-2));
-  run_steps(ours, p);
-  torch::serialize::OutputArchive out;
-  ours.save(out);
-  std::ostringstream bytes;
-  out.save_to(bytes);
-  {
-    torch::NoGradGuard no_grad;
-    for (std::size_t i = 0; i < p.size(); ++i) r[i].copy_(p[i]);
-  }
   torch::optim::AdamW ref(two_groups(r, 0.1), torch::optim::AdamWOptions(1e-2));
-  torch::serialize::InputArchive in;
-  std::istringstream read(bytes.str());
-  in.load_from(read);
-  ref.load(in);
-  expect_same<AdamWState>(ours, p, ref, r);
-  for (torch::optim::Optimizer* opt :
-       {static_cast<torch::optim::Optimizer*>(&ours), static_cast<torch::optim::Optimizer*>(&ref)})
-    for (auto& group : opt->param_groups()) group.options().set_lr(1e-2);
-  run_steps(ours, p);
-  run_steps(ref, r);
-  expect_same<AdamWState>(ours, p, ref, r);
+  expect_interchangeable<AdamWState>(ours, p, ref, r);
 }
 
 // The kernel on a slice whose moments the caller keeps, as ShardedAdamW holds them.
