@@ -97,9 +97,9 @@ struct LlmTrainingConfig {
   // Adam's state sharded over the data-parallel ranks (Megatron's --use-distributed-optimizer;
   // CARAML passes it): each keeps 1/DP of exp_avg and exp_avg_sq; one checkpoint file per rank.
   bool use_distributed_optimizer = false;
-  // fused: AdamW's update in one pass over each parameter's memory on CPUs; libtorch: LibTorch's
-  // AdamW operations (the reference, and what runs on GPUs).
-  std::string optimizer_kernel = "fused";
+  // fused: AdamW's update in one pass over each parameter's memory (CPU only); libtorch:
+  // LibTorch's AdamW operations (the reference); auto: fused on a CPU, libtorch elsewhere.
+  std::string optimizer_kernel = "auto";
 
   // Logging, validation, checkpoints (iterations).
   int64_t log_interval = 5;

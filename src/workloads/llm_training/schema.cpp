@@ -310,11 +310,11 @@ std::vector<Spec> llm_training_keys() {
       "1 shards Adam's state over the data-parallel ranks (each keeps and updates 1/DP of it)",
       rules::kBoolAllowed, rules::bool_any));
   add_choice(bind_key("optimizer_kernel", &LC::optimizer_kernel,
-                      "fused: AdamW's update in one pass over each parameter on CPUs; libtorch: "
-                      "LibTorch's AdamW operations (the reference; what GPUs run); the same "
-                      "update either way",
-                      "one of fused, libtorch"),
-             {"fused", "libtorch"});
+                      "fused: AdamW's update in one pass over each parameter (CPU only); "
+                      "libtorch: LibTorch's AdamW operations (the reference); auto: fused on a "
+                      "CPU, libtorch elsewhere; the same update either way",
+                      "one of auto, fused, libtorch"),
+             {"auto", "fused", "libtorch"});
 
   // Logging, validation, checkpoints.
   add(bind_key("log_interval", &LC::log_interval, "iterations per Megatron log line",

@@ -300,6 +300,14 @@ torch::optim::AdamWOptions megatron_defaults(const AdamOptions& o) {
 
 }  // namespace
 
+bool fused_optimizer(const std::string& optimizer_kernel, const c10::Device& device) {
+  if (optimizer_kernel == "fused" && !device.is_cpu())
+    throw core::Error(fmt::format(
+        "optimizer_kernel: fused runs on the CPU, this run trains on {}; use auto or libtorch",
+        device.str()));
+  return optimizer_kernel == "fused" || (optimizer_kernel == "auto" && device.is_cpu());
+}
+
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>
 megatron_adam(AdamOptions o) {
   return [o](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {

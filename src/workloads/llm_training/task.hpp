@@ -116,6 +116,9 @@ struct AdamOptions {
 };
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>
 megatron_adam(AdamOptions options);
+// The config's optimizer_kernel for a run on `device`: whether AdamOptions::fused. auto is fused on
+// a CPU; fused off the CPU is refused naming the key and the device.
+bool fused_optimizer(const std::string& optimizer_kernel, const c10::Device& device);
 // The same optimizer with its state sharded over the data-parallel group `dp` (Megatron's
 // --use-distributed-optimizer: train::ShardedAdamW); null or one rank: one shard holding all.
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>

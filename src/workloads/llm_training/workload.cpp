@@ -235,8 +235,8 @@ class LlmRun : public suite::WorkloadRun {
 
   void describe(suite::RunEnv& env, report::SystemInfo& info) override {
     device_name_ = info.gpu_model;
-    // The fused update runs on CPU parameters (all float32 here); elsewhere LibTorch's.
-    const bool fused = cfg_.optimizer_kernel == "fused" && env.device.is_cpu();
+    // Refuses fused off the CPU here, before any data is made.
+    const bool fused = fused_optimizer(cfg_.optimizer_kernel, env.device);
     info.kernels.push_back(std::string("optimizer=") + (fused ? "fused_adamw" : "libtorch"));
   }
 
@@ -296,7 +296,7 @@ class LlmRun : public suite::WorkloadRun {
     adam.beta2 = cfg_.adam_beta2;
     adam.eps = cfg_.adam_eps;
     adam.weight_decay = cfg_.weight_decay;
-    adam.fused = cfg_.optimizer_kernel == "fused";
+    adam.fused = fused_optimizer(cfg_.optimizer_kernel, env.device);
     // One data-parallel communicator for the gradient all-reduce and the distributed optimizer's
     // gather (the same collectives in the same order on every rank).
     std::shared_ptr<dist::TensorComm> dp_tensor_comm;

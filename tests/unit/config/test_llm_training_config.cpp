@@ -149,8 +149,8 @@ void expect_caraml_defaults(const LC& c) {
   EXPECT_EQ(c.hysteresis, 2);
   // CARAML passes --use-distributed-optimizer; off by default here (docs/llm.md).
   EXPECT_FALSE(c.use_distributed_optimizer);
-  // AdamW's one-pass update on CPUs (LibTorch's operations on GPUs whatever this says).
-  EXPECT_EQ(c.optimizer_kernel, "fused");
+  // AdamW's one-pass update on a CPU, LibTorch's operations elsewhere.
+  EXPECT_EQ(c.optimizer_kernel, "auto");
   EXPECT_EQ(c.log_interval, 5);
   EXPECT_EQ(c.eval_interval, 2000);
   EXPECT_EQ(c.eval_iters, 15);
@@ -255,7 +255,7 @@ TEST_F(LlmTrainingConfigTest, BadValuesNameTheKeyValueAndWhatIsAllowed) {
       {"hidden_dropout: 1\n", "hidden_dropout", "a number in [0, 1)"},
       {"lr: 0\n", "lr", "a number > 0"},
       {"lr_decay_style: step\n", "lr_decay_style", "one of cosine, linear, constant"},
-      {"optimizer_kernel: adam\n", "optimizer_kernel", "one of fused, libtorch"},
+      {"optimizer_kernel: adam\n", "optimizer_kernel", "one of auto, fused, libtorch"},
       {"exit_duration_in_mins: -1\n", "exit_duration_in_mins", "a number >= 0"},
       // The split is checked with synthetic data too (a typo found before data_path is set).
       {"split: 90,10,x\n", "split", "numbers >= 0 separated by ',' or '/'"},

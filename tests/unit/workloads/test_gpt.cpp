@@ -15,8 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
+#include "kernels/fused_adam.hpp"
 #include "train/loop.hpp"
 #include "unit/tensor_compare.hpp"
 #include "workloads/llm_training/gpt.hpp"
@@ -328,6 +330,32 @@ TEST(GptTraining, ClippingIsTorchsClipGradNorm) {
   }
   // Clipped once: the norm is now max_norm (max_norm 0 measures without clipping).
   EXPECT_NEAR(task.clip_gradients(0).item<double>(), norm / 4, 1e-4 * norm);
+}
+
+// optimizer_kernel resolved per device: auto is the one-pass AdamW on a CPU only; fused on a GPU
+// is refused naming the key and the device (a Device value needs no GPU).
+TEST(GptTraining, TheOptimizerKernelIsResolvedForTheRunsDevice) {
+  const c10::Device cpu(c10::kCPU), gpu(c10::kCUDA, 1);
+  EXPECT_TRUE(fused_optimizer("auto", cpu));
+  EXPECT_FALSE(fused_optimizer("auto", gpu));
+  EXPECT_TRUE(fused_optimizer("fused", cpu));
+  EXPECT_FALSE(fused_optimizer("libtorch", cpu));
+  EXPECT_FALSE(fused_optimizer("libtorch", gpu));
+  try {
+    fused_optimizer("fused", gpu);
+    ADD_FAILURE() << "fused on a GPU was accepted";
+  } catch (const core::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("optimizer_kernel"), std::string::npos) << what;
+    EXPECT_NE(what.find("cuda:1"), std::string::npos) << what;
+  }
+  // What each builds: the one-pass optimizer or LibTorch's.
+  const std::vector<at::Tensor> params{at::zeros({4, 4}).requires_grad_(true)};
+  AdamOptions o;
+  o.fused = true;
+  EXPECT_NE(dynamic_cast<train::FusedAdamW*>(megatron_adam(o)(params).get()), nullptr);
+  o.fused = false;
+  EXPECT_EQ(dynamic_cast<train::FusedAdamW*>(megatron_adam(o)(params).get()), nullptr);
 }
 
 }  // namespace
