@@ -1,29 +1,72 @@
-// 3-D convolution (stride 1, no bias, symmetric padding) through oneDNN directly, forward and
-// both backward passes, whatever the batch size. LibTorch 1.13 sends fp32 CPU convolutions of
-// small 3-D layers at batch 1 to slow_conv3d (im2col + GEMM, its backward too), 3-5x slower
-// than oneDNN on the same layer; from batch 2 on it uses oneDNN itself. Here every call goes to
-// oneDNN's own convolution primitives (the system libdnnl LibTorch links), with the tensors
-// reordered into the layout oneDNN picks and back. Primitives are built once per shape and
-// cached. The LibTorch convolution stays the reference (tests/unit/kernels/test_dnnl_conv.cpp).
+// Convolutions (no bias, no groups, no dilation) through oneDNN directly, forward and both
+// backward passes, with the algorithm named: the direct kernel, or oneDNN's Winograd F(4x4, 3x3)
+// for 2-D 3x3 stride-1 layers (float32 on AVX-512 CPUs; oneDNN says where it has one).
+// - 3-D, direct: LibTorch 1.13 sends fp32 CPU convolutions of small 3-D layers at batch 1 to
+//   slow_conv3d (im2col + GEMM, its backward too), 3-5x slower than oneDNN on the same layer; from
+//   batch 2 on it uses oneDNN itself. Here every call goes to oneDNN.
+// - 2-D, Winograd: LibTorch calls oneDNN's direct kernel only. On a 2-core Zen 4 oneDNN's Winograd
+//   runs ResNet's 3x3 layers at 56^2..14^2 in about half the time, and not faster at 7^2
+//   (docs/performance.md, "ResNet: oneDNN's Winograd"): dnnl_winograd_pays measures it per shape.
+// User tensors are wrapped as oneDNN memory without a copy; where a primitive wants another layout
+// (its blocked nChw16c and the like) the data is reordered in and the result reordered out, as
+// LibTorch's own oneDNN path does. Primitives are built once per shape and cached. The LibTorch
+// convolution stays the reference (tests/unit/kernels/test_dnnl_conv.cpp).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace scaffold::model {
 
-// True when this build has the oneDNN path (SCAFFOLD_WITH_DNNL) and it can take these
-// arguments: CPU tensors, x (N, C, D, H, W) and w (O, C, k, k, k) of one dtype, float32 or
-// bfloat16, k odd. Anything else goes to at::conv3d.
+enum class DnnlAlgorithm { Direct, Winograd };
+
+// Whether this build links oneDNN (SCAFFOLD_WITH_DNNL).
+bool dnnl_conv3d_built();
+
+// True when this build has the oneDNN path and it can take these arguments: CPU tensors, x (N, C,
+// D, H, W) and w (O, C, k, k, k) of one dtype, float32 or bfloat16, k odd. Anything else goes to
+// at::conv3d.
 bool dnnl_conv3d_supported(const at::Tensor& x, const at::Tensor& w);
 
-// conv3d(x, w, stride 1, padding `padding` on every side), differentiable in x and w. The
-// output has x's memory format (contiguous or channels-last 3-D). Throws core::Error when
+// conv3d(x, w, stride 1, padding `padding` on every side), differentiable in x and w. The output
+// has x's memory format (contiguous or channels-last 3-D). Throws core::Error when
 // dnnl_conv3d_supported is false.
 at::Tensor dnnl_conv3d(const at::Tensor& x, const at::Tensor& w, int64_t padding);
 
-// Whether this build links oneDNN for it.
-bool dnnl_conv3d_built();
+// True when oneDNN takes conv2d(x, w, stride, padding) with `algorithm` on this CPU: CPU tensors
+// x (N, C, H, W) and w (O, C, kh, kw) of one dtype (float32 or bfloat16), and for Winograd an
+// implementation for this shape (oneDNN's: float32, 3x3, stride 1, AVX-512). Asking builds and
+// caches the shape's primitives.
+bool dnnl_conv2d_supported(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
+                           at::IntArrayRef padding, DnnlAlgorithm algorithm);
+
+// conv2d(x, w, stride, padding) (stride and padding: one value or one per side pair (h, w)) with
+// `algorithm`, differentiable in x and w; the output has x's memory format (contiguous or
+// channels-last). Throws core::Error when dnnl_conv2d_supported is false.
+at::Tensor dnnl_conv2d(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
+                       at::IntArrayRef padding, DnnlAlgorithm algorithm);
+
+// One shape's measurement: the time of forward + backward data + backward weights with oneDNN's
+// Winograd and with LibTorch's convolution, the best of two rounds after a warm-up one.
+struct DnnlConvProbe {
+  std::string shape;  // e.g. "x 8x64x56x56 nhwc Float w 64x64x3x3 s1x1 p1x1"
+  double winograd_ms = 0.0;
+  double libtorch_ms = 0.0;
+  bool winograd = false;  // the verdict: Winograd is faster
+};
+
+// Whether oneDNN's Winograd is faster than LibTorch's convolution (at::conv2d and its backward:
+// oneDNN's direct kernel on a CPU) for this convolution on this machine: measured the first time a
+// shape is asked (on the caller's tensors, without autograd; three forward + backward passes of
+// each) and remembered for the process. False without a Winograd implementation for it.
+bool dnnl_winograd_pays(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
+                        at::IntArrayRef padding);
+
+// Every probe this process ran, in the order it ran them (system.json's kernel_probes).
+std::vector<DnnlConvProbe> dnnl_conv_probes();
 
 }  // namespace scaffold::model

@@ -1,12 +1,19 @@
-// The oneDNN convolution against LibTorch's at::conv3d computed in float64 (LibTorch's own
-// kernels, not oneDNN: its float64 path is slow_conv3d): outputs and both gradients within
-// 1e-5 of the reference's largest magnitude in float32, for batch 1 and 2, odd sizes, 1x1x1
-// and 3x3x3 kernels, contiguous and channels-last inputs; bf16 against the float64 result of
-// the same bf16-rounded inputs.
+// The oneDNN convolution against LibTorch's at::conv3d / at::conv2d computed in float64
+// (LibTorch's own kernels, not oneDNN: its float64 path is slow_conv), outputs and both gradients
+// relative to the reference's largest magnitude:
+// - 3-D direct, float32 within 1e-5, for batch 1 and 2, odd sizes, 1x1x1 and 3x3x3 kernels,
+//   contiguous and channels-last inputs; bf16 against the float64 result of the same bf16-rounded
+//   inputs;
+// - 2-D direct (strides 1 and 2, 1x1, 3x3 and 7x7 kernels) within 1e-5, and oneDNN's Winograd
+//   F(4x4, 3x3) within 1e-4 (its transforms round more: measured ~1e-5 here), contiguous and
+//   channels-last;
+// - the probe: one measurement per shape, remembered, with a verdict that follows its times.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <array>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -92,6 +99,99 @@ TEST(DnnlConvSupport, RefusesWhatItCannotTake) {
   EXPECT_FALSE(dnnl_conv3d_supported(x, at::randn({4, 4, 2, 2, 2})));         // even kernel
   EXPECT_FALSE(dnnl_conv3d_supported(x, at::randn({4, 3, 3, 3, 3})));         // channel mismatch
   EXPECT_THROW(dnnl_conv3d(x.to(at::kDouble), w.to(at::kDouble), 1), core::Error);
+}
+
+// --- 2-D --------------------------------------------------------------------------------------
+
+// (batch, in channels, out channels, height, width, kernel, stride, channels-last, Winograd)
+using Conv2dCase =
+    std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>;
+class DnnlConv2d : public ::testing::TestWithParam<Conv2dCase> {};
+
+TEST_P(DnnlConv2d, EqualsLibTorchInOutputAndGradients) {
+  if (!dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  const auto [n, c, o, h, wd, k, stride, cl, winograd] = GetParam();
+  at::manual_seed(13);
+  const int64_t pad = k / 2;
+  at::Tensor x = at::randn({n, c, h, wd});
+  if (cl) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor w = at::randn({o, c, k, k}) * 0.2;
+  const int64_t ho = (h + 2 * pad - k) / stride + 1, wo = (wd + 2 * pad - k) / stride + 1;
+  const at::Tensor g = at::randn({n, o, ho, wo});
+  const std::array<int64_t, 1> s{stride}, p{pad};
+  const DnnlAlgorithm alg = winograd ? DnnlAlgorithm::Winograd : DnnlAlgorithm::Direct;
+  if (winograd && !dnnl_conv2d_supported(x, w, s, p, alg))
+    GTEST_SKIP() << "oneDNN has no Winograd on this CPU (it needs AVX-512)";
+  ASSERT_TRUE(dnnl_conv2d_supported(x, w, s, p, alg));
+  const Grads got = run(x, w, g, [&](const at::Tensor& a, const at::Tensor& b) {
+    return dnnl_conv2d(a, b, s, p, alg);
+  });
+  const Grads ref = run(
+      x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
+      [&](const at::Tensor& a, const at::Tensor& b) { return at::conv2d(a, b, {}, stride, pad); });
+  const double tol = winograd ? 1e-4 : 1e-5;
+  EXPECT_TRUE(test::tensors_close(got.y, ref.y, tol, "output"));
+  EXPECT_TRUE(test::tensors_close(got.dx, ref.dx, tol, "input gradient"));
+  EXPECT_TRUE(test::tensors_close(got.dw, ref.dw, tol, "weight gradient"));
+  EXPECT_EQ(got.y.is_contiguous(at::MemoryFormat::ChannelsLast) && !got.y.is_contiguous(), cl)
+      << "the output keeps the input's memory format";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DnnlConv2d,
+    ::testing::Values(
+        // Winograd: ResNet's 3x3 stride-1 layers at odd sizes (partial 4x4 tiles), both layouts.
+        std::make_tuple(2, 32, 32, 13, 11, 3, 1, false, true),
+        std::make_tuple(2, 32, 48, 9, 9, 3, 1, true, true),
+        std::make_tuple(1, 64, 64, 7, 7, 3, 1, false, true),
+        // Direct: the stem (7x7 s2 over 3 channels), a strided 3x3, a strided 1x1 shortcut.
+        std::make_tuple(2, 3, 16, 20, 18, 7, 2, false, false),
+        std::make_tuple(2, 16, 32, 15, 15, 3, 2, true, false),
+        std::make_tuple(2, 32, 64, 10, 10, 1, 2, false, false)));
+
+TEST(DnnlConv2dSupport, RefusesWhatItCannotTake) {
+  const at::Tensor x = at::randn({2, 32, 8, 8}), w = at::randn({32, 32, 3, 3});
+  const std::array<int64_t, 1> one{1}, two{2};
+  for (DnnlAlgorithm alg : {DnnlAlgorithm::Direct, DnnlAlgorithm::Winograd}) {
+    EXPECT_FALSE(dnnl_conv2d_supported(x.to(at::kDouble), w.to(at::kDouble), one, one, alg));
+    EXPECT_FALSE(dnnl_conv2d_supported(x, at::randn({32, 16, 3, 3}), one, one, alg));    // groups
+    EXPECT_FALSE(dnnl_conv2d_supported(x.unsqueeze(2), w.unsqueeze(2), one, one, alg));  // 3-D
+    EXPECT_FALSE(dnnl_conv2d_supported(x, w, std::array<int64_t, 3>{1, 1, 1}, one, alg));
+  }
+  // oneDNN's Winograd is 3x3 stride 1 float32 only.
+  EXPECT_FALSE(dnnl_conv2d_supported(x, w, two, one, DnnlAlgorithm::Winograd));
+  EXPECT_FALSE(
+      dnnl_conv2d_supported(x, at::randn({32, 32, 5, 5}), one, two, DnnlAlgorithm::Winograd));
+  EXPECT_FALSE(dnnl_conv2d_supported(x.to(at::kBFloat16), w.to(at::kBFloat16), one, one,
+                                     DnnlAlgorithm::Winograd));
+  EXPECT_THROW(dnnl_conv2d(x, w, two, one, DnnlAlgorithm::Winograd), core::Error);
+  EXPECT_FALSE(dnnl_winograd_pays(x, w, two, one));  // nothing to measure
+}
+
+TEST(DnnlWinogradProbe, MeasuresEachShapeOnceAndDecidesByItsTimes) {
+  if (!dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  const at::Tensor x = at::randn({2, 32, 12, 12}), w = at::randn({32, 32, 3, 3});
+  const std::array<int64_t, 1> one{1};
+  if (!dnnl_conv2d_supported(x, w, one, one, DnnlAlgorithm::Winograd))
+    GTEST_SKIP() << "oneDNN has no Winograd on this CPU (it needs AVX-512)";
+  const std::size_t before = dnnl_conv_probes().size();
+  const bool verdict = dnnl_winograd_pays(x, w, one, one);
+  const auto probes = dnnl_conv_probes();
+  ASSERT_EQ(probes.size(), before + 1);
+  const DnnlConvProbe& p = probes.back();
+  EXPECT_EQ(p.shape, "x 2x32x12x12 nchw Float w 32x32x3x3 s1x1 p1x1");
+  EXPECT_GT(p.winograd_ms, 0.0);
+  EXPECT_GT(p.libtorch_ms, 0.0);
+  EXPECT_EQ(p.winograd, p.winograd_ms < p.libtorch_ms);
+  EXPECT_EQ(verdict, p.winograd);
+  // Asked again (other values, same shape; through autograd inputs too): remembered, not measured.
+  EXPECT_EQ(dnnl_winograd_pays(at::randn({2, 32, 12, 12}).requires_grad_(true), w, one, one),
+            verdict);
+  EXPECT_EQ(dnnl_conv_probes().size(), before + 1);
+  // Another layout is another shape.
+  dnnl_winograd_pays(x.contiguous(at::MemoryFormat::ChannelsLast), w, one, one);
+  ASSERT_EQ(dnnl_conv_probes().size(), before + 2);
+  EXPECT_EQ(dnnl_conv_probes().back().shape, "x 2x32x12x12 nhwc Float w 32x32x3x3 s1x1 p1x1");
 }
 
 }  // namespace
