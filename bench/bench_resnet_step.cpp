@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/resource.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
@@ -24,6 +25,7 @@
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "core/version.hpp"
+#include "kernels/kernel_use.hpp"
 #include "nn/autocast.hpp"
 #include "workloads/image_classification/resnet.hpp"
 
@@ -39,8 +41,9 @@ struct BenchOptions {
   int threads = 0;  // 0: core::default_thread_count()
   int timed_steps = 5;
   int warmup_steps = 2;
-  int channels_last = 0;           // 1: parameters, buffers and the input in ChannelsLast
-  std::string precision = "fp32";  // "bf16": CPU autocast around the forward
+  int channels_last = 0;             // 1: parameters, buffers and the input in ChannelsLast
+  std::string precision = "fp32";    // "bf16": CPU autocast around the forward
+  std::string conv_kernel = "auto";  // the 3x3 stride-1 convs: auto | probe | winograd | libtorch
   uint64_t seed = 0;
 };
 
@@ -108,6 +111,10 @@ int run(const BenchOptions& o) {
   imgcls::ResNetOptions mo;
   mo.depth = o.depth;
   mo.num_classes = o.classes;
+  // As the workload resolves its conv_kernel key (auto: the probe in fp32, LibTorch's in bf16).
+  mo.conv.kernel = imgcls::resolve_conv_kernel(o.conv_kernel, o.precision, at::kCPU);
+  mo.conv.use = std::make_shared<kernels::KernelUse>();
+  mo.conv.register_choices();
 
   // Model, then images, then labels from one seed: resnet_step.py draws them in the same order
   // (torchvision consumes the generator as our constructor does), so both sides start from the
@@ -208,17 +215,20 @@ int run(const BenchOptions& o) {
       rss_before_bytes / kMiB, hwm_bytes / kMiB, (hwm_bytes - rss_before_bytes) / kMiB, loss0);
   fmt::print("  other processes used {:.0f}% of the machine's CPU time during the timed steps\n",
              other_cpu * 100);
+  fmt::print("  3x3 convolutions: {} ({})\n", imgcls::to_string(mo.conv.kernel),
+             fmt::join(mo.conv.use->summary(), "; "));
+  for (const std::string& line : imgcls::conv_probe_lines()) fmt::print("  probe: {}\n", line);
   // One machine-readable line; resnet_step.py prints the same keys.
   fmt::print(
       "result impl=cpp depth={} batch={} image={} classes={} dtype={} layout={} threads={} "
       "params={} step_ms={:.2f} step_ms_min={:.2f} step_ms_max={:.2f} images_per_s={:.2f} "
       "step_gflop={:.3f} model_gflop_per_s={:.2f} rss_before_mib={:.1f} peak_rss_mib={:.1f} "
       "peak_rss_delta_mib={:.1f} loss0={:.6f} forward_ms={:.2f} loss_ms={:.2f} backward_ms={:.2f} "
-      "optimizer_ms={:.2f} other_cpu={:.3f}\n",
+      "optimizer_ms={:.2f} other_cpu={:.3f} conv_kernel={}\n",
       o.depth, o.batch, o.image_size, o.classes, o.precision, layout, threads, params, step_ms,
       spread.min * 1e3, spread.max * 1e3, images_per_s, flop_step / 1e9, rate,
       rss_before_bytes / kMiB, hwm_bytes / kMiB, (hwm_bytes - rss_before_bytes) / kMiB, loss0,
-      forward_ms, loss_ms, backward_ms, optimizer_ms, other_cpu);
+      forward_ms, loss_ms, backward_ms, optimizer_ms, other_cpu, imgcls::to_string(mo.conv.kernel));
   return 0;
 }
 
@@ -240,6 +250,10 @@ int parse_and_run(int argc, char** argv) {
       ->check(CLI::IsMember({0, 1}));
   app.add_option("--precision", o.precision, "fp32, or bf16 (CPU autocast in the forward)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--conv-kernel", o.conv_kernel,
+                 "3x3 stride-1 convolutions: auto (probe in fp32, libtorch in bf16), probe "
+                 "(oneDNN's Winograd where measured faster), winograd, libtorch")
+      ->check(CLI::IsMember({"auto", "probe", "winograd", "libtorch"}));
   app.add_option("--seed", o.seed, "seed of the weights, images and labels");
   CLI11_PARSE(app, argc, argv);
   return run(o);

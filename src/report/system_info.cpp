@@ -32,7 +32,7 @@ struct Field {
 };
 
 // The one declaration of system.json's keys, in file order.
-const std::array<Field, 19> kFields{{
+const std::array<Field, 20> kFields{{
     {"host", &SystemInfo::host},
     {"cpu_model", &SystemInfo::cpu_model},
     {"gpu_model", &SystemInfo::gpu_model},
@@ -50,6 +50,7 @@ const std::array<Field, 19> kFields{{
     {"kernels", &SystemInfo::kernels},
     {"kernels_run", &SystemInfo::kernels_run},
     {"kernel_fallbacks", &SystemInfo::kernel_fallbacks},
+    {"kernel_probes", &SystemInfo::kernel_probes},
     {"rank_devices", &SystemInfo::rank_devices},
     {"created_at", &SystemInfo::created_at},
 }};

@@ -198,6 +198,19 @@ TEST(ImageClassification, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
 // other lines are CARAML's print0 calls in image_classification_torch.py, matched with the same
 // float macro. Every value is checked against summary.json and epoch_stats.csv. Also: the tf32
 // key is recorded in system.json, summary.json and the report's TF32 column, as "none(cpu)" here.
+// Whether /proc/cpuinfo lists AVX-512 F, BW, VL and DQ (oneDNN's avx512_core).
+bool cpu_has_avx512_core() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("flags", 0) != 0) continue;
+    line += ' ';
+    for (const char* f : {" avx512f ", " avx512bw ", " avx512vl ", " avx512dq "})
+      if (line.find(f) == std::string::npos) return false;
+    return true;
+  }
+  return false;
+}
+
 TEST(ImageClassification, StdoutHasCaramlsLinesThatItsJubePatternReads) {
   TempDir dir;
   const fs::path err = dir.path() / "stderr.txt";
@@ -255,10 +268,26 @@ TEST(ImageClassification, StdoutHasCaramlsLinesThatItsJubePatternReads) {
   EXPECT_EQ(all(R"(Starting training with 320 images\.\.\.)").size(), 1u) << out;
   EXPECT_EQ(all(R"(Starting warm-up epochs \.\.\.)").size(), 1u) << out;
 
-  // tf32 (default 1) on a CPU: recorded, and recorded as having no effect.
+  // tf32 (default 1) on a CPU: recorded, and recorded as having no effect. conv_kernel auto on a
+  // CPU in fp32: the probe, its measurements and what each 3x3 stride-1 call ran.
   const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
   const auto kernels = sys.at("kernels").get<std::vector<std::string>>();
-  EXPECT_EQ(kernels, (std::vector<std::string>{"tf32=1", "tf32_effect=none(cpu)"}));
+  const bool dnnl = SCAFFOLD_TEST_WITH_DNNL != 0;  // the build links oneDNN (tests/e2e/CMakeLists)
+  EXPECT_EQ(kernels, (std::vector<std::string>{"tf32=1", "tf32_effect=none(cpu)",
+                                               dnnl ? "conv3x3=probe" : "conv3x3=libtorch"}));
+  EXPECT_EQ(s.at("params").at("conv_kernel"), dnnl ? "probe" : "libtorch");
+  const auto run_kernels = sys.at("kernels_run").get<std::vector<std::string>>();
+  ASSERT_EQ(run_kernels.size(), 1u) << sys.dump();
+  EXPECT_EQ(run_kernels[0].rfind("conv3x3=", 0), 0u) << run_kernels[0];
+  if (dnnl && cpu_has_avx512_core()) {  // oneDNN's Winograd needs it
+    // ResNet-18 at 32x32: 3x3 stride-1 layers at 8x8, 4x4, 2x2 and 1x1, for the training batch
+    // (32) and the validation batch (32 too: one shape each).
+    const auto probes = sys.at("kernel_probes").get<std::vector<std::string>>();
+    ASSERT_EQ(probes.size(), 4u) << sys.dump();
+    EXPECT_EQ(probes[0].rfind("conv x 32x64x8x8 nchw Float w 64x64x3x3 s1x1 p1x1: winograd ", 0),
+              0u)
+        << probes[0];
+  }
   EXPECT_EQ(s.at("params").at("tf32"), "1");
   EXPECT_EQ(s.at("params").at("tf32_effect"), "none(cpu)");
   const auto rep = run_command(kBinary + " report --format csv " + run.string());

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "kernels/dnnl_conv.hpp"
+#include "nn/autocast.hpp"
 
 namespace scaffold::imgcls {
 namespace {
@@ -74,9 +76,94 @@ void validate(const ResNetOptions& o) {
   if (o.num_classes < 1) fail(fmt::format("num_classes must be >= 1, got {}", o.num_classes));
 }
 
+// --- The 3x3 convolutions' kernel ---------------------------------------------------------------
+
+const char* to_string(ConvKernel k) {
+  switch (k) {
+    case ConvKernel::Winograd:
+      return "winograd";
+    case ConvKernel::Probe:
+      return "probe";
+    case ConvKernel::LibTorch:
+      break;
+  }
+  return "libtorch";
+}
+
+void ConvChoice::register_choices() const {
+  if (!use) return;
+  if (kernel == ConvKernel::Probe)
+    use->chose("conv3x3", {"winograd", "libtorch"});
+  else
+    use->chose("conv3x3", {kernel == ConvKernel::Winograd ? "winograd" : "libtorch"});
+}
+
+at::Tensor ConvChoice::run(nn::Conv2d& c, const at::Tensor& x) const {
+  const auto ran = [this](const char* name, const char* why) {
+    if (use) use->ran("conv3x3", name, why);
+  };
+  if (kernel == ConvKernel::LibTorch) {
+    ran("libtorch", "");
+    return c(x);
+  }
+  // Only these reach oneDNN's Winograd (float32); autocast would run the layer in bf16.
+  const char* why = !x.device().is_cpu()                          ? "not on the CPU"
+                    : model::AutocastState::current().cpu_enabled ? "under autocast"
+                    : x.scalar_type() != at::kFloat               ? "not float32"
+                                                                  : nullptr;
+  const std::array<int64_t, 1> one{1};
+  if (!why) {
+    const bool winograd =
+        kernel == ConvKernel::Winograd
+            ? model::dnnl_conv2d_supported(x, c->weight, one, one, model::DnnlAlgorithm::Winograd)
+            : model::dnnl_winograd_pays(x, c->weight, one, one);
+    if (winograd) {
+      ran("winograd", "");
+      return model::dnnl_conv2d(x, c->weight, one, one, model::DnnlAlgorithm::Winograd);
+    }
+    why = "oneDNN has no Winograd for this layer on this CPU";
+  }
+  ran("libtorch", why);
+  return c(x);
+}
+
+ConvKernel resolve_conv_kernel(const std::string& conv_kernel, const std::string& precision,
+                               c10::Device device) {
+  const bool runs = device.is_cpu() && precision == "fp32" && model::dnnl_conv3d_built();
+  if (conv_kernel == "auto") return runs ? ConvKernel::Probe : ConvKernel::LibTorch;
+  if (conv_kernel == "libtorch") return ConvKernel::LibTorch;
+  if (conv_kernel != "probe" && conv_kernel != "winograd")
+    throw core::Error(fmt::format(
+        "conv_kernel: {}: expected one of auto, probe, winograd, libtorch", conv_kernel));
+  if (!device.is_cpu())
+    throw core::Error(fmt::format(
+        "conv_kernel: {} runs oneDNN's Winograd on the CPU, this run trains on {}; use auto or "
+        "libtorch",
+        conv_kernel, device.str()));
+  if (precision != "fp32")
+    throw core::Error(fmt::format(
+        "conv_kernel: {} runs float32 only, this run's precision is {}; use auto or libtorch",
+        conv_kernel, precision));
+  if (!model::dnnl_conv3d_built())
+    throw core::Error(fmt::format(
+        "conv_kernel: {}, but this build has no oneDNN (install libdnnl-dev and rebuild)",
+        conv_kernel));
+  return conv_kernel == "probe" ? ConvKernel::Probe : ConvKernel::Winograd;
+}
+
+std::vector<std::string> conv_probe_lines() {
+  std::vector<std::string> lines;
+  for (const model::DnnlConvProbe& p : model::dnnl_conv_probes())
+    lines.push_back(fmt::format("conv {}: winograd {:.2f} ms, libtorch {:.2f} ms -> {}", p.shape,
+                                p.winograd_ms, p.libtorch_ms,
+                                p.winograd ? "winograd" : "libtorch"));
+  return lines;
+}
+
 // --- BasicBlock ----------------------------------------------------------------------------------
 
-BasicBlockImpl::BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stride) {
+BasicBlockImpl::BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv)
+    : stride_(stride), conv_(std::move(conv)) {
   conv1_ = register_module("conv1", conv2d(in_channels, planes, 3, stride, 1));
   bn1_ = register_module("bn1", batch_norm(planes));
   conv2_ = register_module("conv2", conv2d(planes, planes, 3, 1, 1));
@@ -87,8 +174,8 @@ BasicBlockImpl::BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stri
 
 at::Tensor BasicBlockImpl::forward(const at::Tensor& x) {
   // In-place ReLU and add: BatchNorm's backward needs its input and statistics, not its output.
-  at::Tensor out = bn1_(conv1_(x)).relu_();
-  out = bn2_(conv2_(out));
+  at::Tensor out = bn1_(stride_ == 1 ? conv_.run(conv1_, x) : conv1_(x)).relu_();
+  out = bn2_(conv_.run(conv2_, out));
   out += downsample_ ? downsample_->forward(x) : x;
   return out.relu_();
 }
@@ -100,7 +187,8 @@ void BasicBlockImpl::zero_init_last_bn() {
 
 // --- Bottleneck ----------------------------------------------------------------------------------
 
-BottleneckImpl::BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stride) {
+BottleneckImpl::BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv)
+    : stride_(stride), conv_(std::move(conv)) {
   conv1_ = register_module("conv1", conv2d(in_channels, planes, 1, 1, 0));
   bn1_ = register_module("bn1", batch_norm(planes));
   conv2_ = register_module("conv2", conv2d(planes, planes, 3, stride, 1));
@@ -113,7 +201,7 @@ BottleneckImpl::BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stri
 
 at::Tensor BottleneckImpl::forward(const at::Tensor& x) {
   at::Tensor out = bn1_(conv1_(x)).relu_();
-  out = bn2_(conv2_(out)).relu_();
+  out = bn2_(stride_ == 1 ? conv_.run(conv2_, out) : conv2_(out)).relu_();
   out = bn3_(conv3_(out));
   out += downsample_ ? downsample_->forward(x) : x;
   return out.relu_();
@@ -142,9 +230,9 @@ ResNetImpl::ResNetImpl(const ResNetOptions& options) : options_(options) {
     for (int b = 0; b < layout.blocks[s]; ++b) {
       const int64_t stride = (s > 0 && b == 0) ? 2 : 1;
       if (layout.bottleneck) {
-        layer->push_back(Bottleneck(in_channels, planes, stride));
+        layer->push_back(Bottleneck(in_channels, planes, stride, options_.conv));
       } else {
-        layer->push_back(BasicBlock(in_channels, planes, stride));
+        layer->push_back(BasicBlock(in_channels, planes, stride, options_.conv));
       }
       in_channels = planes * expansion;
     }

@@ -5,6 +5,7 @@
 // Legend: N batch, C channels, H/W spatial sizes; tensors are NCHW (contiguous or channels-last).
 #pragma once
 
+#include <c10/core/Device.h>
 #include <c10/core/MemoryFormat.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -16,16 +17,58 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
+#include "kernels/kernel_use.hpp"
 #include "nn/memory_format.hpp"
 
 namespace scaffold::imgcls {
+
+// How the 3x3 stride-1 convolutions run (the key conv_kernel, docs/image_classification.md, "The
+// 3x3 convolutions' kernel"); every other convolution runs LibTorch's.
+// LibTorch: at::conv2d (oneDNN's direct kernel on a CPU), the reference.
+// Winograd: oneDNN's Winograd F(4x4, 3x3) on every such layer oneDNN has one for (float32 CPU
+// tensors outside autocast, AVX-512); LibTorch's elsewhere, counted as a fallback.
+// Probe: Winograd on the layers where an in-process measurement on the first call of each shape
+// (kernels/dnnl_conv.hpp, dnnl_winograd_pays) finds it faster than LibTorch's, LibTorch's on the
+// others.
+enum class ConvKernel { LibTorch, Winograd, Probe };
+
+// "libtorch", "winograd", "probe".
+const char* to_string(ConvKernel k);
+
+// conv_kernel resolved for the run's device and precision: auto is Probe on a CPU in fp32 in a
+// build with oneDNN, LibTorch otherwise; probe and winograd need all three and are a core::Error
+// naming the key, the value and what stands in the way otherwise (the schema has already refused
+// them with another precision).
+ConvKernel resolve_conv_kernel(const std::string& conv_kernel, const std::string& precision,
+                               c10::Device device);
+
+// system.json's `kernel_probes` lines of every convolution probe this process ran:
+// "conv <shape>: winograd <ms> ms, libtorch <ms> ms -> <faster>".
+std::vector<std::string> conv_probe_lines();
+
+// The 3x3 stride-1 convolutions' kernel, shared by every block of a model.
+struct ConvChoice {
+  ConvKernel kernel = ConvKernel::LibTorch;
+  // Counts each call as op "conv3x3" with the kernel that ran it (system.json's kernels_run), if
+  // set; the caller registers the chosen kernels (register_choices).
+  std::shared_ptr<kernels::KernelUse> use;
+
+  // use->chose("conv3x3", ...) for `kernel`, when `use` is set.
+  void register_choices() const;
+  // c(x) for a 3x3 convolution `c` with stride 1 and padding 1, on the chosen kernel.
+  at::Tensor run(torch::nn::Conv2d& c, const at::Tensor& x) const;
+};
 
 // The input always has 3 channels (RGB), as torchvision's ResNet.
 struct ResNetOptions {
   int depth = 50;                   // 18, 34 (basic blocks) or 50, 101, 152 (bottlenecks)
   int64_t num_classes = 1000;       // width of fc
   bool zero_init_residual = false;  // zero the last BN weight of every residual branch
+  ConvChoice conv;                  // the 3x3 stride-1 convolutions' kernel
 };
 
 // Throws core::Error naming the first invalid option, its value and what is allowed.
@@ -37,7 +80,7 @@ void validate(const ResNetOptions& options);
 class BasicBlockImpl : public torch::nn::Module {
  public:
   static constexpr int64_t kExpansion = 1;  // out channels = planes * kExpansion
-  BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stride);
+  BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv = {});
   // (N, Cin, H, W) -> (N, planes, ceil(H / stride), ceil(W / stride))
   at::Tensor forward(const at::Tensor& x);
   // Zeroes bn2's weight, so the residual branch starts as zero (zero_init_residual).
@@ -49,6 +92,8 @@ class BasicBlockImpl : public torch::nn::Module {
   torch::nn::Conv2d conv2_{nullptr};           // weight (planes, planes, 3, 3)
   torch::nn::BatchNorm2d bn2_{nullptr};        // (planes)
   torch::nn::Sequential downsample_{nullptr};  // 0: weight (planes, Cin, 1, 1); 1: BN (planes)
+  int64_t stride_ = 1;
+  ConvChoice conv_;
 };
 TORCH_MODULE(BasicBlock);
 
@@ -58,7 +103,7 @@ TORCH_MODULE(BasicBlock);
 class BottleneckImpl : public torch::nn::Module {
  public:
   static constexpr int64_t kExpansion = 4;  // out channels = planes * kExpansion
-  BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stride);
+  BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv = {});
   // (N, Cin, H, W) -> (N, 4 * planes, ceil(H / stride), ceil(W / stride))
   at::Tensor forward(const at::Tensor& x);
   // Zeroes bn3's weight, so the residual branch starts as zero (zero_init_residual).
@@ -72,6 +117,8 @@ class BottleneckImpl : public torch::nn::Module {
   torch::nn::Conv2d conv3_{nullptr};           // weight (4 * planes, planes, 1, 1)
   torch::nn::BatchNorm2d bn3_{nullptr};        // (4 * planes)
   torch::nn::Sequential downsample_{nullptr};  // 0: weight (4 * planes, Cin, 1, 1); 1: BN
+  int64_t stride_ = 1;
+  ConvChoice conv_;
 };
 TORCH_MODULE(Bottleneck);
 

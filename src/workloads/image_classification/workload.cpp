@@ -166,6 +166,10 @@ class ImageClassificationRun : public suite::WorkloadRun {
     // TF32 as CARAML leaves it (or off with tf32: 0); recorded as set, and as "none" on a CPU.
     tf32_ = apply_tf32(cfg_.tf32, cfg_.precision, env.device);
     info.kernels = tf32_kernel_entries(tf32_);
+    conv_.kernel = resolve_conv_kernel(cfg_.conv_kernel, cfg_.precision, env.device);
+    info.kernels.push_back(std::string("conv3x3=") + to_string(conv_.kernel));
+    conv_.use = std::make_shared<kernels::KernelUse>();
+    conv_.register_choices();
     print0(env.comm, env.device.is_cuda() ? fmt::format("Using {} GPU", info.gpu_model)
                                           : std::string("No GPUs Detected, using CPU"));
   }
@@ -185,6 +189,7 @@ class ImageClassificationRun : public suite::WorkloadRun {
     mo_.depth = depth_of(cfg_.model);
     mo_.num_classes = cfg_.num_classes;
     mo_.zero_init_residual = cfg_.zero_init_residual;
+    mo_.conv = conv_;
     torch::manual_seed(
         static_cast<uint64_t>(cfg_.seed));  // identical initial weights (rank 0's broadcast too)
     ResNet net(mo_);
@@ -314,6 +319,7 @@ class ImageClassificationRun : public suite::WorkloadRun {
                   {"num_classes", std::to_string(cfg_.num_classes)},
                   {"workers", std::to_string(cfg_.dataloader_num_workers)},
                   {"channels_last", cfg_.channels_last ? "1" : "0"},
+                  {"conv_kernel", to_string(conv_.kernel)},
                   {std::string(kParamTf32), cfg_.tf32 ? "1" : "0"},
                   {std::string(kParamTf32Effect), tf32_.effect()},
                   {"momentum", fmt::format("{}", cfg_.momentum)},
@@ -361,6 +367,14 @@ class ImageClassificationRun : public suite::WorkloadRun {
     return true;
   }
 
+  // What rank 0's 3x3 convolutions ran, counted call by call, and the probes behind the choice.
+  void describe_after_training(report::SystemInfo& info) override {
+    info.kernels_run = conv_.use->summary();
+    for (std::string& line : conv_.use->fallbacks())
+      info.kernel_fallbacks.push_back(std::move(line));
+    info.kernel_probes = conv_probe_lines();
+  }
+
   void closing_lines(suite::RunEnv& env, const train::LoopResult&) override {
     // CARAML's closing lines on stdout; its JUBE pattern parses the last one.
     print0(env.comm, caraml_training_line(f_.timed_epochs, f_.time_s));
@@ -372,6 +386,7 @@ class ImageClassificationRun : public suite::WorkloadRun {
   ImageClassificationConfig cfg_;
   int64_t batch_ = 0;
   Tf32State tf32_;
+  ConvChoice conv_;  // the 3x3 convolutions' kernel and its tally
   Sources sources_;
   ResNetOptions mo_;
   int64_t params_ = 0;

@@ -118,6 +118,7 @@ void expect_same(const IC& a, const IC& b) {
   EXPECT_EQ(a.loss_scale_growth_interval, b.loss_scale_growth_interval);
   EXPECT_EQ(a.channels_last, b.channels_last);
   EXPECT_EQ(a.zero_init_residual, b.zero_init_residual);
+  EXPECT_EQ(a.conv_kernel, b.conv_kernel);
   EXPECT_EQ(a.dataloader_num_workers, b.dataloader_num_workers);
   EXPECT_EQ(a.device, b.device);
   EXPECT_EQ(a.device_sharing, b.device_sharing);
@@ -156,6 +157,7 @@ void expect_caraml_defaults(const IC& c) {
   EXPECT_EQ(c.loss_scale_growth_interval, 100);
   EXPECT_TRUE(c.channels_last);
   EXPECT_FALSE(c.zero_init_residual);
+  EXPECT_EQ(c.conv_kernel, "auto");  // extension: same arithmetic, a kernel chosen per machine
   EXPECT_EQ(c.dataloader_num_workers, 2);
   EXPECT_EQ(c.device, "auto");
   EXPECT_FALSE(c.device_sharing);
@@ -192,6 +194,7 @@ const std::vector<std::string> kKeys = {"base_run_dir",
                                         "loss_scale_growth_interval",
                                         "channels_last",
                                         "zero_init_residual",
+                                        "conv_kernel",
                                         "dataloader_num_workers",
                                         "device",
                                         "device_sharing",
@@ -229,6 +232,7 @@ IC non_default_config() {
   c.loss_scale_growth_interval = 2000;
   c.channels_last = false;
   c.zero_init_residual = true;
+  c.conv_kernel = "libtorch";  // precision bf16: auto or libtorch
   c.dataloader_num_workers = 0;
   c.device = "cpu";
   c.device_sharing = true;
@@ -383,6 +387,24 @@ TEST_F(ImageClassificationConfigTest, Tf32OffWithPrecisionTf32IsRefusedByName) {
   EXPECT_FALSE(load({write("off.yml", "precision: fp32\ntf32: 0\n")}).config.tf32);
 }
 
+TEST_F(ImageClassificationConfigTest, AWinogradConvKernelOutsideFp32IsRefusedByName) {
+  for (const char* kernel : {"winograd", "probe"}) {
+    const std::string path = write(std::string(kernel) + ".yml",
+                                   "precision: bf16\nconv_kernel: " + std::string(kernel) + "\n");
+    const std::string message = load_error({path});
+    EXPECT_EQ(problem_count(message), 1) << message;
+    EXPECT_CONTAINS(line_with(message, "conv_kernel = " + std::string(kernel)),
+                    "auto or libtorch when precision is not fp32");
+  }
+  for (const char* kernel : {"auto", "libtorch"})
+    EXPECT_EQ(load({write(std::string(kernel) + ".yml",
+                          "precision: bf16\nconv_kernel: " + std::string(kernel) + "\n")})
+                  .config.conv_kernel,
+              kernel);
+  EXPECT_EQ(load({write("w.yml", "precision: fp32\nconv_kernel: winograd\n")}).config.conv_kernel,
+            "winograd");
+}
+
 // ---- range checks ----------------------------------------------------------------------------
 
 struct Rejected {
@@ -425,6 +447,7 @@ TEST_F(ImageClassificationConfigTest, EveryRangeCheckRejectsNamingFileKeyValueAn
       {"loss_scale_growth_interval", "0", "an integer >= 1"},
       {"channels_last", "on", "0, 1, true or false"},
       {"zero_init_residual", "-1", "0, 1, true or false"},
+      {"conv_kernel", "fast", "one of auto, probe, winograd, libtorch"},
       {"dataloader_num_workers", "-1", "an integer >= 0"},
       {"device", "tpu", "one of auto, cpu, cuda"},
       {"checkpoint_interval", "-2", "an integer >= -1 (-1 or 0: no checkpoints)"},

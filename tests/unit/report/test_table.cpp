@@ -501,6 +501,9 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
   info.kernels = {"conv=onednn", "upconv=gemm"};
   info.kernels_run = {"conv=onednn x40, libtorch x2", "upconv=gemm x8"};
   info.kernel_fallbacks = {"conv: libtorch instead of onednn (an input oneDNN does not take)"};
+  info.kernel_probes = {
+      "conv x 8x64x56x56 nhwc Float w 64x64x3x3 s1x1 p1x1: winograd 7.9 ms, "
+      "libtorch 14.4 ms -> winograd"};
   info.rank_devices = {"node001 cuda:0 visible=2 pci=0000:41:00.0", "node001 cuda:1"};
   info.created_at = "2025-03-12T10:15:00Z";
   test::TempDir tmp;
@@ -534,6 +537,9 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
   ],
   "kernel_fallbacks": [
     "conv: libtorch instead of onednn (an input oneDNN does not take)"
+  ],
+  "kernel_probes": [
+    "conv x 8x64x56x56 nhwc Float w 64x64x3x3 s1x1 p1x1: winograd 7.9 ms, libtorch 14.4 ms -> winograd"
   ],
   "rank_devices": [
     "node001 cuda:0 visible=2 pci=0000:41:00.0",

@@ -8,6 +8,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -20,6 +21,9 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/dnnl_conv.hpp"
+#include "kernels/kernel_use.hpp"
+#include "nn/autocast.hpp"
 #include "unit/tensor_compare.hpp"
 #include "workloads/image_classification/resnet.hpp"
 #include "workloads/scaffold/model/unet.hpp"
@@ -285,6 +289,178 @@ TEST(ResNet, ChannelsLastMatchesContiguous) {
                                 tag + " layer4.1.bn2.running_var after a train step"));
     }
   }
+}
+
+// --- 4b. The 3x3 convolutions' kernel ---------------------------------------------------------
+
+// Both ResNet-18 (2+2+2+2 basic blocks, two 3x3 convs each) and ResNet-50 (3+4+6+3 bottlenecks,
+// one 3x3 each) have 16 3x3 convolutions in their blocks, 3 of them strided (the first block of
+// layers 2-4): 13 of stride 1, the ones conv_kernel applies to.
+constexpr int64_t kStrideOne3x3Convs = 13;
+
+struct StepResult {
+  at::Tensor y;
+  std::map<std::string, at::Tensor> grads;
+};
+
+// One forward and backward of sum(net(x) * g), in training mode (batch statistics) or not.
+StepResult train_step(ResNet& net, const at::Tensor& x, const at::Tensor& g, bool train = true) {
+  net->train(train);
+  net->zero_grad();
+  StepResult r;
+  r.y = net(x);
+  (r.y * g).sum().backward();
+  for (const auto& item : net->named_parameters()) r.grads[item.key()] = item.value().grad();
+  return r;
+}
+
+TEST(ResNet, WinogradConvolutionsEqualLibTorchsInATrainingStep) {
+  if (!model::dnnl_conv2d_supported(at::randn({2, 64, 16, 16}), at::randn({64, 64, 3, 3}),
+                                    std::array<int64_t, 1>{1}, std::array<int64_t, 1>{1},
+                                    model::DnnlAlgorithm::Winograd))
+    GTEST_SKIP() << "no oneDNN Winograd in this build or on this CPU (it needs AVX-512)";
+  for (int depth : {18, 50}) {
+    for (bool cl : {false, true}) {
+      at::manual_seed(3);
+      ResNetOptions o = options(depth, 10);
+      ResNet reference(o);
+      o.conv.kernel = ConvKernel::Winograd;
+      o.conv.use = std::make_shared<kernels::KernelUse>();
+      o.conv.register_choices();
+      ResNet winograd(o);
+      copy_state(*reference, *winograd);
+      at::Tensor x = at::randn({2, 3, 64, 64});
+      if (cl) {
+        set_memory_format(*reference, at::MemoryFormat::ChannelsLast);
+        set_memory_format(*winograd, at::MemoryFormat::ChannelsLast);
+        x = x.contiguous(at::MemoryFormat::ChannelsLast);
+      }
+      const at::Tensor g = at::randn({2, 10});
+      // ResNet-50's gradients at 64x64 in training mode are ill-conditioned in float32: LibTorch's
+      // own NCHW and NHWC runs of it differ by up to 15-21 % (its BatchNorms over 2x2 pixels x
+      // batch 2 divide by tiny variances), while ResNet-18's differ by 3e-5 (measured with
+      // torchvision). So ResNet-50 is compared in eval mode (running statistics: affine maps).
+      const bool train = depth == 18;
+      const StepResult want = train_step(reference, x, g, train),
+                       got = train_step(winograd, x, g, train);
+      const std::string tag = "ResNet-" + std::to_string(depth) + (cl ? " nhwc" : " nchw");
+      // Winograd rounds differently: logits within 1e-4 of the largest magnitude, gradients within
+      // 2e-3 (measured up to 8e-4 in ResNet-18's training mode, where the weight gradients of the
+      // 64-channel layers sum 2x32x32 Winograd-transformed products each), where a wrong
+      // convolution is off by O(1).
+      EXPECT_TRUE(tensors_close(got.y, want.y, 1e-4, tag + " logits"));
+      for (const auto& [name, grad] : want.grads)
+        EXPECT_TRUE(tensors_close(got.grads.at(name), grad, 2e-3, tag + " grad " + name));
+      EXPECT_EQ(o.conv.use->summary(),
+                std::vector<std::string>{"conv3x3=winograd x" + std::to_string(kStrideOne3x3Convs)})
+          << tag;
+      EXPECT_TRUE(o.conv.use->fallbacks().empty()) << tag;
+    }
+  }
+}
+
+TEST(ResNet, TheProbeRunsEveryStrideOne3x3ConvOnTheKernelItMeasuredFaster) {
+  if (!model::dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  at::manual_seed(4);
+  ResNetOptions o = options(18, 10);
+  o.conv.kernel = ConvKernel::Probe;
+  o.conv.use = std::make_shared<kernels::KernelUse>();
+  o.conv.register_choices();
+  ResNet net(o);
+  const at::Tensor x = at::randn({2, 3, 48, 48});
+  const std::size_t before = model::dnnl_conv_probes().size();
+  train_step(net, x, at::randn({2, 10}));
+  const auto probes = model::dnnl_conv_probes();
+  // The 3x3 stride-1 shapes of ResNet-18 at 48x48: 64 ch at 12x12, 128 at 6x6, 256 at 3x3, 512 at
+  // 2x2, one probe each (none of them asked before in this process).
+  ASSERT_EQ(probes.size(), before + 4);
+  int64_t winograd_layers = 0;  // layers per shape: 4, 3, 3, 3
+  const std::array<int64_t, 4> per_shape{4, 3, 3, 3};
+  for (std::size_t i = 0; i < 4; ++i)
+    if (probes[before + i].winograd) winograd_layers += per_shape[i];
+  std::vector<std::string> expected;
+  const int64_t libtorch_layers = kStrideOne3x3Convs - winograd_layers;
+  std::string line = "conv3x3=";
+  // summary() lists kernels in the order they first ran: layer1's shape is probed first.
+  const bool first_winograd = probes[before].winograd;
+  const auto part = [](const char* k, int64_t n) {
+    return std::string(k) + " x" + std::to_string(n);
+  };
+  if (winograd_layers > 0 && libtorch_layers > 0)
+    line += first_winograd
+                ? part("winograd", winograd_layers) + ", " + part("libtorch", libtorch_layers)
+                : part("libtorch", libtorch_layers) + ", " + part("winograd", winograd_layers);
+  else
+    line +=
+        winograd_layers > 0 ? part("winograd", winograd_layers) : part("libtorch", libtorch_layers);
+  EXPECT_EQ(o.conv.use->summary(), std::vector<std::string>{line});
+  EXPECT_TRUE(o.conv.use->fallbacks().empty());
+  // The probe's lines for system.json.
+  const auto lines = conv_probe_lines();
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines[lines.size() - 4].rfind(
+                "conv x 2x64x12x12 nchw Float w 64x64x3x3 s1x1 p1x1: winograd ", 0),
+            0u)
+      << lines[lines.size() - 4];
+}
+
+TEST(ResNet, WinogradUnderAutocastRunsLibTorchsConvolutionAndSaysWhy) {
+  ResNetOptions o = options(18, 10);
+  o.conv.kernel = ConvKernel::Winograd;
+  o.conv.use = std::make_shared<kernels::KernelUse>();
+  o.conv.register_choices();
+  ResNet net(o);
+  net->eval();
+  {
+    model::AutocastState state = model::AutocastState::current();
+    state.cpu_enabled = true;
+    state.cpu_dtype = at::kBFloat16;
+    model::AutocastGuard guard(state);
+    torch::NoGradGuard no_grad;
+    net(at::randn({1, 3, 32, 32}));
+  }
+  EXPECT_EQ(o.conv.use->summary(), std::vector<std::string>{"conv3x3=libtorch x13"});
+  ASSERT_EQ(o.conv.use->fallbacks().size(), 1u);
+  EXPECT_NE(o.conv.use->fallbacks()[0].find("under autocast"), std::string::npos)
+      << o.conv.use->fallbacks()[0];
+}
+
+TEST(ResNet, TheConvKernelKeyResolvesForTheRunsDeviceAndPrecision) {
+  const bool dnnl = model::dnnl_conv3d_built();
+  EXPECT_EQ(resolve_conv_kernel("auto", "fp32", at::kCPU),
+            dnnl ? ConvKernel::Probe : ConvKernel::LibTorch);
+  EXPECT_EQ(resolve_conv_kernel("auto", "bf16", at::kCPU), ConvKernel::LibTorch);
+  EXPECT_EQ(resolve_conv_kernel("auto", "fp32", c10::Device("cuda:0")), ConvKernel::LibTorch);
+  EXPECT_EQ(resolve_conv_kernel("libtorch", "fp32", at::kCPU), ConvKernel::LibTorch);
+  if (dnnl) {
+    EXPECT_EQ(resolve_conv_kernel("winograd", "fp32", at::kCPU), ConvKernel::Winograd);
+    EXPECT_EQ(resolve_conv_kernel("probe", "fp32", at::kCPU), ConvKernel::Probe);
+  }
+  const auto message = [](const std::string& key, const std::string& precision,
+                          const std::string& device) {
+    try {
+      resolve_conv_kernel(key, precision, c10::Device(device));
+    } catch (const core::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("winograd", "fp32", "cuda:0")
+                .find("conv_kernel: winograd runs oneDNN's "
+                      "Winograd on the CPU, this run trains on "
+                      "cuda:0"),
+            std::string::npos);
+  EXPECT_NE(message("probe", "bf16", "cpu")
+                .find("conv_kernel: probe runs float32 only, this "
+                      "run's precision is bf16"),
+            std::string::npos);
+  EXPECT_NE(message("fast", "fp32", "cpu")
+                .find("conv_kernel: fast: expected one of auto, probe, "
+                      "winograd, libtorch"),
+            std::string::npos);
+  EXPECT_STREQ(to_string(ConvKernel::Probe), "probe");
+  EXPECT_STREQ(to_string(ConvKernel::Winograd), "winograd");
+  EXPECT_STREQ(to_string(ConvKernel::LibTorch), "libtorch");
 }
 
 // --- 5. zero_init_residual -----------------------------------------------------------------------
