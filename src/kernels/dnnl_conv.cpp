@@ -420,7 +420,7 @@ bool dnnl_winograd_pays(const at::Tensor& x_in, const at::Tensor& w_in, at::IntA
     at::convolution_backward(y, x, w, c10::nullopt, wino.stride, wino.padding, {1, 1}, false,
                              {0, 0}, 1, {true, true, false});
   });
-  probe.winograd = probe.winograd_ms < probe.libtorch_ms;
+  probe.winograd = probe.winograd_ms < kWinogradMargin * probe.libtorch_ms;
   book.verdicts.emplace(key, probe.winograd);
   book.probes.push_back(probe);
   return probe.winograd;

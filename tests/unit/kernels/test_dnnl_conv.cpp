@@ -7,7 +7,8 @@
 // - 2-D direct (strides 1 and 2, 1x1, 3x3 and 7x7 kernels) within 1e-5, and oneDNN's Winograd
 //   F(4x4, 3x3) within 1e-4 (its transforms round more: measured ~1e-5 here), contiguous and
 //   channels-last;
-// - the probe: one measurement per shape, remembered, with a verdict that follows its times.
+// - the probe: one measurement per shape, remembered, with a verdict that follows its times
+//   (Winograd when at least 10 % faster).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -182,7 +183,7 @@ TEST(DnnlWinogradProbe, MeasuresEachShapeOnceAndDecidesByItsTimes) {
   EXPECT_EQ(p.shape, "x 2x32x12x12 nchw Float w 32x32x3x3 s1x1 p1x1");
   EXPECT_GT(p.winograd_ms, 0.0);
   EXPECT_GT(p.libtorch_ms, 0.0);
-  EXPECT_EQ(p.winograd, p.winograd_ms < p.libtorch_ms);
+  EXPECT_EQ(p.winograd, p.winograd_ms < 0.9 * p.libtorch_ms);  // a 10 % margin
   EXPECT_EQ(verdict, p.winograd);
   // Asked again (other values, same shape; through autograd inputs too): remembered, not measured.
   EXPECT_EQ(dnnl_winograd_pays(at::randn({2, 32, 12, 12}).requires_grad_(true), w, one, one),
