@@ -11,6 +11,7 @@
 // Legend: B batch, S sequence, h hidden, V padded vocabulary.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/utils.h>
 
 #include <CLI/CLI.hpp>
@@ -50,6 +51,7 @@ struct BenchOptions {
   bool breakdown = true;
   bool gemm_peak = true;
   std::string optimizer_kernel = "fused";  // fused | libtorch (the workload's optimizer_kernel)
+  std::string trace;  // non-empty: LibTorch's per-op trace of one more step, Chrome JSON
   uint64_t seed = 0;
 };
 
@@ -179,6 +181,16 @@ int run(const BenchOptions& o, dist::Communicator& world) {
   step_s.clear();
   comm_s.clear();
   for (int i = 0; i < o.timed_steps; ++i) step();
+  if (!o.trace.empty()) {  // after the timed steps, so the profiler costs them nothing
+    {
+      torch::autograd::profiler::RecordProfile record(o.trace);
+      step();
+    }
+    phases.pop_back();
+    step_s.pop_back();
+    comm_s.pop_back();
+    fmt::print("  trace of one more step (LibTorch's profiler, Chrome JSON): {}\n", o.trace);
+  }
   const auto median_of = [](const std::vector<double>& v) { return core::median(v); };
   std::vector<double> fwd, bwd, opt;
   for (const Phases& p : phases) {
@@ -316,6 +328,9 @@ int parse_and_run(int argc, char** argv) {
   app.add_option("--optimizer-kernel", o.optimizer_kernel,
                  "AdamW: fused (one pass, the workload's default) or libtorch")
       ->check(CLI::IsMember({"fused", "libtorch"}));
+  app.add_option("--trace", o.trace,
+                 "write LibTorch's per-operator trace of one step after the timed ones to this "
+                 "Chrome JSON file");
   CLI11_PARSE(app, argc, argv);
   dist::Runtime runtime(&argc, &argv);
   if (runtime.world().size() != o.tp) {
