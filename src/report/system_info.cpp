@@ -3,9 +3,11 @@
 // what only they know is filled by the caller.
 #include "report/system_info.hpp"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <array>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -32,7 +34,7 @@ struct Field {
 };
 
 // The one declaration of system.json's keys, in file order.
-const std::array<Field, 20> kFields{{
+const std::array<Field, 21> kFields{{
     {"host", &SystemInfo::host},
     {"cpu_model", &SystemInfo::cpu_model},
     {"gpu_model", &SystemInfo::gpu_model},
@@ -40,6 +42,7 @@ const std::array<Field, 20> kFields{{
     {"mpi_version", &SystemInfo::mpi_version},
     {"compiler", &SystemInfo::compiler},
     {"allocator", &SystemInfo::allocator},
+    {"blas", &SystemInfo::blas},
     {"git_commit", &SystemInfo::git_commit},
     {"scaffold_version", &SystemInfo::scaffold_version},
     {"device", &SystemInfo::device},
@@ -99,6 +102,19 @@ std::string allocator() {
   return "glibc";
 }
 
+// OpenBLAS's own account of itself, asked through its exported functions of the loaded library
+// (this module links no BLAS; LibTorch brings OpenBLAS into scaffold's executables).
+std::string blas() {
+  using Text = const char* (*)();
+  const auto config = reinterpret_cast<Text>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  const auto core = reinterpret_cast<Text>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (!config || !core) return "none";
+  std::string text = std::string(config()) + "; core " + core();
+  if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced && *forced)
+    text += std::string(", set by OPENBLAS_CORETYPE=") + forced;
+  return text;
+}
+
 }  // namespace
 
 std::string utc_now_iso8601() {
@@ -117,6 +133,7 @@ SystemInfo collect_host_info() {
   info.torch_version = core::torch_version_built_with();
   info.compiler = compiler();
   info.allocator = allocator();
+  info.blas = blas();
   info.git_commit = core::git_commit();
   info.scaffold_version = core::version();
   info.created_at = utc_now_iso8601();

@@ -14,13 +14,17 @@ inline constexpr const char* kSystemInfoFileName = "system.json";
 
 // One run's context. Written once by rank 0 when the run starts; read back by `scaffold report`.
 struct SystemInfo {
-  std::string host;                // host name of rank 0
-  std::string cpu_model;           // /proc/cpuinfo "model name" (or the ARM equivalent)
-  std::string gpu_model;           // "" when the run used no GPU
-  std::string torch_version;       // LibTorch version
-  std::string mpi_version;         // MPI library version string; "" in a build without MPI
-  std::string compiler;            // e.g. "GCC 12.2.0"
-  std::string allocator;           // "tcmalloc" or "glibc"
+  std::string host;           // host name of rank 0
+  std::string cpu_model;      // /proc/cpuinfo "model name" (or the ARM equivalent)
+  std::string gpu_model;      // "" when the run used no GPU
+  std::string torch_version;  // LibTorch version
+  std::string mpi_version;    // MPI library version string; "" in a build without MPI
+  std::string compiler;       // e.g. "GCC 12.2.0"
+  std::string allocator;      // "tcmalloc" or "glibc"
+  // The BLAS the process runs its float32 matrix products on: OpenBLAS's build line and the kernel
+  // core it chose (which OPENBLAS_CORETYPE overrides, e.g. AVX2 "Haswell" kernels on an AVX-512
+  // CPU: half the GEMM speed), or "none" when no OpenBLAS is loaded.
+  std::string blas;
   std::string git_commit;          // scaffold's commit, "-dirty" when built from a changed tree
   std::string scaffold_version;    // project version, e.g. "0.1.0"
   std::string device;              // the resolved training device, e.g. "cpu", "cuda:0"

@@ -284,6 +284,7 @@ report::SystemInfo write_run_context(dist::Communicator& comm, const fs::path& r
   info.torch_version = host.torch_version;
   info.compiler = host.compiler;
   info.allocator = host.allocator;
+  info.blas = host.blas;
   info.git_commit = host.git_commit;
   info.scaffold_version = host.scaffold_version;
   info.created_at = host.created_at;

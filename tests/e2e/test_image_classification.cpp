@@ -214,7 +214,9 @@ bool cpu_has_avx512_core() {
 TEST(ImageClassification, StdoutHasCaramlsLinesThatItsJubePatternReads) {
   TempDir dir;
   const fs::path err = dir.path() / "stderr.txt";
-  const auto r = run_command("(" + kBinary + " image_classification --threads 2 -c " +
+  // OPENBLAS_CORETYPE set as this VM's environment sets it: system.json must say so.
+  const auto r = run_command("(OPENBLAS_CORETYPE=Haswell " + kBinary +
+                             " image_classification --threads 2 -c " +
                              write_tiny_config(dir.path()).string() + " 2>" + err.string() + ")");
   ASSERT_EQ(r.exit_code, 0) << r.output << core::read_file(err);
   const std::string& out = r.output;  // stdout only
@@ -276,6 +278,11 @@ TEST(ImageClassification, StdoutHasCaramlsLinesThatItsJubePatternReads) {
   EXPECT_EQ(kernels, (std::vector<std::string>{"tf32=1", "tf32_effect=none(cpu)",
                                                dnnl ? "conv3x3=probe" : "conv3x3=libtorch"}));
   EXPECT_EQ(s.at("params").at("conv_kernel"), dnnl ? "probe" : "libtorch");
+  const std::string blas = sys.at("blas").get<std::string>();
+  EXPECT_EQ(blas.rfind("OpenBLAS ", 0), 0u) << blas;  // the build's BLAS (scripts/install-deps)
+  const std::string forced = "; core Haswell, set by OPENBLAS_CORETYPE=Haswell";
+  ASSERT_GE(blas.size(), forced.size()) << blas;
+  EXPECT_EQ(blas.substr(blas.size() - forced.size()), forced) << blas;
   const auto run_kernels = sys.at("kernels_run").get<std::vector<std::string>>();
   ASSERT_EQ(run_kernels.size(), 1u) << sys.dump();
   EXPECT_EQ(run_kernels[0].rfind("conv3x3=", 0), 0u) << run_kernels[0];

@@ -498,6 +498,7 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
   info.nodes = 4;
   info.threads = 8;
   info.dc_num_shards = {2, 2, 1};
+  info.blas = "OpenBLAS 0.3.21 DYNAMIC_ARCH USE_OPENMP Haswell MAX_THREADS=64; core Haswell";
   info.kernels = {"conv=onednn", "upconv=gemm"};
   info.kernels_run = {"conv=onednn x40, libtorch x2", "upconv=gemm x8"};
   info.kernel_fallbacks = {"conv: libtorch instead of onednn (an input oneDNN does not take)"};
@@ -516,6 +517,7 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
   "mpi_version": "Open MPI v4.1.4",
   "compiler": "GCC 12.2.0",
   "allocator": "tcmalloc",
+  "blas": "OpenBLAS 0.3.21 DYNAMIC_ARCH USE_OPENMP Haswell MAX_THREADS=64; core Haswell",
   "git_commit": "0123456789ab-dirty",
   "scaffold_version": "0.1.0",
   "device": "cuda:0",
