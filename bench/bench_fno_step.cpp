@@ -34,6 +34,7 @@ struct BenchOptions {
   int timed_steps = 5, warmup_steps = 2;
   std::string mixing = "real";              // FnoOptions::real_mode_mixing
   std::string projection_kernel = "fused";  // FnoOptions::fused_projection
+  std::string transform = "probe";          // FnoOptions::spectral_transform (auto on a CPU)
 };
 
 // The closed-form pattern both sides fill tensors with: 0.05 sin(0.37 i + k) over the flat
@@ -63,6 +64,10 @@ int run(const BenchOptions& o) {
   mo.projection_channels = o.projection;
   mo.real_mode_mixing = o.mixing == "real";
   mo.fused_projection = o.projection_kernel == "fused";
+  using Transform = fno::SpectralConvOptions::Transform;
+  mo.spectral_transform = o.transform == "fft"   ? Transform::Fft
+                          : o.transform == "dft" ? Transform::Dft
+                                                 : Transform::Probe;
   fno::Fno net(mo);
   {
     torch::NoGradGuard no_grad;
@@ -109,9 +114,10 @@ int run(const BenchOptions& o) {
   fmt::print(
       "result impl=cpp grid={} channels={} modes={} width={} layers={} batch={} threads={} "
       "params={} "
-      "loss0={:.8f} step_ms={:.3f} timesteps_per_s={:.2f} peak_rss_mib={}\n",
+      "loss0={:.8f} step_ms={:.3f} timesteps_per_s={:.2f} peak_rss_mib={} transform={}\n",
       grid, o.channels, o.modes, o.width, o.layers, o.batch, threads, params, loss0, ms,
-      static_cast<double>(o.batch) / (ms / 1e3), peak_rss_mib());
+      static_cast<double>(o.batch) / (ms / 1e3), peak_rss_mib(), o.transform);
+  for (const std::string& line : fno::spectral_probe_lines()) fmt::print("  probe: {}\n", line);
   return 0;
 }
 
@@ -137,6 +143,10 @@ int main(int argc, char** argv) {
   app.add_option("--projection-kernel", o.projection_kernel,
                  "the projection: fused (tiled, one pass) or libtorch (two maps and a GELU)")
       ->check(CLI::IsMember({"fused", "libtorch"}));
+  app.add_option("--transform", o.transform,
+                 "the Fourier layers' transforms: probe (the DFT products where measured faster, "
+                 "scaffold fno's default on a CPU), dft (always) or fft (LibTorch's FFTs)")
+      ->check(CLI::IsMember({"probe", "dft", "fft"}));
   CLI11_PARSE(app, argc, argv);
   return run(o);
 }

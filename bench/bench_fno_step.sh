@@ -9,7 +9,8 @@
 # Usage: bench/bench_fno_step.sh [build-dir]
 # Env: GRID="128 32" CHANNELS=4 MODES=12 WIDTH=32 LAYERS=4 BATCH=4 PAIRS=5 STEPS=5 WARMUP=2
 #      THREADS=<all CPUs> LOG=<file keeping every run's output>
-#      MIXING=real|complex (the C++ side's spectral mode mixing; default real, as scaffold fno).
+#      MIXING=real|complex (the C++ side's spectral mode mixing; default real, as scaffold fno),
+#      TRANSFORM=probe|dft|fft (the C++ side's Fourier transforms; default probe, as scaffold fno).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${1:-$ROOT/build}/bench/bench_fno_step"
@@ -31,7 +32,7 @@ opts=(--grid ${GRID:-128 32} --channels "${CHANNELS:-4}" --modes "${MODES:-12}" 
   --layers "${LAYERS:-4}" --batch "${BATCH:-4}" --threads "$THREADS" --steps "${STEPS:-5}" --warmup "${WARMUP:-2}")
 run_side() {
   if [[ "$1" == cpp ]]; then
-    OMP_NUM_THREADS="$THREADS" "$BIN" "${opts[@]}" --mixing "${MIXING:-real}"
+    OMP_NUM_THREADS="$THREADS" "$BIN" "${opts[@]}" --mixing "${MIXING:-real}" --transform "${TRANSFORM:-probe}"
   else
     LD_PRELOAD="$TCMALLOC" OMP_NUM_THREADS="$THREADS" "$PY" "$ROOT/bench/fno_step.py" "${opts[@]}"
   fi | tee -a "$LOG" | grep '^result '

@@ -131,10 +131,19 @@ TEST(Fno, LearnsAndRecordsCaramlsFigures) {
   for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh",
                         "system.json", "summary.json", "epoch_stats.csv"})
     EXPECT_TRUE(fs::is_regular_file(run / f)) << f;
-  // system.json names the spectral mode mixing the run used (the default).
+  // system.json names the spectral mode mixing, the transforms and the projection the run used
+  // (the defaults on a CPU), and the transforms' probe: one shape in training and validation.
   const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
-  EXPECT_EQ(sys.at("kernels"), nlohmann::json::array({"spectral_mixing=real", "projection=fused"}))
+  EXPECT_EQ(sys.at("kernels"),
+            nlohmann::json::array(
+                {"spectral_mixing=real", "spectral_transform=probe", "projection=fused"}))
       << sys.dump();
+  const auto probes = sys.at("kernel_probes").get<std::vector<std::string>>();
+  ASSERT_FALSE(probes.empty()) << sys.dump();
+  for (const std::string& p : probes)
+    EXPECT_TRUE(p.rfind("spectral x ", 0) == 0 &&
+                (p.find("-> dft") != std::string::npos || p.find("-> fft") != std::string::npos))
+        << p;
 
   const auto rows = test::csv_rows(run / "epoch_stats.csv");
   ASSERT_EQ(rows.size(), 1u + 31u) << core::read_file(run / "epoch_stats.csv");

@@ -183,6 +183,7 @@ FnoImpl::FnoImpl(FnoOptions options) : options_(std::move(options)) {
     so.out_channels = options_.width;
     so.modes = options_.modes;
     so.real_mixing = options_.real_mode_mixing;
+    so.transform = options_.spectral_transform;
     spectral_->push_back(SpectralConv(so));
     pointwise_->push_back(linear(options_.width, options_.width));
   }

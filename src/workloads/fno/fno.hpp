@@ -45,6 +45,9 @@ struct FnoOptions {
   // The spectral convolutions' mode mixing: real batched GEMMs (true) or LibTorch's complex bmm
   // (false, the reference); spectral.hpp.
   bool real_mode_mixing = true;
+  // The unsharded Fourier layers' transforms (SpectralConvOptions::Transform): FFTs, the truncated
+  // DFT products, or those where an in-process probe finds them faster.
+  SpectralConvOptions::Transform spectral_transform = SpectralConvOptions::Transform::Fft;
   // The projection (projection_layers 2) as one tiled pass, fused_projection below (true), or as
   // two channel_linear maps and a GELU (false, the reference). Used on CPUs in the weights'
   // precision only: on a GPU or under autocast the reference runs.

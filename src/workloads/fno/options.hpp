@@ -54,6 +54,10 @@ struct FnoConfig {
   // How the spectral convolutions multiply each kept mode by its complex weights: real (batched
   // real GEMMs, the default: faster on CPUs) or complex (LibTorch's complex bmm, the reference).
   std::string spectral_mixing = "real";
+  // extension: how the unsharded Fourier layers transform: fft (LibTorch's FFTs, the reference),
+  // dft (the kept modes' DFTs as real matrix products), probe (dft for the shapes where a
+  // measurement on the first call finds it faster), auto (probe on a CPU, fft elsewhere).
+  std::string spectral_transform = "auto";
   // The projection (projection_layers 2, no autocast) as one tiled pass that stores no hidden
   // activations (true, the default) or as LibTorch's two maps and a GELU (false, the reference).
   bool fused_projection = true;

@@ -201,6 +201,14 @@ std::vector<Spec> fno_table() {
                       "complex bmm, the reference); the same product either way",
                       "one of real, complex"),
              {"real", "complex"});
+  add_choice(bind_key("spectral_transform", &FC::spectral_transform,
+                      "how the unsharded Fourier layers transform: fft (LibTorch's FFTs, the "
+                      "reference); dft (only the kept modes' DFTs, as real matrix products); "
+                      "probe (dft for the shapes where a measurement on the first call finds it "
+                      "at least 10 % faster); auto (probe on a CPU, fft elsewhere); the same "
+                      "transform either way",
+                      "one of auto, probe, dft, fft"),
+             {"auto", "probe", "dft", "fft"});
   add(bind_key(
       "fused_projection", &FC::fused_projection,
       "1 computes the projection (projection_layers 2, without autocast, on CPUs) in one tiled "

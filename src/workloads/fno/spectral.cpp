@@ -1,10 +1,21 @@
 #include "workloads/fno/spectral.hpp"
 
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/StringUtil.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/csrc/autograd/grad_mode.h>
 #include <torch/utils.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "core/error.hpp"
@@ -77,6 +88,234 @@ at::Tensor irfft_modes(const at::Tensor& kept, const std::vector<int64_t>& grid)
                      2 + i);
   const int64_t n_last = grid[static_cast<std::size_t>(d - 1)];
   return at::fft_irfft(place_low(y, d + 1, n_last / 2 + 1), n_last, d + 1);
+}
+
+namespace {
+
+// The transform matrices of the truncated DFTs (angles reduced mod N in integers, then in float64).
+// n points, m kept frequencies (RealForward, RealInverse: 0..m-1; the complex ones: m each side,
+// 0..m-1 and n-m..n-1, the order keep_corners uses).
+enum class DftKind { RealForward, RealInverse, ComplexForward, ComplexInverse };
+
+at::Tensor make_dft_matrix(DftKind kind, int64_t n, int64_t m) {
+  const double two_pi = 2.0 * 3.14159265358979323846;
+  const bool complex = kind == DftKind::ComplexForward || kind == DftKind::ComplexInverse;
+  const int64_t k_count = complex ? 2 * m : m;
+  const auto freq = [&](int64_t j) { return complex && j >= m ? n - 2 * m + j : j; };
+  const auto angle = [&](int64_t p, int64_t k) {
+    return two_pi * static_cast<double>((p * k) % n) / static_cast<double>(n);
+  };
+  at::Tensor t;
+  switch (kind) {
+    case DftKind::RealForward: {  // (n, 2m): x -> [Re X, Im X], X_k = sum_p x_p e^{-i theta}
+      t = at::zeros({n, 2 * m}, at::kDouble);
+      auto a = t.accessor<double, 2>();
+      for (int64_t p = 0; p < n; ++p)
+        for (int64_t j = 0; j < m; ++j) {
+          a[p][j] = std::cos(angle(p, j));
+          a[p][m + j] = -std::sin(angle(p, j));
+        }
+      break;
+    }
+    case DftKind::RealInverse: {  // (2m, n): irfft of the half spectrum holding m bins, 1 / n
+      t = at::zeros({2 * m, n}, at::kDouble);
+      auto a = t.accessor<double, 2>();
+      for (int64_t j = 0; j < m; ++j) {
+        // The bins other than 0 and n/2 stand for their conjugate twins too; irfft ignores the
+        // imaginary parts of those two (their sines are 0 here).
+        const double c = (j == 0 || 2 * j == n) ? 1.0 : 2.0;
+        for (int64_t p = 0; p < n; ++p) {
+          a[j][p] = c * std::cos(angle(p, j)) / static_cast<double>(n);
+          a[m + j][p] = -c * std::sin(angle(p, j)) / static_cast<double>(n);
+        }
+      }
+      break;
+    }
+    case DftKind::ComplexForward: {  // (2n, 2K): [Re z, Im z] -> [Re Z, Im Z], e^{-i theta}
+      t = at::zeros({2 * n, 2 * k_count}, at::kDouble);
+      auto a = t.accessor<double, 2>();
+      for (int64_t p = 0; p < n; ++p)
+        for (int64_t j = 0; j < k_count; ++j) {
+          const double c = std::cos(angle(p, freq(j))), sn = std::sin(angle(p, freq(j)));
+          a[p][j] = c;
+          a[n + p][j] = sn;
+          a[p][k_count + j] = -sn;
+          a[n + p][k_count + j] = c;
+        }
+      break;
+    }
+    case DftKind::ComplexInverse: {  // (2K, 2n): [Re Z, Im Z] -> [Re z, Im z], e^{+i theta} / n
+      t = at::zeros({2 * k_count, 2 * n}, at::kDouble);
+      auto a = t.accessor<double, 2>();
+      const double inv = 1.0 / static_cast<double>(n);
+      for (int64_t j = 0; j < k_count; ++j)
+        for (int64_t p = 0; p < n; ++p) {
+          const double c = std::cos(angle(p, freq(j))) * inv,
+                       sn = std::sin(angle(p, freq(j))) * inv;
+          a[j][p] = c;
+          a[k_count + j][p] = -sn;
+          a[j][n + p] = sn;
+          a[k_count + j][n + p] = c;
+        }
+      break;
+    }
+  }
+  return t;
+}
+
+// The matrix for (kind, n, m) in `like`'s dtype and device, built once per process.
+at::Tensor dft_matrix(DftKind kind, int64_t n, int64_t m, const at::Tensor& like) {
+  using Key = std::tuple<int, int64_t, int64_t, int, std::string>;
+  static std::mutex mutex;
+  static std::map<Key, at::Tensor> cache;
+  const Key key{static_cast<int>(kind), n, m, static_cast<int>(like.scalar_type()),
+                like.device().str()};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  // A normal tensor even when first asked under inference mode (validation): training saves it
+  // for backward, which an inference tensor cannot be.
+  const c10::InferenceMode normal(false);
+  at::Tensor t = make_dft_matrix(kind, n, m).to(like.options().requires_grad(false));
+  if (cache.size() >= 64) cache.clear();  // a bound for shape-changing callers
+  cache.emplace(key, t);
+  return t;
+}
+
+// r (..., 2 [re, im] at the end) with the complex transform `w` applied along dimension `dim`,
+// whose extent becomes w.size(1) / 2.
+at::Tensor complex_axis_product(const at::Tensor& r, int64_t dim, const at::Tensor& w) {
+  const at::Tensor t = r.movedim(dim, -1);  // (..., 2, n): the pair, then the axis
+  std::vector<int64_t> shape = t.sizes().vec();
+  shape.pop_back();
+  shape.pop_back();
+  std::vector<int64_t> flat = shape;
+  flat.push_back(w.size(0));
+  shape.push_back(2);
+  shape.push_back(w.size(1) / 2);
+  return at::matmul(t.reshape(flat), w).view(shape).movedim(-1, dim);
+}
+
+}  // namespace
+
+at::Tensor rfft_modes_dft(const at::Tensor& x, const std::vector<int64_t>& modes) {
+  const auto d = static_cast<int64_t>(modes.size());
+  SCAFFOLD_CHECK(x.dim() == d + 2, fmt::format("rfft_modes_dft: a {}-d tensor for {} spatial "
+                                               "dimensions",
+                                               x.dim(), d));
+  const int64_t n_last = x.size(d + 1), m_last = modes[static_cast<std::size_t>(d - 1)];
+  SCAFFOLD_CHECK(m_last <= n_last / 2 + 1,
+                 fmt::format("{} modes do not fit a half spectrum of {}", m_last, n_last / 2 + 1));
+  // The last axis, real to complex: (..., n) x (n, 2m) -> (..., 2, m) -> (..., m, 2).
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = 2;
+  shape.push_back(m_last);
+  at::Tensor r = at::matmul(x, dft_matrix(DftKind::RealForward, n_last, m_last, x))
+                     .view(shape)
+                     .transpose(-1, -2);
+  for (int64_t i = d - 2; i >= 0; --i) {
+    const int64_t n = x.size(2 + i), m = modes[static_cast<std::size_t>(i)];
+    SCAFFOLD_CHECK(2 * m <= n,
+                   fmt::format("{} modes of both signs do not fit an axis of {} points", m, n));
+    r = complex_axis_product(r, 2 + i, dft_matrix(DftKind::ComplexForward, n, m, x));
+  }
+  return at::view_as_complex(r.contiguous());
+}
+
+at::Tensor irfft_modes_dft(const at::Tensor& kept, const std::vector<int64_t>& grid) {
+  const auto d = static_cast<int64_t>(grid.size());
+  SCAFFOLD_CHECK(kept.dim() == d + 2,
+                 fmt::format("irfft_modes_dft: a {}-d spectrum for a {}-d grid", kept.dim(), d));
+  at::Tensor r = at::view_as_real(kept);  // (B, C, *K, 2)
+  for (int64_t i = 0; i + 1 < d; ++i) {
+    const int64_t k = r.size(2 + i), n = grid[static_cast<std::size_t>(i)];
+    SCAFFOLD_CHECK(k % 2 == 0 && k <= n,
+                   fmt::format("{} corner modes do not fit an axis of {}", k, n));
+    r = complex_axis_product(r, 2 + i, dft_matrix(DftKind::ComplexInverse, n, k / 2, r));
+  }
+  // The last axis, complex to real: (..., m, 2) -> (..., 2m) x (2m, n) -> (..., n).
+  const int64_t n_last = grid[static_cast<std::size_t>(d - 1)], m_last = r.size(-2);
+  SCAFFOLD_CHECK(m_last <= n_last / 2 + 1,
+                 fmt::format("{} modes do not fit a half spectrum of {}", m_last, n_last / 2 + 1));
+  const at::Tensor t = r.transpose(-1, -2);
+  std::vector<int64_t> flat = t.sizes().vec();
+  flat.pop_back();
+  flat.back() = 2 * m_last;
+  return at::matmul(t.reshape(flat), dft_matrix(DftKind::RealInverse, n_last, m_last, r));
+}
+
+namespace {
+
+struct SpectralProbes {
+  std::mutex mutex;
+  std::map<std::tuple<std::vector<int64_t>, int, std::vector<int64_t>>, bool> verdicts;
+  std::vector<std::string> lines;
+};
+
+SpectralProbes& spectral_probes() {
+  static SpectralProbes probes;
+  return probes;
+}
+
+// The best of two rounds after a warm-up one of `pass`, in ms.
+template <typename Pass>
+double best_ms(Pass pass) {
+  double best = std::numeric_limits<double>::infinity();
+  for (int round = 0; round < 3; ++round) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pass();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (round > 0) best = std::min(best, ms);
+  }
+  return best;
+}
+
+}  // namespace
+
+bool dft_pays(const at::Tensor& x_in, const std::vector<int64_t>& modes) {
+  SpectralProbes& book = spectral_probes();
+  std::lock_guard<std::mutex> lock(book.mutex);
+  const auto key = std::make_tuple(x_in.sizes().vec(), static_cast<int>(x_in.scalar_type()), modes);
+  if (auto it = book.verdicts.find(key); it != book.verdicts.end()) return it->second;
+  // The backward is part of what is timed, also when asked in validation (no grad, or inference
+  // mode, whose tensors take no gradient: hence the copy).
+  const c10::InferenceMode normal(false);
+  const torch::AutoGradMode grad_on(true);
+  const at::Tensor x = x_in.detach().clone().requires_grad_(true);
+  const std::vector<int64_t> grid = x.sizes().slice(2).vec();
+  const auto round_trip = [&](bool dft) {
+    return [&, dft] {
+      const at::Tensor y = dft ? irfft_modes_dft(rfft_modes_dft(x, modes), grid)
+                               : irfft_modes(rfft_modes(x, modes), grid);
+      y.backward(y.detach());
+      x.mutable_grad() = at::Tensor();
+    };
+  };
+  const double dft_ms = best_ms(round_trip(true)), fft_ms = best_ms(round_trip(false));
+  const bool dft = dft_ms < kDftMargin * fft_ms;
+  book.verdicts.emplace(key, dft);
+  book.lines.push_back(fmt::format("spectral x {} {} modes {}: dft {:.2f} ms, fft {:.2f} ms -> {}",
+                                   fmt::join(x.sizes(), "x"), c10::toString(x.scalar_type()),
+                                   fmt::join(modes, "x"), dft_ms, fft_ms, dft ? "dft" : "fft"));
+  return dft;
+}
+
+const char* to_string(SpectralConvOptions::Transform t) {
+  switch (t) {
+    case SpectralConvOptions::Transform::Dft:
+      return "dft";
+    case SpectralConvOptions::Transform::Probe:
+      return "probe";
+    case SpectralConvOptions::Transform::Fft:
+      break;
+  }
+  return "fft";
+}
+
+std::vector<std::string> spectral_probe_lines() {
+  SpectralProbes& book = spectral_probes();
+  std::lock_guard<std::mutex> lock(book.mutex);
+  return book.lines;
 }
 
 at::Tensor mix_modes(const at::Tensor& x, const at::Tensor& weight) {
@@ -159,6 +398,12 @@ at::Tensor SpectralConvImpl::forward(const at::Tensor& x_in) {
       x_in.scalar_type() == weight.scalar_type() ? x_in : x_in.to(weight.scalar_type());
   if (!shard_ || shard_->parts() == 1) {
     std::vector<int64_t> grid = x.sizes().slice(2).vec();
+    using Transform = SpectralConvOptions::Transform;
+    const bool dft = options_.transform == Transform::Dft ||
+                     (options_.transform == Transform::Probe && dft_pays(x, options_.modes));
+    if (dft)
+      return irfft_modes_dft(
+          mix_kept_modes(rfft_modes_dft(x, options_.modes), weight, options_.real_mixing), grid);
     return irfft_modes(mix_kept_modes(rfft_modes(x, options_.modes), weight, options_.real_mixing),
                        grid);
   }

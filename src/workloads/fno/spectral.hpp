@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "workloads/fno/dist_fft.hpp"
@@ -41,6 +42,26 @@ at::Tensor rfft_modes(const at::Tensor& x, const std::vector<int64_t>& modes);
 // kept modes and zeros elsewhere (torch's "backward" normalisation, 1 / prod(grid)).
 at::Tensor irfft_modes(const at::Tensor& kept, const std::vector<int64_t>& grid);
 
+// rfft_modes and irfft_modes as truncated DFTs in real matrix products: each axis's transform
+// is one GEMM with a (cos, sin) matrix of only the kept frequencies (the last axis: N x 2m, real
+// to complex; the others: 2N x 2K on (real, imaginary) pairs), so nothing outside the kept modes
+// is ever computed and the backward is the transposed products. Same contract and results (to
+// rounding) as the FFT versions; cheaper when few modes are kept on a large grid (CARAML's RBC2D:
+// 16 of 256 x 64), dearer when most are (see dft_pays). Unsharded tensors only.
+at::Tensor rfft_modes_dft(const at::Tensor& x, const std::vector<int64_t>& modes);
+at::Tensor irfft_modes_dft(const at::Tensor& kept, const std::vector<int64_t>& grid);
+
+// Whether the DFT products beat the FFTs for x's shape and `modes` on this machine by
+// kDftMargin: measured the first time a (shape, dtype, modes) is asked (the forward and inverse
+// transform, forward and backward, three times each on x's values, with autograd on whatever the
+// caller's mode), remembered for the process.
+inline constexpr double kDftMargin = 0.9;
+bool dft_pays(const at::Tensor& x, const std::vector<int64_t>& modes);
+
+// One line per measurement dft_pays made, in order: "spectral x 4x32x256x64 Float modes 16x16:
+// dft 2.10 ms, fft 7.30 ms -> dft" (system.json's kernel_probes).
+std::vector<std::string> spectral_probe_lines();
+
 // Per-mode channel mixing: x (B, Ci, *K) complex, weight (Ci, Co, *K) complex -> (B, Co, *K),
 // out[b, o, k] = sum_i x[b, i, k] weight[i, o, k] (the paper's einsum "bi...,io...->bo...").
 at::Tensor mix_modes(const at::Tensor& x, const at::Tensor& weight);
@@ -58,7 +79,14 @@ struct SpectralConvOptions {
   std::vector<int64_t> modes;  // m_i per spatial dimension; 1 to 3 entries
   // true: mix_modes_real; false: mix_modes (complex bmm, the reference).
   bool real_mixing = true;
+  // How an unsharded layer transforms (sharded ones use dist_fft.hpp's FFTs): Fft: rfft_modes and
+  // irfft_modes (the reference); Dft: the *_dft products; Probe: the DFT products where dft_pays.
+  enum class Transform { Fft, Dft, Probe };
+  Transform transform = Transform::Fft;
 };
+
+// "fft", "dft", "probe".
+const char* to_string(SpectralConvOptions::Transform t);
 
 class SpectralConvImpl : public torch::nn::Cloneable<SpectralConvImpl> {
  public:

@@ -76,7 +76,23 @@ bool recurrent(const FnoConfig& cfg) {
   return cfg.time_stepping == "recurrent";
 }
 
-FnoOptions model_options(const FnoConfig& cfg, const ProblemShape& shape) {
+// spectral_transform for the run's device: auto is the probe on a CPU and the FFTs elsewhere; the
+// probe and the DFT products are CPU-only choices (a probe times on the host clock).
+SpectralConvOptions::Transform spectral_transform(const std::string& key, c10::Device device) {
+  using Transform = SpectralConvOptions::Transform;
+  if (key == "fft") return Transform::Fft;
+  if (key == "auto") return device.is_cpu() ? Transform::Probe : Transform::Fft;
+  if (!device.is_cpu())
+    throw core::Error(fmt::format(
+        "spectral_transform: {} runs on the CPU, this run trains on {}; use auto or fft", key,
+        device.str()));
+  if (key == "dft") return Transform::Dft;
+  if (key == "probe") return Transform::Probe;
+  throw core::Error(
+      fmt::format("spectral_transform: {}: expected one of auto, probe, dft, fft", key));
+}
+
+FnoOptions model_options(const FnoConfig& cfg, const ProblemShape& shape, c10::Device device) {
   FnoOptions o;
   o.in_channels = shape.in_channels;
   o.out_channels =
@@ -91,6 +107,7 @@ FnoOptions model_options(const FnoConfig& cfg, const ProblemShape& shape) {
   o.projection_layers = cfg.projection_layers;
   o.gelu_after_last_layer = cfg.gelu_after_last_layer;
   o.real_mode_mixing = cfg.spectral_mixing == "real";
+  o.spectral_transform = spectral_transform(cfg.spectral_transform, device);
   o.fused_projection = cfg.fused_projection;
   return o;
 }
@@ -222,9 +239,14 @@ class FnoRun : public suite::WorkloadRun {
   // system.json names the spectral mode mixing and the projection the model runs.
   void describe(suite::RunEnv& env, report::SystemInfo& info) override {
     info.kernels.push_back("spectral_mixing=" + cfg_.spectral_mixing);
-    const bool fused = projection_is_fused(model_options(cfg_, problem_shape(cfg_)),
-                                           !env.device.is_cuda(), cfg_.precision == "bf16");
+    const FnoOptions o = model_options(cfg_, problem_shape(cfg_), env.device);
+    info.kernels.push_back(std::string("spectral_transform=") + to_string(o.spectral_transform));
+    const bool fused = projection_is_fused(o, !env.device.is_cuda(), cfg_.precision == "bf16");
     info.kernels.push_back(std::string("projection=") + (fused ? "fused" : "libtorch"));
+  }
+  // The transforms' probes (spectral_transform probe), one line per shape measured.
+  void describe_after_training(report::SystemInfo& info) override {
+    info.kernel_probes = spectral_probe_lines();
   }
 
  protected:
@@ -293,7 +315,7 @@ class FnoTrainRun : public FnoRun {
   }
 
   void build(suite::RunEnv& env) override {
-    mo_ = model_options(cfg_, data_.shape);
+    mo_ = model_options(cfg_, data_.shape, env.device);
     torch::manual_seed(
         static_cast<uint64_t>(cfg_.seed));  // identical initial weights (rank 0's broadcast too)
     Fno net(mo_);
@@ -581,7 +603,7 @@ class FnoEvalRun : public FnoRun {
 
   void build(suite::RunEnv& env) override {
     shape_ = problem_shape(cfg_);
-    mo_ = model_options(cfg_, shape_);
+    mo_ = model_options(cfg_, shape_, env.device);
     grid_points_.assign(cfg_.grid.begin(), cfg_.grid.end());
     input_shape_ = {cfg_.eval_batch_size, shape_.in_channels};
     input_shape_.insert(input_shape_.end(), grid_points_.begin(), grid_points_.end());

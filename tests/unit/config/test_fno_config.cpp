@@ -76,8 +76,10 @@ TEST_F(FnoConfigTest, DefaultsAreCaramlsRbc2dBenchmark) {
   EXPECT_EQ(c.mode, "train");
   EXPECT_FALSE(c.device_sharing);
   EXPECT_EQ(c.spectral_mixing, "real");
+  EXPECT_EQ(c.spectral_transform, "auto");
   EXPECT_TRUE(c.fused_projection);
   EXPECT_EQ(load({write("spectral_mixing: complex\n", "complex.yml")}).spectral_mixing, "complex");
+  EXPECT_EQ(load({write("spectral_transform: dft\n", "dft.yml")}).spectral_transform, "dft");
   // The generators' defaults (CARAML's RBC2D: Ra 1e7), stored in `generator`.
   EXPECT_EQ(c.generator.rbc_rayleigh, 1e7);
   EXPECT_EQ(c.generator.rbc_states, 201);
@@ -114,6 +116,8 @@ TEST_F(FnoConfigTest, BadValuesNameTheKeyAndTheValue) {
   error_of("batch_sise: 4\n", {"batch_sise"});
   error_of("rbc_rayleigh: -1\n", {"rbc_rayleigh", "-1"});
   error_of("spectral_mixing: fft\n", {"spectral_mixing", "fft", "real, complex"});
+  error_of("spectral_transform: fastest\n",
+           {"spectral_transform", "fastest", "auto, probe, dft, fft"});
 }
 
 TEST_F(FnoConfigTest, RoundTripKeepsEveryKeyIncludingTheGeneratorOnes) {

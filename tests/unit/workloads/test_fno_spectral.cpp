@@ -5,10 +5,14 @@
 // the reference's largest magnitude (float32 FFTs against float64 sums). Also the parameter count
 // of the paper's 1-D model and the whole model's gradients.
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <torch/utils.h>
 
+#include <cmath>
 #include <complex>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "unit/tensor_compare.hpp"
@@ -154,9 +158,13 @@ TEST(FnoSpectral, KeptModesEqualTheDirectDft) {
     std::vector<int64_t> shape{2, 3};
     shape.insert(shape.end(), kshape.begin(), kshape.end());
     const at::Tensor expected = complex_tensor(ref, shape);
-    const at::Tensor got = rfft_modes(x, c.modes);
-    EXPECT_TRUE(tensors_close(at::view_as_real(got.to(at::kComplexDouble)),
-                              at::view_as_real(expected), kTol, "rfft_modes, " + name_of(c)));
+    // The FFTs and the truncated DFT products.
+    for (const bool dft : {false, true}) {
+      const at::Tensor got = dft ? rfft_modes_dft(x, c.modes) : rfft_modes(x, c.modes);
+      EXPECT_TRUE(tensors_close(at::view_as_real(got.to(at::kComplexDouble)),
+                                at::view_as_real(expected), kTol,
+                                (dft ? "rfft_modes_dft, " : "rfft_modes, ") + name_of(c)));
+    }
   }
 }
 
@@ -168,11 +176,14 @@ TEST(FnoSpectral, InverseEqualsTheDirectSum) {
     const at::Tensor z = at::randn(shape, at::kComplexFloat);
     EXPECT_TRUE(tensors_close(irfft_modes(z, c.grid), direct_inverse(z, c), kTol,
                               "irfft_modes, " + name_of(c)));
+    EXPECT_TRUE(tensors_close(irfft_modes_dft(z, c.grid), direct_inverse(z, c), kTol,
+                              "irfft_modes_dft, " + name_of(c)));
   }
 }
 
 TEST(FnoSpectral, SpectralConvEqualsDirectDftMixAndInverse) {
   torch::manual_seed(3);
+  using Transform = SpectralConvOptions::Transform;
   for (const bool real_mixing : {true, false})
     for (const Case& c : cases()) {
       SpectralConvOptions o;
@@ -180,6 +191,8 @@ TEST(FnoSpectral, SpectralConvEqualsDirectDftMixAndInverse) {
       o.out_channels = 2;
       o.modes = c.modes;
       o.real_mixing = real_mixing;
+      // The FFTs with the reference mixing, the DFT products with the real one.
+      o.transform = real_mixing ? Transform::Dft : Transform::Fft;
       SpectralConv conv(o);
       const at::Tensor x = random_input(2, 3, c.grid);
       // Reference: direct DFT, the per-mode mixing written out, direct inverse.
@@ -211,6 +224,87 @@ TEST(FnoSpectral, SpectralConvEqualsDirectDftMixAndInverse) {
                                 std::string("SpectralConv, ") + (real_mixing ? "real" : "complex") +
                                     " mixing, " + name_of(c)));
     }
+}
+
+// The truncated DFT products against the FFTs in float64: outputs, and the gradients of a random
+// linear functional of them with respect to their inputs (the transposed products against
+// LibTorch's FFT backward), within 1e-12 of the largest magnitude (the same sums, reordered).
+TEST(FnoSpectral, DftProductsEqualTheFftsAndTheirGradients) {
+  torch::manual_seed(12);
+  for (const Case& c : cases()) {
+    const at::Tensor x0 = random_input(2, 3, c.grid).to(at::kDouble);
+    std::vector<int64_t> kshape{2, 3};
+    for (int64_t k : kept_mode_shape(c.modes)) kshape.push_back(k);
+    const at::Tensor z0 = at::randn(kshape, at::kComplexDouble);
+    const at::Tensor rk = at::randn(kshape, at::kComplexDouble);  // d loss / d kept modes
+    const at::Tensor rx = at::randn_like(x0);                     // d loss / d grid values
+    const auto run = [&](bool dft) {
+      at::Tensor x = x0.clone().requires_grad_(true), z = z0.clone().requires_grad_(true);
+      const at::Tensor kept = dft ? rfft_modes_dft(x, c.modes) : rfft_modes(x, c.modes);
+      const at::Tensor back = dft ? irfft_modes_dft(z, c.grid) : irfft_modes(z, c.grid);
+      (at::view_as_real(kept * rk.conj()).sum() + (back * rx).sum()).backward();
+      return std::vector<at::Tensor>{at::view_as_real(kept.detach()), back.detach(), x.grad(),
+                                     at::view_as_real(z.grad())};
+    };
+    const std::vector<at::Tensor> got = run(true), want = run(false);
+    const char* what[] = {"forward modes", "inverse", "forward's input gradient",
+                          "inverse's input gradient"};
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(tensors_close(got[i], want[i], 1e-12, std::string(what[i]) + ", " + name_of(c)));
+  }
+}
+
+TEST(FnoSpectral, TheTransformProbeMeasuresEachShapeOnceAndDecidesByItsTimes) {
+  const at::Tensor x = at::randn({2, 4, 32, 16});
+  const std::vector<int64_t> modes{4, 4};
+  const std::size_t before = spectral_probe_lines().size();
+  const bool verdict = dft_pays(x, modes);
+  auto lines = spectral_probe_lines();
+  ASSERT_EQ(lines.size(), before + 1);
+  const std::string& line = lines.back();
+  const std::string head = "spectral x 2x4x32x16 Float modes 4x4: dft ";
+  ASSERT_EQ(line.rfind(head, 0), 0u) << line;
+  double dft_ms = 0, fft_ms = 0;
+  char choice[8] = {};
+  ASSERT_EQ(std::sscanf(line.c_str() + head.size(), "%lf ms, fft %lf ms -> %7s", &dft_ms, &fft_ms,
+                        choice),
+            3)
+      << line;
+  EXPECT_GT(dft_ms, 0.0);
+  EXPECT_GT(fft_ms, 0.0);
+  // The verdict follows the times printed (2 decimals) with the 10 % margin, unless they round
+  // to a tie at it.
+  if (std::abs(dft_ms - 0.9 * fft_ms) > 0.02) {
+    EXPECT_EQ(verdict, dft_ms < 0.9 * fft_ms) << line;
+  }
+  EXPECT_EQ(std::string(choice), verdict ? "dft" : "fft");
+  // Asked again, in no-grad mode as in validation: remembered, not measured again.
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_EQ(dft_pays(at::randn({2, 4, 32, 16}), modes), verdict);
+  }
+  EXPECT_EQ(spectral_probe_lines().size(), before + 1);
+  // Another shape, first met in inference mode (validation): measured all the same (the probe
+  // copies the input out of inference mode and turns autograd on for its backward).
+  {
+    const c10::InferenceMode inference;
+    dft_pays(at::randn({1, 4, 32, 16}), modes);
+  }
+  EXPECT_EQ(spectral_probe_lines().size(), before + 2);
+}
+
+// The transform matrices are built once per shape: first built in inference mode (validation
+// before any training step of that shape), they must still serve a training step's backward.
+TEST(FnoSpectral, DftMatricesMadeInInferenceModeServeTraining) {
+  const std::vector<int64_t> modes{3, 2}, grid{10, 7};  // a shape no other test uses
+  {
+    const c10::InferenceMode inference;
+    irfft_modes_dft(rfft_modes_dft(at::randn({1, 2, 10, 7}), modes), grid);
+  }
+  const at::Tensor x = at::randn({1, 2, 10, 7}, at::kFloat).requires_grad_(true);
+  irfft_modes_dft(rfft_modes_dft(x, modes), grid).square().sum().backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_GT(x.grad().abs().sum().item<double>(), 0.0);
 }
 
 // The real-arithmetic mode mixing against LibTorch's complex bmm, in float64: the product, and
@@ -391,6 +485,8 @@ TEST(FnoModel, GradientsMatchFloat64AndFiniteDifferences) {
       FnoOptions o;
       o.real_mode_mixing = real_mixing;
       o.fused_projection = real_mixing;  // the new paths together, the references together
+      o.spectral_transform =
+          real_mixing ? SpectralConvOptions::Transform::Dft : SpectralConvOptions::Transform::Fft;
       o.in_channels = 2;
       o.out_channels = 3;
       o.modes = c.modes;

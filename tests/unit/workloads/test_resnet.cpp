@@ -4,6 +4,7 @@
 // shapes, channels-last against contiguous, validation, and the FLOP count against torchvision's
 // documented GMACs, its hooked count, a hand count and a count measured on our own convs.
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
@@ -401,7 +402,14 @@ TEST(ResNet, TheProbeRunsEveryStrideOne3x3ConvOnTheKernelItMeasuredFaster) {
   EXPECT_EQ(lines[lines.size() - 4].rfind(
                 "conv x 2x64x12x12 nchw Float w 64x64x3x3 s1x1 p1x1: winograd ", 0),
             0u)
-      << lines[lines.size() - 4];
+      << lines[lines.size() - 4];  // A shape first met in validation (inference mode: a last
+                                   // partial batch) is probed as well.
+  {
+    const c10::InferenceMode inference;
+    net->eval();
+    net(at::randn({3, 3, 48, 48}));
+  }
+  EXPECT_EQ(model::dnnl_conv_probes().size(), before + 8);
 }
 
 TEST(ResNet, WinogradUnderAutocastRunsLibTorchsConvolutionAndSaysWhy) {
