@@ -6,6 +6,7 @@
 // Legend: B batch, C channels, grid = (N_0, ..., N_{d-1}).
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/optim/adam.h>
 #include <torch/utils.h>
 
@@ -35,6 +36,7 @@ struct BenchOptions {
   std::string mixing = "real";              // FnoOptions::real_mode_mixing
   std::string projection_kernel = "fused";  // FnoOptions::fused_projection
   std::string transform = "probe";          // FnoOptions::spectral_transform (auto on a CPU)
+  std::string trace;  // non-empty: LibTorch's per-op trace of one more step, Chrome JSON
 };
 
 // The closed-form pattern both sides fill tensors with: 0.05 sin(0.37 i + k) over the flat
@@ -107,6 +109,10 @@ int run(const BenchOptions& o) {
     times.push_back(clock.elapsed_s());
     if (o.warmup_steps == 0 && i == 0) loss0 = l;
   }
+  if (!o.trace.empty()) {  // after the timed steps, so the profiler costs them nothing
+    torch::autograd::profiler::RecordProfile record(o.trace);
+    step();
+  }
   const double ms = core::median(times) * 1e3;
   std::string grid;
   for (std::size_t i = 0; i < o.grid.size(); ++i)
@@ -147,6 +153,9 @@ int main(int argc, char** argv) {
                  "the Fourier layers' transforms: probe (the DFT products where measured faster, "
                  "scaffold fno's default on a CPU), dft (always) or fft (LibTorch's FFTs)")
       ->check(CLI::IsMember({"probe", "dft", "fft"}));
+  app.add_option("--trace", o.trace,
+                 "write LibTorch's per-operator trace of one step after the timed ones to this "
+                 "Chrome JSON file");
   CLI11_PARSE(app, argc, argv);
   return run(o);
 }

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "kernels/batched_matmul.hpp"
 #include "nn/autocast.hpp"
 
 namespace scaffold::fno {
@@ -350,7 +351,11 @@ at::Tensor mix_modes_real(const at::Tensor& x, const at::Tensor& weight) {
   std::vector<int64_t> shape{b, co};
   for (int64_t s : x.sizes().slice(2)) shape.push_back(s);
   // (K, B, 2 Co) -> (B, Co, K, 2) -> complex (B, Co, *K).
-  const at::Tensor out = at::bmm(xk, wk).reshape({k, b, 2, co}).permute({1, 3, 0, 2});
+  // Our batched loop on CPUs (LibTorch 1.13's CPU bmm runs one GEMM per mode through select and
+  // as_strided: kernels/batched_matmul.hpp), LibTorch's bmm elsewhere.
+  const at::Tensor product =
+      kernels::batched_matmul_supported(xk, wk) ? kernels::batched_matmul(xk, wk) : at::bmm(xk, wk);
+  const at::Tensor out = product.reshape({k, b, 2, co}).permute({1, 3, 0, 2});
   // clone, not contiguous(): a rank holding none of the modes (K = 0, sharded) has an empty `out`,
   // which counts as contiguous with the permuted strides view_as_complex refuses.
   return at::view_as_complex(out.clone(at::MemoryFormat::Contiguous)).reshape(shape);
