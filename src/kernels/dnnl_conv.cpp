@@ -10,12 +10,11 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "core/error.hpp"
+#include "core/timer.hpp"
 #include "nn/memory_format.hpp"
 
 #if SCAFFOLD_WITH_DNNL
 #include <algorithm>
-#include <chrono>
-#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -307,20 +306,6 @@ at::Tensor apply(const at::Tensor& x, const at::Tensor& w, const Conv& c) {
   return DnnlConvFunction::apply(x, w, c.stride, c.padding, static_cast<int64_t>(c.algorithm));
 }
 
-// The best of two rounds (after a warm-up one) of `pass`, in ms.
-template <typename Pass>
-double time_ms(Pass pass) {
-  double best = std::numeric_limits<double>::infinity();
-  for (int round = 0; round < 3; ++round) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pass();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (round > 0) best = std::min(best, ms);
-  }
-  return best;
-}
-
 struct ProbeBook {
   std::mutex mutex;
   std::map<ShapeKey, bool> verdicts;
@@ -411,11 +396,11 @@ bool dnnl_winograd_pays(const at::Tensor& x_in, const at::Tensor& w_in, at::IntA
                             channels_last(x) ? "nhwc" : "nchw", c10::toString(x.scalar_type()),
                             fmt::join(w.sizes(), "x"), fmt::join(wino.stride, "x"),
                             fmt::join(wino.padding, "x"));
-  probe.winograd_ms = time_ms([&] {
+  probe.winograd_ms = core::best_time_ms([&] {
     const at::Tensor y = forward_impl(x, w, wino);
     backward_impl(x, w, y, wino, true, true);
   });
-  probe.libtorch_ms = time_ms([&] {
+  probe.libtorch_ms = core::best_time_ms([&] {
     const at::Tensor y = at::conv2d(x, w, {}, wino.stride, wino.padding);
     at::convolution_backward(y, x, w, c10::nullopt, wino.stride, wino.padding, {1, 1}, false,
                              {0, 0}, 1, {true, true, false});

@@ -9,9 +9,7 @@
 #include <torch/utils.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -19,6 +17,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/timer.hpp"
 #include "kernels/batched_matmul.hpp"
 #include "nn/autocast.hpp"
 
@@ -257,20 +256,6 @@ SpectralProbes& spectral_probes() {
   return probes;
 }
 
-// The best of two rounds after a warm-up one of `pass`, in ms.
-template <typename Pass>
-double best_ms(Pass pass) {
-  double best = std::numeric_limits<double>::infinity();
-  for (int round = 0; round < 3; ++round) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pass();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (round > 0) best = std::min(best, ms);
-  }
-  return best;
-}
-
 }  // namespace
 
 bool dft_pays(const at::Tensor& x_in, const std::vector<int64_t>& modes) {
@@ -292,7 +277,8 @@ bool dft_pays(const at::Tensor& x_in, const std::vector<int64_t>& modes) {
       x.mutable_grad() = at::Tensor();
     };
   };
-  const double dft_ms = best_ms(round_trip(true)), fft_ms = best_ms(round_trip(false));
+  const double dft_ms = core::best_time_ms(round_trip(true)),
+               fft_ms = core::best_time_ms(round_trip(false));
   const bool dft = dft_ms < kDftMargin * fft_ms;
   book.verdicts.emplace(key, dft);
   book.lines.push_back(fmt::format("spectral x {} {} modes {}: dft {:.2f} ms, fft {:.2f} ms -> {}",
