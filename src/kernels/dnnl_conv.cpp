@@ -383,14 +383,21 @@ at::Tensor dnnl_conv2d(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef
 bool dnnl_winograd_pays(const at::Tensor& x_in, const at::Tensor& w_in, at::IntArrayRef stride,
                         at::IntArrayRef padding) {
 #if SCAFFOLD_WITH_DNNL
-  if (!dnnl_conv2d_supported(x_in, w_in, stride, padding, DnnlAlgorithm::Winograd)) return false;
-  const at::NoGradGuard no_grad;
-  const at::Tensor x = x_in.detach(), w = w_in.detach();
-  Conv wino = *conv2d_arguments(x, w, stride, padding, DnnlAlgorithm::Winograd);
+  const std::optional<Conv> args =
+      conv2d_arguments(x_in, w_in, stride, padding, DnnlAlgorithm::Winograd);
+  if (!args) return false;
+  const Conv& wino = *args;
   ProbeBook& book = probe_book();
   std::lock_guard<std::mutex> lock(book.mutex);
-  const ShapeKey key = shape_key(x, w, wino);
+  // Every call of a layer asks: the remembered verdict first, before any other work.
+  const ShapeKey key = shape_key(x_in, w_in, wino);
   if (auto it = book.verdicts.find(key); it != book.verdicts.end()) return it->second;
+  if (!dnnl_conv2d_supported(x_in, w_in, stride, padding, DnnlAlgorithm::Winograd)) {
+    book.verdicts.emplace(key, false);  // no Winograd for this shape: nothing to measure
+    return false;
+  }
+  const at::NoGradGuard no_grad;
+  const at::Tensor x = x_in.detach(), w = w_in.detach();
   DnnlConvProbe probe;
   probe.shape = fmt::format("x {} {} {} w {} s{} p{}", fmt::join(x.sizes(), "x"),
                             channels_last(x) ? "nhwc" : "nchw", c10::toString(x.scalar_type()),

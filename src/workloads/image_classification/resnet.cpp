@@ -121,7 +121,8 @@ at::Tensor ConvChoice::run(nn::Conv2d& c, const at::Tensor& x) const {
       ran("winograd", "");
       return model::dnnl_conv2d(x, c->weight, one, one, model::DnnlAlgorithm::Winograd);
     }
-    why = "oneDNN has no Winograd for this layer on this CPU";
+    // Under Probe, LibTorch's is a chosen kernel (measured faster, or no Winograd): no reason.
+    why = kernel == ConvKernel::Winograd ? "oneDNN has no Winograd for this layer on this CPU" : "";
   }
   ran("libtorch", why);
   return c(x);
