@@ -14,7 +14,8 @@ endfunction()
 # LibTorch's headers take 3-12 s to parse in every file that includes them (docs/performance.md,
 # "Build time"): they are precompiled once, in scaffold_torch_pch, and every library that links
 # LibTorch reuses that header. A file whose flags make the precompiled header invalid for it (GCC
-# checks, e.g. -fopenmp's _OPENMP) parses the headers as before: same result, no gain.
+# checks, e.g. a macro such as -fno-math-errno's) parses the headers as before: same result, no
+# gain.
 option(SCAFFOLD_PCH "Precompile LibTorch's headers once for the libraries that use them" ON)
 # A precompiled header that does not fit a file's flags is only a slower compile (CMake adds
 # -Winvalid-pch): a warning, never an error, in builds the PCH was not checked against (ROCm's
@@ -35,23 +36,20 @@ function(scaffold_torch_pch_target name)
   target_link_libraries(${name} PUBLIC ${TORCH_LIBRARIES} ${ARGN})
   scaffold_target_defaults(${name})
   scaffold_pch_not_an_error(${name})
+  # Clang stamps a precompiled header with its headers' times unless told not to; ccache needs
+  # it not to (the sloppiness in CMakeLists.txt covers the rest).
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    target_compile_options(${name} PRIVATE "SHELL:-Xclang -fno-pch-timestamp")
+  endif()
   target_precompile_headers(${name} PRIVATE
     <ATen/ATen.h> <torch/nn/module.h> <torch/optim/optimizer.h> <torch/optim/adam.h>
     <torch/csrc/autograd/custom_function.h>)
 endfunction()
 
-# scaffold_use_openmp(target): links OpenMP into a library (the hand-written kernels split their
-# work with at::parallel_for) and, since -fopenmp defines _OPENMP, which makes the common
-# precompiled header invalid for it, gives it the one built with OpenMP.
-function(scaffold_use_openmp target)
-  target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
-  get_target_property(reuse ${target} PRECOMPILE_HEADERS_REUSE_FROM)
-  if(reuse)
-    scaffold_torch_pch_target(scaffold_torch_pch_openmp OpenMP::OpenMP_CXX)
-    set_target_properties(${target} PROPERTIES PRECOMPILE_HEADERS_REUSE_FROM
-                                               scaffold_torch_pch_openmp)
-    add_dependencies(${target} scaffold_torch_pch_openmp)
-  endif()
+# scaffold_use_torch_threads(target): a library whose kernels split work with
+# kernels::parallel_for links the OpenMP runtime LibTorch runs on (SCAFFOLD_GOMP_LIBRARY).
+function(scaffold_use_torch_threads target)
+  target_link_libraries(${target} PRIVATE ${SCAFFOLD_GOMP_LIBRARY})
 endfunction()
 
 # The libraries that link LibTorch spend most of each file's compile on the same templates
@@ -71,6 +69,9 @@ function(scaffold_library name)
   target_include_directories(scaffold_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(scaffold_${name} PUBLIC ${ARG_LINKS})
   scaffold_target_defaults(scaffold_${name})
+  if("torch" IN_LIST ARG_LINKS)
+    set_property(GLOBAL APPEND PROPERTY SCAFFOLD_TORCH_LIBRARIES scaffold::${name})
+  endif()
   if(SCAFFOLD_PCH AND "torch" IN_LIST ARG_LINKS)
     scaffold_torch_pch_target(scaffold_torch_pch)
     target_precompile_headers(scaffold_${name} REUSE_FROM scaffold_torch_pch)
@@ -80,6 +81,26 @@ function(scaffold_library name)
     set_target_properties(scaffold_${name} PROPERTIES UNITY_BUILD ON
                                                       UNITY_BUILD_BATCH_SIZE ${SCAFFOLD_UNITY_BATCH})
   endif()
+endfunction()
+
+# scaffold_torch_pch_if_linked(target): a test or benchmark executable that links LibTorch or
+# one of the libraries built with it reuses the precompiled LibTorch header too (its files parse
+# LibTorch's headers like the libraries' do). Executables whose files need no LibTorch keep
+# plain compiles: loading the header would only cost them.
+function(scaffold_torch_pch_if_linked target)
+  if(NOT SCAFFOLD_PCH)
+    return()
+  endif()
+  get_property(torch_libraries GLOBAL PROPERTY SCAFFOLD_TORCH_LIBRARIES)
+  get_target_property(links ${target} LINK_LIBRARIES)
+  foreach(link IN LISTS links)
+    if(link IN_LIST torch_libraries OR link IN_LIST TORCH_LIBRARIES)
+      scaffold_torch_pch_target(scaffold_torch_pch)
+      target_precompile_headers(${target} REUSE_FROM scaffold_torch_pch)
+      scaffold_pch_not_an_error(${target})
+      return()
+    endif()
+  endforeach()
 endfunction()
 
 # Executables get tcmalloc first in their link line so it wins over glibc malloc.

@@ -4,7 +4,6 @@
 #include "kernels/batched_matmul.hpp"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -12,6 +11,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/simd.hpp"
 
 namespace scaffold::kernels {
@@ -123,8 +123,8 @@ at::Tensor forward_product(const at::Tensor& a, const at::Tensor& b) {
   AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "batched_matmul", [&] {
     const scalar_t *pa = a.data_ptr<scalar_t>(), *pb = b.data_ptr<scalar_t>();
     scalar_t* pc = c.data_ptr<scalar_t>();
-    at::parallel_for(0, d.k, grain(d),
-                     [&](int64_t k0, int64_t k1) { forward_loop(pa, pb, pc, d, k0, k1); });
+    kernels::parallel_for(0, d.k, grain(d),
+                          [&](int64_t k0, int64_t k1) { forward_loop(pa, pb, pc, d, k0, k1); });
   });
   return c;
 }
@@ -150,14 +150,14 @@ class BatchedMatmul : public torch::autograd::Function<BatchedMatmul> {
       if (ctx->needs_input_grad(0)) {
         da = at::empty_like(a);
         scalar_t* p = da.data_ptr<scalar_t>();
-        at::parallel_for(0, d.k, grain(d),
-                         [&](int64_t k0, int64_t k1) { grad_a_loop(pdc, pb, p, d, k0, k1); });
+        kernels::parallel_for(0, d.k, grain(d),
+                              [&](int64_t k0, int64_t k1) { grad_a_loop(pdc, pb, p, d, k0, k1); });
       }
       if (ctx->needs_input_grad(1)) {
         db = at::empty_like(b);
         scalar_t* p = db.data_ptr<scalar_t>();
-        at::parallel_for(0, d.k, grain(d),
-                         [&](int64_t k0, int64_t k1) { grad_b_loop(pa, pdc, p, d, k0, k1); });
+        kernels::parallel_for(0, d.k, grain(d),
+                              [&](int64_t k0, int64_t k1) { grad_b_loop(pa, pdc, p, d, k0, k1); });
       }
     });
     return {da, db};

@@ -1,7 +1,6 @@
 #include "kernels/conv_transpose.hpp"
 
 #include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/parallel.hpp"
 #include "nn/memory_format.hpp"
 
 namespace scaffold::model {
@@ -46,7 +46,7 @@ template <typename T>
 void shuffle_ncdhw(T* r, T* y, const T* bias, const Dims& g, bool gather) {
   const int64_t rows = g.o * 4 * g.d * g.h;  // (o, a, b, z, y)
   const int64_t w = g.w, s = g.s();
-  at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
+  kernels::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const int64_t yy = i % g.h, z = (i / g.h) % g.d, ab = (i / (g.h * g.d)) % 4,
                     o = i / (g.h * g.d * 4);
@@ -74,7 +74,7 @@ void shuffle_ncdhw(T* r, T* y, const T* bias, const Dims& g, bool gather) {
 template <typename T>
 void shuffle_cl(T* r, T* y, const T* bias, const Dims& g, bool gather) {
   const int64_t o = g.o;
-  at::parallel_for(0, g.s(), 16, [&](int64_t begin, int64_t end) {
+  kernels::parallel_for(0, g.s(), 16, [&](int64_t begin, int64_t end) {
     for (int64_t v = begin; v < end; ++v) {
       const int64_t x = v % g.w, yy = (v / g.w) % g.h, z = v / (g.w * g.h);
       for (int q = 0; q < 8; ++q) {

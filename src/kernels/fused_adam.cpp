@@ -1,6 +1,5 @@
 #include "kernels/fused_adam.hpp"
 
-#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <cmath>
@@ -10,7 +9,7 @@
 #include <string>
 #include <tuple>
 
-#include "kernels/parallel_check.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/simd.hpp"
 
 namespace scaffold::train {
@@ -56,8 +55,8 @@ SCAFFOLD_SIMD_CLONES void adam_update(float* p, const float* g, float* m, float*
 
 void run_update(float* p, const float* g, float* m, float* v, int64_t n,
                 const AdamCoefficients& k) {
-  at::parallel_for(0, n, 1 << 15,
-                   [&](int64_t begin, int64_t end) { adam_update(p, g, m, v, begin, end, k); });
+  kernels::parallel_for(
+      0, n, 1 << 15, [&](int64_t begin, int64_t end) { adam_update(p, g, m, v, begin, end, k); });
 }
 
 // p, and every tensor of `others`, a dense float32 CPU tensor laid out as p is.

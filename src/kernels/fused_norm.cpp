@@ -7,7 +7,6 @@
 #include "kernels/fused_norm.hpp"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 #include <fmt/format.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -17,7 +16,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "kernels/parallel_check.hpp"
+#include "kernels/parallel.hpp"
 #include "nn/autocast.hpp"
 
 namespace scaffold::model {
@@ -197,7 +196,7 @@ SCAFFOLD_CHANNEL_KERNELS(c10::BFloat16)
 // Per (sample, channel) mean and M2 (N*C float64 each).
 template <typename T>
 void channel_moments(const T* x, const Dims& d, double* mean, double* m2) {
-  at::parallel_for(0, d.n * d.c, 1, [&](int64_t begin, int64_t end) {
+  kernels::parallel_for(0, d.n * d.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t nc = begin; nc < end; ++nc) moments_channel(x + nc * d.s, d.s, mean[nc], m2[nc]);
   });
 }
@@ -205,7 +204,7 @@ void channel_moments(const T* x, const Dims& d, double* mean, double* m2) {
 template <typename T>
 void forward_output(const T* x, const Dims& d, const double* mean, const double* rstd,
                     const float* weight, const float* bias, float* y) {
-  at::parallel_for(0, d.n * d.c, 1, [&](int64_t begin, int64_t end) {
+  kernels::parallel_for(0, d.n * d.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t nc = begin; nc < end; ++nc) {
       const int64_t ch = nc % d.c, ng = (nc / d.c) * d.g + ch / d.cg;
       const Affine f = channel_affine(mean[ng], rstd[ng], weight[ch], bias[ch]);
@@ -219,7 +218,7 @@ template <typename T>
 void backward_sums(const T* x, const float* dy, const Dims& d, const double* mean,
                    const double* rstd, const float* weight, const float* bias, double* sum_g,
                    double* sum_gxc) {
-  at::parallel_for(0, d.n * d.c, 1, [&](int64_t begin, int64_t end) {
+  kernels::parallel_for(0, d.n * d.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t nc = begin; nc < end; ++nc) {
       const int64_t ch = nc % d.c, ng = (nc / d.c) * d.g + ch / d.cg;
       const Affine f = channel_affine(mean[ng], rstd[ng], weight[ch], bias[ch]);
@@ -233,7 +232,7 @@ template <typename T>
 void backward_input(const T* x, const float* dy, const Dims& d, const double* mean,
                     const double* rstd, const double* c2, const double* c3, const float* weight,
                     const float* bias, T* dx) {
-  at::parallel_for(0, d.n * d.c, 1, [&](int64_t begin, int64_t end) {
+  kernels::parallel_for(0, d.n * d.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t nc = begin; nc < end; ++nc) {
       const int64_t ch = nc % d.c, ng = (nc / d.c) * d.g + ch / d.cg;
       const Affine f = channel_affine(mean[ng], rstd[ng], weight[ch], bias[ch]);

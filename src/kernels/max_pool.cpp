@@ -1,6 +1,5 @@
 #include "kernels/max_pool.hpp"
 
-#include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,7 +10,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
-#include "kernels/parallel_check.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/simd.hpp"
 
 namespace scaffold::model {
@@ -118,16 +117,18 @@ SCAFFOLD_SIMD_CLONES void unpool_rows_of(const at::BFloat16* dy, const uint8_t* 
 
 template <typename T>
 void pool_forward(const T* x, const PoolShape& s, T* y, uint8_t* arg) {
-  at::parallel_for(0, s.planes * s.od, 1,
-                   [&](int64_t begin, int64_t end) { pool_rows_of(x, s, begin, end, y, arg); });
+  kernels::parallel_for(0, s.planes * s.od, 1, [&](int64_t begin, int64_t end) {
+    pool_rows_of(x, s, begin, end, y, arg);
+  });
 }
 
 // dx: each window's gradient at its winner, zero at the rest of the window and at the voxels no
 // window covers (the last of an odd size). Every element of dx is written once.
 template <typename T>
 void pool_backward(const T* dy, const uint8_t* arg, const PoolShape& s, T* dx) {
-  at::parallel_for(0, s.planes * s.d, 1,
-                   [&](int64_t begin, int64_t end) { unpool_rows_of(dy, arg, s, begin, end, dx); });
+  kernels::parallel_for(0, s.planes * s.d, 1, [&](int64_t begin, int64_t end) {
+    unpool_rows_of(dy, arg, s, begin, end, dx);
+  });
 }
 
 class MaxPoolK2S2Function : public torch::autograd::Function<MaxPoolK2S2Function> {

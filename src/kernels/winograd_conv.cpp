@@ -18,10 +18,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
-#include "kernels/parallel_check.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/simd.hpp"
 #include "nn/memory_format.hpp"
 
@@ -45,11 +46,14 @@ SCAFFOLD_SIMD_INLINE void micro(const float* a, int64_t ars, int64_t aks, const 
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[i][v] = accumulate ? loadv(c + i * ldc + v * kVec) : v16{};
+    for (int v = 0; v < NV; ++v) {
+      acc[i][v] = v16{};
+      if (accumulate) acc[i][v] = loadv(c + i * ldc + v * kVec).v;
+    }
   for (int64_t k = 0; k < k_len; ++k) {
     v16 bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = loadv(b + k * ldb + v * kVec);
+    for (int v = 0; v < NV; ++v) bv[v] = loadv(b + k * ldb + v * kVec).v;
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       const float s = a[i * ars + k * aks];
@@ -106,11 +110,12 @@ SCAFFOLD_SIMD_INLINE void gemm(const float* a, int64_t ars, int64_t aks, const f
 
 // Row r of B^T (4 -> 4), of A^T (4 -> 2) and of A (2 -> 4), r a compile-time constant.
 template <int R>
-SCAFFOLD_SIMD_INLINE v16 bt_row(v16 x0, v16 x1, v16 x2, v16 x3) {
-  if constexpr (R == 0) return x0 - x2;
-  if constexpr (R == 1) return x1 + x2;
-  if constexpr (R == 2) return x2 - x1;
-  return x1 - x3;
+SCAFFOLD_SIMD_INLINE void bt_row(const v16& x0, const v16& x1, const v16& x2, const v16& x3,
+                                 v16& r) {
+  if constexpr (R == 0) r = x0 - x2;
+  if constexpr (R == 1) r = x1 + x2;
+  if constexpr (R == 2) r = x2 - x1;
+  if constexpr (R == 3) r = x1 - x3;
 }
 SCAFFOLD_SIMD_INLINE void bt4(v16& x0, v16& x1, v16& x2, v16& x3) {
   const v16 d0 = x0 - x2, d1 = x1 + x2, d2 = x2 - x1, d3 = x1 - x3;
@@ -120,16 +125,17 @@ SCAFFOLD_SIMD_INLINE void bt4(v16& x0, v16& x1, v16& x2, v16& x3) {
   x3 = d3;
 }
 template <int R>
-SCAFFOLD_SIMD_INLINE v16 at_row(v16 x0, v16 x1, v16 x2, v16 x3) {
-  if constexpr (R == 0) return x0 + x1 + x2;
-  return x1 - x2 - x3;
+SCAFFOLD_SIMD_INLINE void at_row(const v16& x0, const v16& x1, const v16& x2, const v16& x3,
+                                 v16& r) {
+  if constexpr (R == 0) r = x0 + x1 + x2;
+  if constexpr (R == 1) r = x1 - x2 - x3;
 }
 template <int R>
-SCAFFOLD_SIMD_INLINE v16 a_row(v16 x0, v16 x1) {
-  if constexpr (R == 0) return x0;
-  if constexpr (R == 1) return x0 + x1;
-  if constexpr (R == 2) return x0 - x1;
-  return -x1;
+SCAFFOLD_SIMD_INLINE void a_row(const v16& x0, const v16& x1, v16& r) {
+  if constexpr (R == 0) r = x0;
+  if constexpr (R == 1) r = x0 + x1;
+  if constexpr (R == 2) r = x0 - x1;
+  if constexpr (R == 3) r = -x1;
 }
 
 // An activation (N, C, D, H, W), contiguous (NCDHW) or channels-last (NDHWC) in memory, and its
@@ -166,22 +172,21 @@ SCAFFOLD_SIMD_INLINE TileRow tile_row(const Grid& g, int64_t begin, int64_t end)
 }
 
 // r[i][j] = r[j][i] for 16 vectors of 16 floats: four butterfly stages, stage D exchanging the
-// elements (i, j) and (i + D, j - D) where bit D is clear in i and set in j.
+// elements (i, j) and (i + D, j - D) where bit D is clear in i and set in j. The shuffles'
+// indices are constants (__builtin_shufflevector, which GCC >= 12 and clang both have).
+template <int D, int... J>
+SCAFFOLD_SIMD_INLINE void butterfly(v16& a, v16& b, std::integer_sequence<int, J...>) {
+  const v16 lo = __builtin_shufflevector(a, b, ((J & D) ? 16 + J - D : J)...);
+  const v16 hi = __builtin_shufflevector(a, b, ((J & D) ? 16 + J : J + D)...);
+  a = lo;
+  b = hi;
+}
 template <int D>
 SCAFFOLD_SIMD_INLINE void transpose_stage(v16 (&r)[16]) {
-  using simd::i16;
-  i16 lo, hi;
-  for (int j = 0; j < 16; ++j) {
-    lo[j] = (j & D) ? 16 + j - D : j;
-    hi[j] = (j & D) ? 16 + j : j + D;
-  }
+  constexpr auto lanes = std::make_integer_sequence<int, 16>{};
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i)
-    if (!(i & D)) {
-      const v16 a = r[i], b = r[i + D];
-      r[i] = __builtin_shuffle(a, b, lo);
-      r[i + D] = __builtin_shuffle(a, b, hi);
-    }
+    if (!(i & D)) butterfly<D>(r[i], r[i + D], lanes);
 }
 SCAFFOLD_SIMD_INLINE void transpose16(v16 (&r)[16]) {
   transpose_stage<8>(r);
@@ -195,7 +200,7 @@ SCAFFOLD_SIMD_INLINE void transpose_block(const float* src, int64_t src_stride, 
                                           int64_t dst_stride) {
   v16 r[16];
 #pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = loadv(src + i * src_stride);
+  for (int i = 0; i < 16; ++i) r[i] = loadv(src + i * src_stride).v;
   transpose16(r);
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) storev(dst + i * dst_stride, r[i]);
@@ -283,7 +288,9 @@ SCAFFOLD_SIMD_INLINE void input_plane(const float* const (&rows)[16], int64_t of
 #pragma GCC unroll 16
   for (int q = 0; q < 16; ++q) {
     const float* row = rows[q] + off;
-    a[q / 4][q % 4] = bt_row<K>(loadv(row), loadv(row + c), loadv(row + 2 * c), loadv(row + 3 * c));
+    const v16 x0 = loadv(row).v, x1 = loadv(row + c).v, x2 = loadv(row + 2 * c).v,
+              x3 = loadv(row + 3 * c).v;
+    bt_row<K>(x0, x1, x2, x3, a[q / 4][q % 4]);
   }
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) bt4(a[i][0], a[i][1], a[i][2], a[i][3]);
@@ -319,10 +326,10 @@ SCAFFOLD_SIMD_INLINE void output_tile(const float* m, int64_t m_stride, int64_t 
     const float* q = m + cc;
 #pragma GCC unroll 1
     for (int row = 0; row < 16; ++row, q += 4 * m_stride) {
-      const v16 x0 = loadv(q), x1 = loadv(q + m_stride), x2 = loadv(q + 2 * m_stride),
-                x3 = loadv(q + 3 * m_stride);
-      r[row][0] = at_row<0>(x0, x1, x2, x3);
-      r[row][1] = at_row<1>(x0, x1, x2, x3);
+      const v16 x0 = loadv(q).v, x1 = loadv(q + m_stride).v, x2 = loadv(q + 2 * m_stride).v,
+                x3 = loadv(q + 3 * m_stride).v;
+      at_row<0>(x0, x1, x2, x3, r[row][0]);
+      at_row<1>(x0, x1, x2, x3, r[row][1]);
     }
     v16 s[4][2][2];  // [i][j][k] after H
 #pragma GCC unroll 4
@@ -331,16 +338,19 @@ SCAFFOLD_SIMD_INLINE void output_tile(const float* m, int64_t m_stride, int64_t 
       for (int k = 0; k < 2; ++k) {
         const v16 x0 = r[i * 4][k], x1 = r[i * 4 + 1][k], x2 = r[i * 4 + 2][k],
                   x3 = r[i * 4 + 3][k];
-        s[i][0][k] = at_row<0>(x0, x1, x2, x3);
-        s[i][1][k] = at_row<1>(x0, x1, x2, x3);
+        at_row<0>(x0, x1, x2, x3, s[i][0][k]);
+        at_row<1>(x0, x1, x2, x3, s[i][1][k]);
       }
 #pragma GCC unroll 2
     for (int j = 0; j < 2; ++j)
 #pragma GCC unroll 2
       for (int k = 0; k < 2; ++k) {
         float* o = out + j * row_stride + k * c + cc;
-        storev(o, at_row<0>(s[0][j][k], s[1][j][k], s[2][j][k], s[3][j][k]));
-        storev(o + 2 * row_stride, at_row<1>(s[0][j][k], s[1][j][k], s[2][j][k], s[3][j][k]));
+        v16 t0, t1;
+        at_row<0>(s[0][j][k], s[1][j][k], s[2][j][k], s[3][j][k], t0);
+        at_row<1>(s[0][j][k], s[1][j][k], s[2][j][k], s[3][j][k], t1);
+        storev(o, t0);
+        storev(o + 2 * row_stride, t1);
       }
   }
 }
@@ -356,7 +366,8 @@ SCAFFOLD_SIMD_INLINE void grad_output_tile(const float* in, int64_t row_stride, 
 #pragma GCC unroll 2
       for (int j = 0; j < 2; ++j)
 #pragma GCC unroll 2
-        for (int k = 0; k < 2; ++k) q[i][j][k] = loadv(in + (i * 2 + j) * row_stride + k * c + cc);
+        for (int k = 0; k < 2; ++k)
+          q[i][j][k] = loadv(in + (i * 2 + j) * row_stride + k * c + cc).v;
     // A along D, then H: e[i*4+j][k] for the tile's 16 rows, still 2 wide in W.
     v16 e[16][2];
 #pragma GCC unroll 2
@@ -364,26 +375,31 @@ SCAFFOLD_SIMD_INLINE void grad_output_tile(const float* in, int64_t row_stride, 
       v16 f[4][2];  // [i][j]
 #pragma GCC unroll 2
       for (int j = 0; j < 2; ++j) {
-        f[0][j] = a_row<0>(q[0][j][k], q[1][j][k]);
-        f[1][j] = a_row<1>(q[0][j][k], q[1][j][k]);
-        f[2][j] = a_row<2>(q[0][j][k], q[1][j][k]);
-        f[3][j] = a_row<3>(q[0][j][k], q[1][j][k]);
+        a_row<0>(q[0][j][k], q[1][j][k], f[0][j]);
+        a_row<1>(q[0][j][k], q[1][j][k], f[1][j]);
+        a_row<2>(q[0][j][k], q[1][j][k], f[2][j]);
+        a_row<3>(q[0][j][k], q[1][j][k], f[3][j]);
       }
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
-        e[i * 4][k] = a_row<0>(f[i][0], f[i][1]);
-        e[i * 4 + 1][k] = a_row<1>(f[i][0], f[i][1]);
-        e[i * 4 + 2][k] = a_row<2>(f[i][0], f[i][1]);
-        e[i * 4 + 3][k] = a_row<3>(f[i][0], f[i][1]);
+        a_row<0>(f[i][0], f[i][1], e[i * 4][k]);
+        a_row<1>(f[i][0], f[i][1], e[i * 4 + 1][k]);
+        a_row<2>(f[i][0], f[i][1], e[i * 4 + 2][k]);
+        a_row<3>(f[i][0], f[i][1], e[i * 4 + 3][k]);
       }
     }
     float* o = dm + cc;
 #pragma GCC unroll 1
     for (int row = 0; row < 16; ++row, o += 4 * dm_stride) {
-      storev(o, a_row<0>(e[row][0], e[row][1]));
-      storev(o + dm_stride, a_row<1>(e[row][0], e[row][1]));
-      storev(o + 2 * dm_stride, a_row<2>(e[row][0], e[row][1]));
-      storev(o + 3 * dm_stride, a_row<3>(e[row][0], e[row][1]));
+      v16 t[4];
+      a_row<0>(e[row][0], e[row][1], t[0]);
+      a_row<1>(e[row][0], e[row][1], t[1]);
+      a_row<2>(e[row][0], e[row][1], t[2]);
+      a_row<3>(e[row][0], e[row][1], t[3]);
+      storev(o, t[0]);
+      storev(o + dm_stride, t[1]);
+      storev(o + 2 * dm_stride, t[2]);
+      storev(o + 3 * dm_stride, t[3]);
     }
   }
 }
@@ -392,14 +408,14 @@ SCAFFOLD_SIMD_INLINE void grad_output_tile(const float* in, int64_t row_stride, 
 
 // G along one axis (3 -> 4) and its transpose (4 -> 3), for floats or vectors of them.
 template <typename T>
-SCAFFOLD_SIMD_INLINE void g4(T s0, T s1, T s2, T* d) {
+SCAFFOLD_SIMD_INLINE void g4(const T& s0, const T& s1, const T& s2, T* d) {
   d[0] = s0;
   d[1] = (s0 + s1 + s2) * 0.5f;
   d[2] = (s0 - s1 + s2) * 0.5f;
   d[3] = s2;
 }
 template <typename T>
-SCAFFOLD_SIMD_INLINE void gt3(T u0, T u1, T u2, T u3, T* e) {
+SCAFFOLD_SIMD_INLINE void gt3(const T& u0, const T& u1, const T& u2, const T& u3, T* e) {
   e[0] = u0 + (u1 + u2) * 0.5f;
   e[1] = (u1 - u2) * 0.5f;
   e[2] = (u1 + u2) * 0.5f + u3;
@@ -412,9 +428,12 @@ SCAFFOLD_SIMD_CLONES void transform_channel(const float* wt, int64_t o, float* u
   for (int64_t co = 0; co < o; co += kVec) {
     v16 a[3][3][4], b[3][4][4], r[4][4][4];
     for (int i = 0; i < 3; ++i)
-      for (int j = 0; j < 3; ++j)
-        g4(loadv(wt + (i * 9 + j * 3) * o + co), loadv(wt + (i * 9 + j * 3 + 1) * o + co),
-           loadv(wt + (i * 9 + j * 3 + 2) * o + co), a[i][j]);
+      for (int j = 0; j < 3; ++j) {
+        const v16 w0 = loadv(wt + (i * 9 + j * 3) * o + co).v,
+                  w1 = loadv(wt + (i * 9 + j * 3 + 1) * o + co).v,
+                  w2 = loadv(wt + (i * 9 + j * 3 + 2) * o + co).v;
+        g4(w0, w1, w2, a[i][j]);
+      }
     for (int i = 0; i < 3; ++i)
       for (int k = 0; k < 4; ++k) {
         v16 d[4];
@@ -437,7 +456,7 @@ SCAFFOLD_SIMD_CLONES void gradient_channel(const float* du, int64_t du_stride, i
                                            float* dwt) {
   for (int64_t co = 0; co < o; co += kVec) {
     v16 r[4][4][4], b[3][4][4], a[3][3][4];
-    for (int p = 0; p < kPoints; ++p) (&r[0][0][0])[p] = loadv(du + p * du_stride + co);
+    for (int p = 0; p < kPoints; ++p) (&r[0][0][0])[p] = loadv(du + p * du_stride + co).v;
     for (int j = 0; j < 4; ++j)
       for (int k = 0; k < 4; ++k) {
         v16 e[3];
@@ -465,7 +484,7 @@ std::vector<float> transform_weights(const at::Tensor& w) {
   const at::Tensor wt = w.reshape({o, c, 27}).permute({1, 2, 0}).contiguous();  // (C, 27, O)
   const float* src = wt.data_ptr<float>();
   std::vector<float> u(static_cast<std::size_t>(kPoints * c * o));
-  at::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
+  kernels::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t ci = begin; ci < end; ++ci)
       transform_channel(src + ci * 27 * o, o, u.data() + ci * o, c * o);
   });
@@ -476,7 +495,7 @@ std::vector<float> transform_weights(const at::Tensor& w) {
 at::Tensor weights_gradient(const float* du, int64_t o, int64_t c) {
   at::Tensor dwt = at::empty({c, 27, o}, at::TensorOptions().dtype(at::kFloat));
   float* dst = dwt.data_ptr<float>();
-  at::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
+  kernels::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t ci = begin; ci < end; ++ci)
       gradient_channel(du + ci * o, c * o, o, dst + ci * 27 * o);
   });
@@ -604,14 +623,14 @@ void forward_chunked(const float* x, const Grid& g, const float* u, const Grid& 
   float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>();
   for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
     const int64_t nt = std::min(ct, tiles - t0);
-    at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+    kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
       InputRows rows(x, g);
       input_tiles(rows, g, t0, nt, begin, end, v);
     });
-    at::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
+    kernels::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
       point_products(v, u, m, nt, c, o, begin, end, false, false);
     });
-    at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+    kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
       std::vector<float> stage(static_cast<std::size_t>(stage_floats(gy)));
       output_tiles(m, gy, t0, nt, begin, end, y, stage.data());
     });
@@ -625,13 +644,13 @@ at::Tensor weights_chunked(const float* x, const Grid& g, const float* dy, const
   float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>(), *du = dut.data_ptr<float>();
   for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
     const int64_t nt = std::min(ct, tiles - t0);
-    at::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+    kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
       InputRows rows(x, g);
       std::vector<float> stage(static_cast<std::size_t>(stage_floats(gy)));
       input_tiles(rows, g, t0, nt, begin, end, v);
       grad_output_tiles(dy, gy, t0, nt, begin, end, m, stage.data());
     });
-    at::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
+    kernels::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
       point_products(v, m, du, nt, c, o, begin, end, true, t0 > 0);
     });
   }
@@ -644,7 +663,7 @@ void forward_pass(const float* x, const Grid& g, const float* u, const Grid& gy,
   if (chunked_schedule(c, o)) return forward_chunked(x, g, u, gy, y);
   const int64_t tiles = g.tiles(), bt = block_tiles(c, o);
   const int64_t blocks = (tiles + bt - 1) / bt;
-  at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+  kernels::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> v(kPoints * point_stride(bt, c)), m(kPoints * point_stride(bt, o)),
         stage(stage_floats(gy));
     InputRows rows(x, g);
@@ -667,7 +686,7 @@ at::Tensor weights_pass(const float* x, const Grid& g, const float* dy, const Gr
   const int64_t blocks = (tiles + bt - 1) / bt;
   const int threads = at::get_num_threads();
   std::vector<std::vector<float>> partial(static_cast<std::size_t>(threads));
-  at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+  kernels::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float>& du = partial.at(static_cast<std::size_t>(at::get_thread_num()));
     if (du.empty()) du.assign(static_cast<std::size_t>(kPoints * c * o), 0.f);
     std::vector<float> v(kPoints * point_stride(bt, c)), m(kPoints * point_stride(bt, o)),
@@ -687,7 +706,7 @@ at::Tensor weights_pass(const float* x, const Grid& g, const float* dy, const Gr
     if (!du.empty()) parts.push_back(du.data());
   if (parts.empty()) throw core::Error("Winograd conv3d: the weight gradient ran no block");
   float* sum = parts.front();
-  at::parallel_for(0, kPoints * c * o, 4096, [&](int64_t begin, int64_t end) {
+  kernels::parallel_for(0, kPoints * c * o, 4096, [&](int64_t begin, int64_t end) {
     for (std::size_t q = 1; q < parts.size(); ++q)
       for (int64_t i = begin; i < end; ++i) sum[i] += parts[q][i];
   });

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "kernels/parallel_check.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/simd.hpp"
 
 namespace scaffold::train {
@@ -28,34 +28,30 @@ using model::simd::v16;
 
 constexpr int64_t kChunk = 1024;  // voxels of one sample per work item, a multiple of kVec
 
-SCAFFOLD_SIMD_INLINE v16 splat(float f) {
-  return v16{} + f;
-}
-
 // e^x for x <= 0 (a logit minus its voxel's maximum): x = n ln2 + r, |r| <= ln2 / 2, e^r by its
 // degree-7 minimax polynomial (Cephes' coefficients), 2^n from the exponent bits. Below -87
 // (where e^x leaves float32's normal range) it returns e^-87, 1.6e-38: a probability no sum can
-// tell from 0.
-SCAFFOLD_SIMD_INLINE v16 exp_nonpositive(v16 x) {
-  x = x < -87.f ? splat(-87.f) : x;
+// tell from 0. (Vectors by reference, never by value: kernels/simd.hpp says why.)
+SCAFFOLD_SIMD_INLINE void exp_nonpositive(const v16& x_in, v16& out) {
+  const v16 x = x_in < -87.f ? (v16{} - 87.f) : x_in;
   const v16 t = x * 1.44269504088896341f + 0.5f;
   i16 n = __builtin_convertvector(t, i16);            // toward zero
   n += t < __builtin_convertvector(n, v16) ? -1 : 0;  // floor: t may be negative
   const v16 fn = __builtin_convertvector(n, v16);
   const v16 r = (x - fn * 0.693359375f) + fn * 2.12194440e-4f;
-  v16 p = splat(1.9875691500e-4f);
+  v16 p = v16{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.f;
-  return p * reinterpret_cast<v16>((n + 127) << 23);
+  out = p * reinterpret_cast<v16>((n + 127) << 23);
 }
 
 // ln s for s >= 1 (the softmax denominator, at most K): s = m 2^e with m in [sqrt 1/2, sqrt 2),
 // ln m = f - f^2/2 + f^3 P(f) with f = m - 1 (Cephes' coefficients).
-SCAFFOLD_SIMD_INLINE v16 log_from_one(v16 s) {
+SCAFFOLD_SIMD_INLINE void log_from_one(const v16& s, v16& out) {
   const i16 bits = reinterpret_cast<i16>(s);
   i16 e = ((bits >> 23) & 0xff) - 127;
   v16 m = reinterpret_cast<v16>((bits & 0x7fffff) | 0x3f800000);  // [1, 2)
@@ -63,7 +59,7 @@ SCAFFOLD_SIMD_INLINE v16 log_from_one(v16 s) {
   m = high ? m * 0.5f : m;
   e -= high;
   const v16 f = m - 1.f, z = f * f, fe = __builtin_convertvector(e, v16);
-  v16 y = splat(7.0376836292e-2f);
+  v16 y = v16{} + 7.0376836292e-2f;
   y = y * f - 1.1514610310e-1f;
   y = y * f + 1.1676998740e-1f;
   y = y * f - 1.2420140846e-1f;
@@ -73,10 +69,10 @@ SCAFFOLD_SIMD_INLINE v16 log_from_one(v16 s) {
   y = y * f - 2.4999993993e-1f;
   y = y * f + 3.3333331174e-1f;
   y = y * f * z - 2.12194440e-4f * fe - 0.5f * z;
-  return f + y + 0.693359375f * fe;
+  out = f + y + 0.693359375f * fe;
 }
 
-SCAFFOLD_SIMD_INLINE float lane_sum(v16 v) {
+SCAFFOLD_SIMD_INLINE float lane_sum(const v16& v) {
   float s = 0.f;
   for (int i = 0; i < kVec; ++i) s += v[i];
   return s;
@@ -119,22 +115,28 @@ SCAFFOLD_SIMD_INLINE int64_t softmax_chunk(const Chunk& c, Scratch& w, bool with
   }
   v16 check{};
   for (int64_t v = 0; v < padded; v += kVec) {
-    v16 m = loadv(w.x.data() + v);
+    v16 m = loadv(w.x.data() + v).v;
     for (int j = 1; j < c.k; ++j) {
-      const v16 xj = loadv(w.x.data() + j * kChunk + v);
+      const v16 xj = loadv(w.x.data() + j * kChunk + v).v;
       m = xj > m ? xj : m;
     }
     v16 sum{};
     for (int j = 0; j < c.k; ++j) {
-      const v16 xj = loadv(w.x.data() + j * kChunk + v);
+      const v16 xj = loadv(w.x.data() + j * kChunk + v).v;
       check += xj * 0.f;  // NaN when xj is NaN or infinite
-      const v16 ej = exp_nonpositive(xj - m);
+      v16 ej;
+      exp_nonpositive(xj - m, ej);
       storev(w.e.data() + j * kChunk + v, ej);
       sum += ej;
     }
-    const v16 valid = loadv(w.label + v) >= 0.f ? splat(1.f) : splat(0.f);
+    const v16 valid = loadv(w.label + v).v >= 0.f ? (v16{} + 1.f) : v16{};
     storev(w.inv + v, valid / sum);
-    storev(w.m + v, with_log ? m + log_from_one(sum) : m);
+    if (with_log) {
+      v16 log_sum;
+      log_from_one(sum, log_sum);
+      m += log_sum;
+    }
+    storev(w.m + v, m);
   }
   finite = std::isfinite(lane_sum(check));
   return bad;
@@ -157,11 +159,11 @@ SCAFFOLD_SIMD_CLONES int64_t forward_chunk(const Chunk& c, const float* weights,
   for (int j = 1; j < c.k; ++j) {
     v16 p_sum{}, hit_sum{}, count{};
     for (int64_t v = 0; v < c.n; v += kVec) {
-      const v16 p = loadv(w.e.data() + j * kChunk + v) * loadv(w.inv + v);
-      const i16 hit = loadv(w.label + v) == static_cast<float>(j);
+      const v16 p = loadv(w.e.data() + j * kChunk + v).v * loadv(w.inv + v).v;
+      const i16 hit = loadv(w.label + v).v == static_cast<float>(j);
       p_sum += p;
-      hit_sum += hit ? p : splat(0.f);
-      count += hit ? splat(1.f) : splat(0.f);
+      hit_sum += hit ? p : v16{};
+      count += hit ? (v16{} + 1.f) : v16{};
     }
     out[2 + (j - 1)] = lane_sum(hit_sum);
     out[2 + fg + (j - 1)] = lane_sum(p_sum);
@@ -184,19 +186,19 @@ SCAFFOLD_SIMD_CLONES void backward_chunk(const Chunk& c, const float* weights, f
   for (int64_t v = 0; v < padded; ++v)
     wy[v] = g_ce * weights[w.label[v] >= 0.f ? static_cast<int64_t>(w.label[v]) : 0];
   for (int64_t v = 0; v < padded; v += kVec) {
-    const v16 inv = loadv(w.inv + v), label = loadv(w.label + v);
+    const v16 inv = loadv(w.inv + v).v, label = loadv(w.label + v).v;
     v16 big_a{};
     for (int j = 1; j < c.k; ++j) {
-      const v16 a = gp[j - 1] + (label == static_cast<float>(j) ? splat(gi[j - 1]) : splat(0.f));
-      big_a += a * loadv(w.e.data() + j * kChunk + v) * inv;
+      const v16 a = gp[j - 1] + (label == static_cast<float>(j) ? (v16{} + gi[j - 1]) : v16{});
+      big_a += a * loadv(w.e.data() + j * kChunk + v).v * inv;
     }
-    const v16 g = loadv(wy + v);
+    const v16 g = loadv(wy + v).v;
     for (int j = 0; j < c.k; ++j) {
       const i16 hit = label == static_cast<float>(j);
-      const v16 p = loadv(w.e.data() + j * kChunk + v) * inv;
-      const v16 a = j > 0 ? gp[j - 1] + (hit ? splat(gi[j - 1]) : splat(0.f)) : splat(0.f);
+      const v16 p = loadv(w.e.data() + j * kChunk + v).v * inv;
+      const v16 a = j > 0 ? gp[j - 1] + (hit ? (v16{} + gi[j - 1]) : v16{}) : v16{};
       storev(w.e.data() + j * kChunk + v,
-             g * (p - (hit ? splat(1.f) : splat(0.f))) + p * (a - big_a));
+             g * (p - (hit ? (v16{} + 1.f) : v16{})) + p * (a - big_a));
     }
   }
   for (int j = 0; j < c.k; ++j)
@@ -233,7 +235,7 @@ class SoftmaxLossSums : public torch::autograd::Function<SoftmaxLossSums> {
     const float* xp = x.data_ptr<float>();
     const int64_t* yp = y.data_ptr<int64_t>();
     const float* wp = w.data_ptr<float>();
-    at::parallel_for(0, l.chunks(), 1, [&](int64_t begin, int64_t end) {
+    kernels::parallel_for(0, l.chunks(), 1, [&](int64_t begin, int64_t end) {
       auto scratch = std::make_unique<Scratch>(l.k);
       for (int64_t i = begin; i < end; ++i) {
         bool ok = true;
@@ -281,7 +283,7 @@ class SoftmaxLossSums : public torch::autograd::Function<SoftmaxLossSums> {
     const float* wp = w.data_ptr<float>();
     const float* gp = g.data_ptr<float>();
     float* dxp = dx.data_ptr<float>();
-    at::parallel_for(0, l.chunks(), 1, [&](int64_t begin, int64_t end) {
+    kernels::parallel_for(0, l.chunks(), 1, [&](int64_t begin, int64_t end) {
       auto scratch = std::make_unique<Scratch>(l.k);
       for (int64_t i = begin; i < end; ++i) {
         const int64_t sample = i / l.chunks_per_sample;

@@ -127,9 +127,10 @@ TEST_P(DnnlConv2d, EqualsLibTorchInOutputAndGradients) {
   const Grads got = run(x, w, g, [&](const at::Tensor& a, const at::Tensor& b) {
     return dnnl_conv2d(a, b, s, p, alg);
   });
-  const Grads ref = run(
-      x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
-      [&](const at::Tensor& a, const at::Tensor& b) { return at::conv2d(a, b, {}, stride, pad); });
+  const Grads ref = run(x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
+                        [&, st = stride](const at::Tensor& a, const at::Tensor& b) {
+                          return at::conv2d(a, b, {}, st, pad);
+                        });
   const double tol = winograd ? 1e-4 : 1e-5;
   EXPECT_TRUE(test::tensors_close(got.y, ref.y, tol, "output"));
   EXPECT_TRUE(test::tensors_close(got.dx, ref.dx, tol, "input gradient"));

@@ -402,7 +402,9 @@ void check_reused_files(dist::Communicator& comm, const fs::path& root, const Fn
   core::Stopwatch clock;
   std::string problems, hexes;
   double bytes = 0.0;
-  const auto [first, last] = block_of(samples.size(), comm);
+  // Plain variables, not a structured binding: lambdas below capture them (C++17; clang refuses).
+  const auto block = block_of(samples.size(), comm);
+  const std::size_t first = block.first, last = block.second;
   dist::run_agreed(comm, [&] {
     // Per sample into its own slot on `threads` threads, joined in sample order.
     std::vector<std::string> sample_problems(last - first), sample_hexes(last - first);
@@ -574,7 +576,8 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
 
   // Generate this rank's block of the missing samples.
   core::Stopwatch solve_clock;
-  const auto [first, last] = block_of(missing.size(), comm);
+  const auto block = block_of(missing.size(), comm);
+  const std::size_t first = block.first, last = block.second;  // captured below: no binding
   std::atomic<int64_t> steps{0};
   if (!missing.empty())
     LOG_INFO("fno data: generating {} of {} samples ({}) into {} ({} rank(s) x {} thread(s))",
@@ -605,7 +608,8 @@ FnoDatasetInfo ensure_fno_dataset(dist::Communicator& comm, const FnoDataOptions
   double solve_secs = missing.empty() ? 0.0 : solve_clock.elapsed_s();
 
   // Read everything back (this rank's block of all samples), then rank 0 seals the dataset.
-  const auto [r_first, r_last] = block_of(samples.size(), comm);
+  const auto r_block = block_of(samples.size(), comm);
+  const std::size_t r_first = r_block.first, r_last = r_block.second;  // captured: no binding
   std::vector<Readback> mine;
   dist::run_agreed(comm, [&] {
     for (std::size_t i = r_first; i < r_last; ++i)
