@@ -86,7 +86,7 @@ int run(const BenchOptions& o) {
   shape.insert(shape.end(), o.grid.begin(), o.grid.end());
   const at::Tensor x = pattern(shape, 0.5) * 20.0;  // (B, C, *grid)
   const at::Tensor y = pattern(shape, 1.5) * 20.0;
-  train::FusedAdam adam(net->parameters(), torch::optim::AdamOptions(1e-3).weight_decay(1e-4));
+  kernels::FusedAdam adam(net->parameters(), torch::optim::AdamOptions(1e-3).weight_decay(1e-4));
   const int64_t params = fno::count_parameters(*net);
 
   double loss0 = 0.0;

@@ -30,7 +30,7 @@ struct Shape {
 
 at::Tensor norm_relu(bool fused, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                      int64_t groups) {
-  return fused ? model::group_norm_relu(x, groups, w, b, 1e-5)
+  return fused ? kernels::group_norm_relu(x, groups, w, b, 1e-5)
                : at::group_norm(x, groups, w, b, 1e-5).relu_();
 }
 

@@ -88,8 +88,8 @@ class NoData : public data::ExampleSource {
   data::Example get(std::size_t, uint64_t) const override { return {}; }
 };
 
-model::AutocastState autocast_for(const std::string& precision) {
-  model::AutocastState s = model::AutocastState::current().disabled();
+nn::AutocastState autocast_for(const std::string& precision) {
+  nn::AutocastState s = nn::AutocastState::current().disabled();
   s.cpu_enabled = precision == "bf16";
   s.cpu_dtype = at::kBFloat16;
   return s;
@@ -207,14 +207,14 @@ int run(const BenchOptions& o, dist::Communicator& world) {
   // Breakdown: each part forward + backward alone, at the step's shapes and precision.
   double attention_ms = 0, mlp_ms = 0, embed_loss_ms = 0;
   if (o.breakdown) {
-    const model::AutocastState amp = autocast_for(o.precision);
+    const nn::AutocastState amp = autocast_for(o.precision);
     const at::Tensor x = at::randn({o.batch, o.seq, o.hidden}).requires_grad_(true);
     auto block = std::dynamic_pointer_cast<llm::GptBlockImpl>((*gpt->layers)[0]);
     const auto sub = [&](const std::function<at::Tensor(const at::Tensor&)>& f) {
       return median_s(3, *gpt, [&] {
         at::Tensor y;
         {
-          model::AutocastGuard guard(amp);
+          nn::AutocastGuard guard(amp);
           y = f(x);
         }
         y.to(at::kFloat).sum().backward();
@@ -227,7 +227,7 @@ int run(const BenchOptions& o, dist::Communicator& world) {
     embed_loss_ms = 1e3 * median_s(3, *gpt, [&] {
                       at::Tensor losses;
                       {
-                        model::AutocastGuard guard(amp);
+                        nn::AutocastGuard guard(amp);
                         const at::Tensor e =
                             llm::vocab_parallel_embedding(inputs, gpt->word_embeddings, tp);
                         const at::Tensor logits =

@@ -25,7 +25,7 @@ struct Shape {
 };
 
 at::Tensor pool(bool native, const at::Tensor& x) {
-  if (native) return model::max_pool3d_k2s2(x);
+  if (native) return kernels::max_pool3d_k2s2(x);
   const at::Tensor xf = x.scalar_type() == at::kFloat ? x : x.to(at::kFloat);
   return at::max_pool3d(xf, {2, 2, 2}, {2, 2, 2}).to(x.scalar_type());
 }

@@ -130,7 +130,7 @@ int run(const BenchOptions& o) {
   }
   torch::optim::SGD optimizer(net->parameters(),
                               torch::optim::SGDOptions(0.01).momentum(0.9).weight_decay(1e-4));
-  model::AutocastState amp_state = model::AutocastState::current().disabled();
+  nn::AutocastState amp_state = nn::AutocastState::current().disabled();
   amp_state.cpu_enabled = bf16;
   amp_state.cpu_dtype = at::kBFloat16;
   int64_t params = 0;
@@ -143,7 +143,7 @@ int run(const BenchOptions& o) {
     core::Stopwatch clock;
     at::Tensor logits;  // (N, K)
     {
-      model::AutocastGuard amp(amp_state);
+      nn::AutocastGuard amp(amp_state);
       logits = net->forward(images);
     }
     // Python's autocast clears its weight-cast cache when the outermost region exits; do the same.

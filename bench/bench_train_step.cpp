@@ -81,8 +81,8 @@ int64_t proc_status_bytes(const std::string& key) {
 constexpr double kMiB = 1024.0 * 1024.0;
 
 // The trainer's forward autocast state: bf16 on the training device when asked for, else off.
-model::AutocastState forward_autocast(bool bf16, const c10::Device& device) {
-  model::AutocastState s = model::AutocastState::current().disabled();
+nn::AutocastState forward_autocast(bool bf16, const c10::Device& device) {
+  nn::AutocastState s = nn::AutocastState::current().disabled();
   if (device.is_cuda()) {
     s.cuda_enabled = bf16;
     s.cuda_dtype = at::kBFloat16;
@@ -188,7 +188,7 @@ int run(const BenchOptions& o) {
     target.device = device.str();
     target.channels_last = o.channels_last;
     target.bf16_autocast = o.bf16;
-    target.onednn_built = model::dnnl_conv3d_built();
+    target.onednn_built = kernels::dnnl_conv3d_built();
     mo.kernels = model::resolve_kernel_choice({}, target);
     fused_loss = mo.kernels.loss == model::LossKernel::Fused;
   } else {
@@ -196,9 +196,9 @@ int run(const BenchOptions& o) {
       return ("," + o.kernels + ",").find(std::string(",") + k + ",") != std::string::npos;
     };
     // winograd: Winograd where it pays, oneDNN (where built) for the other layers.
-    mo.kernels.conv = uses("winograd")                             ? model::ConvKernel::Winograd
-                      : uses("conv") && model::dnnl_conv3d_built() ? model::ConvKernel::OneDnn
-                                                                   : model::ConvKernel::LibTorch;
+    mo.kernels.conv = uses("winograd")                               ? model::ConvKernel::Winograd
+                      : uses("conv") && kernels::dnnl_conv3d_built() ? model::ConvKernel::OneDnn
+                                                                     : model::ConvKernel::LibTorch;
     mo.kernels.upconv = uses("upconv") ? model::UpconvKernel::Gemm : model::UpconvKernel::LibTorch;
     mo.kernels.pool = uses("pool") ? model::PoolKernel::Native : model::PoolKernel::LibTorch;
     mo.kernels.head = uses("head") ? model::HeadKernel::Gemm : model::HeadKernel::LibTorch;
@@ -227,9 +227,9 @@ int run(const BenchOptions& o) {
   net->to(device);
   image = image.to(device);
   const at::Tensor device_labels = labels.to(device);
-  train::FusedAdam optimizer(net->parameters(), torch::optim::AdamOptions(1e-3));
-  const model::AutocastState amp_state = forward_autocast(o.bf16, device);
-  const int64_t params = model::count_parameters(*net);
+  kernels::FusedAdam optimizer(net->parameters(), torch::optim::AdamOptions(1e-3));
+  const nn::AutocastState amp_state = forward_autocast(o.bf16, device);
+  const int64_t params = nn::count_parameters(*net);
 
   // the segmentation task's training step, step for step; loss.item() ends the step as the
   // trainer's host-side epoch sums eventually do. CPU ops are synchronous, so the phase clocks are
@@ -242,7 +242,7 @@ int run(const BenchOptions& o) {
     core::Stopwatch clock;
     at::Tensor logits;
     {
-      model::AutocastGuard amp(amp_state);
+      nn::AutocastGuard amp(amp_state);
       logits = net->forward(image);
     }
     wait_for(device);

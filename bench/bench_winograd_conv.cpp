@@ -31,7 +31,7 @@ struct Shape {
 };
 
 at::Tensor conv(bool winograd, const at::Tensor& x, const at::Tensor& w) {
-  return winograd ? model::winograd_conv3d(x, w) : model::dnnl_conv3d(x, w, 1);
+  return winograd ? kernels::winograd_conv3d(x, w) : kernels::dnnl_conv3d(x, w, 1);
 }
 
 double rel_diff(const at::Tensor& a, const at::Tensor& b) {
@@ -77,7 +77,7 @@ int main(int argc, char** argv) try {
     const at::Tensor r = at::randn({s.n, s.o, s.side, s.side, s.side});
     double ey, edx, edw;
     {
-      const at::Tensor y1 = model::winograd_conv3d(x, w), y0 = model::dnnl_conv3d(x, w, 1);
+      const at::Tensor y1 = kernels::winograd_conv3d(x, w), y0 = kernels::dnnl_conv3d(x, w, 1);
       const auto g1 = torch::autograd::grad({y1}, {x, w}, {r});
       const auto g0 = torch::autograd::grad({y0}, {x, w}, {r});
       ey = rel_diff(y1, y0);

@@ -12,7 +12,7 @@
 #include "kernels/parallel.hpp"
 #include "nn/memory_format.hpp"
 
-namespace scaffold::model {
+namespace scaffold::kernels {
 namespace {
 
 // Sizes of one call: x (N, C, D, H, W), y (N, O, 2D, 2H, 2W); s = D H W voxels per sample.
@@ -118,14 +118,14 @@ class ConvTransposeK2S2Function : public torch::autograd::Function<ConvTranspose
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
                             const at::Tensor& weight, const at::Tensor& bias) {
-    const bool cl = is_channels_last_3d(x_in);
-    const at::Tensor x = x_in.contiguous(volume_format(cl));
+    const bool cl = nn::is_channels_last_3d(x_in);
+    const at::Tensor x = x_in.contiguous(nn::volume_format(cl));
     const Dims g = dims_of(x, weight);
     const at::Tensor wm = weight_matrix(weight, cl);
     // No bias comes as an empty tensor (autograd inputs must be defined tensors).
     const at::Tensor b = bias.numel() > 0 ? bias.contiguous() : at::Tensor();
     at::Tensor y = at::empty({g.n, g.o, 2 * g.d, 2 * g.h, 2 * g.w},
-                             x.options().memory_format(volume_format(cl)));
+                             x.options().memory_format(nn::volume_format(cl)));
     at::Tensor r = at::empty({cl ? g.s() : 8 * g.o, cl ? 8 * g.o : g.s()}, x.options());
     for (int64_t n = 0; n < g.n; ++n) {
       const at::Tensor xs = sample_matrix(x, n, g, cl);
@@ -146,12 +146,12 @@ class ConvTransposeK2S2Function : public torch::autograd::Function<ConvTranspose
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &weight = saved[1];
-    const bool cl = is_channels_last_3d(x);
+    const bool cl = nn::is_channels_last_3d(x);
     const Dims g = dims_of(x, weight);
-    const at::Tensor dy = grads.at(0).to(x.scalar_type()).contiguous(volume_format(cl));
+    const at::Tensor dy = grads.at(0).to(x.scalar_type()).contiguous(nn::volume_format(cl));
     const at::Tensor wm = weight_matrix(weight, cl);
     at::Tensor dx, dwm;
-    if (ctx->needs_input_grad(0)) dx = at::empty_like(x, volume_format(cl));
+    if (ctx->needs_input_grad(0)) dx = at::empty_like(x, nn::volume_format(cl));
     const bool want_w = ctx->needs_input_grad(1);
     at::Tensor dr = at::empty({cl ? g.s() : 8 * g.o, cl ? 8 * g.o : g.s()}, x.options());
     for (int64_t n = 0; n < g.n; ++n) {
@@ -195,12 +195,12 @@ class Conv1x1x1Function : public torch::autograd::Function<Conv1x1x1Function> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
                             const at::Tensor& weight, const at::Tensor& bias) {
-    const bool cl = is_channels_last_3d(x_in);
-    const at::Tensor x = x_in.contiguous(volume_format(cl));
+    const bool cl = nn::is_channels_last_3d(x_in);
+    const at::Tensor x = x_in.contiguous(nn::volume_format(cl));
     const int64_t o = weight.size(0);
     const at::Tensor wm = weight.reshape({o, x.size(1)});
     at::Tensor y = at::empty({x.size(0), o, x.size(2), x.size(3), x.size(4)},
-                             x.options().memory_format(volume_format(cl)));
+                             x.options().memory_format(nn::volume_format(cl)));
     if (cl) {
       at::Tensor ym = voxel_rows(y);
       at::mm_out(ym, voxel_rows(x), wm.t());
@@ -220,12 +220,12 @@ class Conv1x1x1Function : public torch::autograd::Function<Conv1x1x1Function> {
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &weight = saved[1];
-    const bool cl = is_channels_last_3d(x);
-    const at::Tensor dy = grads.at(0).to(x.scalar_type()).contiguous(volume_format(cl));
+    const bool cl = nn::is_channels_last_3d(x);
+    const at::Tensor dy = grads.at(0).to(x.scalar_type()).contiguous(nn::volume_format(cl));
     const at::Tensor wm = weight.reshape({weight.size(0), x.size(1)});
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) {
-      dx = at::empty_like(x, volume_format(cl));
+      dx = at::empty_like(x, nn::volume_format(cl));
       if (cl) {
         at::Tensor dxm = voxel_rows(dx);
         at::mm_out(dxm, voxel_rows(dy), wm);
@@ -295,4 +295,4 @@ at::Tensor conv3d_1x1x1(const at::Tensor& x, const at::Tensor& weight, const at:
   return Conv1x1x1Function::apply(x, weight, bias.defined() ? bias : at::empty({0}, x.options()));
 }
 
-}  // namespace scaffold::model
+}  // namespace scaffold::kernels

@@ -10,7 +10,7 @@
 
 #include <ATen/ATen.h>
 
-namespace scaffold::model {
+namespace scaffold::kernels {
 
 // x (N, C_in, D, H, W), weight (C_in, C_out, 2, 2, 2), bias (C_out) or undefined
 // -> (N, C_out, 2D, 2H, 2W) in x's memory format (contiguous or channels-last 3-D), all CPU
@@ -24,4 +24,4 @@ at::Tensor conv_transpose3d_k2s2(const at::Tensor& x, const at::Tensor& weight,
 // at batch 1. Tested against at::conv3d.
 at::Tensor conv3d_1x1x1(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
-}  // namespace scaffold::model
+}  // namespace scaffold::kernels

@@ -24,7 +24,7 @@
 #include <unordered_map>
 #endif
 
-namespace scaffold::model {
+namespace scaffold::kernels {
 
 bool dnnl_conv3d_built() {
   return SCAFFOLD_WITH_DNNL != 0;
@@ -85,7 +85,7 @@ dnnl::algorithm dnnl_algorithm(DnnlAlgorithm a) {
 
 // Whether x (4-D or 5-D) is laid out channels-last (and not also contiguous).
 bool channels_last(const at::Tensor& x) {
-  if (x.dim() == 5) return is_channels_last_3d(x);
+  if (x.dim() == 5) return nn::is_channels_last_3d(x);
   return !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast);
 }
 
@@ -432,4 +432,4 @@ std::vector<DnnlConvProbe> dnnl_conv_probes() {
 #endif
 }
 
-}  // namespace scaffold::model
+}  // namespace scaffold::kernels

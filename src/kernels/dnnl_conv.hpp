@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace scaffold::model {
+namespace scaffold::kernels {
 
 enum class DnnlAlgorithm { Direct, Winograd };
 
@@ -76,4 +76,4 @@ bool dnnl_winograd_pays(const at::Tensor& x, const at::Tensor& w, at::IntArrayRe
 // Every probe this process ran, in the order it ran them (system.json's kernel_probes).
 std::vector<DnnlConvProbe> dnnl_conv_probes();
 
-}  // namespace scaffold::model
+}  // namespace scaffold::kernels

@@ -12,7 +12,7 @@
 #include "kernels/parallel.hpp"
 #include "kernels/simd.hpp"
 
-namespace scaffold::train {
+namespace scaffold::kernels {
 namespace {
 
 // 1 - beta is taken in double before rounding to float, as LibTorch's alpha arguments are: in
@@ -155,4 +155,4 @@ void adamw_update(float* p, const float* g, float* exp_avg, float* exp_avg_sq, i
              coefficients(s.lr, s.beta1, s.beta2, s.eps, 0.0, s.weight_decay, s.step));
 }
 
-}  // namespace scaffold::train
+}  // namespace scaffold::kernels

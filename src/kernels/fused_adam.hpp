@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-namespace scaffold::train {
+namespace scaffold::kernels {
 
 class FusedAdam : public torch::optim::Adam {
  public:
@@ -55,4 +55,4 @@ struct AdamWStep {
 void adamw_update(float* p, const float* g, float* exp_avg, float* exp_avg_sq, int64_t n,
                   const AdamWStep& s);
 
-}  // namespace scaffold::train
+}  // namespace scaffold::kernels

@@ -19,7 +19,7 @@
 #include "kernels/parallel.hpp"
 #include "nn/autocast.hpp"
 
-namespace scaffold::model {
+namespace scaffold::kernels {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -399,9 +399,9 @@ at::Tensor group_norm_relu(const at::Tensor& x, int64_t groups, const at::Tensor
   if (!why.empty()) throw core::Error("fused GroupNorm + ReLU does not run " + why);
   SCAFFOLD_CHECK(!global || global.sum,
                  "fused GroupNorm + ReLU: global statistics without their gradient sum");
-  AutocastGuard autocast_off(AutocastState::current().disabled());
+  nn::AutocastGuard autocast_off(nn::AutocastState::current().disabled());
   return GroupNormReluFunction::apply(c10::make_intrusive<FusedNormCapsule>(global, groups, eps), x,
                                       weight, bias);
 }
 
-}  // namespace scaffold::model
+}  // namespace scaffold::kernels

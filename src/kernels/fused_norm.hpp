@@ -12,7 +12,7 @@
 #include <functional>
 #include <string>
 
-namespace scaffold::model {
+namespace scaffold::kernels {
 
 // A group's statistics over every part of a sample, (N, G) float64.
 struct GroupStatistics {
@@ -52,4 +52,4 @@ at::Tensor group_norm_relu(const at::Tensor& x, int64_t groups, const at::Tensor
                            const at::Tensor& bias, double eps,
                            const GroupNormReduction& global = {});
 
-}  // namespace scaffold::model
+}  // namespace scaffold::kernels

@@ -13,7 +13,7 @@
 #include "kernels/parallel.hpp"
 #include "kernels/simd.hpp"
 
-namespace scaffold::model {
+namespace scaffold::kernels {
 namespace {
 
 // An input (N, C, D, H, W) and its pooled output (N, C, D/2, H/2, W/2).
@@ -182,4 +182,4 @@ at::Tensor max_pool3d_k2s2(const at::Tensor& x) {
   return MaxPoolK2S2Function::apply(x);
 }
 
-}  // namespace scaffold::model
+}  // namespace scaffold::kernels

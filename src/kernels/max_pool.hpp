@@ -10,7 +10,7 @@
 
 #include <ATen/ATen.h>
 
-namespace scaffold::model {
+namespace scaffold::kernels {
 
 // True when max_pool3d_k2s2 runs x: a CPU float32 or bf16 tensor (N, C, D, H, W), contiguous.
 bool max_pool3d_k2s2_supported(const at::Tensor& x);
@@ -19,4 +19,4 @@ bool max_pool3d_k2s2_supported(const at::Tensor& x);
 // Throws core::Error naming the tensor for what it does not run.
 at::Tensor max_pool3d_k2s2(const at::Tensor& x);
 
-}  // namespace scaffold::model
+}  // namespace scaffold::kernels

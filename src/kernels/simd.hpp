@@ -17,7 +17,7 @@
 #define SCAFFOLD_SIMD_INLINE inline __attribute__((always_inline))
 #define SCAFFOLD_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-namespace scaffold::model::simd {
+namespace scaffold::kernels::simd {
 
 constexpr int kVec = 16;  // floats per vector (one AVX-512 register, two AVX2 ones)
 
@@ -38,4 +38,4 @@ SCAFFOLD_SIMD_INLINE void storev(float* p, const v16& v) {
   reinterpret_cast<VecAt*>(p)->v = v;
 }
 
-}  // namespace scaffold::model::simd
+}  // namespace scaffold::kernels::simd

@@ -26,7 +26,7 @@
 #include "kernels/simd.hpp"
 #include "nn/memory_format.hpp"
 
-namespace scaffold::model {
+namespace scaffold::kernels {
 namespace {
 
 using simd::kVec;
@@ -724,7 +724,7 @@ Grid grid_of(const at::Tensor& x, bool cl) {
 at::Tensor conv(const at::Tensor& x, const at::Tensor& w, bool cl) {
   const Grid g = grid_of(x, cl), gy = g.with_channels(w.size(0));
   at::Tensor y =
-      at::empty({g.n, gy.c, g.d, g.h, g.w}, x.options().memory_format(volume_format(cl)));
+      at::empty({g.n, gy.c, g.d, g.h, g.w}, x.options().memory_format(nn::volume_format(cl)));
   const std::vector<float> u = transform_weights(w);
   forward_pass(x.data_ptr<float>(), g, u.data(), gy, y.data_ptr<float>());
   return y;
@@ -734,8 +734,8 @@ class WinogradConv3dFunction : public torch::autograd::Function<WinogradConv3dFu
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
                             const at::Tensor& w_in) {
-    const bool cl = is_channels_last_3d(x_in);
-    const at::Tensor x = x_in.contiguous(volume_format(cl)), w = w_in.contiguous();
+    const bool cl = nn::is_channels_last_3d(x_in);
+    const at::Tensor x = x_in.contiguous(nn::volume_format(cl)), w = w_in.contiguous();
     ctx->save_for_backward({x, w});
     return conv(x, w, cl);
   }
@@ -744,8 +744,8 @@ class WinogradConv3dFunction : public torch::autograd::Function<WinogradConv3dFu
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
     const at::Tensor x = saved[0], w = saved[1];
-    const bool cl = is_channels_last_3d(x);
-    const at::Tensor dy = grads.at(0).to(at::kFloat).contiguous(volume_format(cl));
+    const bool cl = nn::is_channels_last_3d(x);
+    const at::Tensor dy = grads.at(0).to(at::kFloat).contiguous(nn::volume_format(cl));
     at::Tensor dx, dw;
     if (ctx->needs_input_grad(1)) {
       const Grid g = grid_of(x, cl);
@@ -795,4 +795,4 @@ at::Tensor winograd_conv3d(const at::Tensor& x, const at::Tensor& w) {
   return WinogradConv3dFunction::apply(x, w);
 }
 
-}  // namespace scaffold::model
+}  // namespace scaffold::kernels

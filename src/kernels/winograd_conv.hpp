@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-namespace scaffold::model {
+namespace scaffold::kernels {
 
 // True when winograd_conv3d can take these arguments: CPU float32 tensors, x (N, C, D, H, W),
 // w (O, C, 3, 3, 3), C and O multiples of 16 (the vector width the kernels are written for).
@@ -39,4 +39,4 @@ int64_t winograd_conv3d_calls();
 // output has x's memory format. Throws core::Error when winograd_conv3d_supported is false.
 at::Tensor winograd_conv3d(const at::Tensor& x, const at::Tensor& w);
 
-}  // namespace scaffold::model
+}  // namespace scaffold::kernels

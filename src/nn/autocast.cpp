@@ -12,7 +12,7 @@
 #define SCAFFOLD_AUTOCAST_DEVICE_API 0
 #endif
 
-namespace scaffold::model {
+namespace scaffold::nn {
 
 AutocastState AutocastState::current() {
   AutocastState s;
@@ -65,4 +65,4 @@ AutocastGuard::~AutocastGuard() {
   apply(previous_);
 }
 
-}  // namespace scaffold::model
+}  // namespace scaffold::nn

@@ -6,7 +6,7 @@
 
 #include <c10/core/ScalarType.h>
 
-namespace scaffold::model {
+namespace scaffold::nn {
 
 struct AutocastState {
   bool cpu_enabled = false;
@@ -34,4 +34,4 @@ class AutocastGuard {
   AutocastState previous_;
 };
 
-}  // namespace scaffold::model
+}  // namespace scaffold::nn

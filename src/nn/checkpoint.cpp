@@ -17,7 +17,7 @@
 
 #include "nn/autocast.hpp"
 
-namespace scaffold::model {
+namespace scaffold::nn {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -100,4 +100,4 @@ at::Tensor checkpoint(const CheckpointBlock& block, at::TensorList inputs, at::T
   return CheckpointFunction::apply(std::move(capsule), inputs, params);
 }
 
-}  // namespace scaffold::model
+}  // namespace scaffold::nn

@@ -10,7 +10,7 @@
 
 #include <functional>
 
-namespace scaffold::model {
+namespace scaffold::nn {
 
 // A block's forward over its tensor inputs, e.g. (x) for DoubleConv or (x, skip) for Up. It must
 // compute the same function each time it is called (it is called twice when checkpointed).
@@ -24,4 +24,4 @@ using CheckpointBlock = std::function<at::Tensor(at::TensorList inputs)>;
 // With grad mode off this is simply block(inputs).
 at::Tensor checkpoint(const CheckpointBlock& block, at::TensorList inputs, at::TensorList params);
 
-}  // namespace scaffold::model
+}  // namespace scaffold::nn

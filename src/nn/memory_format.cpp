@@ -5,7 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/utils.h>
 
-namespace scaffold::model {
+namespace scaffold::nn {
 
 namespace {
 
@@ -32,4 +32,4 @@ void set_memory_format(torch::nn::Module& module, at::MemoryFormat format) {
     if (applies(format, b.dim())) b.set_data(b.contiguous(format));
 }
 
-}  // namespace scaffold::model
+}  // namespace scaffold::nn

@@ -8,7 +8,7 @@
 #include <c10/core/MemoryFormat.h>
 #include <torch/nn/module.h>
 
-namespace scaffold::model {
+namespace scaffold::nn {
 
 // Converts every parameter and buffer of `module` that `format` applies to: 4-D for ChannelsLast,
 // 5-D for ChannelsLast3d, 4-D and 5-D for Contiguous (back to NCHW / NCDHW). Others stay as
@@ -26,4 +26,4 @@ inline at::MemoryFormat volume_format(bool channels_last) {
   return channels_last ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::Contiguous;
 }
 
-}  // namespace scaffold::model
+}  // namespace scaffold::nn

@@ -2,7 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 
-namespace scaffold::model {
+namespace scaffold::nn {
 
 int64_t count_parameters(const torch::nn::Module& module) {
   int64_t n = 0;
@@ -10,4 +10,4 @@ int64_t count_parameters(const torch::nn::Module& module) {
   return n;
 }
 
-}  // namespace scaffold::model
+}  // namespace scaffold::nn

@@ -90,9 +90,9 @@ at::Tensor ShardedAdamW::step(LossClosure closure) {
     ++s.step;
     const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
     if (fused_ && p.device().is_cpu() && grad.scalar_type() == at::kFloat && grad.is_contiguous()) {
-      adamw_update(p.data_ptr<float>(), grad.data_ptr<float>(), exp_avg.data_ptr<float>(),
-                   exp_avg_sq.data_ptr<float>(), s.numel,
-                   {o.lr(), beta1, beta2, o.eps(), o.weight_decay(), s.step});
+      kernels::adamw_update(p.data_ptr<float>(), grad.data_ptr<float>(), exp_avg.data_ptr<float>(),
+                            exp_avg_sq.data_ptr<float>(), s.numel,
+                            {o.lr(), beta1, beta2, o.eps(), o.weight_decay(), s.step});
       continue;
     }
     if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());

@@ -127,7 +127,7 @@ void run_layout(const std::array<int, 3>& shards, bool channels_last = false) {
   if (spatial > 1) o.spatial = s.ctx;
   torch::manual_seed(9);
   model::UNet3d net(o);
-  if (channels_last) model::set_memory_format(*net, at::MemoryFormat::ChannelsLast3d);
+  if (channels_last) nn::set_memory_format(*net, at::MemoryFormat::ChannelsLast3d);
   train::SpatialSum sum;
   if (spatial > 1) {
     const std::shared_ptr<const model::SpatialContext> ctx = s.ctx;

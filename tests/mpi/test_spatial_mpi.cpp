@@ -99,7 +99,7 @@ TEST(FusedGroupNormRelu, GlobalStatisticsEqualTheUnshardedComposition) {
       const at::Tensor wl = w_full.clone().requires_grad_(true),
                        bl = b_full.clone().requires_grad_(true);
       const at::Tensor yl =
-          model::group_norm_relu(xl, groups, wl, bl, 1e-5, model::group_norm_reduction(s.ctx));
+          kernels::group_norm_relu(xl, groups, wl, bl, 1e-5, model::group_norm_reduction(s.ctx));
       const auto got =
           torch::autograd::grad({yl}, {xl, wl, bl}, {test::local_slice(r_full, *s.ctx)});
 
@@ -108,7 +108,7 @@ TEST(FusedGroupNormRelu, GlobalStatisticsEqualTheUnshardedComposition) {
       EXPECT_LT(test::relative_error(test::group_sum(*s.group, got[1]), want[1]), 1e-5);
       EXPECT_LT(test::relative_error(test::group_sum(*s.group, got[2]), want[2]), 1e-5);
       // Local statistics (no context) on the shard differ: the comparison can fail.
-      const at::Tensor local = model::group_norm_relu(xl.detach(), groups, w_full, b_full, 1e-5);
+      const at::Tensor local = kernels::group_norm_relu(xl.detach(), groups, w_full, b_full, 1e-5);
       EXPECT_GT(test::relative_error(local, test::local_slice(yr, *s.ctx)), 1e-3);
     }
   }

@@ -225,7 +225,7 @@ at::Tensor FnoImpl::forward(const at::Tensor& x_in) {
     if (l + 1 < options_.layers || options_.gelu_after_last_layer) x = fno::gelu(x);
   }
   // The projection's two maps in one pass over tiles of points (in the weights' precision).
-  if (projection_is_fused(options_, x.is_cpu(), model::AutocastState::current().any_enabled()) &&
+  if (projection_is_fused(options_, x.is_cpu(), nn::AutocastState::current().any_enabled()) &&
       x.scalar_type() == project_->weight.scalar_type())
     return fused_projection(x, *project_, *output_);  // (B, C_out, *grid)
   x = fno::gelu(channel_linear(x, *project_));        // (B, projection_channels, *grid)

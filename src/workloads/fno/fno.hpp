@@ -105,7 +105,7 @@ TORCH_MODULE(Fno);
 
 // Trainable parameters: nn/parameters.hpp (complex spectral weights count their real and imaginary
 // parts, as the paper's count_params does).
-using model::count_parameters;
+using nn::count_parameters;
 
 // Bytes of the parameters and buffers (the "model size").
 int64_t model_bytes(const torch::nn::Module& module);

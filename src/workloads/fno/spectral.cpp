@@ -383,7 +383,7 @@ at::Tensor SpectralConvImpl::forward(const at::Tensor& x_in) {
   SCAFFOLD_CHECK(x_in.dim() == d + 2 && x_in.size(1) == options_.in_channels,
                  fmt::format("SpectralConv: input {} for {} channels on a {}-d grid",
                              c10::str(x_in.sizes()), options_.in_channels, d));
-  model::AutocastGuard autocast_off(model::AutocastState::current().disabled());
+  nn::AutocastGuard autocast_off(nn::AutocastState::current().disabled());
   // The weights' precision (float32; float64 in tests), whatever autocast made of the input.
   const at::Tensor x =
       x_in.scalar_type() == weight.scalar_type() ? x_in : x_in.to(weight.scalar_type());

@@ -79,12 +79,12 @@ at::Tensor full_precision(const at::Tensor& t) {
 }  // namespace
 
 at::Tensor FnoTask::predict(const at::Tensor& input) {
-  model::AutocastState s = model::AutocastState::current().disabled();
+  nn::AutocastState s = nn::AutocastState::current().disabled();
   if (options_.precision == "bf16") {
     (device_.is_cuda() ? s.cuda_enabled : s.cpu_enabled) = true;
     (device_.is_cuda() ? s.cuda_dtype : s.cpu_dtype) = at::kBFloat16;
   }
-  model::AutocastGuard amp(s);
+  nn::AutocastGuard amp(s);
   at::Tensor x = shard_slab(input, options_.shard.get());
   if (options_.rollout_steps == 0) return full_precision(model_->forward(x));
   // The rollout: each step's prediction becomes the newest input step, the oldest is dropped.

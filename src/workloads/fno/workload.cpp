@@ -333,7 +333,8 @@ class FnoTrainRun : public FnoRun {
     const double lr = cfg_.learning_rate, wd = cfg_.weight_decay;
     lo.make_optimizer =
         [lr, wd](const std::vector<at::Tensor>& p) -> std::unique_ptr<torch::optim::Optimizer> {
-      return std::make_unique<train::FusedAdam>(p, torch::optim::AdamOptions(lr).weight_decay(wd));
+      return std::make_unique<kernels::FusedAdam>(p,
+                                                  torch::optim::AdamOptions(lr).weight_decay(wd));
     };
     // StepLR or CosineAnnealingLR stepped once per epoch (warm-up epochs included), as the
     // paper's loop and operator_learning's train() (scheduler.step() after the epoch's steps).

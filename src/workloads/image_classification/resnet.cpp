@@ -107,19 +107,19 @@ at::Tensor ConvChoice::run(nn::Conv2d& c, const at::Tensor& x) const {
     return c(x);
   }
   // Only these reach oneDNN's Winograd (float32); autocast would run the layer in bf16.
-  const char* why = !x.device().is_cpu()                          ? "not on the CPU"
-                    : model::AutocastState::current().cpu_enabled ? "under autocast"
-                    : x.scalar_type() != at::kFloat               ? "not float32"
-                                                                  : nullptr;
+  const char* why = !x.device().is_cpu()                                 ? "not on the CPU"
+                    : scaffold::nn::AutocastState::current().cpu_enabled ? "under autocast"
+                    : x.scalar_type() != at::kFloat                      ? "not float32"
+                                                                         : nullptr;
   const std::array<int64_t, 1> one{1};
   if (!why) {
-    const bool winograd =
-        kernel == ConvKernel::Winograd
-            ? model::dnnl_conv2d_supported(x, c->weight, one, one, model::DnnlAlgorithm::Winograd)
-            : model::dnnl_winograd_pays(x, c->weight, one, one);
+    const bool winograd = kernel == ConvKernel::Winograd
+                              ? kernels::dnnl_conv2d_supported(x, c->weight, one, one,
+                                                               kernels::DnnlAlgorithm::Winograd)
+                              : kernels::dnnl_winograd_pays(x, c->weight, one, one);
     if (winograd) {
       ran("winograd", "");
-      return model::dnnl_conv2d(x, c->weight, one, one, model::DnnlAlgorithm::Winograd);
+      return kernels::dnnl_conv2d(x, c->weight, one, one, kernels::DnnlAlgorithm::Winograd);
     }
     // Under Probe, LibTorch's is a chosen kernel (measured faster, or no Winograd): no reason.
     why = kernel == ConvKernel::Winograd ? "oneDNN has no Winograd for this layer on this CPU" : "";
@@ -130,7 +130,7 @@ at::Tensor ConvChoice::run(nn::Conv2d& c, const at::Tensor& x) const {
 
 ConvKernel resolve_conv_kernel(const std::string& conv_kernel, const std::string& precision,
                                c10::Device device) {
-  const bool runs = device.is_cpu() && precision == "fp32" && model::dnnl_conv3d_built();
+  const bool runs = device.is_cpu() && precision == "fp32" && kernels::dnnl_conv3d_built();
   if (conv_kernel == "auto") return runs ? ConvKernel::Probe : ConvKernel::LibTorch;
   if (conv_kernel == "libtorch") return ConvKernel::LibTorch;
   if (conv_kernel != "probe" && conv_kernel != "winograd")
@@ -145,7 +145,7 @@ ConvKernel resolve_conv_kernel(const std::string& conv_kernel, const std::string
     throw core::Error(fmt::format(
         "conv_kernel: {} runs float32 only, this run's precision is {}; use auto or libtorch",
         conv_kernel, precision));
-  if (!model::dnnl_conv3d_built())
+  if (!kernels::dnnl_conv3d_built())
     throw core::Error(fmt::format(
         "conv_kernel: {}, but this build has no oneDNN (install libdnnl-dev and rebuild)",
         conv_kernel));
@@ -154,7 +154,7 @@ ConvKernel resolve_conv_kernel(const std::string& conv_kernel, const std::string
 
 std::vector<std::string> conv_probe_lines() {
   std::vector<std::string> lines;
-  for (const model::DnnlConvProbe& p : model::dnnl_conv_probes())
+  for (const kernels::DnnlConvProbe& p : kernels::dnnl_conv_probes())
     lines.push_back(fmt::format("conv {}: winograd {:.2f} ms, libtorch {:.2f} ms -> {}", p.shape,
                                 p.winograd_ms, p.libtorch_ms,
                                 p.winograd ? "winograd" : "libtorch"));

@@ -157,6 +157,6 @@ int64_t resnet_forward_flops(const ResNetOptions& options, int64_t height, int64
 // Converts every 4-D parameter and buffer of `module` to `format` in place (LibTorch 1.13's
 // Module::to has no memory-format overload): the shared helper of nn/memory_format.hpp. With
 // ChannelsLast, feed channels-last inputs too.
-using model::set_memory_format;
+using nn::set_memory_format;
 
 }  // namespace scaffold::imgcls

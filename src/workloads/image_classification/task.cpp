@@ -127,7 +127,7 @@ std::pair<at::Tensor, at::Tensor> ClassificationTask::inputs(const data::Batch& 
 }
 
 at::Tensor ClassificationTask::logits(const at::Tensor& images) {
-  model::AutocastState s = model::AutocastState::current().disabled();
+  nn::AutocastState s = nn::AutocastState::current().disabled();
   if (options_.precision == "bf16") {
     (device_.is_cuda() ? s.cuda_enabled : s.cpu_enabled) = true;
     (device_.is_cuda() ? s.cuda_dtype : s.cpu_dtype) = at::kBFloat16;
@@ -135,7 +135,7 @@ at::Tensor ClassificationTask::logits(const at::Tensor& images) {
     s.cuda_enabled = true;
     s.cuda_dtype = at::kHalf;
   }
-  model::AutocastGuard amp(s);
+  nn::AutocastGuard amp(s);
   return model_->forward(images);
 }
 

@@ -193,7 +193,7 @@ class ImageClassificationRun : public suite::WorkloadRun {
     torch::manual_seed(
         static_cast<uint64_t>(cfg_.seed));  // identical initial weights (rank 0's broadcast too)
     ResNet net(mo_);
-    params_ = model::count_parameters(*net);
+    params_ = nn::count_parameters(*net);
     ClassificationTaskOptions to;
     to.precision = cfg_.precision;
     to.channels_last = cfg_.channels_last;

@@ -180,7 +180,7 @@ at::Tensor GptBlockImpl::attention(const at::Tensor& x) {
   at::Tensor context;  // (B, a/t, S, d)
   if (options_.recompute == Recompute::kSelective) {
     // Megatron's selective recompute: the core attention (the S^2 activations) is recomputed.
-    context = model::checkpoint(
+    context = nn::checkpoint(
         [impl, dropout, training](at::TensorList in) {
           return causal_attention(in[0], in[1], in[2], impl, dropout, training);
         },
@@ -328,8 +328,7 @@ at::Tensor GptImpl::stage_forward(const at::Tensor& input, int chunk) {
     auto block = layers->ptr<GptBlockImpl>(static_cast<std::size_t>(i));
     if (options_.recompute == Recompute::kFull && is_training()) {
       const auto params = block->parameters();
-      x = model::checkpoint([block](at::TensorList in) { return block->forward(in[0]); }, {x},
-                            params);
+      x = nn::checkpoint([block](at::TensorList in) { return block->forward(in[0]); }, {x}, params);
     } else {
       x = block->forward(x);
     }

@@ -37,8 +37,8 @@ GptTask::GptTask(Gpt model, const data::ExampleSource& train_set,
                     device_.str()));
 }
 
-model::AutocastState GptTask::autocast_state() const {
-  model::AutocastState a = model::AutocastState::current().disabled();
+nn::AutocastState GptTask::autocast_state() const {
+  nn::AutocastState a = nn::AutocastState::current().disabled();
   if (options_.precision == "bf16") {
     (device_.is_cuda() ? a.cuda_enabled : a.cpu_enabled) = true;
     (device_.is_cuda() ? a.cuda_dtype : a.cpu_dtype) = at::kBFloat16;
@@ -52,7 +52,7 @@ model::AutocastState GptTask::autocast_state() const {
 at::Tensor GptTask::token_losses(const data::Batch& batch) {
   const at::Tensor& tokens = batch.fields.at(0);  // (B, S + 1)
   const int64_t s = tokens.size(1) - 1;
-  model::AutocastGuard amp(autocast_state());
+  nn::AutocastGuard amp(autocast_state());
   return model_->token_losses(tokens.narrow(1, 0, s), tokens.narrow(1, 1, s));
 }
 
@@ -109,7 +109,7 @@ at::Tensor GptTask::forward_backward(train::MicroBatchRun& run) {
         f.input = link.recv_forward(activation_shape(tokens), activation_options, j, k);
         f.input.requires_grad_(true);
       }
-      model::AutocastGuard amp(autocast_state());
+      nn::AutocastGuard amp(autocast_state());
       const at::Tensor hidden = model_->stage_forward(f.input, k);
       if (vs == last_virtual) {
         const at::Tensor losses = model_->losses_from_hidden(hidden, tokens.narrow(1, 1, s));
@@ -144,7 +144,7 @@ at::Tensor GptTask::pipeline_validation_sums(const data::Batch& batch) {
   const int64_t s = tokens.size(1) - 1;
   const at::TensorOptions activation_options = model_->parameters().front().options();
   StageLink link(pp, /*count_wait=*/false);
-  model::AutocastGuard amp(autocast_state());
+  nn::AutocastGuard amp(autocast_state());
   at::Tensor sums = at::zeros({2}, activation_options.dtype(at::kDouble));
   // The batch through every virtual stage in order: this rank's chunks one after another.
   for (int k = 0; k < stage.chunks; ++k) {
@@ -312,7 +312,8 @@ std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Ten
 megatron_adam(AdamOptions o) {
   return [o](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
     if (o.fused)
-      return std::make_unique<train::FusedAdamW>(megatron_groups(o, params), megatron_defaults(o));
+      return std::make_unique<kernels::FusedAdamW>(megatron_groups(o, params),
+                                                   megatron_defaults(o));
     return std::make_unique<torch::optim::AdamW>(megatron_groups(o, params), megatron_defaults(o));
   };
 }

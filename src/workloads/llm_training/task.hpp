@@ -92,7 +92,7 @@ class GptTask : public train::TrainingTask {
  private:
   // (B, S) per-token losses of a batch {tokens (B, S + 1)} under the precision's autocast.
   at::Tensor token_losses(const data::Batch& batch);
-  model::AutocastState autocast_state() const;
+  nn::AutocastState autocast_state() const;
   // The pipeline's validation forward: the last stage's loss sums x P, zeros elsewhere.
   at::Tensor pipeline_validation_sums(const data::Batch& batch);
   // The (B, S'', h) activation shape and options passed between stages for tokens (B, S + 1).
@@ -110,7 +110,7 @@ class GptTask : public train::TrainingTask {
 // none on biases and LayerNorm parameters (1-D), as its no_weight_decay_cond.
 struct AdamOptions {
   double lr = 1e-4, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.1;
-  // The one-pass update on CPUs (train::FusedAdamW, ShardedAdamW's fused slices; the config's
+  // The one-pass update on CPUs (kernels::FusedAdamW, ShardedAdamW's fused slices; the config's
   // optimizer_kernel fused); false: LibTorch's AdamW operations (libtorch, the reference).
   bool fused = true;
 };

@@ -72,7 +72,7 @@ model::KernelChoice resolve_kernels(const config::Config& cfg, const c10::Device
   target.device = device.str();
   target.channels_last = train::use_channels_last(cfg.memory_format, device);
   target.bf16_autocast = cfg.torch_amp;
-  target.onednn_built = model::dnnl_conv3d_built();
+  target.onednn_built = kernels::dnnl_conv3d_built();
   return model::resolve_kernel_choice(keys, target);
 }
 
@@ -298,7 +298,7 @@ BenchmarkModel build_model(const suite::RunEnv& env, const config::Config& cfg,
         parallel.world->backend());
   torch::manual_seed(cfg.seed);  // identical initial weights (rank 0's are broadcast as well)
   model::UNet3d net(mo);
-  m.params = model::count_parameters(*net);
+  m.params = nn::count_parameters(*net);
 
   SegmentationOptions to;
   to.local_batch_size = cfg.local_batch_size;

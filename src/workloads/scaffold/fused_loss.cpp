@@ -20,11 +20,11 @@
 namespace scaffold::train {
 namespace {
 
-using model::simd::i16;
-using model::simd::kVec;
-using model::simd::loadv;
-using model::simd::storev;
-using model::simd::v16;
+using kernels::simd::i16;
+using kernels::simd::kVec;
+using kernels::simd::loadv;
+using kernels::simd::storev;
+using kernels::simd::v16;
 
 constexpr int64_t kChunk = 1024;  // voxels of one sample per work item, a multiple of kVec
 

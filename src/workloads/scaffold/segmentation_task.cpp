@@ -35,7 +35,7 @@ class Counted : public Optimizer {
       : Optimizer(params, options), kernels_(std::move(kernels)) {}
   at::Tensor step(typename Optimizer::LossClosure closure = nullptr) override {
     at::Tensor loss = Optimizer::step(std::move(closure));
-    if constexpr (std::is_base_of_v<train::FusedAdam, Optimizer>)
+    if constexpr (std::is_base_of_v<kernels::FusedAdam, Optimizer>)
       kernels_.ran("optimizer", this->last_step_fused() ? "fused" : "libtorch",
                    "a parameter it does not fuse (not a dense float32 CPU tensor)");
     else
@@ -48,8 +48,8 @@ class Counted : public Optimizer {
 };
 
 // The autocast state of a forward pass: bf16 on the training device when amp is on, else off.
-model::AutocastState forward_autocast(const c10::Device& device, bool amp_bf16) {
-  model::AutocastState s = model::AutocastState::current().disabled();
+nn::AutocastState forward_autocast(const c10::Device& device, bool amp_bf16) {
+  nn::AutocastState s = nn::AutocastState::current().disabled();
   if (amp_bf16) {
     if (device.is_cuda()) {
       s.cuda_enabled = true;
@@ -115,7 +115,7 @@ SegmentationTask::SegmentationTask(model::UNet3d model, SegmentationOptions opti
       return model::spatial_sum(t, ctx);
     };
   }
-  if (options_.channels_last) model::set_memory_format(*model_, at::MemoryFormat::ChannelsLast3d);
+  if (options_.channels_last) nn::set_memory_format(*model_, at::MemoryFormat::ChannelsLast3d);
 }
 
 // The image in the model's memory format (a layout change on the device, no copy to the host).
@@ -124,7 +124,7 @@ at::Tensor SegmentationTask::input(const at::Tensor& image) const {
 }
 
 at::Tensor SegmentationTask::logits_of(const at::Tensor& image) {
-  model::AutocastGuard amp(forward_autocast(device_, options_.amp_bf16));
+  nn::AutocastGuard amp(forward_autocast(device_, options_.amp_bf16));
   return model_->forward(image);
 }
 
@@ -226,8 +226,8 @@ train::LoopOptions segmentation_loop_options(const SegmentationOptions& o) {
           const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
     if (optimizer == "ADAM") {
       if (kernels.optimizer == model::OptimizerKernel::Fused)
-        return std::make_unique<Counted<train::FusedAdam>>(params, torch::optim::AdamOptions(lr),
-                                                           kernels);
+        return std::make_unique<Counted<kernels::FusedAdam>>(params, torch::optim::AdamOptions(lr),
+                                                             kernels);
       return std::make_unique<Counted<torch::optim::Adam>>(params, torch::optim::AdamOptions(lr),
                                                            kernels);
     }

@@ -61,7 +61,7 @@ TEST_P(ConvTransposeK2S2, EqualsLibTorchInOutputAndGradients) {
   const at::Tensor x0 = input_of(GetParam());
   const at::Tensor w0 = at::randn({c_in, c_out, 2, 2, 2}), b0 = at::randn({c_out});
   expect_matches(
-      conv_transpose3d_k2s2,
+      kernels::conv_transpose3d_k2s2,
       [](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
         return at::conv_transpose3d(x, w, b, /*stride=*/2);
       },
@@ -82,7 +82,7 @@ TEST_P(Conv1x1x1, EqualsLibTorchInOutputAndGradients) {
   const at::Tensor x0 = input_of(GetParam());
   const at::Tensor w0 = at::randn({c_out, c_in, 1, 1, 1}), b0 = at::randn({c_out});
   expect_matches(
-      conv3d_1x1x1,
+      kernels::conv3d_1x1x1,
       [](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
         return at::conv3d(x, w, b);
       },
@@ -98,20 +98,20 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv1x1x1,
 
 TEST(Conv1x1x1Shape, OtherKernelsAndBiasesAreAnError) {
   const at::Tensor x = at::randn({1, 4, 3, 3, 3});
-  EXPECT_THROW(conv3d_1x1x1(x, at::randn({2, 4, 3, 3, 3}), at::Tensor()), core::Error);
-  EXPECT_THROW(conv3d_1x1x1(x, at::randn({2, 5, 1, 1, 1}), at::Tensor()), core::Error);
-  EXPECT_THROW(conv3d_1x1x1(x, at::randn({2, 4, 1, 1, 1}), at::randn({3})), core::Error);
-  EXPECT_THROW(conv3d_1x1x1(x, at::randn({2, 4, 1, 1, 1}).to(at::kDouble), at::Tensor()),
+  EXPECT_THROW(kernels::conv3d_1x1x1(x, at::randn({2, 4, 3, 3, 3}), at::Tensor()), core::Error);
+  EXPECT_THROW(kernels::conv3d_1x1x1(x, at::randn({2, 5, 1, 1, 1}), at::Tensor()), core::Error);
+  EXPECT_THROW(kernels::conv3d_1x1x1(x, at::randn({2, 4, 1, 1, 1}), at::randn({3})), core::Error);
+  EXPECT_THROW(kernels::conv3d_1x1x1(x, at::randn({2, 4, 1, 1, 1}).to(at::kDouble), at::Tensor()),
                core::Error);
 }
 
 TEST(ConvTransposeK2S2Shape, OtherKernelsAreAnError) {
-  EXPECT_THROW(
-      conv_transpose3d_k2s2(at::randn({1, 4, 3, 3, 3}), at::randn({4, 2, 3, 3, 3}), at::Tensor()),
-      core::Error);
-  EXPECT_THROW(
-      conv_transpose3d_k2s2(at::randn({1, 4, 3, 3, 3}), at::randn({5, 2, 2, 2, 2}), at::Tensor()),
-      core::Error);
+  EXPECT_THROW(kernels::conv_transpose3d_k2s2(at::randn({1, 4, 3, 3, 3}),
+                                              at::randn({4, 2, 3, 3, 3}), at::Tensor()),
+               core::Error);
+  EXPECT_THROW(kernels::conv_transpose3d_k2s2(at::randn({1, 4, 3, 3, 3}),
+                                              at::randn({5, 2, 2, 2, 2}), at::Tensor()),
+               core::Error);
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ class DnnlConv : public ::testing::TestWithParam<
                      std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool>> {};
 
 TEST_P(DnnlConv, EqualsLibTorchInOutputAndGradients) {
-  if (!dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  if (!kernels::dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
   const auto [n, c, o, s, k, cl] = GetParam();
   at::manual_seed(11);
   const int64_t pad = k / 2;
@@ -50,9 +50,10 @@ TEST_P(DnnlConv, EqualsLibTorchInOutputAndGradients) {
   if (cl) x = x.contiguous(at::MemoryFormat::ChannelsLast3d);
   const at::Tensor w = at::randn({o, c, k, k, k}) * 0.2;
   const at::Tensor g = at::randn({n, o, s, s + 1, s + 2});
-  ASSERT_TRUE(dnnl_conv3d_supported(x, w));
-  const Grads got = run(
-      x, w, g, [pad](const at::Tensor& a, const at::Tensor& b) { return dnnl_conv3d(a, b, pad); });
+  ASSERT_TRUE(kernels::dnnl_conv3d_supported(x, w));
+  const Grads got = run(x, w, g, [pad](const at::Tensor& a, const at::Tensor& b) {
+    return kernels::dnnl_conv3d(a, b, pad);
+  });
   const Grads ref = run(x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
                         [pad](const at::Tensor& a, const at::Tensor& b) {
                           return at::conv3d(a, b, {}, /*stride=*/1, /*padding=*/pad);
@@ -75,13 +76,14 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(2, 8, 8, 6, 3, true)));
 
 TEST(DnnlConvBf16, EqualsTheFloat64ResultOfTheRoundedInputs) {
-  if (!dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  if (!kernels::dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
   at::manual_seed(12);
   const at::Tensor x = at::randn({1, 16, 8, 8, 8}).to(at::kBFloat16);
   const at::Tensor w = (at::randn({16, 16, 3, 3, 3}) * 0.2).to(at::kBFloat16);
   const at::Tensor g = at::randn({1, 16, 8, 8, 8}).to(at::kBFloat16);
-  const Grads got =
-      run(x, w, g, [](const at::Tensor& a, const at::Tensor& b) { return dnnl_conv3d(a, b, 1); });
+  const Grads got = run(x, w, g, [](const at::Tensor& a, const at::Tensor& b) {
+    return kernels::dnnl_conv3d(a, b, 1);
+  });
   const Grads ref =
       run(x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
           [](const at::Tensor& a, const at::Tensor& b) { return at::conv3d(a, b, {}, 1, 1); });
@@ -95,11 +97,11 @@ TEST(DnnlConvBf16, EqualsTheFloat64ResultOfTheRoundedInputs) {
 
 TEST(DnnlConvSupport, RefusesWhatItCannotTake) {
   const at::Tensor x = at::randn({1, 4, 4, 4, 4}), w = at::randn({4, 4, 3, 3, 3});
-  EXPECT_FALSE(dnnl_conv3d_supported(x.to(at::kDouble), w.to(at::kDouble)));  // float64
-  EXPECT_FALSE(dnnl_conv3d_supported(x, w.to(at::kBFloat16)));                // mixed dtypes
-  EXPECT_FALSE(dnnl_conv3d_supported(x, at::randn({4, 4, 2, 2, 2})));         // even kernel
-  EXPECT_FALSE(dnnl_conv3d_supported(x, at::randn({4, 3, 3, 3, 3})));         // channel mismatch
-  EXPECT_THROW(dnnl_conv3d(x.to(at::kDouble), w.to(at::kDouble), 1), core::Error);
+  EXPECT_FALSE(kernels::dnnl_conv3d_supported(x.to(at::kDouble), w.to(at::kDouble)));  // float64
+  EXPECT_FALSE(kernels::dnnl_conv3d_supported(x, w.to(at::kBFloat16)));         // mixed dtypes
+  EXPECT_FALSE(kernels::dnnl_conv3d_supported(x, at::randn({4, 4, 2, 2, 2})));  // even kernel
+  EXPECT_FALSE(kernels::dnnl_conv3d_supported(x, at::randn({4, 3, 3, 3, 3})));  // channel mismatch
+  EXPECT_THROW(kernels::dnnl_conv3d(x.to(at::kDouble), w.to(at::kDouble), 1), core::Error);
 }
 
 // --- 2-D --------------------------------------------------------------------------------------
@@ -110,7 +112,7 @@ using Conv2dCase =
 class DnnlConv2d : public ::testing::TestWithParam<Conv2dCase> {};
 
 TEST_P(DnnlConv2d, EqualsLibTorchInOutputAndGradients) {
-  if (!dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  if (!kernels::dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
   const auto [n, c, o, h, wd, k, stride, cl, winograd] = GetParam();
   at::manual_seed(13);
   const int64_t pad = k / 2;
@@ -120,7 +122,8 @@ TEST_P(DnnlConv2d, EqualsLibTorchInOutputAndGradients) {
   const int64_t ho = (h + 2 * pad - k) / stride + 1, wo = (wd + 2 * pad - k) / stride + 1;
   const at::Tensor g = at::randn({n, o, ho, wo});
   const std::array<int64_t, 1> s{stride}, p{pad};
-  const DnnlAlgorithm alg = winograd ? DnnlAlgorithm::Winograd : DnnlAlgorithm::Direct;
+  const kernels::DnnlAlgorithm alg =
+      winograd ? kernels::DnnlAlgorithm::Winograd : kernels::DnnlAlgorithm::Direct;
   if (winograd && !dnnl_conv2d_supported(x, w, s, p, alg))
     GTEST_SKIP() << "oneDNN has no Winograd on this CPU (it needs AVX-512)";
   ASSERT_TRUE(dnnl_conv2d_supported(x, w, s, p, alg));
@@ -154,46 +157,49 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(DnnlConv2dSupport, RefusesWhatItCannotTake) {
   const at::Tensor x = at::randn({2, 32, 8, 8}), w = at::randn({32, 32, 3, 3});
   const std::array<int64_t, 1> one{1}, two{2};
-  for (DnnlAlgorithm alg : {DnnlAlgorithm::Direct, DnnlAlgorithm::Winograd}) {
+  for (kernels::DnnlAlgorithm alg :
+       {kernels::DnnlAlgorithm::Direct, kernels::DnnlAlgorithm::Winograd}) {
     EXPECT_FALSE(dnnl_conv2d_supported(x.to(at::kDouble), w.to(at::kDouble), one, one, alg));
     EXPECT_FALSE(dnnl_conv2d_supported(x, at::randn({32, 16, 3, 3}), one, one, alg));    // groups
     EXPECT_FALSE(dnnl_conv2d_supported(x.unsqueeze(2), w.unsqueeze(2), one, one, alg));  // 3-D
     EXPECT_FALSE(dnnl_conv2d_supported(x, w, std::array<int64_t, 3>{1, 1, 1}, one, alg));
   }
   // oneDNN's Winograd is 3x3 stride 1 float32 only.
-  EXPECT_FALSE(dnnl_conv2d_supported(x, w, two, one, DnnlAlgorithm::Winograd));
-  EXPECT_FALSE(
-      dnnl_conv2d_supported(x, at::randn({32, 32, 5, 5}), one, two, DnnlAlgorithm::Winograd));
+  EXPECT_FALSE(dnnl_conv2d_supported(x, w, two, one, kernels::DnnlAlgorithm::Winograd));
+  EXPECT_FALSE(dnnl_conv2d_supported(x, at::randn({32, 32, 5, 5}), one, two,
+                                     kernels::DnnlAlgorithm::Winograd));
   EXPECT_FALSE(dnnl_conv2d_supported(x.to(at::kBFloat16), w.to(at::kBFloat16), one, one,
-                                     DnnlAlgorithm::Winograd));
-  EXPECT_THROW(dnnl_conv2d(x, w, two, one, DnnlAlgorithm::Winograd), core::Error);
-  EXPECT_FALSE(dnnl_winograd_pays(x, w, two, one));  // nothing to measure
+                                     kernels::DnnlAlgorithm::Winograd));
+  EXPECT_THROW(dnnl_conv2d(x, w, two, one, kernels::DnnlAlgorithm::Winograd), core::Error);
+  EXPECT_FALSE(kernels::dnnl_winograd_pays(x, w, two, one));  // nothing to measure
 }
 
 TEST(DnnlWinogradProbe, MeasuresEachShapeOnceAndDecidesByItsTimes) {
-  if (!dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  if (!kernels::dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
   const at::Tensor x = at::randn({2, 32, 12, 12}), w = at::randn({32, 32, 3, 3});
   const std::array<int64_t, 1> one{1};
-  if (!dnnl_conv2d_supported(x, w, one, one, DnnlAlgorithm::Winograd))
+  if (!dnnl_conv2d_supported(x, w, one, one, kernels::DnnlAlgorithm::Winograd))
     GTEST_SKIP() << "oneDNN has no Winograd on this CPU (it needs AVX-512)";
-  const std::size_t before = dnnl_conv_probes().size();
-  const bool verdict = dnnl_winograd_pays(x, w, one, one);
-  const auto probes = dnnl_conv_probes();
+  const std::size_t before = kernels::dnnl_conv_probes().size();
+  const bool verdict = kernels::dnnl_winograd_pays(x, w, one, one);
+  const auto probes = kernels::dnnl_conv_probes();
   ASSERT_EQ(probes.size(), before + 1);
-  const DnnlConvProbe& p = probes.back();
+  const kernels::DnnlConvProbe& p = probes.back();
   EXPECT_EQ(p.shape, "x 2x32x12x12 nchw Float w 32x32x3x3 s1x1 p1x1");
   EXPECT_GT(p.winograd_ms, 0.0);
   EXPECT_GT(p.libtorch_ms, 0.0);
   EXPECT_EQ(p.winograd, p.winograd_ms < 0.9 * p.libtorch_ms);  // a 10 % margin
   EXPECT_EQ(verdict, p.winograd);
   // Asked again (other values, same shape; through autograd inputs too): remembered, not measured.
-  EXPECT_EQ(dnnl_winograd_pays(at::randn({2, 32, 12, 12}).requires_grad_(true), w, one, one),
-            verdict);
-  EXPECT_EQ(dnnl_conv_probes().size(), before + 1);
+  EXPECT_EQ(
+      kernels::dnnl_winograd_pays(at::randn({2, 32, 12, 12}).requires_grad_(true), w, one, one),
+      verdict);
+  EXPECT_EQ(kernels::dnnl_conv_probes().size(), before + 1);
   // Another layout is another shape.
-  dnnl_winograd_pays(x.contiguous(at::MemoryFormat::ChannelsLast), w, one, one);
-  ASSERT_EQ(dnnl_conv_probes().size(), before + 2);
-  EXPECT_EQ(dnnl_conv_probes().back().shape, "x 2x32x12x12 nhwc Float w 32x32x3x3 s1x1 p1x1");
+  kernels::dnnl_winograd_pays(x.contiguous(at::MemoryFormat::ChannelsLast), w, one, one);
+  ASSERT_EQ(kernels::dnnl_conv_probes().size(), before + 2);
+  EXPECT_EQ(kernels::dnnl_conv_probes().back().shape,
+            "x 2x32x12x12 nhwc Float w 32x32x3x3 s1x1 p1x1");
 }
 
 }  // namespace

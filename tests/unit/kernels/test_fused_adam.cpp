@@ -72,7 +72,7 @@ TEST(FusedAdam, MatchesLibTorchsAdamOverSteps) {
                    std::to_string(weight_decay));
       const auto p = make_params(channels_last), r = make_params(channels_last);
       const auto options = torch::optim::AdamOptions(1e-2).weight_decay(weight_decay);
-      FusedAdam ours(p, options);
+      kernels::FusedAdam ours(p, options);
       torch::optim::Adam ref(r, options);
       run_steps(ours, p);
       run_steps(ref, r);
@@ -87,7 +87,7 @@ TEST(FusedAdam, MatchesLibTorchsAdamOverSteps) {
 TEST(FusedAdam, FallsBackToLibTorchsStepForWhatItDoesNotFuse) {
   {
     const auto p = make_params(false, at::kDouble), r = make_params(false, at::kDouble);
-    FusedAdam ours(p, torch::optim::AdamOptions(1e-2));
+    kernels::FusedAdam ours(p, torch::optim::AdamOptions(1e-2));
     torch::optim::Adam ref(r, torch::optim::AdamOptions(1e-2));
     run_steps(ours, p);
     run_steps(ref, r);
@@ -96,7 +96,7 @@ TEST(FusedAdam, FallsBackToLibTorchsStepForWhatItDoesNotFuse) {
   }
   {
     const auto p = make_params(false), r = make_params(false);
-    FusedAdam ours(p, torch::optim::AdamOptions(1e-2).amsgrad(true));
+    kernels::FusedAdam ours(p, torch::optim::AdamOptions(1e-2).amsgrad(true));
     torch::optim::Adam ref(r, torch::optim::AdamOptions(1e-2).amsgrad(true));
     run_steps(ours, p);
     run_steps(ref, r);
@@ -134,7 +134,7 @@ void expect_interchangeable(torch::optim::Optimizer& ours, const std::vector<at:
 
 TEST(FusedAdam, StateIsInterchangeableWithLibTorchsAdam) {
   const auto p = make_params(false), r = make_params(false);
-  FusedAdam ours(p, torch::optim::AdamOptions(1e-2));
+  kernels::FusedAdam ours(p, torch::optim::AdamOptions(1e-2));
   torch::optim::Adam ref(r, torch::optim::AdamOptions(1e-2));
   expect_interchangeable<torch::optim::AdamParamState>(ours, p, ref, r);
 }
@@ -162,7 +162,7 @@ TEST(FusedAdamW, MatchesLibTorchsAdamWOverSteps) {
                    std::to_string(weight_decay));
       const auto p = make_params(channels_last), r = make_params(channels_last);
       const auto defaults = torch::optim::AdamWOptions(1e-2);
-      FusedAdamW ours(two_groups(p, weight_decay), defaults);
+      kernels::FusedAdamW ours(two_groups(p, weight_decay), defaults);
       torch::optim::AdamW ref(two_groups(r, weight_decay), defaults);
       run_steps(ours, p);
       run_steps(ref, r);
@@ -174,8 +174,8 @@ TEST(FusedAdamW, MatchesLibTorchsAdamWOverSteps) {
   // Decoupled decay is not Adam's L2 term: with decay the two optimizers part (a test that
   // would pass with either formula could not tell them apart).
   const auto p = make_params(false), q = make_params(false);
-  FusedAdamW adamw(two_groups(p, 0.5), torch::optim::AdamWOptions(1e-2));
-  FusedAdam adam(q, torch::optim::AdamOptions(1e-2).weight_decay(0.5));
+  kernels::FusedAdamW adamw(two_groups(p, 0.5), torch::optim::AdamWOptions(1e-2));
+  kernels::FusedAdam adam(q, torch::optim::AdamOptions(1e-2).weight_decay(0.5));
   run_steps(adamw, p);
   run_steps(adam, q);
   EXPECT_FALSE(tensors_close(p[1], q[1], 1e-6, "AdamW vs Adam"));
@@ -183,7 +183,7 @@ TEST(FusedAdamW, MatchesLibTorchsAdamWOverSteps) {
 
 TEST(FusedAdamW, FallsBackToLibTorchsStepForWhatItDoesNotFuse) {
   const auto p = make_params(false, at::kDouble), r = make_params(false, at::kDouble);
-  FusedAdamW ours(two_groups(p, 0.1), torch::optim::AdamWOptions(1e-2));
+  kernels::FusedAdamW ours(two_groups(p, 0.1), torch::optim::AdamWOptions(1e-2));
   torch::optim::AdamW ref(two_groups(r, 0.1), torch::optim::AdamWOptions(1e-2));
   run_steps(ours, p);
   run_steps(ref, r);
@@ -193,7 +193,7 @@ TEST(FusedAdamW, FallsBackToLibTorchsStepForWhatItDoesNotFuse) {
 
 TEST(FusedAdamW, StateIsInterchangeableWithLibTorchsAdamW) {
   const auto p = make_params(false), r = make_params(false);
-  FusedAdamW ours(two_groups(p, 0.1), torch::optim::AdamWOptions(1e-2));
+  kernels::FusedAdamW ours(two_groups(p, 0.1), torch::optim::AdamWOptions(1e-2));
   torch::optim::AdamW ref(two_groups(r, 0.1), torch::optim::AdamWOptions(1e-2));
   expect_interchangeable<AdamWState>(ours, p, ref, r);
 }
@@ -209,8 +209,8 @@ TEST(FusedAdamW, TheSliceKernelEqualsAdamWOnThatSlice) {
     set_grads({r[1]}, step);
     const at::Tensor g = r[1].grad();
     ref.step();
-    adamw_update(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(),
-                 p.numel(), {1e-2, 0.9, 0.95, 1e-8, 0.1, step + 1});
+    kernels::adamw_update(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(),
+                          v.data_ptr<float>(), p.numel(), {1e-2, 0.9, 0.95, 1e-8, 0.1, step + 1});
   }
   EXPECT_TRUE(tensors_close(p, r[1], 1e-6, "parameter"));
   const auto& s = state_of<AdamWState>(ref, r[1]);

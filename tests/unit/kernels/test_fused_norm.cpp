@@ -43,7 +43,7 @@ Result run(bool fused, const at::Tensor& x0, int64_t groups, const at::Tensor& w
   const at::Tensor w = w0.detach().clone().requires_grad_(true);
   const at::Tensor b = b0.detach().clone().requires_grad_(true);
   // The reference runs in the parameters' dtype (float32, or float64 for an exact reference).
-  const at::Tensor y = fused ? group_norm_relu(x, groups, w, b, 1e-5)
+  const at::Tensor y = fused ? kernels::group_norm_relu(x, groups, w, b, 1e-5)
                              : at::relu(at::group_norm(x.to(w.scalar_type()), groups, w, b, 1e-5));
   const auto grads = torch::autograd::grad({y}, {x, w, b}, {r});
   return {y.detach(), grads[0], grads[1], grads[2]};
@@ -125,16 +125,17 @@ TEST(FusedGroupNormRelu, Bf16InputWithFloat32Statistics) {
 TEST(FusedGroupNormRelu, RefusesWhatItDoesNotRunWithAReason) {
   const at::Tensor x = at::randn({2, 8, 3, 4, 5});
   const at::Tensor w = at::ones({8}), b = at::zeros({8});
-  EXPECT_EQ(group_norm_relu_unsupported(x, 4, w, b), "");
+  EXPECT_EQ(kernels::group_norm_relu_unsupported(x, 4, w, b), "");
   const at::Tensor cl = x.contiguous(at::MemoryFormat::ChannelsLast3d);
-  EXPECT_NE(group_norm_relu_unsupported(cl, 4, w, b).find("non-contiguous"), std::string::npos);
-  EXPECT_NE(group_norm_relu_unsupported(x.to(at::kDouble), 4, w, b).find("dtype"),
+  EXPECT_NE(kernels::group_norm_relu_unsupported(cl, 4, w, b).find("non-contiguous"),
             std::string::npos);
-  EXPECT_NE(group_norm_relu_unsupported(x, 3, w, b).find("3 groups do not divide 8"),
+  EXPECT_NE(kernels::group_norm_relu_unsupported(x.to(at::kDouble), 4, w, b).find("dtype"),
             std::string::npos);
-  EXPECT_NE(group_norm_relu_unsupported(x, 4, w.to(at::kBFloat16), b).find("float32"),
+  EXPECT_NE(kernels::group_norm_relu_unsupported(x, 3, w, b).find("3 groups do not divide 8"),
             std::string::npos);
-  EXPECT_THROW(group_norm_relu(cl, 4, w, b, 1e-5), core::Error);
+  EXPECT_NE(kernels::group_norm_relu_unsupported(x, 4, w.to(at::kBFloat16), b).find("float32"),
+            std::string::npos);
+  EXPECT_THROW(kernels::group_norm_relu(cl, 4, w, b, 1e-5), core::Error);
 }
 
 // The U-Net with the fused kernel computes what the unfused one does: logits and every

@@ -67,7 +67,8 @@ TEST_P(MaxPoolK2S2, EqualsLibTorchInOutputAndGradient) {
                 .contiguous()
                 .to(dtype);
         const Result want = reference(x, g);
-        const Result got = run(x, g, [](const at::Tensor& a) { return max_pool3d_k2s2(a); });
+        const Result got =
+            run(x, g, [](const at::Tensor& a) { return kernels::max_pool3d_k2s2(a); });
         expect_equal(got.y, want.y, "output");
         expect_equal(got.dx, want.dx, "input gradient");
       }
@@ -89,19 +90,19 @@ TEST(MaxPoolK2S2Nan, NanWinsItsWindowAsInLibTorch) {
   x.index_put_({0, 1, 1, 1, 1}, NAN);
   const at::Tensor g = at::randn({1, 2, 2, 2, 2});
   const Result want = reference(x, g);
-  const Result got = run(x, g, [](const at::Tensor& a) { return max_pool3d_k2s2(a); });
+  const Result got = run(x, g, [](const at::Tensor& a) { return kernels::max_pool3d_k2s2(a); });
   expect_equal(got.y, want.y, "output");
   expect_equal(got.dx, want.dx, "input gradient");
   EXPECT_TRUE(std::isnan(got.y[0][0][0][0][0].item<float>()));
 }
 
 TEST(MaxPoolK2S2Refusal, NamesWhatItTakes) {
-  EXPECT_FALSE(max_pool3d_k2s2_supported(at::randn({1, 2, 4, 4, 4}, at::kDouble)));
-  EXPECT_FALSE(max_pool3d_k2s2_supported(at::randn({2, 4, 4, 4})));
+  EXPECT_FALSE(kernels::max_pool3d_k2s2_supported(at::randn({1, 2, 4, 4, 4}, at::kDouble)));
+  EXPECT_FALSE(kernels::max_pool3d_k2s2_supported(at::randn({2, 4, 4, 4})));
   const at::Tensor cl = at::randn({1, 4, 4, 4, 4}).contiguous(at::MemoryFormat::ChannelsLast3d);
-  EXPECT_FALSE(max_pool3d_k2s2_supported(cl));
+  EXPECT_FALSE(kernels::max_pool3d_k2s2_supported(cl));
   try {
-    max_pool3d_k2s2(cl);
+    kernels::max_pool3d_k2s2(cl);
     FAIL() << "expected core::Error";
   } catch (const core::Error& e) {
     const std::string what = e.what();

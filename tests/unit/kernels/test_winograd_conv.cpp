@@ -43,16 +43,17 @@ TEST_P(WinogradConv, EqualsFloat64Conv3dInOutputAndGradients) {
   if (cl) x = x.contiguous(at::MemoryFormat::ChannelsLast3d);
   const at::Tensor wt = at::randn({o, c, 3, 3, 3}) * 0.1;
   const at::Tensor g = at::randn({n, o, d, h, w});
-  ASSERT_TRUE(winograd_conv3d_supported(x, wt));
+  ASSERT_TRUE(kernels::winograd_conv3d_supported(x, wt));
   // 1 MiB of chunk scratch splits the wide shapes into several chunks (17 tiles each).
   for (const auto& [threads, chunk] :
        {std::make_tuple(1, int64_t{16} << 20), std::make_tuple(2, int64_t{16} << 20),
         std::make_tuple(2, int64_t{1} << 20)}) {
     SCOPED_TRACE(fmt::format("threads {}, chunk scratch {} bytes", threads, chunk));
     at::set_num_threads(threads);
-    set_winograd_chunk_bytes(chunk);
-    const Grads got = run(
-        x, wt, g, [](const at::Tensor& a, const at::Tensor& b) { return winograd_conv3d(a, b); });
+    kernels::set_winograd_chunk_bytes(chunk);
+    const Grads got = run(x, wt, g, [](const at::Tensor& a, const at::Tensor& b) {
+      return kernels::winograd_conv3d(a, b);
+    });
     const Grads ref = run(x.to(at::kDouble), wt.to(at::kDouble), g.to(at::kDouble),
                           [](const at::Tensor& a, const at::Tensor& b) {
                             return at::conv3d(a, b, {}, /*stride=*/1, /*padding=*/1);
@@ -65,7 +66,7 @@ TEST_P(WinogradConv, EqualsFloat64Conv3dInOutputAndGradients) {
     EXPECT_EQ(got.dx.is_contiguous(), !cl) << "so does the input gradient";
   }
   at::set_num_threads(2);
-  set_winograd_chunk_bytes(int64_t{16} << 20);
+  kernels::set_winograd_chunk_bytes(int64_t{16} << 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -86,13 +87,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(WinogradConv, RefusesWhatItCannotRunAndSaysWhy) {
   const at::Tensor x = at::randn({1, 8, 4, 4, 4}), w = at::randn({16, 8, 3, 3, 3});
-  EXPECT_FALSE(winograd_conv3d_supported(x, w));  // 8 input channels
-  EXPECT_FALSE(
-      winograd_conv3d_supported(at::randn({1, 16, 4, 4, 4}), at::randn({16, 16, 1, 1, 1})));
-  EXPECT_FALSE(winograd_conv3d_supported(at::randn({1, 16, 4, 4, 4}).to(at::kDouble),
-                                         at::randn({16, 16, 3, 3, 3}).to(at::kDouble)));
+  EXPECT_FALSE(kernels::winograd_conv3d_supported(x, w));  // 8 input channels
+  EXPECT_FALSE(kernels::winograd_conv3d_supported(at::randn({1, 16, 4, 4, 4}),
+                                                  at::randn({16, 16, 1, 1, 1})));
+  EXPECT_FALSE(kernels::winograd_conv3d_supported(at::randn({1, 16, 4, 4, 4}).to(at::kDouble),
+                                                  at::randn({16, 16, 3, 3, 3}).to(at::kDouble)));
   try {
-    winograd_conv3d(x, w);
+    kernels::winograd_conv3d(x, w);
     ADD_FAILURE() << "8 input channels were accepted";
   } catch (const core::Error& e) {
     const std::string what = e.what();
@@ -104,7 +105,8 @@ TEST(WinogradConv, RefusesWhatItCannotRunAndSaysWhy) {
 // Where it is used (the U-Net's choice): layers with many tiles, more of them when thin.
 TEST(WinogradConv, PaysOnlyOnWideLayersWithManyTiles) {
   const auto pays = [](int64_t c, int64_t o, int64_t side) {
-    return winograd_conv3d_pays(at::empty({1, c, side, side, side}), at::empty({o, c, 3, 3, 3}));
+    return kernels::winograd_conv3d_pays(at::empty({1, c, side, side, side}),
+                                         at::empty({o, c, 3, 3, 3}));
   };
   EXPECT_TRUE(pays(64, 64, 32));    // 4096 tiles
   EXPECT_TRUE(pays(128, 128, 16));  // 512 tiles

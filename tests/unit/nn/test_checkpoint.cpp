@@ -27,7 +27,7 @@ struct TwoInputBlock {
     torch::manual_seed(3);
     conv = torch::nn::Conv3d(torch::nn::Conv3dOptions(2, 3, 3).padding(1));
   }
-  CheckpointBlock fn() const {
+  nn::CheckpointBlock fn() const {
     return [c = conv.ptr()](at::TensorList in) { return c->forward(in[0]).relu() * in[1]; };
   }
   torch::nn::Conv3d conv{nullptr};
@@ -43,8 +43,9 @@ Grads run(TwoInputBlock& block, bool use_checkpoint, bool x_requires_grad) {
   const at::Tensor s = at::randn({2, 3, 4, 4, 4}).requires_grad_(true);
   const at::Tensor g = at::randn({2, 3, 4, 4, 4});
   block.conv->zero_grad();
-  const at::Tensor out = use_checkpoint ? checkpoint(block.fn(), {x, s}, block.conv->parameters())
-                                        : block.fn()({x, s});
+  const at::Tensor out = use_checkpoint
+                             ? nn::checkpoint(block.fn(), {x, s}, block.conv->parameters())
+                             : block.fn()({x, s});
   torch::autograd::backward({(out * g).sum()});
   return {out.detach(), x.grad(), s.grad(), block.conv->weight.grad().clone(),
           block.conv->bias.grad().clone()};
@@ -80,7 +81,7 @@ TEST(Checkpoint, AutogradGradComputesInputGradientWithoutTouchingParameterGrads)
   const at::Tensor x = at::randn({2, 2, 4, 4, 4}).requires_grad_(true);
   const at::Tensor s = at::randn({2, 3, 4, 4, 4}).requires_grad_(true);
   const at::Tensor g = at::randn({2, 3, 4, 4, 4});
-  const at::Tensor out = checkpoint(block.fn(), {x, s}, block.conv->parameters());
+  const at::Tensor out = nn::checkpoint(block.fn(), {x, s}, block.conv->parameters());
   const auto grads = torch::autograd::grad({(out * g).sum()}, {x});
   EXPECT_TRUE(tensors_close(grads.at(0), plain.x, kRelTol, "grad x"));
   const at::Tensor weight_grad = block.conv->weight.grad();
@@ -91,61 +92,61 @@ TEST(Checkpoint, AutogradGradComputesInputGradientWithoutTouchingParameterGrads)
 TEST(Checkpoint, GradModeOffRunsTheBlockOnceWithoutGraph) {
   int calls = 0;
   const at::Tensor w = at::ones({3}).requires_grad_(true);
-  const CheckpointBlock block = [&](at::TensorList in) {
+  const nn::CheckpointBlock block = [&](at::TensorList in) {
     ++calls;
     return in[0] * w;
   };
   torch::autograd::AutoGradMode no_grad(false);
-  const at::Tensor out = checkpoint(block, {at::ones({3})}, {w});
+  const at::Tensor out = nn::checkpoint(block, {at::ones({3})}, {w});
   EXPECT_EQ(calls, 1);
   EXPECT_FALSE(out.requires_grad());
 }
 
 TEST(Checkpoint, RecomputeRunsUnderTheForwardsAutocastState) {
-  std::vector<AutocastState> seen;
-  const CheckpointBlock block = [&](at::TensorList in) {
-    seen.push_back(AutocastState::current());
+  std::vector<nn::AutocastState> seen;
+  const nn::CheckpointBlock block = [&](at::TensorList in) {
+    seen.push_back(nn::AutocastState::current());
     return in[0] * 3.0;
   };
   const at::Tensor x = at::ones({4}).requires_grad_(true);
   at::Tensor out;
   {
-    AutocastState on = AutocastState::current();
+    nn::AutocastState on = nn::AutocastState::current();
     on.cpu_enabled = true;
     on.cpu_dtype = at::kBFloat16;
-    AutocastGuard autocast(on);
-    out = checkpoint(block, {x}, {});
+    nn::AutocastGuard autocast(on);
+    out = nn::checkpoint(block, {x}, {});
   }
-  ASSERT_FALSE(AutocastState::current().cpu_enabled) << "AutocastGuard did not restore";
+  ASSERT_FALSE(nn::AutocastState::current().cpu_enabled) << "AutocastGuard did not restore";
   torch::autograd::backward({out.sum()});
   ASSERT_EQ(seen.size(), 2u) << "forward + one recompute expected";
-  for (const AutocastState& s : seen) {
+  for (const nn::AutocastState& s : seen) {
     EXPECT_TRUE(s.cpu_enabled);
     EXPECT_EQ(s.cpu_dtype, at::kBFloat16);
     EXPECT_FALSE(s.cuda_enabled);
     EXPECT_FALSE(s.cache_enabled) << "the weight-cast cache must be off inside the block";
   }
-  EXPECT_FALSE(AutocastState::current().cpu_enabled) << "recompute leaked its autocast state";
-  EXPECT_TRUE(AutocastState::current().cache_enabled);
+  EXPECT_FALSE(nn::AutocastState::current().cpu_enabled) << "recompute leaked its autocast state";
+  EXPECT_TRUE(nn::AutocastState::current().cache_enabled);
   EXPECT_TRUE(tensors_close(x.grad(), at::full({4}, 3.0), 0.0, "grad x"));
 }
 
 TEST(AutocastGuard, RestoresThePreviousStateWhenNested) {
-  const AutocastState before = AutocastState::current();
+  const nn::AutocastState before = nn::AutocastState::current();
   {
-    AutocastState on = before;
+    nn::AutocastState on = before;
     on.cpu_enabled = true;
     on.cpu_dtype = at::kBFloat16;
-    AutocastGuard outer(on);
-    EXPECT_TRUE(AutocastState::current().cpu_enabled);
+    nn::AutocastGuard outer(on);
+    EXPECT_TRUE(nn::AutocastState::current().cpu_enabled);
     {
-      AutocastGuard inner(AutocastState::current().disabled());
-      EXPECT_FALSE(AutocastState::current().cpu_enabled);
-      EXPECT_EQ(AutocastState::current().cpu_dtype, at::kBFloat16);
+      nn::AutocastGuard inner(nn::AutocastState::current().disabled());
+      EXPECT_FALSE(nn::AutocastState::current().cpu_enabled);
+      EXPECT_EQ(nn::AutocastState::current().cpu_dtype, at::kBFloat16);
     }
-    EXPECT_TRUE(AutocastState::current().cpu_enabled);
+    EXPECT_TRUE(nn::AutocastState::current().cpu_enabled);
   }
-  const AutocastState after = AutocastState::current();
+  const nn::AutocastState after = nn::AutocastState::current();
   EXPECT_EQ(after.cpu_enabled, before.cpu_enabled);
   EXPECT_EQ(after.cpu_dtype, before.cpu_dtype);
   EXPECT_EQ(after.cuda_enabled, before.cuda_enabled);

@@ -1,4 +1,4 @@
-// model::set_memory_format on the U-Net (ChannelsLast3d, what ScaFFold trains with on GPUs) and on
+// nn::set_memory_format on the U-Net (ChannelsLast3d, what ScaFFold trains with on GPUs) and on
 // 4-D weights: exactly the 5-D (or 4-D) tensors change layout, each keeps its identity (so an
 // optimiser made before still holds them), the values do not change, and a channels-last U-Net
 // fed a channels-last input computes what the contiguous one does (output and every gradient
@@ -40,7 +40,7 @@ TEST(MemoryFormat, ChannelsLast3dConvertsThe5dParametersInPlace) {
     before[p.key()] = p.value().detach().clone();
     impl[p.key()] = p.value().unsafeGetTensorImpl();
   }
-  set_memory_format(*net, at::MemoryFormat::ChannelsLast3d);
+  nn::set_memory_format(*net, at::MemoryFormat::ChannelsLast3d);
   int converted = 0;
   for (const auto& p : net->named_parameters()) {
     const at::Tensor& t = p.value();
@@ -59,21 +59,21 @@ TEST(MemoryFormat, ChannelsLast3dConvertsThe5dParametersInPlace) {
     }
   }
   EXPECT_GT(converted, 8);
-  set_memory_format(*net, at::MemoryFormat::Contiguous);
+  nn::set_memory_format(*net, at::MemoryFormat::Contiguous);
   for (const auto& p : net->named_parameters()) EXPECT_TRUE(p.value().is_contiguous()) << p.key();
 }
 
 TEST(MemoryFormat, ChannelsLastConverts4dWeightsOnly) {
   torch::nn::Conv2d conv(torch::nn::Conv2dOptions(3, 4, 3));
   torch::nn::Linear fc(4, 2);
-  set_memory_format(*conv, at::MemoryFormat::ChannelsLast);
-  set_memory_format(*fc, at::MemoryFormat::ChannelsLast);
+  nn::set_memory_format(*conv, at::MemoryFormat::ChannelsLast);
+  nn::set_memory_format(*fc, at::MemoryFormat::ChannelsLast);
   EXPECT_TRUE(conv->weight.is_contiguous(at::MemoryFormat::ChannelsLast));
   EXPECT_FALSE(conv->weight.is_contiguous());
   EXPECT_TRUE(fc->weight.is_contiguous());
   // ChannelsLast3d leaves 4-D tensors alone, and ChannelsLast 5-D ones.
   UNet3d net(options());
-  set_memory_format(*net, at::MemoryFormat::ChannelsLast);
+  nn::set_memory_format(*net, at::MemoryFormat::ChannelsLast);
   for (const auto& p : net->named_parameters()) EXPECT_TRUE(p.value().is_contiguous()) << p.key();
 }
 
@@ -88,7 +88,7 @@ Pass forward_backward(bool channels_last) {
   at::Tensor x = at::randn({2, 3, 8, 8, 8});
   const at::Tensor g = at::randn({2, 3, 8, 8, 8});
   if (channels_last) {
-    set_memory_format(*net, at::MemoryFormat::ChannelsLast3d);
+    nn::set_memory_format(*net, at::MemoryFormat::ChannelsLast3d);
     x = x.contiguous(at::MemoryFormat::ChannelsLast3d);
   }
   x.requires_grad_(true);

@@ -353,9 +353,9 @@ TEST(GptTraining, TheOptimizerKernelIsResolvedForTheRunsDevice) {
   const std::vector<at::Tensor> params{at::zeros({4, 4}).requires_grad_(true)};
   AdamOptions o;
   o.fused = true;
-  EXPECT_NE(dynamic_cast<train::FusedAdamW*>(megatron_adam(o)(params).get()), nullptr);
+  EXPECT_NE(dynamic_cast<kernels::FusedAdamW*>(megatron_adam(o)(params).get()), nullptr);
   o.fused = false;
-  EXPECT_EQ(dynamic_cast<train::FusedAdamW*>(megatron_adam(o)(params).get()), nullptr);
+  EXPECT_EQ(dynamic_cast<kernels::FusedAdamW*>(megatron_adam(o)(params).get()), nullptr);
 }
 
 }  // namespace

@@ -34,8 +34,8 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace nn = torch::nn;
-using model::count_parameters;
 using model::test::tensors_close;
+using scaffold::nn::count_parameters;
 
 const fs::path kFixtures = fs::path(SCAFFOLD_SOURCE_DIR) / "tests" / "fixtures" / "resnet";
 const std::vector<int> kDepths{18, 34, 50, 101, 152};
@@ -316,9 +316,9 @@ StepResult train_step(ResNet& net, const at::Tensor& x, const at::Tensor& g, boo
 }
 
 TEST(ResNet, WinogradConvolutionsEqualLibTorchsInATrainingStep) {
-  if (!model::dnnl_conv2d_supported(at::randn({2, 64, 16, 16}), at::randn({64, 64, 3, 3}),
-                                    std::array<int64_t, 1>{1}, std::array<int64_t, 1>{1},
-                                    model::DnnlAlgorithm::Winograd))
+  if (!kernels::dnnl_conv2d_supported(at::randn({2, 64, 16, 16}), at::randn({64, 64, 3, 3}),
+                                      std::array<int64_t, 1>{1}, std::array<int64_t, 1>{1},
+                                      kernels::DnnlAlgorithm::Winograd))
     GTEST_SKIP() << "no oneDNN Winograd in this build or on this CPU (it needs AVX-512)";
   for (int depth : {18, 50}) {
     for (bool cl : {false, true}) {
@@ -367,7 +367,7 @@ TEST(ResNet, WinogradConvolutionsEqualLibTorchsInATrainingStep) {
 }
 
 TEST(ResNet, TheProbeRunsEveryStrideOne3x3ConvOnTheKernelItMeasuredFaster) {
-  if (!model::dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  if (!kernels::dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
   at::manual_seed(4);
   ResNetOptions o = options(18, 10);
   o.conv.kernel = ConvKernel::Probe;
@@ -375,9 +375,9 @@ TEST(ResNet, TheProbeRunsEveryStrideOne3x3ConvOnTheKernelItMeasuredFaster) {
   o.conv.register_choices();
   ResNet net(o);
   const at::Tensor x = at::randn({2, 3, 48, 48});
-  const std::size_t before = model::dnnl_conv_probes().size();
+  const std::size_t before = kernels::dnnl_conv_probes().size();
   train_step(net, x, at::randn({2, 10}));
-  const auto probes = model::dnnl_conv_probes();
+  const auto probes = kernels::dnnl_conv_probes();
   // The 3x3 stride-1 shapes of ResNet-18 at 48x48: 64 ch at 12x12, 128 at 6x6, 256 at 3x3, 512 at
   // 2x2, one probe each (none of them asked before in this process).
   ASSERT_EQ(probes.size(), before + 4);
@@ -415,7 +415,7 @@ TEST(ResNet, TheProbeRunsEveryStrideOne3x3ConvOnTheKernelItMeasuredFaster) {
     net->eval();
     net(at::randn({3, 3, 48, 48}));
   }
-  EXPECT_EQ(model::dnnl_conv_probes().size(), before + 8);
+  EXPECT_EQ(kernels::dnnl_conv_probes().size(), before + 8);
 }
 
 TEST(ResNet, WinogradUnderAutocastRunsLibTorchsConvolutionAndSaysWhy) {
@@ -426,10 +426,10 @@ TEST(ResNet, WinogradUnderAutocastRunsLibTorchsConvolutionAndSaysWhy) {
   ResNet net(o);
   net->eval();
   {
-    model::AutocastState state = model::AutocastState::current();
+    scaffold::nn::AutocastState state = scaffold::nn::AutocastState::current();
     state.cpu_enabled = true;
     state.cpu_dtype = at::kBFloat16;
-    model::AutocastGuard guard(state);
+    scaffold::nn::AutocastGuard guard(state);
     torch::NoGradGuard no_grad;
     net(at::randn({1, 3, 32, 32}));
   }
@@ -440,7 +440,7 @@ TEST(ResNet, WinogradUnderAutocastRunsLibTorchsConvolutionAndSaysWhy) {
 }
 
 TEST(ResNet, TheConvKernelKeyResolvesForTheRunsDeviceAndPrecision) {
-  const bool dnnl = model::dnnl_conv3d_built();
+  const bool dnnl = kernels::dnnl_conv3d_built();
   EXPECT_EQ(resolve_conv_kernel("auto", "fp32", at::kCPU),
             dnnl ? ConvKernel::Probe : ConvKernel::LibTorch);
   EXPECT_EQ(resolve_conv_kernel("auto", "bf16", at::kCPU), ConvKernel::LibTorch);

@@ -128,7 +128,7 @@ class GlobalGroupNormFunction : public torch::autograd::Function<GlobalGroupNorm
     const at::Tensor mean = xg.sum(2) / local;  // (N, G)
     const at::Tensor deviation =
         at::linalg_vector_norm(xg - mean.unsqueeze(2), 2, {2}, false, c10::nullopt);
-    const GroupStatistics stats =
+    const kernels::GroupStatistics stats =
         global_group_statistics(mean.to(at::kDouble), deviation.to(at::kDouble).square(), local,
                                 capsule->eps, *capsule->ctx);
     const at::Tensor& g_mean = stats.mean;  // (N, G) float64
@@ -185,14 +185,15 @@ class GlobalGroupNormFunction : public torch::autograd::Function<GlobalGroupNorm
 };
 }  // namespace
 
-GroupStatistics global_group_statistics(const at::Tensor& local_mean, const at::Tensor& local_m2,
-                                        double local_count, double eps, const SpatialContext& ctx) {
+kernels::GroupStatistics global_group_statistics(const at::Tensor& local_mean,
+                                                 const at::Tensor& local_m2, double local_count,
+                                                 double eps, const SpatialContext& ctx) {
   SCAFFOLD_CHECK(ctx.group, "global GroupNorm statistics without a spatial group");
   const at::Tensor& m = local_mean;
   at::Tensor sums =
       at::stack({at::full_like(m, local_count), m * local_count, local_m2 + m * m * local_count});
   ctx.group->allreduce_sum(sums)->wait();
-  GroupStatistics out;
+  kernels::GroupStatistics out;
   out.count = sums.select(0, 0);
   out.mean = sums.select(0, 1) / out.count;
   const at::Tensor var = (sums.select(0, 2) / out.count - out.mean * out.mean).clamp_min(0.0);
@@ -205,9 +206,9 @@ void allreduce_group_sums(at::Tensor& sums, const SpatialContext& ctx) {
   ctx.group->allreduce_sum(sums)->wait();
 }
 
-GroupNormReduction group_norm_reduction(std::shared_ptr<const SpatialContext> ctx) {
+kernels::GroupNormReduction group_norm_reduction(std::shared_ptr<const SpatialContext> ctx) {
   SCAFFOLD_CHECK(ctx && ctx->group, "GroupNorm reduction without a spatial group");
-  GroupNormReduction r;
+  kernels::GroupNormReduction r;
   r.statistics = [ctx](const at::Tensor& mean, const at::Tensor& m2, double count, double eps) {
     return global_group_statistics(mean, m2, count, eps, *ctx);
   };
@@ -296,7 +297,7 @@ at::Tensor group_norm_global(const at::Tensor& x_in, int64_t groups, const at::T
                              const at::Tensor& bias, double eps,
                              const std::shared_ptr<const SpatialContext>& ctx) {
   SCAFFOLD_CHECK(ctx && ctx->group, "global GroupNorm without a spatial group");
-  AutocastGuard autocast_off(AutocastState::current().disabled());
+  nn::AutocastGuard autocast_off(nn::AutocastState::current().disabled());
   const at::Tensor x =
       x_in.scalar_type() == weight.scalar_type() ? x_in : x_in.to(weight.scalar_type());
   SCAFFOLD_CHECK(x.dim() >= 3 && groups >= 1 && x.size(1) % groups == 0,

@@ -66,13 +66,14 @@ at::Tensor group_norm_global(const at::Tensor& x, int64_t groups, const at::Tens
 // GroupNorm + ReLU (kernels/fused_norm.hpp) so both compute the same thing. Inputs are this shard's
 // per-(sample, group) mean and Σ (x - local mean)² (N, G) float64 over `local_count` elements;
 // count, Σx and Σx² are all-reduced in float64 over the spatial group. Outputs (N, G) float64.
-GroupStatistics global_group_statistics(const at::Tensor& local_mean, const at::Tensor& local_m2,
-                                        double local_count, double eps, const SpatialContext& ctx);
+kernels::GroupStatistics global_group_statistics(const at::Tensor& local_mean,
+                                                 const at::Tensor& local_m2, double local_count,
+                                                 double eps, const SpatialContext& ctx);
 // Backward's per-group gradient sums (Σ w·dy and Σ w·dy·x, any float64 tensor) summed over the
 // group in place.
 void allreduce_group_sums(at::Tensor& sums, const SpatialContext& ctx);
 // Both as the fused GroupNorm + ReLU's reduction (kernels/fused_norm.hpp), over ctx's group.
-GroupNormReduction group_norm_reduction(std::shared_ptr<const SpatialContext> ctx);
+kernels::GroupNormReduction group_norm_reduction(std::shared_ptr<const SpatialContext> ctx);
 
 // Sum over the spatial group with an identity backward: for quantities every rank then uses
 // identically (the loss's and Dice's sums), whose gradient w.r.t. each local partial sum is the

@@ -47,11 +47,11 @@ at::Tensor group_norm(torch::nn::GroupNorm& norm, const at::Tensor& x) {
 // to bf16 as a whole works too.
 template <typename Op>
 at::Tensor in_fp32(const at::Tensor& x, Op&& op) {
-  const AutocastState state = AutocastState::current();
+  const nn::AutocastState state = nn::AutocastState::current();
   const bool autocast_on = x.is_cuda() ? state.cuda_enabled : state.cpu_enabled;
   at::Tensor y;
   {
-    AutocastGuard autocast_off(state.disabled());
+    nn::AutocastGuard autocast_off(state.disabled());
     y = op(x.to(at::kFloat));
   }
   return autocast_on ? y : y.to(x.scalar_type());
@@ -105,16 +105,16 @@ at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
   if (kernels_.conv != ConvKernel::LibTorch && x.device().is_cpu()) {
     // CPU autocast would run the convolution in its lower dtype: the same casts, by hand (the
     // custom functions are not on autocast's list).
-    const AutocastState state = AutocastState::current();
+    const nn::AutocastState state = nn::AutocastState::current();
     const c10::ScalarType dtype = state.cpu_enabled ? state.cpu_dtype : x.scalar_type();
     const at::Tensor xc = x.to(dtype), wc = c->weight.to(dtype);
-    if (kernels_.conv == ConvKernel::Winograd && winograd_conv3d_pays(xc, wc)) {
+    if (kernels_.conv == ConvKernel::Winograd && kernels::winograd_conv3d_pays(xc, wc)) {
       kernels_.ran("conv", "winograd");
-      return winograd_conv3d(xc, wc);
+      return kernels::winograd_conv3d(xc, wc);
     }
-    if (dnnl_conv3d_supported(xc, wc)) {
+    if (kernels::dnnl_conv3d_supported(xc, wc)) {
       kernels_.ran("conv", "onednn");
-      return dnnl_conv3d(xc, wc, /*padding=*/1);
+      return kernels::dnnl_conv3d(xc, wc, /*padding=*/1);
     }
     kernels_.ran("conv", "libtorch", "an input oneDNN does not take");
     return c(x);
@@ -140,12 +140,13 @@ at::Tensor DoubleConvImpl::norm_relu(torch::nn::GroupNorm& n, const at::Tensor& 
         x.scalar_type() == dtype || x.scalar_type() == at::kBFloat16 ? x : x.to(dtype);
     const auto& o = n->options;
     const std::string unsupported =
-        group_norm_relu_unsupported(xin, o.num_groups(), n->weight, n->bias);
+        kernels::group_norm_relu_unsupported(xin, o.num_groups(), n->weight, n->bias);
     if (unsupported.empty()) {
       const bool global = spatial_ && spatial_->group_norm == GroupNormMode::Global;
       kernels_.ran("groupnorm", "fused");
-      return group_norm_relu(xin, o.num_groups(), n->weight, n->bias, o.eps(),
-                             global ? group_norm_reduction(spatial_) : GroupNormReduction{});
+      return group_norm_relu(
+          xin, o.num_groups(), n->weight, n->bias, o.eps(),
+          global ? group_norm_reduction(spatial_) : kernels::GroupNormReduction{});
     }
     kernels_.ran("groupnorm", "unfused", unsupported.c_str());
   } else {
@@ -175,9 +176,9 @@ at::Tensor DownImpl::forward(const at::Tensor& x) {
   // The native kernel pools bf16 as it is (a maximum rounds nothing), so it takes no float32
   // detour.
   if (kernels_.pool == PoolKernel::Native) {
-    if (max_pool3d_k2s2_supported(x)) {
+    if (kernels::max_pool3d_k2s2_supported(x)) {
       kernels_.ran("pool", "native");
-      return conv_(max_pool3d_k2s2(x));
+      return conv_(kernels::max_pool3d_k2s2(x));
     }
     kernels_.ran("pool", "libtorch", "an input the native kernel does not take");
   } else {
@@ -205,11 +206,11 @@ at::Tensor UpImpl::upsample(const at::Tensor& x, const at::Tensor& weight,
   if (kernels_.upconv == UpconvKernel::Gemm) {
     kernels_.ran("upconv", "gemm");
     // Under CPU autocast, in its lower dtype (conv_transpose3d is on autocast's list).
-    const AutocastState state = AutocastState::current();
+    const nn::AutocastState state = nn::AutocastState::current();
     const bool cast = x.device().is_cpu() && state.cpu_enabled;
     const c10::ScalarType dtype = cast ? state.cpu_dtype : x.scalar_type();
-    return conv_transpose3d_k2s2(x.to(dtype), weight.to(dtype),
-                                 bias.defined() ? bias.to(dtype) : bias);
+    return kernels::conv_transpose3d_k2s2(x.to(dtype), weight.to(dtype),
+                                          bias.defined() ? bias.to(dtype) : bias);
   }
   kernels_.ran("upconv", "libtorch");
   return at::conv_transpose3d(x, weight, bias, /*stride=*/{2, 2, 2});
@@ -262,9 +263,9 @@ at::Tensor OutConvImpl::forward(const at::Tensor& x) {
 // y = W x + b voxel by voxel as matrix products (conv_transpose.hpp). Under CPU autocast in its
 // lower dtype, as conv3d would run (the custom function is not on autocast's list).
 at::Tensor OutConvImpl::product(const at::Tensor& x) const {
-  const AutocastState state = AutocastState::current();
+  const nn::AutocastState state = nn::AutocastState::current();
   const c10::ScalarType dtype = state.cpu_enabled ? state.cpu_dtype : x.scalar_type();
-  return conv3d_1x1x1(x.to(dtype), conv_->weight.to(dtype), conv_->bias.to(dtype));
+  return kernels::conv3d_1x1x1(x.to(dtype), conv_->weight.to(dtype), conv_->bias.to(dtype));
 }
 
 // --- UNet3d --------------------------------------------------------------------------------------
@@ -302,10 +303,10 @@ at::Tensor UNet3dImpl::forward(const at::Tensor& x) {
   }
   // Each block runs plainly, or checkpointed with its parameters as extra node inputs. The
   // closures hold the blocks by shared_ptr: the recompute may outlive this call.
-  auto run = [this](const torch::nn::Module& block, const CheckpointBlock& fn,
+  auto run = [this](const torch::nn::Module& block, const nn::CheckpointBlock& fn,
                     at::TensorList inputs) {
     if (!options_.activation_checkpointing) return fn(inputs);
-    return checkpoint(fn, inputs, block.parameters());
+    return nn::checkpoint(fn, inputs, block.parameters());
   };
 
   std::vector<at::Tensor> skips;  // skips[l]: level l output (N, base*2^l, D/2^l, H/2^l, W/2^l)
@@ -353,7 +354,7 @@ double unet_forward_flops(const UNetOptions& options, int64_t side) {
 bool bf16_pool_and_upsample_work(const c10::Device& device) {
   try {
     torch::autograd::AutoGradMode no_grad(false);
-    AutocastGuard autocast_off(AutocastState::current().disabled());
+    nn::AutocastGuard autocast_off(nn::AutocastState::current().disabled());
     const auto f32 = at::TensorOptions().device(device).dtype(at::kFloat);
     // Multiples of 1/16 below 3 and of 1/4 below 1: exact in bf16, so only rounding of the
     // bf16 results separates them from float32. Cin != Cout catches the 1.13 CPU bug that runs

@@ -55,7 +55,7 @@ TEST(UNet3d, ParameterCountsMatchTheSpecTable) {
   for (const auto& [scale, expected] : table) {
     UNetOptions o;  // ScaFFold: 3 channels in, 6 classes, base 64, 8 groups
     o.layers = scale - 3;
-    EXPECT_EQ(count_parameters(*UNet3d(o)), expected) << "problem_scale " << scale;
+    EXPECT_EQ(nn::count_parameters(*UNet3d(o)), expected) << "problem_scale " << scale;
     EXPECT_EQ(spec_parameter_count(3, 6, o.layers, 64), expected) << "problem_scale " << scale;
   }
 }
@@ -65,7 +65,7 @@ TEST(UNet3d, ParameterCountsMatchTheSpecFormulaForSmallBases) {
     for (int in_channels : {1, 3}) {
       UNetOptions o = small_options(layers, /*base=*/8, /*n_classes=*/3, /*groups=*/4);
       o.in_channels = in_channels;
-      EXPECT_EQ(count_parameters(*UNet3d(o)), spec_parameter_count(in_channels, 3, layers, 8))
+      EXPECT_EQ(nn::count_parameters(*UNet3d(o)), spec_parameter_count(in_channels, 3, layers, 8))
           << "layers " << layers << ", in_channels " << in_channels;
     }
   }
@@ -166,10 +166,10 @@ ForwardBackward forward_backward(UNetOptions o, bool checkpointing, bool bf16_au
   const at::Tensor g = at::randn({batch, o.n_classes, side, side, side});
   at::Tensor out;
   {
-    AutocastState state = AutocastState::current();
+    nn::AutocastState state = nn::AutocastState::current();
     state.cpu_enabled = bf16_autocast;
     state.cpu_dtype = at::kBFloat16;
-    AutocastGuard autocast(state);
+    nn::AutocastGuard autocast(state);
     out = model(x);
   }
   torch::autograd::backward({(out.to(at::kFloat) * g).sum()});
@@ -200,7 +200,7 @@ TEST(UNet3d, CpuKernelsGiveLibTorchsOutputAndGradients) {
     SCOPED_TRACE("batch " + std::to_string(batch));
     UNetOptions plain = small_options(2);
     UNetOptions fast = plain;
-    fast.kernels.conv = dnnl_conv3d_built() ? ConvKernel::OneDnn : ConvKernel::LibTorch;
+    fast.kernels.conv = kernels::dnnl_conv3d_built() ? ConvKernel::OneDnn : ConvKernel::LibTorch;
     fast.kernels.upconv = UpconvKernel::Gemm;
     fast.kernels.pool = PoolKernel::Native;
     fast.kernels.head = HeadKernel::Gemm;
@@ -252,14 +252,15 @@ TEST(UNet3d, WinogradConvolutionsGiveLibTorchsOutputAndGradients) {
   fast.kernels.head = HeadKernel::Gemm;
   fast.kernels.use = std::make_shared<kernels::KernelUse>();
   fast.kernels.register_choices();
-  const int64_t calls = winograd_conv3d_calls();
+  const int64_t calls = kernels::winograd_conv3d_calls();
   const ForwardBackward ours = forward_backward(fast, false, false, 1, 16);
-  EXPECT_EQ(winograd_conv3d_calls() - calls, 3) << "conv2 of the input block and both of Up's";
+  EXPECT_EQ(kernels::winograd_conv3d_calls() - calls, 3)
+      << "conv2 of the input block and both of Up's";
   // The tally names what ran, call by call: 6 convolutions (2 per block: input, down1, up1), 3 of
   // them Winograd and the rest oneDNN (LibTorch's without it); one pool, one transposed conv, one
   // head; nothing outside the choice.
   // The first convolution (3 input channels) runs first.
-  const std::string rest = dnnl_conv3d_built() ? "onednn" : "libtorch";
+  const std::string rest = kernels::dnnl_conv3d_built() ? "onednn" : "libtorch";
   EXPECT_EQ(fast.kernels.use->summary(),
             (std::vector<std::string>{"conv=" + rest + " x3, winograd x3", "groupnorm=unfused x6",
                                       "pool=libtorch x1", "upconv=libtorch x1", "head=gemm x1"}));
@@ -269,10 +270,10 @@ TEST(UNet3d, WinogradConvolutionsGiveLibTorchsOutputAndGradients) {
 
 bool bf16_autocast_supported() {
   try {
-    AutocastState state = AutocastState::current();
+    nn::AutocastState state = nn::AutocastState::current();
     state.cpu_enabled = true;
     state.cpu_dtype = at::kBFloat16;
-    AutocastGuard autocast(state);
+    nn::AutocastGuard autocast(state);
     return at::conv3d(at::ones({1, 1, 4, 4, 4}), at::ones({1, 1, 3, 3, 3})).scalar_type() ==
            at::kBFloat16;
   } catch (const std::exception&) {
@@ -304,7 +305,7 @@ TEST(UNet3d, CpuKernelsFollowBf16Autocast) {
   UNetOptions plain = small_options(2);
   plain.fp32_pool_and_upsample = true;
   UNetOptions fast = plain;
-  fast.kernels.conv = dnnl_conv3d_built() ? ConvKernel::OneDnn : ConvKernel::LibTorch;
+  fast.kernels.conv = kernels::dnnl_conv3d_built() ? ConvKernel::OneDnn : ConvKernel::LibTorch;
   fast.kernels.upconv = UpconvKernel::Gemm;
   fast.kernels.head = HeadKernel::Gemm;
   const ForwardBackward ours = forward_backward(fast, false, true, 1),
@@ -330,7 +331,7 @@ TEST(UNet3d, Fp32PoolAndUpsampleRunsUnderBf16Autocast) {
     ASSERT_TRUE(grad.defined()) << name;
     EXPECT_TRUE(at::isfinite(grad).all().item<bool>()) << name;
   }
-  EXPECT_FALSE(AutocastState::current().cpu_enabled);
+  EXPECT_FALSE(nn::AutocastState::current().cpu_enabled);
 }
 
 // A model converted to bf16 as a whole, no autocast (docs/performance.md): this is where
@@ -351,7 +352,7 @@ ForwardBackward whole_model_bf16(UNetOptions o) {
 TEST(UNet3d, Bf16ProbePredictsWhetherAWholeBf16ModelRuns) {
   const bool works = bf16_pool_and_upsample_work(c10::Device(c10::kCPU));
   RecordProperty("bf16_pool_and_upsample_work_cpu", works ? "true" : "false");
-  EXPECT_FALSE(AutocastState::current().cpu_enabled) << "probe leaked autocast state";
+  EXPECT_FALSE(nn::AutocastState::current().cpu_enabled) << "probe leaked autocast state";
   std::string error;
   try {
     whole_model_bf16(small_options(2));
