@@ -51,14 +51,16 @@ struct BenchOptions {
   bool breakdown = true;
   bool gemm_peak = true;
   std::string optimizer_kernel = "fused";  // fused | libtorch (the workload's optimizer_kernel)
+  std::string gemm_kernel = "probe";       // probe | onednn | libtorch (the workload's gemm_kernel)
   std::string trace;  // non-empty: LibTorch's per-op trace of one more step, Chrome JSON
   uint64_t seed = 0;
 };
 
 // GFLOP/s of at::mm at the GPT's GEMM shapes (m = B S tokens): QKV (h -> 3h), the MLP's two
 // (h -> 4h, 4h -> h) and the logits (h -> V), in `dtype`; the fastest of the four, each the
-// median of 5 runs after 2.
-double gemm_peak_gflops(int64_t m, int64_t h, int64_t v, at::ScalarType dtype) {
+// median of 5 runs after 2. With `onednn` (float32 linear layers that may run oneDNN's sgemm)
+// oneDNN's product is timed at each shape too, and the faster counts.
+double gemm_peak_gflops(int64_t m, int64_t h, int64_t v, at::ScalarType dtype, bool onednn) {
   double best = 0;
   for (const auto& [k, n] :
        std::vector<std::pair<int64_t, int64_t>>{{h, 3 * h}, {h, 4 * h}, {4 * h, h}, {h, v}}) {
@@ -67,6 +69,15 @@ double gemm_peak_gflops(int64_t m, int64_t h, int64_t v, at::ScalarType dtype) {
     for (int i = 0; i < 7; ++i) {
       core::Stopwatch clock;
       at::Tensor c = at::mm(a, b);
+      if (i >= 2) t.push_back(clock.elapsed_s());
+    }
+    best = std::max(best, 2.0 * static_cast<double>(m * k * n) / core::median(t) / 1e9);
+    const at::Tensor bt = b.t().contiguous();  // (n, k): a linear layer's weight
+    if (!onednn || !kernels::dnnl_linear_supported(a, bt)) continue;
+    t.clear();
+    for (int i = 0; i < 7; ++i) {
+      core::Stopwatch clock;
+      at::Tensor c = kernels::dnnl_linear(a, bt, at::Tensor());
       if (i >= 2) t.push_back(clock.elapsed_s());
     }
     best = std::max(best, 2.0 * static_cast<double>(m * k * n) / core::median(t) / 1e9);
@@ -134,6 +145,7 @@ int run(const BenchOptions& o, dist::Communicator& world) {
   mo.position_embedding = llm::parse_position_embedding(o.positions);
   mo.attention = llm::parse_attention(o.attention);
   mo.recompute = llm::parse_recompute(o.recompute);
+  mo.gemm = llm::gemm_kernel(o.gemm_kernel, c10::Device(c10::kCPU));
   // Model, then tokens, from one seed: gpt_step.py draws them in the same order.
   torch::manual_seed(o.seed);
   llm::Gpt gpt(mo, tp);
@@ -242,7 +254,8 @@ int run(const BenchOptions& o, dist::Communicator& world) {
   const double optimizer_ms = median_of(opt) * 1e3;
   const double gemm_gflops =
       o.gemm_peak ? gemm_peak_gflops(o.batch * o.seq, o.hidden, o.vocab / o.tp,
-                                     o.precision == "bf16" ? at::kBFloat16 : at::kFloat)
+                                     o.precision == "bf16" ? at::kBFloat16 : at::kFloat,
+                                     mo.gemm != kernels::GemmKernel::LibTorch)
                   : std::nan("");
   const double step_gflops = tflop * 1e3 / spread.median / o.tp;
   const double rest_ms = step_ms - attention_ms - mlp_ms - embed_loss_ms - optimizer_ms;
@@ -290,12 +303,12 @@ int run(const BenchOptions& o, dist::Communicator& world) {
         "forward_ms={:.2f} "
         "backward_ms={:.2f} optimizer_ms={:.2f} comm_ms={:.2f} attention_ms={:.2f} mlp_ms={:.2f} "
         "embed_loss_ms={:.2f} weights_sum={:.4f} tokens_sum={} optimizer_kernel={} "
-        "step_gflops={:.2f} gemm_gflops={:.2f} mfu={:.4f}\n",
+        "gemm_kernel={} step_gflops={:.2f} gemm_gflops={:.2f} mfu={:.4f}\n",
         o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch, o.precision, threads, o.tp,
         llm::gpt_parameter_count(mo), step_ms, spread.min * 1e3, tokens_per_s, loss0,
         median_of(fwd) * 1e3, median_of(bwd) * 1e3, optimizer_ms, comm_ms, attention_ms, mlp_ms,
-        embed_loss_ms, weights_sum, tokens_sum, o.optimizer_kernel, step_gflops, gemm_gflops,
-        step_gflops / gemm_gflops);
+        embed_loss_ms, weights_sum, tokens_sum, o.optimizer_kernel, o.gemm_kernel, step_gflops,
+        gemm_gflops, step_gflops / gemm_gflops);
   }
   return 0;
 }
@@ -328,6 +341,10 @@ int parse_and_run(int argc, char** argv) {
   app.add_option("--optimizer-kernel", o.optimizer_kernel,
                  "AdamW: fused (one pass, the workload's default) or libtorch")
       ->check(CLI::IsMember({"fused", "libtorch"}));
+  app.add_option("--gemm-kernel", o.gemm_kernel,
+                 "the linear layers' products: probe (the workload's default on a CPU), onednn "
+                 "or libtorch")
+      ->check(CLI::IsMember({"probe", "onednn", "libtorch"}));
   app.add_option("--trace", o.trace,
                  "write LibTorch's per-operator trace of one step after the timed ones to this "
                  "Chrome JSON file");

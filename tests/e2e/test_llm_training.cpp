@@ -116,9 +116,18 @@ TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
   // The learning rate after iteration 10 = 40 samples: the end of the cosine, min_lr.
   EXPECT_NEAR(std::stod(rows[5][7]), 1e-4, 1e-12);
 
-  // system.json names the optimizer's kernel (the default: the one-pass AdamW on a CPU).
+  // system.json names the optimizer's kernel (the default: the one-pass AdamW on a CPU) and the
+  // linear layers' (the default on a CPU: a probe per shape), what the products ran and the
+  // probes behind it: one per distinct shape, every call of the model's linear layers counted.
   const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
-  EXPECT_EQ(sys.at("kernels"), nlohmann::json::array({"optimizer=fused_adamw"})) << sys.dump();
+  EXPECT_EQ(sys.at("kernels"), nlohmann::json::array({"optimizer=fused_adamw", "gemm=probe"}))
+      << sys.dump();
+  ASSERT_EQ(sys.at("kernels_run").size(), 1u) << sys.dump();
+  const std::string gemm_run = sys.at("kernels_run")[0].get<std::string>();
+  EXPECT_EQ(gemm_run.rfind("gemm=", 0), 0u) << gemm_run;
+  const auto& probes = sys.at("kernel_probes");
+  EXPECT_FALSE(probes.empty()) << sys.dump();
+  for (const auto& p : probes) EXPECT_EQ(p.get<std::string>().rfind("gemm ", 0), 0u) << p;
 
   const nlohmann::json s = nlohmann::json::parse(core::read_file(run / "summary.json"));
   EXPECT_EQ(s.at("workload"), "llm_training");

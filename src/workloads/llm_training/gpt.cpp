@@ -161,12 +161,17 @@ at::Tensor GptBlockImpl::out_of_parallel(const at::Tensor& x) const {
                                     : reduce_from_tp_region(x, tp_);
 }
 
+at::Tensor GptBlockImpl::linear(const at::Tensor& x, const at::Tensor& w,
+                                const at::Tensor& b) const {
+  return kernels::linear(x, w, b, options_.gemm, options_.kernel_use.get());
+}
+
 at::Tensor GptBlockImpl::attention(const at::Tensor& x) {
   const at::Tensor whole = into_parallel(x);  // (B, S, h)
   const int64_t b = whole.size(0), s = whole.size(1);
   const int64_t heads = options_.num_attention_heads / tp_size(tp_);
   const int64_t d = options_.hidden_size / options_.num_attention_heads;
-  const at::Tensor qkv = at::linear(whole, qkv_weight, qkv_bias)  // (B, S, 3h/t)
+  const at::Tensor qkv = linear(whole, qkv_weight, qkv_bias)  // (B, S, 3h/t)
                              .view({b, s, heads, 3, d})
                              .permute({3, 0, 2, 1, 4});  // (3, B, a/t, S, d)
   at::Tensor q = qkv.select(0, 0), k = qkv.select(0, 1), v = qkv.select(0, 2);
@@ -189,14 +194,14 @@ at::Tensor GptBlockImpl::attention(const at::Tensor& x) {
     context = causal_attention(q, k, v, impl, dropout, training);
   }
   const at::Tensor merged = context.transpose(1, 2).reshape({b, s, heads * d});  // (B, S, h/t)
-  at::Tensor out = out_of_parallel(at::linear(merged, dense_weight)) + dense_bias;
+  at::Tensor out = out_of_parallel(linear(merged, dense_weight, {})) + dense_bias;
   return options_.hidden_dropout > 0 ? at::dropout(out, options_.hidden_dropout, training) : out;
 }
 
 at::Tensor GptBlockImpl::mlp(const at::Tensor& x) {
   const at::Tensor up =
-      at::gelu(at::linear(into_parallel(x), fc1_weight, fc1_bias), "tanh");  // (B, S, F/t)
-  at::Tensor out = out_of_parallel(at::linear(up, fc2_weight)) + fc2_bias;   // (B, S, h)
+      at::gelu(linear(into_parallel(x), fc1_weight, fc1_bias), "tanh");     // (B, S, F/t)
+  at::Tensor out = out_of_parallel(linear(up, fc2_weight, {})) + fc2_bias;  // (B, S, h)
   return options_.hidden_dropout > 0 ? at::dropout(out, options_.hidden_dropout, is_training())
                                      : out;
 }
@@ -345,9 +350,10 @@ at::Tensor GptImpl::losses_from_hidden(const at::Tensor& hidden, const at::Tenso
 
 at::Tensor GptImpl::output_layer(const at::Tensor& hidden) {
   // The token embedding, transposed (Megatron's parallel_lm_logits).
-  return at::linear(options_.sequence_parallel ? gather_from_sequence_region(hidden, tp_)
-                                               : copy_to_tp_region(hidden, tp_),
-                    word_embeddings);  // (B, S', V/t)
+  return kernels::linear(options_.sequence_parallel ? gather_from_sequence_region(hidden, tp_)
+                                                    : copy_to_tp_region(hidden, tp_),
+                         word_embeddings, {}, options_.gemm,
+                         options_.kernel_use.get());  // (B, S', V/t)
 }
 
 at::Tensor GptImpl::forward(const at::Tensor& tokens) {

@@ -25,6 +25,8 @@
 #include <string>
 #include <utility>
 
+#include "kernels/dnnl_linear.hpp"
+#include "kernels/kernel_use.hpp"
 #include "workloads/llm_training/tensor_parallel.hpp"
 
 namespace scaffold::llm {
@@ -63,6 +65,10 @@ struct GptOptions {
   // Megatron's --sequence-parallel: with t > 1 the LayerNorms, dropouts, residuals and the biases
   // of the row-parallel linears work on (B, S'/t, h) blocks of the sequence (S' divisible by t).
   bool sequence_parallel = false;
+  // The linear layers' matrix products (kernels/dnnl_linear.hpp): LibTorch's, oneDNN's, or per
+  // shape by a probe; counted in kernel_use when set (system.json's kernels_run).
+  kernels::GemmKernel gemm = kernels::GemmKernel::LibTorch;
+  std::shared_ptr<kernels::KernelUse> kernel_use;
 };
 
 // This rank's pipeline stage: `rank` of `size` ranks. Without interleaving (chunks 1) it holds
@@ -107,6 +113,8 @@ class GptBlockImpl : public torch::nn::Module {
   at::Tensor mlp(const at::Tensor& x);
   at::Tensor into_parallel(const at::Tensor& x) const;
   at::Tensor out_of_parallel(const at::Tensor& x) const;
+  // at::linear on the options' GEMM kernel.
+  at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const;
 
   torch::nn::LayerNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   at::Tensor qkv_weight;    // (3h/t, h): per head [q; k; v] rows, this rank's a/t heads

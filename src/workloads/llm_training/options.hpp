@@ -100,6 +100,10 @@ struct LlmTrainingConfig {
   // fused: AdamW's update in one pass over each parameter's memory (CPU only); libtorch:
   // LibTorch's AdamW operations (the reference); auto: fused on a CPU, libtorch elsewhere.
   std::string optimizer_kernel = "auto";
+  // The linear layers' matrix products: onednn (oneDNN's sgemm, float32 on a CPU), libtorch
+  // (at::linear, the reference), probe (oneDNN for the shapes where a measurement in the process
+  // finds it >= 10 % faster), auto: probe on a CPU, libtorch elsewhere (docs/llm.md).
+  std::string gemm_kernel = "auto";
 
   // Logging, validation, checkpoints (iterations).
   int64_t log_interval = 5;

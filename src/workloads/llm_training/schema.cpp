@@ -315,6 +315,13 @@ std::vector<Spec> llm_training_keys() {
                       "CPU, libtorch elsewhere; the same update either way",
                       "one of auto, fused, libtorch"),
              {"auto", "fused", "libtorch"});
+  add_choice(bind_key("gemm_kernel", &LC::gemm_kernel,
+                      "the linear layers' matrix products: onednn (oneDNN's sgemm, float32 on a "
+                      "CPU), libtorch (at::linear, the reference), probe (oneDNN for the shapes "
+                      "a measurement in the process finds >= 10 % faster); auto: probe on a CPU, "
+                      "libtorch elsewhere",
+                      "one of auto, probe, onednn, libtorch"),
+             {"auto", "probe", "onednn", "libtorch"});
 
   // Logging, validation, checkpoints.
   add(bind_key("log_interval", &LC::log_interval, "iterations per Megatron log line",

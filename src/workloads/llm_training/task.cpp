@@ -308,6 +308,22 @@ bool fused_optimizer(const std::string& optimizer_kernel, const c10::Device& dev
   return optimizer_kernel == "fused" || (optimizer_kernel == "auto" && device.is_cpu());
 }
 
+kernels::GemmKernel gemm_kernel(const std::string& gemm_kernel, const c10::Device& device) {
+  if (gemm_kernel == "libtorch" || (gemm_kernel == "auto" && !device.is_cpu()))
+    return kernels::GemmKernel::LibTorch;
+  if (!device.is_cpu())
+    throw core::Error(
+        fmt::format("gemm_kernel: {} runs on the CPU, this run trains on {}; use auto or libtorch",
+                    gemm_kernel, device.str()));
+  if (!kernels::dnnl_gemm_built()) {
+    if (gemm_kernel == "auto") return kernels::GemmKernel::LibTorch;
+    throw core::Error(fmt::format(
+        "gemm_kernel: {}, but this build has no oneDNN (install libdnnl-dev and rebuild)",
+        gemm_kernel));
+  }
+  return gemm_kernel == "onednn" ? kernels::GemmKernel::OneDnn : kernels::GemmKernel::Probe;
+}
+
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>
 megatron_adam(AdamOptions o) {
   return [o](const std::vector<at::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {

@@ -20,6 +20,7 @@
 
 #include "data/example_source.hpp"
 #include "dist/tensor_comm.hpp"
+#include "kernels/dnnl_linear.hpp"
 #include "nn/autocast.hpp"
 #include "profile/profiler.hpp"
 #include "train/loop.hpp"
@@ -119,6 +120,10 @@ megatron_adam(AdamOptions options);
 // The config's optimizer_kernel for a run on `device`: whether AdamOptions::fused. auto is fused on
 // a CPU; fused off the CPU is refused naming the key and the device.
 bool fused_optimizer(const std::string& optimizer_kernel, const c10::Device& device);
+
+// The config's gemm_kernel for a run on `device`: auto is the probe on a CPU and LibTorch
+// elsewhere; probe and onednn off the CPU, or in a build without oneDNN, are errors naming the key.
+kernels::GemmKernel gemm_kernel(const std::string& gemm_kernel, const c10::Device& device);
 // The same optimizer with its state sharded over the data-parallel group `dp` (Megatron's
 // --use-distributed-optimizer: train::ShardedAdamW); null or one rank: one shard holding all.
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>

@@ -179,8 +179,9 @@ Sources make_sources(const LlmTrainingConfig& cfg, const config::GptDims& dims) 
 }
 
 // The device's matrix-multiply rate in the run's precision: square n x n GEMMs (n = 8192 on
-// CUDA, 1024 on a CPU), 2 untimed, the median of 5, 2 n^3 FLOPs each. TFLOP/s.
-double measure_peak_tflops(const c10::Device& device, const std::string& precision) {
+// CUDA, 1024 on a CPU), 2 untimed, the median of 5, 2 n^3 FLOPs each. TFLOP/s. With `onednn` (a
+// float32 CPU run whose linear layers may take oneDNN's sgemm) the faster of at::mm and oneDNN.
+double measure_peak_tflops(const c10::Device& device, const std::string& precision, bool onednn) {
   const int64_t n = device.is_cuda() ? 8192 : 1024;
   const at::ScalarType dtype = precision == "bf16"   ? at::kBFloat16
                                : precision == "fp16" ? at::kHalf
@@ -197,7 +198,29 @@ double measure_peak_tflops(const c10::Device& device, const std::string& precisi
     if (device.is_cuda()) torch::cuda::synchronize(device.index());
     if (i >= 2) times.push_back(clock.elapsed_s());
   }
-  return 2.0 * static_cast<double>(n * n * n) / core::median(times) / 1e12;
+  double best = core::median(times);
+  if (onednn && device.is_cpu() && dtype == at::kFloat && kernels::dnnl_linear_supported(a, b)) {
+    times.clear();
+    for (int i = 0; i < 7; ++i) {
+      core::Stopwatch clock;
+      kernels::dnnl_linear(a, b, at::Tensor());  // a b^T: the same 2 n^3 FLOPs
+      if (i >= 2) times.push_back(clock.elapsed_s());
+    }
+    best = std::min(best, core::median(times));
+  }
+  return 2.0 * static_cast<double>(n * n * n) / best / 1e12;
+}
+
+std::string gemm_name(kernels::GemmKernel k) {
+  switch (k) {
+    case kernels::GemmKernel::OneDnn:
+      return "onednn";
+    case kernels::GemmKernel::Probe:
+      return "probe";
+    case kernels::GemmKernel::LibTorch:
+      break;
+  }
+  return "libtorch";
 }
 
 std::string param_text(int64_t v) {
@@ -238,6 +261,16 @@ class LlmRun : public suite::WorkloadRun {
     // Refuses fused off the CPU here, before any data is made.
     const bool fused = fused_optimizer(cfg_.optimizer_kernel, env.device);
     info.kernels.push_back(std::string("optimizer=") + (fused ? "fused_adamw" : "libtorch"));
+    info.kernels.push_back("gemm=" + gemm_name(gemm_kernel(cfg_.gemm_kernel, env.device)));
+  }
+
+  // What rank 0's linear layers ran, counted call by call, and the probes behind the choice.
+  void describe_after_training(report::SystemInfo& info) override {
+    if (!mo_.kernel_use) return;
+    info.kernels_run = mo_.kernel_use->summary();
+    for (std::string& line : mo_.kernel_use->fallbacks())
+      info.kernel_fallbacks.push_back(std::move(line));
+    info.kernel_probes = kernels::gemm_probe_lines();
   }
 
   void prepare_data(suite::RunEnv& env) override {
@@ -265,6 +298,11 @@ class LlmRun : public suite::WorkloadRun {
     mo_.attention = parse_attention(cfg_.attention);
     mo_.recompute = parse_recompute(cfg_.recompute_granularity);
     mo_.sequence_parallel = cfg_.sequence_parallel && layout_.tp > 1;  // Megatron: off at TP 1
+    mo_.gemm = gemm_kernel(cfg_.gemm_kernel, env.device);
+    mo_.kernel_use = std::make_shared<kernels::KernelUse>();
+    mo_.kernel_use->chose("gemm", mo_.gemm == kernels::GemmKernel::Probe
+                                      ? std::vector<std::string>{"onednn", "libtorch"}
+                                      : std::vector<std::string>{gemm_name(mo_.gemm)});
     const int64_t log_interval = cfg_.log_interval;
     dist::run_agreed(env.comm, [&] {
       torch::manual_seed(static_cast<uint64_t>(cfg_.seed));  // the same master weights everywhere
@@ -347,8 +385,10 @@ class LlmRun : public suite::WorkloadRun {
   }
 
   void after_build(suite::RunEnv& env) override {
-    env.phases.run("peak_probe",
-                   [&] { peak_tflops_ = measure_peak_tflops(env.device, cfg_.precision); });
+    env.phases.run("peak_probe", [&] {
+      peak_tflops_ = measure_peak_tflops(env.device, cfg_.precision,
+                                         mo_.gemm != kernels::GemmKernel::LibTorch);
+    });
     table_peak_ = table_peak_tflops(device_name_, cfg_.precision);
     flops_.global_batch = cfg_.global_batch_size;
     flops_.seq_length = dims_.seq_length;

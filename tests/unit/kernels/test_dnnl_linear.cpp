@@ -1,0 +1,145 @@
+// dnnl_linear (oneDNN's sgemm for a linear layer's three products) against LibTorch's at::linear
+// in float64 on the same float32 inputs: output, input, weight and bias gradients within 1e-5 of
+// the reference's largest magnitude (float32 sums of up to 300 terms, in another order), for 2-D
+// and 3-D inputs, with and without a bias, odd extents, an input that needs no gradient. Also what
+// it refuses, the probe's bookkeeping, and which kernel kernels::linear runs for each choice.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/dnnl_conv.hpp"
+#include "kernels/dnnl_linear.hpp"
+#include "kernels/kernel_use.hpp"
+#include "nn/autocast.hpp"
+#include "unit/tensor_compare.hpp"
+
+namespace scaffold::kernels {
+namespace {
+
+using model::test::tensors_close;
+
+struct Result {
+  at::Tensor y, dx, dw, db;
+};
+
+// y = op(x, w, b) and the gradients of sum(y * g).
+template <typename Op>
+Result run(const at::Tensor& x0, const at::Tensor& w0, const at::Tensor& b0, const at::Tensor& g,
+           bool x_grad, Op op) {
+  const at::Tensor x = x0.detach().requires_grad_(x_grad), w = w0.detach().requires_grad_(true);
+  const at::Tensor b = b0.defined() ? b0.detach().requires_grad_(true) : at::Tensor();
+  const at::Tensor y = op(x, w, b);
+  std::vector<at::Tensor> inputs{w};
+  if (b.defined()) inputs.push_back(b);
+  if (x_grad) inputs.push_back(x);
+  const auto grads = torch::autograd::grad({y}, inputs, {g});
+  Result r{y, at::Tensor(), grads[0], b.defined() ? grads[1] : at::Tensor()};
+  if (x_grad) r.dx = grads.back();
+  return r;
+}
+
+class DnnlLinearShapes
+    : public ::testing::TestWithParam<std::tuple<std::vector<int64_t>, int64_t, bool, bool>> {};
+
+TEST_P(DnnlLinearShapes, EqualsFloat64LinearInOutputAndGradients) {
+  if (!dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  const auto& [x_shape, out, bias, x_grad] = GetParam();
+  at::manual_seed(5);
+  const at::Tensor x = at::randn(x_shape), w = at::randn({out, x_shape.back()}) * 0.1;
+  const at::Tensor b = bias ? at::randn({out}) : at::Tensor();
+  std::vector<int64_t> y_shape = x_shape;
+  y_shape.back() = out;
+  const at::Tensor g = at::randn(y_shape);
+  ASSERT_TRUE(dnnl_linear_supported(x, w));
+  const Result got =
+      run(x, w, b, g, x_grad, [](const at::Tensor& a, const at::Tensor& c, const at::Tensor& d) {
+        return dnnl_linear(a, c, d);
+      });
+  const Result ref =
+      run(x.to(at::kDouble), w.to(at::kDouble), bias ? b.to(at::kDouble) : b, g.to(at::kDouble),
+          x_grad, [](const at::Tensor& a, const at::Tensor& c, const at::Tensor& d) {
+            return at::linear(a, c, d);
+          });
+  EXPECT_EQ(got.y.scalar_type(), at::kFloat);
+  EXPECT_TRUE(tensors_close(got.y, ref.y, 1e-5, "output"));
+  EXPECT_TRUE(tensors_close(got.dw, ref.dw, 1e-5, "weight gradient"));
+  if (bias) EXPECT_TRUE(tensors_close(got.db, ref.db, 1e-5, "bias gradient"));
+  if (x_grad) EXPECT_TRUE(tensors_close(got.dx, ref.dx, 1e-5, "input gradient"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DnnlLinearShapes,
+    ::testing::Values(std::make_tuple(std::vector<int64_t>{7, 5}, int64_t{3}, true, true),
+                      std::make_tuple(std::vector<int64_t>{2, 9, 33}, int64_t{48}, true, true),
+                      std::make_tuple(std::vector<int64_t>{2, 9, 33}, int64_t{48}, false, true),
+                      std::make_tuple(std::vector<int64_t>{64, 300}, int64_t{17}, true, false),
+                      std::make_tuple(std::vector<int64_t>{1, 1, 16}, int64_t{1}, false, true)));
+
+TEST(DnnlLinear, RefusesWhatItCannotTakeAndSaysWhy) {
+  const at::Tensor x = at::randn({4, 8}), w = at::randn({3, 8});
+  EXPECT_FALSE(dnnl_linear_supported(x.to(at::kDouble), w.to(at::kDouble)));
+  EXPECT_FALSE(dnnl_linear_supported(x, at::randn({3, 7})));
+  {
+    nn::AutocastState state = nn::AutocastState::current();
+    state.cpu_enabled = true;
+    const nn::AutocastGuard autocast(state);
+    EXPECT_FALSE(dnnl_linear_supported(x, w));
+  }
+  try {
+    dnnl_linear(x.to(at::kDouble), w.to(at::kDouble), at::Tensor());
+    FAIL() << "float64 was taken";
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dnnl_conv3d_built() ? "not float32" : "no oneDNN"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DnnlLinear, TheProbeMeasuresEachShapeOnceAndDecidesByItsTimes) {
+  const std::size_t before = dnnl_gemm_probes().size();
+  const bool first = dnnl_gemm_pays(40, 24, 56);
+  const bool again = dnnl_gemm_pays(40, 24, 56);
+  EXPECT_EQ(first, again);
+  const auto probes = dnnl_gemm_probes();
+  if (!dnnl_conv3d_built()) {
+    EXPECT_FALSE(first);
+    EXPECT_TRUE(probes.empty());
+    return;
+  }
+  ASSERT_EQ(probes.size(), before + 1);  // measured once, remembered after
+  const GemmProbe& p = probes.back();
+  EXPECT_EQ(std::make_tuple(p.m, p.k, p.n), std::make_tuple(int64_t{40}, int64_t{24}, int64_t{56}));
+  EXPECT_GT(p.onednn_ms, 0.0);
+  EXPECT_GT(p.libtorch_ms, 0.0);
+  EXPECT_EQ(p.onednn, p.onednn_ms < kGemmMargin * p.libtorch_ms);
+  EXPECT_EQ(first, p.onednn);
+  const auto lines = gemm_probe_lines();
+  ASSERT_EQ(lines.size(), probes.size());
+  EXPECT_EQ(lines.back().rfind("gemm 40x24 by 56x24: onednn ", 0), 0u) << lines.back();
+}
+
+TEST(DnnlLinear, LinearRunsTheChosenKernelAndCountsIt) {
+  const at::Tensor x = at::randn({6, 8}), w = at::randn({5, 8}), b = at::randn({5});
+  const at::Tensor ref = at::linear(x, w, b);
+  KernelUse use;
+  use.chose("gemm", {"libtorch"});
+  EXPECT_TRUE(at::allclose(linear(x, w, b, GemmKernel::LibTorch, &use), ref));
+  EXPECT_EQ(use.summary(), std::vector<std::string>{"gemm=libtorch x1"});
+  if (!dnnl_conv3d_built()) return;
+  KernelUse onednn;
+  onednn.chose("gemm", {"onednn"});
+  EXPECT_TRUE(at::allclose(linear(x, w, b, GemmKernel::OneDnn, &onednn), ref, 1e-5, 1e-5));
+  // float64 cannot go to oneDNN: LibTorch takes it, a fallback recorded with its reason.
+  linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble), GemmKernel::OneDnn, &onednn);
+  EXPECT_EQ(onednn.summary(), std::vector<std::string>{"gemm=onednn x1, libtorch x1"});
+  ASSERT_EQ(onednn.fallbacks().size(), 1u);
+  EXPECT_NE(onednn.fallbacks()[0].find("not float32"), std::string::npos) << onednn.fallbacks()[0];
+}
+
+}  // namespace
+}  // namespace scaffold::kernels
