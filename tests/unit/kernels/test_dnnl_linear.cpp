@@ -68,8 +68,12 @@ TEST_P(DnnlLinearShapes, EqualsFloat64LinearInOutputAndGradients) {
   EXPECT_EQ(got.y.scalar_type(), at::kFloat);
   EXPECT_TRUE(tensors_close(got.y, ref.y, 1e-5, "output"));
   EXPECT_TRUE(tensors_close(got.dw, ref.dw, 1e-5, "weight gradient"));
-  if (bias) EXPECT_TRUE(tensors_close(got.db, ref.db, 1e-5, "bias gradient"));
-  if (x_grad) EXPECT_TRUE(tensors_close(got.dx, ref.dx, 1e-5, "input gradient"));
+  if (bias) {
+    EXPECT_TRUE(tensors_close(got.db, ref.db, 1e-5, "bias gradient"));
+  }
+  if (x_grad) {
+    EXPECT_TRUE(tensors_close(got.dx, ref.dx, 1e-5, "input gradient"));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
