@@ -73,7 +73,7 @@ double caraml_tflops(double k, double b, double s, double l, double h, double v,
 TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
   TempDir dir;
   const auto r = run_command(kBinary + " llm_training --threads 2 -c " +
-                             write_tiny_config(dir.path()).string());
+                             write_tiny_config(dir.path(), "gemm_kernel: probe\n").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const fs::path run = test::only_run_dir(dir.path());
   for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh",
@@ -117,8 +117,8 @@ TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
   EXPECT_NEAR(std::stod(rows[5][7]), 1e-4, 1e-12);
 
   // system.json names the optimizer's kernel (the default: the one-pass AdamW on a CPU) and the
-  // linear layers' (the default on a CPU: a probe per shape), what the products ran and the
-  // probes behind it: one per distinct shape, every call of the model's linear layers counted.
+  // linear layers' (this run: a probe per shape), what the products ran (every call of the model's
+  // linear layers counted) and the probes behind it (one per distinct shape).
   const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
   EXPECT_EQ(sys.at("kernels"), nlohmann::json::array({"optimizer=fused_adamw", "gemm=probe"}))
       << sys.dump();

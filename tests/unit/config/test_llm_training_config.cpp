@@ -152,8 +152,8 @@ void expect_caraml_defaults(const LC& c) {
   EXPECT_FALSE(c.use_distributed_optimizer);
   // AdamW's one-pass update on a CPU, LibTorch's operations elsewhere.
   EXPECT_EQ(c.optimizer_kernel, "auto");
-  // The linear layers' products: oneDNN's or LibTorch's by a probe per shape on a CPU.
-  EXPECT_EQ(c.gemm_kernel, "auto");
+  // The linear layers' products: LibTorch's unless asked (a probe's verdict is per process).
+  EXPECT_EQ(c.gemm_kernel, "libtorch");
   EXPECT_EQ(c.log_interval, 5);
   EXPECT_EQ(c.eval_interval, 2000);
   EXPECT_EQ(c.eval_iters, 15);
