@@ -127,11 +127,10 @@ bool dnnl_linear_supported(const at::Tensor& x, const at::Tensor& w) {
   return linear_unsupported(x, w).empty();
 }
 
-at::Tensor dnnl_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  const std::string why = linear_unsupported(x, w);
-  if (!why.empty())
-    throw core::Error(
-        fmt::format("oneDNN linear: unsupported arguments ({}): {}", linear_describe(x, w), why));
+namespace {
+
+// dnnl_linear without its check: for callers that ran linear_unsupported already.
+at::Tensor apply_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
 #if SCAFFOLD_WITH_DNNL
   const int64_t k = w.size(1), n = w.size(0);
   const at::Tensor x2 = x.reshape({-1, k}).contiguous();
@@ -142,9 +141,19 @@ at::Tensor dnnl_linear(const at::Tensor& x, const at::Tensor& w, const at::Tenso
                                    : DnnlLinear<false>::apply(x2, w.contiguous());
   return y.view(shape);
 #else
-  (void)b;
+  (void)x, (void)w, (void)b;
   return at::Tensor();
 #endif
+}
+
+}  // namespace
+
+at::Tensor dnnl_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  const std::string why = linear_unsupported(x, w);
+  if (!why.empty())
+    throw core::Error(
+        fmt::format("oneDNN linear: unsupported arguments ({}): {}", linear_describe(x, w), why));
+  return apply_linear(x, w, b);
 }
 
 bool dnnl_gemm_pays(int64_t m, int64_t k, int64_t n) {
@@ -202,7 +211,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
     if (why.empty() && (kernel == GemmKernel::OneDnn ||
                         dnnl_gemm_pays(x.numel() / w.size(1), w.size(1), w.size(0)))) {
       if (use) use->ran("gemm", "onednn");
-      return dnnl_linear(x, w, b);
+      return apply_linear(x, w, b);  // checked above: once per call, not twice
     }
     if (use) use->ran("gemm", "libtorch", kernel == GemmKernel::OneDnn ? why : std::string());
   } else if (use) {
