@@ -50,14 +50,14 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from checklib import Failure, check, run_in_temp  # noqa: E402,F401 (Failure and check: the other checkers import them from here)
+from checklib import Failure, check, run_in_temp, with_this_python_first  # noqa: E402,F401 (Failure and check: the other checkers import them from here)
 
 
 class Env:
     def __init__(self, args, tmp):
         self.args = args
         self.tmp = tmp
-        self.environ = dict(os.environ, SCAFFOLD_BIN=args.scaffold)
+        self.environ = with_this_python_first(tmp, dict(os.environ, SCAFFOLD_BIN=args.scaffold))
 
     def jube(self, *argv, expect_ok=True):
         cmd = [self.args.jube] + list(argv)

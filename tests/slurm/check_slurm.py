@@ -45,7 +45,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from checklib import SKIP, Failure, Skip, check, run_in_temp  # noqa: E402
+from checklib import SKIP, Failure, Skip, check, run_in_temp, with_this_python_first  # noqa: E402
 
 
 def read(path):
@@ -57,8 +57,9 @@ class Env:
     def __init__(self, args, tmp, cluster):
         self.args = args
         self.tmp = tmp
-        self.environ = dict(os.environ, SCAFFOLD_BIN=args.scaffold, OMP_NUM_THREADS="1",
-                            OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        self.environ = with_this_python_first(tmp, dict(
+            os.environ, SCAFFOLD_BIN=args.scaffold, OMP_NUM_THREADS="1",
+            OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
         if cluster:
             self.environ["SLURM_CONF"] = os.path.join(cluster, "slurm.conf")
             self.environ["PATH"] = self.environ.get("PATH", "") + ":/usr/sbin:/sbin"
