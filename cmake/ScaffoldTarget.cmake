@@ -87,20 +87,30 @@ endfunction()
 # one of the libraries built with it reuses the precompiled LibTorch header too (its files parse
 # LibTorch's headers like the libraries' do). Executables whose files need no LibTorch keep
 # plain compiles: loading the header would only cost them.
-function(scaffold_torch_pch_if_linked target)
-  if(NOT SCAFFOLD_PCH)
-    return()
-  endif()
+# scaffold_links_torch(target out): out is TRUE when target links LibTorch or one of scaffold's
+# libraries that do (directly, as its LINK_LIBRARIES name them).
+function(scaffold_links_torch target out)
   get_property(torch_libraries GLOBAL PROPERTY SCAFFOLD_TORCH_LIBRARIES)
   get_target_property(links ${target} LINK_LIBRARIES)
   foreach(link IN LISTS links)
     if(link IN_LIST torch_libraries OR link IN_LIST TORCH_LIBRARIES)
-      scaffold_torch_pch_target(scaffold_torch_pch)
-      target_precompile_headers(${target} REUSE_FROM scaffold_torch_pch)
-      scaffold_pch_not_an_error(${target})
+      set(${out} TRUE PARENT_SCOPE)
       return()
     endif()
   endforeach()
+  set(${out} FALSE PARENT_SCOPE)
+endfunction()
+
+function(scaffold_torch_pch_if_linked target)
+  if(NOT SCAFFOLD_PCH)
+    return()
+  endif()
+  scaffold_links_torch(${target} links_torch)
+  if(links_torch)
+    scaffold_torch_pch_target(scaffold_torch_pch)
+    target_precompile_headers(${target} REUSE_FROM scaffold_torch_pch)
+    scaffold_pch_not_an_error(${target})
+  endif()
 endfunction()
 
 # Executables get tcmalloc first in their link line so it wins over glibc malloc.
