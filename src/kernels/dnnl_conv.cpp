@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "nn/memory_format.hpp"
 
 #if SCAFFOLD_WITH_DNNL
@@ -306,9 +307,9 @@ at::Tensor apply(const at::Tensor& x, const at::Tensor& w, const Conv& c) {
   return DnnlConvFunction::apply(x, w, c.stride, c.padding, static_cast<int64_t>(c.algorithm));
 }
 
+// The probes this process ran, with their times (the verdicts are in probe_verdicts()).
 struct ProbeBook {
   std::mutex mutex;
-  std::map<ShapeKey, bool> verdicts;
   std::vector<DnnlConvProbe> probes;
 };
 
@@ -387,35 +388,36 @@ bool dnnl_winograd_pays(const at::Tensor& x_in, const at::Tensor& w_in, at::IntA
       conv2d_arguments(x_in, w_in, stride, padding, DnnlAlgorithm::Winograd);
   if (!args) return false;
   const Conv& wino = *args;
-  ProbeBook& book = probe_book();
-  std::lock_guard<std::mutex> lock(book.mutex);
-  // Every call of a layer asks: the remembered verdict first, before any other work.
-  const ShapeKey key = shape_key(x_in, w_in, wino);
-  if (auto it = book.verdicts.find(key); it != book.verdicts.end()) return it->second;
-  if (!dnnl_conv2d_supported(x_in, w_in, stride, padding, DnnlAlgorithm::Winograd)) {
-    book.verdicts.emplace(key, false);  // no Winograd for this shape: nothing to measure
-    return false;
-  }
-  const at::NoGradGuard no_grad;
-  const at::Tensor x = x_in.detach(), w = w_in.detach();
-  DnnlConvProbe probe;
-  probe.shape = fmt::format("x {} {} {} w {} s{} p{}", fmt::join(x.sizes(), "x"),
-                            channels_last(x) ? "nhwc" : "nchw", c10::toString(x.scalar_type()),
-                            fmt::join(w.sizes(), "x"), fmt::join(wino.stride, "x"),
-                            fmt::join(wino.padding, "x"));
-  probe.winograd_ms = core::best_time_ms([&] {
-    const at::Tensor y = forward_impl(x, w, wino);
-    backward_impl(x, w, y, wino, true, true);
+  const std::string shape = fmt::format(
+      "x {} {} {} w {} s{} p{}", fmt::join(x_in.sizes(), "x"),
+      channels_last(x_in) ? "nhwc" : "nchw", c10::toString(x_in.scalar_type()),
+      fmt::join(w_in.sizes(), "x"), fmt::join(wino.stride, "x"), fmt::join(wino.padding, "x"));
+  const std::string verdict = probe_verdicts().choose("conv " + shape, [&] {
+    if (!dnnl_conv2d_supported(x_in, w_in, stride, padding, DnnlAlgorithm::Winograd))
+      return std::string("libtorch");  // no Winograd for this shape: nothing to measure
+    const at::NoGradGuard no_grad;
+    const at::Tensor x = x_in.detach(), w = w_in.detach();
+    DnnlConvProbe probe;
+    probe.shape = shape;
+    probe.winograd_ms = core::best_time_ms([&] {
+      const at::Tensor y = forward_impl(x, w, wino);
+      backward_impl(x, w, y, wino, true, true);
+    });
+    probe.libtorch_ms = core::best_time_ms([&] {
+      const at::Tensor y = at::conv2d(x, w, {}, wino.stride, wino.padding);
+      at::convolution_backward(y, x, w, c10::nullopt, wino.stride, wino.padding, {1, 1}, false,
+                               {0, 0}, 1, {true, true, false});
+    });
+    probe.winograd = probe.winograd_ms < kWinogradMargin * probe.libtorch_ms;
+    ProbeBook& book = probe_book();
+    const std::lock_guard<std::mutex> lock(book.mutex);
+    book.probes.push_back(probe);
+    return std::string(probe.winograd ? "winograd" : "libtorch");
   });
-  probe.libtorch_ms = core::best_time_ms([&] {
-    const at::Tensor y = at::conv2d(x, w, {}, wino.stride, wino.padding);
-    at::convolution_backward(y, x, w, c10::nullopt, wino.stride, wino.padding, {1, 1}, false,
-                             {0, 0}, 1, {true, true, false});
-  });
-  probe.winograd = probe.winograd_ms < kWinogradMargin * probe.libtorch_ms;
-  book.verdicts.emplace(key, probe.winograd);
-  book.probes.push_back(probe);
-  return probe.winograd;
+  // A verdict restored from a checkpoint written on another CPU may name a Winograd that this
+  // CPU's oneDNN does not have for the shape.
+  return verdict == "winograd" &&
+         dnnl_conv2d_supported(x_in, w_in, stride, padding, DnnlAlgorithm::Winograd);
 #else
   (void)x_in, (void)w_in, (void)stride, (void)padding;
   return false;

@@ -5,9 +5,7 @@
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <map>
 #include <mutex>
-#include <tuple>
 
 #if SCAFFOLD_WITH_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -16,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/timer.hpp"
 #include "kernels/kernel_use.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
 
 namespace scaffold::kernels {
@@ -85,9 +84,9 @@ struct DnnlLinear : public torch::autograd::Function<DnnlLinear<kBias>> {
   }
 };
 
+// The probes this process ran, with their times (the verdicts are in probe_verdicts()).
 struct GemmProbeBook {
   std::mutex mutex;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, bool> verdicts;
   std::vector<GemmProbe> probes;
 };
 GemmProbeBook& gemm_probe_book() {
@@ -118,6 +117,18 @@ std::string linear_unsupported(const at::Tensor& x, const at::Tensor& w) {
 }
 
 }  // namespace
+
+const char* to_string(GemmKernel kernel) {
+  switch (kernel) {
+    case GemmKernel::OneDnn:
+      return "onednn";
+    case GemmKernel::Probe:
+      return "probe";
+    case GemmKernel::LibTorch:
+      break;
+  }
+  return "libtorch";
+}
 
 bool dnnl_gemm_built() {
   return SCAFFOLD_WITH_DNNL != 0;
@@ -158,27 +169,28 @@ at::Tensor dnnl_linear(const at::Tensor& x, const at::Tensor& w, const at::Tenso
 
 bool dnnl_gemm_pays(int64_t m, int64_t k, int64_t n) {
 #if SCAFFOLD_WITH_DNNL
-  GemmProbeBook& book = gemm_probe_book();
-  const std::lock_guard<std::mutex> lock(book.mutex);
-  const auto key = std::make_tuple(m, k, n);
-  if (auto it = book.verdicts.find(key); it != book.verdicts.end()) return it->second;
-  const at::NoGradGuard no_grad;
-  const at::Tensor x = at::randn({m, k}), w = at::randn({n, k}), dy = at::randn({m, n});
-  GemmProbe probe{m, k, n};
-  probe.onednn_ms = core::best_time_ms([&] {
-    forward_product(x, w, at::Tensor());
-    input_gradient(dy, w);
-    weight_gradient(dy, x);
-  });
-  probe.libtorch_ms = core::best_time_ms([&] {
-    at::mm(x, w.t());
-    at::mm(dy, w);
-    at::mm(dy.t(), x);
-  });
-  probe.onednn = probe.onednn_ms < kGemmMargin * probe.libtorch_ms;
-  book.verdicts.emplace(key, probe.onednn);
-  book.probes.push_back(probe);
-  return probe.onednn;
+  // The key is the start of the probe's system.json line.
+  const std::string key = fmt::format("gemm {}x{} by {}x{}", m, k, n, k);
+  return probe_verdicts().choose(key, [&] {
+    const at::NoGradGuard no_grad;
+    const at::Tensor x = at::randn({m, k}), w = at::randn({n, k}), dy = at::randn({m, n});
+    GemmProbe probe{m, k, n};
+    probe.onednn_ms = core::best_time_ms([&] {
+      forward_product(x, w, at::Tensor());
+      input_gradient(dy, w);
+      weight_gradient(dy, x);
+    });
+    probe.libtorch_ms = core::best_time_ms([&] {
+      at::mm(x, w.t());
+      at::mm(dy, w);
+      at::mm(dy.t(), x);
+    });
+    probe.onednn = probe.onednn_ms < kGemmMargin * probe.libtorch_ms;
+    GemmProbeBook& book = gemm_probe_book();
+    const std::lock_guard<std::mutex> lock(book.mutex);
+    book.probes.push_back(probe);
+    return std::string(probe.onednn ? "onednn" : "libtorch");
+  }) == "onednn";
 #else
   (void)m, (void)k, (void)n;
   return false;

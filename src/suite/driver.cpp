@@ -11,6 +11,7 @@
 #include "core/sysinfo.hpp"
 #include "core/watchdog.hpp"
 #include "dist/communicator.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "profile/options.hpp"
 #include "report/system_info.hpp"
 #include "suite/record.hpp"
@@ -151,6 +152,9 @@ int Driver::run(WorkloadRun& run, const RunSettings& settings) {
   {
     report::SystemInfo info = system_info;
     run.describe_after_training(info);
+    // Probe verdicts taken from the checkpoint this run resumed from, whatever the workload.
+    for (std::string& line : kernels::probe_verdicts().restored_lines())
+      info.kernel_probes.push_back(std::move(line));
     if (report::system_info_json(info) != report::system_info_json(system_info))
       report::write_system_json(env.run_dir, info);
   }

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "train/checkpoint_envelope.hpp"
 
 namespace scaffold::train {
@@ -111,13 +112,17 @@ std::string serialize_state(torch::nn::Module& model, const torch::optim::Optimi
   put(archive, "loss_scale_good_steps", c.loss_scale_good_steps);
   put(archive, "loss_scale_hysteresis_left", c.loss_scale_hysteresis_left);
   archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
+  // The kernel probes' verdicts (kernels/probe_verdicts.hpp): a resumed run runs the kernels the
+  // first process chose, so its losses are the uninterrupted run's.
+  archive.write("kernel_verdicts", c10::IValue(kernels::probe_verdicts().serialize()));
   std::ostringstream out;
   archive.save_to(out);
   return checkpoint_envelope(out.str());
 }
 
 TrainCounters deserialize_state(const std::string& bytes, const std::string& source,
-                                torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+                                torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                                bool restore_kernel_verdicts) {
   try {
     torch::serialize::InputArchive archive, model_archive, optimizer_archive;
     const std::string_view payload = open_envelope(bytes, source);
@@ -152,6 +157,12 @@ TrainCounters deserialize_state(const std::string& bytes, const std::string& sou
     archive.read("rng_cpu", rng);
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     generator.set_state(rng);
+    // Absent in checkpoints written before the verdicts were kept: their shapes are probed again.
+    c10::IValue verdicts;
+    if (restore_kernel_verdicts && archive.try_read("kernel_verdicts", verdicts)) {
+      if (!verdicts.isString()) throw core::FileError(source, "kernel_verdicts is not text");
+      kernels::probe_verdicts().restore(verdicts.toStringRef(), source);
+    }
     return c;
   } catch (const core::Error&) {
     throw;
@@ -171,7 +182,8 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
 
 TrainCounters load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
                               torch::optim::Optimizer& optimizer) {
-  return deserialize_state(core::read_file(file), file.string(), model, optimizer);
+  return deserialize_state(core::read_file(file), file.string(), model, optimizer,
+                           /*restore_kernel_verdicts=*/true);
 }
 
 void CheckpointWriter::write(const std::filesystem::path& file, std::string bytes) {

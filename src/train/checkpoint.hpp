@@ -24,8 +24,11 @@ namespace scaffold::train {
 std::string serialize_state(torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
                             const TrainCounters& counters);
 // Loads into existing objects (same architecture and optimiser); `source` names it in errors.
+// restore_kernel_verdicts: also adopt the kernel probes' verdicts stored with the state
+// (kernels/probe_verdicts.hpp), as a resume from a file does; an in-process snapshot does not.
 TrainCounters deserialize_state(const std::string& bytes, const std::string& source,
-                                torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+                                torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                                bool restore_kernel_verdicts = false);
 
 // A checkpoint that is intact but does not fit the model or optimiser of this command (another
 // unet_base_channels, another optimizer): the command is wrong, not the file, so a restart must
@@ -39,6 +42,7 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
                      const torch::optim::Optimizer& optimizer, const TrainCounters& counters);
 // Throws core::FileError naming the file when it is missing, truncated, fails its digest or is
 // not a checkpoint; CheckpointMismatch when it is intact but of another model or optimiser.
+// Restores the kernel verdicts stored in it.
 TrainCounters load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
                               torch::optim::Optimizer& optimizer);
 

@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "core/timer.hpp"
 #include "kernels/batched_matmul.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
 
 namespace scaffold::fno {
@@ -245,9 +246,10 @@ at::Tensor irfft_modes_dft(const at::Tensor& kept, const std::vector<int64_t>& g
 
 namespace {
 
+// The probes this process ran, as system.json lines (the verdicts are in
+// kernels::probe_verdicts()).
 struct SpectralProbes {
   std::mutex mutex;
-  std::map<std::tuple<std::vector<int64_t>, int, std::vector<int64_t>>, bool> verdicts;
   std::vector<std::string> lines;
 };
 
@@ -259,32 +261,32 @@ SpectralProbes& spectral_probes() {
 }  // namespace
 
 bool dft_pays(const at::Tensor& x_in, const std::vector<int64_t>& modes) {
-  SpectralProbes& book = spectral_probes();
-  std::lock_guard<std::mutex> lock(book.mutex);
-  const auto key = std::make_tuple(x_in.sizes().vec(), static_cast<int>(x_in.scalar_type()), modes);
-  if (auto it = book.verdicts.find(key); it != book.verdicts.end()) return it->second;
-  // The backward is part of what is timed, also when asked in validation (no grad, or inference
-  // mode, whose tensors take no gradient: hence the copy).
-  const c10::InferenceMode normal(false);
-  const torch::AutoGradMode grad_on(true);
-  const at::Tensor x = x_in.detach().clone().requires_grad_(true);
-  const std::vector<int64_t> grid = x.sizes().slice(2).vec();
-  const auto round_trip = [&](bool dft) {
-    return [&, dft] {
-      const at::Tensor y = dft ? irfft_modes_dft(rfft_modes_dft(x, modes), grid)
-                               : irfft_modes(rfft_modes(x, modes), grid);
-      y.backward(y.detach());
-      x.mutable_grad() = at::Tensor();
+  const std::string shape = fmt::format("x {} {} modes {}", fmt::join(x_in.sizes(), "x"),
+                                        c10::toString(x_in.scalar_type()), fmt::join(modes, "x"));
+  return kernels::probe_verdicts().choose("spectral " + shape, [&] {
+    // The backward is part of what is timed, also when asked in validation (no grad, or
+    // inference mode, whose tensors take no gradient: hence the copy).
+    const c10::InferenceMode normal(false);
+    const torch::AutoGradMode grad_on(true);
+    const at::Tensor x = x_in.detach().clone().requires_grad_(true);
+    const std::vector<int64_t> grid = x.sizes().slice(2).vec();
+    const auto round_trip = [&](bool dft) {
+      return [&, dft] {
+        const at::Tensor y = dft ? irfft_modes_dft(rfft_modes_dft(x, modes), grid)
+                                 : irfft_modes(rfft_modes(x, modes), grid);
+        y.backward(y.detach());
+        x.mutable_grad() = at::Tensor();
+      };
     };
-  };
-  const double dft_ms = core::best_time_ms(round_trip(true)),
-               fft_ms = core::best_time_ms(round_trip(false));
-  const bool dft = dft_ms < kDftMargin * fft_ms;
-  book.verdicts.emplace(key, dft);
-  book.lines.push_back(fmt::format("spectral x {} {} modes {}: dft {:.2f} ms, fft {:.2f} ms -> {}",
-                                   fmt::join(x.sizes(), "x"), c10::toString(x.scalar_type()),
-                                   fmt::join(modes, "x"), dft_ms, fft_ms, dft ? "dft" : "fft"));
-  return dft;
+    const double dft_ms = core::best_time_ms(round_trip(true)),
+                 fft_ms = core::best_time_ms(round_trip(false));
+    const bool dft = dft_ms < kDftMargin * fft_ms;
+    SpectralProbes& book = spectral_probes();
+    const std::lock_guard<std::mutex> lock(book.mutex);
+    book.lines.push_back(fmt::format("spectral {}: dft {:.2f} ms, fft {:.2f} ms -> {}", shape,
+                                     dft_ms, fft_ms, dft ? "dft" : "fft"));
+    return std::string(dft ? "dft" : "fft");
+  }) == "dft";
 }
 
 const char* to_string(SpectralConvOptions::Transform t) {

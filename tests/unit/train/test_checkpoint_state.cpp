@@ -10,6 +10,7 @@
 #include <torch/optim/adam.h>
 #include <torch/serialize/output-archive.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/sha256.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "test_util.hpp"
 #include "train/checkpoint.hpp"
 #include "train/checkpoint_envelope.hpp"
@@ -155,6 +157,32 @@ TEST(CheckpointState, FileRoundTripAndNoTemporaryLeftOver) {
   Trained target(4);
   expect_same_counters(load_checkpoint(file, *target.model, target.adam), sample_counters());
   expect_same_state(target.model, target.adam, source.model, source.adam);
+}
+
+// The kernel probes' verdicts travel in the file: a resume adopts them, so a new process runs the
+// kernels the first one chose; a warm-up snapshot (in memory, the same process) leaves them be.
+TEST(CheckpointState, AFileCarriesTheKernelVerdictsAndAResumeRestoresThem) {
+  kernels::ProbeVerdicts& store = kernels::probe_verdicts();
+  const std::string key =
+      "checkpoint-test probe 7x7";  // this test's own key in the process's store
+  ASSERT_EQ(store.choose(key, [] { return std::string("fast"); }), "fast");
+  test::TempDir dir;
+  const fs::path file = dir.path() / "checkpoint_last";
+  Trained source(5);
+  save_checkpoint(file, *source.model, source.adam, sample_counters());
+  const std::string bytes = serialize_state(*source.model, source.adam, sample_counters());
+
+  // What another process measured for the same shape.
+  ASSERT_EQ(store.restore(key + "\tslow\n", "another process"), 1u);
+  const auto probe_again = [] { return std::string("probed again"); };
+  Trained target(6);
+  deserialize_state(bytes, "warm-up snapshot", *target.model, target.adam);
+  EXPECT_EQ(store.choose(key, probe_again), "slow") << "a snapshot restored the verdicts";
+  load_checkpoint(file, *target.model, target.adam);
+  EXPECT_EQ(store.choose(key, probe_again), "fast") << "the resume did not restore the verdicts";
+  const std::vector<std::string> lines = store.restored_lines();
+  EXPECT_NE(std::find(lines.begin(), lines.end(), key + " -> fast (restored from the checkpoint)"),
+            lines.end());
 }
 
 TEST(CheckpointState, GarbageBytesAreAFileErrorNamingTheSource) {

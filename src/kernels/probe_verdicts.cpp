@@ -1,0 +1,74 @@
+#include "kernels/probe_verdicts.hpp"
+
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace scaffold::kernels {
+
+namespace {
+
+bool single_field(const std::string& s) {
+  return !s.empty() && s.find_first_of("\t\n") == std::string::npos;
+}
+
+}  // namespace
+
+std::string ProbeVerdicts::choose(const std::string& key,
+                                  const std::function<std::string()>& probe) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
+  std::string verdict = probe();
+  if (!single_field(key) || !single_field(verdict))
+    throw core::Error("kernel probe: the key '" + key + "' or its verdict '" + verdict +
+                      "' is empty or holds a tab or newline");
+  verdicts_.emplace(key, verdict);
+  return verdict;
+}
+
+std::string ProbeVerdicts::serialize() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  std::string text;
+  for (const auto& [key, verdict] : verdicts_) text += key + "\t" + verdict + "\n";
+  return text;
+}
+
+std::size_t ProbeVerdicts::restore(const std::string& text, const std::string& source) {
+  std::map<std::string, std::string> parsed;
+  std::size_t line_no = 0;
+  for (std::size_t start = 0; start < text.size();) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    ++line_no;
+    const std::size_t tab = line.find('\t');
+    std::string key = tab == std::string::npos ? std::string() : line.substr(0, tab);
+    std::string verdict = tab == std::string::npos ? std::string() : line.substr(tab + 1);
+    if (!single_field(key) || !single_field(verdict))
+      throw core::Error(source + ": kernel verdict line " + std::to_string(line_no) + " is '" +
+                        line + "', expected '<probe and shape><TAB><kernel>'");
+    parsed[std::move(key)] = std::move(verdict);
+  }
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [key, verdict] : parsed) {
+    verdicts_[key] = verdict;
+    restored_[key] = verdict;
+  }
+  return parsed.size();
+}
+
+std::vector<std::string> ProbeVerdicts::restored_lines() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> lines;
+  for (const auto& [key, verdict] : restored_)
+    lines.push_back(key + " -> " + verdict + " (restored from the checkpoint)");
+  return lines;
+}
+
+ProbeVerdicts& probe_verdicts() {
+  static ProbeVerdicts store;
+  return store;
+}
+
+}  // namespace scaffold::kernels

@@ -1,0 +1,53 @@
+// The verdicts of this process's kernel probes, per shape, in one store that a checkpoint carries.
+//
+// Some kernel choices are measured, not ruled: oneDNN's sgemm against LibTorch's products (GPT),
+// oneDNN's Winograd convolution against LibTorch's (ResNet), the FNO's DFT against its FFT. Each
+// probe times both kernels the first time a shape comes, in this process, and keeps the winner.
+// Two processes can reach different verdicts for the same shape (the two are often within the
+// machine's noise), and the kernels round differently: a run resumed in a new process then drifts
+// from the uninterrupted run in the 7th digit. The checkpoint stores every verdict (serialize), the
+// resumed process restores them before its first step (restore), and every shape the first
+// process met runs the kernel it ran there. Shapes first met after the checkpoint are probed
+// afresh. docs/reliability.md, "Checkpoints and restarts".
+//
+// A key names the probe and the shape, as its system.json line starts (e.g. "gemm 1024x768 by
+// 2304x768"), a verdict the kernel chosen ("onednn"). No tensor code; safe to call from any thread.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace scaffold::kernels {
+
+class ProbeVerdicts {
+ public:
+  // The verdict for `key`: the stored one, else probe()'s, stored. The lock is held while probe()
+  // runs, so one thread measures a shape and the others wait for its verdict (a probe must not
+  // ask the store again). Keys and verdicts are single lines without '\t'.
+  std::string choose(const std::string& key, const std::function<std::string()>& probe);
+
+  // Every verdict as "key\tverdict" lines, sorted by key: what a checkpoint stores.
+  std::string serialize() const;
+  // Adds serialize()'s verdicts, replacing those of the same keys (a shape probed in this process
+  // before the restore takes the checkpoint's kernel from now on). A line that is not
+  // "key\tverdict" is a core::Error naming `source`, the line and what was expected; nothing is
+  // restored then. Returns how many verdicts were restored.
+  std::size_t restore(const std::string& text, const std::string& source);
+  // system.json's kernel_probes lines of the restored verdicts, "<key> -> <verdict> (restored
+  // from the checkpoint)", sorted by key.
+  std::vector<std::string> restored_lines() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::string> verdicts_;
+  std::map<std::string, std::string> restored_;
+};
+
+// This process's store.
+ProbeVerdicts& probe_verdicts();
+
+}  // namespace scaffold::kernels
