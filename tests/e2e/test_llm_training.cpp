@@ -290,6 +290,20 @@ TEST(LlmTraining, TheDistributedOptimizerAndTensorParallelismResumeFromPerRankFi
     EXPECT_NEAR(whole[i], plain[i], 1e-5 * plain[i]) << "interval " << i;
     EXPECT_NEAR(parts[i], whole[i], 1e-9 * whole[i]) << "interval " << i;
   }
+  // gemm_kernel is auto (the default): the products' kernels are chosen by a probe in each
+  // process, and the resumed process ran the checkpoint's verdicts, which its system.json lists.
+  // (A build without oneDNN probes nothing.)
+  const auto system_of = [&](const std::string& job) {
+    return nlohmann::json::parse(core::read_file(run_of(job) / "system.json"));
+  };
+  const nlohmann::json whole_system = system_of("whole"), part_system = system_of("part");
+  if (!whole_system.value("kernel_probes", nlohmann::json::array()).empty()) {
+    int restored = 0;
+    for (const auto& line : part_system.at("kernel_probes"))
+      if (line.get<std::string>().find("(restored from the checkpoint)") != std::string::npos)
+        ++restored;
+    EXPECT_GT(restored, 0) << part_system.dump(1);
+  }
   // Memory per rank, as each run measured it: Adam's state is halved by the sharding over DP 2
   // (within DP elements of 8 bytes), and the plain run holds 8 bytes per parameter.
   const auto summary = [&](const std::string& job) {

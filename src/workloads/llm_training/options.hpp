@@ -102,10 +102,10 @@ struct LlmTrainingConfig {
   std::string optimizer_kernel = "auto";
   // The linear layers' matrix products: onednn (oneDNN's sgemm, float32 on a CPU), libtorch
   // (at::linear, the reference), probe (oneDNN for the shapes where a measurement in the process
-  // finds it >= 10 % faster), auto: probe on a CPU, libtorch elsewhere (docs/llm.md). The default
-  // is libtorch: a probe's verdict can differ between processes, and a resumed run must give the
-  // uninterrupted run's losses (docs/llm.md, "The matrix products' kernel").
-  std::string gemm_kernel = "libtorch";
+  // finds it >= 10 % faster), auto: probe on a CPU, libtorch elsewhere (docs/llm.md). A resumed
+  // run keeps the verdicts its checkpoint stored, so it gives the uninterrupted run's losses
+  // (docs/llm.md, "The matrix products' kernel").
+  std::string gemm_kernel = "auto";
 
   // Logging, validation, checkpoints (iterations).
   int64_t log_interval = 5;

@@ -153,7 +153,7 @@ void expect_caraml_defaults(const LC& c) {
   // AdamW's one-pass update on a CPU, LibTorch's operations elsewhere.
   EXPECT_EQ(c.optimizer_kernel, "auto");
   // The linear layers' products: LibTorch's unless asked (a probe's verdict is per process).
-  EXPECT_EQ(c.gemm_kernel, "libtorch");
+  EXPECT_EQ(c.gemm_kernel, "auto");
   EXPECT_EQ(c.log_interval, 5);
   EXPECT_EQ(c.eval_interval, 2000);
   EXPECT_EQ(c.eval_iters, 15);
