@@ -20,6 +20,8 @@ namespace scaffold::kernels {
 class KernelUse;
 
 enum class GemmKernel { LibTorch, OneDnn, Probe };
+// "libtorch", "onednn", "probe": the config's and system.json's names.
+const char* to_string(GemmKernel kernel);
 
 // Whether this build has oneDNN's sgemm (libdnnl-dev at configure time).
 bool dnnl_gemm_built();

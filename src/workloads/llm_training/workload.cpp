@@ -211,18 +211,6 @@ double measure_peak_tflops(const c10::Device& device, const std::string& precisi
   return 2.0 * static_cast<double>(n * n * n) / best / 1e12;
 }
 
-std::string gemm_name(kernels::GemmKernel k) {
-  switch (k) {
-    case kernels::GemmKernel::OneDnn:
-      return "onednn";
-    case kernels::GemmKernel::Probe:
-      return "probe";
-    case kernels::GemmKernel::LibTorch:
-      break;
-  }
-  return "libtorch";
-}
-
 std::string param_text(int64_t v) {
   return std::to_string(v);
 }
@@ -261,7 +249,8 @@ class LlmRun : public suite::WorkloadRun {
     // Refuses fused off the CPU here, before any data is made.
     const bool fused = fused_optimizer(cfg_.optimizer_kernel, env.device);
     info.kernels.push_back(std::string("optimizer=") + (fused ? "fused_adamw" : "libtorch"));
-    info.kernels.push_back("gemm=" + gemm_name(gemm_kernel(cfg_.gemm_kernel, env.device)));
+    info.kernels.push_back(std::string("gemm=") +
+                           kernels::to_string(gemm_kernel(cfg_.gemm_kernel, env.device)));
   }
 
   // What rank 0's linear layers ran, counted call by call, and the probes behind the choice.
@@ -302,7 +291,7 @@ class LlmRun : public suite::WorkloadRun {
     mo_.kernel_use = std::make_shared<kernels::KernelUse>();
     mo_.kernel_use->chose("gemm", mo_.gemm == kernels::GemmKernel::Probe
                                       ? std::vector<std::string>{"onednn", "libtorch"}
-                                      : std::vector<std::string>{gemm_name(mo_.gemm)});
+                                      : std::vector<std::string>{kernels::to_string(mo_.gemm)});
     const int64_t log_interval = cfg_.log_interval;
     dist::run_agreed(env.comm, [&] {
       torch::manual_seed(static_cast<uint64_t>(cfg_.seed));  // the same master weights everywhere
