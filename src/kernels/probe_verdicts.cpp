@@ -1,5 +1,7 @@
 #include "kernels/probe_verdicts.hpp"
 
+#include <fmt/format.h>
+
 #include <utility>
 
 #include "core/error.hpp"
@@ -29,7 +31,8 @@ std::string ProbeVerdicts::choose(const std::string& key,
 std::string ProbeVerdicts::serialize() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   std::string text;
-  for (const auto& [key, verdict] : verdicts_) text += key + "\t" + verdict + "\n";
+  for (const auto& [key, verdict] : verdicts_)
+    text.append(key).append("\t").append(verdict) += '\n';
   return text;
 }
 
@@ -46,14 +49,16 @@ std::size_t ProbeVerdicts::restore(const std::string& text, const std::string& s
     std::string key = tab == std::string::npos ? std::string() : line.substr(0, tab);
     std::string verdict = tab == std::string::npos ? std::string() : line.substr(tab + 1);
     if (!single_field(key) || !single_field(verdict))
-      throw core::Error(source + ": kernel verdict line " + std::to_string(line_no) + " is '" +
-                        line + "', expected '<probe and shape><TAB><kernel>'");
+      throw core::Error(
+          fmt::format("{}: kernel verdict line {} is '{}', expected '<probe and "
+                      "shape><TAB><kernel>'",
+                      source, line_no, line));
     parsed[std::move(key)] = std::move(verdict);
   }
   const std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& [key, verdict] : parsed) {
     verdicts_[key] = verdict;
-    restored_[key] = verdict;
+    restored_.insert(key);
   }
   return parsed.size();
 }
@@ -61,8 +66,8 @@ std::size_t ProbeVerdicts::restore(const std::string& text, const std::string& s
 std::vector<std::string> ProbeVerdicts::restored_lines() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::string> lines;
-  for (const auto& [key, verdict] : restored_)
-    lines.push_back(key + " -> " + verdict + " (restored from the checkpoint)");
+  for (const std::string& key : restored_)
+    lines.push_back(key + " -> " + verdicts_.at(key) + " (restored from the checkpoint)");
   return lines;
 }
 

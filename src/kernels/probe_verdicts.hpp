@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,7 @@ class ProbeVerdicts {
  private:
   mutable std::mutex mutex_;
   std::map<std::string, std::string> verdicts_;
-  std::map<std::string, std::string> restored_;
+  std::set<std::string> restored_;  // keys of verdicts_ that came from restore()
 };
 
 // This process's store.
