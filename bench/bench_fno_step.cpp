@@ -21,6 +21,7 @@
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "kernels/fused_adam.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "workloads/fno/fno.hpp"
 
 using namespace scaffold;
@@ -123,7 +124,8 @@ int run(const BenchOptions& o) {
       "loss0={:.8f} step_ms={:.3f} timesteps_per_s={:.2f} peak_rss_mib={} transform={}\n",
       grid, o.channels, o.modes, o.width, o.layers, o.batch, threads, params, loss0, ms,
       static_cast<double>(o.batch) / (ms / 1e3), peak_rss_mib(), o.transform);
-  for (const std::string& line : fno::spectral_probe_lines()) fmt::print("  probe: {}\n", line);
+  for (const std::string& line : kernels::probe_verdicts().lines())
+    fmt::print("  probe: {}\n", line);
   return 0;
 }
 

@@ -26,6 +26,7 @@
 #include "core/timer.hpp"
 #include "core/version.hpp"
 #include "kernels/kernel_use.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
 #include "workloads/image_classification/resnet.hpp"
 
@@ -217,7 +218,8 @@ int run(const BenchOptions& o) {
              other_cpu * 100);
   fmt::print("  3x3 convolutions: {} ({})\n", imgcls::to_string(mo.conv.kernel),
              fmt::join(mo.conv.use->summary(), "; "));
-  for (const std::string& line : imgcls::conv_probe_lines()) fmt::print("  probe: {}\n", line);
+  for (const std::string& line : kernels::probe_verdicts().lines())
+    fmt::print("  probe: {}\n", line);
   // One machine-readable line; resnet_step.py prints the same keys.
   fmt::print(
       "result impl=cpp depth={} batch={} image={} classes={} dtype={} layout={} threads={} "

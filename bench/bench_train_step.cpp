@@ -30,6 +30,7 @@
 #include "core/version.hpp"
 #include "kernels/dnnl_conv.hpp"
 #include "kernels/fused_adam.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
 #include "profile/profiler.hpp"
 #include "profile/torch_ops.hpp"
@@ -179,8 +180,8 @@ int run(const BenchOptions& o) {
   // As scaffold benchmark does: 1.13's CPU bf16 max_pool3d / conv_transpose3d are missing or wrong.
   mo.fp32_pool_and_upsample = o.bf16 && !model::bf16_pool_and_upsample_work(device);
   // The CPU kernels of issue 17: native = what scaffold benchmark's `auto` keys pick for this
-  // device, layout and precision; libtorch = none; or a comma list of winograd, conv (oneDNN),
-  // upconv, norm, pool, head, loss to measure each alone.
+  // device, layout and precision; libtorch = none; or a comma list of probe, winograd, conv
+  // (oneDNN), upconv, norm, pool, head, loss to measure each alone.
   bool fused_loss = false;
   if (o.kernels == "native") {
     model::KernelTarget target;
@@ -195,8 +196,10 @@ int run(const BenchOptions& o) {
     const auto uses = [&](const char* k) {
       return ("," + o.kernels + ",").find(std::string(",") + k + ",") != std::string::npos;
     };
-    // winograd: Winograd where it pays, oneDNN (where built) for the other layers.
-    mo.kernels.conv = uses("winograd")                               ? model::ConvKernel::Winograd
+    // probe: Winograd where it measures faster, winograd: on every layer it takes; oneDNN (where
+    // built) for the other layers.
+    mo.kernels.conv = uses("probe")                                  ? model::ConvKernel::Probe
+                      : uses("winograd")                             ? model::ConvKernel::Winograd
                       : uses("conv") && kernels::dnnl_conv3d_built() ? model::ConvKernel::OneDnn
                                                                      : model::ConvKernel::LibTorch;
     mo.kernels.upconv = uses("upconv") ? model::UpconvKernel::Gemm : model::UpconvKernel::LibTorch;
@@ -346,6 +349,8 @@ int run(const BenchOptions& o) {
       "  memory: VmRSS before the first step {:.0f} MiB, VmHWM after the steps {:.0f} MiB "
       "(+{:.0f} MiB); first-step loss {:.6f}\n",
       rss_before_bytes / kMiB, hwm_bytes / kMiB, (hwm_bytes - rss_before_bytes) / kMiB, loss0);
+  for (const std::string& line : kernels::probe_verdicts().lines())
+    fmt::print("  probe: {}\n", line);
   // One machine-readable line; train_step.py prints the same keys (gemm_* excepted).
   fmt::print(
       "result impl=cpp device={} gemm_dtype={} scale={} base={} layers={} batch={} dtype={} "
@@ -383,7 +388,7 @@ int parse_and_run(int argc, char** argv) {
   app.add_flag("--channels-last", o.channels_last, "parameters and input in ChannelsLast3d");
   app.add_option("--kernels", o.kernels,
                  "CPU kernels: native (what the auto keys pick), libtorch, or a comma list of "
-                 "winograd, conv (oneDNN), upconv, norm, pool, head, loss");
+                 "probe, winograd, conv (oneDNN), upconv, norm, pool, head, loss");
   app.add_option("--gemm-n", o.gemm_n, "side of the fp32 GEMM (0: skip)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--gemm-reps", o.gemm_reps, "timed GEMMs (median)")->check(CLI::PositiveNumber);

@@ -307,17 +307,6 @@ at::Tensor apply(const at::Tensor& x, const at::Tensor& w, const Conv& c) {
   return DnnlConvFunction::apply(x, w, c.stride, c.padding, static_cast<int64_t>(c.algorithm));
 }
 
-// The probes this process ran, with their times (the verdicts are in probe_verdicts()).
-struct ProbeBook {
-  std::mutex mutex;
-  std::vector<DnnlConvProbe> probes;
-};
-
-ProbeBook& probe_book() {
-  static ProbeBook book;
-  return book;
-}
-
 }  // namespace
 #endif
 
@@ -394,25 +383,20 @@ bool dnnl_winograd_pays(const at::Tensor& x_in, const at::Tensor& w_in, at::IntA
       fmt::join(w_in.sizes(), "x"), fmt::join(wino.stride, "x"), fmt::join(wino.padding, "x"));
   const std::string verdict = probe_verdicts().choose("conv " + shape, [&] {
     if (!dnnl_conv2d_supported(x_in, w_in, stride, padding, DnnlAlgorithm::Winograd))
-      return std::string("libtorch");  // no Winograd for this shape: nothing to measure
+      return ProbeResult{"libtorch", {}};  // no Winograd for this shape: nothing to measure
     const at::NoGradGuard no_grad;
     const at::Tensor x = x_in.detach(), w = w_in.detach();
-    DnnlConvProbe probe;
-    probe.shape = shape;
-    probe.winograd_ms = core::best_time_ms([&] {
+    const double winograd_ms = core::best_time_ms([&] {
       const at::Tensor y = forward_impl(x, w, wino);
       backward_impl(x, w, y, wino, true, true);
     });
-    probe.libtorch_ms = core::best_time_ms([&] {
+    const double libtorch_ms = core::best_time_ms([&] {
       const at::Tensor y = at::conv2d(x, w, {}, wino.stride, wino.padding);
       at::convolution_backward(y, x, w, c10::nullopt, wino.stride, wino.padding, {1, 1}, false,
                                {0, 0}, 1, {true, true, false});
     });
-    probe.winograd = probe.winograd_ms < kWinogradMargin * probe.libtorch_ms;
-    ProbeBook& book = probe_book();
-    const std::lock_guard<std::mutex> lock(book.mutex);
-    book.probes.push_back(probe);
-    return std::string(probe.winograd ? "winograd" : "libtorch");
+    return ProbeResult{winograd_ms < kWinogradMargin * libtorch_ms ? "winograd" : "libtorch",
+                       {{"winograd", winograd_ms}, {"libtorch", libtorch_ms}}};
   });
   // A verdict restored from a checkpoint written on another CPU may name a Winograd that this
   // CPU's oneDNN does not have for the shape.
@@ -421,16 +405,6 @@ bool dnnl_winograd_pays(const at::Tensor& x_in, const at::Tensor& w_in, at::IntA
 #else
   (void)x_in, (void)w_in, (void)stride, (void)padding;
   return false;
-#endif
-}
-
-std::vector<DnnlConvProbe> dnnl_conv_probes() {
-#if SCAFFOLD_WITH_DNNL
-  ProbeBook& book = probe_book();
-  std::lock_guard<std::mutex> lock(book.mutex);
-  return book.probes;
-#else
-  return {};
 #endif
 }
 

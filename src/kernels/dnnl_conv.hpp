@@ -50,30 +50,20 @@ bool dnnl_conv2d_supported(const at::Tensor& x, const at::Tensor& w, at::IntArra
 at::Tensor dnnl_conv2d(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
                        at::IntArrayRef padding, DnnlAlgorithm algorithm);
 
-// One shape's measurement: the time of forward + backward data + backward weights with oneDNN's
-// Winograd and with LibTorch's convolution, the best of two rounds after a warm-up one.
-struct DnnlConvProbe {
-  std::string shape;  // e.g. "x 8x64x56x56 nhwc Float w 64x64x3x3 s1x1 p1x1"
-  double winograd_ms = 0.0;
-  double libtorch_ms = 0.0;
-  bool winograd = false;  // the verdict: winograd_ms < kWinogradMargin * libtorch_ms
-};
-
 // How much faster Winograd must measure to be chosen: a tie goes to LibTorch's convolution, the
 // reference, which also needs less memory (at ResNet-50's 512-channel 7x7 layers, where the two
 // measure within noise of each other on a Zen 4, Winograd's transforms raised the step's peak
-// memory by ~190 MiB and its time by up to 10 %).
+// memory by ~190 MiB and its time by up to 10 %). The U-Net's 3-D Winograd (winograd_conv.hpp)
+// is chosen with the same margin against oneDNN's direct 3-D kernel.
 inline constexpr double kWinogradMargin = 0.9;
 
 // Whether oneDNN's Winograd is faster than LibTorch's convolution (at::conv2d and its backward:
 // oneDNN's direct kernel on a CPU) for this convolution on this machine, by kWinogradMargin:
 // measured the first time a shape is asked (on the caller's tensors, without autograd; three
-// forward + backward passes of each) and remembered for the process. False without a Winograd
-// implementation for it.
+// forward + backward passes of each) and remembered for the process in probe_verdicts(), whose
+// line reads "conv x 8x64x56x56 nhwc Float w 64x64x3x3 s1x1 p1x1: winograd 9.18 ms, libtorch
+// 15.47 ms -> winograd". False without a Winograd implementation for it.
 bool dnnl_winograd_pays(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
                         at::IntArrayRef padding);
-
-// Every probe this process ran, in the order it ran them (system.json's kernel_probes).
-std::vector<DnnlConvProbe> dnnl_conv_probes();
 
 }  // namespace scaffold::kernels

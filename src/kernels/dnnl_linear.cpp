@@ -5,8 +5,6 @@
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <mutex>
-
 #if SCAFFOLD_WITH_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #endif
@@ -84,15 +82,6 @@ struct DnnlLinear : public torch::autograd::Function<DnnlLinear<kBias>> {
   }
 };
 
-// The probes this process ran, with their times (the verdicts are in probe_verdicts()).
-struct GemmProbeBook {
-  std::mutex mutex;
-  std::vector<GemmProbe> probes;
-};
-GemmProbeBook& gemm_probe_book() {
-  static GemmProbeBook book;
-  return book;
-}
 #endif
 
 std::string linear_describe(const at::Tensor& x, const at::Tensor& w) {
@@ -174,46 +163,23 @@ bool dnnl_gemm_pays(int64_t m, int64_t k, int64_t n) {
   return probe_verdicts().choose(key, [&] {
     const at::NoGradGuard no_grad;
     const at::Tensor x = at::randn({m, k}), w = at::randn({n, k}), dy = at::randn({m, n});
-    GemmProbe probe{m, k, n};
-    probe.onednn_ms = core::best_time_ms([&] {
+    const double onednn_ms = core::best_time_ms([&] {
       forward_product(x, w, at::Tensor());
       input_gradient(dy, w);
       weight_gradient(dy, x);
     });
-    probe.libtorch_ms = core::best_time_ms([&] {
+    const double libtorch_ms = core::best_time_ms([&] {
       at::mm(x, w.t());
       at::mm(dy, w);
       at::mm(dy.t(), x);
     });
-    probe.onednn = probe.onednn_ms < kGemmMargin * probe.libtorch_ms;
-    GemmProbeBook& book = gemm_probe_book();
-    const std::lock_guard<std::mutex> lock(book.mutex);
-    book.probes.push_back(probe);
-    return std::string(probe.onednn ? "onednn" : "libtorch");
+    return ProbeResult{onednn_ms < kGemmMargin * libtorch_ms ? "onednn" : "libtorch",
+                       {{"onednn", onednn_ms}, {"libtorch", libtorch_ms}}};
   }) == "onednn";
 #else
   (void)m, (void)k, (void)n;
   return false;
 #endif
-}
-
-std::vector<GemmProbe> dnnl_gemm_probes() {
-#if SCAFFOLD_WITH_DNNL
-  GemmProbeBook& book = gemm_probe_book();
-  const std::lock_guard<std::mutex> lock(book.mutex);
-  return book.probes;
-#else
-  return {};
-#endif
-}
-
-std::vector<std::string> gemm_probe_lines() {
-  std::vector<std::string> lines;
-  for (const GemmProbe& p : dnnl_gemm_probes())
-    lines.push_back(fmt::format("gemm {}x{} by {}x{}: onednn {:.2f} ms, libtorch {:.2f} ms -> {}",
-                                p.m, p.k, p.n, p.k, p.onednn_ms, p.libtorch_ms,
-                                p.onednn ? "onednn" : "libtorch"));
-  return lines;
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, GemmKernel kernel,

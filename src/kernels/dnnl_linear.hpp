@@ -40,19 +40,10 @@ inline constexpr double kGemmMargin = 0.9;
 
 // The probe: whether oneDNN's three products of an (m x k) input and an (n x k) weight are at
 // least 1 / kGemmMargin times faster than LibTorch's (at::mm), measured once per shape in this
-// process (best of 2 after a warm-up, on random tensors) and remembered. False without oneDNN.
+// process (best of 2 after a warm-up, on random tensors) and remembered in probe_verdicts(), whose
+// line reads "gemm 1024x768 by 2304x768: onednn 6.10 ms, libtorch 13.20 ms -> onednn". False
+// without oneDNN.
 bool dnnl_gemm_pays(int64_t m, int64_t k, int64_t n);
-
-struct GemmProbe {
-  int64_t m = 0, k = 0, n = 0;
-  double onednn_ms = 0, libtorch_ms = 0;
-  bool onednn = false;
-};
-// Every probe this process ran, in order.
-std::vector<GemmProbe> dnnl_gemm_probes();
-// system.json's kernel_probes lines of those probes, e.g.
-// "gemm 1024x768 by 2304x768: onednn 6.10 ms, libtorch 13.20 ms -> onednn".
-std::vector<std::string> gemm_probe_lines();
 
 // at::linear by `kernel`: LibTorch, oneDNN where it takes the arguments, or oneDNN where it takes
 // them and the probe says it pays. Each call is counted in `use` (op "gemm") when given, with the

@@ -1,7 +1,9 @@
 #include "kernels/probe_verdicts.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <iterator>
 #include <utility>
 
 #include "core/error.hpp"
@@ -16,15 +18,26 @@ bool single_field(const std::string& s) {
 
 }  // namespace
 
+std::string ProbeMeasurement::line() const {
+  std::vector<std::string> times;
+  times.reserve(result.timings.size());
+  for (const ProbeTiming& t : result.timings)
+    times.push_back(fmt::format("{} {:.2f} ms", t.kernel, t.ms));
+  if (times.empty()) return key + " -> " + result.verdict;  // chosen without measuring
+  return fmt::format("{}: {} -> {}", key, fmt::join(times, ", "), result.verdict);
+}
+
 std::string ProbeVerdicts::choose(const std::string& key,
-                                  const std::function<std::string()>& probe) {
+                                  const std::function<ProbeResult()>& probe) {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
-  std::string verdict = probe();
-  if (!single_field(key) || !single_field(verdict))
-    throw core::Error("kernel probe: the key '" + key + "' or its verdict '" + verdict +
+  ProbeResult result = probe();
+  if (!single_field(key) || !single_field(result.verdict))
+    throw core::Error("kernel probe: the key '" + key + "' or its verdict '" + result.verdict +
                       "' is empty or holds a tab or newline");
-  verdicts_.emplace(key, verdict);
+  verdicts_.emplace(key, result.verdict);
+  std::string verdict = result.verdict;
+  measured_.push_back(ProbeMeasurement{key, std::move(result)});
   return verdict;
 }
 
@@ -69,6 +82,20 @@ std::vector<std::string> ProbeVerdicts::restored_lines() const {
   for (const std::string& key : restored_)
     lines.push_back(key + " -> " + verdicts_.at(key) + " (restored from the checkpoint)");
   return lines;
+}
+
+std::vector<ProbeMeasurement> ProbeVerdicts::measurements() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return measured_;
+}
+
+std::vector<std::string> ProbeVerdicts::lines() const {
+  std::vector<std::string> all;
+  for (const ProbeMeasurement& m : measurements()) all.push_back(m.line());
+  std::vector<std::string> restored = restored_lines();
+  all.insert(all.end(), std::make_move_iterator(restored.begin()),
+             std::make_move_iterator(restored.end()));
+  return all;
 }
 
 ProbeVerdicts& probe_verdicts() {

@@ -11,7 +11,9 @@
 // afresh. docs/reliability.md, "Checkpoints and restarts".
 //
 // A key names the probe and the shape, as its system.json line starts (e.g. "gemm 1024x768 by
-// 2304x768"), a verdict the kernel chosen ("onednn"). No tensor code; safe to call from any thread.
+// 2304x768"), a verdict the kernel chosen ("onednn"). The store also keeps each measurement's line
+// (system.json's kernel_probes, which the suite's driver writes for every workload). No tensor
+// code; safe to call from any thread.
 #pragma once
 
 #include <cstddef>
@@ -24,12 +26,30 @@
 
 namespace scaffold::kernels {
 
+// What a probe measured: each kernel's time and the kernel it chose.
+struct ProbeTiming {
+  std::string kernel;
+  double ms = 0.0;
+};
+struct ProbeResult {
+  std::string verdict;
+  std::vector<ProbeTiming> timings;
+};
+// One probe this process ran. line() is its system.json kernel_probes line, "<key>: <kernel> <ms>
+// ms, <kernel> <ms> ms -> <verdict>", e.g. "gemm 1024x768 by 2304x768: onednn 10.20 ms, libtorch
+// 12.31 ms -> onednn"; "<key> -> <verdict>" for a probe that chose without timing anything.
+struct ProbeMeasurement {
+  std::string key;
+  ProbeResult result;
+  std::string line() const;
+};
+
 class ProbeVerdicts {
  public:
-  // The verdict for `key`: the stored one, else probe()'s, stored. The lock is held while probe()
-  // runs, so one thread measures a shape and the others wait for its verdict (a probe must not
-  // ask the store again). Keys and verdicts are single lines without '\t'.
-  std::string choose(const std::string& key, const std::function<std::string()>& probe);
+  // The verdict for `key`: the stored one, else probe()'s, stored with its line. The lock is held
+  // while probe() runs, so one thread measures a shape and the others wait for its verdict (a
+  // probe must not ask the store again). Keys and verdicts are single lines without '\t'.
+  std::string choose(const std::string& key, const std::function<ProbeResult()>& probe);
 
   // Every verdict as "key\tverdict" lines, sorted by key: what a checkpoint stores.
   std::string serialize() const;
@@ -41,11 +61,16 @@ class ProbeVerdicts {
   // system.json's kernel_probes lines of the restored verdicts, "<key> -> <verdict> (restored
   // from the checkpoint)", sorted by key.
   std::vector<std::string> restored_lines() const;
+  // The probes this process ran, in the order they ran.
+  std::vector<ProbeMeasurement> measurements() const;
+  // system.json's kernel_probes: the measurements' lines, then restored_lines().
+  std::vector<std::string> lines() const;
 
  private:
   mutable std::mutex mutex_;
   std::map<std::string, std::string> verdicts_;
   std::set<std::string> restored_;  // keys of verdicts_ that came from restore()
+  std::vector<ProbeMeasurement> measured_;
 };
 
 // This process's store.

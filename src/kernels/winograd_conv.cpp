@@ -11,18 +11,25 @@
 #include "kernels/winograd_conv.hpp"
 
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/timer.hpp"
+#include "kernels/dnnl_conv.hpp"
 #include "kernels/parallel.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "kernels/simd.hpp"
 #include "nn/memory_format.hpp"
 
@@ -777,11 +784,35 @@ int64_t winograd_conv3d_calls() {
   return forward_calls.load();
 }
 
-bool winograd_conv3d_pays(const at::Tensor& x, const at::Tensor& w) {
-  if (!winograd_conv3d_supported(x, w)) return false;
-  const int64_t c = x.size(1), o = w.size(0);
-  const int64_t tiles = Grid(x.size(0), x.size(2), x.size(3), x.size(4), c, false).tiles();
-  return tiles >= (std::min(c, o) >= 32 ? 512 : 2048);
+bool winograd_conv3d_pays(const at::Tensor& x_in, const at::Tensor& w_in) {
+  if (!winograd_conv3d_supported(x_in, w_in)) return false;
+  // The key is the start of the probe's system.json line.
+  const std::string key =
+      fmt::format("conv3d x {} {} w {}", fmt::join(x_in.sizes(), "x"),
+                  nn::is_channels_last_3d(x_in) ? "ndhwc" : "ncdhw", fmt::join(w_in.sizes(), "x"));
+  return probe_verdicts().choose(key, [&] {
+    // Forward and backward of each, also when first asked in validation (no grad, or inference
+    // mode, whose tensors take no gradient: hence the copies).
+    const c10::InferenceMode normal(false);
+    const c10::AutoGradMode grad_on(true);
+    const at::Tensor x = x_in.detach().clone().requires_grad_(true);
+    const at::Tensor w = w_in.detach().clone().requires_grad_(true);
+    const bool onednn = dnnl_conv3d_supported(x, w);
+    const auto forward_backward = [&](auto conv) {
+      return [&, conv] {
+        const at::Tensor y = conv();
+        torch::autograd::grad({y}, {x, w}, {y.detach()});
+      };
+    };
+    // Not winograd_conv3d(): the probe's calls are not the model's (winograd_conv3d_calls).
+    const double winograd_ms =
+        core::best_time_ms(forward_backward([&] { return WinogradConv3dFunction::apply(x, w); }));
+    const double direct_ms = core::best_time_ms(forward_backward(
+        [&] { return onednn ? dnnl_conv3d(x, w, /*padding=*/1) : at::conv3d(x, w, {}, 1, 1); }));
+    const std::string direct = onednn ? "onednn" : "libtorch";
+    return ProbeResult{winograd_ms < kWinogradMargin * direct_ms ? "winograd" : direct,
+                       {{"winograd", winograd_ms}, {direct, direct_ms}}};
+  }) == "winograd";
 }
 
 at::Tensor winograd_conv3d(const at::Tensor& x, const at::Tensor& w) {

@@ -22,10 +22,14 @@ namespace scaffold::kernels {
 // w (O, C, 3, 3, 3), C and O multiples of 16 (the vector width the kernels are written for).
 bool winograd_conv3d_supported(const at::Tensor& x, const at::Tensor& w);
 
-// Whether this layer gains from Winograd over oneDNN's direct convolution (measured on ScaFFold's
-// layers, docs/performance.md): supported, and at least 512 tiles of 2x2x2 output voxels with 32
-// or more channels in and out, 2048 with 16 on either side (with fewer, transforming the weights
-// outweighs what the products save; thin layers save less per tile).
+// Whether this layer gains from Winograd on this machine: supported, and its forward + both
+// backward passes measured at least 1 / kWinogradMargin times faster than the direct convolution
+// the layer would run otherwise (oneDNN's where built, else at::conv3d). Measured the first time
+// a shape (sizes and memory format) is asked, on copies of the caller's tensors with autograd on
+// (best of two after a warm-up), and remembered in kernels::probe_verdicts() (a checkpoint
+// carries the verdict), whose line reads "conv3d x 1x32x16x16x16 ncdhw w 32x32x3x3x3: winograd
+// 2.10 ms, onednn 3.30 ms -> winograd". Where it pays differs between CPUs (thin layers with few
+// tiles spend more transforming the weights than the products save), so no rule is built in.
 bool winograd_conv3d_pays(const at::Tensor& x, const at::Tensor& w);
 
 // The bound on the scratch of the schedule for wide layers (transformed input and products of a

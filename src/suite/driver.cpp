@@ -152,8 +152,9 @@ int Driver::run(WorkloadRun& run, const RunSettings& settings) {
   {
     report::SystemInfo info = system_info;
     run.describe_after_training(info);
-    // Probe verdicts taken from the checkpoint this run resumed from, whatever the workload.
-    for (std::string& line : kernels::probe_verdicts().restored_lines())
+    // Every kernel probe of this process (GEMM, convolutions, transforms: whatever the workload
+    // asked), then the verdicts taken from the checkpoint this run resumed from.
+    for (std::string& line : kernels::probe_verdicts().lines())
       info.kernel_probes.push_back(std::move(line));
     if (report::system_info_json(info) != report::system_info_json(system_info))
       report::write_system_json(env.run_dir, info);

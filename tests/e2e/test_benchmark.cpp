@@ -337,20 +337,20 @@ TEST(Benchmark, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
   EXPECT_EQ(chosen[0].rfind("conv=", 0), 0u) << chosen[0];
   EXPECT_EQ(chosen[4], "head=gemm");
   EXPECT_EQ(chosen[6], "optimizer=fused");
-  // Under bf16 autocast (the tiny config's torch_amp) Winograd, float32 only, resolves to oneDNN
-  // with one recorded fallback; in float32 nothing falls back.
+  // Under bf16 autocast (the tiny config's torch_amp) auto's probe between Winograd (float32
+  // only) and oneDNN resolves to oneDNN with one recorded fallback; in float32 nothing falls back.
   const auto fallbacks = sys.at("kernel_fallbacks").get<std::vector<std::string>>();
   if (chosen[0] == "conv=onednn") {
     EXPECT_EQ(fallbacks,
-              (std::vector<std::string>{"conv: onednn instead of winograd (bf16 "
+              (std::vector<std::string>{"conv: onednn instead of probe (bf16 "
                                         "autocast: Winograd F(2,3) runs float32 only)"}));
-    EXPECT_NE(q.output.find("kernel fallback, conv: onednn instead of winograd"), std::string::npos)
+    EXPECT_NE(q.output.find("kernel fallback, conv: onednn instead of probe"), std::string::npos)
         << q.output;
-    EXPECT_EQ(q.output.find("kernel fallback, conv: onednn instead of winograd"),
-              q.output.rfind("kernel fallback, conv: onednn instead of winograd"))
+    EXPECT_EQ(q.output.find("kernel fallback, conv: onednn instead of probe"),
+              q.output.rfind("kernel fallback, conv: onednn instead of probe"))
         << "logged once: " << q.output;
   } else {
-    EXPECT_EQ(chosen[0], "conv=winograd");
+    EXPECT_EQ(chosen[0], "conv=probe");
     EXPECT_TRUE(fallbacks.empty()) << sys.dump();
   }
   std::smatch layers_match;

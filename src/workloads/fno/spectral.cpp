@@ -244,22 +244,6 @@ at::Tensor irfft_modes_dft(const at::Tensor& kept, const std::vector<int64_t>& g
   return at::matmul(t.reshape(flat), dft_matrix(DftKind::RealInverse, n_last, m_last, r));
 }
 
-namespace {
-
-// The probes this process ran, as system.json lines (the verdicts are in
-// kernels::probe_verdicts()).
-struct SpectralProbes {
-  std::mutex mutex;
-  std::vector<std::string> lines;
-};
-
-SpectralProbes& spectral_probes() {
-  static SpectralProbes probes;
-  return probes;
-}
-
-}  // namespace
-
 bool dft_pays(const at::Tensor& x_in, const std::vector<int64_t>& modes) {
   const std::string shape = fmt::format("x {} {} modes {}", fmt::join(x_in.sizes(), "x"),
                                         c10::toString(x_in.scalar_type()), fmt::join(modes, "x"));
@@ -280,12 +264,8 @@ bool dft_pays(const at::Tensor& x_in, const std::vector<int64_t>& modes) {
     };
     const double dft_ms = core::best_time_ms(round_trip(true)),
                  fft_ms = core::best_time_ms(round_trip(false));
-    const bool dft = dft_ms < kDftMargin * fft_ms;
-    SpectralProbes& book = spectral_probes();
-    const std::lock_guard<std::mutex> lock(book.mutex);
-    book.lines.push_back(fmt::format("spectral {}: dft {:.2f} ms, fft {:.2f} ms -> {}", shape,
-                                     dft_ms, fft_ms, dft ? "dft" : "fft"));
-    return std::string(dft ? "dft" : "fft");
+    return kernels::ProbeResult{dft_ms < kDftMargin * fft_ms ? "dft" : "fft",
+                                {{"dft", dft_ms}, {"fft", fft_ms}}};
   }) == "dft";
 }
 
@@ -299,12 +279,6 @@ const char* to_string(SpectralConvOptions::Transform t) {
       break;
   }
   return "fft";
-}
-
-std::vector<std::string> spectral_probe_lines() {
-  SpectralProbes& book = spectral_probes();
-  std::lock_guard<std::mutex> lock(book.mutex);
-  return book.lines;
 }
 
 at::Tensor mix_modes(const at::Tensor& x, const at::Tensor& weight) {

@@ -244,10 +244,6 @@ class FnoRun : public suite::WorkloadRun {
     const bool fused = projection_is_fused(o, !env.device.is_cuda(), cfg_.precision == "bf16");
     info.kernels.push_back(std::string("projection=") + (fused ? "fused" : "libtorch"));
   }
-  // The transforms' probes (spectral_transform probe), one line per shape measured.
-  void describe_after_training(report::SystemInfo& info) override {
-    info.kernel_probes = spectral_probe_lines();
-  }
 
  protected:
   const dist::ProcessGrid& grid() const { return *layout_.grid; }

@@ -152,15 +152,6 @@ ConvKernel resolve_conv_kernel(const std::string& conv_kernel, const std::string
   return conv_kernel == "probe" ? ConvKernel::Probe : ConvKernel::Winograd;
 }
 
-std::vector<std::string> conv_probe_lines() {
-  std::vector<std::string> lines;
-  for (const kernels::DnnlConvProbe& p : kernels::dnnl_conv_probes())
-    lines.push_back(fmt::format("conv {}: winograd {:.2f} ms, libtorch {:.2f} ms -> {}", p.shape,
-                                p.winograd_ms, p.libtorch_ms,
-                                p.winograd ? "winograd" : "libtorch"));
-  return lines;
-}
-
 // --- BasicBlock ----------------------------------------------------------------------------------
 
 BasicBlockImpl::BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv)

@@ -46,10 +46,6 @@ const char* to_string(ConvKernel k);
 ConvKernel resolve_conv_kernel(const std::string& conv_kernel, const std::string& precision,
                                c10::Device device);
 
-// system.json's `kernel_probes` lines of every convolution probe this process ran:
-// "conv <shape>: winograd <ms> ms, libtorch <ms> ms -> <faster>".
-std::vector<std::string> conv_probe_lines();
-
 // The 3x3 stride-1 convolutions' kernel, shared by every block of a model.
 struct ConvChoice {
   ConvKernel kernel = ConvKernel::LibTorch;

@@ -367,12 +367,12 @@ class ImageClassificationRun : public suite::WorkloadRun {
     return true;
   }
 
-  // What rank 0's 3x3 convolutions ran, counted call by call, and the probes behind the choice.
+  // What rank 0's 3x3 convolutions ran, counted call by call (the probes behind the choice are
+  // kernels::probe_verdicts()'s lines, which the driver adds).
   void describe_after_training(report::SystemInfo& info) override {
     info.kernels_run = conv_.use->summary();
     for (std::string& line : conv_.use->fallbacks())
       info.kernel_fallbacks.push_back(std::move(line));
-    info.kernel_probes = conv_probe_lines();
   }
 
   void closing_lines(suite::RunEnv& env, const train::LoopResult&) override {

@@ -253,13 +253,13 @@ class LlmRun : public suite::WorkloadRun {
                            kernels::to_string(gemm_kernel(cfg_.gemm_kernel, env.device)));
   }
 
-  // What rank 0's linear layers ran, counted call by call, and the probes behind the choice.
+  // What rank 0's linear layers ran, counted call by call (the probes behind the choice are
+  // kernels::probe_verdicts()'s lines, which the driver adds).
   void describe_after_training(report::SystemInfo& info) override {
     if (!mo_.kernel_use) return;
     info.kernels_run = mo_.kernel_use->summary();
     for (std::string& line : mo_.kernel_use->fallbacks())
       info.kernel_fallbacks.push_back(std::move(line));
-    info.kernel_probes = kernels::gemm_probe_lines();
   }
 
   void prepare_data(suite::RunEnv& env) override {

@@ -20,6 +20,7 @@
 
 #include "core/error.hpp"
 #include "kernels/dnnl_conv.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "unit/tensor_compare.hpp"
 
 namespace scaffold::model {
@@ -180,26 +181,31 @@ TEST(DnnlWinogradProbe, MeasuresEachShapeOnceAndDecidesByItsTimes) {
   const std::array<int64_t, 1> one{1};
   if (!dnnl_conv2d_supported(x, w, one, one, kernels::DnnlAlgorithm::Winograd))
     GTEST_SKIP() << "oneDNN has no Winograd on this CPU (it needs AVX-512)";
-  const std::size_t before = kernels::dnnl_conv_probes().size();
+  const auto measured = [] { return kernels::probe_verdicts().measurements(); };
+  const std::size_t before = measured().size();
   const bool verdict = kernels::dnnl_winograd_pays(x, w, one, one);
-  const auto probes = kernels::dnnl_conv_probes();
+  const auto probes = measured();
   ASSERT_EQ(probes.size(), before + 1);
-  const kernels::DnnlConvProbe& p = probes.back();
-  EXPECT_EQ(p.shape, "x 2x32x12x12 nchw Float w 32x32x3x3 s1x1 p1x1");
-  EXPECT_GT(p.winograd_ms, 0.0);
-  EXPECT_GT(p.libtorch_ms, 0.0);
-  EXPECT_EQ(p.winograd, p.winograd_ms < 0.9 * p.libtorch_ms);  // a 10 % margin
-  EXPECT_EQ(verdict, p.winograd);
+  const kernels::ProbeMeasurement& p = probes.back();
+  EXPECT_EQ(p.key, "conv x 2x32x12x12 nchw Float w 32x32x3x3 s1x1 p1x1");
+  ASSERT_EQ(p.result.timings.size(), 2u);
+  const kernels::ProbeTiming &winograd = p.result.timings[0], &libtorch = p.result.timings[1];
+  EXPECT_EQ(winograd.kernel, "winograd");
+  EXPECT_EQ(libtorch.kernel, "libtorch");
+  EXPECT_GT(winograd.ms, 0.0);
+  EXPECT_GT(libtorch.ms, 0.0);
+  EXPECT_EQ(p.result.verdict,
+            winograd.ms < 0.9 * libtorch.ms ? "winograd" : "libtorch");  // a 10 % margin
+  EXPECT_EQ(verdict, p.result.verdict == "winograd");
   // Asked again (other values, same shape; through autograd inputs too): remembered, not measured.
   EXPECT_EQ(
       kernels::dnnl_winograd_pays(at::randn({2, 32, 12, 12}).requires_grad_(true), w, one, one),
       verdict);
-  EXPECT_EQ(kernels::dnnl_conv_probes().size(), before + 1);
+  EXPECT_EQ(measured().size(), before + 1);
   // Another layout is another shape.
   kernels::dnnl_winograd_pays(x.contiguous(at::MemoryFormat::ChannelsLast), w, one, one);
-  ASSERT_EQ(kernels::dnnl_conv_probes().size(), before + 2);
-  EXPECT_EQ(kernels::dnnl_conv_probes().back().shape,
-            "x 2x32x12x12 nhwc Float w 32x32x3x3 s1x1 p1x1");
+  ASSERT_EQ(measured().size(), before + 2);
+  EXPECT_EQ(measured().back().key, "conv x 2x32x12x12 nhwc Float w 32x32x3x3 s1x1 p1x1");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "kernels/dnnl_conv.hpp"
 #include "kernels/dnnl_linear.hpp"
 #include "kernels/kernel_use.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
 #include "unit/tensor_compare.hpp"
 
@@ -105,26 +106,28 @@ TEST(DnnlLinear, RefusesWhatItCannotTakeAndSaysWhy) {
 }
 
 TEST(DnnlLinear, TheProbeMeasuresEachShapeOnceAndDecidesByItsTimes) {
-  const std::size_t before = dnnl_gemm_probes().size();
+  const std::size_t before = probe_verdicts().measurements().size();
   const bool first = dnnl_gemm_pays(40, 24, 56);
   const bool again = dnnl_gemm_pays(40, 24, 56);
   EXPECT_EQ(first, again);
-  const auto probes = dnnl_gemm_probes();
+  const auto probes = probe_verdicts().measurements();
   if (!dnnl_conv3d_built()) {
     EXPECT_FALSE(first);
-    EXPECT_TRUE(probes.empty());
+    EXPECT_EQ(probes.size(), before);
     return;
   }
   ASSERT_EQ(probes.size(), before + 1);  // measured once, remembered after
-  const GemmProbe& p = probes.back();
-  EXPECT_EQ(std::make_tuple(p.m, p.k, p.n), std::make_tuple(int64_t{40}, int64_t{24}, int64_t{56}));
-  EXPECT_GT(p.onednn_ms, 0.0);
-  EXPECT_GT(p.libtorch_ms, 0.0);
-  EXPECT_EQ(p.onednn, p.onednn_ms < kGemmMargin * p.libtorch_ms);
-  EXPECT_EQ(first, p.onednn);
-  const auto lines = gemm_probe_lines();
-  ASSERT_EQ(lines.size(), probes.size());
-  EXPECT_EQ(lines.back().rfind("gemm 40x24 by 56x24: onednn ", 0), 0u) << lines.back();
+  const ProbeMeasurement& p = probes.back();
+  EXPECT_EQ(p.key, "gemm 40x24 by 56x24");
+  ASSERT_EQ(p.result.timings.size(), 2u);
+  const ProbeTiming &onednn = p.result.timings[0], &libtorch = p.result.timings[1];
+  EXPECT_EQ(onednn.kernel, "onednn");
+  EXPECT_EQ(libtorch.kernel, "libtorch");
+  EXPECT_GT(onednn.ms, 0.0);
+  EXPECT_GT(libtorch.ms, 0.0);
+  EXPECT_EQ(p.result.verdict, onednn.ms < kGemmMargin * libtorch.ms ? "onednn" : "libtorch");
+  EXPECT_EQ(first, p.result.verdict == "onednn");
+  EXPECT_EQ(p.line().rfind("gemm 40x24 by 56x24: onednn ", 0), 0u) << p.line();
 }
 
 TEST(DnnlLinear, LinearRunsTheChosenKernelAndCountsIt) {

@@ -20,13 +20,26 @@ TEST(ProbeVerdicts, ProbesEachKeyOnceAndKeepsTheVerdict) {
   int probes = 0;
   const auto probe = [&] {
     ++probes;
-    return std::string("onednn");
+    return ProbeResult{"onednn", {{"onednn", 1.0}, {"libtorch", 2.5}}};
   };
   EXPECT_EQ(store.choose("gemm 4x8 by 16x8", probe), "onednn");
-  EXPECT_EQ(store.choose("gemm 4x8 by 16x8", [] { return std::string("libtorch"); }), "onednn");
-  EXPECT_EQ(store.choose("gemm 2x8 by 16x8", [] { return std::string("libtorch"); }), "libtorch");
+  EXPECT_EQ(store.choose("gemm 4x8 by 16x8", [] { return ProbeResult{"libtorch", {}}; }), "onednn");
+  EXPECT_EQ(store.choose("gemm 2x8 by 16x8",
+                         [] {
+                           return ProbeResult{"libtorch", {}};
+                         }),
+            "libtorch");
   EXPECT_EQ(probes, 1);
   EXPECT_TRUE(store.restored_lines().empty());
+  // One line per measurement, in the order they ran; a remembered verdict adds none.
+  EXPECT_EQ(store.lines(), (std::vector<std::string>{
+                               "gemm 4x8 by 16x8: onednn 1.00 ms, libtorch 2.50 ms -> onednn",
+                               "gemm 2x8 by 16x8 -> libtorch"}));
+  const std::vector<ProbeMeasurement> measured = store.measurements();
+  ASSERT_EQ(measured.size(), 2u);
+  EXPECT_EQ(measured[0].key, "gemm 4x8 by 16x8");
+  EXPECT_EQ(measured[0].result.timings[1].kernel, "libtorch");
+  EXPECT_EQ(measured[0].result.timings[1].ms, 2.5);
 }
 
 TEST(ProbeVerdicts, ThreadsAskingTheSameKeyWaitForOneProbe) {
@@ -39,7 +52,7 @@ TEST(ProbeVerdicts, ThreadsAskingTheSameKeyWaitForOneProbe) {
       seen[t] = store.choose("conv x", [&] {
         ++probes;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        return std::string("winograd");
+        return ProbeResult{"winograd", {}};
       });
     });
   for (auto& thread : threads) thread.join();
@@ -49,18 +62,18 @@ TEST(ProbeVerdicts, ThreadsAskingTheSameKeyWaitForOneProbe) {
 
 TEST(ProbeVerdicts, SerializedVerdictsRestoreIntoAnotherStoreAndReplaceItsOwn) {
   ProbeVerdicts first;
-  first.choose("spectral b", [] { return std::string("fft"); });
-  first.choose("gemm a", [] { return std::string("onednn"); });
+  first.choose("spectral b", [] { return ProbeResult{"fft", {}}; });
+  first.choose("gemm a", [] { return ProbeResult{"onednn", {}}; });
   const std::string text = first.serialize();
   EXPECT_EQ(text, "gemm a\tonednn\nspectral b\tfft\n");  // sorted by key, one line each
 
   ProbeVerdicts second;  // a new process, which had probed one shape already, differently
-  second.choose("gemm a", [] { return std::string("libtorch"); });
+  second.choose("gemm a", [] { return ProbeResult{"libtorch", {}}; });
   EXPECT_EQ(second.restore(text, "checkpoint_last"), 2u);
   int probes = 0;
   const auto probe = [&] {
     ++probes;
-    return std::string("probed");
+    return ProbeResult{"probed", {}};
   };
   EXPECT_EQ(second.choose("gemm a", probe), "onednn");
   EXPECT_EQ(second.choose("spectral b", probe), "fft");
@@ -70,6 +83,12 @@ TEST(ProbeVerdicts, SerializedVerdictsRestoreIntoAnotherStoreAndReplaceItsOwn) {
             (std::vector<std::string>{"gemm a -> onednn (restored from the checkpoint)",
                                       "spectral b -> fft (restored from the checkpoint)"}));
   EXPECT_EQ(second.restore("", "empty"), 0u);
+  // system.json's lines: what this process measured (also the verdict the restore replaced), then
+  // what it restored.
+  EXPECT_EQ(second.lines(),
+            (std::vector<std::string>{"gemm a -> libtorch", "new shape -> probed",
+                                      "gemm a -> onednn (restored from the checkpoint)",
+                                      "spectral b -> fft (restored from the checkpoint)"}));
 }
 
 TEST(ProbeVerdicts, ADamagedTextIsOneErrorNamingSourceAndLineAndRestoresNothing) {
@@ -93,8 +112,8 @@ TEST(ProbeVerdicts, ADamagedTextIsOneErrorNamingSourceAndLineAndRestoresNothing)
 
 TEST(ProbeVerdicts, AVerdictThatCannotBeStoredIsAnError) {
   ProbeVerdicts store;
-  EXPECT_THROW(store.choose("k", [] { return std::string("two\nlines"); }), core::Error);
-  EXPECT_THROW(store.choose("k\tey", [] { return std::string("v"); }), core::Error);
+  EXPECT_THROW(store.choose("k", [] { return ProbeResult{"two\nlines", {}}; }), core::Error);
+  EXPECT_THROW(store.choose("k\tey", [] { return ProbeResult{"v", {}}; }), core::Error);
   EXPECT_EQ(store.serialize(), "");
 }
 

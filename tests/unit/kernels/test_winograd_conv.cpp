@@ -6,6 +6,7 @@
 // and channel counts wide enough for the other schedule (every tile transformed first).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -14,6 +15,8 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "kernels/dnnl_conv.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "kernels/winograd_conv.hpp"
 #include "unit/tensor_compare.hpp"
 
@@ -102,20 +105,49 @@ TEST(WinogradConv, RefusesWhatItCannotRunAndSaysWhy) {
   }
 }
 
-// Where it is used (the U-Net's choice): layers with many tiles, more of them when thin.
-TEST(WinogradConv, PaysOnlyOnWideLayersWithManyTiles) {
-  const auto pays = [](int64_t c, int64_t o, int64_t side) {
-    return kernels::winograd_conv3d_pays(at::empty({1, c, side, side, side}),
-                                         at::empty({o, c, 3, 3, 3}));
-  };
-  EXPECT_TRUE(pays(64, 64, 32));    // 4096 tiles
-  EXPECT_TRUE(pays(128, 128, 16));  // 512 tiles
-  EXPECT_TRUE(pays(256, 128, 16));  // 512 tiles, wide
-  EXPECT_TRUE(pays(16, 16, 64));    // thin, 32768 tiles
-  EXPECT_TRUE(pays(16, 32, 32));    // thin, 4096 tiles
-  EXPECT_FALSE(pays(16, 16, 16));   // thin, 512 tiles
-  EXPECT_FALSE(pays(32, 16, 16));   // thin, 512 tiles
-  EXPECT_FALSE(pays(256, 256, 8));  // 64 tiles
+// Where it is used (the U-Net's `probe`): a measurement per shape on this machine, not a rule.
+TEST(WinogradConv, TheProbeMeasuresEachShapeOnceAndDecidesByItsTimes) {
+  const auto measured = [] { return kernels::probe_verdicts().measurements(); };
+  const at::Tensor x = at::randn({1, 16, 10, 10, 10}), w = at::randn({32, 16, 3, 3, 3});
+  const std::size_t before = measured().size();
+  const int64_t calls = kernels::winograd_conv3d_calls();
+  const bool verdict = kernels::winograd_conv3d_pays(x, w);
+  const auto probes = measured();
+  ASSERT_EQ(probes.size(), before + 1);
+  const kernels::ProbeMeasurement& p = probes.back();
+  EXPECT_EQ(p.key, "conv3d x 1x16x10x10x10 ncdhw w 32x16x3x3x3");
+  ASSERT_EQ(p.result.timings.size(), 2u);
+  const kernels::ProbeTiming &winograd = p.result.timings[0], &direct = p.result.timings[1];
+  EXPECT_EQ(winograd.kernel, "winograd");
+  EXPECT_EQ(direct.kernel, kernels::dnnl_conv3d_built() ? "onednn" : "libtorch");
+  EXPECT_GT(winograd.ms, 0.0);
+  EXPECT_GT(direct.ms, 0.0);
+  EXPECT_EQ(p.result.verdict,
+            winograd.ms < kernels::kWinogradMargin * direct.ms ? "winograd" : direct.kernel);
+  EXPECT_EQ(verdict, p.result.verdict == "winograd");
+  EXPECT_EQ(kernels::winograd_conv3d_calls(), calls) << "the probe's runs counted as the model's";
+  // Asked again with other values, through autograd inputs and in inference mode (validation):
+  // remembered, not measured.
+  EXPECT_EQ(kernels::winograd_conv3d_pays(at::randn({1, 16, 10, 10, 10}).requires_grad_(true), w),
+            verdict);
+  {
+    const c10::InferenceMode inference;
+    EXPECT_EQ(kernels::winograd_conv3d_pays(at::randn({1, 16, 10, 10, 10}), w), verdict);
+  }
+  EXPECT_EQ(measured().size(), before + 1);
+  // Another memory format is another shape, first met here in inference mode: measured all the
+  // same (the probe copies its inputs out of inference mode and turns autograd on).
+  {
+    const c10::InferenceMode inference;
+    kernels::winograd_conv3d_pays(
+        at::randn({1, 16, 10, 10, 10}).contiguous(at::MemoryFormat::ChannelsLast3d), w);
+  }
+  ASSERT_EQ(measured().size(), before + 2);
+  EXPECT_EQ(measured().back().key, "conv3d x 1x16x10x10x10 ndhwc w 32x16x3x3x3");
+  // What Winograd does not take is not measured.
+  EXPECT_FALSE(
+      kernels::winograd_conv3d_pays(at::randn({1, 8, 6, 6, 6}), at::randn({16, 8, 3, 3, 3})));
+  EXPECT_EQ(measured().size(), before + 2);
 }
 
 }  // namespace

@@ -165,7 +165,7 @@ TEST(CheckpointState, AFileCarriesTheKernelVerdictsAndAResumeRestoresThem) {
   kernels::ProbeVerdicts& store = kernels::probe_verdicts();
   const std::string key =
       "checkpoint-test probe 7x7";  // this test's own key in the process's store
-  ASSERT_EQ(store.choose(key, [] { return std::string("fast"); }), "fast");
+  ASSERT_EQ(store.choose(key, [] { return kernels::ProbeResult{"fast", {}}; }), "fast");
   test::TempDir dir;
   const fs::path file = dir.path() / "checkpoint_last";
   Trained source(5);
@@ -174,7 +174,7 @@ TEST(CheckpointState, AFileCarriesTheKernelVerdictsAndAResumeRestoresThem) {
 
   // What another process measured for the same shape.
   ASSERT_EQ(store.restore(key + "\tslow\n", "another process"), 1u);
-  const auto probe_again = [] { return std::string("probed again"); };
+  const auto probe_again = [] { return kernels::ProbeResult{"probed again", {}}; };
   Trained target(6);
   deserialize_state(bytes, "warm-up snapshot", *target.model, target.adam);
   EXPECT_EQ(store.choose(key, probe_again), "slow") << "a snapshot restored the verdicts";

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/probe_verdicts.hpp"
 #include "unit/tensor_compare.hpp"
 #include "workloads/fno/fno.hpp"
 #include "workloads/fno/spectral.hpp"
@@ -257,11 +258,11 @@ TEST(FnoSpectral, DftProductsEqualTheFftsAndTheirGradients) {
 TEST(FnoSpectral, TheTransformProbeMeasuresEachShapeOnceAndDecidesByItsTimes) {
   const at::Tensor x = at::randn({2, 4, 32, 16});
   const std::vector<int64_t> modes{4, 4};
-  const std::size_t before = spectral_probe_lines().size();
+  const auto lines = [] { return kernels::probe_verdicts().lines(); };
+  const std::size_t before = lines().size();
   const bool verdict = dft_pays(x, modes);
-  auto lines = spectral_probe_lines();
-  ASSERT_EQ(lines.size(), before + 1);
-  const std::string& line = lines.back();
+  ASSERT_EQ(lines().size(), before + 1);
+  const std::string line = kernels::probe_verdicts().measurements().back().line();
   const std::string head = "spectral x 2x4x32x16 Float modes 4x4: dft ";
   ASSERT_EQ(line.rfind(head, 0), 0u) << line;
   double dft_ms = 0, fft_ms = 0;
@@ -283,14 +284,14 @@ TEST(FnoSpectral, TheTransformProbeMeasuresEachShapeOnceAndDecidesByItsTimes) {
     torch::NoGradGuard no_grad;
     EXPECT_EQ(dft_pays(at::randn({2, 4, 32, 16}), modes), verdict);
   }
-  EXPECT_EQ(spectral_probe_lines().size(), before + 1);
+  EXPECT_EQ(lines().size(), before + 1);
   // Another shape, first met in inference mode (validation): measured all the same (the probe
   // copies the input out of inference mode and turns autograd on for its backward).
   {
     const c10::InferenceMode inference;
     dft_pays(at::randn({1, 4, 32, 16}), modes);
   }
-  EXPECT_EQ(spectral_probe_lines().size(), before + 2);
+  EXPECT_EQ(lines().size(), before + 2);
 }
 
 // The transform matrices are built once per shape: first built in inference mode (validation

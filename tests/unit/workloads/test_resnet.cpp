@@ -24,6 +24,7 @@
 #include "core/error.hpp"
 #include "kernels/dnnl_conv.hpp"
 #include "kernels/kernel_use.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
 #include "unit/tensor_compare.hpp"
 #include "workloads/image_classification/resnet.hpp"
@@ -375,21 +376,22 @@ TEST(ResNet, TheProbeRunsEveryStrideOne3x3ConvOnTheKernelItMeasuredFaster) {
   o.conv.register_choices();
   ResNet net(o);
   const at::Tensor x = at::randn({2, 3, 48, 48});
-  const std::size_t before = kernels::dnnl_conv_probes().size();
+  const auto measured = [] { return kernels::probe_verdicts().measurements(); };
+  const std::size_t before = measured().size();
   train_step(net, x, at::randn({2, 10}));
-  const auto probes = kernels::dnnl_conv_probes();
+  const auto probes = measured();
   // The 3x3 stride-1 shapes of ResNet-18 at 48x48: 64 ch at 12x12, 128 at 6x6, 256 at 3x3, 512 at
   // 2x2, one probe each (none of them asked before in this process).
   ASSERT_EQ(probes.size(), before + 4);
   int64_t winograd_layers = 0;  // layers per shape: 4, 3, 3, 3
   const std::array<int64_t, 4> per_shape{4, 3, 3, 3};
   for (std::size_t i = 0; i < 4; ++i)
-    if (probes[before + i].winograd) winograd_layers += per_shape[i];
+    if (probes[before + i].result.verdict == "winograd") winograd_layers += per_shape[i];
   std::vector<std::string> expected;
   const int64_t libtorch_layers = kStrideOne3x3Convs - winograd_layers;
   std::string line = "conv3x3=";
   // summary() lists kernels in the order they first ran: layer1's shape is probed first.
-  const bool first_winograd = probes[before].winograd;
+  const bool first_winograd = probes[before].result.verdict == "winograd";
   const auto part = [](const char* k, int64_t n) {
     return std::string(k) + " x" + std::to_string(n);
   };
@@ -403,19 +405,16 @@ TEST(ResNet, TheProbeRunsEveryStrideOne3x3ConvOnTheKernelItMeasuredFaster) {
   EXPECT_EQ(o.conv.use->summary(), std::vector<std::string>{line});
   EXPECT_TRUE(o.conv.use->fallbacks().empty());
   // The probe's lines for system.json.
-  const auto lines = conv_probe_lines();
-  ASSERT_GE(lines.size(), 4u);
-  EXPECT_EQ(lines[lines.size() - 4].rfind(
-                "conv x 2x64x12x12 nchw Float w 64x64x3x3 s1x1 p1x1: winograd ", 0),
-            0u)
-      << lines[lines.size() - 4];  // A shape first met in validation (inference mode: a last
-                                   // partial batch) is probed as well.
+  const std::string line0 = probes[before].line();
+  EXPECT_EQ(line0.rfind("conv x 2x64x12x12 nchw Float w 64x64x3x3 s1x1 p1x1: winograd ", 0), 0u)
+      << line0;  // A shape first met in validation (inference mode: a last
+                 // partial batch) is probed as well.
   {
     const c10::InferenceMode inference;
     net->eval();
     net(at::randn({3, 3, 48, 48}));
   }
-  EXPECT_EQ(kernels::dnnl_conv_probes().size(), before + 8);
+  EXPECT_EQ(measured().size(), before + 8);
 }
 
 TEST(ResNet, WinogradUnderAutocastRunsLibTorchsConvolutionAndSaysWhy) {

@@ -41,6 +41,8 @@ const char* to_string(ConvKernel k) {
   switch (k) {
     case ConvKernel::Winograd:
       return "winograd";
+    case ConvKernel::Probe:
+      return "probe";
     case ConvKernel::OneDnn:
       return "onednn";
     case ConvKernel::LibTorch:
@@ -77,9 +79,10 @@ std::vector<std::string> KernelChoice::names() const {
 
 void KernelChoice::register_choices() const {
   if (!use) return;
-  // Winograd leaves the layers where it does not pay to oneDNN, and without oneDNN (or for an
-  // input oneDNN does not take) to LibTorch; oneDNN leaves what it does not take to LibTorch.
-  if (conv == ConvKernel::Winograd)
+  // Winograd leaves the layers it does not take (and the probe those where it does not pay) to
+  // oneDNN, and without oneDNN (or for an input oneDNN does not take) to LibTorch; oneDNN leaves
+  // what it does not take to LibTorch.
+  if (conv == ConvKernel::Winograd || conv == ConvKernel::Probe)
     use->chose("conv", {"winograd", "onednn", "libtorch"});
   else
     use->chose("conv", {to_string(conv)});
@@ -100,10 +103,10 @@ KernelChoice resolve_kernel_choice(const KernelKeys& keys, const KernelTarget& t
 
   check_allowed("conv_kernel", keys.conv, kernel_values::kConv);
   if (keys.conv == "auto") {
-    k.conv = t.cpu ? ConvKernel::Winograd : ConvKernel::LibTorch;
-  } else if (keys.conv == "winograd") {
+    k.conv = t.cpu ? ConvKernel::Probe : ConvKernel::LibTorch;
+  } else if (keys.conv == "winograd" || keys.conv == "probe") {
     if (!t.cpu) cpu_only("conv_kernel", keys.conv, t);
-    k.conv = ConvKernel::Winograd;
+    k.conv = keys.conv == "probe" ? ConvKernel::Probe : ConvKernel::Winograd;
   } else if (keys.conv == "onednn") {
     if (!t.cpu) cpu_only("conv_kernel", keys.conv, t);
     if (!t.onednn_built)
@@ -111,12 +114,13 @@ KernelChoice resolve_kernel_choice(const KernelKeys& keys, const KernelTarget& t
           "conv_kernel: onednn, but this build has no oneDNN (install libdnnl-dev and rebuild)");
     k.conv = ConvKernel::OneDnn;
   }
-  if (k.conv == ConvKernel::Winograd && t.bf16_autocast) {
+  if ((k.conv == ConvKernel::Winograd || k.conv == ConvKernel::Probe) && t.bf16_autocast) {
     // Winograd F(2,3) takes float32 only: under bf16 autocast no layer could run it.
+    const ConvKernel chosen = k.conv;
     k.conv = t.onednn_built ? ConvKernel::OneDnn : ConvKernel::LibTorch;
-    k.fallbacks.push_back(fmt::format(
-        "conv: {} instead of winograd (bf16 autocast: Winograd F(2,3) runs float32 only)",
-        to_string(k.conv)));
+    k.fallbacks.push_back(
+        fmt::format("conv: {} instead of {} (bf16 autocast: Winograd F(2,3) runs float32 only)",
+                    to_string(k.conv), to_string(chosen)));
   }
 
   check_allowed("upconv_kernel", keys.upconv, kernel_values::kUpconv);

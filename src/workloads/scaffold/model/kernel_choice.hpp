@@ -15,10 +15,11 @@
 
 namespace scaffold::model {
 
-// conv_kernel. Winograd: Winograd F(2,3) on the float32 layers where it pays
-// (kernels/winograd_conv.hpp), oneDNN (where built) for the others; OneDnn: oneDNN at every batch
-// size (kernels/dnnl_conv.hpp); LibTorch: at::conv3d.
-enum class ConvKernel { LibTorch, OneDnn, Winograd };
+// conv_kernel. Probe: Winograd F(2,3) on the float32 layers where a measurement on this machine
+// finds it faster (kernels::winograd_conv3d_pays), oneDNN (where built) for the others; Winograd:
+// Winograd on every layer it takes (kernels/winograd_conv.hpp), oneDNN for the others; OneDnn:
+// oneDNN at every batch size (kernels/dnnl_conv.hpp); LibTorch: at::conv3d.
+enum class ConvKernel { LibTorch, OneDnn, Winograd, Probe };
 // upconv_kernel. Gemm: the k2 s2 transposed convolution as one matrix product per sample
 // (kernels/conv_transpose.hpp).
 enum class UpconvKernel { LibTorch, Gemm };
@@ -46,7 +47,7 @@ const char* to_string(OptimizerKernel k);
 // The values each *_kernel key takes, auto first: the schema's allowed lists
 // (workloads/scaffold/schema.cpp) and resolve_kernel_choice's checks are these lists.
 namespace kernel_values {
-inline const std::vector<std::string> kConv{"auto", "winograd", "onednn", "libtorch"};
+inline const std::vector<std::string> kConv{"auto", "probe", "winograd", "onednn", "libtorch"};
 inline const std::vector<std::string> kUpconv{"auto", "gemm", "libtorch"};
 inline const std::vector<std::string> kGroupNorm{"auto", "fused", "unfused"};
 inline const std::vector<std::string> kPool{"auto", "native", "libtorch"};
@@ -85,27 +86,30 @@ struct KernelChoice {
   LossKernel loss = LossKernel::LibTorch;
   OptimizerKernel optimizer = OptimizerKernel::LibTorch;
   // What resolving changed from the keys because it cannot run here, one line each (e.g. "conv:
-  // onednn instead of winograd (bf16 autocast: Winograd F(2,3) runs float32 only)"); logged once
+  // onednn instead of probe (bf16 autocast: Winograd F(2,3) runs float32 only)"); logged once
   // by resolve_kernel_choice.
   std::vector<std::string> fallbacks;
   // The calls each op ran on each kernel (null: nothing counted, e.g. a model built in a test).
   std::shared_ptr<kernels::KernelUse> use;
 
-  // "conv=winograd", "upconv=gemm", "groupnorm=unfused", "pool=native", "head=gemm",
+  // "conv=probe", "upconv=gemm", "groupnorm=unfused", "pool=native", "head=gemm",
   // "loss=fused", "optimizer=fused": system.json's kernels.
   std::vector<std::string> names() const;
-  // The kernels each op may run under this choice, registered in `use` (a Winograd choice runs
-  // oneDNN or LibTorch on the layers where Winograd does not pay; any other kernel is a fallback).
+  // The kernels each op may run under this choice, registered in `use` (a Winograd or probe
+  // choice runs oneDNN or LibTorch on the layers Winograd does not take or where it does not pay;
+  // any other kernel is a fallback).
   void register_choices() const;
   // use->ran(op, kernel, why) when `use` is set.
   void ran(const char* op, const char* kernel, const char* why = "") const;
 };
 
 // Resolves every key once. auto picks what measured faster in whole steps (docs/performance.md):
-// on the CPU Winograd (oneDNN for the rest), the GEMM transposed convolution and head, the native
+// on the CPU the convolution probe (Winograd where it measures faster, oneDNN for the rest), the
+// GEMM transposed convolution and head, the native
 // max pool, the fused loss and Adam, LibTorch's GroupNorm; LibTorch's kernels elsewhere. A named
 // kernel that cannot run here is a core::Error naming the key (gemm on CUDA, onednn without
-// oneDNN, fused Adam for SGD, ...), except Winograd under bf16 autocast, which becomes oneDNN (or
+// oneDNN, fused Adam for SGD, ...), except Winograd or the probe under bf16 autocast, which becomes
+// oneDNN (or
 // LibTorch) with a fallback line, since Winograd runs float32 only. Sets `use` to a new tally with
 // the choices registered.
 KernelChoice resolve_kernel_choice(const KernelKeys& keys, const KernelTarget& target);

@@ -108,7 +108,8 @@ at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
     const nn::AutocastState state = nn::AutocastState::current();
     const c10::ScalarType dtype = state.cpu_enabled ? state.cpu_dtype : x.scalar_type();
     const at::Tensor xc = x.to(dtype), wc = c->weight.to(dtype);
-    if (kernels_.conv == ConvKernel::Winograd && kernels::winograd_conv3d_pays(xc, wc)) {
+    if ((kernels_.conv == ConvKernel::Winograd && kernels::winograd_conv3d_supported(xc, wc)) ||
+        (kernels_.conv == ConvKernel::Probe && kernels::winograd_conv3d_pays(xc, wc))) {
       kernels_.ran("conv", "winograd");
       return kernels::winograd_conv3d(xc, wc);
     }

@@ -33,9 +33,9 @@ KernelTarget cuda_target() {
 
 TEST(KernelChoice, AutoIsTheMeasuredFastestOnTheCpuAndLibTorchElsewhere) {
   const KernelChoice cpu = resolve_kernel_choice({}, cpu_target());
-  EXPECT_EQ(cpu.names(), (std::vector<std::string>{"conv=winograd", "upconv=gemm",
-                                                   "groupnorm=unfused", "pool=native", "head=gemm",
-                                                   "loss=fused", "optimizer=fused"}));
+  EXPECT_EQ(cpu.names(), (std::vector<std::string>{"conv=probe", "upconv=gemm", "groupnorm=unfused",
+                                                   "pool=native", "head=gemm", "loss=fused",
+                                                   "optimizer=fused"}));
   EXPECT_TRUE(cpu.fallbacks.empty());
   ASSERT_NE(cpu.use, nullptr);
   const KernelChoice gpu = resolve_kernel_choice({}, cuda_target());
@@ -94,15 +94,16 @@ TEST(KernelChoice, GroupNormIsUnfusedUnlessFusedIsNamed) {
 
 TEST(KernelChoice, WinogradUnderBf16AutocastFallsBackOnceAndSaysWhy) {
   for (const bool onednn : {true, false}) {
-    for (const char* conv : {"auto", "winograd"}) {
+    for (const char* conv : {"auto", "probe", "winograd"}) {
       KernelKeys k;
       k.conv = conv;
       const KernelChoice c = resolve_kernel_choice(k, cpu_target(onednn, /*bf16=*/true));
       EXPECT_EQ(c.conv, onednn ? ConvKernel::OneDnn : ConvKernel::LibTorch) << conv;
       ASSERT_EQ(c.fallbacks.size(), 1u) << conv;
-      EXPECT_EQ(c.fallbacks[0],
-                std::string("conv: ") + (onednn ? "onednn" : "libtorch") +
-                    " instead of winograd (bf16 autocast: Winograd F(2,3) runs float32 only)");
+      EXPECT_EQ(c.fallbacks[0], std::string("conv: ") + (onednn ? "onednn" : "libtorch") +
+                                    " instead of " +
+                                    (std::string(conv) == "winograd" ? "winograd" : "probe") +
+                                    " (bf16 autocast: Winograd F(2,3) runs float32 only)");
     }
   }
   // float32: no fallback.
@@ -127,10 +128,13 @@ TEST(KernelChoice, AKernelThatCannotRunHereIsAnErrorNamingItsKey) {
                "conv_kernel: onednn runs on the CPU, this run trains on cuda:0");
   expect_error(keys(&KernelKeys::conv, "winograd"), cuda_target(),
                "conv_kernel: winograd runs on the CPU");
+  expect_error(keys(&KernelKeys::conv, "probe"), cuda_target(),
+               "conv_kernel: probe runs on the CPU");
   expect_error(keys(&KernelKeys::conv, "onednn"), cpu_target(/*onednn=*/false),
                "conv_kernel: onednn, but this build has no oneDNN");
-  expect_error(keys(&KernelKeys::conv, "fast"), cpu_target(),
-               "conv_kernel: 'fast' is not allowed; expected auto, winograd, onednn or libtorch");
+  expect_error(
+      keys(&KernelKeys::conv, "fast"), cpu_target(),
+      "conv_kernel: 'fast' is not allowed; expected auto, probe, winograd, onednn or libtorch");
   expect_error(keys(&KernelKeys::upconv, "gemm"), cuda_target(),
                "upconv_kernel: gemm runs on the CPU");
   expect_error(keys(&KernelKeys::pool, "native"), cuda_target(),

@@ -18,6 +18,7 @@
 
 #include "core/error.hpp"
 #include "kernels/dnnl_conv.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "kernels/winograd_conv.hpp"
 #include "nn/autocast.hpp"
 #include "unit/tensor_compare.hpp"
@@ -243,8 +244,8 @@ TEST(OutConv, MatrixProductGivesConv3dsOutputAndGradients) {
   }
 }
 
-// Winograd where it pays (base 32 at 16^3: every 3^3 layer but the first, whose 3 input channels
-// go to oneDNN), against LibTorch's kernels: output and every gradient.
+// Winograd on every layer it takes (base 32 at 16^3: every 3^3 layer but the first, whose 3
+// input channels go to oneDNN), against LibTorch's kernels: output and every gradient.
 TEST(UNet3d, WinogradConvolutionsGiveLibTorchsOutputAndGradients) {
   UNetOptions plain = small_options(1, /*base=*/32, /*n_classes=*/3, /*groups=*/4);
   UNetOptions fast = plain;
@@ -253,19 +254,50 @@ TEST(UNet3d, WinogradConvolutionsGiveLibTorchsOutputAndGradients) {
   fast.kernels.use = std::make_shared<kernels::KernelUse>();
   fast.kernels.register_choices();
   const int64_t calls = kernels::winograd_conv3d_calls();
+  const std::size_t probes = kernels::probe_verdicts().measurements().size();
   const ForwardBackward ours = forward_backward(fast, false, false, 1, 16);
-  EXPECT_EQ(kernels::winograd_conv3d_calls() - calls, 3)
-      << "conv2 of the input block and both of Up's";
-  // The tally names what ran, call by call: 6 convolutions (2 per block: input, down1, up1), 3 of
-  // them Winograd and the rest oneDNN (LibTorch's without it); one pool, one transposed conv, one
-  // head; nothing outside the choice.
-  // The first convolution (3 input channels) runs first.
+  EXPECT_EQ(kernels::winograd_conv3d_calls() - calls, 5)
+      << "conv2 of the input block, both of Down's and both of Up's";
+  EXPECT_EQ(kernels::probe_verdicts().measurements().size(), probes) << "winograd measures nothing";
+  // The tally names what ran, call by call: 6 convolutions (2 per block: input, down1, up1), 5 of
+  // them Winograd and the first (3 input channels, run first) oneDNN (LibTorch's without it); one
+  // pool, one transposed conv, one head; nothing outside the choice.
   const std::string rest = kernels::dnnl_conv3d_built() ? "onednn" : "libtorch";
   EXPECT_EQ(fast.kernels.use->summary(),
-            (std::vector<std::string>{"conv=" + rest + " x3, winograd x3", "groupnorm=unfused x6",
+            (std::vector<std::string>{"conv=" + rest + " x1, winograd x5", "groupnorm=unfused x6",
                                       "pool=libtorch x1", "upconv=libtorch x1", "head=gemm x1"}));
   EXPECT_TRUE(fast.kernels.use->fallbacks().empty());
   expect_same(ours, forward_backward(plain, false, false, 1, 16), 1e-5);
+}
+
+// `probe` (what auto is on a CPU): each layer shape measured once, on the first call, and run by
+// its verdict; the result is LibTorch's whatever the verdicts.
+TEST(UNet3d, TheConvolutionProbeMeasuresEachShapeOnceAndRunsItsVerdict) {
+  UNetOptions plain = small_options(1, /*base=*/32, /*n_classes=*/3, /*groups=*/4);
+  UNetOptions probed = plain;
+  probed.kernels.conv = ConvKernel::Probe;
+  probed.kernels.use = std::make_shared<kernels::KernelUse>();
+  probed.kernels.register_choices();
+  const int64_t calls = kernels::winograd_conv3d_calls();
+  const std::size_t before = kernels::probe_verdicts().measurements().size();
+  const ForwardBackward ours = forward_backward(probed, false, false, 1, 12);  // a side no other
+                                                                               // test uses
+  const auto measured = kernels::probe_verdicts().measurements();
+  // The shapes Winograd takes: the input block's conv2 and Up's conv2 (32 -> 32 at 12^3, one
+  // shape), Down's two at 6^3, Up's conv1 (64 -> 32 at 12^3).
+  ASSERT_EQ(measured.size(), before + 4);
+  const std::map<std::string, int> layers{{"conv3d x 1x32x12x12x12 ncdhw w 32x32x3x3x3", 2},
+                                          {"conv3d x 1x32x6x6x6 ncdhw w 64x32x3x3x3", 1},
+                                          {"conv3d x 1x64x6x6x6 ncdhw w 64x64x3x3x3", 1},
+                                          {"conv3d x 1x64x12x12x12 ncdhw w 32x64x3x3x3", 1}};
+  int64_t winograd_layers = 0;
+  for (std::size_t i = before; i < measured.size(); ++i) {
+    ASSERT_EQ(layers.count(measured[i].key), 1u) << measured[i].key;
+    if (measured[i].result.verdict == "winograd") winograd_layers += layers.at(measured[i].key);
+  }
+  EXPECT_EQ(kernels::winograd_conv3d_calls() - calls, winograd_layers);
+  EXPECT_TRUE(probed.kernels.use->fallbacks().empty());
+  expect_same(ours, forward_backward(plain, false, false, 1, 12), 1e-5);
 }
 
 bool bf16_autocast_supported() {
