@@ -36,6 +36,7 @@ struct BenchOptions {
   int timed_steps = 5, warmup_steps = 2;
   std::string mixing = "real";              // FnoOptions::real_mode_mixing
   std::string projection_kernel = "fused";  // FnoOptions::fused_projection
+  std::string pointwise_kernel = "fused";   // FnoOptions::fused_pointwise
   std::string transform = "probe";          // FnoOptions::spectral_transform (auto on a CPU)
   std::string trace;  // non-empty: LibTorch's per-op trace of one more step, Chrome JSON
 };
@@ -67,6 +68,7 @@ int run(const BenchOptions& o) {
   mo.projection_channels = o.projection;
   mo.real_mode_mixing = o.mixing == "real";
   mo.fused_projection = o.projection_kernel == "fused";
+  mo.fused_pointwise = o.pointwise_kernel == "fused";
   using Transform = fno::SpectralConvOptions::Transform;
   mo.spectral_transform = o.transform == "fft"   ? Transform::Fft
                           : o.transform == "dft" ? Transform::Dft
@@ -121,9 +123,10 @@ int run(const BenchOptions& o) {
   fmt::print(
       "result impl=cpp grid={} channels={} modes={} width={} layers={} batch={} threads={} "
       "params={} "
-      "loss0={:.8f} step_ms={:.3f} timesteps_per_s={:.2f} peak_rss_mib={} transform={}\n",
+      "loss0={:.8f} step_ms={:.3f} timesteps_per_s={:.2f} peak_rss_mib={} transform={} "
+      "pointwise={}\n",
       grid, o.channels, o.modes, o.width, o.layers, o.batch, threads, params, loss0, ms,
-      static_cast<double>(o.batch) / (ms / 1e3), peak_rss_mib(), o.transform);
+      static_cast<double>(o.batch) / (ms / 1e3), peak_rss_mib(), o.transform, o.pointwise_kernel);
   for (const std::string& line : kernels::probe_verdicts().lines())
     fmt::print("  probe: {}\n", line);
   return 0;
@@ -148,6 +151,10 @@ int main(int argc, char** argv) {
          "--mixing", o.mixing,
          "the spectral mode mixing: real (batched real GEMMs) or complex (LibTorch's complex bmm)")
       ->check(CLI::IsMember({"real", "complex"}));
+  app.add_option("--pointwise-kernel", o.pointwise_kernel,
+                 "the Fourier layers' pointwise branch + sum + GELU: fused (one function) or "
+                 "libtorch (a product, an add and a GELU)")
+      ->check(CLI::IsMember({"fused", "libtorch"}));
   app.add_option("--projection-kernel", o.projection_kernel,
                  "the projection: fused (tiled, one pass) or libtorch (two maps and a GELU)")
       ->check(CLI::IsMember({"fused", "libtorch"}));

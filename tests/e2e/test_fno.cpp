@@ -131,12 +131,13 @@ TEST(Fno, LearnsAndRecordsCaramlsFigures) {
   for (const char* f : {"config.yaml", "overrides.yaml", "base_config.yaml", "restart.sh",
                         "system.json", "summary.json", "epoch_stats.csv"})
     EXPECT_TRUE(fs::is_regular_file(run / f)) << f;
-  // system.json names the spectral mode mixing, the transforms and the projection the run used
-  // (the defaults on a CPU), and the transforms' probe: one shape in training and validation.
+  // system.json names the spectral mode mixing, the transforms, the projection and the pointwise
+  // branches the run used (the defaults on a CPU), and the transforms' probe: one shape in
+  // training and validation.
   const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
   EXPECT_EQ(sys.at("kernels"),
-            nlohmann::json::array(
-                {"spectral_mixing=real", "spectral_transform=probe", "projection=fused"}))
+            nlohmann::json::array({"spectral_mixing=real", "spectral_transform=probe",
+                                   "projection=fused", "pointwise=fused"}))
       << sys.dump();
   const auto probes = sys.at("kernel_probes").get<std::vector<std::string>>();
   ASSERT_FALSE(probes.empty()) << sys.dump();

@@ -101,7 +101,65 @@ class ProjectionFunction : public torch::autograd::Function<ProjectionFunction> 
   }
 };
 
+// y = act(W x + b + s) over the channels of x (B, C, N), s (B, Co, N) the spectral branch: one
+// pre-activation buffer (s + b, then the product accumulated into it per example), the GELU
+// reading it; backward: the GELU's gradient once, then the products per example on contiguous
+// slices (no broadcast matmul, whose reshapes copy). act: GELU when `gelu` is 1, none when 0.
+class PointwiseFunction : public torch::autograd::Function<PointwiseFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
+                            const at::Tensor& w, const at::Tensor& bias, const at::Tensor& s,
+                            int64_t gelu) {
+    const at::Tensor x = x_in.contiguous();
+    at::Tensor h =
+        bias.numel() > 0 ? s.add(bias.view({1, -1, 1})) : s.clone(at::MemoryFormat::Contiguous);
+    for (int64_t e = 0; e < x.size(0); ++e) h[e].addmm_(w, x[e]);
+    ctx->saved_data["gelu"] = gelu;
+    ctx->saved_data["bias"] = bias.numel() > 0;
+    if (gelu == 0) {
+      ctx->save_for_backward({x, w});
+      return h;
+    }
+    ctx->save_for_backward({x, w, h});
+    return at::gelu(h);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w = saved[1];
+    const at::Tensor gy = grad_outputs.at(0).contiguous();
+    const at::Tensor dh =
+        ctx->saved_data["gelu"].toInt() != 0 ? at::gelu_backward(gy, saved[2]) : gy;
+    at::Tensor dx = at::empty_like(x), dw = at::zeros_like(w);
+    const at::Tensor wt = w.t();
+    for (int64_t e = 0; e < x.size(0); ++e) {
+      dw.addmm_(dh[e], x[e].t());
+      at::Tensor dx_e = dx[e];
+      at::mm_out(dx_e, wt, dh[e]);
+    }
+    const at::Tensor db =
+        ctx->saved_data["bias"].toBool() ? dh.sum(at::IntArrayRef{0, 2}) : at::Tensor();
+    return {dx, dw, db, dh, at::Tensor()};
+  }
+};
+
 }  // namespace
+
+at::Tensor fused_pointwise(const at::Tensor& x, const torch::nn::LinearImpl& linear,
+                           const at::Tensor& add, bool gelu) {
+  const int64_t b = x.size(0), c = x.size(1);
+  const at::Tensor& w = linear.weight;
+  SCAFFOLD_CHECK(w.size(1) == c && add.size(0) == b && add.size(1) == w.size(0) &&
+                     add.numel() == b * w.size(0) * (x.numel() / std::max<int64_t>(b * c, 1)),
+                 fmt::format("fused_pointwise: input {}, weight ({}, {}), added {}",
+                             c10::str(x.sizes()), w.size(0), w.size(1), c10::str(add.sizes())));
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[1] = w.size(0);
+  return PointwiseFunction::apply(x.reshape({b, c, -1}), w, bias_or_empty(linear.bias, w),
+                                  add.reshape({b, w.size(0), -1}), gelu ? 1 : 0)
+      .view(shape);
+}
 
 at::Tensor fused_projection(const at::Tensor& x, const torch::nn::LinearImpl& first,
                             const torch::nn::LinearImpl& second) {
@@ -120,6 +178,10 @@ at::Tensor fused_projection(const at::Tensor& x, const torch::nn::LinearImpl& fi
 
 bool projection_is_fused(const FnoOptions& o, bool on_cpu, bool autocast) {
   return o.fused_projection && o.projection_layers <= 2 && on_cpu && !autocast;
+}
+
+bool pointwise_is_fused(const FnoOptions& o, bool on_cpu, bool autocast) {
+  return o.fused_pointwise && on_cpu && !autocast;
 }
 
 at::Tensor gelu(const at::Tensor& x) {
@@ -219,10 +281,16 @@ at::Tensor FnoImpl::forward(const at::Tensor& x_in) {
   for (int64_t l = 0; l < options_.layers; ++l) {
     const at::Tensor spectral =
         spectral_[static_cast<std::size_t>(l)]->as<SpectralConvImpl>()->forward(x);
-    const at::Tensor pointwise =
-        channel_linear(x, *pointwise_[static_cast<std::size_t>(l)]->as<torch::nn::LinearImpl>());
-    x = spectral + pointwise;
-    if (l + 1 < options_.layers || options_.gelu_after_last_layer) x = fno::gelu(x);
+    const auto& pointwise = *pointwise_[static_cast<std::size_t>(l)]->as<torch::nn::LinearImpl>();
+    const bool gelu = l + 1 < options_.layers || options_.gelu_after_last_layer;
+    if (pointwise_is_fused(options_, x.is_cpu(), nn::AutocastState::current().any_enabled()) &&
+        x.scalar_type() == pointwise.weight.scalar_type() &&
+        spectral.scalar_type() == x.scalar_type()) {
+      x = fused_pointwise(x, pointwise, spectral, gelu);
+      continue;
+    }
+    x = spectral + channel_linear(x, pointwise);
+    if (gelu) x = fno::gelu(x);
   }
   // The projection's two maps in one pass over tiles of points (in the weights' precision).
   if (projection_is_fused(options_, x.is_cpu(), nn::AutocastState::current().any_enabled()) &&

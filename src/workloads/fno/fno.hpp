@@ -52,6 +52,10 @@ struct FnoOptions {
   // two channel_linear maps and a GELU (false, the reference). Used on CPUs in the weights'
   // precision only: on a GPU or under autocast the reference runs.
   bool fused_projection = true;
+  // Each Fourier layer's pointwise branch, its sum with the spectral branch and the GELU as one
+  // function, fused_pointwise below (true), or as channel_linear, an add and a GELU (false, the
+  // reference). Used on CPUs in the weights' precision only, as fused_projection.
+  bool fused_pointwise = true;
 };
 
 // x (B, C, *S) -> (B, Co, *S): weight (Co, C) and bias (Co) of `linear` over the channel axis.
@@ -62,6 +66,17 @@ at::Tensor channel_linear(const at::Tensor& x, const torch::nn::LinearImpl& line
 // recomputes them per tile). The same function as the three ops, float32 or float64.
 at::Tensor fused_projection(const at::Tensor& x, const torch::nn::LinearImpl& first,
                             const torch::nn::LinearImpl& second);
+
+// act(W x + b + add) over the channels of x (B, C, *S), W and b those of `linear`, `add`
+// (B, Co, *S) (a Fourier layer's spectral branch), act GELU or none: the pre-activation is one
+// buffer and backward runs the products per example on contiguous slices. The same function as
+// channel_linear, an add and gelu, float32 or float64.
+at::Tensor fused_pointwise(const at::Tensor& x, const torch::nn::LinearImpl& linear,
+                           const at::Tensor& add, bool gelu);
+
+// Whether the model with options `o` runs its Fourier layers' pointwise branches with
+// fused_pointwise: asked for, on a CPU, without autocast.
+bool pointwise_is_fused(const FnoOptions& o, bool on_cpu, bool autocast);
 
 // Whether the model with options `o` computes its projection with fused_projection: asked for,
 // where it is the same function (two maps, no hidden layer between; no autocast, which would run

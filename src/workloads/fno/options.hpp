@@ -61,6 +61,9 @@ struct FnoConfig {
   // The projection (projection_layers 2, no autocast) as one tiled pass that stores no hidden
   // activations (true, the default) or as LibTorch's two maps and a GELU (false, the reference).
   bool fused_projection = true;
+  // Each Fourier layer's pointwise branch, its sum with the spectral branch and the GELU as one
+  // function (true, the default) or as LibTorch's product, add and GELU (false, the reference).
+  bool fused_pointwise = true;
   // direct: one forward maps the t_in input steps to all t_out output steps (channels);
   // recurrent: the model predicts one step from the last t_in and is fed its own prediction
   // t_out times, trained through the whole rollout (the paper's FNO-2D for Navier-Stokes).

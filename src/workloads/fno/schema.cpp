@@ -215,6 +215,11 @@ std::vector<Spec> fno_table() {
       "pass that stores no hidden activations; 0 as LibTorch's two maps and a GELU (the "
       "reference); the same function either way",
       kBoolAllowed, bool_any));
+  add(bind_key("fused_pointwise", &FC::fused_pointwise,
+               "1 computes each Fourier layer's pointwise map, its sum with the spectral branch "
+               "and the GELU (without autocast, on CPUs) as one function; 0 as LibTorch's "
+               "product, add and GELU (the reference); the same function either way",
+               kBoolAllowed, bool_any));
   add_choice(
       bind_key(
           "time_stepping", &FC::time_stepping,

@@ -5,6 +5,7 @@
 #include <c10/util/StringUtil.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/utils.h>
 
@@ -296,6 +297,44 @@ at::Tensor mix_modes(const at::Tensor& x, const at::Tensor& weight) {
   return at::bmm(xk, wk).permute({1, 2, 0}).reshape(shape);  // (B, Co, *K)
 }
 
+namespace {
+
+// The (K, 2 Ci, 2 Co) blocks [[Wr, Wi], [-Wi, Wr]] of weights in real storage (Ci, Co, *K, 2), in
+// one pass each way. Built from selects and cats, autograd took them apart through a zero-filled
+// full-size gradient per select, the cats' and the negation's backward: about a sixth of a
+// 128 x 32 FNO step's time (docs/performance.md).
+class WeightBlocks : public torch::autograd::Function<WeightBlocks> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& weight) {
+    const int64_t ci = weight.size(0), co = weight.size(1);
+    const int64_t k = weight.numel() / std::max<int64_t>(ci * co * 2, 1);
+    ctx->saved_data["shape"] = weight.sizes().vec();
+    const at::Tensor w = weight.reshape({ci, co, k, 2}).permute({2, 0, 3, 1});  // (K, Ci, 2, Co)
+    const at::Tensor wr = w.select(2, 0), wi = w.select(2, 1);
+    at::Tensor blocks = at::empty({k, 2, ci, 2, co}, weight.options());
+    blocks.select(1, 0).select(2, 0).copy_(wr);
+    blocks.select(1, 0).select(2, 1).copy_(wi);
+    blocks.select(1, 1).select(2, 0).copy_(wi).neg_();
+    blocks.select(1, 1).select(2, 1).copy_(wr);
+    return blocks.view({k, 2 * ci, 2 * co});
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
+    const int64_t ci = shape[0], co = shape[1];
+    const at::Tensor& g_in = grad_outputs.at(0);
+    const int64_t k = g_in.size(0);
+    const at::Tensor g = g_in.reshape({k, 2, ci, 2, co});
+    const auto part = [&](int64_t a, int64_t b) { return g.select(1, a).select(2, b); };
+    // Wr appears in blocks (0, 0) and (1, 1), Wi in (0, 1) and, negated, in (1, 0).
+    const at::Tensor dw = at::stack({part(0, 0) + part(1, 1), part(0, 1) - part(1, 0)}, -1);
+    return {dw.permute({1, 2, 0, 3}).reshape(shape)};  // (K, Ci, Co, 2) -> (Ci, Co, *K, 2)
+  }
+};
+
+}  // namespace
+
 at::Tensor mix_modes_real(const at::Tensor& x, const at::Tensor& weight) {
   const int64_t b = x.size(0), ci = x.size(1), co = weight.size(1);
   SCAFFOLD_CHECK(weight.size(0) == ci && weight.dim() == x.dim() + 1 && weight.size(-1) == 2 &&
@@ -307,9 +346,7 @@ at::Tensor mix_modes_real(const at::Tensor& x, const at::Tensor& weight) {
   const at::Tensor xk =
       at::view_as_real(x).reshape({b, ci, k, 2}).permute({2, 0, 3, 1}).reshape({k, b, 2 * ci});
   // (K, 2 Ci, 2 Co) = [[Wr, Wi], [-Wi, Wr]]: [xr, xi] times it is [xr Wr - xi Wi, xr Wi + xi Wr].
-  const at::Tensor w = weight.reshape({ci, co, k, 2}).permute({2, 0, 3, 1});  // (K, Ci, 2, Co)
-  const at::Tensor wr = w.select(2, 0), wi = w.select(2, 1);
-  const at::Tensor wk = at::cat({at::cat({wr, wi}, 2), at::cat({-wi, wr}, 2)}, 1);
+  const at::Tensor wk = WeightBlocks::apply(weight);
   std::vector<int64_t> shape{b, co};
   for (int64_t s : x.sizes().slice(2)) shape.push_back(s);
   // (K, B, 2 Co) -> (B, Co, K, 2) -> complex (B, Co, *K).

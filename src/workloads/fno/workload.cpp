@@ -109,6 +109,7 @@ FnoOptions model_options(const FnoConfig& cfg, const ProblemShape& shape, c10::D
   o.real_mode_mixing = cfg.spectral_mixing == "real";
   o.spectral_transform = spectral_transform(cfg.spectral_transform, device);
   o.fused_projection = cfg.fused_projection;
+  o.fused_pointwise = cfg.fused_pointwise;
   return o;
 }
 
@@ -236,13 +237,17 @@ class FnoRun : public suite::WorkloadRun {
     const ProblemShape shape = problem_shape(cfg_);
     return fno_memory_estimate(cfg_, shape.in_channels, shape.out_channels);
   }
-  // system.json names the spectral mode mixing and the projection the model runs.
+  // system.json names the spectral mode mixing, the transforms, the projection and the Fourier
+  // layers' pointwise branches the model runs.
   void describe(suite::RunEnv& env, report::SystemInfo& info) override {
     info.kernels.push_back("spectral_mixing=" + cfg_.spectral_mixing);
     const FnoOptions o = model_options(cfg_, problem_shape(cfg_), env.device);
     info.kernels.push_back(std::string("spectral_transform=") + to_string(o.spectral_transform));
-    const bool fused = projection_is_fused(o, !env.device.is_cuda(), cfg_.precision == "bf16");
-    info.kernels.push_back(std::string("projection=") + (fused ? "fused" : "libtorch"));
+    const bool on_cpu = !env.device.is_cuda(), autocast = cfg_.precision == "bf16";
+    info.kernels.push_back(std::string("projection=") +
+                           (projection_is_fused(o, on_cpu, autocast) ? "fused" : "libtorch"));
+    info.kernels.push_back(std::string("pointwise=") +
+                           (pointwise_is_fused(o, on_cpu, autocast) ? "fused" : "libtorch"));
   }
 
  protected:

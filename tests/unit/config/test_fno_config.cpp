@@ -78,6 +78,7 @@ TEST_F(FnoConfigTest, DefaultsAreCaramlsRbc2dBenchmark) {
   EXPECT_EQ(c.spectral_mixing, "real");
   EXPECT_EQ(c.spectral_transform, "auto");
   EXPECT_TRUE(c.fused_projection);
+  EXPECT_TRUE(c.fused_pointwise);
   EXPECT_EQ(load({write("spectral_mixing: complex\n", "complex.yml")}).spectral_mixing, "complex");
   EXPECT_EQ(load({write("spectral_transform: dft\n", "dft.yml")}).spectral_transform, "dft");
   // The generators' defaults (CARAML's RBC2D: Ra 1e7), stored in `generator`.
