@@ -52,6 +52,7 @@ struct BenchOptions {
   bool gemm_peak = true;
   std::string optimizer_kernel = "fused";  // fused | libtorch (the workload's optimizer_kernel)
   std::string gemm_kernel = "probe";       // probe | onednn | libtorch (the workload's gemm_kernel)
+  std::string gelu_kernel = "native";      // native | libtorch (the workload's gelu_kernel)
   std::string trace;  // non-empty: LibTorch's per-op trace of one more step, Chrome JSON
   uint64_t seed = 0;
 };
@@ -146,6 +147,7 @@ int run(const BenchOptions& o, dist::Communicator& world) {
   mo.attention = llm::parse_attention(o.attention);
   mo.recompute = llm::parse_recompute(o.recompute);
   mo.gemm = llm::gemm_kernel(o.gemm_kernel, c10::Device(c10::kCPU));
+  mo.native_gelu = llm::native_gelu(o.gelu_kernel, c10::Device(c10::kCPU));
   // Model, then tokens, from one seed: gpt_step.py draws them in the same order.
   torch::manual_seed(o.seed);
   llm::Gpt gpt(mo, tp);
@@ -303,12 +305,12 @@ int run(const BenchOptions& o, dist::Communicator& world) {
         "forward_ms={:.2f} "
         "backward_ms={:.2f} optimizer_ms={:.2f} comm_ms={:.2f} attention_ms={:.2f} mlp_ms={:.2f} "
         "embed_loss_ms={:.2f} weights_sum={:.4f} tokens_sum={} optimizer_kernel={} "
-        "gemm_kernel={} step_gflops={:.2f} gemm_gflops={:.2f} mfu={:.4f}\n",
+        "gemm_kernel={} gelu_kernel={} step_gflops={:.2f} gemm_gflops={:.2f} mfu={:.4f}\n",
         o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch, o.precision, threads, o.tp,
         llm::gpt_parameter_count(mo), step_ms, spread.min * 1e3, tokens_per_s, loss0,
         median_of(fwd) * 1e3, median_of(bwd) * 1e3, optimizer_ms, comm_ms, attention_ms, mlp_ms,
-        embed_loss_ms, weights_sum, tokens_sum, o.optimizer_kernel, o.gemm_kernel, step_gflops,
-        gemm_gflops, step_gflops / gemm_gflops);
+        embed_loss_ms, weights_sum, tokens_sum, o.optimizer_kernel, o.gemm_kernel, o.gelu_kernel,
+        step_gflops, gemm_gflops, step_gflops / gemm_gflops);
   }
   return 0;
 }
@@ -345,6 +347,9 @@ int parse_and_run(int argc, char** argv) {
                  "the linear layers' products: probe (the workload's default on a CPU), onednn "
                  "or libtorch")
       ->check(CLI::IsMember({"probe", "onednn", "libtorch"}));
+  app.add_option("--gelu-kernel", o.gelu_kernel,
+                 "the MLP's tanh GELU: native (the workload's default on a CPU) or libtorch")
+      ->check(CLI::IsMember({"native", "libtorch"}));
   app.add_option("--trace", o.trace,
                  "write LibTorch's per-operator trace of one step after the timed ones to this "
                  "Chrome JSON file");

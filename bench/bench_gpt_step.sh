@@ -11,7 +11,8 @@
 # Env: CONFIGS="4:256:8:256:4" (layers:hidden:heads:seq:batch), PRECISIONS="fp32 bf16", ROUNDS=3,
 #      STEPS=5, WARMUP=2, THREADS=<all CPUs>, VOCAB=50304, TP=1 (0: skip the tensor-parallel part),
 #      OPTIMIZER=fused (the C++ side's AdamW kernel: fused or libtorch), GEMM=probe (its linear
-#      layers' products: probe, onednn or libtorch), LOG=<file keeping every run's output>. The
+#      layers' products: probe, onednn or libtorch), GELU=native (its MLP's tanh GELU: native or
+#      libtorch), LOG=<file keeping every run's output>. The
 #      C++ MFU column is its model FLOP/s over the fastest product at the model's GEMM shapes
 #      (at::mm, and oneDNN's unless GEMM=libtorch), timed in the same process in the step's dtype.
 set -euo pipefail
@@ -29,6 +30,7 @@ VOCAB=${VOCAB:-50304}
 TP=${TP:-1}
 OPTIMIZER=${OPTIMIZER:-fused}
 GEMM=${GEMM:-probe}
+GELU=${GELU:-native}
 LOG=${LOG:-$(mktemp)}
 
 if [[ ! -x "$BIN" ]]; then
@@ -53,7 +55,7 @@ args_of() {  # layers:hidden:heads:seq:batch precision
   echo "--layers $l --hidden $h --heads $a --seq $s --batch $b --vocab $VOCAB --precision $2 --warmup $WARMUP --steps $STEPS"
 }
 run_cpp() {
-  OMP_NUM_THREADS="$THREADS" "$BIN" --threads "$THREADS" --optimizer-kernel "$OPTIMIZER" --gemm-kernel "$GEMM" "$@" |
+  OMP_NUM_THREADS="$THREADS" "$BIN" --threads "$THREADS" --optimizer-kernel "$OPTIMIZER" --gemm-kernel "$GEMM" --gelu-kernel "$GELU" "$@" |
     tee -a "$LOG" | grep '^result '
 }
 run_py() {

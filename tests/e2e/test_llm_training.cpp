@@ -116,15 +116,20 @@ TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
   // The learning rate after iteration 10 = 40 samples: the end of the cosine, min_lr.
   EXPECT_NEAR(std::stod(rows[5][7]), 1e-4, 1e-12);
 
-  // system.json names the optimizer's kernel (the default: the one-pass AdamW on a CPU) and the
-  // linear layers' (this run: a probe per shape), what the products ran (every call of the model's
-  // linear layers counted) and the probes behind it (one per distinct shape).
+  // system.json names the optimizer's kernel (the default: the one-pass AdamW on a CPU), the
+  // linear layers' (this run: a probe per shape) and the GELU's, what the products and GELUs ran
+  // (every call counted) and the probes behind the products (one per distinct shape).
   const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
-  EXPECT_EQ(sys.at("kernels"), nlohmann::json::array({"optimizer=fused_adamw", "gemm=probe"}))
+  EXPECT_EQ(sys.at("kernels"),
+            nlohmann::json::array({"optimizer=fused_adamw", "gemm=probe", "gelu=native"}))
       << sys.dump();
-  ASSERT_EQ(sys.at("kernels_run").size(), 1u) << sys.dump();
+  ASSERT_EQ(sys.at("kernels_run").size(), 2u) << sys.dump();
   const std::string gemm_run = sys.at("kernels_run")[0].get<std::string>();
   EXPECT_EQ(gemm_run.rfind("gemm=", 0), 0u) << gemm_run;
+  // The MLP's GELU: native on every call (float32 CPU tensors), nothing else.
+  EXPECT_TRUE(std::regex_match(sys.at("kernels_run")[1].get<std::string>(),
+                               std::regex(R"(gelu=native x\d+)")))
+      << sys.dump();
   const auto& probes = sys.at("kernel_probes");
   EXPECT_FALSE(probes.empty()) << sys.dump();
   for (const auto& p : probes) EXPECT_EQ(p.get<std::string>().rfind("gemm ", 0), 0u) << p;

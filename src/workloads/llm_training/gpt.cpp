@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/gelu.hpp"
 #include "nn/checkpoint.hpp"
 
 #if TORCH_VERSION_MAJOR >= 2
@@ -198,10 +199,20 @@ at::Tensor GptBlockImpl::attention(const at::Tensor& x) {
   return options_.hidden_dropout > 0 ? at::dropout(out, options_.hidden_dropout, training) : out;
 }
 
+at::Tensor GptBlockImpl::gelu(const at::Tensor& x) const {
+  kernels::KernelUse* use = options_.kernel_use.get();
+  if (options_.native_gelu && kernels::gelu_tanh_supported(x)) {
+    if (use) use->ran("gelu", "native");
+    return kernels::gelu_tanh(x);
+  }
+  if (use)
+    use->ran("gelu", "libtorch", options_.native_gelu ? "not a float32 or bf16 CPU tensor" : "");
+  return at::gelu(x, "tanh");
+}
+
 at::Tensor GptBlockImpl::mlp(const at::Tensor& x) {
-  const at::Tensor up =
-      at::gelu(linear(into_parallel(x), fc1_weight, fc1_bias), "tanh");     // (B, S, F/t)
-  at::Tensor out = out_of_parallel(linear(up, fc2_weight, {})) + fc2_bias;  // (B, S, h)
+  const at::Tensor up = gelu(linear(into_parallel(x), fc1_weight, fc1_bias));  // (B, S, F/t)
+  at::Tensor out = out_of_parallel(linear(up, fc2_weight, {})) + fc2_bias;     // (B, S, h)
   return options_.hidden_dropout > 0 ? at::dropout(out, options_.hidden_dropout, is_training())
                                      : out;
 }

@@ -68,6 +68,9 @@ struct GptOptions {
   // The linear layers' matrix products (kernels/dnnl_linear.hpp): LibTorch's, oneDNN's, or per
   // shape by a probe; counted in kernel_use when set (system.json's kernels_run).
   kernels::GemmKernel gemm = kernels::GemmKernel::LibTorch;
+  // The MLP's tanh GELU by kernels::gelu_tanh (true) where it takes the tensor, else at::gelu;
+  // counted in kernel_use (op "gelu") when set.
+  bool native_gelu = false;
   std::shared_ptr<kernels::KernelUse> kernel_use;
 };
 
@@ -115,6 +118,8 @@ class GptBlockImpl : public torch::nn::Module {
   at::Tensor out_of_parallel(const at::Tensor& x) const;
   // at::linear on the options' GEMM kernel.
   at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const;
+  // at::gelu(x, "tanh") on the options' kernel (GptOptions::native_gelu).
+  at::Tensor gelu(const at::Tensor& x) const;
 
   torch::nn::LayerNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   at::Tensor qkv_weight;    // (3h/t, h): per head [q; k; v] rows, this rank's a/t heads

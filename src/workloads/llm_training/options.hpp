@@ -106,6 +106,10 @@ struct LlmTrainingConfig {
   // run keeps the verdicts its checkpoint stored, so it gives the uninterrupted run's losses
   // (docs/llm.md, "The matrix products' kernel").
   std::string gemm_kernel = "auto";
+  // The MLP's tanh-approximated GELU: native (kernels/gelu.hpp: one vectorised pass forward and
+  // backward, float32 and bf16 on a CPU), libtorch (at::gelu, the reference), auto: native on a
+  // CPU, libtorch elsewhere.
+  std::string gelu_kernel = "auto";
 
   // Logging, validation, checkpoints (iterations).
   int64_t log_interval = 5;

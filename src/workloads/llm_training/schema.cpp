@@ -322,6 +322,12 @@ std::vector<Spec> llm_training_keys() {
                       "libtorch elsewhere",
                       "one of auto, probe, onednn, libtorch"),
              {"auto", "probe", "onednn", "libtorch"});
+  add_choice(bind_key("gelu_kernel", &LC::gelu_kernel,
+                      "the MLP's tanh GELU: native (one vectorised pass forward and backward, "
+                      "float32 and bf16 on a CPU), libtorch (at::gelu, the reference); auto: "
+                      "native on a CPU, libtorch elsewhere; the same function either way",
+                      "one of auto, native, libtorch"),
+             {"auto", "native", "libtorch"});
 
   // Logging, validation, checkpoints.
   add(bind_key("log_interval", &LC::log_interval, "iterations per Megatron log line",

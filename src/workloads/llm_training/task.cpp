@@ -308,6 +308,14 @@ bool fused_optimizer(const std::string& optimizer_kernel, const c10::Device& dev
   return optimizer_kernel == "fused" || (optimizer_kernel == "auto" && device.is_cpu());
 }
 
+bool native_gelu(const std::string& gelu_kernel, const c10::Device& device) {
+  if (gelu_kernel == "native" && !device.is_cpu())
+    throw core::Error(fmt::format(
+        "gelu_kernel: native runs on the CPU, this run trains on {}; use auto or libtorch",
+        device.str()));
+  return gelu_kernel == "native" || (gelu_kernel == "auto" && device.is_cpu());
+}
+
 kernels::GemmKernel gemm_kernel(const std::string& gemm_kernel, const c10::Device& device) {
   if (gemm_kernel == "libtorch" || (gemm_kernel == "auto" && !device.is_cpu()))
     return kernels::GemmKernel::LibTorch;

@@ -124,6 +124,10 @@ bool fused_optimizer(const std::string& optimizer_kernel, const c10::Device& dev
 // The config's gemm_kernel for a run on `device`: auto is the probe on a CPU and LibTorch
 // elsewhere; probe and onednn off the CPU, or in a build without oneDNN, are errors naming the key.
 kernels::GemmKernel gemm_kernel(const std::string& gemm_kernel, const c10::Device& device);
+
+// The config's gelu_kernel for a run on `device`: whether the MLP runs kernels::gelu_tanh. auto is
+// native on a CPU; native off the CPU is a core::Error naming the key.
+bool native_gelu(const std::string& gelu_kernel, const c10::Device& device);
 // The same optimizer with its state sharded over the data-parallel group `dp` (Megatron's
 // --use-distributed-optimizer: train::ShardedAdamW); null or one rank: one shard holding all.
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>

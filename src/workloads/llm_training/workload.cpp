@@ -251,6 +251,8 @@ class LlmRun : public suite::WorkloadRun {
     info.kernels.push_back(std::string("optimizer=") + (fused ? "fused_adamw" : "libtorch"));
     info.kernels.push_back(std::string("gemm=") +
                            kernels::to_string(gemm_kernel(cfg_.gemm_kernel, env.device)));
+    info.kernels.push_back(std::string("gelu=") +
+                           (native_gelu(cfg_.gelu_kernel, env.device) ? "native" : "libtorch"));
   }
 
   // What rank 0's linear layers ran, counted call by call (the probes behind the choice are
@@ -292,6 +294,8 @@ class LlmRun : public suite::WorkloadRun {
     mo_.kernel_use->chose("gemm", mo_.gemm == kernels::GemmKernel::Probe
                                       ? std::vector<std::string>{"onednn", "libtorch"}
                                       : std::vector<std::string>{kernels::to_string(mo_.gemm)});
+    mo_.native_gelu = native_gelu(cfg_.gelu_kernel, env.device);
+    mo_.kernel_use->chose("gelu", {mo_.native_gelu ? "native" : "libtorch"});
     const int64_t log_interval = cfg_.log_interval;
     dist::run_agreed(env.comm, [&] {
       torch::manual_seed(static_cast<uint64_t>(cfg_.seed));  // the same master weights everywhere

@@ -67,6 +67,7 @@ const std::vector<std::string> kKeys = {"base_run_dir",
                                         "use_distributed_optimizer",
                                         "optimizer_kernel",
                                         "gemm_kernel",
+                                        "gelu_kernel",
                                         "log_interval",
                                         "timing_warmup_iters",
                                         "eval_interval",
@@ -154,6 +155,8 @@ void expect_caraml_defaults(const LC& c) {
   EXPECT_EQ(c.optimizer_kernel, "auto");
   // The linear layers' products: LibTorch's unless asked (a probe's verdict is per process).
   EXPECT_EQ(c.gemm_kernel, "auto");
+  // The MLP's GELU: the native kernel on a CPU.
+  EXPECT_EQ(c.gelu_kernel, "auto");
   EXPECT_EQ(c.log_interval, 5);
   EXPECT_EQ(c.eval_interval, 2000);
   EXPECT_EQ(c.eval_iters, 15);
@@ -260,6 +263,7 @@ TEST_F(LlmTrainingConfigTest, BadValuesNameTheKeyValueAndWhatIsAllowed) {
       {"lr_decay_style: step\n", "lr_decay_style", "one of cosine, linear, constant"},
       {"optimizer_kernel: adam\n", "optimizer_kernel", "one of auto, fused, libtorch"},
       {"gemm_kernel: mkl\n", "gemm_kernel", "one of auto, probe, onednn, libtorch"},
+      {"gelu_kernel: fast\n", "gelu_kernel", "one of auto, native, libtorch"},
       {"exit_duration_in_mins: -1\n", "exit_duration_in_mins", "a number >= 0"},
       // The split is checked with synthetic data too (a typo found before data_path is set).
       {"split: 90,10,x\n", "split", "numbers >= 0 separated by ',' or '/'"},
