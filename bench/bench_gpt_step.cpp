@@ -31,6 +31,7 @@
 #include "core/version.hpp"
 #include "dist/communicator.hpp"
 #include "dist/tensor_comm.hpp"
+#include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
 #include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/metrics.hpp"
@@ -311,6 +312,8 @@ int run(const BenchOptions& o, dist::Communicator& world) {
         median_of(fwd) * 1e3, median_of(bwd) * 1e3, optimizer_ms, comm_ms, attention_ms, mlp_ms,
         embed_loss_ms, weights_sum, tokens_sum, o.optimizer_kernel, o.gemm_kernel, o.gelu_kernel,
         step_gflops, gemm_gflops, step_gflops / gemm_gflops);
+    for (const std::string& line : kernels::probe_verdicts().lines())
+      fmt::print("  probe: {}\n", line);
   }
   return 0;
 }
