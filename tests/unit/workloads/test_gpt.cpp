@@ -261,6 +261,40 @@ TEST(GptModel, RecomputeGivesTheSameLossAndGradients) {
   }
 }
 
+// The MLP's native tanh GELU (kernels/gelu.hpp) against at::gelu: the same loss and gradients of
+// every parameter (within float32 rounding), and every call counted as native.
+TEST(GptModel, NativeGeluGivesLibTorchsLossAndGradients) {
+  torch::manual_seed(8);
+  const at::Tensor tokens = at::randint(128, {2, 17}, at::kLong);
+  std::vector<double> losses;
+  std::vector<std::vector<at::Tensor>> grads;
+  std::shared_ptr<kernels::KernelUse> use;
+  for (const bool native : {false, true}) {
+    GptOptions o = small_options();
+    o.native_gelu = native;
+    o.kernel_use = std::make_shared<kernels::KernelUse>();
+    o.kernel_use->chose("gemm", {"libtorch"});
+    o.kernel_use->chose("gelu", {native ? "native" : "libtorch"});
+    torch::manual_seed(9);
+    Gpt gpt(o);
+    const at::Tensor loss =
+        gpt->token_losses(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16)).mean();
+    loss.backward();
+    losses.push_back(loss.item<double>());
+    std::vector<at::Tensor> g;
+    for (const auto& p : gpt->parameters()) g.push_back(p.grad().clone());
+    grads.push_back(g);
+    use = o.kernel_use;
+  }
+  EXPECT_NEAR(losses[1], losses[0], 1e-6);
+  for (std::size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_TRUE(tensors_close(grads[1][i], grads[0][i], 1e-5, "grad " + std::to_string(i)));
+  // One GELU per layer (2) in the one forward pass, all native (and 4 linear layers per layer
+  // plus the output layer: 9 products); no fallback.
+  EXPECT_EQ(use->summary(), (std::vector<std::string>{"gemm=libtorch x9", "gelu=native x2"}));
+  EXPECT_TRUE(use->fallbacks().empty());
+}
+
 // Four fixed sequences repeated: the model memorises them (loss far below ln V).
 class RepeatedCorpus : public data::ExampleSource {
  public:
@@ -347,6 +381,19 @@ TEST(GptTraining, TheOptimizerKernelIsResolvedForTheRunsDevice) {
   } catch (const core::Error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("optimizer_kernel"), std::string::npos) << what;
+    EXPECT_NE(what.find("cuda:1"), std::string::npos) << what;
+  }
+  // gelu_kernel alike: auto is the native GELU on a CPU only.
+  EXPECT_TRUE(native_gelu("auto", cpu));
+  EXPECT_FALSE(native_gelu("auto", gpu));
+  EXPECT_TRUE(native_gelu("native", cpu));
+  EXPECT_FALSE(native_gelu("libtorch", cpu));
+  try {
+    native_gelu("native", gpu);
+    ADD_FAILURE() << "the native GELU on a GPU was accepted";
+  } catch (const core::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("gelu_kernel: native runs on the CPU"), std::string::npos) << what;
     EXPECT_NE(what.find("cuda:1"), std::string::npos) << what;
   }
   // What each builds: the one-pass optimizer or LibTorch's.
