@@ -13,11 +13,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/stats.hpp"
+#include "core/sysinfo.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "kernels/fused_adam.hpp"
@@ -50,10 +50,7 @@ at::Tensor pattern(at::IntArrayRef shape, double k) {
 }
 
 int64_t peak_rss_mib() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) / 1024;
-  return 0;
+  return core::peak_rss_bytes() / (1 << 20);
 }
 
 int run(const BenchOptions& o) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/stats.hpp"
+#include "core/sysinfo.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "core/version.hpp"
@@ -306,12 +307,13 @@ int run(const BenchOptions& o, dist::Communicator& world) {
         "forward_ms={:.2f} "
         "backward_ms={:.2f} optimizer_ms={:.2f} comm_ms={:.2f} attention_ms={:.2f} mlp_ms={:.2f} "
         "embed_loss_ms={:.2f} weights_sum={:.4f} tokens_sum={} optimizer_kernel={} "
-        "gemm_kernel={} gelu_kernel={} step_gflops={:.2f} gemm_gflops={:.2f} mfu={:.4f}\n",
+        "gemm_kernel={} gelu_kernel={} step_gflops={:.2f} gemm_gflops={:.2f} mfu={:.4f} "
+        "peak_rss_mib={}\n",
         o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch, o.precision, threads, o.tp,
         llm::gpt_parameter_count(mo), step_ms, spread.min * 1e3, tokens_per_s, loss0,
         median_of(fwd) * 1e3, median_of(bwd) * 1e3, optimizer_ms, comm_ms, attention_ms, mlp_ms,
         embed_loss_ms, weights_sum, tokens_sum, o.optimizer_kernel, o.gemm_kernel, o.gelu_kernel,
-        step_gflops, gemm_gflops, step_gflops / gemm_gflops);
+        step_gflops, gemm_gflops, step_gflops / gemm_gflops, core::peak_rss_bytes() / (1 << 20));
     for (const std::string& line : kernels::probe_verdicts().lines())
       fmt::print("  probe: {}\n", line);
   }

@@ -101,16 +101,17 @@ function med(list,   a, n, i, j, t) {
   if (side == "py" && (key in last_cpp)) paired[key] = paired[key] " " last_cpp[key] / f["step_ms"]
   if ((key, side) in loss && loss[key, side] != f["loss0"]) bad = bad "\n  " key ": " side " loss0 changed between runs"
   loss[key, side] = f["loss0"]; wsum[key, side] = f["weights_sum"]
+  if (f["peak_rss_mib"] + 0 > rss[key, side] + 0) rss[key, side] = f["peak_rss_mib"]
 }
 END {
-  printf "\n| layers:hidden:heads:seq:batch | precision | C++ ms/step | Python ms/step | C++/Python (paired) | C++ tokens/s | Python tokens/s | C++ MFU | attention | MLP | embedding+loss | optimizer |\n"
-  printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+  printf "\n| layers:hidden:heads:seq:batch | precision | C++ ms/step | Python ms/step | C++/Python (paired) | C++ tokens/s | Python tokens/s | C++ MFU | attention | MLP | embedding+loss | optimizer | peak RSS C++ / Python MiB |\n"
+  printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
   for (k = 1; k <= n; ++k) {
     key = order[k]; split(key, kp, " ")
     c = med(ms[key, "cpp"]); p = med(ms[key, "py"])
-    printf "| %s | %s | %.1f | %.1f | %.3f | %.0f | %.0f | %.2f | %.0f%% | %.0f%% | %.0f%% | %.0f%% |\n", kp[1], kp[2], c, p, \
+    printf "| %s | %s | %.1f | %.1f | %.3f | %.0f | %.0f | %.2f | %.0f%% | %.0f%% | %.0f%% | %.0f%% | %s / %s |\n", kp[1], kp[2], c, p, \
       med(paired[key]), tokens[key] / (c / 1e3), tokens[key] / (p / 1e3), med(mfu[key]), med(share[key, "attn"]), \
-      med(share[key, "mlp"]), med(share[key, "emb"]), med(share[key, "opt"])
+      med(share[key, "mlp"]), med(share[key, "emb"]), med(share[key, "opt"]), rss[key, "cpp"], rss[key, "py"]
     if (wsum[key, "cpp"] != wsum[key, "py"]) bad = bad "\n  " key ": initial weights differ"
     d = loss[key, "cpp"] - loss[key, "py"]; if (d < 0) d = -d
     if (d > 1e-4 * loss[key, "py"]) bad = bad "\n  " key ": first-step losses differ, C++ " loss[key, "cpp"] ", Python " loss[key, "py"]

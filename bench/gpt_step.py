@@ -8,6 +8,7 @@ Legend: B batch, S sequence, h hidden, a heads, d head size, F FFN hidden, V pad
 """
 import argparse
 import math
+import resource
 import statistics
 import time
 
@@ -138,7 +139,8 @@ def main():
           f"vocab={args.vocab} batch={args.batch} dtype={args.precision} threads={threads} tp=1 params={params} "
           f"step_ms={step * 1e3:.2f} step_ms_min={min(steps) * 1e3:.2f} tokens_per_s={args.batch * args.seq / step:.1f} "
           f"loss0={loss0:.6f} forward_ms={med[0]:.2f} backward_ms={med[1]:.2f} optimizer_ms={med[2]:.2f} "
-          f"weights_sum={weights_sum:.4f} tokens_sum={tokens_sum}")
+          f"weights_sum={weights_sum:.4f} tokens_sum={tokens_sum} "
+          f"peak_rss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}")
 
 
 if __name__ == "__main__":
