@@ -17,8 +17,6 @@
 #include <c10/util/ArrayRef.h>
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
 namespace scaffold::kernels {
 

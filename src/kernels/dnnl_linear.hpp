@@ -12,8 +12,6 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
 namespace scaffold::kernels {
 

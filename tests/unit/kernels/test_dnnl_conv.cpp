@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "kernels/dnnl_conv.hpp"
 #include "kernels/probe_verdicts.hpp"
+#include "unit/kernels/probe_expectations.hpp"
 #include "unit/tensor_compare.hpp"
 
 namespace scaffold::model {
@@ -188,14 +189,7 @@ TEST(DnnlWinogradProbe, MeasuresEachShapeOnceAndDecidesByItsTimes) {
   ASSERT_EQ(probes.size(), before + 1);
   const kernels::ProbeMeasurement& p = probes.back();
   EXPECT_EQ(p.key, "conv x 2x32x12x12 nchw Float w 32x32x3x3 s1x1 p1x1");
-  ASSERT_EQ(p.result.timings.size(), 2u);
-  const kernels::ProbeTiming &winograd = p.result.timings[0], &libtorch = p.result.timings[1];
-  EXPECT_EQ(winograd.kernel, "winograd");
-  EXPECT_EQ(libtorch.kernel, "libtorch");
-  EXPECT_GT(winograd.ms, 0.0);
-  EXPECT_GT(libtorch.ms, 0.0);
-  EXPECT_EQ(p.result.verdict,
-            winograd.ms < 0.9 * libtorch.ms ? "winograd" : "libtorch");  // a 10 % margin
+  test::expect_decided_by_times(p, "winograd", "libtorch", 0.9);  // a 10 % margin
   EXPECT_EQ(verdict, p.result.verdict == "winograd");
   // Asked again (other values, same shape; through autograd inputs too): remembered, not measured.
   EXPECT_EQ(

@@ -17,6 +17,7 @@
 #include "kernels/kernel_use.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
+#include "unit/kernels/probe_expectations.hpp"
 #include "unit/tensor_compare.hpp"
 
 namespace scaffold::kernels {
@@ -119,13 +120,7 @@ TEST(DnnlLinear, TheProbeMeasuresEachShapeOnceAndDecidesByItsTimes) {
   ASSERT_EQ(probes.size(), before + 1);  // measured once, remembered after
   const ProbeMeasurement& p = probes.back();
   EXPECT_EQ(p.key, "gemm 40x24 by 56x24");
-  ASSERT_EQ(p.result.timings.size(), 2u);
-  const ProbeTiming &onednn = p.result.timings[0], &libtorch = p.result.timings[1];
-  EXPECT_EQ(onednn.kernel, "onednn");
-  EXPECT_EQ(libtorch.kernel, "libtorch");
-  EXPECT_GT(onednn.ms, 0.0);
-  EXPECT_GT(libtorch.ms, 0.0);
-  EXPECT_EQ(p.result.verdict, onednn.ms < kGemmMargin * libtorch.ms ? "onednn" : "libtorch");
+  model::test::expect_decided_by_times(p, "onednn", "libtorch", kGemmMargin);
   EXPECT_EQ(first, p.result.verdict == "onednn");
   EXPECT_EQ(p.line().rfind("gemm 40x24 by 56x24: onednn ", 0), 0u) << p.line();
 }

@@ -18,6 +18,7 @@
 #include "kernels/dnnl_conv.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "kernels/winograd_conv.hpp"
+#include "unit/kernels/probe_expectations.hpp"
 #include "unit/tensor_compare.hpp"
 
 namespace scaffold::model {
@@ -116,14 +117,8 @@ TEST(WinogradConv, TheProbeMeasuresEachShapeOnceAndDecidesByItsTimes) {
   ASSERT_EQ(probes.size(), before + 1);
   const kernels::ProbeMeasurement& p = probes.back();
   EXPECT_EQ(p.key, "conv3d x 1x16x10x10x10 ncdhw w 32x16x3x3x3");
-  ASSERT_EQ(p.result.timings.size(), 2u);
-  const kernels::ProbeTiming &winograd = p.result.timings[0], &direct = p.result.timings[1];
-  EXPECT_EQ(winograd.kernel, "winograd");
-  EXPECT_EQ(direct.kernel, kernels::dnnl_conv3d_built() ? "onednn" : "libtorch");
-  EXPECT_GT(winograd.ms, 0.0);
-  EXPECT_GT(direct.ms, 0.0);
-  EXPECT_EQ(p.result.verdict,
-            winograd.ms < kernels::kWinogradMargin * direct.ms ? "winograd" : direct.kernel);
+  test::expect_decided_by_times(p, "winograd", kernels::dnnl_conv3d_built() ? "onednn" : "libtorch",
+                                kernels::kWinogradMargin);
   EXPECT_EQ(verdict, p.result.verdict == "winograd");
   EXPECT_EQ(kernels::winograd_conv3d_calls(), calls) << "the probe's runs counted as the model's";
   // Asked again with other values, through autograd inputs and in inference mode (validation):

@@ -235,28 +235,36 @@ TEST(GptModel, RotaryEmbeddingIsARelativeRotation) {
   EXPECT_NEAR(rq[0][0][1][0].item<double>(), x0 * std::cos(1.0) - x4 * std::sin(1.0), 1e-6);
 }
 
+// The mean loss of a model with options `o` built from `seed` on `tokens` (B, 17), and every
+// parameter's gradient after its backward.
+struct LossAndGrads {
+  double loss = 0;
+  std::vector<at::Tensor> grads;
+};
+LossAndGrads loss_and_grads(const GptOptions& o, const at::Tensor& tokens, uint64_t seed) {
+  torch::manual_seed(seed);
+  Gpt gpt(o);
+  const at::Tensor loss =
+      gpt->token_losses(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16)).mean();
+  loss.backward();
+  LossAndGrads r{loss.item<double>(), {}};
+  for (const auto& p : gpt->parameters()) r.grads.push_back(p.grad().clone());
+  return r;
+}
+
 TEST(GptModel, RecomputeGivesTheSameLossAndGradients) {
   torch::manual_seed(6);
   const at::Tensor tokens = at::randint(128, {2, 17}, at::kLong);
-  std::vector<double> losses;
-  std::vector<std::vector<at::Tensor>> grads;
+  std::vector<LossAndGrads> runs;
   for (auto r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
     GptOptions o = small_options(PositionEmbedding::kRope);
     o.recompute = r;
-    torch::manual_seed(7);
-    Gpt gpt(o);
-    const at::Tensor loss =
-        gpt->token_losses(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16)).mean();
-    loss.backward();
-    losses.push_back(loss.item<double>());
-    std::vector<at::Tensor> g;
-    for (const auto& p : gpt->parameters()) g.push_back(p.grad().clone());
-    grads.push_back(g);
+    runs.push_back(loss_and_grads(o, tokens, 7));
   }
   for (int v = 1; v < 3; ++v) {
-    EXPECT_NEAR(losses[v], losses[0], 1e-6);
-    for (std::size_t i = 0; i < grads[0].size(); ++i)
-      EXPECT_TRUE(tensors_close(grads[v][i], grads[0][i], 1e-5,
+    EXPECT_NEAR(runs[v].loss, runs[0].loss, 1e-6);
+    for (std::size_t i = 0; i < runs[0].grads.size(); ++i)
+      EXPECT_TRUE(tensors_close(runs[v].grads[i], runs[0].grads[i], 1e-5,
                                 "recompute " + std::to_string(v) + " grad " + std::to_string(i)));
   }
 }
@@ -266,8 +274,7 @@ TEST(GptModel, RecomputeGivesTheSameLossAndGradients) {
 TEST(GptModel, NativeGeluGivesLibTorchsLossAndGradients) {
   torch::manual_seed(8);
   const at::Tensor tokens = at::randint(128, {2, 17}, at::kLong);
-  std::vector<double> losses;
-  std::vector<std::vector<at::Tensor>> grads;
+  std::vector<LossAndGrads> runs;
   std::shared_ptr<kernels::KernelUse> use;
   for (const bool native : {false, true}) {
     GptOptions o = small_options();
@@ -275,20 +282,13 @@ TEST(GptModel, NativeGeluGivesLibTorchsLossAndGradients) {
     o.kernel_use = std::make_shared<kernels::KernelUse>();
     o.kernel_use->chose("gemm", {"libtorch"});
     o.kernel_use->chose("gelu", {native ? "native" : "libtorch"});
-    torch::manual_seed(9);
-    Gpt gpt(o);
-    const at::Tensor loss =
-        gpt->token_losses(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16)).mean();
-    loss.backward();
-    losses.push_back(loss.item<double>());
-    std::vector<at::Tensor> g;
-    for (const auto& p : gpt->parameters()) g.push_back(p.grad().clone());
-    grads.push_back(g);
+    runs.push_back(loss_and_grads(o, tokens, 9));
     use = o.kernel_use;
   }
-  EXPECT_NEAR(losses[1], losses[0], 1e-6);
-  for (std::size_t i = 0; i < grads[0].size(); ++i)
-    EXPECT_TRUE(tensors_close(grads[1][i], grads[0][i], 1e-5, "grad " + std::to_string(i)));
+  EXPECT_NEAR(runs[1].loss, runs[0].loss, 1e-6);
+  for (std::size_t i = 0; i < runs[0].grads.size(); ++i)
+    EXPECT_TRUE(
+        tensors_close(runs[1].grads[i], runs[0].grads[i], 1e-5, "grad " + std::to_string(i)));
   // One GELU per layer (2) in the one forward pass, all native (and 4 linear layers per layer
   // plus the output layer: 9 products); no fallback.
   EXPECT_EQ(use->summary(), (std::vector<std::string>{"gemm=libtorch x9", "gelu=native x2"}));
@@ -366,35 +366,33 @@ TEST(GptTraining, ClippingIsTorchsClipGradNorm) {
   EXPECT_NEAR(task.clip_gradients(0).item<double>(), norm / 4, 1e-4 * norm);
 }
 
-// optimizer_kernel resolved per device: auto is the one-pass AdamW on a CPU only; fused on a GPU
-// is refused naming the key and the device (a Device value needs no GPU).
-TEST(GptTraining, TheOptimizerKernelIsResolvedForTheRunsDevice) {
+// optimizer_kernel and gelu_kernel resolved per device: auto is the CPU kernel (the one-pass
+// AdamW, the native GELU) on a CPU only; naming it on a GPU is refused naming the key, the kernel
+// and the device (a Device value needs no GPU).
+TEST(GptTraining, TheCpuKernelKeysAreResolvedForTheRunsDevice) {
   const c10::Device cpu(c10::kCPU), gpu(c10::kCUDA, 1);
-  EXPECT_TRUE(fused_optimizer("auto", cpu));
-  EXPECT_FALSE(fused_optimizer("auto", gpu));
-  EXPECT_TRUE(fused_optimizer("fused", cpu));
-  EXPECT_FALSE(fused_optimizer("libtorch", cpu));
-  EXPECT_FALSE(fused_optimizer("libtorch", gpu));
-  try {
-    fused_optimizer("fused", gpu);
-    ADD_FAILURE() << "fused on a GPU was accepted";
-  } catch (const core::Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("optimizer_kernel"), std::string::npos) << what;
-    EXPECT_NE(what.find("cuda:1"), std::string::npos) << what;
-  }
-  // gelu_kernel alike: auto is the native GELU on a CPU only.
-  EXPECT_TRUE(native_gelu("auto", cpu));
-  EXPECT_FALSE(native_gelu("auto", gpu));
-  EXPECT_TRUE(native_gelu("native", cpu));
-  EXPECT_FALSE(native_gelu("libtorch", cpu));
-  try {
-    native_gelu("native", gpu);
-    ADD_FAILURE() << "the native GELU on a GPU was accepted";
-  } catch (const core::Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("gelu_kernel: native runs on the CPU"), std::string::npos) << what;
-    EXPECT_NE(what.find("cuda:1"), std::string::npos) << what;
+  struct Key {
+    const char* name;
+    const char* kernel;
+    bool (*resolve)(const std::string&, const c10::Device&);
+  };
+  for (const Key& k : {Key{"optimizer_kernel", "fused", &fused_optimizer},
+                       Key{"gelu_kernel", "native", &native_gelu}}) {
+    EXPECT_TRUE(k.resolve("auto", cpu)) << k.name;
+    EXPECT_FALSE(k.resolve("auto", gpu)) << k.name;
+    EXPECT_TRUE(k.resolve(k.kernel, cpu)) << k.name;
+    EXPECT_FALSE(k.resolve("libtorch", cpu)) << k.name;
+    EXPECT_FALSE(k.resolve("libtorch", gpu)) << k.name;
+    try {
+      k.resolve(k.kernel, gpu);
+      ADD_FAILURE() << k.name << ": " << k.kernel << " on a GPU was accepted";
+    } catch (const core::Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string(k.name) + ": " + k.kernel + " runs on the CPU"),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find("cuda:1"), std::string::npos) << what;
+    }
   }
   // What each builds: the one-pass optimizer or LibTorch's.
   const std::vector<at::Tensor> params{at::zeros({4, 4}).requires_grad_(true)};
