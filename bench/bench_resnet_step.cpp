@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/resource.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 #include <unistd.h>
@@ -45,7 +46,9 @@ struct BenchOptions {
   int channels_last = 0;             // 1: parameters, buffers and the input in ChannelsLast
   std::string precision = "fp32";    // "bf16": CPU autocast around the forward
   std::string conv_kernel = "auto";  // the 3x3 stride-1 convs: auto | probe | winograd | libtorch
+  std::string norm_kernel = "auto";  // BatchNorm + ReLU: auto | fused | libtorch
   uint64_t seed = 0;
+  std::string trace;  // non-empty: LibTorch's per-op trace of one more step, Chrome JSON
 };
 
 // Wall time of each part of one step.
@@ -116,6 +119,10 @@ int run(const BenchOptions& o) {
   mo.conv.kernel = imgcls::resolve_conv_kernel(o.conv_kernel, o.precision, at::kCPU);
   mo.conv.use = std::make_shared<kernels::KernelUse>();
   mo.conv.register_choices();
+  mo.norm.kernel =
+      imgcls::resolve_norm_kernel(o.norm_kernel, o.precision, at::kCPU, o.channels_last != 0);
+  mo.norm.use = mo.conv.use;
+  mo.norm.register_choices();
 
   // Model, then images, then labels from one seed: resnet_step.py draws them in the same order
   // (torchvision consumes the generator as our constructor does), so both sides start from the
@@ -173,7 +180,15 @@ int run(const BenchOptions& o) {
     step_s.push_back(clock.elapsed_s());
   }
   const double other_cpu = other_cpu_share(cpu_before, sample_cpu());
-  const int64_t hwm_bytes = proc_status_bytes("VmHWM");
+  const int64_t hwm_bytes = proc_status_bytes("VmHWM");  // before any traced step
+  if (!o.trace.empty()) {  // after the timed steps, so the profiler costs them nothing
+    {
+      torch::autograd::profiler::RecordProfile record(o.trace);
+      step();
+    }
+    phases.pop_back();
+    fmt::print("  trace of one more step (LibTorch's profiler, Chrome JSON): {}\n", o.trace);
+  }
   phases.erase(phases.begin(), phases.begin() + o.warmup_steps);
   auto phase_ms = [&](double StepPhases::*field) {
     std::vector<double> v;
@@ -216,7 +231,8 @@ int run(const BenchOptions& o) {
       rss_before_bytes / kMiB, hwm_bytes / kMiB, (hwm_bytes - rss_before_bytes) / kMiB, loss0);
   fmt::print("  other processes used {:.0f}% of the machine's CPU time during the timed steps\n",
              other_cpu * 100);
-  fmt::print("  3x3 convolutions: {} ({})\n", imgcls::to_string(mo.conv.kernel),
+  fmt::print("  kernels: 3x3 convolutions {}, BatchNorm + ReLU {} (ran: {})\n",
+             imgcls::to_string(mo.conv.kernel), imgcls::to_string(mo.norm.kernel),
              fmt::join(mo.conv.use->summary(), "; "));
   for (const std::string& line : kernels::probe_verdicts().lines())
     fmt::print("  probe: {}\n", line);
@@ -226,11 +242,12 @@ int run(const BenchOptions& o) {
       "params={} step_ms={:.2f} step_ms_min={:.2f} step_ms_max={:.2f} images_per_s={:.2f} "
       "step_gflop={:.3f} model_gflop_per_s={:.2f} rss_before_mib={:.1f} peak_rss_mib={:.1f} "
       "peak_rss_delta_mib={:.1f} loss0={:.6f} forward_ms={:.2f} loss_ms={:.2f} backward_ms={:.2f} "
-      "optimizer_ms={:.2f} other_cpu={:.3f} conv_kernel={}\n",
+      "optimizer_ms={:.2f} other_cpu={:.3f} conv_kernel={} norm_kernel={}\n",
       o.depth, o.batch, o.image_size, o.classes, o.precision, layout, threads, params, step_ms,
       spread.min * 1e3, spread.max * 1e3, images_per_s, flop_step / 1e9, rate,
       rss_before_bytes / kMiB, hwm_bytes / kMiB, (hwm_bytes - rss_before_bytes) / kMiB, loss0,
-      forward_ms, loss_ms, backward_ms, optimizer_ms, other_cpu, imgcls::to_string(mo.conv.kernel));
+      forward_ms, loss_ms, backward_ms, optimizer_ms, other_cpu, imgcls::to_string(mo.conv.kernel),
+      imgcls::to_string(mo.norm.kernel));
   return 0;
 }
 
@@ -256,7 +273,14 @@ int parse_and_run(int argc, char** argv) {
                  "3x3 stride-1 convolutions: auto (probe in fp32, libtorch in bf16), probe "
                  "(oneDNN's Winograd where measured faster), winograd, libtorch")
       ->check(CLI::IsMember({"auto", "probe", "winograd", "libtorch"}));
+  app.add_option("--norm-kernel", o.norm_kernel,
+                 "BatchNorm + ReLU pairs: auto (fused in fp32 with --channels-last 1, libtorch "
+                 "otherwise), fused, libtorch")
+      ->check(CLI::IsMember({"auto", "fused", "libtorch"}));
   app.add_option("--seed", o.seed, "seed of the weights, images and labels");
+  app.add_option("--trace", o.trace,
+                 "write LibTorch's per-operator trace of one step after the timed ones to this "
+                 "Chrome JSON file");
   CLI11_PARSE(app, argc, argv);
   return run(o);
 }

@@ -275,17 +275,24 @@ TEST(ImageClassification, StdoutHasCaramlsLinesThatItsJubePatternReads) {
   const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
   const auto kernels = sys.at("kernels").get<std::vector<std::string>>();
   const bool dnnl = SCAFFOLD_TEST_WITH_DNNL != 0;  // the build links oneDNN (tests/e2e/CMakeLists)
+  // norm_kernel auto with channels_last 0 (this run's NCHW): LibTorch's BatchNorm + ReLU.
   EXPECT_EQ(kernels, (std::vector<std::string>{"tf32=1", "tf32_effect=none(cpu)",
-                                               dnnl ? "conv3x3=probe" : "conv3x3=libtorch"}));
+                                               dnnl ? "conv3x3=probe" : "conv3x3=libtorch",
+                                               "bn_relu=libtorch"}));
   EXPECT_EQ(s.at("params").at("conv_kernel"), dnnl ? "probe" : "libtorch");
+  EXPECT_EQ(s.at("params").at("norm_kernel"), "libtorch");
   const std::string blas = sys.at("blas").get<std::string>();
   EXPECT_EQ(blas.rfind("OpenBLAS ", 0), 0u) << blas;  // the build's BLAS (scripts/install-deps)
   const std::string forced = "; core Haswell, set by OPENBLAS_CORETYPE=Haswell";
   ASSERT_GE(blas.size(), forced.size()) << blas;
   EXPECT_EQ(blas.substr(blas.size() - forced.size()), forced) << blas;
   const auto run_kernels = sys.at("kernels_run").get<std::vector<std::string>>();
-  ASSERT_EQ(run_kernels.size(), 1u) << sys.dump();
-  EXPECT_EQ(run_kernels[0].rfind("conv3x3=", 0), 0u) << run_kernels[0];
+  // Ops in the order they first ran: the stem's BatchNorm + ReLU, then the first 3x3 conv.
+  // ResNet-18's 17 BatchNorm + ReLU pairs count in each training step (validation's are not
+  // counted): 256 images / 32 a step x (2 warm-up + 3 timed epochs) = 40 steps.
+  ASSERT_EQ(run_kernels.size(), 2u) << sys.dump();
+  EXPECT_EQ(run_kernels[0], "bn_relu=libtorch x" + std::to_string(17 * (256 / 32) * (2 + 3)));
+  EXPECT_EQ(run_kernels[1].rfind("conv3x3=", 0), 0u) << run_kernels[1];
   if (dnnl && cpu_has_avx512_core()) {  // oneDNN's Winograd needs it
     // ResNet-18 at 32x32: 3x3 stride-1 layers at 8x8, 4x4, 2x2 and 1x1, for the training batch
     // (32) and the validation batch (32 too: one shape each).

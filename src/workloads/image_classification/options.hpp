@@ -56,6 +56,9 @@ struct ImageClassificationConfig {
   // extension: the 3x3 stride-1 convolutions' kernel: auto | probe | winograd | libtorch
   // (imgcls::ConvKernel; auto: probe on a CPU in fp32, libtorch otherwise)
   std::string conv_kernel = "auto";
+  // extension: the BatchNorm + ReLU pairs' kernel: auto | fused | libtorch (imgcls::NormKernel;
+  // auto: fused on a CPU in fp32 with channels_last, libtorch otherwise)
+  std::string norm_kernel = "auto";
 
   // Run.
   int dataloader_num_workers = 2;  // data-loading workers per rank

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "kernels/batch_norm.hpp"
 #include "kernels/dnnl_conv.hpp"
 #include "nn/autocast.hpp"
 
@@ -152,10 +153,73 @@ ConvKernel resolve_conv_kernel(const std::string& conv_kernel, const std::string
   return conv_kernel == "probe" ? ConvKernel::Probe : ConvKernel::Winograd;
 }
 
+// --- The BatchNorm + ReLU kernel -----------------------------------------------------------------
+
+const char* to_string(NormKernel k) {
+  return k == NormKernel::Fused ? "fused" : "libtorch";
+}
+
+NormKernel resolve_norm_kernel(const std::string& norm_kernel, const std::string& precision,
+                               c10::Device device, bool channels_last) {
+  const bool runs = device.is_cpu() && precision == "fp32" && channels_last;
+  if (norm_kernel == "auto") return runs ? NormKernel::Fused : NormKernel::LibTorch;
+  if (norm_kernel == "libtorch") return NormKernel::LibTorch;
+  if (norm_kernel != "fused")
+    throw core::Error(
+        fmt::format("norm_kernel: {}: expected one of auto, fused, libtorch", norm_kernel));
+  const std::string why = !device.is_cpu() ? "this run trains on " + device.str()
+                          : precision != "fp32"
+                              ? "this run's precision is " + precision + " (float32 only)"
+                          : !channels_last ? "this run's tensors are NCHW (channels_last: 0)"
+                                           : "";
+  if (!why.empty())
+    throw core::Error(fmt::format(
+        "norm_kernel: fused runs float32 channels-last CPU tensors, {}; use auto or libtorch",
+        why));
+  return NormKernel::Fused;
+}
+
+void NormChoice::register_choices() const {
+  if (use) use->chose("bn_relu", {to_string(kernel)});
+}
+
+at::Tensor NormChoice::bn_relu(nn::BatchNorm2d& bn, const at::Tensor& x,
+                               const at::Tensor& residual) const {
+  const auto reference = [&] {
+    at::Tensor out = bn(x);
+    if (residual.defined()) out += residual;
+    return out.relu_();
+  };
+  if (!bn->is_training()) return reference();
+  const char* chosen = to_string(kernel);
+  std::string why;
+  if (kernel == NormKernel::Fused) {
+    why = scaffold::nn::AutocastState::current().cpu_enabled
+              ? "under autocast"
+              : kernels::batch_norm_relu_unsupported(x, bn->weight, bn->bias, bn->running_mean,
+                                                     bn->running_var, residual);
+    if (why.empty()) {
+      if (use) use->ran("bn_relu", chosen);
+      const auto& o = bn->options;
+      double momentum = o.momentum().value_or(0.0);
+      if (o.track_running_stats()) {  // as BatchNormImplBase::forward
+        torch::NoGradGuard no_grad;
+        bn->num_batches_tracked += 1;
+        if (!o.momentum()) momentum = 1.0 / bn->num_batches_tracked.item<double>();
+      }
+      return kernels::batch_norm_relu(x, bn->weight, bn->bias, bn->running_mean, bn->running_var,
+                                      momentum, o.eps(), residual);
+    }
+  }
+  if (use) use->ran("bn_relu", "libtorch", why);
+  return reference();
+}
+
 // --- BasicBlock ----------------------------------------------------------------------------------
 
-BasicBlockImpl::BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv)
-    : stride_(stride), conv_(std::move(conv)) {
+BasicBlockImpl::BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv,
+                               NormChoice norm)
+    : stride_(stride), conv_(std::move(conv)), norm_(std::move(norm)) {
   conv1_ = register_module("conv1", conv2d(in_channels, planes, 3, stride, 1));
   bn1_ = register_module("bn1", batch_norm(planes));
   conv2_ = register_module("conv2", conv2d(planes, planes, 3, 1, 1));
@@ -165,11 +229,10 @@ BasicBlockImpl::BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stri
 }
 
 at::Tensor BasicBlockImpl::forward(const at::Tensor& x) {
-  // In-place ReLU and add: BatchNorm's backward needs its input and statistics, not its output.
-  at::Tensor out = bn1_(stride_ == 1 ? conv_.run(conv1_, x) : conv1_(x)).relu_();
-  out = bn2_(conv_.run(conv2_, out));
-  out += downsample_ ? downsample_->forward(x) : x;
-  return out.relu_();
+  // (LibTorch's path adds and applies ReLU in place: BatchNorm's backward needs its input and
+  // statistics, not its output.)
+  at::Tensor out = norm_.bn_relu(bn1_, stride_ == 1 ? conv_.run(conv1_, x) : conv1_(x));
+  return norm_.bn_relu(bn2_, conv_.run(conv2_, out), downsample_ ? downsample_->forward(x) : x);
 }
 
 void BasicBlockImpl::zero_init_last_bn() {
@@ -179,8 +242,9 @@ void BasicBlockImpl::zero_init_last_bn() {
 
 // --- Bottleneck ----------------------------------------------------------------------------------
 
-BottleneckImpl::BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv)
-    : stride_(stride), conv_(std::move(conv)) {
+BottleneckImpl::BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv,
+                               NormChoice norm)
+    : stride_(stride), conv_(std::move(conv)), norm_(std::move(norm)) {
   conv1_ = register_module("conv1", conv2d(in_channels, planes, 1, 1, 0));
   bn1_ = register_module("bn1", batch_norm(planes));
   conv2_ = register_module("conv2", conv2d(planes, planes, 3, stride, 1));
@@ -192,11 +256,9 @@ BottleneckImpl::BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stri
 }
 
 at::Tensor BottleneckImpl::forward(const at::Tensor& x) {
-  at::Tensor out = bn1_(conv1_(x)).relu_();
-  out = bn2_(stride_ == 1 ? conv_.run(conv2_, out) : conv2_(out)).relu_();
-  out = bn3_(conv3_(out));
-  out += downsample_ ? downsample_->forward(x) : x;
-  return out.relu_();
+  at::Tensor out = norm_.bn_relu(bn1_, conv1_(x));
+  out = norm_.bn_relu(bn2_, stride_ == 1 ? conv_.run(conv2_, out) : conv2_(out));
+  return norm_.bn_relu(bn3_, conv3_(out), downsample_ ? downsample_->forward(x) : x);
 }
 
 void BottleneckImpl::zero_init_last_bn() {
@@ -222,9 +284,9 @@ ResNetImpl::ResNetImpl(const ResNetOptions& options) : options_(options) {
     for (int b = 0; b < layout.blocks[s]; ++b) {
       const int64_t stride = (s > 0 && b == 0) ? 2 : 1;
       if (layout.bottleneck) {
-        layer->push_back(Bottleneck(in_channels, planes, stride, options_.conv));
+        layer->push_back(Bottleneck(in_channels, planes, stride, options_.conv, options_.norm));
       } else {
-        layer->push_back(BasicBlock(in_channels, planes, stride, options_.conv));
+        layer->push_back(BasicBlock(in_channels, planes, stride, options_.conv, options_.norm));
       }
       in_channels = planes * expansion;
     }
@@ -258,7 +320,7 @@ at::Tensor ResNetImpl::forward(const at::Tensor& x) {
     throw core::Error(
         fmt::format("ResNet input of shape {}: expected (N, 3, H, W)", shape_string(x.sizes())));
   }
-  at::Tensor h = maxpool_(bn1_(conv1_(x)).relu_());
+  at::Tensor h = maxpool_(options_.norm.bn_relu(bn1_, conv1_(x)));
   for (auto& layer : layers_) h = layer->forward(h);
   return fc_(avgpool_(h).flatten(1));
 }

@@ -59,12 +59,44 @@ struct ConvChoice {
   at::Tensor run(torch::nn::Conv2d& c, const at::Tensor& x) const;
 };
 
+// How each BatchNorm that a ReLU follows runs, with the residual add between them in a block's
+// last one (the key norm_kernel, docs/image_classification.md, "BatchNorm + ReLU").
+// LibTorch: at::batch_norm, the add, relu_ (the reference).
+// Fused: kernels::batch_norm_relu (one autograd node) in training mode on float32 channels-last
+// CPU tensors; LibTorch's for any other input, counted as a fallback with its reason. Evaluation
+// mode (running statistics, no backward) runs LibTorch's and is not counted.
+enum class NormKernel { LibTorch, Fused };
+
+// "libtorch", "fused".
+const char* to_string(NormKernel k);
+
+// norm_kernel resolved for the run: auto is Fused on a CPU in fp32 with channels-last tensors,
+// LibTorch otherwise; fused anywhere else is a core::Error naming the key, the value and what
+// stands in the way.
+NormKernel resolve_norm_kernel(const std::string& norm_kernel, const std::string& precision,
+                               c10::Device device, bool channels_last);
+
+// The BatchNorm + ReLU kernel, shared by every block of a model.
+struct NormChoice {
+  NormKernel kernel = NormKernel::LibTorch;
+  // Counts each training-mode call as op "bn_relu" with the kernel that ran it, if set.
+  std::shared_ptr<kernels::KernelUse> use;
+
+  // use->chose("bn_relu", ...) for `kernel`, when `use` is set.
+  void register_choices() const;
+  // relu(bn(x) + residual) (residual undefined: relu(bn(x))) on the chosen kernel; in training
+  // mode the running statistics and num_batches_tracked advance as BatchNorm2d's forward does.
+  at::Tensor bn_relu(torch::nn::BatchNorm2d& bn, const at::Tensor& x,
+                     const at::Tensor& residual = {}) const;
+};
+
 // The input always has 3 channels (RGB), as torchvision's ResNet.
 struct ResNetOptions {
   int depth = 50;                   // 18, 34 (basic blocks) or 50, 101, 152 (bottlenecks)
   int64_t num_classes = 1000;       // width of fc
   bool zero_init_residual = false;  // zero the last BN weight of every residual branch
   ConvChoice conv;                  // the 3x3 stride-1 convolutions' kernel
+  NormChoice norm;                  // the BatchNorm + ReLU pairs' kernel
 };
 
 // Throws core::Error naming the first invalid option, its value and what is allowed.
@@ -76,7 +108,8 @@ void validate(const ResNetOptions& options);
 class BasicBlockImpl : public torch::nn::Module {
  public:
   static constexpr int64_t kExpansion = 1;  // out channels = planes * kExpansion
-  BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv = {});
+  BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv = {},
+                 NormChoice norm = {});
   // (N, Cin, H, W) -> (N, planes, ceil(H / stride), ceil(W / stride))
   at::Tensor forward(const at::Tensor& x);
   // Zeroes bn2's weight, so the residual branch starts as zero (zero_init_residual).
@@ -90,6 +123,7 @@ class BasicBlockImpl : public torch::nn::Module {
   torch::nn::Sequential downsample_{nullptr};  // 0: weight (planes, Cin, 1, 1); 1: BN (planes)
   int64_t stride_ = 1;
   ConvChoice conv_;
+  NormChoice norm_;
 };
 TORCH_MODULE(BasicBlock);
 
@@ -99,7 +133,8 @@ TORCH_MODULE(BasicBlock);
 class BottleneckImpl : public torch::nn::Module {
  public:
   static constexpr int64_t kExpansion = 4;  // out channels = planes * kExpansion
-  BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv = {});
+  BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stride, ConvChoice conv = {},
+                 NormChoice norm = {});
   // (N, Cin, H, W) -> (N, 4 * planes, ceil(H / stride), ceil(W / stride))
   at::Tensor forward(const at::Tensor& x);
   // Zeroes bn3's weight, so the residual branch starts as zero (zero_init_residual).
@@ -115,6 +150,7 @@ class BottleneckImpl : public torch::nn::Module {
   torch::nn::Sequential downsample_{nullptr};  // 0: weight (4 * planes, Cin, 1, 1); 1: BN
   int64_t stride_ = 1;
   ConvChoice conv_;
+  NormChoice norm_;
 };
 TORCH_MODULE(Bottleneck);
 

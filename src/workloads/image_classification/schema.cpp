@@ -166,6 +166,29 @@ std::vector<Spec> image_classification_keys() {
     };
   }
 
+  {
+    const auto i = add(bind_key(
+        "norm_kernel", &IC::norm_kernel,
+        "each BatchNorm + ReLU pair (with the residual add between them in a block's last one): "
+        "fused: one pass for the statistics and one for the output, two for the backward "
+        "(float32 channels-last CPU tensors); libtorch: LibTorch's batch_norm, add and relu (the "
+        "reference); auto: fused on a CPU in fp32 with channels_last, libtorch otherwise",
+        "one of auto, fused, libtorch"));
+    t[i].choices = {"auto", "fused", "libtorch"};
+    t[i].depends_on = {"precision", "channels_last"};
+    t[i].cross_check = [](const IC& c) {
+      if (c.norm_kernel != "fused") return std::string();
+      if (c.precision != "fp32")
+        return std::string(
+            "auto or libtorch when precision is not fp32 (the fused kernel runs "
+            "float32 only)");
+      return c.channels_last ? std::string()
+                             : std::string(
+                                   "auto or libtorch when channels_last is 0 (the fused "
+                                   "kernel runs channels-last tensors only)");
+    };
+  }
+
   // Run.
   add(rules::dataloader_workers_key<IC>());
   add(rules::device_key<IC>(/*extension=*/false));

@@ -170,6 +170,11 @@ class ImageClassificationRun : public suite::WorkloadRun {
     info.kernels.push_back(std::string("conv3x3=") + to_string(conv_.kernel));
     conv_.use = std::make_shared<kernels::KernelUse>();
     conv_.register_choices();
+    norm_.kernel =
+        resolve_norm_kernel(cfg_.norm_kernel, cfg_.precision, env.device, cfg_.channels_last);
+    info.kernels.push_back(std::string("bn_relu=") + to_string(norm_.kernel));
+    norm_.use = conv_.use;  // one tally of what ran
+    norm_.register_choices();
     print0(env.comm, env.device.is_cuda() ? fmt::format("Using {} GPU", info.gpu_model)
                                           : std::string("No GPUs Detected, using CPU"));
   }
@@ -190,6 +195,7 @@ class ImageClassificationRun : public suite::WorkloadRun {
     mo_.num_classes = cfg_.num_classes;
     mo_.zero_init_residual = cfg_.zero_init_residual;
     mo_.conv = conv_;
+    mo_.norm = norm_;
     torch::manual_seed(
         static_cast<uint64_t>(cfg_.seed));  // identical initial weights (rank 0's broadcast too)
     ResNet net(mo_);
@@ -320,6 +326,7 @@ class ImageClassificationRun : public suite::WorkloadRun {
                   {"workers", std::to_string(cfg_.dataloader_num_workers)},
                   {"channels_last", cfg_.channels_last ? "1" : "0"},
                   {"conv_kernel", to_string(conv_.kernel)},
+                  {"norm_kernel", to_string(norm_.kernel)},
                   {std::string(kParamTf32), cfg_.tf32 ? "1" : "0"},
                   {std::string(kParamTf32Effect), tf32_.effect()},
                   {"momentum", fmt::format("{}", cfg_.momentum)},
@@ -367,8 +374,8 @@ class ImageClassificationRun : public suite::WorkloadRun {
     return true;
   }
 
-  // What rank 0's 3x3 convolutions ran, counted call by call (the probes behind the choice are
-  // kernels::probe_verdicts()'s lines, which the driver adds).
+  // What rank 0's 3x3 convolutions and BatchNorm + ReLU pairs ran, counted call by call (the probes
+  // behind the choice are kernels::probe_verdicts()'s lines, which the driver adds).
   void describe_after_training(report::SystemInfo& info) override {
     info.kernels_run = conv_.use->summary();
     for (std::string& line : conv_.use->fallbacks())
@@ -386,7 +393,8 @@ class ImageClassificationRun : public suite::WorkloadRun {
   ImageClassificationConfig cfg_;
   int64_t batch_ = 0;
   Tf32State tf32_;
-  ConvChoice conv_;  // the 3x3 convolutions' kernel and its tally
+  ConvChoice conv_;  // the 3x3 convolutions' kernel and the tally of what ran
+  NormChoice norm_;  // the BatchNorm + ReLU pairs' kernel (same tally)
   Sources sources_;
   ResNetOptions mo_;
   int64_t params_ = 0;

@@ -119,6 +119,7 @@ void expect_same(const IC& a, const IC& b) {
   EXPECT_EQ(a.channels_last, b.channels_last);
   EXPECT_EQ(a.zero_init_residual, b.zero_init_residual);
   EXPECT_EQ(a.conv_kernel, b.conv_kernel);
+  EXPECT_EQ(a.norm_kernel, b.norm_kernel);
   EXPECT_EQ(a.dataloader_num_workers, b.dataloader_num_workers);
   EXPECT_EQ(a.device, b.device);
   EXPECT_EQ(a.device_sharing, b.device_sharing);
@@ -158,6 +159,7 @@ void expect_caraml_defaults(const IC& c) {
   EXPECT_TRUE(c.channels_last);
   EXPECT_FALSE(c.zero_init_residual);
   EXPECT_EQ(c.conv_kernel, "auto");  // extension: same arithmetic, a kernel chosen per machine
+  EXPECT_EQ(c.norm_kernel, "auto");  // extension: fused BatchNorm + ReLU where it runs
   EXPECT_EQ(c.dataloader_num_workers, 2);
   EXPECT_EQ(c.device, "auto");
   EXPECT_FALSE(c.device_sharing);
@@ -195,6 +197,7 @@ const std::vector<std::string> kKeys = {"base_run_dir",
                                         "channels_last",
                                         "zero_init_residual",
                                         "conv_kernel",
+                                        "norm_kernel",
                                         "dataloader_num_workers",
                                         "device",
                                         "device_sharing",
@@ -405,6 +408,22 @@ TEST_F(ImageClassificationConfigTest, AWinogradConvKernelOutsideFp32IsRefusedByN
             "winograd");
 }
 
+TEST_F(ImageClassificationConfigTest, AFusedNormKernelOutsideFp32OrChannelsLastIsRefusedByName) {
+  const std::string bf16 = load_error({write("bf16.yml", "precision: bf16\nnorm_kernel: fused\n")});
+  EXPECT_EQ(problem_count(bf16), 1) << bf16;
+  EXPECT_CONTAINS(line_with(bf16, "norm_kernel = fused"),
+                  "auto or libtorch when precision is not fp32");
+  const std::string nchw =
+      load_error({write("nchw.yml", "channels_last: 0\nnorm_kernel: fused\n")});
+  EXPECT_EQ(problem_count(nchw), 1) << nchw;
+  EXPECT_CONTAINS(line_with(nchw, "norm_kernel = fused"),
+                  "auto or libtorch when channels_last is 0");
+  EXPECT_EQ(load({write("a.yml", "precision: bf16\nchannels_last: 0\nnorm_kernel: auto\n")})
+                .config.norm_kernel,
+            "auto");
+  EXPECT_EQ(load({write("f.yml", "norm_kernel: fused\n")}).config.norm_kernel, "fused");
+}
+
 // ---- range checks ----------------------------------------------------------------------------
 
 struct Rejected {
@@ -448,6 +467,7 @@ TEST_F(ImageClassificationConfigTest, EveryRangeCheckRejectsNamingFileKeyValueAn
       {"channels_last", "on", "0, 1, true or false"},
       {"zero_init_residual", "-1", "0, 1, true or false"},
       {"conv_kernel", "fast", "one of auto, probe, winograd, libtorch"},
+      {"norm_kernel", "fast", "one of auto, fused, libtorch"},
       {"dataloader_num_workers", "-1", "an integer >= 0"},
       {"device", "tpu", "one of auto, cpu, cuda"},
       {"checkpoint_interval", "-2", "an integer >= -1 (-1 or 0: no checkpoints)"},
