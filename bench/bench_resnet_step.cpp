@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <exception>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "core/version.hpp"
+#include "kernels/fused_adam.hpp"
 #include "kernels/kernel_use.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
@@ -47,6 +49,7 @@ struct BenchOptions {
   std::string precision = "fp32";    // "bf16": CPU autocast around the forward
   std::string conv_kernel = "auto";  // the 3x3 stride-1 convs: auto | probe | winograd | libtorch
   std::string norm_kernel = "auto";  // BatchNorm + ReLU: auto | fused | libtorch
+  std::string optimizer_kernel = "fused";  // SGD's update: fused | libtorch
   uint64_t seed = 0;
   std::string trace;  // non-empty: LibTorch's per-op trace of one more step, Chrome JSON
 };
@@ -136,8 +139,10 @@ int run(const BenchOptions& o) {
     imgcls::set_memory_format(*net, at::MemoryFormat::ChannelsLast);
     images = images.contiguous(at::MemoryFormat::ChannelsLast);
   }
-  torch::optim::SGD optimizer(net->parameters(),
-                              torch::optim::SGDOptions(0.01).momentum(0.9).weight_decay(1e-4));
+  const auto sgd = torch::optim::SGDOptions(0.01).momentum(0.9).weight_decay(1e-4);
+  std::unique_ptr<torch::optim::SGD> optimizer =
+      o.optimizer_kernel == "fused" ? std::make_unique<kernels::FusedSGD>(net->parameters(), sgd)
+                                    : std::make_unique<torch::optim::SGD>(net->parameters(), sgd);
   nn::AutocastState amp_state = nn::AutocastState::current().disabled();
   amp_state.cpu_enabled = bf16;
   amp_state.cpu_dtype = at::kBFloat16;
@@ -160,10 +165,10 @@ int run(const BenchOptions& o) {
     // Outside autocast, in fp32 on both sides (bf16 logits are cast up first).
     const at::Tensor loss = at::cross_entropy_loss(logits.to(at::kFloat), labels);
     ph.loss_s = clock.elapsed_s() - ph.forward_s;
-    optimizer.zero_grad();
+    optimizer->zero_grad();
     loss.backward();
     ph.backward_s = clock.elapsed_s() - ph.forward_s - ph.loss_s;
-    optimizer.step();
+    optimizer->step();
     const double value = loss.item<double>();
     ph.optimizer_s = clock.elapsed_s() - ph.forward_s - ph.loss_s - ph.backward_s;
     if (phases.empty()) loss0 = value;
@@ -242,12 +247,12 @@ int run(const BenchOptions& o) {
       "params={} step_ms={:.2f} step_ms_min={:.2f} step_ms_max={:.2f} images_per_s={:.2f} "
       "step_gflop={:.3f} model_gflop_per_s={:.2f} rss_before_mib={:.1f} peak_rss_mib={:.1f} "
       "peak_rss_delta_mib={:.1f} loss0={:.6f} forward_ms={:.2f} loss_ms={:.2f} backward_ms={:.2f} "
-      "optimizer_ms={:.2f} other_cpu={:.3f} conv_kernel={} norm_kernel={}\n",
+      "optimizer_ms={:.2f} other_cpu={:.3f} conv_kernel={} norm_kernel={} optimizer_kernel={}\n",
       o.depth, o.batch, o.image_size, o.classes, o.precision, layout, threads, params, step_ms,
       spread.min * 1e3, spread.max * 1e3, images_per_s, flop_step / 1e9, rate,
       rss_before_bytes / kMiB, hwm_bytes / kMiB, (hwm_bytes - rss_before_bytes) / kMiB, loss0,
       forward_ms, loss_ms, backward_ms, optimizer_ms, other_cpu, imgcls::to_string(mo.conv.kernel),
-      imgcls::to_string(mo.norm.kernel));
+      imgcls::to_string(mo.norm.kernel), o.optimizer_kernel);
   return 0;
 }
 
@@ -277,6 +282,10 @@ int parse_and_run(int argc, char** argv) {
                  "BatchNorm + ReLU pairs: auto (fused in fp32 with --channels-last 1, libtorch "
                  "otherwise), fused, libtorch")
       ->check(CLI::IsMember({"auto", "fused", "libtorch"}));
+  app.add_option("--optimizer-kernel", o.optimizer_kernel,
+                 "SGD's update: fused (one pass per parameter, the workload's default on a CPU) "
+                 "or libtorch")
+      ->check(CLI::IsMember({"fused", "libtorch"}));
   app.add_option("--seed", o.seed, "seed of the weights, images and labels");
   app.add_option("--trace", o.trace,
                  "write LibTorch's per-operator trace of one step after the timed ones to this "

@@ -13,7 +13,8 @@
 #      WARMUP=2, THREADS=<all CPUs>, MAX_OTHER=0.10, RETRIES=3, RETRY_WAIT_S=20,
 #      LOG=<file keeping every run's output>, CONV_KERNEL=auto (the C++ side's --conv-kernel: auto,
 #      probe, winograd or libtorch; PyTorch runs its own convolution), NORM_KERNEL=auto (the C++
-#      side's --norm-kernel: auto, fused or libtorch; auto is fused in fp32 channels-last).
+#      side's --norm-kernel: auto, fused or libtorch; auto is fused in fp32 channels-last),
+#      OPTIMIZER_KERNEL=fused (the C++ side's SGD: fused or libtorch).
 # The environment reaches both sides unchanged (OPENBLAS_CORETYPE, DNNL_*, ...).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -32,6 +33,7 @@ RETRY_WAIT_S=${RETRY_WAIT_S:-20}
 LOG=${LOG:-$(mktemp)}
 CONV_KERNEL=${CONV_KERNEL:-auto}
 NORM_KERNEL=${NORM_KERNEL:-auto}
+OPTIMIZER_KERNEL=${OPTIMIZER_KERNEL:-fused}
 
 if [[ ! -x "$BIN" ]]; then
   echo "error: $BIN not found; build it first:" >&2
@@ -61,7 +63,7 @@ run_side() {  # side (cpp|py), then the bench options
   local side=$1
   shift
   if [[ "$side" == cpp ]]; then
-    OMP_NUM_THREADS="$THREADS" "$BIN" --conv-kernel "$CONV_KERNEL" --norm-kernel "$NORM_KERNEL" "$@"
+    OMP_NUM_THREADS="$THREADS" "$BIN" --conv-kernel "$CONV_KERNEL" --norm-kernel "$NORM_KERNEL" --optimizer-kernel "$OPTIMIZER_KERNEL" "$@"
   else
     LD_PRELOAD="$TCMALLOC" OMP_NUM_THREADS="$THREADS" "$PY" "$ROOT/bench/resnet_step.py" "$@"
   fi | tee -a "$LOG" | grep '^result '
@@ -70,7 +72,7 @@ run_side() {  # side (cpp|py), then the bench options
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 echo "bench_resnet_step: configs '$CONFIGS', $PAIRS pairs, $STEPS timed steps after $WARMUP," \
-  "$CLASSES classes, $THREADS threads, C++ conv_kernel $CONV_KERNEL, norm_kernel $NORM_KERNEL, pairs rerun when other_cpu > $MAX_OTHER; full output in $LOG"
+  "$CLASSES classes, $THREADS threads, C++ conv_kernel $CONV_KERNEL, norm_kernel $NORM_KERNEL, optimizer_kernel $OPTIMIZER_KERNEL, pairs rerun when other_cpu > $MAX_OTHER; full output in $LOG"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg);" \
   "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}; $(lscpu | sed -n 's/^Model name: *//p')"
 for cfg in $CONFIGS; do

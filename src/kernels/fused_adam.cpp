@@ -131,7 +131,94 @@ at::Tensor fused_step(torch::optim::Optimizer& opt,
   return loss;
 }
 
+// --- SGD.
+
+// 1 - dampening in double before rounding, as LibTorch's alpha argument is.
+struct SgdCoefficients {
+  float weight_decay, momentum, one_minus_dampening, lr;
+  bool first, nesterov;
+};
+
+// Elements begin .. end of one parameter, buf its momentum buffer (unused without momentum; not
+// read on the first step, which writes it). The branches are loop-invariant (unswitched).
+SCAFFOLD_SIMD_CLONES void sgd_update(float* p, const float* g, float* buf, int64_t begin,
+                                     int64_t end, SgdCoefficients k) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float d = k.weight_decay != 0.f ? g[i] + k.weight_decay * p[i] : g[i];
+    float update = d;
+    if (k.momentum != 0.f) {
+      const float b = k.first ? d : buf[i] * k.momentum + k.one_minus_dampening * d;
+      buf[i] = b;
+      update = k.nesterov ? d + k.momentum * b : b;
+    }
+    p[i] = p[i] + -k.lr * update;
+  }
+}
+
+bool sgd_fusable(const torch::optim::SGD& opt) {
+  for (const auto& group : opt.param_groups()) {
+    for (const at::Tensor& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const at::Tensor& g = p.grad();
+      const auto it = opt.state().find(key_of(p));
+      if (it == opt.state().end()) {
+        // The buffer will be allocated laid out as p.
+        if (!dense_alike(p, {&g})) return false;
+        continue;
+      }
+      const auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
+      if (!dense_alike(p, {&g, &s.momentum_buffer()})) return false;
+    }
+  }
+  return true;
+}
+
+at::Tensor sgd_fused_step(torch::optim::SGD& opt,
+                          const torch::optim::Optimizer::LossClosure& closure) {
+  torch::NoGradGuard no_grad;
+  at::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (auto& group : opt.param_groups()) {
+    const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+    for (at::Tensor& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      SgdCoefficients k{static_cast<float>(o.weight_decay()),
+                        static_cast<float>(o.momentum()),
+                        static_cast<float>(1 - o.dampening()),
+                        static_cast<float>(o.lr()),
+                        /*first=*/false,
+                        o.nesterov()};
+      float* buf = nullptr;
+      if (o.momentum() != 0) {
+        auto& slot = opt.state()[key_of(p)];
+        if (!slot) {  // LibTorch's first step: the buffer is a copy of d, laid out as p
+          auto fresh = std::make_unique<torch::optim::SGDParamState>();
+          fresh->momentum_buffer(at::empty_like(p, at::MemoryFormat::Preserve));
+          slot = std::move(fresh);
+          k.first = true;
+        }
+        buf = static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer().data_ptr<float>();
+      }
+      float* pp = p.data_ptr<float>();
+      const float* g = p.grad().data_ptr<float>();
+      kernels::parallel_for(0, p.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+        sgd_update(pp, g, buf, begin, end, k);
+      });
+    }
+  }
+  return loss;
+}
+
 }  // namespace
+
+torch::Tensor FusedSGD::step(LossClosure closure) {
+  last_step_fused_ = sgd_fusable(*this);
+  if (!last_step_fused_) return torch::optim::SGD::step(std::move(closure));
+  return sgd_fused_step(*this, closure);
+}
 
 torch::Tensor FusedAdam::step(LossClosure closure) {
   using Options = torch::optim::AdamOptions;

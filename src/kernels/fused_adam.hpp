@@ -11,10 +11,20 @@
 //          p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // A step in which any parameter is not a dense float32 CPU tensor (with its gradient and moments
 // in its memory layout), or with amsgrad or a sparse gradient, is LibTorch's step as it is.
+// SGD (FusedSGD) likewise: LibTorch's SGD::step runs up to five whole-tensor operations per
+// parameter (weight decay's add, mul_ and add_ on the momentum buffer, the update's add_, and a
+// clone on the first step); FusedSGD reads the parameter, its gradient and the momentum buffer
+// once and writes the buffer and the parameter once, with SGD's state (momentum_buffer) and
+// save()/load(). Its formulas, LibTorch's:
+//   d = g + weight_decay p;  buf = d (first step) or momentum buf + (1 - dampening) d
+//   p -= lr (nesterov ? d + momentum buf : buf)     (p -= lr d without momentum)
+// The same fallback: any parameter not dense float32 on the CPU (with its gradient and buffer in
+// its layout), or a sparse gradient, and the step is LibTorch's as it is.
 #pragma once
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 
 #include <cstdint>
 
@@ -36,6 +46,18 @@ class FusedAdam : public torch::optim::Adam {
 class FusedAdamW : public torch::optim::AdamW {
  public:
   using torch::optim::AdamW::AdamW;
+
+  torch::Tensor step(LossClosure closure = nullptr) override;
+
+  bool last_step_fused() const { return last_step_fused_; }
+
+ private:
+  bool last_step_fused_ = false;
+};
+
+class FusedSGD : public torch::optim::SGD {
+ public:
+  using torch::optim::SGD::SGD;
 
   torch::Tensor step(LossClosure closure = nullptr) override;
 

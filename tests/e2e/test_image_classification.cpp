@@ -275,12 +275,14 @@ TEST(ImageClassification, StdoutHasCaramlsLinesThatItsJubePatternReads) {
   const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
   const auto kernels = sys.at("kernels").get<std::vector<std::string>>();
   const bool dnnl = SCAFFOLD_TEST_WITH_DNNL != 0;  // the build links oneDNN (tests/e2e/CMakeLists)
-  // norm_kernel auto with channels_last 0 (this run's NCHW): LibTorch's BatchNorm + ReLU.
+  // norm_kernel auto with channels_last 0 (this run's NCHW): LibTorch's BatchNorm + ReLU;
+  // optimizer_kernel auto on a CPU: the one-pass SGD.
   EXPECT_EQ(kernels, (std::vector<std::string>{"tf32=1", "tf32_effect=none(cpu)",
                                                dnnl ? "conv3x3=probe" : "conv3x3=libtorch",
-                                               "bn_relu=libtorch"}));
+                                               "bn_relu=libtorch", "optimizer=fused_sgd"}));
   EXPECT_EQ(s.at("params").at("conv_kernel"), dnnl ? "probe" : "libtorch");
   EXPECT_EQ(s.at("params").at("norm_kernel"), "libtorch");
+  EXPECT_EQ(s.at("params").at("optimizer_kernel"), "fused");  // auto on a CPU
   const std::string blas = sys.at("blas").get<std::string>();
   EXPECT_EQ(blas.rfind("OpenBLAS ", 0), 0u) << blas;  // the build's BLAS (scripts/install-deps)
   const std::string forced = "; core Haswell, set by OPENBLAS_CORETYPE=Haswell";

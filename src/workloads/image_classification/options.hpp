@@ -59,6 +59,8 @@ struct ImageClassificationConfig {
   // extension: the BatchNorm + ReLU pairs' kernel: auto | fused | libtorch (imgcls::NormKernel;
   // auto: fused on a CPU in fp32 with channels_last, libtorch otherwise)
   std::string norm_kernel = "auto";
+  // extension: SGD's update: auto | fused | libtorch (auto: fused on a CPU, libtorch elsewhere)
+  std::string optimizer_kernel = "auto";
 
   // Run.
   int dataloader_num_workers = 2;  // data-loading workers per rank

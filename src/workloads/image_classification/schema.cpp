@@ -189,6 +189,13 @@ std::vector<Spec> image_classification_keys() {
     };
   }
 
+  add_choice(bind_key("optimizer_kernel", &IC::optimizer_kernel,
+                      "fused: SGD's update (weight decay, momentum, step) in one pass over each "
+                      "parameter (CPU only); libtorch: LibTorch's SGD operations (the reference); "
+                      "auto: fused on a CPU, libtorch elsewhere; the same update either way",
+                      "one of auto, fused, libtorch"),
+             {"auto", "fused", "libtorch"});
+
   // Run.
   add(rules::dataloader_workers_key<IC>());
   add(rules::device_key<IC>(/*extension=*/false));

@@ -24,6 +24,8 @@
 #include "core/timer.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
+#include "kernels/cpu_kernel_key.hpp"
+#include "kernels/fused_adam.hpp"
 #include "nn/parameters.hpp"
 #include "report/epoch_log.hpp"
 #include "report/run_record.hpp"
@@ -175,6 +177,10 @@ class ImageClassificationRun : public suite::WorkloadRun {
     info.kernels.push_back(std::string("bn_relu=") + to_string(norm_.kernel));
     norm_.use = conv_.use;  // one tally of what ran
     norm_.register_choices();
+    // Refuses fused off the CPU here, before any data is made.
+    fused_sgd_ =
+        kernels::cpu_kernel_chosen("optimizer_kernel", cfg_.optimizer_kernel, "fused", env.device);
+    info.kernels.push_back(std::string("optimizer=") + (fused_sgd_ ? "fused_sgd" : "libtorch"));
     print0(env.comm, env.device.is_cuda() ? fmt::format("Using {} GPU", info.gpu_model)
                                           : std::string("No GPUs Detected, using CPU"));
   }
@@ -217,10 +223,11 @@ class ImageClassificationRun : public suite::WorkloadRun {
                  gamma = cfg_.lr_gamma;
     const int step = cfg_.lr_step_size;
     lo.make_optimizer =
-        [lr, momentum,
-         wd](const std::vector<at::Tensor>& p) -> std::unique_ptr<torch::optim::Optimizer> {
-      return std::make_unique<torch::optim::SGD>(
-          p, torch::optim::SGDOptions(lr).momentum(momentum).weight_decay(wd));
+        [lr, momentum, wd, fused = fused_sgd_](
+            const std::vector<at::Tensor>& p) -> std::unique_ptr<torch::optim::Optimizer> {
+      const auto options = torch::optim::SGDOptions(lr).momentum(momentum).weight_decay(wd);
+      if (fused) return std::make_unique<kernels::FusedSGD>(p, options);
+      return std::make_unique<torch::optim::SGD>(p, options);
     };
     // StepLR(step, gamma), stepped once per epoch (warm-up epochs included, as CARAML's loop does).
     lo.lr_after = [lr, gamma, step](int64_t done) {
@@ -327,6 +334,7 @@ class ImageClassificationRun : public suite::WorkloadRun {
                   {"channels_last", cfg_.channels_last ? "1" : "0"},
                   {"conv_kernel", to_string(conv_.kernel)},
                   {"norm_kernel", to_string(norm_.kernel)},
+                  {"optimizer_kernel", fused_sgd_ ? "fused" : "libtorch"},
                   {std::string(kParamTf32), cfg_.tf32 ? "1" : "0"},
                   {std::string(kParamTf32Effect), tf32_.effect()},
                   {"momentum", fmt::format("{}", cfg_.momentum)},
@@ -393,8 +401,9 @@ class ImageClassificationRun : public suite::WorkloadRun {
   ImageClassificationConfig cfg_;
   int64_t batch_ = 0;
   Tf32State tf32_;
-  ConvChoice conv_;  // the 3x3 convolutions' kernel and the tally of what ran
-  NormChoice norm_;  // the BatchNorm + ReLU pairs' kernel (same tally)
+  ConvChoice conv_;         // the 3x3 convolutions' kernel and the tally of what ran
+  NormChoice norm_;         // the BatchNorm + ReLU pairs' kernel (same tally)
+  bool fused_sgd_ = false;  // optimizer_kernel resolved: kernels::FusedSGD
   Sources sources_;
   ResNetOptions mo_;
   int64_t params_ = 0;

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "kernels/cpu_kernel_key.hpp"
 #include "kernels/fused_adam.hpp"
 #include "nn/autocast.hpp"
 #include "train/sharded_adam.hpp"
@@ -300,27 +301,12 @@ torch::optim::AdamWOptions megatron_defaults(const AdamOptions& o) {
 
 }  // namespace
 
-namespace {
-
-// A key of auto, libtorch or a CPU kernel `name`: whether `name` runs (auto: on a CPU); `name` off
-// the CPU is a core::Error naming the key.
-bool cpu_kernel_chosen(const char* key, const std::string& value, const char* name,
-                       const c10::Device& device) {
-  if (value == name && !device.is_cpu())
-    throw core::Error(
-        fmt::format("{}: {} runs on the CPU, this run trains on {}; use auto or libtorch", key,
-                    name, device.str()));
-  return value == name || (value == "auto" && device.is_cpu());
-}
-
-}  // namespace
-
 bool fused_optimizer(const std::string& optimizer_kernel, const c10::Device& device) {
-  return cpu_kernel_chosen("optimizer_kernel", optimizer_kernel, "fused", device);
+  return kernels::cpu_kernel_chosen("optimizer_kernel", optimizer_kernel, "fused", device);
 }
 
 bool native_gelu(const std::string& gelu_kernel, const c10::Device& device) {
-  return cpu_kernel_chosen("gelu_kernel", gelu_kernel, "native", device);
+  return kernels::cpu_kernel_chosen("gelu_kernel", gelu_kernel, "native", device);
 }
 
 kernels::GemmKernel gemm_kernel(const std::string& gemm_kernel, const c10::Device& device) {

@@ -120,6 +120,7 @@ void expect_same(const IC& a, const IC& b) {
   EXPECT_EQ(a.zero_init_residual, b.zero_init_residual);
   EXPECT_EQ(a.conv_kernel, b.conv_kernel);
   EXPECT_EQ(a.norm_kernel, b.norm_kernel);
+  EXPECT_EQ(a.optimizer_kernel, b.optimizer_kernel);
   EXPECT_EQ(a.dataloader_num_workers, b.dataloader_num_workers);
   EXPECT_EQ(a.device, b.device);
   EXPECT_EQ(a.device_sharing, b.device_sharing);
@@ -158,8 +159,9 @@ void expect_caraml_defaults(const IC& c) {
   EXPECT_EQ(c.loss_scale_growth_interval, 100);
   EXPECT_TRUE(c.channels_last);
   EXPECT_FALSE(c.zero_init_residual);
-  EXPECT_EQ(c.conv_kernel, "auto");  // extension: same arithmetic, a kernel chosen per machine
-  EXPECT_EQ(c.norm_kernel, "auto");  // extension: fused BatchNorm + ReLU where it runs
+  EXPECT_EQ(c.conv_kernel, "auto");       // extension: same arithmetic, a kernel chosen per machine
+  EXPECT_EQ(c.norm_kernel, "auto");       // extension: fused BatchNorm + ReLU where it runs
+  EXPECT_EQ(c.optimizer_kernel, "auto");  // extension: the one-pass SGD on a CPU
   EXPECT_EQ(c.dataloader_num_workers, 2);
   EXPECT_EQ(c.device, "auto");
   EXPECT_FALSE(c.device_sharing);
@@ -198,6 +200,7 @@ const std::vector<std::string> kKeys = {"base_run_dir",
                                         "zero_init_residual",
                                         "conv_kernel",
                                         "norm_kernel",
+                                        "optimizer_kernel",
                                         "dataloader_num_workers",
                                         "device",
                                         "device_sharing",
@@ -468,6 +471,7 @@ TEST_F(ImageClassificationConfigTest, EveryRangeCheckRejectsNamingFileKeyValueAn
       {"zero_init_residual", "-1", "0, 1, true or false"},
       {"conv_kernel", "fast", "one of auto, probe, winograd, libtorch"},
       {"norm_kernel", "fast", "one of auto, fused, libtorch"},
+      {"optimizer_kernel", "fast", "one of auto, fused, libtorch"},
       {"dataloader_num_workers", "-1", "an integer >= 0"},
       {"device", "tpu", "one of auto, cpu, cuda"},
       {"checkpoint_interval", "-2", "an integer >= -1 (-1 or 0: no checkpoints)"},

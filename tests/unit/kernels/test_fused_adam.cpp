@@ -51,6 +51,18 @@ void run_steps(torch::optim::Optimizer& opt, const std::vector<at::Tensor>& para
   }
 }
 
+// Adam's and AdamW's states (the same fields under two types).
+template <typename State>
+void expect_same_state(const State& s, const State& t) {
+  EXPECT_EQ(s.step(), t.step());
+  EXPECT_TRUE(tensors_close(s.exp_avg(), t.exp_avg(), 1e-6, "exp_avg"));
+  EXPECT_TRUE(tensors_close(s.exp_avg_sq(), t.exp_avg_sq(), 1e-6, "exp_avg_sq"));
+}
+void expect_same_state(const torch::optim::SGDParamState& s, const torch::optim::SGDParamState& t) {
+  EXPECT_TRUE(tensors_close(s.momentum_buffer(), t.momentum_buffer(), 1e-6, "momentum_buffer"));
+  EXPECT_EQ(s.momentum_buffer().strides(), t.momentum_buffer().strides());
+}
+
 template <typename State = torch::optim::AdamParamState>
 void expect_same(const torch::optim::Optimizer& ours, const std::vector<at::Tensor>& p,
                  const torch::optim::Optimizer& ref, const std::vector<at::Tensor>& r) {
@@ -58,10 +70,10 @@ void expect_same(const torch::optim::Optimizer& ours, const std::vector<at::Tens
     SCOPED_TRACE("parameter " + std::to_string(i));
     EXPECT_TRUE(tensors_close(p[i], r[i], 1e-6, "parameter"));
     EXPECT_EQ(p[i].strides(), r[i].strides());
-    const auto &s = state_of<State>(ours, p[i]), &t = state_of<State>(ref, r[i]);
-    EXPECT_EQ(s.step(), t.step());
-    EXPECT_TRUE(tensors_close(s.exp_avg(), t.exp_avg(), 1e-6, "exp_avg"));
-    EXPECT_TRUE(tensors_close(s.exp_avg_sq(), t.exp_avg_sq(), 1e-6, "exp_avg_sq"));
+    EXPECT_EQ(ours.state().count(c10::guts::to_string(p[i].unsafeGetTensorImpl())),
+              ref.state().count(c10::guts::to_string(r[i].unsafeGetTensorImpl())));
+    if (ref.state().count(c10::guts::to_string(r[i].unsafeGetTensorImpl())) == 0) continue;
+    expect_same_state(state_of<State>(ours, p[i]), state_of<State>(ref, r[i]));
   }
 }
 
@@ -216,6 +228,58 @@ TEST(FusedAdamW, TheSliceKernelEqualsAdamWOnThatSlice) {
   const auto& s = state_of<AdamWState>(ref, r[1]);
   EXPECT_TRUE(tensors_close(m, s.exp_avg(), 1e-6, "exp_avg"));
   EXPECT_TRUE(tensors_close(v, s.exp_avg_sq(), 1e-6, "exp_avg_sq"));
+}
+
+}  // namespace
+}  // namespace scaffold::train
+
+namespace scaffold::train {
+namespace {
+
+using SgdState = torch::optim::SGDParamState;
+
+// FusedSGD against torch::optim::SGD over the steps (the first one creates the momentum buffer):
+// CARAML's setting (momentum 0.9, weight decay 1e-4), Nesterov with its dampening 0, dampening
+// without Nesterov, plain SGD (no buffer), contiguous and channels-last parameters.
+TEST(FusedSGD, MatchesLibTorchsSgdOverSteps) {
+  const std::vector<std::pair<std::string, torch::optim::SGDOptions>> settings = {
+      {"caraml", torch::optim::SGDOptions(1e-1).momentum(0.9).weight_decay(1e-4)},
+      {"nesterov", torch::optim::SGDOptions(1e-1).momentum(0.9).nesterov(true).weight_decay(0.01)},
+      {"dampening", torch::optim::SGDOptions(1e-1).momentum(0.5).dampening(0.3)},
+      {"plain", torch::optim::SGDOptions(1e-1).weight_decay(0.01)},
+  };
+  for (const bool channels_last : {false, true}) {
+    for (const auto& [name, options] : settings) {
+      SCOPED_TRACE(name + (channels_last ? ", channels-last" : ", contiguous"));
+      const auto p = make_params(channels_last), r = make_params(channels_last);
+      kernels::FusedSGD ours(p, options);
+      torch::optim::SGD ref(r, options);
+      run_steps(ours, p);
+      run_steps(ref, r);
+      EXPECT_TRUE(ours.last_step_fused());
+      expect_same<SgdState>(ours, p, ref, r);
+      EXPECT_FALSE(tensors_close(p[1], make_params(channels_last)[1], 1e-3, "moved"));
+    }
+  }
+}
+
+TEST(FusedSGD, FallsBackToLibTorchsStepForWhatItDoesNotFuse) {
+  const auto options = torch::optim::SGDOptions(1e-1).momentum(0.9).weight_decay(1e-4);
+  const auto p = make_params(false, at::kDouble), r = make_params(false, at::kDouble);
+  kernels::FusedSGD ours(p, options);
+  torch::optim::SGD ref(r, options);
+  run_steps(ours, p);
+  run_steps(ref, r);
+  EXPECT_FALSE(ours.last_step_fused());
+  expect_same<SgdState>(ours, p, ref, r);
+}
+
+TEST(FusedSGD, StateIsInterchangeableWithLibTorchsSgd) {
+  const auto options = torch::optim::SGDOptions(1e-1).momentum(0.9).weight_decay(1e-4);
+  const auto p = make_params(false), r = make_params(false);
+  kernels::FusedSGD ours(p, options);
+  torch::optim::SGD ref(r, options);
+  expect_interchangeable<SgdState>(ours, p, ref, r);
 }
 
 }  // namespace
