@@ -59,13 +59,23 @@ void run_update(float* p, const float* g, float* m, float* v, int64_t n,
       0, n, 1 << 15, [&](int64_t begin, int64_t end) { adam_update(p, g, m, v, begin, end, k); });
 }
 
+// Whether a and b (same sizes) put every element at the same offset: their strides agree on
+// every dimension of size > 1 (a size-1 dimension's stride is arbitrary: a channels-last 1x1
+// convolution weight and its gradient can differ there and still be the same memory).
+bool same_layout(const at::Tensor& a, const at::Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) > 1 && a.stride(d) != b.stride(d)) return false;
+  return true;
+}
+
 // p, and every tensor of `others`, a dense float32 CPU tensor laid out as p is.
 bool dense_alike(const at::Tensor& p, std::initializer_list<const at::Tensor*> others) {
   if (!p.device().is_cpu() || p.scalar_type() != at::kFloat || !p.is_non_overlapping_and_dense())
     return false;
   for (const at::Tensor* t : others)
     if (!t->defined() || t->is_sparse() || !t->device().is_cpu() ||
-        t->scalar_type() != at::kFloat || t->strides() != p.strides() || t->sizes() != p.sizes())
+        t->scalar_type() != at::kFloat || !t->is_non_overlapping_and_dense() || !same_layout(*t, p))
       return false;
   return true;
 }

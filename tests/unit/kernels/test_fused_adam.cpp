@@ -59,8 +59,12 @@ void expect_same_state(const State& s, const State& t) {
   EXPECT_TRUE(tensors_close(s.exp_avg_sq(), t.exp_avg_sq(), 1e-6, "exp_avg_sq"));
 }
 void expect_same_state(const torch::optim::SGDParamState& s, const torch::optim::SGDParamState& t) {
-  EXPECT_TRUE(tensors_close(s.momentum_buffer(), t.momentum_buffer(), 1e-6, "momentum_buffer"));
-  EXPECT_EQ(s.momentum_buffer().strides(), t.momentum_buffer().strides());
+  const at::Tensor &a = s.momentum_buffer(), &b = t.momentum_buffer();
+  EXPECT_TRUE(tensors_close(a, b, 1e-6, "momentum_buffer"));
+  // Laid out alike: equal strides wherever a dimension has more than one element (LibTorch's
+  // buffer follows the gradient's strides, ours the parameter's; size-1 strides may differ).
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) > 1) EXPECT_EQ(a.stride(d), b.stride(d)) << "dimension " << d;
 }
 
 template <typename State = torch::optim::AdamParamState>
@@ -271,6 +275,34 @@ TEST(FusedSGD, FallsBackToLibTorchsStepForWhatItDoesNotFuse) {
   run_steps(ours, p);
   run_steps(ref, r);
   EXPECT_FALSE(ours.last_step_fused());
+  expect_same<SgdState>(ours, p, ref, r);
+}
+
+// A channels-last 1x1 convolution weight (strides (4, 1, 4, 4)) whose gradient comes back
+// contiguous (strides (4, 1, 1, 1)): the same memory, so the step is fused, and equals LibTorch's.
+TEST(FusedSGD, AOneByOneWeightWhoseGradientDiffersOnlyInUnitStridesIsFused) {
+  const auto options = torch::optim::SGDOptions(1e-1).momentum(0.9).weight_decay(1e-4);
+  const auto make = [] {
+    at::manual_seed(5);
+    // at::empty with the format gives the strides LibTorch's convolution backward gives its
+    // channels-last weight gradients; .contiguous(ChannelsLast) would keep (4, 1, 1, 1) here.
+    at::Tensor w = at::empty({8, 4, 1, 1}, at::MemoryFormat::ChannelsLast);
+    w.copy_(at::randn({8, 4, 1, 1}));
+    return std::vector<at::Tensor>{w.requires_grad_(true)};
+  };
+  const auto p = make(), r = make();
+  ASSERT_NE(p[0].strides(), at::randn({8, 4, 1, 1}).strides());
+  kernels::FusedSGD ours(p, options);
+  torch::optim::SGD ref(r, options);
+  for (int step = 0; step < 3; ++step) {
+    for (const auto* params : {&p, &r}) {
+      at::manual_seed(50 + step);
+      (*params)[0].mutable_grad() = at::randn({8, 4, 1, 1});  // contiguous
+    }
+    ours.step();
+    ref.step();
+  }
+  EXPECT_TRUE(ours.last_step_fused());
   expect_same<SgdState>(ours, p, ref, r);
 }
 
