@@ -288,8 +288,8 @@ class BatchNormReluFunction : public torch::autograd::Function<BatchNormReluFunc
     const at::Tensor &mean_t = saved[3], &rstd_t = saved[4];
     const bool with_residual = ctx->saved_data.at("has_residual").toBool();
     const at::Tensor y = with_residual ? saved[5] : at::Tensor();
-    const variable_list none(8);  // one per forward argument
-    if (!grad_outputs.at(0).defined()) return none;
+    variable_list grads(8);  // one per forward argument; undefined: no gradient
+    if (!grad_outputs.at(0).defined()) return grads;
     const at::Tensor dy = grad_outputs[0].to(at::kFloat).contiguous(at::MemoryFormat::ChannelsLast);
     const Rows d(x);
     const auto c = static_cast<std::size_t>(d.c);
@@ -340,7 +340,6 @@ class BatchNormReluFunction : public torch::autograd::Function<BatchNormReluFunc
       input_rows(xp + r0 * d.c, g_or_dy + r0 * d.c, with_residual, r1 - r0, d.c, f.a.data(),
                  f.b.data(), k.data(), p.data(), q.data(), dxp + r0 * d.c);
     });
-    variable_list grads = none;
     grads[0] = dx;
     grads[1] = d_weight;
     grads[2] = d_bias;

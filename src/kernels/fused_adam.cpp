@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -85,26 +86,33 @@ std::string key_of(const at::Tensor& p) {
   return c10::guts::to_string(p.unsafeGetTensorImpl());
 }
 
+// Whether every parameter with a gradient is a dense float32 CPU tensor with its gradient and
+// its state's tensors (`state_tensors(state)`, an array of pointers) laid out as it is. A
+// parameter without state yet gets it allocated in its own layout: only p and g matter.
+template <typename State, typename StateTensors>
+bool all_dense_alike(const torch::optim::Optimizer& opt, const StateTensors& state_tensors) {
+  for (const auto& group : opt.param_groups()) {
+    for (const at::Tensor& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      if (!dense_alike(p, {&p.grad()})) return false;
+      const auto it = opt.state().find(key_of(p));
+      if (it == opt.state().end()) continue;
+      for (const at::Tensor* t : state_tensors(static_cast<const State&>(*it->second)))
+        if (!dense_alike(p, {t})) return false;
+    }
+  }
+  return true;
+}
+
 // Options: AdamOptions or AdamWOptions; State: AdamParamState or AdamWParamState (the same
 // fields under two names in LibTorch).
 template <typename Options, typename State>
 bool fusable(const torch::optim::Optimizer& opt) {
-  for (const auto& group : opt.param_groups()) {
+  for (const auto& group : opt.param_groups())
     if (static_cast<const Options&>(group.options()).amsgrad()) return false;
-    for (const at::Tensor& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      const at::Tensor& g = p.grad();
-      const auto it = opt.state().find(key_of(p));
-      if (it == opt.state().end()) {
-        // The moments will be zeros_like(p) (the parameter's layout): only p and g matter.
-        if (!dense_alike(p, {&g})) return false;
-        continue;
-      }
-      const auto& s = static_cast<const State&>(*it->second);
-      if (!dense_alike(p, {&g, &s.exp_avg(), &s.exp_avg_sq()})) return false;
-    }
-  }
-  return true;
+  return all_dense_alike<State>(opt, [](const State& s) {
+    return std::array<const at::Tensor*, 2>{&s.exp_avg(), &s.exp_avg_sq()};
+  });
 }
 
 template <typename Options, typename State>
@@ -166,21 +174,10 @@ SCAFFOLD_SIMD_CLONES void sgd_update(float* p, const float* g, float* buf, int64
 }
 
 bool sgd_fusable(const torch::optim::SGD& opt) {
-  for (const auto& group : opt.param_groups()) {
-    for (const at::Tensor& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      const at::Tensor& g = p.grad();
-      const auto it = opt.state().find(key_of(p));
-      if (it == opt.state().end()) {
-        // The buffer will be allocated laid out as p.
-        if (!dense_alike(p, {&g})) return false;
-        continue;
-      }
-      const auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
-      if (!dense_alike(p, {&g, &s.momentum_buffer()})) return false;
-    }
-  }
-  return true;
+  return all_dense_alike<torch::optim::SGDParamState>(
+      opt, [](const torch::optim::SGDParamState& s) {
+        return std::array<const at::Tensor*, 1>{&s.momentum_buffer()};
+      });
 }
 
 at::Tensor sgd_fused_step(torch::optim::SGD& opt,
