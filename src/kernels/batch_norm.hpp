@@ -7,10 +7,12 @@
 // added and ReLU applied as it is written) and the backward reads x and dy twice, ReLU's mask
 // recomputed from x with the saved statistics or, with a residual, read from the output (which
 // the next layer keeps): nothing is stored beyond what the composition keeps. The composition
-// (at::batch_norm, add, relu) stays the reference it is tested against. Not here: CUDA, NCHW
-// (contiguous) inputs, evaluation mode, bfloat16 (callers fall back for those). Legend: N batch, C
-// channels, H/W spatial sizes; M = N*H*W values per channel; tensors are channels-last (N, C, H,
-// W), i.e. (M, C) row-major in memory.
+// (at::batch_norm, add, relu) stays the reference it is tested against.
+//
+// Not here: CUDA, NCHW (contiguous) inputs, evaluation mode, bfloat16 (callers fall back).
+//
+// Legend: N batch, C channels, H/W spatial sizes; M = N*H*W values per channel; tensors are
+// channels-last (N, C, H, W), i.e. (M, C) row-major in memory.
 #pragma once
 
 #include <ATen/core/Tensor.h>
