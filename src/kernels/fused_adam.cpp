@@ -115,9 +115,12 @@ bool fusable(const torch::optim::Optimizer& opt) {
   });
 }
 
-template <typename Options, typename State>
-at::Tensor fused_step(torch::optim::Optimizer& opt,
-                      const torch::optim::Optimizer::LossClosure& closure, bool decoupled) {
+// The skeleton every optimizer's step shares: the closure, if any, under grad mode, then
+// update(options, p) without autograd for each parameter with a gradient, group by group.
+template <typename Options, typename Update>
+at::Tensor step_each_parameter(torch::optim::Optimizer& opt,
+                               const torch::optim::Optimizer::LossClosure& closure,
+                               const Update& update) {
   torch::NoGradGuard no_grad;
   at::Tensor loss;
   if (closure) {
@@ -126,27 +129,33 @@ at::Tensor fused_step(torch::optim::Optimizer& opt,
   }
   for (auto& group : opt.param_groups()) {
     const auto& o = static_cast<const Options&>(group.options());
-    for (at::Tensor& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      auto& slot = opt.state()[key_of(p)];
-      if (!slot) {
-        auto fresh = std::make_unique<State>();
-        fresh->step(0);
-        fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-        fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-        slot = std::move(fresh);
-      }
-      auto& s = static_cast<State&>(*slot);
-      s.step(s.step() + 1);
-      const AdamCoefficients k = coefficients(
-          o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(),
-          decoupled ? 0.0 : o.weight_decay(), decoupled ? o.weight_decay() : 0.0, s.step());
-      const at::Tensor &m = s.exp_avg(), &v = s.exp_avg_sq();
-      run_update(p.data_ptr<float>(), p.grad().data_ptr<float>(), m.data_ptr<float>(),
-                 v.data_ptr<float>(), p.numel(), k);
-    }
+    for (at::Tensor& p : group.params())
+      if (p.grad().defined()) update(o, p);
   }
   return loss;
+}
+
+template <typename Options, typename State>
+at::Tensor fused_step(torch::optim::Optimizer& opt,
+                      const torch::optim::Optimizer::LossClosure& closure, bool decoupled) {
+  return step_each_parameter<Options>(opt, closure, [&](const Options& o, at::Tensor& p) {
+    auto& slot = opt.state()[key_of(p)];
+    if (!slot) {
+      auto fresh = std::make_unique<State>();
+      fresh->step(0);
+      fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+      fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+      slot = std::move(fresh);
+    }
+    auto& s = static_cast<State&>(*slot);
+    s.step(s.step() + 1);
+    const AdamCoefficients k = coefficients(o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
+                                            o.eps(), decoupled ? 0.0 : o.weight_decay(),
+                                            decoupled ? o.weight_decay() : 0.0, s.step());
+    const at::Tensor &m = s.exp_avg(), &v = s.exp_avg_sq();
+    run_update(p.data_ptr<float>(), p.grad().data_ptr<float>(), m.data_ptr<float>(),
+               v.data_ptr<float>(), p.numel(), k);
+  });
 }
 
 // --- SGD.
@@ -182,41 +191,31 @@ bool sgd_fusable(const torch::optim::SGD& opt) {
 
 at::Tensor sgd_fused_step(torch::optim::SGD& opt,
                           const torch::optim::Optimizer::LossClosure& closure) {
-  torch::NoGradGuard no_grad;
-  at::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
-  for (auto& group : opt.param_groups()) {
-    const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
-    for (at::Tensor& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      SgdCoefficients k{static_cast<float>(o.weight_decay()),
-                        static_cast<float>(o.momentum()),
-                        static_cast<float>(1 - o.dampening()),
-                        static_cast<float>(o.lr()),
-                        /*first=*/false,
-                        o.nesterov()};
-      float* buf = nullptr;
-      if (o.momentum() != 0) {
-        auto& slot = opt.state()[key_of(p)];
-        if (!slot) {  // LibTorch's first step: the buffer is a copy of d, laid out as p
-          auto fresh = std::make_unique<torch::optim::SGDParamState>();
-          fresh->momentum_buffer(at::empty_like(p, at::MemoryFormat::Preserve));
-          slot = std::move(fresh);
-          k.first = true;
-        }
-        buf = static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer().data_ptr<float>();
+  using Options = torch::optim::SGDOptions;
+  return step_each_parameter<Options>(opt, closure, [&](const Options& o, at::Tensor& p) {
+    SgdCoefficients k{static_cast<float>(o.weight_decay()),
+                      static_cast<float>(o.momentum()),
+                      static_cast<float>(1 - o.dampening()),
+                      static_cast<float>(o.lr()),
+                      /*first=*/false,
+                      o.nesterov()};
+    float* buf = nullptr;
+    if (o.momentum() != 0) {
+      auto& slot = opt.state()[key_of(p)];
+      if (!slot) {  // LibTorch's first step: the buffer is a copy of d, laid out as p
+        auto fresh = std::make_unique<torch::optim::SGDParamState>();
+        fresh->momentum_buffer(at::empty_like(p, at::MemoryFormat::Preserve));
+        slot = std::move(fresh);
+        k.first = true;
       }
-      float* pp = p.data_ptr<float>();
-      const float* g = p.grad().data_ptr<float>();
-      kernels::parallel_for(0, p.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
-        sgd_update(pp, g, buf, begin, end, k);
-      });
+      buf = static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer().data_ptr<float>();
     }
-  }
-  return loss;
+    float* pp = p.data_ptr<float>();
+    const float* g = p.grad().data_ptr<float>();
+    kernels::parallel_for(0, p.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+      sgd_update(pp, g, buf, begin, end, k);
+    });
+  });
 }
 
 }  // namespace
