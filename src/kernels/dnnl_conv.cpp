@@ -33,14 +33,15 @@ bool dnnl_conv3d_built() {
 
 namespace {
 
-// x and w as oneDNN takes them: CPU, one float dtype, w (O, C, k...) over x (N, C, ...) of rank
-// `dim`.
+// x and w as oneDNN takes them: CPU, one float dtype (bf16 where this CPU's oneDNN has it), w (O,
+// C, k...) over x (N, C, ...) of rank `dim`.
 bool plain_arguments(const at::Tensor& x, const at::Tensor& w, int64_t dim) {
   if (!SCAFFOLD_WITH_DNNL) return false;
   if (!x.defined() || !w.defined() || !x.device().is_cpu() || !w.device().is_cpu()) return false;
   if (x.dim() != dim || w.dim() != dim || x.size(1) != w.size(1)) return false;
   if (x.scalar_type() != w.scalar_type()) return false;
-  return x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16;
+  return x.scalar_type() == at::kFloat ||
+         (x.scalar_type() == at::kBFloat16 && dnnl_bf16_conv_available());
 }
 
 // One value per spatial dimension from `v` (one value for all, or one each); empty when neither.
@@ -181,8 +182,9 @@ std::shared_ptr<const Primitives> primitives_for(const at::Tensor& x, const at::
                                                  padding, padding),
         attr, engine, p->fwd_pd);
   } catch (const dnnl::error& e) {
-    if (c.algorithm == DnnlAlgorithm::Direct) throw;  // the direct kernel takes every shape
-    p = nullptr;  // no Winograd for this shape (or CPU): remembered as such
+    // The direct kernel takes every float32 shape; bf16 needs AVX-512 (dnnl_bf16_conv_available).
+    if (c.algorithm == DnnlAlgorithm::Direct && x.scalar_type() == at::kFloat) throw;
+    p = nullptr;  // no such kernel for this shape (or CPU): remembered as such
   }
   if (p) {
     p->fwd = dnnl::convolution_forward(p->fwd_pd);
@@ -193,6 +195,19 @@ std::shared_ptr<const Primitives> primitives_for(const at::Tensor& x, const at::
   cache.emplace(key, p);
   return p;
 }
+
+}  // namespace
+
+bool dnnl_bf16_conv_available() {
+  static const bool available = [] {
+    const at::Tensor x = at::zeros({1, 16, 4, 4, 4}, at::kBFloat16);
+    const at::Tensor w = at::zeros({16, 16, 3, 3, 3}, at::kBFloat16);
+    return primitives_for(x, w, Conv{{1, 1, 1}, {1, 1, 1}, DnnlAlgorithm::Direct}) != nullptr;
+  }();
+  return available;
+}
+
+namespace {
 
 // `user` in the layout `want`: itself when it already is, else a reordered copy.
 memory in_layout(memory user, const memory::desc& want,
@@ -308,6 +323,10 @@ at::Tensor apply(const at::Tensor& x, const at::Tensor& w, const Conv& c) {
 }
 
 }  // namespace
+#else
+bool dnnl_bf16_conv_available() {
+  return false;
+}
 #endif
 
 namespace {

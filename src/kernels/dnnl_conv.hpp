@@ -25,9 +25,14 @@ enum class DnnlAlgorithm { Direct, Winograd };
 // Whether this build links oneDNN (SCAFFOLD_WITH_DNNL).
 bool dnnl_conv3d_built();
 
+// Whether this build's oneDNN has bfloat16 convolutions on this CPU: oneDNN 2.6 has them only
+// with AVX-512 (an AMD Zen 3, AVX2 only, has none). Asked of oneDNN once per process, by building
+// a small bf16 convolution's primitives.
+bool dnnl_bf16_conv_available();
+
 // True when this build has the oneDNN path and it can take these arguments: CPU tensors, x (N, C,
-// D, H, W) and w (O, C, k, k, k) of one dtype, float32 or bfloat16, k odd. Anything else goes to
-// at::conv3d.
+// D, H, W) and w (O, C, k, k, k) of one dtype, float32 or bfloat16 (where
+// dnnl_bf16_conv_available), k odd. Anything else goes to at::conv3d.
 bool dnnl_conv3d_supported(const at::Tensor& x, const at::Tensor& w);
 
 // conv3d(x, w, stride 1, padding `padding` on every side), differentiable in x and w. The output

@@ -79,6 +79,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(DnnlConvBf16, EqualsTheFloat64ResultOfTheRoundedInputs) {
   if (!kernels::dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  if (!kernels::dnnl_bf16_conv_available())
+    GTEST_SKIP() << "this CPU's oneDNN has no bf16 convolution (it needs AVX-512)";
   at::manual_seed(12);
   const at::Tensor x = at::randn({1, 16, 8, 8, 8}).to(at::kBFloat16);
   const at::Tensor w = (at::randn({16, 16, 3, 3, 3}) * 0.2).to(at::kBFloat16);
@@ -104,6 +106,13 @@ TEST(DnnlConvSupport, RefusesWhatItCannotTake) {
   EXPECT_FALSE(kernels::dnnl_conv3d_supported(x, at::randn({4, 4, 2, 2, 2})));  // even kernel
   EXPECT_FALSE(kernels::dnnl_conv3d_supported(x, at::randn({4, 3, 3, 3, 3})));  // channel mismatch
   EXPECT_THROW(kernels::dnnl_conv3d(x.to(at::kDouble), w.to(at::kDouble), 1), core::Error);
+  // bf16 where oneDNN 2.6 has bf16 convolutions: CPUs with AVX-512 (F, BW, VL, DQ), by CPUID.
+  const bool avx512_core = __builtin_cpu_supports("avx512f") &&
+                           __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  EXPECT_EQ(kernels::dnnl_bf16_conv_available(), kernels::dnnl_conv3d_built() && avx512_core);
+  EXPECT_EQ(kernels::dnnl_conv3d_supported(x.to(at::kBFloat16), w.to(at::kBFloat16)),
+            kernels::dnnl_bf16_conv_available());
 }
 
 // --- 2-D --------------------------------------------------------------------------------------

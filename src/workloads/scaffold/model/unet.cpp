@@ -117,6 +117,16 @@ at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
       kernels_.ran("conv", "onednn");
       return kernels::dnnl_conv3d(xc, wc, /*padding=*/1);
     }
+    if (dtype == at::kBFloat16 && !kernels::dnnl_bf16_conv_available()) {
+      // This CPU's oneDNN has no bf16 convolution (it needs AVX-512), and LibTorch's own bf16
+      // convolution is a slow reference loop there: float32 products, the output rounded to
+      // bf16 as autocast's would be.
+      const at::Tensor xf = x.to(at::kFloat), wf = c->weight.to(at::kFloat);
+      if (kernels::dnnl_conv3d_supported(xf, wf)) {
+        kernels_.ran("conv", "onednn_fp32", "no bf16 convolution in this CPU's oneDNN");
+        return kernels::dnnl_conv3d(xf, wf, /*padding=*/1).to(at::kBFloat16);
+      }
+    }
     kernels_.ran("conv", "libtorch", "an input oneDNN does not take");
     return c(x);
   }
