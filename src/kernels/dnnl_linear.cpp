@@ -129,19 +129,24 @@ bool dnnl_linear_supported(const at::Tensor& x, const at::Tensor& w) {
 
 namespace {
 
-// dnnl_linear without its check: for callers that ran linear_unsupported already.
-at::Tensor apply_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+// The (rows x k) contiguous matrix a linear layer multiplies: x with its leading dimensions merged.
+at::Tensor as_matrix(const at::Tensor& x, int64_t k) {
+  return x.reshape({-1, k}).contiguous();
+}
+
+// dnnl_linear without its check, on x as_matrix already: for callers that ran
+// linear_unsupported. The output has x's leading dimensions.
+at::Tensor apply_linear(const at::Tensor& x, const at::Tensor& x2, const at::Tensor& w,
+                        const at::Tensor& b) {
 #if SCAFFOLD_WITH_DNNL
-  const int64_t k = w.size(1), n = w.size(0);
-  const at::Tensor x2 = x.reshape({-1, k}).contiguous();
   const at::Tensor bias = b.defined() ? b.to(at::kFloat).contiguous() : at::Tensor();
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-  shape.back() = n;
+  shape.back() = w.size(0);
   const at::Tensor y = b.defined() ? DnnlLinear<true>::apply(x2, w.contiguous(), bias)
                                    : DnnlLinear<false>::apply(x2, w.contiguous());
   return y.view(shape);
 #else
-  (void)x, (void)w, (void)b;
+  (void)x, (void)x2, (void)w, (void)b;
   return at::Tensor();
 #endif
 }
@@ -153,16 +158,18 @@ at::Tensor dnnl_linear(const at::Tensor& x, const at::Tensor& w, const at::Tenso
   if (!why.empty())
     throw core::Error(
         fmt::format("oneDNN linear: unsupported arguments ({}): {}", linear_describe(x, w), why));
-  return apply_linear(x, w, b);
+  return apply_linear(x, as_matrix(x, w.size(1)), w, b);
 }
 
-bool dnnl_gemm_pays(int64_t m, int64_t k, int64_t n) {
+bool dnnl_gemm_pays(const at::Tensor& x, const at::Tensor& w) {
 #if SCAFFOLD_WITH_DNNL
+  const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
   // The key is the start of the probe's system.json line.
   const std::string key = fmt::format("gemm {}x{} by {}x{}", m, k, n, k);
   return probe_verdicts().choose(key, [&] {
     const at::NoGradGuard no_grad;
-    const at::Tensor x = at::randn({m, k}), w = at::randn({n, k}), dy = at::randn({m, n});
+    // The output gradient is the forward's output: values of the run's scale, no new input.
+    const at::Tensor dy = forward_product(x, w, at::Tensor());
     const double onednn_ms = core::best_time_ms([&] {
       forward_product(x, w, at::Tensor());
       input_gradient(dy, w);
@@ -177,7 +184,7 @@ bool dnnl_gemm_pays(int64_t m, int64_t k, int64_t n) {
                        {{"onednn", onednn_ms}, {"libtorch", libtorch_ms}}};
   }) == "onednn";
 #else
-  (void)m, (void)k, (void)n;
+  (void)x, (void)w;
   return false;
 #endif
 }
@@ -186,10 +193,12 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                   KernelUse* use) {
   if (kernel != GemmKernel::LibTorch) {
     const std::string why = linear_unsupported(x, w);
-    if (why.empty() && (kernel == GemmKernel::OneDnn ||
-                        dnnl_gemm_pays(x.numel() / w.size(1), w.size(1), w.size(0)))) {
-      if (use) use->ran("gemm", "onednn");
-      return apply_linear(x, w, b);  // checked above: once per call, not twice
+    if (why.empty()) {
+      const at::Tensor x2 = as_matrix(x, w.size(1));
+      if (kernel == GemmKernel::OneDnn || dnnl_gemm_pays(x2, w.contiguous())) {
+        if (use) use->ran("gemm", "onednn");
+        return apply_linear(x, x2, w, b);  // checked above: once per call, not twice
+      }
     }
     if (use) use->ran("gemm", "libtorch", kernel == GemmKernel::OneDnn ? why : std::string());
   } else if (use) {

@@ -36,12 +36,14 @@ at::Tensor dnnl_linear(const at::Tensor& x, const at::Tensor& w, const at::Tenso
 // two are within the machine's noise and LibTorch, the reference, stays.
 inline constexpr double kGemmMargin = 0.9;
 
-// The probe: whether oneDNN's three products of an (m x k) input and an (n x k) weight are at
-// least 1 / kGemmMargin times faster than LibTorch's (at::mm), measured once per shape in this
-// process (best of 2 after a warm-up, on random tensors) and remembered in probe_verdicts(), whose
-// line reads "gemm 1024x768 by 2304x768: onednn 6.10 ms, libtorch 13.20 ms -> onednn". False
-// without oneDNN.
-bool dnnl_gemm_pays(int64_t m, int64_t k, int64_t n);
+// The probe: whether oneDNN's three products of an (m x k) input `x` and an (n x k) weight `w`
+// (float32, contiguous) are at least 1 / kGemmMargin times faster than LibTorch's (at::mm),
+// measured once per shape in this process (best of 2 after a warm-up) and remembered in
+// probe_verdicts(), whose line reads "gemm 1024x768 by 2304x768: onednn 6.10 ms, libtorch
+// 13.20 ms -> onednn". It times the call's own x and w, so that it allocates only what the
+// products write (an output-layer weight of a large model is hundreds of MB: a second one
+// would raise the run's peak memory). False without oneDNN.
+bool dnnl_gemm_pays(const at::Tensor& x, const at::Tensor& w);
 
 // at::linear by `kernel`: LibTorch, oneDNN where it takes the arguments, or oneDNN where it takes
 // them and the probe says it pays. Each call is counted in `use` (op "gemm") when given, with the

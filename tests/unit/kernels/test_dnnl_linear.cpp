@@ -108,8 +108,9 @@ TEST(DnnlLinear, RefusesWhatItCannotTakeAndSaysWhy) {
 
 TEST(DnnlLinear, TheProbeMeasuresEachShapeOnceAndDecidesByItsTimes) {
   const std::size_t before = probe_verdicts().measurements().size();
-  const bool first = dnnl_gemm_pays(40, 24, 56);
-  const bool again = dnnl_gemm_pays(40, 24, 56);
+  const at::Tensor x = at::randn({40, 24}), w = at::randn({56, 24});
+  const bool first = dnnl_gemm_pays(x, w);
+  const bool again = dnnl_gemm_pays(at::randn({40, 24}), at::randn({56, 24}));  // same shape
   EXPECT_EQ(first, again);
   const auto probes = probe_verdicts().measurements();
   if (!dnnl_conv3d_built()) {
