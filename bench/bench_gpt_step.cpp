@@ -47,7 +47,7 @@ struct BenchOptions {
   int64_t layers = 4, hidden = 256, heads = 8, ffn = 0, seq = 256, vocab = 50304, batch = 4;
   int warmup_steps = 2, timed_steps = 5, threads = 0, tp = 1;
   std::string precision = "fp32";  // fp32 | bf16
-  std::string attention = "plain";
+  std::string attention = "auto";  // the workload's key: native on a CPU where it can run
   std::string positions = "learned";
   std::string recompute = "none";
   bool breakdown = true;
@@ -146,7 +146,9 @@ int run(const BenchOptions& o, dist::Communicator& world) {
   mo.seq_length = o.seq;
   mo.padded_vocab_size = o.vocab;
   mo.position_embedding = llm::parse_position_embedding(o.positions);
-  mo.attention = llm::parse_attention(o.attention);
+  mo.attention = llm::parse_attention(
+      o.attention,
+      llm::native_attention_unsupported(c10::Device(c10::kCPU), 0.0, o.hidden / o.heads));
   mo.recompute = llm::parse_recompute(o.recompute);
   mo.gemm = llm::gemm_kernel(o.gemm_kernel, c10::Device(c10::kCPU));
   mo.native_gelu = llm::native_gelu(o.gelu_kernel, c10::Device(c10::kCPU));
@@ -307,12 +309,16 @@ int run(const BenchOptions& o, dist::Communicator& world) {
         "forward_ms={:.2f} "
         "backward_ms={:.2f} optimizer_ms={:.2f} comm_ms={:.2f} attention_ms={:.2f} mlp_ms={:.2f} "
         "embed_loss_ms={:.2f} weights_sum={:.4f} tokens_sum={} optimizer_kernel={} "
-        "gemm_kernel={} gelu_kernel={} step_gflops={:.2f} gemm_gflops={:.2f} mfu={:.4f} "
+        "gemm_kernel={} gelu_kernel={} attention={} step_gflops={:.2f} gemm_gflops={:.2f} "
+        "mfu={:.4f} "
         "peak_rss_mib={}\n",
         o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch, o.precision, threads, o.tp,
         llm::gpt_parameter_count(mo), step_ms, spread.min * 1e3, tokens_per_s, loss0,
         median_of(fwd) * 1e3, median_of(bwd) * 1e3, optimizer_ms, comm_ms, attention_ms, mlp_ms,
         embed_loss_ms, weights_sum, tokens_sum, o.optimizer_kernel, o.gemm_kernel, o.gelu_kernel,
+        mo.attention == llm::AttentionImpl::kNative  ? "native"
+        : mo.attention == llm::AttentionImpl::kFused ? "fused"
+                                                     : "plain",
         step_gflops, gemm_gflops, step_gflops / gemm_gflops, core::peak_rss_bytes() / (1 << 20));
     for (const std::string& line : kernels::probe_verdicts().lines())
       fmt::print("  probe: {}\n", line);
@@ -337,7 +343,8 @@ int parse_and_run(int argc, char** argv) {
   app.add_option("--tp", o.tp, "tensor-parallel ranks (run under mpiexec -n TP)")
       ->check(CLI::PositiveNumber);
   app.add_option("--precision", o.precision)->check(CLI::IsMember({"fp32", "bf16"}));
-  app.add_option("--attention", o.attention)->check(CLI::IsMember({"plain", "fused", "auto"}));
+  app.add_option("--attention", o.attention)
+      ->check(CLI::IsMember({"plain", "fused", "native", "auto"}));
   app.add_option("--positions", o.positions)->check(CLI::IsMember({"learned", "rope"}));
   app.add_option("--recompute", o.recompute)->check(CLI::IsMember({"none", "selective", "full"}));
   app.add_option("--breakdown", o.breakdown,

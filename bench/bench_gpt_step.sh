@@ -12,7 +12,8 @@
 #      STEPS=5, WARMUP=2, THREADS=<all CPUs>, VOCAB=50304, TP=1 (0: skip the tensor-parallel part),
 #      OPTIMIZER=fused (the C++ side's AdamW kernel: fused or libtorch), GEMM=probe (its linear
 #      layers' products: probe, onednn or libtorch), GELU=native (its MLP's tanh GELU: native or
-#      libtorch), LOG=<file keeping every run's output>. The
+#      libtorch), ATTENTION=auto (its attention: auto = native here, native, plain or fused; the
+#      Python side runs the plain one), LOG=<file keeping every run's output>. The
 #      C++ MFU column is its model FLOP/s over the fastest product at the model's GEMM shapes
 #      (at::mm, and oneDNN's unless GEMM=libtorch), timed in the same process in the step's dtype.
 set -euo pipefail
@@ -31,6 +32,7 @@ TP=${TP:-1}
 OPTIMIZER=${OPTIMIZER:-fused}
 GEMM=${GEMM:-probe}
 GELU=${GELU:-native}
+ATTENTION=${ATTENTION:-auto}
 LOG=${LOG:-$(mktemp)}
 
 if [[ ! -x "$BIN" ]]; then
@@ -55,7 +57,7 @@ args_of() {  # layers:hidden:heads:seq:batch precision
   echo "--layers $l --hidden $h --heads $a --seq $s --batch $b --vocab $VOCAB --precision $2 --warmup $WARMUP --steps $STEPS"
 }
 run_cpp() {
-  OMP_NUM_THREADS="$THREADS" "$BIN" --threads "$THREADS" --optimizer-kernel "$OPTIMIZER" --gemm-kernel "$GEMM" --gelu-kernel "$GELU" "$@" |
+  OMP_NUM_THREADS="$THREADS" "$BIN" --threads "$THREADS" --optimizer-kernel "$OPTIMIZER" --gemm-kernel "$GEMM" --gelu-kernel "$GELU" --attention "$ATTENTION" "$@" |
     tee -a "$LOG" | grep '^result '
 }
 run_py() {

@@ -19,24 +19,9 @@ constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
 constexpr int64_t kGrain = 1 << 14;
 
-// e^y, y clamped to [-87, 88]: y = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial of
-// degree 6 (relative error < 3e-7 on that interval), 2^n through the exponent bits. Branch-free,
-// so the loops calling it vectorise.
-SCAFFOLD_SIMD_INLINE float exp_approx(float y) {
-  y = std::fmin(std::fmax(y, -87.0f), 88.0f);
-  const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (y * 1.44269504088896341f + shifter) - shifter;
-  const float r = (y - n * 0.693145751953125f) - n * 1.428606765330187045e-06f;
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const auto scale = __builtin_bit_cast(float, (static_cast<int32_t>(n) + 127) << 23);
-  return p * scale;
-}
+using simd::exp_approx;
+using simd::from_bf16;
+using simd::to_bf16;
 
 // sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
 SCAFFOLD_SIMD_INLINE float gate(float x) {
@@ -48,17 +33,6 @@ SCAFFOLD_SIMD_INLINE float gate(float x) {
 SCAFFOLD_SIMD_INLINE float slope(float x) {
   const float s = gate(x);
   return s + 2.0f * x * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-}
-
-SCAFFOLD_SIMD_INLINE float from_bf16(uint16_t b) {
-  return __builtin_bit_cast(float, static_cast<uint32_t>(b) << 16);
-}
-
-// Round to nearest even, as c10::BFloat16 does for finite values (a NaN stays a NaN: its high
-// mantissa bit is set, so the carry cannot reach the exponent).
-SCAFFOLD_SIMD_INLINE uint16_t to_bf16(float f) {
-  const auto u = __builtin_bit_cast(uint32_t, f);
-  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
 SCAFFOLD_SIMD_CLONES void forward_f32(const float* x, float* y, int64_t begin, int64_t end) {

@@ -10,6 +10,7 @@
 // inlining, references and values compile to the same registers.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #pragma GCC diagnostic ignored "-Wpsabi"  // vector values never cross a call boundary
@@ -36,6 +37,36 @@ SCAFFOLD_SIMD_INLINE const VecAt& loadv(const float* p) {
 }
 SCAFFOLD_SIMD_INLINE void storev(float* p, const v16& v) {
   reinterpret_cast<VecAt*>(p)->v = v;
+}
+
+// e^y, y clamped to [-87, 88]: y = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial of
+// degree 6 (relative error < 3e-7 on that interval), 2^n through the exponent bits. Branch-free,
+// so the loops calling it vectorise.
+SCAFFOLD_SIMD_INLINE float exp_approx(float y) {
+  y = std::fmin(std::fmax(y, -87.0f), 88.0f);
+  const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (y * 1.44269504088896341f + shifter) - shifter;
+  const float r = (y - n * 0.693145751953125f) - n * 1.428606765330187045e-06f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const auto scale = __builtin_bit_cast(float, (static_cast<int32_t>(n) + 127) << 23);
+  return p * scale;
+}
+
+SCAFFOLD_SIMD_INLINE float from_bf16(uint16_t b) {
+  return __builtin_bit_cast(float, static_cast<uint32_t>(b) << 16);
+}
+
+// Round to nearest even, as c10::BFloat16 does for finite values (a NaN stays a NaN: its high
+// mantissa bit is set, so the carry cannot reach the exponent).
+SCAFFOLD_SIMD_INLINE uint16_t to_bf16(float f) {
+  const auto u = __builtin_bit_cast(uint32_t, f);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
 }  // namespace scaffold::kernels::simd

@@ -117,17 +117,21 @@ TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
   EXPECT_NEAR(std::stod(rows[5][7]), 1e-4, 1e-12);
 
   // system.json names the optimizer's kernel (the default: the one-pass AdamW on a CPU), the
-  // linear layers' (this run: a probe per shape) and the GELU's, what the products and GELUs ran
-  // (every call counted) and the probes behind the products (one per distinct shape).
+  // linear layers' (this run: a probe per shape), the GELU's and the attention's (head size 16:
+  // native), what the products, attentions and GELUs ran (every call counted, in the order each
+  // first ran) and the probes behind the products (one per distinct shape).
   const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
-  EXPECT_EQ(sys.at("kernels"),
-            nlohmann::json::array({"optimizer=fused_adamw", "gemm=probe", "gelu=native"}))
+  EXPECT_EQ(sys.at("kernels"), nlohmann::json::array({"optimizer=fused_adamw", "gemm=probe",
+                                                      "gelu=native", "attention=native"}))
       << sys.dump();
-  ASSERT_EQ(sys.at("kernels_run").size(), 2u) << sys.dump();
+  ASSERT_EQ(sys.at("kernels_run").size(), 3u) << sys.dump();
   const std::string gemm_run = sys.at("kernels_run")[0].get<std::string>();
   EXPECT_EQ(gemm_run.rfind("gemm=", 0), 0u) << gemm_run;
-  // The MLP's GELU: native on every call (float32 CPU tensors), nothing else.
+  // The attention and the MLP's GELU: native on every call (float32 CPU tensors), nothing else.
   EXPECT_TRUE(std::regex_match(sys.at("kernels_run")[1].get<std::string>(),
+                               std::regex(R"(attention=native x\d+)")))
+      << sys.dump();
+  EXPECT_TRUE(std::regex_match(sys.at("kernels_run")[2].get<std::string>(),
                                std::regex(R"(gelu=native x\d+)")))
       << sys.dump();
   const auto& probes = sys.at("kernel_probes");
@@ -606,7 +610,10 @@ TEST(LlmTraining, ASizeThatCannotFitIsRefusedByNameBeforeAnythingRuns) {
   TempDir dir;
   const std::string cfg = write_tiny_config(dir.path()).string();
   const std::vector<std::pair<std::string, std::string>> cases{
-      {"--seq-length 1000000", "seq_length"},
+      // The S x S probabilities of the plain attention; the native attention keeps none, so
+      // without them the sequence must be long enough for its linear activations to overflow.
+      {"--seq-length 1000000 --attention plain", "seq_length"},
+      {"--seq-length 1000000000", "seq_length"},
       {"--vocab-size 100000000000", "vocab_size"},
       {"--hidden-size 4000000 --num-attention-heads 4", "hidden_size"}};
   for (const auto& [flags, key] : cases) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/attention.hpp"
 #include "kernels/gelu.hpp"
 #include "nn/checkpoint.hpp"
 
@@ -39,16 +40,34 @@ Recompute parse_recompute(const std::string& value) {
       fmt::format("recompute_granularity: '{}' is not one of none, selective, full", value));
 }
 
-AttentionImpl parse_attention(const std::string& value) {
+std::string native_attention_unsupported(const c10::Device& device, double attention_dropout,
+                                         int64_t head_size) {
+  if (!device.is_cpu()) return fmt::format("it runs on a CPU, this run on {}", device.str());
+  if (attention_dropout > 0) return fmt::format("attention_dropout is {}", attention_dropout);
+  if (head_size % 16 != 0)
+    return fmt::format("the head size {} is not a multiple of 16", head_size);
+  return "";
+}
+
+AttentionImpl parse_attention(const std::string& value, const std::string& why_not_native) {
   if (value == "plain") return AttentionImpl::kPlain;
   if (value == "fused") return AttentionImpl::kFused;
+  if (value == "native") {
+    if (!why_not_native.empty())
+      throw core::Error(fmt::format("attention: native cannot run this model: {}", why_not_native));
+    return AttentionImpl::kNative;
+  }
   // 1.13's prototype runs the same math as the plain version on CPU, and was slower there.
-  if (value == "auto") return SCAFFOLD_HAS_SDPA ? AttentionImpl::kFused : AttentionImpl::kPlain;
-  throw core::Error(fmt::format("attention: '{}' is not one of auto, fused, plain", value));
+  if (value == "auto") {
+    if (why_not_native.empty()) return AttentionImpl::kNative;
+    return SCAFFOLD_HAS_SDPA ? AttentionImpl::kFused : AttentionImpl::kPlain;
+  }
+  throw core::Error(fmt::format("attention: '{}' is not one of auto, native, fused, plain", value));
 }
 
 const char* to_string(AttentionImpl impl) {
   if (impl == AttentionImpl::kPlain) return "plain";
+  if (impl == AttentionImpl::kNative) return "native";
   return SCAFFOLD_HAS_SDPA ? "fused (scaled_dot_product_attention)"
                            : "fused (1.13 _scaled_dot_product_attention)";
 }
@@ -59,7 +78,7 @@ int64_t padded_vocab_size(int64_t vocab, int64_t divisible_by, int64_t tp) {
 }
 
 bool attention_keeps_scores(AttentionImpl impl) {
-  return impl == AttentionImpl::kPlain || !SCAFFOLD_HAS_SDPA;
+  return impl == AttentionImpl::kPlain || (impl == AttentionImpl::kFused && !SCAFFOLD_HAS_SDPA);
 }
 
 int64_t gpt_parameter_count(const GptOptions& o) {
@@ -95,14 +114,19 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   return at::matmul(probs, v);
 }
 
-at::Tensor apply_rotary(const at::Tensor& x, double base) {
-  const int64_t s = x.size(-2), d = x.size(-1);
-  const auto f32 = x.options().dtype(at::kFloat);
+at::Tensor rotary_tables(int64_t s, int64_t d, double base, const at::TensorOptions& options) {
+  const auto f32 = options.dtype(at::kFloat);
   const at::Tensor inv_freq =
       at::pow(base, at::arange(0, d, 2, f32) / static_cast<double>(d)).reciprocal();  // (d/2)
   const at::Tensor angles = at::outer(at::arange(s, f32), inv_freq);                  // (S, d/2)
   const at::Tensor emb = at::cat({angles, angles}, -1);                               // (S, d)
-  const at::Tensor cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
+  return at::stack({emb.cos(), emb.sin()});
+}
+
+at::Tensor apply_rotary(const at::Tensor& x, double base) {
+  const int64_t s = x.size(-2), d = x.size(-1);
+  const at::Tensor tables = rotary_tables(s, d, base, x.options()).to(x.scalar_type());
+  const at::Tensor cos = tables[0], sin = tables[1];
   const at::Tensor x1 = x.narrow(-1, 0, d / 2), x2 = x.narrow(-1, d / 2, d / 2);
   const at::Tensor rotated = at::cat({x2.neg(), x1}, -1);  // Megatron's _rotate_half
   return x * cos + rotated * sin;
@@ -168,14 +192,38 @@ at::Tensor GptBlockImpl::linear(const at::Tensor& x, const at::Tensor& w,
 }
 
 at::Tensor GptBlockImpl::attention(const at::Tensor& x) {
-  const at::Tensor whole = into_parallel(x);  // (B, S, h)
-  const int64_t b = whole.size(0), s = whole.size(1);
   const int64_t heads = options_.num_attention_heads / tp_size(tp_);
   const int64_t d = options_.hidden_size / options_.num_attention_heads;
-  const at::Tensor qkv = linear(whole, qkv_weight, qkv_bias)  // (B, S, 3h/t)
-                             .view({b, s, heads, 3, d})
-                             .permute({3, 0, 2, 1, 4});  // (3, B, a/t, S, d)
-  at::Tensor q = qkv.select(0, 0), k = qkv.select(0, 1), v = qkv.select(0, 2);
+  const at::Tensor projected = linear(into_parallel(x), qkv_weight, qkv_bias);  // (B, S, 3h/t)
+  // The native kernel keeps nothing S x S: selective recompute has nothing to recompute there.
+  const at::Tensor merged = options_.attention == AttentionImpl::kNative
+                                ? native_attention(projected, heads, d)
+                                : core_attention(projected, heads, d);  // (B, S, h/t)
+  at::Tensor out = out_of_parallel(linear(merged, dense_weight, {})) + dense_bias;
+  return options_.hidden_dropout > 0 ? at::dropout(out, options_.hidden_dropout, is_training())
+                                     : out;
+}
+
+at::Tensor GptBlockImpl::native_attention(const at::Tensor& projected, int64_t heads, int64_t d) {
+  kernels::KernelUse* use = options_.kernel_use.get();
+  const at::Tensor rotary =
+      options_.position_embedding == PositionEmbedding::kRope
+          ? rotary_tables(projected.size(1), d, options_.rotary_base, projected.options())
+          : at::Tensor();
+  const std::string why = kernels::causal_attention_unsupported(projected, heads, rotary);
+  if (why.empty()) {
+    if (use) use->ran("attention", "native");
+    return kernels::causal_attention(projected, heads, 1.0 / std::sqrt(static_cast<double>(d)),
+                                     rotary);
+  }
+  if (use) use->ran("attention", "plain", why);
+  return core_attention(projected, heads, d);
+}
+
+at::Tensor GptBlockImpl::core_attention(const at::Tensor& projected, int64_t heads, int64_t d) {
+  const int64_t b = projected.size(0), s = projected.size(1);
+  const at::Tensor qkv = projected.view({b, s, heads, 3, d}).permute({3, 0, 2, 1, 4});
+  at::Tensor q = qkv.select(0, 0), k = qkv.select(0, 1), v = qkv.select(0, 2);  // (B, a/t, S, d)
   if (options_.position_embedding == PositionEmbedding::kRope) {
     q = apply_rotary(q, options_.rotary_base);
     k = apply_rotary(k, options_.rotary_base);
@@ -194,9 +242,7 @@ at::Tensor GptBlockImpl::attention(const at::Tensor& x) {
   } else {
     context = causal_attention(q, k, v, impl, dropout, training);
   }
-  const at::Tensor merged = context.transpose(1, 2).reshape({b, s, heads * d});  // (B, S, h/t)
-  at::Tensor out = out_of_parallel(linear(merged, dense_weight, {})) + dense_bias;
-  return options_.hidden_dropout > 0 ? at::dropout(out, options_.hidden_dropout, training) : out;
+  return context.transpose(1, 2).reshape({b, s, heads * d});
 }
 
 at::Tensor GptBlockImpl::gelu(const at::Tensor& x) const {

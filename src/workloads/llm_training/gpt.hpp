@@ -15,6 +15,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/normalization.h>
@@ -33,18 +34,26 @@ namespace scaffold::llm {
 
 enum class PositionEmbedding { kLearned, kRope };
 // kFused: LibTorch's scaled_dot_product_attention (2.x; 1.13's prototype
-// _scaled_dot_product_attention); kPlain: matmul, causal mask, float32 softmax, matmul.
-enum class AttentionImpl { kPlain, kFused };
+// _scaled_dot_product_attention); kPlain: matmul, causal mask, float32 softmax, matmul; kNative:
+// kernels::causal_attention (tiled, online softmax, on the QKV projection in place; CPU only).
+enum class AttentionImpl { kPlain, kFused, kNative };
 enum class Recompute { kNone, kSelective, kFull };
 
 // Parse the config's text; core::Error naming the value otherwise.
 PositionEmbedding parse_position_embedding(const std::string& value);
 Recompute parse_recompute(const std::string& value);
-// "auto" -> kFused where LibTorch >= 2.0 (a build-time version check), else kPlain.
-AttentionImpl parse_attention(const std::string& value);
+// Why the native attention cannot run this model, "" when it can: it needs a CPU, no attention
+// dropout, and a head size that is a multiple of 16.
+std::string native_attention_unsupported(const c10::Device& device, double attention_dropout,
+                                         int64_t head_size);
+// The config's `attention` for a run whose native_attention_unsupported is `why_not_native`:
+// "auto" -> kNative where that is empty, else kFused where LibTorch >= 2.0 (a build-time version
+// check), else kPlain; "native" where it cannot run is a core::Error naming the key and the reason.
+AttentionImpl parse_attention(const std::string& value, const std::string& why_not_native);
 const char* to_string(AttentionImpl impl);
 // Whether the kernel materialises the (B, heads, s, s) probabilities: the plain one always, the
-// fused one on LibTorch 1.13 (its _scaled_dot_product_attention computes them in full).
+// fused one on LibTorch 1.13 (its _scaled_dot_product_attention computes them in full), the
+// native one never.
 bool attention_keeps_scores(AttentionImpl impl);
 
 struct GptOptions {
@@ -105,6 +114,9 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 
 // Rotary embedding (Megatron's, non-interleaved halves) of x (B, a, S, d) at positions 0..S-1.
 at::Tensor apply_rotary(const at::Tensor& x, double base);
+// The rotary embedding's float32 cos and sin for positions 0..s-1 of a head of size d, stacked:
+// (2, s, d), on `options`' device.
+at::Tensor rotary_tables(int64_t s, int64_t d, double base, const at::TensorOptions& options);
 
 class GptBlockImpl : public torch::nn::Module {
  public:
@@ -120,6 +132,11 @@ class GptBlockImpl : public torch::nn::Module {
   at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const;
   // at::gelu(x, "tanh") on the options' kernel (GptOptions::native_gelu).
   at::Tensor gelu(const at::Tensor& x) const;
+  // The QKV projection (B, S, 3h/t) -> the heads' outputs side by side (B, S, h/t): by
+  // kernels::causal_attention, counted in kernel_use (op "attention"; the plain path with the
+  // reason where it cannot take the tensor), or by causal_attention above on views.
+  at::Tensor native_attention(const at::Tensor& projected, int64_t heads, int64_t d);
+  at::Tensor core_attention(const at::Tensor& projected, int64_t heads, int64_t d);
 
   torch::nn::LayerNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   at::Tensor qkv_weight;    // (3h/t, h): per head [q; k; v] rows, this rank's a/t heads

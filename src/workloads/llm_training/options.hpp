@@ -52,7 +52,7 @@ struct LlmTrainingConfig {
   double init_method_std = 0.0048;             // CARAML 0.0048; Megatron's default 0.02
   double hidden_dropout = 0.0;                 // off by default (Megatron: 0.1)
   double attention_dropout = 0.0;
-  std::string attention = "auto";  // auto | fused | plain (auto: fused where LibTorch >= 2.0)
+  std::string attention = "auto";  // auto | native | fused | plain (gpt.hpp's parse_attention)
   std::string recompute_granularity = "selective";  // none | selective | full
   std::string precision = "fp16";                   // fp32 | bf16 | fp16 (CUDA only)
 

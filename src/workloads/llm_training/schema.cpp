@@ -181,10 +181,13 @@ std::vector<Spec> llm_training_keys() {
                "dropout on the attention probabilities", "a number in [0, 1)", probability));
   add_choice(
       bind_key("attention", &LC::attention,
-               "attention kernel: fused (LibTorch's scaled_dot_product_attention), plain (matmul, "
-               "mask, softmax, matmul), auto (fused where LibTorch >= 2.0, else plain)",
-               "one of auto, fused, plain"),
-      {"auto", "fused", "plain"});
+               "attention kernel: native (tiled causal attention with an online softmax on the "
+               "QKV projection in place, nothing S x S kept; a CPU, no attention dropout, head "
+               "size a multiple of 16), fused (LibTorch's "
+               "scaled_dot_product_attention), plain (matmul, mask, softmax, matmul); auto: "
+               "native where it can run, else fused where LibTorch >= 2.0, else plain",
+               "one of auto, native, fused, plain"),
+      {"auto", "native", "fused", "plain"});
   add_choice(
       bind_key("recompute_granularity", &LC::recompute_granularity,
                "activation recompute: none; selective (the core attention, CARAML's); full (each "

@@ -233,14 +233,14 @@ class LlmRun : public suite::WorkloadRun {
       });
     layout_ = make_layout(env.comm, cfg_, dims_, env.device);
   }
-  core::MemoryEstimate memory_estimate(const suite::RunEnv&) const override {
+  core::MemoryEstimate memory_estimate(const suite::RunEnv& env) const override {
     LlmMemoryLayout memory;
     memory.tensor_parallel = layout_.tp;
     memory.pipeline_parallel = layout_.pp;
     memory.model_chunks = layout_.chunks;
     memory.data_parallel = layout_.dp;
     memory.micro_batches = layout_.accumulation;
-    memory.attention_keeps_scores = attention_keeps_scores(parse_attention(cfg_.attention));
+    memory.attention_keeps_scores = attention_keeps_scores(attention_impl(env.device));
     return llm_memory_estimate(cfg_, memory);
   }
 
@@ -253,6 +253,7 @@ class LlmRun : public suite::WorkloadRun {
                            kernels::to_string(gemm_kernel(cfg_.gemm_kernel, env.device)));
     info.kernels.push_back(std::string("gelu=") +
                            (native_gelu(cfg_.gelu_kernel, env.device) ? "native" : "libtorch"));
+    info.kernels.push_back(std::string("attention=") + to_string(attention_impl(env.device)));
   }
 
   // What rank 0's linear layers ran, counted call by call (the probes behind the choice are
@@ -286,7 +287,7 @@ class LlmRun : public suite::WorkloadRun {
     mo_.init_method_std = cfg_.init_method_std;
     mo_.hidden_dropout = cfg_.hidden_dropout;
     mo_.attention_dropout = cfg_.attention_dropout;
-    mo_.attention = parse_attention(cfg_.attention);
+    mo_.attention = attention_impl(env.device);
     mo_.recompute = parse_recompute(cfg_.recompute_granularity);
     mo_.sequence_parallel = cfg_.sequence_parallel && layout_.tp > 1;  // Megatron: off at TP 1
     mo_.gemm = gemm_kernel(cfg_.gemm_kernel, env.device);
@@ -296,6 +297,7 @@ class LlmRun : public suite::WorkloadRun {
                                       : std::vector<std::string>{kernels::to_string(mo_.gemm)});
     mo_.native_gelu = native_gelu(cfg_.gelu_kernel, env.device);
     mo_.kernel_use->chose("gelu", {mo_.native_gelu ? "native" : "libtorch"});
+    if (mo_.attention == AttentionImpl::kNative) mo_.kernel_use->chose("attention", {"native"});
     const int64_t log_interval = cfg_.log_interval;
     dist::run_agreed(env.comm, [&] {
       torch::manual_seed(static_cast<uint64_t>(cfg_.seed));  // the same master weights everywhere
@@ -481,6 +483,12 @@ class LlmRun : public suite::WorkloadRun {
   }
 
  private:
+  // The config's `attention` for a run on `device` (docs/llm.md, "Attention").
+  AttentionImpl attention_impl(const c10::Device& device) const {
+    return parse_attention(cfg_.attention, native_attention_unsupported(
+                                               device, cfg_.attention_dropout,
+                                               dims_.hidden_size / dims_.num_attention_heads));
+  }
   LlmTrainingConfig cfg_;
   config::GptDims dims_;
   Layout layout_;

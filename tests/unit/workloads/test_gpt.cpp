@@ -19,6 +19,7 @@
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
 #include "kernels/fused_adam.hpp"
+#include "kernels/kernel_use.hpp"
 #include "train/loop.hpp"
 #include "unit/tensor_compare.hpp"
 #include "workloads/llm_training/gpt.hpp"
@@ -198,6 +199,74 @@ TEST(GptModel, FusedAttentionAgreesWithThePlainOne) {
     EXPECT_TRUE(tensors_close(grads[3 + i], grads[i], 1e-5, "gradient " + std::to_string(i)));
   // And both are causal attention: position 0 attends only to itself, so its output is v's row 0.
   EXPECT_TRUE(tensors_close(outs[0].select(2, 0), v.detach().select(2, 0), 1e-6, "first position"));
+}
+
+// The native attention inside the model: a training step's loss and every parameter's gradient
+// against the plain attention's, float32 (within 2e-5 of each gradient's largest magnitude: the
+// kernel sums in another order), and counted in kernel_use. Sequence 70: two query blocks, the
+// second partial; head size 16.
+void expect_native_attention_step_equals_plain(PositionEmbedding pe) {
+  GptOptions o = small_options(pe);
+  o.hidden_size = 64;
+  o.ffn_hidden_size = 256;
+  o.seq_length = 70;
+  torch::manual_seed(9);
+  const at::Tensor tokens = at::randint(128, {2, 71}, at::kLong);
+  std::vector<at::Tensor> losses;
+  std::vector<std::vector<at::Tensor>> grads;
+  std::shared_ptr<kernels::KernelUse> use;
+  for (auto attn : {AttentionImpl::kPlain, AttentionImpl::kNative}) {
+    o.attention = attn;
+    o.kernel_use = std::make_shared<kernels::KernelUse>();
+    torch::manual_seed(10);
+    Gpt gpt(o);
+    const at::Tensor loss =
+        gpt->token_losses(tokens.narrow(1, 0, 70), tokens.narrow(1, 1, 70)).mean();
+    loss.backward();
+    losses.push_back(loss.detach());
+    grads.emplace_back();
+    for (const auto& p : gpt->parameters()) grads.back().push_back(p.grad().clone());
+    use = o.kernel_use;
+  }
+  EXPECT_NEAR(losses[1].item<double>(), losses[0].item<double>(), 1e-6);
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_TRUE(tensors_close(grads[1][i], grads[0][i], 2e-5, "gradient " + std::to_string(i)));
+  const auto summary = use->summary();
+  EXPECT_NE(std::find(summary.begin(), summary.end(), "attention=native x2"), summary.end())
+      << (summary.empty() ? "" : summary.front());
+}
+
+TEST(GptModel, AutoAttentionIsNativeWhereItCanRun) {
+  const c10::Device cpu(c10::kCPU), gpu(c10::kCUDA, 0);
+  const std::string ok = native_attention_unsupported(cpu, 0.0, 64);
+  EXPECT_EQ(ok, "");
+  EXPECT_EQ(parse_attention("auto", ok), AttentionImpl::kNative);
+  EXPECT_EQ(parse_attention("native", ok), AttentionImpl::kNative);
+  EXPECT_EQ(parse_attention("plain", ok), AttentionImpl::kPlain);
+  EXPECT_EQ(parse_attention("fused", ok), AttentionImpl::kFused);
+  for (const std::string& reason :
+       {native_attention_unsupported(gpu, 0.0, 64), native_attention_unsupported(cpu, 0.1, 64),
+        native_attention_unsupported(cpu, 0.0, 40)}) {
+    ASSERT_FALSE(reason.empty());
+    EXPECT_NE(parse_attention("auto", reason), AttentionImpl::kNative) << reason;
+    try {
+      parse_attention("native", reason);
+      ADD_FAILURE() << "native taken although " << reason;
+    } catch (const core::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NE(native_attention_unsupported(gpu, 0.0, 64).find("cuda"), std::string::npos);
+  EXPECT_NE(native_attention_unsupported(cpu, 0.1, 64).find("attention_dropout"),
+            std::string::npos);
+  EXPECT_NE(native_attention_unsupported(cpu, 0.0, 40).find("40"), std::string::npos);
+  EXPECT_THROW(parse_attention("flash", ok), core::Error);
+}
+
+TEST(GptModel, NativeAttentionStepEqualsThePlainOne) {
+  for (auto pe : {PositionEmbedding::kLearned, PositionEmbedding::kRope})
+    expect_native_attention_step_equals_plain(pe);
 }
 
 TEST(GptModel, CrossEntropyAgreesWithTorch) {
