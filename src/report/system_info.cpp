@@ -34,9 +34,10 @@ struct Field {
 };
 
 // The one declaration of system.json's keys, in file order.
-const std::array<Field, 21> kFields{{
+const std::array<Field, 22> kFields{{
     {"host", &SystemInfo::host},
     {"cpu_model", &SystemInfo::cpu_model},
+    {"cpu_isa", &SystemInfo::cpu_isa},
     {"gpu_model", &SystemInfo::gpu_model},
     {"torch_version", &SystemInfo::torch_version},
     {"mpi_version", &SystemInfo::mpi_version},
@@ -81,6 +82,44 @@ std::string cpu_model() {
       fallback = value;
   }
   return fallback.empty() ? "unknown" : fallback;
+}
+
+// The value of "<key> : <value>" in /proc/cpuinfo's first processor, "" when absent.
+std::string cpuinfo_value(const std::string& wanted) {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    if (trim(std::string_view(line).substr(0, colon)) == wanted)
+      return trim(std::string_view(line).substr(colon + 1));
+  }
+  return "";
+}
+
+std::string cpu_isa() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  std::string text =
+      "family " + cpuinfo_value("cpu family") + " model " + cpuinfo_value("model") + ";";
+  const auto flag = [&](bool present, const char* name) {
+    if (present) text += std::string(" ") + name;
+  };
+  flag(__builtin_cpu_supports("avx2"), "avx2");
+  flag(__builtin_cpu_supports("fma"), "fma");
+  flag(__builtin_cpu_supports("avx512f"), "avx512f");
+  flag(__builtin_cpu_supports("avx512bw"), "avx512bw");
+  // Not every compiler's __builtin_cpu_supports knows these two: /proc/cpuinfo's flags do.
+  const std::string flags = " " + cpuinfo_value("flags") + " ";
+  flag(flags.find(" avx512_bf16 ") != std::string::npos, "avx512_bf16");
+  flag(flags.find(" amx_tile ") != std::string::npos, "amx_tile");
+  // target_clones("avx512f", "avx2", "default") picks the first the CPU has.
+  text += __builtin_cpu_supports("avx512f") ? "; kernels avx512f"
+          : __builtin_cpu_supports("avx2")  ? "; kernels avx2"
+                                            : "; kernels default";
+  return text;
+#else
+  return "";
+#endif
 }
 
 std::string compiler() {
@@ -130,6 +169,7 @@ SystemInfo collect_host_info() {
   SystemInfo info;
   info.host = core::host_name();
   info.cpu_model = cpu_model();
+  info.cpu_isa = cpu_isa();
   info.torch_version = core::torch_version_built_with();
   info.compiler = compiler();
   info.allocator = allocator();

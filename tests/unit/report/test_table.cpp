@@ -486,6 +486,7 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
   SystemInfo info;
   info.host = "node001";
   info.cpu_model = "AMD EPYC 7763 64-Core Processor";
+  info.cpu_isa = "family 25 model 1; avx2 fma; kernels avx2";
   info.gpu_model = "NVIDIA H100 80GB HBM3";
   info.torch_version = "2.3.1";
   info.mpi_version = "Open MPI v4.1.4";
@@ -512,6 +513,7 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
   EXPECT_EQ(core::read_file(tmp.path() / "system.json"), R"json({
   "host": "node001",
   "cpu_model": "AMD EPYC 7763 64-Core Processor",
+  "cpu_isa": "family 25 model 1; avx2 fma; kernels avx2",
   "gpu_model": "NVIDIA H100 80GB HBM3",
   "torch_version": "2.3.1",
   "mpi_version": "Open MPI v4.1.4",
@@ -590,6 +592,22 @@ TEST(SystemJson, HostInfoFillsWhatTheReportModuleCanLearn) {
   const SystemInfo info = collect_host_info();
   EXPECT_FALSE(info.host.empty());
   EXPECT_FALSE(info.cpu_model.empty());
+#if defined(__x86_64__)
+  // The kernels' clone follows /proc/cpuinfo's flags, read here on their own.
+  std::string flags;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("flags", 0) == 0) {
+      flags = line + " ";
+      break;
+    }
+  const std::string clone = flags.find(" avx512f ") != std::string::npos ? "avx512f"
+                            : flags.find(" avx2 ") != std::string::npos  ? "avx2"
+                                                                         : "default";
+  EXPECT_TRUE(std::regex_match(info.cpu_isa,
+                               std::regex(R"(family \d+ model \d+;[a-z0-9_ ]*; kernels )" + clone)))
+      << info.cpu_isa;
+#endif
   EXPECT_FALSE(info.compiler.empty());
   EXPECT_TRUE(info.allocator == "tcmalloc" || info.allocator == "glibc") << info.allocator;
   EXPECT_FALSE(info.git_commit.empty());
