@@ -40,7 +40,8 @@ using simd::loadv;
 using simd::storev;
 using simd::v16;
 
-constexpr int64_t kBlock = 64;  // queries of a query block, keys of a key block
+constexpr int64_t kBlock = 64;    // queries of a query block, keys of a key block
+constexpr int64_t kLanes = kVec;  // floats of a vector, as an offset
 
 struct Dims {
   int64_t batch, seq, heads, d;
@@ -100,17 +101,17 @@ SCAFFOLD_SIMD_INLINE void tile(const float* a, int64_t lda, const float* b, int6
                                int64_t ldc, int64_t k, bool add) {
   v16 acc[R][W];
   for (int r = 0; r < R; ++r)
-    for (int w = 0; w < W; ++w) acc[r][w] = add ? loadv(c + r * ldc + w * kVec).v : v16{};
+    for (int w = 0; w < W; ++w) acc[r][w] = add ? loadv(c + r * ldc + w * kLanes).v : v16{};
   for (int64_t p = 0; p < k; ++p) {
     v16 bv[W];
-    for (int w = 0; w < W; ++w) bv[w] = loadv(b + p * ldb + w * kVec).v;
+    for (int w = 0; w < W; ++w) bv[w] = loadv(b + p * ldb + w * kLanes).v;
     for (int r = 0; r < R; ++r) {
       const float av = a[r * lda + p];
       for (int w = 0; w < W; ++w) acc[r][w] += av * bv[w];
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int w = 0; w < W; ++w) storev(c + r * ldc + w * kVec, acc[r][w]);
+    for (int w = 0; w < W; ++w) storev(c + r * ldc + w * kLanes, acc[r][w]);
 }
 
 // R rows of C, all n columns.
@@ -118,8 +119,8 @@ template <int R, int W>
 SCAFFOLD_SIMD_INLINE void row_block(const float* a, int64_t lda, const float* b, int64_t ldb,
                                     float* c, int64_t ldc, int64_t k, int64_t n, bool add) {
   int64_t j = 0;
-  for (; j + W * kVec <= n; j += W * kVec) tile<R, W>(a, lda, b + j, ldb, c + j, ldc, k, add);
-  for (; j < n; j += kVec) tile<R, 1>(a, lda, b + j, ldb, c + j, ldc, k, add);
+  for (; j + W * kLanes <= n; j += W * kLanes) tile<R, W>(a, lda, b + j, ldb, c + j, ldc, k, add);
+  for (; j < n; j += kLanes) tile<R, 1>(a, lda, b + j, ldb, c + j, ldc, k, add);
 }
 
 template <int R, int W>
@@ -299,20 +300,29 @@ SCAFFOLD_SIMD_INLINE void backward_task(const T* qkv, const T* out, const T* dou
   }
 }
 
-#define SCAFFOLD_ATTENTION_KERNELS(T)                                                              \
-  SCAFFOLD_SIMD_CLONES void forward_tasks(const T* qkv, T* out, float* lse, const Dims& dm,        \
-                                          float scale, int64_t begin, int64_t end, float* work) {  \
-    for (int64_t t = begin; t < end; ++t) forward_task(qkv, out, lse, dm, scale, t, work);         \
-  }                                                                                                \
-  SCAFFOLD_SIMD_CLONES void backward_tasks(const T* qkv, const T* out, const T* dout,              \
-                                           const float* lse, T* dqkv, const Dims& dm, float scale, \
-                                           int64_t begin, int64_t end, float* work) {              \
-    for (int64_t t = begin; t < end; ++t)                                                          \
-      backward_task(qkv, out, dout, lse, dqkv, dm, scale, t, work);                                \
-  }
-SCAFFOLD_ATTENTION_KERNELS(float)
-SCAFFOLD_ATTENTION_KERNELS(uint16_t)
-#undef SCAFFOLD_ATTENTION_KERNELS
+// The tasks [begin, end) of one thread, per dtype (bf16 as its bits), compiled per ISA.
+SCAFFOLD_SIMD_CLONES void forward_tasks(const float* qkv, float* out, float* lse, const Dims& dm,
+                                        float scale, int64_t begin, int64_t end, float* work) {
+  for (int64_t t = begin; t < end; ++t) forward_task(qkv, out, lse, dm, scale, t, work);
+}
+SCAFFOLD_SIMD_CLONES void forward_tasks(const uint16_t* qkv, uint16_t* out, float* lse,
+                                        const Dims& dm, float scale, int64_t begin, int64_t end,
+                                        float* work) {
+  for (int64_t t = begin; t < end; ++t) forward_task(qkv, out, lse, dm, scale, t, work);
+}
+SCAFFOLD_SIMD_CLONES void backward_tasks(const float* qkv, const float* out, const float* dout,
+                                         const float* lse, float* dqkv, const Dims& dm, float scale,
+                                         int64_t begin, int64_t end, float* work) {
+  for (int64_t t = begin; t < end; ++t)
+    backward_task(qkv, out, dout, lse, dqkv, dm, scale, t, work);
+}
+SCAFFOLD_SIMD_CLONES void backward_tasks(const uint16_t* qkv, const uint16_t* out,
+                                         const uint16_t* dout, const float* lse, uint16_t* dqkv,
+                                         const Dims& dm, float scale, int64_t begin, int64_t end,
+                                         float* work) {
+  for (int64_t t = begin; t < end; ++t)
+    backward_task(qkv, out, dout, lse, dqkv, dm, scale, t, work);
+}
 
 Dims dims_of(const at::Tensor& qkv, int64_t heads, const at::Tensor& rotary) {
   return {qkv.size(0),
