@@ -435,7 +435,7 @@ def test_llm_layouts(env):
                   "PipelineParallel": str(pp), "DataParallel": "1", "GlobalBatchSize": "8",
                   "ModelSize": size, "Iterations": "4", "JubeSystem": system}
         out = os.path.join(env.tmp, "out-" + size)
-        status, rows = run_campaign(env, campaign, out, tag=[system, size], timeout_s=420,
+        status, rows = run_campaign(env, campaign, out, tag=[system, size], timeout_s=270,
                                     csv_start="JobID,System,")
         check(status == "FINISHED", "{0}: jube status {1}, expected FINISHED".format(size, status))
         check(len(rows) == 1, "{0}: expected one row, got {1}".format(size, len(rows)))

@@ -178,16 +178,31 @@ Sources make_sources(const LlmTrainingConfig& cfg, const config::GptDims& dims) 
   return s;
 }
 
-// The device's matrix-multiply rate in the run's precision: square n x n GEMMs (n = 8192 on
-// CUDA, 1024 on a CPU), 2 untimed, the median of 5, 2 n^3 FLOPs each. TFLOP/s. With `onednn` (a
-// float32 CPU run whose linear layers may take oneDNN's sgemm) the faster of at::mm and oneDNN.
-double measure_peak_tflops(const c10::Device& device, const std::string& precision, bool onednn) {
-  const int64_t n = device.is_cuda() ? 8192 : 1024;
+// The device's matrix-multiply rate in the run's precision: square n x n GEMMs, 2 untimed, the
+// median of 5, 2 n^3 FLOPs each. TFLOP/s. n = 8192 on CUDA; 1024 on a CPU unless a 256 x 256
+// product says that one of 1024 would take over kPeakProbeGemmS (LibTorch's bf16 reference loops
+// on a CPU without AVX-512: 1-2 s each, minutes for a node of 64 ranks), then 512 or 256. With
+// `onednn` (a float32 CPU run whose linear layers may take oneDNN's sgemm) the faster of at::mm
+// and oneDNN's product. `n` receives the size used.
+constexpr double kPeakProbeGemmS = 0.25;
+
+double measure_peak_tflops(const c10::Device& device, const std::string& precision, bool onednn,
+                           int64_t& n) {
   const at::ScalarType dtype = precision == "bf16"   ? at::kBFloat16
                                : precision == "fp16" ? at::kHalf
                                                      : at::kFloat;
   torch::NoGradGuard no_grad;
   const auto options = at::TensorOptions().dtype(dtype).device(device);
+  n = device.is_cuda() ? 8192 : 1024;
+  if (device.is_cpu()) {
+    const at::Tensor a = at::randn({256, 256}, options), b = at::randn({256, 256}, options);
+    at::mm(a, b);  // first call: the library's set-up, not the rate
+    core::Stopwatch clock;
+    at::mm(a, b);
+    const double small_s = clock.elapsed_s();
+    while (n > 256 && small_s * std::pow(static_cast<double>(n) / 256.0, 3) > kPeakProbeGemmS)
+      n /= 2;
+  }
   const at::Tensor a = at::randn({n, n}, options), b = at::randn({n, n}, options);
   at::Tensor c = at::empty({n, n}, options);
   std::vector<double> times;
@@ -208,7 +223,8 @@ double measure_peak_tflops(const c10::Device& device, const std::string& precisi
     }
     best = std::min(best, core::median(times));
   }
-  return 2.0 * static_cast<double>(n * n * n) / best / 1e12;
+  const double side = static_cast<double>(n);
+  return 2.0 * side * side * side / best / 1e12;
 }
 
 std::string param_text(int64_t v) {
@@ -382,7 +398,7 @@ class LlmRun : public suite::WorkloadRun {
   void after_build(suite::RunEnv& env) override {
     env.phases.run("peak_probe", [&] {
       peak_tflops_ = measure_peak_tflops(env.device, cfg_.precision,
-                                         mo_.gemm != kernels::GemmKernel::LibTorch);
+                                         mo_.gemm != kernels::GemmKernel::LibTorch, peak_n_);
     });
     table_peak_ = table_peak_tflops(device_name_, cfg_.precision);
     flops_.global_batch = cfg_.global_batch_size;
@@ -401,9 +417,9 @@ class LlmRun : public suite::WorkloadRun {
         cfg_.position_embedding, to_string(mo_.attention), cfg_.recompute_granularity,
         cfg_.precision, layout_.tp, layout_.pp, layout_.dp, env.device.str(), env.threads);
     LOG_INFO(
-        "peak: {:.3f} TFLOP/s per device measured ({} GEMM){}; {:.4g} TFLOP per iteration (k = "
-        "{})",
-        peak_tflops_, cfg_.precision,
+        "peak: {:.3f} TFLOP/s per device measured ({} GEMM, n = {}){}; {:.4g} TFLOP per "
+        "iteration (k = {})",
+        peak_tflops_, cfg_.precision, peak_n_,
         table_peak_ ? fmt::format(", {:.0f} in the data sheet of {} ({:.0f}% of it)", *table_peak_,
                                   device_name_, 100.0 * peak_tflops_ / *table_peak_)
                     : std::string(),
@@ -499,6 +515,7 @@ class LlmRun : public suite::WorkloadRun {
   std::unique_ptr<train::TrainingLoop> loop_;
   std::unique_ptr<report::EpochLog<IntervalRow>> log_;
   double peak_tflops_ = 0.0;
+  int64_t peak_n_ = 0;  // the probe's GEMM size
   std::optional<double> table_peak_;
   GptFlopsModel flops_;
   int64_t params_ = 0;
