@@ -31,6 +31,7 @@
 #include "kernels/parallel.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "kernels/simd.hpp"
+#include "kernels/winograd_gemm.hpp"
 #include "nn/memory_format.hpp"
 
 namespace scaffold::kernels {
@@ -40,78 +41,9 @@ using simd::kVec;
 using simd::loadv;
 using simd::storev;
 using simd::v16;
+using winograd::gemm;
 
 constexpr int kPoints = 64;  // 4 x 4 x 4 transformed points per tile
-
-// --- Products --------------------------------------------------------------------------------
-// C[i][j] (R rows, NV vectors of columns) (+)= sum_k A(i, k) B[k][j], A(i, k) = a[i*ars + k*aks].
-template <int R, int NV>
-SCAFFOLD_SIMD_INLINE void micro(const float* a, int64_t ars, int64_t aks, const float* b,
-                                int64_t ldb, float* c, int64_t ldc, int64_t k_len,
-                                bool accumulate) {
-  v16 acc[R][NV];
-#pragma GCC unroll 8
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      acc[i][v] = v16{};
-      if (accumulate) acc[i][v] = loadv(c + i * ldc + v * kVec).v;
-    }
-  for (int64_t k = 0; k < k_len; ++k) {
-    v16 bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = loadv(b + k * ldb + v * kVec).v;
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) {
-      const float s = a[i * ars + k * aks];
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] += bv[v] * s;
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) storev(c + i * ldc + v * kVec, acc[i][v]);
-}
-
-template <int NV>
-SCAFFOLD_SIMD_INLINE void gemm_columns(const float* a, int64_t ars, int64_t aks, const float* b,
-                                       int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t k_len,
-                                       bool accumulate) {
-  constexpr int kRows = NV >= 2 ? 6 : 8;
-  int64_t i = 0;
-  for (; i + kRows <= m; i += kRows)
-    micro<kRows, NV>(a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, k_len, accumulate);
-  switch (m - i) {
-#define SCAFFOLD_WG_TAIL(r)                                                           \
-  case r:                                                                             \
-    micro<r, NV>(a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, k_len, accumulate); \
-    break;
-    SCAFFOLD_WG_TAIL(7)
-    SCAFFOLD_WG_TAIL(6)
-    SCAFFOLD_WG_TAIL(5)
-    SCAFFOLD_WG_TAIL(4)
-    SCAFFOLD_WG_TAIL(3)
-    SCAFFOLD_WG_TAIL(2)
-    SCAFFOLD_WG_TAIL(1)
-#undef SCAFFOLD_WG_TAIL
-    default:
-      break;
-  }
-}
-
-// C (m x n) (+)= A (m x k) B (k x n), n a multiple of kVec, B and C row-major.
-SCAFFOLD_SIMD_INLINE void gemm(const float* a, int64_t ars, int64_t aks, const float* b,
-                               int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
-                               int64_t k_len, bool accumulate) {
-  int64_t j = 0;
-  for (; j + 4 * kVec <= n; j += 4 * kVec)
-    gemm_columns<4>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
-  for (; j + 2 * kVec <= n; j += 2 * kVec)
-    gemm_columns<2>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
-  for (; j < n; j += kVec)
-    gemm_columns<1>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
-}
 
 // --- Transforms (per vector of 16 channels, the tile's values in registers) -------------------
 
@@ -778,6 +710,10 @@ std::atomic<int64_t> forward_calls{0};
 
 void set_winograd_chunk_bytes(int64_t bytes) {
   chunk_bytes = std::max<int64_t>(1, bytes);
+}
+
+int64_t winograd_chunk_bytes() {
+  return chunk_bytes.load();
 }
 
 int64_t winograd_conv3d_calls() {

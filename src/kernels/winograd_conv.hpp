@@ -33,8 +33,10 @@ bool winograd_conv3d_supported(const at::Tensor& x, const at::Tensor& w);
 bool winograd_conv3d_pays(const at::Tensor& x, const at::Tensor& w);
 
 // The bound on the scratch of the schedule for wide layers (transformed input and products of a
-// chunk of tiles; default 16 MiB). Tests lower it to run several chunks on small inputs.
+// chunk of tiles; default 16 MiB), for the 3-D and the 2-D kernel (winograd_conv2d.hpp). Tests
+// lower it to run several chunks on small inputs.
 void set_winograd_chunk_bytes(int64_t bytes);
+int64_t winograd_chunk_bytes();
 
 // Forward calls of winograd_conv3d in this process (tests check which layers it ran).
 int64_t winograd_conv3d_calls();
