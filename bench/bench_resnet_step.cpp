@@ -45,10 +45,10 @@ struct BenchOptions {
   int threads = 0;  // 0: core::default_thread_count()
   int timed_steps = 5;
   int warmup_steps = 2;
-  int channels_last = 0;             // 1: parameters, buffers and the input in ChannelsLast
-  std::string precision = "fp32";    // "bf16": CPU autocast around the forward
-  std::string conv_kernel = "auto";  // the 3x3 stride-1 convs: auto | probe | winograd | libtorch
-  std::string norm_kernel = "auto";  // BatchNorm + ReLU: auto | fused | libtorch
+  int channels_last = 0;                   // 1: parameters, buffers and the input in ChannelsLast
+  std::string precision = "fp32";          // "bf16": CPU autocast around the forward
+  std::string conv_kernel = "auto";        // the 3x3 stride-1 convs: as the workload's conv_kernel
+  std::string norm_kernel = "auto";        // BatchNorm + ReLU: auto | fused | libtorch
   std::string optimizer_kernel = "fused";  // SGD's update: fused | libtorch
   uint64_t seed = 0;
   std::string trace;  // non-empty: LibTorch's per-op trace of one more step, Chrome JSON
@@ -276,8 +276,9 @@ int parse_and_run(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--conv-kernel", o.conv_kernel,
                  "3x3 stride-1 convolutions: auto (probe in fp32, libtorch in bf16), probe "
-                 "(oneDNN's Winograd where measured faster), winograd, libtorch")
-      ->check(CLI::IsMember({"auto", "probe", "winograd", "libtorch"}));
+                 "(per layer the fastest measured), winograd (oneDNN's), native_winograd, "
+                 "libtorch")
+      ->check(CLI::IsMember({"auto", "probe", "winograd", "native_winograd", "libtorch"}));
   app.add_option("--norm-kernel", o.norm_kernel,
                  "BatchNorm + ReLU pairs: auto (fused in fp32 with --channels-last 1, libtorch "
                  "otherwise), fused, libtorch")

@@ -12,7 +12,7 @@
 #      DEPTH=18 BATCH=8 IMAGE=64 PRECISION=fp32 CHANNELS_LAST=0), CLASSES=1000, PAIRS=5, STEPS=5,
 #      WARMUP=2, THREADS=<all CPUs>, MAX_OTHER=0.10, RETRIES=3, RETRY_WAIT_S=20,
 #      LOG=<file keeping every run's output>, CONV_KERNEL=auto (the C++ side's --conv-kernel: auto,
-#      probe, winograd or libtorch; PyTorch runs its own convolution), NORM_KERNEL=auto (the C++
+#      probe, winograd, native_winograd or libtorch; PyTorch runs its own convolution), NORM_KERNEL=auto (the C++
 #      side's --norm-kernel: auto, fused or libtorch; auto is fused in fp32 channels-last),
 #      OPTIMIZER_KERNEL=fused (the C++ side's SGD: fused or libtorch).
 # The environment reaches both sides unchanged (OPENBLAS_CORETYPE, DNNL_*, ...).

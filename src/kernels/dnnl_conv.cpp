@@ -10,8 +10,6 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "core/error.hpp"
-#include "core/timer.hpp"
-#include "kernels/probe_verdicts.hpp"
 #include "nn/memory_format.hpp"
 
 #if SCAFFOLD_WITH_DNNL
@@ -386,44 +384,6 @@ at::Tensor dnnl_conv2d(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef
   return apply(x, w, *conv2d_arguments(x, w, stride, padding, algorithm));
 #else
   return at::Tensor();
-#endif
-}
-
-bool dnnl_winograd_pays(const at::Tensor& x_in, const at::Tensor& w_in, at::IntArrayRef stride,
-                        at::IntArrayRef padding) {
-#if SCAFFOLD_WITH_DNNL
-  const std::optional<Conv> args =
-      conv2d_arguments(x_in, w_in, stride, padding, DnnlAlgorithm::Winograd);
-  if (!args) return false;
-  const Conv& wino = *args;
-  const std::string shape = fmt::format(
-      "x {} {} {} w {} s{} p{}", fmt::join(x_in.sizes(), "x"),
-      channels_last(x_in) ? "nhwc" : "nchw", c10::toString(x_in.scalar_type()),
-      fmt::join(w_in.sizes(), "x"), fmt::join(wino.stride, "x"), fmt::join(wino.padding, "x"));
-  const std::string verdict = probe_verdicts().choose("conv " + shape, [&] {
-    if (!dnnl_conv2d_supported(x_in, w_in, stride, padding, DnnlAlgorithm::Winograd))
-      return ProbeResult{"libtorch", {}};  // no Winograd for this shape: nothing to measure
-    const at::NoGradGuard no_grad;
-    const at::Tensor x = x_in.detach(), w = w_in.detach();
-    const double winograd_ms = core::best_time_ms([&] {
-      const at::Tensor y = forward_impl(x, w, wino);
-      backward_impl(x, w, y, wino, true, true);
-    });
-    const double libtorch_ms = core::best_time_ms([&] {
-      const at::Tensor y = at::conv2d(x, w, {}, wino.stride, wino.padding);
-      at::convolution_backward(y, x, w, c10::nullopt, wino.stride, wino.padding, {1, 1}, false,
-                               {0, 0}, 1, {true, true, false});
-    });
-    return ProbeResult{winograd_ms < kWinogradMargin * libtorch_ms ? "winograd" : "libtorch",
-                       {{"winograd", winograd_ms}, {"libtorch", libtorch_ms}}};
-  });
-  // A verdict restored from a checkpoint written on another CPU may name a Winograd that this
-  // CPU's oneDNN does not have for the shape.
-  return verdict == "winograd" &&
-         dnnl_conv2d_supported(x_in, w_in, stride, padding, DnnlAlgorithm::Winograd);
-#else
-  (void)x_in, (void)w_in, (void)stride, (void)padding;
-  return false;
 #endif
 }
 

@@ -6,7 +6,8 @@
 //   batch 2 on it uses oneDNN itself. Here every call goes to oneDNN.
 // - 2-D, Winograd: LibTorch calls oneDNN's direct kernel only. On a 2-core Zen 4 oneDNN's Winograd
 //   runs ResNet's 3x3 layers at 56^2..14^2 in about half the time, and not faster at 7^2
-//   (docs/performance.md, "ResNet: oneDNN's Winograd"): dnnl_winograd_pays measures it per shape.
+//   (docs/performance.md, "ResNet: oneDNN's Winograd"): kernels::choose_conv3x3
+//   (winograd_conv2d.hpp) measures it per shape, beside our own F(4x4, 3x3).
 // User tensors are wrapped as oneDNN memory without a copy; where a primitive wants another layout
 // (its blocked nChw16c and the like) the data is reordered in and the result reordered out, as
 // LibTorch's own oneDNN path does. Primitives are built once per shape and cached. The LibTorch
@@ -57,16 +58,8 @@ at::Tensor dnnl_conv2d(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef
 // reference, which also needs less memory (at ResNet-50's 512-channel 7x7 layers, where the two
 // measure within noise of each other on a Zen 4, Winograd's transforms raised the step's peak
 // memory by ~190 MiB and its time by up to 10 %). The U-Net's 3-D Winograd (winograd_conv.hpp)
-// is chosen with the same margin against oneDNN's direct 3-D kernel.
+// is chosen with the same margin against oneDNN's direct 3-D kernel, and ResNet's probe
+// (kernels::choose_conv3x3, winograd_conv2d.hpp) weighs both 2-D Winograds with it.
 inline constexpr double kWinogradMargin = 0.9;
-
-// Whether oneDNN's Winograd is faster than LibTorch's convolution (at::conv2d and its backward:
-// oneDNN's direct kernel on a CPU) for this convolution on this machine, by kWinogradMargin:
-// measured the first time a shape is asked (on the caller's tensors, without autograd; three
-// forward + backward passes of each) and remembered for the process in probe_verdicts(), whose
-// line reads "conv x 8x64x56x56 nhwc Float w 64x64x3x3 s1x1 p1x1: winograd 9.18 ms, libtorch
-// 15.47 ms -> winograd". False without a Winograd implementation for it.
-bool dnnl_winograd_pays(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
-                        at::IntArrayRef padding);
 
 }  // namespace scaffold::kernels

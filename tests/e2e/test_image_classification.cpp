@@ -277,10 +277,10 @@ TEST(ImageClassification, StdoutHasCaramlsLinesThatItsJubePatternReads) {
   const bool dnnl = SCAFFOLD_TEST_WITH_DNNL != 0;  // the build links oneDNN (tests/e2e/CMakeLists)
   // norm_kernel auto with channels_last 0 (this run's NCHW): LibTorch's BatchNorm + ReLU;
   // optimizer_kernel auto on a CPU: the one-pass SGD.
-  EXPECT_EQ(kernels, (std::vector<std::string>{"tf32=1", "tf32_effect=none(cpu)",
-                                               dnnl ? "conv3x3=probe" : "conv3x3=libtorch",
+  // The probe with or without oneDNN (our Winograd needs none).
+  EXPECT_EQ(kernels, (std::vector<std::string>{"tf32=1", "tf32_effect=none(cpu)", "conv3x3=probe",
                                                "bn_relu=libtorch", "optimizer=fused_sgd"}));
-  EXPECT_EQ(s.at("params").at("conv_kernel"), dnnl ? "probe" : "libtorch");
+  EXPECT_EQ(s.at("params").at("conv_kernel"), "probe");
   EXPECT_EQ(s.at("params").at("norm_kernel"), "libtorch");
   EXPECT_EQ(s.at("params").at("optimizer_kernel"), "fused");  // auto on a CPU
   const std::string blas = sys.at("blas").get<std::string>();

@@ -53,7 +53,8 @@ struct ImageClassificationConfig {
   int loss_scale_growth_interval = 100;
   bool channels_last = true;        // NHWC memory format (CARAML: on)
   bool zero_init_residual = false;  // zero the last BatchNorm weight of each residual block
-  // extension: the 3x3 stride-1 convolutions' kernel: auto | probe | winograd | libtorch
+  // extension: the 3x3 stride-1 convolutions' kernel: auto | probe | winograd |
+  // native_winograd | libtorch
   // (imgcls::ConvKernel; auto: probe on a CPU in fp32, libtorch otherwise)
   std::string conv_kernel = "auto";
   // extension: the BatchNorm + ReLU pairs' kernel: auto | fused | libtorch (imgcls::NormKernel;

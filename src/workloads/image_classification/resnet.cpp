@@ -8,11 +8,13 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/nn/init.h>
 
+#include <array>
 #include <string>
 
 #include "core/error.hpp"
 #include "kernels/batch_norm.hpp"
 #include "kernels/dnnl_conv.hpp"
+#include "kernels/winograd_conv2d.hpp"
 #include "nn/autocast.hpp"
 
 namespace scaffold::imgcls {
@@ -83,6 +85,8 @@ const char* to_string(ConvKernel k) {
   switch (k) {
     case ConvKernel::Winograd:
       return "winograd";
+    case ConvKernel::NativeWinograd:
+      return "native_winograd";
     case ConvKernel::Probe:
       return "probe";
     case ConvKernel::LibTorch:
@@ -93,64 +97,97 @@ const char* to_string(ConvKernel k) {
 
 void ConvChoice::register_choices() const {
   if (!use) return;
-  if (kernel == ConvKernel::Probe)
-    use->chose("conv3x3", {"winograd", "libtorch"});
-  else
-    use->chose("conv3x3", {kernel == ConvKernel::Winograd ? "winograd" : "libtorch"});
+  using kernels::Conv3x3Kernel;
+  switch (kernel) {
+    case ConvKernel::Probe:
+      use->chose("conv3x3",
+                 {to_string(Conv3x3Kernel::DnnlWinograd), to_string(Conv3x3Kernel::NativeWinograd),
+                  to_string(Conv3x3Kernel::LibTorch)});
+      return;
+    case ConvKernel::Winograd:
+      use->chose("conv3x3", {to_string(Conv3x3Kernel::DnnlWinograd)});
+      return;
+    case ConvKernel::NativeWinograd:
+      use->chose("conv3x3", {to_string(Conv3x3Kernel::NativeWinograd)});
+      return;
+    case ConvKernel::LibTorch:
+      use->chose("conv3x3", {to_string(Conv3x3Kernel::LibTorch)});
+      return;
+  }
 }
 
 at::Tensor ConvChoice::run(nn::Conv2d& c, const at::Tensor& x) const {
-  const auto ran = [this](const char* name, const char* why) {
-    if (use) use->ran("conv3x3", name, why);
+  using kernels::Conv3x3Kernel;
+  const auto ran = [this](Conv3x3Kernel k, const char* why) {
+    if (use) use->ran("conv3x3", to_string(k), why);
   };
   if (kernel == ConvKernel::LibTorch) {
-    ran("libtorch", "");
+    ran(Conv3x3Kernel::LibTorch, "");
     return c(x);
   }
-  // Only these reach oneDNN's Winograd (float32); autocast would run the layer in bf16.
+  // Only these reach a Winograd (float32); autocast would run the layer in bf16.
   const char* why = !x.device().is_cpu()                                 ? "not on the CPU"
                     : scaffold::nn::AutocastState::current().cpu_enabled ? "under autocast"
                     : x.scalar_type() != at::kFloat                      ? "not float32"
                                                                          : nullptr;
-  const std::array<int64_t, 1> one{1};
   if (!why) {
-    const bool winograd = kernel == ConvKernel::Winograd
-                              ? kernels::dnnl_conv2d_supported(x, c->weight, one, one,
-                                                               kernels::DnnlAlgorithm::Winograd)
-                              : kernels::dnnl_winograd_pays(x, c->weight, one, one);
-    if (winograd) {
-      ran("winograd", "");
-      return kernels::dnnl_conv2d(x, c->weight, one, one, kernels::DnnlAlgorithm::Winograd);
+    const std::array<int64_t, 1> one{1};
+    Conv3x3Kernel k = Conv3x3Kernel::LibTorch;
+    if (kernel == ConvKernel::Probe)
+      k = kernels::choose_conv3x3(x, c->weight);
+    else if (kernel == ConvKernel::Winograd &&
+             kernels::dnnl_conv2d_supported(x, c->weight, one, one,
+                                            kernels::DnnlAlgorithm::Winograd))
+      k = Conv3x3Kernel::DnnlWinograd;
+    else if (kernel == ConvKernel::NativeWinograd &&
+             kernels::winograd_conv2d_supported(x, c->weight))
+      k = Conv3x3Kernel::NativeWinograd;
+    switch (k) {
+      case Conv3x3Kernel::DnnlWinograd:
+        ran(k, "");
+        return kernels::dnnl_conv2d(x, c->weight, one, one, kernels::DnnlAlgorithm::Winograd);
+      case Conv3x3Kernel::NativeWinograd:
+        ran(k, "");
+        return kernels::winograd_conv2d(x, c->weight);
+      case Conv3x3Kernel::LibTorch:
+        break;
     }
     // Under Probe, LibTorch's is a chosen kernel (measured faster, or no Winograd): no reason.
-    why = kernel == ConvKernel::Winograd ? "oneDNN has no Winograd for this layer on this CPU" : "";
+    why = kernel == ConvKernel::Winograd ? "oneDNN has no Winograd for this layer on this CPU"
+          : kernel == ConvKernel::NativeWinograd
+              ? "the native Winograd takes channels-last inputs with channel counts that are "
+                "multiples of 16"
+              : "";
   }
-  ran("libtorch", why);
+  ran(Conv3x3Kernel::LibTorch, why);
   return c(x);
 }
 
 ConvKernel resolve_conv_kernel(const std::string& conv_kernel, const std::string& precision,
                                c10::Device device) {
-  const bool runs = device.is_cpu() && precision == "fp32" && kernels::dnnl_conv3d_built();
-  if (conv_kernel == "auto") return runs ? ConvKernel::Probe : ConvKernel::LibTorch;
+  if (conv_kernel == "auto")
+    return device.is_cpu() && precision == "fp32" ? ConvKernel::Probe : ConvKernel::LibTorch;
   if (conv_kernel == "libtorch") return ConvKernel::LibTorch;
-  if (conv_kernel != "probe" && conv_kernel != "winograd")
+  if (conv_kernel != "probe" && conv_kernel != "winograd" && conv_kernel != "native_winograd")
     throw core::Error(fmt::format(
-        "conv_kernel: {}: expected one of auto, probe, winograd, libtorch", conv_kernel));
+        "conv_kernel: {}: expected one of auto, probe, winograd, native_winograd, libtorch",
+        conv_kernel));
   if (!device.is_cpu())
     throw core::Error(fmt::format(
-        "conv_kernel: {} runs oneDNN's Winograd on the CPU, this run trains on {}; use auto or "
-        "libtorch",
+        "conv_kernel: {} runs a Winograd convolution on the CPU, this run trains on {}; use auto "
+        "or libtorch",
         conv_kernel, device.str()));
   if (precision != "fp32")
     throw core::Error(fmt::format(
         "conv_kernel: {} runs float32 only, this run's precision is {}; use auto or libtorch",
         conv_kernel, precision));
+  if (conv_kernel == "native_winograd") return ConvKernel::NativeWinograd;
+  if (conv_kernel == "probe") return ConvKernel::Probe;
   if (!kernels::dnnl_conv3d_built())
     throw core::Error(fmt::format(
         "conv_kernel: {}, but this build has no oneDNN (install libdnnl-dev and rebuild)",
         conv_kernel));
-  return conv_kernel == "probe" ? ConvKernel::Probe : ConvKernel::Winograd;
+  return ConvKernel::Winograd;
 }
 
 // --- The BatchNorm + ReLU kernel -----------------------------------------------------------------

@@ -31,18 +31,20 @@ namespace scaffold::imgcls {
 // LibTorch: at::conv2d (oneDNN's direct kernel on a CPU), the reference.
 // Winograd: oneDNN's Winograd F(4x4, 3x3) on every such layer oneDNN has one for (float32 CPU
 // tensors outside autocast, AVX-512); LibTorch's elsewhere, counted as a fallback.
-// Probe: Winograd on the layers where an in-process measurement on the first call of each shape
-// (kernels/dnnl_conv.hpp, dnnl_winograd_pays) finds it faster than LibTorch's, LibTorch's on the
-// others.
-enum class ConvKernel { LibTorch, Winograd, Probe };
+// NativeWinograd: our F(4x4, 3x3) (kernels/winograd_conv2d.hpp: float32 CPU tensors outside
+// autocast, channels-last, channel counts multiples of 16, any x86 CPU); LibTorch's elsewhere,
+// counted as a fallback.
+// Probe: on each layer the fastest of those that take it, measured on the first call of each
+// shape (kernels::choose_conv3x3); a Winograd only where it beats LibTorch's by the margin.
+enum class ConvKernel { LibTorch, Winograd, NativeWinograd, Probe };
 
-// "libtorch", "winograd", "probe".
+// "libtorch", "winograd", "native_winograd", "probe".
 const char* to_string(ConvKernel k);
 
-// conv_kernel resolved for the run's device and precision: auto is Probe on a CPU in fp32 in a
-// build with oneDNN, LibTorch otherwise; probe and winograd need all three and are a core::Error
-// naming the key, the value and what stands in the way otherwise (the schema has already refused
-// them with another precision).
+// conv_kernel resolved for the run's device and precision: auto is Probe on a CPU in fp32,
+// LibTorch otherwise; probe, winograd and native_winograd need a CPU and fp32, winograd a build
+// with oneDNN too, and are a core::Error naming the key, the value and what stands in the way
+// otherwise (the schema has already refused them with another precision).
 ConvKernel resolve_conv_kernel(const std::string& conv_kernel, const std::string& precision,
                                c10::Device device);
 

@@ -151,18 +151,19 @@ std::vector<Spec> image_classification_keys() {
     const auto i = add(
         bind_key("conv_kernel", &IC::conv_kernel,
                  "the 3x3 stride-1 convolutions' kernel: winograd: oneDNN's Winograd F(4x4, 3x3) "
-                 "(float32 CPU); probe: Winograd on the layers where a measurement on the first "
-                 "step finds it faster, LibTorch's on the others; libtorch: LibTorch's (the "
-                 "reference); auto: probe on a CPU in fp32, libtorch otherwise",
-                 "one of auto, probe, winograd, libtorch"));
-    t[i].choices = {"auto", "probe", "winograd", "libtorch"};
+                 "(float32 CPU with AVX-512); native_winograd: our F(4x4, 3x3) (float32 CPU, "
+                 "channels-last); probe: on each layer the fastest of those and LibTorch's, "
+                 "measured on the first step; libtorch: LibTorch's (the reference); auto: probe "
+                 "on a CPU in fp32, libtorch otherwise",
+                 "one of auto, probe, winograd, native_winograd, libtorch"));
+    t[i].choices = {"auto", "probe", "winograd", "native_winograd", "libtorch"};
     t[i].depends_on = {"precision"};
     t[i].cross_check = [](const IC& c) {
       return c.precision == "fp32" || c.conv_kernel == "auto" || c.conv_kernel == "libtorch"
                  ? std::string()
                  : std::string(
-                       "auto or libtorch when precision is not fp32 (oneDNN's Winograd "
-                       "runs float32 only)");
+                       "auto or libtorch when precision is not fp32 (the Winograd kernels "
+                       "run float32 only)");
     };
   }
 

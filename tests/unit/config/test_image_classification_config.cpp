@@ -394,7 +394,7 @@ TEST_F(ImageClassificationConfigTest, Tf32OffWithPrecisionTf32IsRefusedByName) {
 }
 
 TEST_F(ImageClassificationConfigTest, AWinogradConvKernelOutsideFp32IsRefusedByName) {
-  for (const char* kernel : {"winograd", "probe"}) {
+  for (const char* kernel : {"winograd", "native_winograd", "probe"}) {
     const std::string path = write(std::string(kernel) + ".yml",
                                    "precision: bf16\nconv_kernel: " + std::string(kernel) + "\n");
     const std::string message = load_error({path});
@@ -469,7 +469,7 @@ TEST_F(ImageClassificationConfigTest, EveryRangeCheckRejectsNamingFileKeyValueAn
       {"loss_scale_growth_interval", "0", "an integer >= 1"},
       {"channels_last", "on", "0, 1, true or false"},
       {"zero_init_residual", "-1", "0, 1, true or false"},
-      {"conv_kernel", "fast", "one of auto, probe, winograd, libtorch"},
+      {"conv_kernel", "fast", "one of auto, probe, winograd, native_winograd, libtorch"},
       {"norm_kernel", "fast", "one of auto, fused, libtorch"},
       {"optimizer_kernel", "fast", "one of auto, fused, libtorch"},
       {"dataloader_num_workers", "-1", "an integer >= 0"},

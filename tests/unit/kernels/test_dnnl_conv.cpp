@@ -20,8 +20,6 @@
 
 #include "core/error.hpp"
 #include "kernels/dnnl_conv.hpp"
-#include "kernels/probe_verdicts.hpp"
-#include "unit/kernels/probe_expectations.hpp"
 #include "unit/tensor_compare.hpp"
 
 namespace scaffold::model {
@@ -182,33 +180,6 @@ TEST(DnnlConv2dSupport, RefusesWhatItCannotTake) {
   EXPECT_FALSE(dnnl_conv2d_supported(x.to(at::kBFloat16), w.to(at::kBFloat16), one, one,
                                      kernels::DnnlAlgorithm::Winograd));
   EXPECT_THROW(dnnl_conv2d(x, w, two, one, kernels::DnnlAlgorithm::Winograd), core::Error);
-  EXPECT_FALSE(kernels::dnnl_winograd_pays(x, w, two, one));  // nothing to measure
-}
-
-TEST(DnnlWinogradProbe, MeasuresEachShapeOnceAndDecidesByItsTimes) {
-  if (!kernels::dnnl_conv3d_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
-  const at::Tensor x = at::randn({2, 32, 12, 12}), w = at::randn({32, 32, 3, 3});
-  const std::array<int64_t, 1> one{1};
-  if (!dnnl_conv2d_supported(x, w, one, one, kernels::DnnlAlgorithm::Winograd))
-    GTEST_SKIP() << "oneDNN has no Winograd on this CPU (it needs AVX-512)";
-  const auto measured = [] { return kernels::probe_verdicts().measurements(); };
-  const std::size_t before = measured().size();
-  const bool verdict = kernels::dnnl_winograd_pays(x, w, one, one);
-  const auto probes = measured();
-  ASSERT_EQ(probes.size(), before + 1);
-  const kernels::ProbeMeasurement& p = probes.back();
-  EXPECT_EQ(p.key, "conv x 2x32x12x12 nchw Float w 32x32x3x3 s1x1 p1x1");
-  test::expect_decided_by_times(p, "winograd", "libtorch", 0.9);  // a 10 % margin
-  EXPECT_EQ(verdict, p.result.verdict == "winograd");
-  // Asked again (other values, same shape; through autograd inputs too): remembered, not measured.
-  EXPECT_EQ(
-      kernels::dnnl_winograd_pays(at::randn({2, 32, 12, 12}).requires_grad_(true), w, one, one),
-      verdict);
-  EXPECT_EQ(measured().size(), before + 1);
-  // Another layout is another shape.
-  kernels::dnnl_winograd_pays(x.contiguous(at::MemoryFormat::ChannelsLast), w, one, one);
-  ASSERT_EQ(measured().size(), before + 2);
-  EXPECT_EQ(measured().back().key, "conv x 2x32x12x12 nhwc Float w 32x32x3x3 s1x1 p1x1");
 }
 
 }  // namespace

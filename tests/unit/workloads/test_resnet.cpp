@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -316,17 +317,16 @@ StepResult train_step(ResNet& net, const at::Tensor& x, const at::Tensor& g, boo
   return r;
 }
 
-TEST(ResNet, WinogradConvolutionsEqualLibTorchsInATrainingStep) {
-  if (!kernels::dnnl_conv2d_supported(at::randn({2, 64, 16, 16}), at::randn({64, 64, 3, 3}),
-                                      std::array<int64_t, 1>{1}, std::array<int64_t, 1>{1},
-                                      kernels::DnnlAlgorithm::Winograd))
-    GTEST_SKIP() << "no oneDNN Winograd in this build or on this CPU (it needs AVX-512)";
+// A training step of ResNet-18 and -50 with `kernel` on the stride-1 3x3 layers against LibTorch's,
+// NCHW and NHWC; `runs(cl)` says whether the kernel takes that layout's layers (the others fall
+// back to LibTorch's, counted with a reason).
+void expect_step_equals_libtorchs(ConvKernel kernel, const std::function<bool(bool)>& runs) {
   for (int depth : {18, 50}) {
     for (bool cl : {false, true}) {
       at::manual_seed(3);
       ResNetOptions o = options(depth, 10);
       ResNet reference(o);
-      o.conv.kernel = ConvKernel::Winograd;
+      o.conv.kernel = kernel;
       o.conv.use = std::make_shared<kernels::KernelUse>();
       o.conv.register_choices();
       ResNet winograd(o);
@@ -345,7 +345,8 @@ TEST(ResNet, WinogradConvolutionsEqualLibTorchsInATrainingStep) {
       const bool train = depth == 18;
       const StepResult want = train_step(reference, x, g, train),
                        got = train_step(winograd, x, g, train);
-      const std::string tag = "ResNet-" + std::to_string(depth) + (cl ? " nhwc" : " nchw");
+      const std::string tag = std::string(to_string(kernel)) + " ResNet-" + std::to_string(depth) +
+                              (cl ? " nhwc" : " nchw");
       // Winograd rounds differently: logits within 1e-4 of the largest magnitude, gradients within
       // 2e-3 (measured up to 8e-4 in ResNet-18's training mode, where the weight gradients of the
       // 64-channel layers sum 2x32x32 Winograd-transformed products each), where a wrong
@@ -359,12 +360,26 @@ TEST(ResNet, WinogradConvolutionsEqualLibTorchsInATrainingStep) {
         for (const auto& [name, grad] : want.grads)
           EXPECT_TRUE(tensors_close(got.grads.at(name), grad, 2e-3, tag + " grad " + name));
       }
-      EXPECT_EQ(o.conv.use->summary(),
-                std::vector<std::string>{"conv3x3=winograd x" + std::to_string(kStrideOne3x3Convs)})
+      const std::string ran = runs(cl) ? to_string(kernel) : "libtorch";
+      EXPECT_EQ(o.conv.use->summary(), std::vector<std::string>{"conv3x3=" + ran + " x" +
+                                                                std::to_string(kStrideOne3x3Convs)})
           << tag;
-      EXPECT_TRUE(o.conv.use->fallbacks().empty()) << tag;
+      EXPECT_EQ(o.conv.use->fallbacks().empty(), runs(cl)) << tag;
     }
   }
+}
+
+TEST(ResNet, WinogradConvolutionsEqualLibTorchsInATrainingStep) {
+  if (!kernels::dnnl_conv2d_supported(at::randn({2, 64, 16, 16}), at::randn({64, 64, 3, 3}),
+                                      std::array<int64_t, 1>{1}, std::array<int64_t, 1>{1},
+                                      kernels::DnnlAlgorithm::Winograd))
+    GTEST_SKIP() << "no oneDNN Winograd in this build or on this CPU (it needs AVX-512)";
+  expect_step_equals_libtorchs(ConvKernel::Winograd, [](bool) { return true; });
+}
+
+// Ours takes channels-last layers only; on NCHW every layer falls back to LibTorch's.
+TEST(ResNet, NativeWinogradConvolutionsEqualLibTorchsInATrainingStep) {
+  expect_step_equals_libtorchs(ConvKernel::NativeWinograd, [](bool cl) { return cl; });
 }
 
 TEST(ResNet, TheProbeRunsEveryStrideOne3x3ConvOnTheKernelItMeasuredFaster) {
@@ -446,14 +461,15 @@ TEST(ResNet, WinogradUnderAutocastRunsLibTorchsConvolutionAndSaysWhy) {
 
 TEST(ResNet, TheConvKernelKeyResolvesForTheRunsDeviceAndPrecision) {
   const bool dnnl = kernels::dnnl_conv3d_built();
-  EXPECT_EQ(resolve_conv_kernel("auto", "fp32", at::kCPU),
-            dnnl ? ConvKernel::Probe : ConvKernel::LibTorch);
+  // The probe runs with or without oneDNN: the native Winograd needs none.
+  EXPECT_EQ(resolve_conv_kernel("auto", "fp32", at::kCPU), ConvKernel::Probe);
+  EXPECT_EQ(resolve_conv_kernel("probe", "fp32", at::kCPU), ConvKernel::Probe);
+  EXPECT_EQ(resolve_conv_kernel("native_winograd", "fp32", at::kCPU), ConvKernel::NativeWinograd);
   EXPECT_EQ(resolve_conv_kernel("auto", "bf16", at::kCPU), ConvKernel::LibTorch);
   EXPECT_EQ(resolve_conv_kernel("auto", "fp32", c10::Device("cuda:0")), ConvKernel::LibTorch);
   EXPECT_EQ(resolve_conv_kernel("libtorch", "fp32", at::kCPU), ConvKernel::LibTorch);
   if (dnnl) {
     EXPECT_EQ(resolve_conv_kernel("winograd", "fp32", at::kCPU), ConvKernel::Winograd);
-    EXPECT_EQ(resolve_conv_kernel("probe", "fp32", at::kCPU), ConvKernel::Probe);
   }
   const auto message = [](const std::string& key, const std::string& precision,
                           const std::string& device) {
@@ -465,9 +481,8 @@ TEST(ResNet, TheConvKernelKeyResolvesForTheRunsDeviceAndPrecision) {
     return std::string("no error");
   };
   EXPECT_NE(message("winograd", "fp32", "cuda:0")
-                .find("conv_kernel: winograd runs oneDNN's "
-                      "Winograd on the CPU, this run trains on "
-                      "cuda:0"),
+                .find("conv_kernel: winograd runs a Winograd convolution on the CPU, this run "
+                      "trains on cuda:0"),
             std::string::npos);
   EXPECT_NE(message("probe", "bf16", "cpu")
                 .find("conv_kernel: probe runs float32 only, this "
@@ -475,10 +490,11 @@ TEST(ResNet, TheConvKernelKeyResolvesForTheRunsDeviceAndPrecision) {
             std::string::npos);
   EXPECT_NE(message("fast", "fp32", "cpu")
                 .find("conv_kernel: fast: expected one of auto, probe, "
-                      "winograd, libtorch"),
+                      "winograd, native_winograd, libtorch"),
             std::string::npos);
   EXPECT_STREQ(to_string(ConvKernel::Probe), "probe");
   EXPECT_STREQ(to_string(ConvKernel::Winograd), "winograd");
+  EXPECT_STREQ(to_string(ConvKernel::NativeWinograd), "native_winograd");
   EXPECT_STREQ(to_string(ConvKernel::LibTorch), "libtorch");
 }
 
