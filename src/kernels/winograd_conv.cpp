@@ -418,14 +418,17 @@ SCAFFOLD_SIMD_CLONES void gradient_channel(const float* du, int64_t du_stride, i
 }
 
 // U[p][ci][co] = (G w[co][ci] G^T)[p] for w (O, C, 3, 3, 3).
-std::vector<float> transform_weights(const at::Tensor& w) {
+// Uninitialised before the transform writes it (64 C O floats: 64 MiB for a 512-channel layer,
+// rewritten each pass; a zero-filled vector spent a pass over it first).
+at::Tensor transform_weights(const at::Tensor& w) {
   const int64_t o = w.size(0), c = w.size(1);
   const at::Tensor wt = w.reshape({o, c, 27}).permute({1, 2, 0}).contiguous();  // (C, 27, O)
   const float* src = wt.data_ptr<float>();
-  std::vector<float> u(static_cast<std::size_t>(kPoints * c * o));
+  at::Tensor u = at::empty({kPoints, c, o}, at::TensorOptions().dtype(at::kFloat));
+  float* dst = u.data_ptr<float>();
   kernels::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t ci = begin; ci < end; ++ci)
-      transform_channel(src + ci * 27 * o, o, u.data() + ci * o, c * o);
+      transform_channel(src + ci * 27 * o, o, dst + ci * o, c * o);
   });
   return u;
 }
@@ -664,8 +667,8 @@ at::Tensor conv(const at::Tensor& x, const at::Tensor& w, bool cl) {
   const Grid g = grid_of(x, cl), gy = g.with_channels(w.size(0));
   at::Tensor y =
       at::empty({g.n, gy.c, g.d, g.h, g.w}, x.options().memory_format(nn::volume_format(cl)));
-  const std::vector<float> u = transform_weights(w);
-  forward_pass(x.data_ptr<float>(), g, u.data(), gy, y.data_ptr<float>());
+  const at::Tensor u = transform_weights(w);
+  forward_pass(x.data_ptr<float>(), g, u.data_ptr<float>(), gy, y.data_ptr<float>());
   return y;
 }
 
