@@ -3,7 +3,8 @@
 // transform runs on vectors of 16 contiguous channels, and the products are row-major panels. Per
 // block of tiles (sized so its transformed input and output stay in the core's L2) a thread
 // transforms the input tiles, runs the 64 products, and transforms the results into the output;
-// blocks run in parallel. Matrices of F(2,3) (Lavin and Gray, 2016):
+// blocks run in parallel (the schedules of winograd_schedule.hpp, shared with the 2-D kernel).
+// Matrices of F(2,3) (Lavin and Gray, 2016):
 //   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   (input, 4 -> 4)
 //   G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1] (weights, 3 -> 4)
 //   A^T = [1 1 1 0; 0 1 -1 -1]                       (output, 4 -> 2)
@@ -31,17 +32,19 @@
 #include "kernels/parallel.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "kernels/simd.hpp"
-#include "kernels/winograd_gemm.hpp"
+#include "kernels/winograd_schedule.hpp"
 #include "nn/memory_format.hpp"
 
 namespace scaffold::kernels {
+// A namespace of its own: the kernels build as one unity source, and the 2-D kernel's helpers
+// have the same names.
+namespace f23 {
 namespace {
 
 using simd::kVec;
 using simd::loadv;
 using simd::storev;
 using simd::v16;
-using winograd::gemm;
 
 constexpr int kPoints = 64;  // 4 x 4 x 4 transformed points per tile
 
@@ -418,70 +421,19 @@ SCAFFOLD_SIMD_CLONES void gradient_channel(const float* du, int64_t du_stride, i
 }
 
 // U[p][ci][co] = (G w[co][ci] G^T)[p] for w (O, C, 3, 3, 3).
-// Uninitialised before the transform writes it (64 C O floats: 64 MiB for a 512-channel layer,
-// rewritten each pass; a zero-filled vector spent a pass over it first).
 at::Tensor transform_weights(const at::Tensor& w) {
-  const int64_t o = w.size(0), c = w.size(1);
-  const at::Tensor wt = w.reshape({o, c, 27}).permute({1, 2, 0}).contiguous();  // (C, 27, O)
-  const float* src = wt.data_ptr<float>();
-  at::Tensor u = at::empty({kPoints, c, o}, at::TensorOptions().dtype(at::kFloat));
-  float* dst = u.data_ptr<float>();
-  kernels::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t ci = begin; ci < end; ++ci)
-      transform_channel(src + ci * 27 * o, o, dst + ci * o, c * o);
-  });
-  return u;
+  return winograd::transform_weights<kPoints, 27>(w, &transform_channel);
 }
 
-// dw (O, C, 3, 3, 3) = G^T dU[.][ci][co] G for dU (64, C, O): the adjoint of transform_weights.
+// dw (O, C, 3, 3, 3) = G^T dU[.][ci][co] G for dU (64, C, O): the adjoint of
+// transform_weights.
 at::Tensor weights_gradient(const float* du, int64_t o, int64_t c) {
-  at::Tensor dwt = at::empty({c, 27, o}, at::TensorOptions().dtype(at::kFloat));
-  float* dst = dwt.data_ptr<float>();
-  kernels::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t ci = begin; ci < end; ++ci)
-      gradient_channel(du + ci * o, c * o, o, dst + ci * 27 * o);
-  });
-  return dwt.permute({2, 0, 1}).contiguous().view({o, c, 3, 3, 3});
+  return winograd::weights_gradient<27>(du, o, c, {3, 3, 3}, &gradient_channel);
 }
 
-// --- Passes ----------------------------------------------------------------------------------
+// --- Passes (winograd_schedule.hpp) ---------------------------------------------------------
 
-// Tiles per block: the block's transformed input (64 x T x C) and products (64 x T x O) together
-// about 1 MiB, half a core's L2 here; a multiple of the product kernel's 6 rows.
-int64_t block_tiles(int64_t c, int64_t o) {
-  const int64_t t = (1 << 20) / (kPoints * 4 * (c + o));
-  return std::max<int64_t>(6, std::min<int64_t>(96, t / 6 * 6));
-}
-
-// The other schedule, for layers whose transformed weights (64 C O floats) are too big to stream
-// through L2 once per small block of tiles (the wide ones): a large chunk of tiles is transformed
-// first, then each point's product runs over the whole chunk with that point's weights in cache,
-// then the chunk is transformed back. Its scratch, the chunk's transformed input and products,
-// is bounded by chunk_bytes (16 MiB; set_winograd_chunk_bytes).
-std::atomic<int64_t> chunk_bytes{int64_t{16} << 20};
-
-// `n` floats, uninitialised (every element is written before it is read).
-at::Tensor scratch(int64_t n) {
-  return at::empty({n}, at::TensorOptions().dtype(at::kFloat));
-}
-
-// Measured (docs/performance.md): blocks of fewer than 18 tiles (three of the product kernel's row
-// groups) lose to the chunks; 128 -> 64 channels (blocks of 18) is faster in blocks.
-bool chunked_schedule(int64_t c, int64_t o) {
-  return block_tiles(c, o) < 18;
-}
-
-int64_t chunk_tiles(int64_t tiles, int64_t c, int64_t o) {
-  return std::max<int64_t>(1, std::min(tiles, chunk_bytes.load() / (kPoints * (c + o) * 4)));
-}
-
-// Floats from one point's rows to the next in a block's or chunk's transformed input or products
-// (`rows` tiles of `ch` channels): one vector more than the rows take, so the 64 points of a tile
-// fall in different L1 sets. Unpadded, rows * ch is often a multiple of 4 KiB (96 tiles of 64
-// channels: 24 KiB), and every point of a tile maps to the same set.
-int64_t point_stride(int64_t rows, int64_t ch) {
-  return rows * ch + kVec;
-}
+using winograd::point_stride;
 
 // Tiles t0 + begin .. t0 + end of a chunk of `nt` tiles: point p of chunk tile t at
 // v + p * point_stride(nt, channels) + t * channels.
@@ -542,118 +494,28 @@ int64_t stage_floats(const Grid& g) {
   return 4 * 2 * g.tw * g.c;
 }
 
-// Points begin .. end of the products over a chunk of nt tiles: out[p] = v[p] b[p] with b the
-// transformed weights (forward), or out[p] (+)= v[p]^T b[p] with b the transformed output
-// gradient (weights; `accumulate` after the first chunk).
-SCAFFOLD_SIMD_CLONES void point_products(const float* v, const float* b, float* out, int64_t nt,
-                                         int64_t c, int64_t o, int64_t begin, int64_t end,
-                                         bool weights, bool accumulate, int64_t rows = -1) {
-  if (rows < 0) rows = nt;  // tiles in use; nt is the layout's stride (a block's last is short)
-  for (int64_t p = begin; p < end; ++p) {
-    const float* vp = v + p * point_stride(nt, c);
-    if (weights)
-      gemm(vp, 1, c, b + p * point_stride(nt, o), o, out + p * c * o, o, c, o, rows, accumulate);
-    else
-      gemm(vp, c, 1, b + p * c * o, o, out + p * point_stride(nt, o), o, rows, o, c, false);
+// The 3-D kernel as winograd_schedule.hpp's schedules see it.
+struct Scheme {
+  static constexpr int kPoints = f23::kPoints;
+  using Grid = f23::Grid;
+  using InputRows = f23::InputRows;
+  static void input_tiles(InputRows& rows, const Grid& g, int64_t t0, int64_t nt, int64_t begin,
+                          int64_t end, float* v) {
+    f23::input_tiles(rows, g, t0, nt, begin, end, v);
   }
-}
-
-void forward_chunked(const float* x, const Grid& g, const float* u, const Grid& gy, float* y) {
-  const int64_t c = g.c, o = gy.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
-  const at::Tensor vt = scratch(kPoints * point_stride(ct, c)),
-                   mt = scratch(kPoints * point_stride(ct, o));
-  float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>();
-  for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
-    const int64_t nt = std::min(ct, tiles - t0);
-    kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
-      InputRows rows(x, g);
-      input_tiles(rows, g, t0, nt, begin, end, v);
-    });
-    kernels::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
-      point_products(v, u, m, nt, c, o, begin, end, false, false);
-    });
-    kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
-      std::vector<float> stage(static_cast<std::size_t>(stage_floats(gy)));
-      output_tiles(m, gy, t0, nt, begin, end, y, stage.data());
-    });
+  static void grad_output_tiles(const float* dy, const Grid& gy, int64_t t0, int64_t nt,
+                                int64_t begin, int64_t end, float* m, float* stage) {
+    f23::grad_output_tiles(dy, gy, t0, nt, begin, end, m, stage);
   }
-}
-
-at::Tensor weights_chunked(const float* x, const Grid& g, const float* dy, const Grid& gy) {
-  const int64_t c = g.c, o = gy.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
-  const at::Tensor vt = scratch(kPoints * point_stride(ct, c)),
-                   mt = scratch(kPoints * point_stride(ct, o)), dut = scratch(kPoints * c * o);
-  float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>(), *du = dut.data_ptr<float>();
-  for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
-    const int64_t nt = std::min(ct, tiles - t0);
-    kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
-      InputRows rows(x, g);
-      std::vector<float> stage(static_cast<std::size_t>(stage_floats(gy)));
-      input_tiles(rows, g, t0, nt, begin, end, v);
-      grad_output_tiles(dy, gy, t0, nt, begin, end, m, stage.data());
-    });
-    kernels::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
-      point_products(v, m, du, nt, c, o, begin, end, true, t0 > 0);
-    });
+  static void output_tiles(const float* m, const Grid& gy, int64_t t0, int64_t nt, int64_t begin,
+                           int64_t end, float* y, float* stage) {
+    f23::output_tiles(m, gy, t0, nt, begin, end, y, stage);
   }
-  return weights_gradient(du, o, c);
-}
-
-// y = conv(x, weights transformed to u (64, C, O)); x described by g, y by gy (O channels).
-void forward_pass(const float* x, const Grid& g, const float* u, const Grid& gy, float* y) {
-  const int64_t c = g.c, o = gy.c;
-  if (chunked_schedule(c, o)) return forward_chunked(x, g, u, gy, y);
-  const int64_t tiles = g.tiles(), bt = block_tiles(c, o);
-  const int64_t blocks = (tiles + bt - 1) / bt;
-  kernels::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> v(kPoints * point_stride(bt, c)), m(kPoints * point_stride(bt, o)),
-        stage(stage_floats(gy));
-    InputRows rows(x, g);
-    for (int64_t b = begin; b < end; ++b) {
-      const int64_t t0 = b * bt;
-      // One block, each stage inlined into its ISA clone: tiles t0 .. t0 + nt, laid out for bt.
-      const int64_t nt = std::min(bt, tiles - t0);
-      input_tiles(rows, g, t0, bt, 0, nt, v.data());
-      point_products(v.data(), u, m.data(), bt, c, o, 0, kPoints, false, false, nt);
-      output_tiles(m.data(), gy, t0, bt, 0, nt, y, stage.data());
-    }
-  });
-}
-
-// dU (64, C, O) = sum over tiles of V(x)^T dM(dy); then dw = G^T dU G.
-at::Tensor weights_pass(const float* x, const Grid& g, const float* dy, const Grid& gy) {
-  const int64_t c = g.c, o = gy.c;
-  if (chunked_schedule(c, o)) return weights_chunked(x, g, dy, gy);
-  const int64_t tiles = g.tiles(), bt = block_tiles(c, o);
-  const int64_t blocks = (tiles + bt - 1) / bt;
-  const int threads = at::get_num_threads();
-  std::vector<std::vector<float>> partial(static_cast<std::size_t>(threads));
-  kernels::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float>& du = partial.at(static_cast<std::size_t>(at::get_thread_num()));
-    if (du.empty()) du.assign(static_cast<std::size_t>(kPoints * c * o), 0.f);
-    std::vector<float> v(kPoints * point_stride(bt, c)), m(kPoints * point_stride(bt, o)),
-        stage(stage_floats(gy));
-    InputRows rows(x, g);
-    for (int64_t b = begin; b < end; ++b) {
-      const int64_t t0 = b * bt;
-      const int64_t nt = std::min(bt, tiles - t0);
-      input_tiles(rows, g, t0, bt, 0, nt, v.data());
-      grad_output_tiles(dy, gy, t0, bt, 0, nt, m.data(), stage.data());
-      point_products(v.data(), m.data(), du.data(), bt, c, o, 0, kPoints, true, true, nt);
-    }
-  });
-  // The threads' partial sums added into the first one, in parallel over its elements.
-  std::vector<float*> parts;
-  for (auto& du : partial)
-    if (!du.empty()) parts.push_back(du.data());
-  if (parts.empty()) throw core::Error("Winograd conv3d: the weight gradient ran no block");
-  float* sum = parts.front();
-  kernels::parallel_for(0, kPoints * c * o, 4096, [&](int64_t begin, int64_t end) {
-    for (std::size_t q = 1; q < parts.size(); ++q)
-      for (int64_t i = begin; i < end; ++i) sum[i] += parts[q][i];
-  });
-  return weights_gradient(sum, o, c);
-}
+  static int64_t stage_floats(const Grid& g) { return f23::stage_floats(g); }
+  static at::Tensor weights_gradient(const float* du, int64_t o, int64_t c) {
+    return f23::weights_gradient(du, o, c);
+  }
+};
 
 // --- Autograd ---------------------------------------------------------------------------------
 
@@ -668,7 +530,7 @@ at::Tensor conv(const at::Tensor& x, const at::Tensor& w, bool cl) {
   at::Tensor y =
       at::empty({g.n, gy.c, g.d, g.h, g.w}, x.options().memory_format(nn::volume_format(cl)));
   const at::Tensor u = transform_weights(w);
-  forward_pass(x.data_ptr<float>(), g, u.data_ptr<float>(), gy, y.data_ptr<float>());
+  winograd::forward<Scheme>(x.data_ptr<float>(), g, u.data_ptr<float>(), gy, y.data_ptr<float>());
   return y;
 }
 
@@ -691,7 +553,8 @@ class WinogradConv3dFunction : public torch::autograd::Function<WinogradConv3dFu
     at::Tensor dx, dw;
     if (ctx->needs_input_grad(1)) {
       const Grid g = grid_of(x, cl);
-      dw = weights_pass(x.data_ptr<float>(), g, dy.data_ptr<float>(), g.with_channels(w.size(0)));
+      dw = winograd::weights<Scheme>(x.data_ptr<float>(), g, dy.data_ptr<float>(),
+                                     g.with_channels(w.size(0)));
     }
     // dx = conv(dy, w flipped in space with its channel axes swapped), padding 1.
     if (ctx->needs_input_grad(0)) dx = conv(dy, w.flip({2, 3, 4}).transpose(0, 1).contiguous(), cl);
@@ -700,24 +563,19 @@ class WinogradConv3dFunction : public torch::autograd::Function<WinogradConv3dFu
 };
 
 }  // namespace
+}  // namespace f23
+
+using f23::WinogradConv3dFunction;
 
 bool winograd_conv3d_supported(const at::Tensor& x, const at::Tensor& w) {
   if (!x.defined() || !w.defined() || !x.device().is_cpu() || !w.device().is_cpu()) return false;
   if (x.dim() != 5 || w.dim() != 5 || x.size(1) != w.size(1)) return false;
   if (x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat) return false;
   if (w.size(2) != 3 || w.size(3) != 3 || w.size(4) != 3) return false;
-  return x.size(1) % kVec == 0 && w.size(0) % kVec == 0;
+  return x.size(1) % simd::kVec == 0 && w.size(0) % simd::kVec == 0;
 }
 
 std::atomic<int64_t> forward_calls{0};
-
-void set_winograd_chunk_bytes(int64_t bytes) {
-  chunk_bytes = std::max<int64_t>(1, bytes);
-}
-
-int64_t winograd_chunk_bytes() {
-  return chunk_bytes.load();
-}
 
 int64_t winograd_conv3d_calls() {
   return forward_calls.load();
@@ -760,7 +618,7 @@ at::Tensor winograd_conv3d(const at::Tensor& x, const at::Tensor& w) {
         "Winograd conv3d: unsupported arguments (input {} {} on {}, weight {} {}); it takes "
         "float32 CPU tensors, a 3x3x3 kernel and channel counts that are multiples of {}",
         fmt::join(x.sizes(), "x"), c10::toString(x.scalar_type()), x.device().str(),
-        fmt::join(w.sizes(), "x"), c10::toString(w.scalar_type()), kVec));
+        fmt::join(w.sizes(), "x"), c10::toString(w.scalar_type()), simd::kVec));
   ++forward_calls;
   return WinogradConv3dFunction::apply(x, w);
 }

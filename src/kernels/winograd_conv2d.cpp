@@ -1,11 +1,8 @@
 // Winograd F(4x4, 3x3) convolution of winograd_conv2d.hpp, channels-last (NHWC). Each thread
 // stages the input rows its tiles read (with a zero voxel before and after), so every transform
-// runs on vectors of 16 contiguous channels. Per block of tiles (sized so its transformed input
-// and products stay in the core's L2) a thread transforms the input tiles, runs the 36 products
-// (winograd_gemm.hpp) and transforms the results into the output; the wide layers, whose
-// transformed weights would stream through L2 once per small block, run in large chunks instead
-// (each point's product over the whole chunk, in parallel over points): the 3-D kernel's two
-// schedules (winograd_conv.cpp, measured there). Matrices of F(4,3) (Lavin and Gray, 2016):
+// runs on vectors of 16 contiguous channels; the schedules (blocks of tiles in L2, chunks for the
+// wide layers) are winograd_schedule.hpp's, shared with the 3-D kernel. Matrices of F(4,3)
+// (Lavin and Gray, 2016):
 //   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
 //   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
 //   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
@@ -35,7 +32,7 @@
 #include "kernels/probe_verdicts.hpp"
 #include "kernels/simd.hpp"
 #include "kernels/winograd_conv.hpp"
-#include "kernels/winograd_gemm.hpp"
+#include "kernels/winograd_schedule.hpp"
 
 namespace scaffold::kernels {
 // A namespace of its own: the kernels build as one unity source, and the 3-D kernel's helpers
@@ -47,7 +44,6 @@ using simd::kVec;
 using simd::loadv;
 using simd::storev;
 using simd::v16;
-using winograd::gemm;
 
 constexpr int kPoints = 36;  // 6 x 6 transformed points per tile
 
@@ -304,56 +300,20 @@ SCAFFOLD_SIMD_CLONES void gradient_channel(const float* du, int64_t du_stride, i
   }
 }
 
-// U[p][ci][co] = (G w[co][ci] G^T)[p] for w (O, C, 3, 3), uninitialised before the transform
-// writes it (36 C O floats: 9.4 MB for ResNet's 256-channel layers, rewritten each pass).
+// U[p][ci][co] = (G w[co][ci] G^T)[p] for w (O, C, 3, 3).
 at::Tensor transform_weights(const at::Tensor& w) {
-  const int64_t o = w.size(0), c = w.size(1);
-  const at::Tensor wt = w.reshape({o, c, 9}).permute({1, 2, 0}).contiguous();  // (C, 9, O)
-  const float* src = wt.data_ptr<float>();
-  at::Tensor u = at::empty({kPoints, c, o}, at::TensorOptions().dtype(at::kFloat));
-  float* dst = u.data_ptr<float>();
-  kernels::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t ci = begin; ci < end; ++ci)
-      transform_channel(src + ci * 9 * o, o, dst + ci * o, c * o);
-  });
-  return u;
+  return winograd::transform_weights<kPoints, 9>(w, &transform_channel);
 }
 
-// dw (O, C, 3, 3) = G^T dU[.][ci][co] G for dU (36, C, O): the adjoint of transform_weights.
+// dw (O, C, 3, 3) = G^T dU[.][ci][co] G for dU (36, C, O): the adjoint of
+// transform_weights.
 at::Tensor weights_gradient(const float* du, int64_t o, int64_t c) {
-  at::Tensor dwt = at::empty({c, 9, o}, at::TensorOptions().dtype(at::kFloat));
-  float* dst = dwt.data_ptr<float>();
-  kernels::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t ci = begin; ci < end; ++ci)
-      gradient_channel(du + ci * o, c * o, o, dst + ci * 9 * o);
-  });
-  return dwt.permute({2, 0, 1}).contiguous().view({o, c, 3, 3});
+  return winograd::weights_gradient<9>(du, o, c, {3, 3}, &gradient_channel);
 }
 
-// --- Passes ----------------------------------------------------------------------------------
+// --- Passes (winograd_schedule.hpp) ---------------------------------------------------------
 
-// Tiles per block: the block's transformed input (36 x T x C) and products (36 x T x O) together
-// about 1 MiB; a multiple of the product kernel's 6 rows. Blocks of fewer than 18 tiles run as
-// chunks (the 3-D kernel's measurement, winograd_conv.cpp).
-int64_t block_tiles(int64_t c, int64_t o) {
-  const int64_t t = (int64_t{1} << 20) / (int64_t{kPoints} * 4 * (c + o));
-  return std::max<int64_t>(6, std::min<int64_t>(96, t / 6 * 6));
-}
-bool chunked_schedule(int64_t c, int64_t o) {
-  return block_tiles(c, o) < 18;
-}
-int64_t chunk_tiles(int64_t tiles, int64_t c, int64_t o) {
-  return std::max<int64_t>(1, std::min(tiles, winograd_chunk_bytes() / (kPoints * (c + o) * 4)));
-}
-at::Tensor scratch(int64_t n) {
-  return at::empty({n}, at::TensorOptions().dtype(at::kFloat));
-}
-
-// Floats from one point's rows to the next: one vector more than the rows take, so the points of
-// a tile fall in different L1 sets.
-int64_t point_stride(int64_t rows, int64_t ch) {
-  return rows * ch + kVec;
-}
+using winograd::point_stride;
 
 // Tiles t0 + begin .. t0 + end of a chunk laid out for `nt` tiles: point p of chunk tile t at
 // v + p * point_stride(nt, channels) + t * channels.
@@ -414,112 +374,28 @@ int64_t stage_floats(const Grid& g) {
   return g.tw * g.c * 16;  // 4 rows of 4 tw voxels
 }
 
-// Points begin .. end of the products over a chunk of nt tiles (`rows` of them in use): out[p] =
-// v[p] b[p] with b the transformed weights (forward), or out[p] (+)= v[p]^T b[p] with b the
-// transformed output gradient (weights).
-SCAFFOLD_SIMD_CLONES void point_products(const float* v, const float* b, float* out, int64_t nt,
-                                         int64_t c, int64_t o, int64_t begin, int64_t end,
-                                         bool weights, bool accumulate, int64_t rows) {
-  for (int64_t p = begin; p < end; ++p) {
-    const float* vp = v + p * point_stride(nt, c);
-    if (weights)
-      gemm(vp, 1, c, b + p * point_stride(nt, o), o, out + p * c * o, o, c, o, rows, accumulate);
-    else
-      gemm(vp, c, 1, b + p * c * o, o, out + p * point_stride(nt, o), o, rows, o, c, false);
+// The 2-D kernel as winograd_schedule.hpp's schedules see it.
+struct Scheme {
+  static constexpr int kPoints = f43::kPoints;
+  using Grid = f43::Grid;
+  using InputRows = f43::InputRows;
+  static void input_tiles(InputRows& rows, const Grid& g, int64_t t0, int64_t nt, int64_t begin,
+                          int64_t end, float* v) {
+    f43::input_tiles(rows, g, t0, nt, begin, end, v);
   }
-}
-
-void forward_chunked(const float* x, const Grid& g, const float* u, const Grid& gy, float* y) {
-  const int64_t c = g.c, o = gy.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
-  const at::Tensor vt = scratch(kPoints * point_stride(ct, c)),
-                   mt = scratch(kPoints * point_stride(ct, o));
-  float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>();
-  for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
-    const int64_t nt = std::min(ct, tiles - t0);
-    kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
-      InputRows rows(x, g);
-      input_tiles(rows, g, t0, nt, begin, end, v);
-    });
-    kernels::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
-      point_products(v, u, m, nt, c, o, begin, end, false, false, nt);
-    });
-    kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
-      std::vector<float> stage(static_cast<std::size_t>(stage_floats(gy)));
-      output_tiles(m, gy, t0, nt, begin, end, y, stage.data());
-    });
+  static void grad_output_tiles(const float* dy, const Grid& gy, int64_t t0, int64_t nt,
+                                int64_t begin, int64_t end, float* m, float* stage) {
+    f43::grad_output_tiles(dy, gy, t0, nt, begin, end, m, stage);
   }
-}
-
-at::Tensor weights_chunked(const float* x, const Grid& g, const float* dy, const Grid& gy) {
-  const int64_t c = g.c, o = gy.c, tiles = g.tiles(), ct = chunk_tiles(tiles, c, o);
-  const at::Tensor vt = scratch(kPoints * point_stride(ct, c)),
-                   mt = scratch(kPoints * point_stride(ct, o)), dut = scratch(kPoints * c * o);
-  float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>(), *du = dut.data_ptr<float>();
-  for (int64_t t0 = 0; t0 < tiles; t0 += ct) {
-    const int64_t nt = std::min(ct, tiles - t0);
-    kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
-      InputRows rows(x, g);
-      std::vector<float> stage(static_cast<std::size_t>(stage_floats(gy)));
-      input_tiles(rows, g, t0, nt, begin, end, v);
-      grad_output_tiles(dy, gy, t0, nt, begin, end, m, stage.data());
-    });
-    kernels::parallel_for(0, kPoints, 1, [&](int64_t begin, int64_t end) {
-      point_products(v, m, du, nt, c, o, begin, end, true, t0 > 0, nt);
-    });
+  static void output_tiles(const float* m, const Grid& gy, int64_t t0, int64_t nt, int64_t begin,
+                           int64_t end, float* y, float* stage) {
+    f43::output_tiles(m, gy, t0, nt, begin, end, y, stage);
   }
-  return weights_gradient(du, o, c);
-}
-
-// y = conv(x, weights transformed to u (36, C, O)); x described by g, y by gy (O channels).
-void forward_pass(const float* x, const Grid& g, const float* u, const Grid& gy, float* y) {
-  const int64_t c = g.c, o = gy.c;
-  if (chunked_schedule(c, o)) return forward_chunked(x, g, u, gy, y);
-  const int64_t tiles = g.tiles(), bt = block_tiles(c, o);
-  const int64_t blocks = (tiles + bt - 1) / bt;
-  kernels::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> v(kPoints * point_stride(bt, c)), m(kPoints * point_stride(bt, o)),
-        stage(stage_floats(gy));
-    InputRows rows(x, g);
-    for (int64_t b = begin; b < end; ++b) {
-      const int64_t t0 = b * bt, nt = std::min(bt, tiles - t0);
-      input_tiles(rows, g, t0, bt, 0, nt, v.data());
-      point_products(v.data(), u, m.data(), bt, c, o, 0, kPoints, false, false, nt);
-      output_tiles(m.data(), gy, t0, bt, 0, nt, y, stage.data());
-    }
-  });
-}
-
-// dU (36, C, O) = sum over tiles of V(x)^T dM(dy); then dw = G^T dU G.
-at::Tensor weights_pass(const float* x, const Grid& g, const float* dy, const Grid& gy) {
-  const int64_t c = g.c, o = gy.c;
-  if (chunked_schedule(c, o)) return weights_chunked(x, g, dy, gy);
-  const int64_t tiles = g.tiles(), bt = block_tiles(c, o);
-  const int64_t blocks = (tiles + bt - 1) / bt;
-  std::vector<std::vector<float>> partial(static_cast<std::size_t>(at::get_num_threads()));
-  kernels::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float>& du = partial.at(static_cast<std::size_t>(at::get_thread_num()));
-    if (du.empty()) du.assign(static_cast<std::size_t>(kPoints * c * o), 0.f);
-    std::vector<float> v(kPoints * point_stride(bt, c)), m(kPoints * point_stride(bt, o)),
-        stage(stage_floats(gy));
-    InputRows rows(x, g);
-    for (int64_t b = begin; b < end; ++b) {
-      const int64_t t0 = b * bt, nt = std::min(bt, tiles - t0);
-      input_tiles(rows, g, t0, bt, 0, nt, v.data());
-      grad_output_tiles(dy, gy, t0, bt, 0, nt, m.data(), stage.data());
-      point_products(v.data(), m.data(), du.data(), bt, c, o, 0, kPoints, true, true, nt);
-    }
-  });
-  std::vector<float*> parts;
-  for (auto& du : partial)
-    if (!du.empty()) parts.push_back(du.data());
-  if (parts.empty()) throw core::Error("Winograd conv2d: the weight gradient ran no block");
-  float* sum = parts.front();
-  kernels::parallel_for(0, kPoints * c * o, 4096, [&](int64_t begin, int64_t end) {
-    for (std::size_t q = 1; q < parts.size(); ++q)
-      for (int64_t i = begin; i < end; ++i) sum[i] += parts[q][i];
-  });
-  return weights_gradient(sum, o, c);
-}
+  static int64_t stage_floats(const Grid& g) { return f43::stage_floats(g); }
+  static at::Tensor weights_gradient(const float* du, int64_t o, int64_t c) {
+    return f43::weights_gradient(du, o, c);
+  }
+};
 
 // --- Autograd ---------------------------------------------------------------------------------
 
@@ -533,7 +409,7 @@ at::Tensor conv(const at::Tensor& x, const at::Tensor& w) {
   at::Tensor y =
       at::empty({g.n, gy.c, g.h, g.w}, x.options().memory_format(at::MemoryFormat::ChannelsLast));
   const at::Tensor u = transform_weights(w);
-  forward_pass(x.data_ptr<float>(), g, u.data_ptr<float>(), gy, y.data_ptr<float>());
+  winograd::forward<Scheme>(x.data_ptr<float>(), g, u.data_ptr<float>(), gy, y.data_ptr<float>());
   return y;
 }
 
@@ -554,7 +430,8 @@ class WinogradConv2dFunction : public torch::autograd::Function<WinogradConv2dFu
     at::Tensor dx, dw;
     if (ctx->needs_input_grad(1)) {
       const Grid g = grid_of(x);
-      dw = weights_pass(x.data_ptr<float>(), g, dy.data_ptr<float>(), g.with_channels(w.size(0)));
+      dw = winograd::weights<Scheme>(x.data_ptr<float>(), g, dy.data_ptr<float>(),
+                                     g.with_channels(w.size(0)));
     }
     // dx = conv(dy, w flipped in space with its channel axes swapped), padding 1.
     if (ctx->needs_input_grad(0)) dx = conv(dy, w.flip({2, 3}).transpose(0, 1).contiguous());

@@ -1,8 +1,8 @@
 // The products of the Winograd convolutions (winograd_conv.hpp, winograd_conv2d.hpp): after the
 // transforms each transformed point is an independent matrix product, small enough (a block of
 // tiles by the channels) that a register-tiled kernel on 16-float vectors beats a BLAS call per
-// point. Always inline: each convolution's target_clones functions compile it for their ISA
-// (simd.hpp).
+// point. Always inline: the target_clones point products (winograd_schedule.cpp) compile it for
+// each ISA (simd.hpp).
 #pragma once
 
 #include <cstdint>
