@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -66,16 +68,25 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(first, last - first + 1));
 }
 
-// x86 names the CPU in "model name"; arm64 kernels often have no such line, so fall back to the
-// keys they do write. "unknown" when /proc/cpuinfo says nothing usable.
-std::string cpu_model() {
+// /proc/cpuinfo's "<key> : <value>" lines in file order, trimmed; read once per run.
+using CpuInfo = std::vector<std::pair<std::string, std::string>>;
+CpuInfo read_cpuinfo() {
   std::ifstream in("/proc/cpuinfo");
-  std::string fallback;
+  CpuInfo lines;
   for (std::string line; std::getline(in, line);) {
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
-    const std::string key = trim(std::string_view(line).substr(0, colon));
-    std::string value = trim(std::string_view(line).substr(colon + 1));
+    lines.emplace_back(trim(std::string_view(line).substr(0, colon)),
+                       trim(std::string_view(line).substr(colon + 1)));
+  }
+  return lines;
+}
+
+// x86 names the CPU in "model name"; arm64 kernels often have no such line, so fall back to the
+// keys they do write. "unknown" when /proc/cpuinfo says nothing usable.
+std::string cpu_model(const CpuInfo& cpuinfo) {
+  std::string fallback;
+  for (const auto& [key, value] : cpuinfo) {
     if (value.empty()) continue;
     if (key == "model name") return value;
     if (fallback.empty() && (key == "Hardware" || key == "cpu model" || key == "Processor"))
@@ -84,23 +95,18 @@ std::string cpu_model() {
   return fallback.empty() ? "unknown" : fallback;
 }
 
-// The value of "<key> : <value>" in /proc/cpuinfo's first processor, "" when absent.
-std::string cpuinfo_value(const std::string& wanted) {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    if (trim(std::string_view(line).substr(0, colon)) == wanted)
-      return trim(std::string_view(line).substr(colon + 1));
-  }
+// The first value of `wanted` (the first processor's), "" when absent.
+std::string cpuinfo_value(const CpuInfo& cpuinfo, const std::string& wanted) {
+  for (const auto& [key, value] : cpuinfo)
+    if (key == wanted) return value;
   return "";
 }
 
-std::string cpu_isa() {
+std::string cpu_isa(const CpuInfo& cpuinfo) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  std::string text =
-      "family " + cpuinfo_value("cpu family") + " model " + cpuinfo_value("model") + ";";
+  std::string text = "family " + cpuinfo_value(cpuinfo, "cpu family") + " model " +
+                     cpuinfo_value(cpuinfo, "model") + ";";
   const auto flag = [&](bool present, const char* name) {
     if (present) text += std::string(" ") + name;
   };
@@ -109,7 +115,7 @@ std::string cpu_isa() {
   flag(__builtin_cpu_supports("avx512f"), "avx512f");
   flag(__builtin_cpu_supports("avx512bw"), "avx512bw");
   // Not every compiler's __builtin_cpu_supports knows these two: /proc/cpuinfo's flags do.
-  const std::string flags = " " + cpuinfo_value("flags") + " ";
+  const std::string flags = " " + cpuinfo_value(cpuinfo, "flags") + " ";
   flag(flags.find(" avx512_bf16 ") != std::string::npos, "avx512_bf16");
   flag(flags.find(" amx_tile ") != std::string::npos, "amx_tile");
   // target_clones("avx512f", "avx2", "default") picks the first the CPU has.
@@ -118,6 +124,7 @@ std::string cpu_isa() {
                                             : "; kernels default";
   return text;
 #else
+  (void)cpuinfo;
   return "";
 #endif
 }
@@ -165,11 +172,11 @@ std::string utc_now_iso8601() {
   return buf;
 }
 
-SystemInfo collect_host_info() {
-  SystemInfo info;
+void add_host_info(SystemInfo& info) {
   info.host = core::host_name();
-  info.cpu_model = cpu_model();
-  info.cpu_isa = cpu_isa();
+  const CpuInfo cpuinfo = read_cpuinfo();
+  info.cpu_model = cpu_model(cpuinfo);
+  info.cpu_isa = cpu_isa(cpuinfo);
   info.torch_version = core::torch_version_built_with();
   info.compiler = compiler();
   info.allocator = allocator();
@@ -177,7 +184,6 @@ SystemInfo collect_host_info() {
   info.git_commit = core::git_commit();
   info.scaffold_version = core::version();
   info.created_at = utc_now_iso8601();
-  return info;
 }
 
 std::string system_info_json(const SystemInfo& info) {

@@ -57,9 +57,10 @@ struct SystemInfo {
   std::string created_at;  // UTC, ISO 8601: "2025-03-12T10:15:00Z"
 };
 
-// Host, CPU model, compiler, allocator, scaffold version and commit, LibTorch version scaffold
-// was built with, and created_at (now); everything else keeps its default for the caller to fill.
-SystemInfo collect_host_info();
+// Sets what the report module can learn of this process's host in `info`: host, CPU model and
+// ISA, compiler, allocator, BLAS, scaffold version and commit, the LibTorch version scaffold was
+// built with, and created_at (now); the run's own fields are left as the caller set them.
+void add_host_info(SystemInfo& info);
 
 // Now in UTC, ISO 8601 to the second: "2025-03-12T10:15:00Z" (created_at of system.json and
 // summary.json).

@@ -278,16 +278,8 @@ SetupGuard::~SetupGuard() {
 report::SystemInfo write_run_context(dist::Communicator& comm, const fs::path& run_dir,
                                      report::SystemInfo info) {
   if (comm.rank() != 0) return info;
-  const report::SystemInfo host = report::collect_host_info();
-  info.host = host.host;
-  info.cpu_model = host.cpu_model;
-  info.torch_version = host.torch_version;
-  info.compiler = host.compiler;
-  info.allocator = host.allocator;
-  info.blas = host.blas;
-  info.git_commit = host.git_commit;
-  info.scaffold_version = host.scaffold_version;
-  info.created_at = host.created_at;
+  // Filled in place: a copy field by field had left cpu_isa out of every system.json.
+  report::add_host_info(info);
   info.mpi_version = dist::mpi_library_version();
   info.world_size = comm.size();
   info.nodes = comm.nodes();

@@ -274,6 +274,11 @@ TEST(ImageClassification, StdoutHasCaramlsLinesThatItsJubePatternReads) {
   // CPU in fp32: the probe, its measurements and what each 3x3 stride-1 call ran.
   const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
   const auto kernels = sys.at("kernels").get<std::vector<std::string>>();
+#if defined(__x86_64__)
+  // The host's fields reach the run's file (cpu_isa was once collected and never written).
+  const std::string isa = sys.at("cpu_isa").get<std::string>();
+  EXPECT_EQ(isa.rfind("family ", 0), 0u) << isa;
+#endif
   const bool dnnl = SCAFFOLD_TEST_WITH_DNNL != 0;  // the build links oneDNN (tests/e2e/CMakeLists)
   // norm_kernel auto with channels_last 0 (this run's NCHW): LibTorch's BatchNorm + ReLU;
   // optimizer_kernel auto on a CPU: the one-pass SGD.

@@ -589,7 +589,10 @@ TEST(SystemJson, MissingKeysKeepDefaultsAndBadValuesNameTheKey) {
 }
 
 TEST(SystemJson, HostInfoFillsWhatTheReportModuleCanLearn) {
-  const SystemInfo info = collect_host_info();
+  SystemInfo info;
+  info.device = "cpu";  // the run's own fields stay as the caller set them
+  info.world_size = 3;
+  add_host_info(info);
   EXPECT_FALSE(info.host.empty());
   EXPECT_FALSE(info.cpu_model.empty());
 #if defined(__x86_64__)
@@ -614,11 +617,11 @@ TEST(SystemJson, HostInfoFillsWhatTheReportModuleCanLearn) {
   EXPECT_FALSE(info.scaffold_version.empty());
   EXPECT_TRUE(std::regex_match(info.created_at, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")))
       << info.created_at;
-  // Left to the caller: it knows the process grid, the device and the MPI library.
-  EXPECT_EQ(info.world_size, 1);
+  // Left to the caller, as it set them: it knows the process grid, the device and the MPI library.
+  EXPECT_EQ(info.world_size, 3);
   EXPECT_EQ(info.gpu_model, "");
   EXPECT_EQ(info.mpi_version, "");
-  EXPECT_EQ(info.device, "");
+  EXPECT_EQ(info.device, "cpu");
 }
 
 // A benchmark's summary.json as the table's row (summarize_record): every value from the record,
