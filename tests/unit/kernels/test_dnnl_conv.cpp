@@ -20,23 +20,14 @@
 
 #include "core/error.hpp"
 #include "kernels/dnnl_conv.hpp"
+#include "unit/kernels/conv_grads.hpp"
 #include "unit/tensor_compare.hpp"
 
 namespace scaffold::model {
 namespace {
 
-struct Grads {
-  at::Tensor y, dx, dw;
-};
-
-// y = conv(x, w) and the gradients of sum(y * g) by autograd.
-template <typename Conv>
-Grads run(const at::Tensor& x0, const at::Tensor& w0, const at::Tensor& g, Conv conv) {
-  const at::Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true);
-  const at::Tensor y = conv(x, w);
-  const auto grads = torch::autograd::grad({y}, {x, w}, {g.to(y.scalar_type())});
-  return {y, grads[0], grads[1]};
-}
+using test::conv_grads;
+using test::ConvGrads;
 
 class DnnlConv : public ::testing::TestWithParam<
                      std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool>> {};
@@ -51,13 +42,13 @@ TEST_P(DnnlConv, EqualsLibTorchInOutputAndGradients) {
   const at::Tensor w = at::randn({o, c, k, k, k}) * 0.2;
   const at::Tensor g = at::randn({n, o, s, s + 1, s + 2});
   ASSERT_TRUE(kernels::dnnl_conv3d_supported(x, w));
-  const Grads got = run(x, w, g, [pad](const at::Tensor& a, const at::Tensor& b) {
+  const ConvGrads got = conv_grads(x, w, g, [pad](const at::Tensor& a, const at::Tensor& b) {
     return kernels::dnnl_conv3d(a, b, pad);
   });
-  const Grads ref = run(x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
-                        [pad](const at::Tensor& a, const at::Tensor& b) {
-                          return at::conv3d(a, b, {}, /*stride=*/1, /*padding=*/pad);
-                        });
+  const ConvGrads ref = conv_grads(x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
+                                   [pad](const at::Tensor& a, const at::Tensor& b) {
+                                     return at::conv3d(a, b, {}, /*stride=*/1, /*padding=*/pad);
+                                   });
   EXPECT_TRUE(test::tensors_close(got.y, ref.y, 1e-5, "output"));
   EXPECT_TRUE(test::tensors_close(got.dx, ref.dx, 1e-5, "input gradient"));
   EXPECT_TRUE(test::tensors_close(got.dw, ref.dw, 1e-5, "weight gradient"));
@@ -83,12 +74,12 @@ TEST(DnnlConvBf16, EqualsTheFloat64ResultOfTheRoundedInputs) {
   const at::Tensor x = at::randn({1, 16, 8, 8, 8}).to(at::kBFloat16);
   const at::Tensor w = (at::randn({16, 16, 3, 3, 3}) * 0.2).to(at::kBFloat16);
   const at::Tensor g = at::randn({1, 16, 8, 8, 8}).to(at::kBFloat16);
-  const Grads got = run(x, w, g, [](const at::Tensor& a, const at::Tensor& b) {
+  const ConvGrads got = conv_grads(x, w, g, [](const at::Tensor& a, const at::Tensor& b) {
     return kernels::dnnl_conv3d(a, b, 1);
   });
-  const Grads ref =
-      run(x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
-          [](const at::Tensor& a, const at::Tensor& b) { return at::conv3d(a, b, {}, 1, 1); });
+  const ConvGrads ref = conv_grads(
+      x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
+      [](const at::Tensor& a, const at::Tensor& b) { return at::conv3d(a, b, {}, 1, 1); });
   EXPECT_EQ(got.y.scalar_type(), at::kBFloat16);
   EXPECT_EQ(got.dw.scalar_type(), at::kBFloat16);
   // Accumulation is in float32; the bf16 results are rounded once (8 bits: 2^-8 relative).
@@ -136,13 +127,13 @@ TEST_P(DnnlConv2d, EqualsLibTorchInOutputAndGradients) {
   if (winograd && !dnnl_conv2d_supported(x, w, s, p, alg))
     GTEST_SKIP() << "oneDNN has no Winograd on this CPU (it needs AVX-512)";
   ASSERT_TRUE(dnnl_conv2d_supported(x, w, s, p, alg));
-  const Grads got = run(x, w, g, [&](const at::Tensor& a, const at::Tensor& b) {
+  const ConvGrads got = conv_grads(x, w, g, [&](const at::Tensor& a, const at::Tensor& b) {
     return dnnl_conv2d(a, b, s, p, alg);
   });
-  const Grads ref = run(x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
-                        [&, st = stride](const at::Tensor& a, const at::Tensor& b) {
-                          return at::conv2d(a, b, {}, st, pad);
-                        });
+  const ConvGrads ref = conv_grads(x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
+                                   [&, st = stride](const at::Tensor& a, const at::Tensor& b) {
+                                     return at::conv2d(a, b, {}, st, pad);
+                                   });
   const double tol = winograd ? 1e-4 : 1e-5;
   EXPECT_TRUE(test::tensors_close(got.y, ref.y, tol, "output"));
   EXPECT_TRUE(test::tensors_close(got.dx, ref.dx, tol, "input gradient"));

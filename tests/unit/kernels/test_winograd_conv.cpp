@@ -18,23 +18,15 @@
 #include "kernels/dnnl_conv.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "kernels/winograd_conv.hpp"
+#include "unit/kernels/conv_grads.hpp"
 #include "unit/kernels/probe_expectations.hpp"
 #include "unit/tensor_compare.hpp"
 
 namespace scaffold::model {
 namespace {
 
-struct Grads {
-  at::Tensor y, dx, dw;
-};
-
-template <typename Conv>
-Grads run(const at::Tensor& x0, const at::Tensor& w0, const at::Tensor& g, Conv conv) {
-  const at::Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true);
-  const at::Tensor y = conv(x, w);
-  const auto grads = torch::autograd::grad({y}, {x, w}, {g});
-  return {y, grads[0], grads[1]};
-}
+using test::conv_grads;
+using test::ConvGrads;
 
 // (N, C, O, D, H, W, channels-last)
 using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
@@ -55,13 +47,13 @@ TEST_P(WinogradConv, EqualsFloat64Conv3dInOutputAndGradients) {
     SCOPED_TRACE(fmt::format("threads {}, chunk scratch {} bytes", threads, chunk));
     at::set_num_threads(threads);
     kernels::set_winograd_chunk_bytes(chunk);
-    const Grads got = run(x, wt, g, [](const at::Tensor& a, const at::Tensor& b) {
+    const ConvGrads got = conv_grads(x, wt, g, [](const at::Tensor& a, const at::Tensor& b) {
       return kernels::winograd_conv3d(a, b);
     });
-    const Grads ref = run(x.to(at::kDouble), wt.to(at::kDouble), g.to(at::kDouble),
-                          [](const at::Tensor& a, const at::Tensor& b) {
-                            return at::conv3d(a, b, {}, /*stride=*/1, /*padding=*/1);
-                          });
+    const ConvGrads ref = conv_grads(x.to(at::kDouble), wt.to(at::kDouble), g.to(at::kDouble),
+                                     [](const at::Tensor& a, const at::Tensor& b) {
+                                       return at::conv3d(a, b, {}, /*stride=*/1, /*padding=*/1);
+                                     });
     EXPECT_TRUE(test::tensors_close(got.y, ref.y, 1e-5, "output"));
     EXPECT_TRUE(test::tensors_close(got.dx, ref.dx, 1e-5, "input gradient"));
     EXPECT_TRUE(test::tensors_close(got.dw, ref.dw, 1e-5, "weight gradient"));
