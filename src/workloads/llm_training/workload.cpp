@@ -183,17 +183,22 @@ Sources make_sources(const LlmTrainingConfig& cfg, const config::GptDims& dims) 
 // product says that one of 1024 would take over kPeakProbeGemmS (LibTorch's bf16 reference loops
 // on a CPU without AVX-512: 1-2 s each, minutes for a node of 64 ranks), then 512 or 256. With
 // `onednn` (a float32 CPU run whose linear layers may take oneDNN's sgemm) the faster of at::mm
-// and oneDNN's product. `n` receives the size used.
+// and oneDNN's product.
 constexpr double kPeakProbeGemmS = 0.25;
 
-double measure_peak_tflops(const c10::Device& device, const std::string& precision, bool onednn,
-                           int64_t& n) {
+struct PeakProbe {
+  double tflops = 0.0;
+  int64_t n = 0;  // the GEMMs' size
+};
+
+PeakProbe measure_peak_tflops(const c10::Device& device, const std::string& precision,
+                              bool onednn) {
   const at::ScalarType dtype = precision == "bf16"   ? at::kBFloat16
                                : precision == "fp16" ? at::kHalf
                                                      : at::kFloat;
   torch::NoGradGuard no_grad;
   const auto options = at::TensorOptions().dtype(dtype).device(device);
-  n = device.is_cuda() ? 8192 : 1024;
+  int64_t n = device.is_cuda() ? 8192 : 1024;
   if (device.is_cpu()) {
     const at::Tensor a = at::randn({256, 256}, options), b = at::randn({256, 256}, options);
     at::mm(a, b);  // first call: the library's set-up, not the rate
@@ -224,7 +229,7 @@ double measure_peak_tflops(const c10::Device& device, const std::string& precisi
     best = std::min(best, core::median(times));
   }
   const double side = static_cast<double>(n);
-  return 2.0 * side * side * side / best / 1e12;
+  return {2.0 * side * side * side / best / 1e12, n};
 }
 
 std::string param_text(int64_t v) {
@@ -397,8 +402,8 @@ class LlmRun : public suite::WorkloadRun {
 
   void after_build(suite::RunEnv& env) override {
     env.phases.run("peak_probe", [&] {
-      peak_tflops_ = measure_peak_tflops(env.device, cfg_.precision,
-                                         mo_.gemm != kernels::GemmKernel::LibTorch, peak_n_);
+      peak_ = measure_peak_tflops(env.device, cfg_.precision,
+                                  mo_.gemm != kernels::GemmKernel::LibTorch);
     });
     table_peak_ = table_peak_tflops(device_name_, cfg_.precision);
     flops_.global_batch = cfg_.global_batch_size;
@@ -419,9 +424,9 @@ class LlmRun : public suite::WorkloadRun {
     LOG_INFO(
         "peak: {:.3f} TFLOP/s per device measured ({} GEMM, n = {}){}; {:.4g} TFLOP per "
         "iteration (k = {})",
-        peak_tflops_, cfg_.precision, peak_n_,
+        peak_.tflops, cfg_.precision, peak_.n,
         table_peak_ ? fmt::format(", {:.0f} in the data sheet of {} ({:.0f}% of it)", *table_peak_,
-                                  device_name_, 100.0 * peak_tflops_ / *table_peak_)
+                                  device_name_, 100.0 * peak_.tflops / *table_peak_)
                     : std::string(),
         gpt_iteration_flops(flops_) / 1e12, flops_.activation_factor);
   }
@@ -514,8 +519,7 @@ class LlmRun : public suite::WorkloadRun {
   std::unique_ptr<GptTask> task_;
   std::unique_ptr<train::TrainingLoop> loop_;
   std::unique_ptr<report::EpochLog<IntervalRow>> log_;
-  double peak_tflops_ = 0.0;
-  int64_t peak_n_ = 0;  // the probe's GEMM size
+  PeakProbe peak_;
   std::optional<double> table_peak_;
   GptFlopsModel flops_;
   int64_t params_ = 0;
@@ -578,14 +582,14 @@ bool LlmRun::finish(suite::RunEnv& env, const train::LoopResult& result,
        "Adam's exp_avg and exp_avg_sq on one rank (the largest; measured)"},
       {"peak_rss_gib", memory_max_[1] / (1 << 30), "GiB",
        "peak resident set of one process (the largest over the ranks)"},
-      {"peak_tflops_per_device", peak_tflops_, "TFLOP/s",
+      {"peak_tflops_per_device", peak_.tflops, "TFLOP/s",
        "measured: square GEMMs in the run's precision on one device"}};
   if (table_peak_)
     rec.counters.push_back(
         {"table_peak_tflops_per_device", *table_peak_, "TFLOP/s", "the device's data-sheet peak"});
   if (rows.empty()) return false;
   const std::optional<double> wh = energy.sum_wh({"train"});
-  const LlmFigures f = llm_figures(rows, flops_, devices, peak_tflops_, wh);
+  const LlmFigures f = llm_figures(rows, flops_, devices, peak_.tflops, wh);
   rec.epochs = static_cast<int64_t>(
       std::count_if(rows.begin(), rows.end(), [](const IntervalRow& r) { return !r.warmup; }));
   rec.time_s = f.timed_s;
