@@ -329,7 +329,7 @@ Dims dims_of(const at::Tensor& qkv, int64_t heads, const at::Tensor& rotary) {
           qkv.size(1),
           heads,
           qkv.size(2) / (3 * heads),
-          __builtin_cpu_supports("avx512f") != 0,
+          simd::wide_registers(),
           rotary.numel() > 0 ? rotary.data_ptr<float>() : nullptr};
 }
 

@@ -39,6 +39,15 @@ SCAFFOLD_SIMD_INLINE void storev(float* p, const v16& v) {
   reinterpret_cast<VecAt*>(p)->v = v;
 }
 
+// Whether the register-tiled products (Winograd's point products, attention's) may size their
+// tiles for 32 registers of a whole v16 (AVX-512, whose clone the resolver picks on exactly these
+// CPUs); otherwise they tile for 16 registers of half a v16 each (AVX2), where the AVX-512 tiles
+// spill (measured on a Zen 3: the Winograd products ran at half the speed, docs/performance.md).
+inline bool wide_registers() {
+  static const bool wide = __builtin_cpu_supports("avx512f") != 0;
+  return wide;
+}
+
 // e^y, y clamped to [-87, 88]: y = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial of
 // degree 6 (relative error < 3e-7 on that interval), 2^n through the exponent bits. Branch-free,
 // so the loops calling it vectorise.

@@ -46,11 +46,10 @@ SCAFFOLD_SIMD_INLINE void micro(const float* a, int64_t ars, int64_t aks, const 
     for (int v = 0; v < NV; ++v) storev(c + i * ldc + int64_t{v} * kVec, acc[i][v]);
 }
 
-template <int NV>
+template <int NV, int kRows>
 SCAFFOLD_SIMD_INLINE void gemm_columns(const float* a, int64_t ars, int64_t aks, const float* b,
                                        int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t k_len,
                                        bool accumulate) {
-  constexpr int kRows = NV >= 2 ? 6 : 8;
   int64_t i = 0;
   for (; i + kRows <= m; i += kRows)
     micro<kRows, NV>(a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, k_len, accumulate);
@@ -72,17 +71,24 @@ SCAFFOLD_SIMD_INLINE void gemm_columns(const float* a, int64_t ars, int64_t aks,
   }
 }
 
-// C (m x n) (+)= A (m x k) B (k x n), n a multiple of kVec, B and C row-major.
+// C (m x n) (+)= A (m x k) B (k x n), n a multiple of kVec, B and C row-major. `wide`: tiles for
+// 32 vector registers (AVX-512: 6 x 4 vectors of accumulators); otherwise for 16 registers of
+// half a v16 each (AVX2: 6 x 1 vectors, i.e. 12 registers, the rest for B and the broadcast).
 SCAFFOLD_SIMD_INLINE void gemm(const float* a, int64_t ars, int64_t aks, const float* b,
                                int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
-                               int64_t k_len, bool accumulate) {
+                               int64_t k_len, bool accumulate, bool wide) {
   int64_t j = 0;
-  for (; j + int64_t{4} * kVec <= n; j += int64_t{4} * kVec)
-    gemm_columns<4>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
-  for (; j + int64_t{2} * kVec <= n; j += int64_t{2} * kVec)
-    gemm_columns<2>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
+  if (wide) {
+    for (; j + int64_t{4} * kVec <= n; j += int64_t{4} * kVec)
+      gemm_columns<4, 6>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
+    for (; j + int64_t{2} * kVec <= n; j += int64_t{2} * kVec)
+      gemm_columns<2, 6>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
+    for (; j < n; j += kVec)
+      gemm_columns<1, 8>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
+    return;
+  }
   for (; j < n; j += kVec)
-    gemm_columns<1>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
+    gemm_columns<1, 6>(a, ars, aks, b + j, ldb, c + j, ldc, m, k_len, accumulate);
 }
 
 }  // namespace scaffold::kernels::winograd

@@ -26,12 +26,14 @@ namespace winograd {
 SCAFFOLD_SIMD_CLONES void point_products(const float* v, const float* b, float* out, int64_t nt,
                                          int64_t c, int64_t o, int64_t begin, int64_t end,
                                          bool weights, bool accumulate, int64_t rows) {
+  const bool wide = simd::wide_registers();
   for (int64_t p = begin; p < end; ++p) {
     const float* vp = v + p * point_stride(nt, c);
     if (weights)
-      gemm(vp, 1, c, b + p * point_stride(nt, o), o, out + p * c * o, o, c, o, rows, accumulate);
+      gemm(vp, 1, c, b + p * point_stride(nt, o), o, out + p * c * o, o, c, o, rows, accumulate,
+           wide);
     else
-      gemm(vp, c, 1, b + p * c * o, o, out + p * point_stride(nt, o), o, rows, o, c, false);
+      gemm(vp, c, 1, b + p * c * o, o, out + p * point_stride(nt, o), o, rows, o, c, false, wide);
   }
 }
 
