@@ -10,6 +10,7 @@
 // inlining, references and values compile to the same registers.
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -43,7 +44,15 @@ SCAFFOLD_SIMD_INLINE void storev(float* p, const v16& v) {
 // tiles for 32 registers of a whole v16 (AVX-512, whose clone the resolver picks on exactly these
 // CPUs); otherwise they tile for 16 registers of half a v16 each (AVX2), where the AVX-512 tiles
 // spill (measured on a Zen 3: the Winograd products ran at half the speed, docs/performance.md).
+// Tests force either tiling on any CPU (the wide one spills on AVX2: slow, not wrong) with
+// force_wide_registers(0 or 1); -1 follows CPUID again.
+inline std::atomic<int> wide_registers_forced{-1};
+inline void force_wide_registers(int wide) {
+  wide_registers_forced.store(wide);
+}
 inline bool wide_registers() {
+  const int forced = wide_registers_forced.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced != 0;
   static const bool wide = __builtin_cpu_supports("avx512f") != 0;
   return wide;
 }

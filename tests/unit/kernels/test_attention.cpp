@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/simd.hpp"
 
 namespace scaffold::kernels {
 namespace {
@@ -85,12 +86,18 @@ TEST(CausalAttention, Float32EqualsThePlainFormulaInFloat64) {
     const auto [b, s, heads, d] = shape;
     const at::Tensor qkv = at::randn({b, s, heads * 3 * d}) * 2.0;  // peaked softmax rows too
     const at::Tensor g = at::randn({b, s, heads * d});
-    const Pass ours = run(qkv, g, heads, true);
     const Pass ref = run(qkv.to(at::kDouble), g.to(at::kDouble), heads, false);
-    EXPECT_EQ(ours.out.scalar_type(), at::kFloat);
-    EXPECT_EQ(ours.out.sizes(), ref.out.sizes());
-    expect_close(ours.out, ref.out, 2e-5, "output, " + name(shape));
-    expect_close(ours.dqkv, ref.dqkv, 2e-5, "gradient, " + name(shape));
+    // The products' register tiles for AVX-512 (1) and for AVX2 (0), whichever this CPU has.
+    for (const int wide : {0, 1}) {
+      kernels::simd::force_wide_registers(wide);
+      const Pass ours = run(qkv, g, heads, true);
+      const std::string what = name(shape) + (wide ? ", AVX-512 tiles" : ", AVX2 tiles");
+      EXPECT_EQ(ours.out.scalar_type(), at::kFloat);
+      EXPECT_EQ(ours.out.sizes(), ref.out.sizes());
+      expect_close(ours.out, ref.out, 2e-5, "output, " + what);
+      expect_close(ours.dqkv, ref.dqkv, 2e-5, "gradient, " + what);
+    }
+    kernels::simd::force_wide_registers(-1);
   }
 }
 

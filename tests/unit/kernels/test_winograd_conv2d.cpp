@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "kernels/dnnl_conv.hpp"
 #include "kernels/probe_verdicts.hpp"
+#include "kernels/simd.hpp"
 #include "kernels/winograd_conv.hpp"
 #include "kernels/winograd_conv2d.hpp"
 #include "unit/kernels/conv_grads.hpp"
@@ -46,9 +47,14 @@ TEST_P(WinogradConv2d, EqualsFloat64Conv2dInOutputAndGradients) {
   for (const auto& [threads, chunk] :
        {std::make_tuple(1, int64_t{16} << 20), std::make_tuple(2, int64_t{16} << 20),
         std::make_tuple(2, int64_t{256} << 10)}) {
-    SCOPED_TRACE(fmt::format("threads {}, chunk scratch {} bytes", threads, chunk));
+    // The products' register tiles for AVX-512 (2 threads, large chunks) and for AVX2 (the
+    // others), whichever this CPU has.
+    const int wide = threads == 2 && chunk == (int64_t{16} << 20) ? 1 : 0;
+    SCOPED_TRACE(fmt::format("threads {}, chunk scratch {} bytes, {} register tiles", threads,
+                             chunk, wide ? "AVX-512" : "AVX2"));
     at::set_num_threads(threads);
     kernels::set_winograd_chunk_bytes(chunk);
+    kernels::simd::force_wide_registers(wide);
     const ConvGrads got = conv_grads(x, wt, g, [](const at::Tensor& a, const at::Tensor& b) {
       return kernels::winograd_conv2d(a, b);
     });
@@ -64,6 +70,7 @@ TEST_P(WinogradConv2d, EqualsFloat64Conv2dInOutputAndGradients) {
   EXPECT_EQ(kernels::winograd_conv2d_calls(), calls + 3);
   at::set_num_threads(2);
   kernels::set_winograd_chunk_bytes(int64_t{16} << 20);
+  kernels::simd::force_wide_registers(-1);
 }
 
 INSTANTIATE_TEST_SUITE_P(
