@@ -30,7 +30,16 @@ bool winograd_conv3d_supported(const at::Tensor& x, const at::Tensor& w);
 // carries the verdict), whose line reads "conv3d x 1x32x16x16x16 ncdhw w 32x32x3x3x3: winograd
 // 2.10 ms, onednn 3.30 ms -> winograd". Where it pays differs between CPUs (thin layers with few
 // tiles spend more transforming the weights than the products save), so no rule is built in.
+// A large layer is timed on the first winograd_probe_samples(x) samples of its batch, the key
+// then ending ", timed on 1 of 2 samples".
 bool winograd_conv3d_pays(const at::Tensor& x, const at::Tensor& w);
+
+// The samples the probe times: enough for kProbeTiles 2x2x2 tiles (where the times grow with the
+// batch in proportion), at most the batch. The probe's copies, outputs and gradients of a large
+// layer's whole batch, made in the first step while every activation before it is live, set that
+// step's peak memory (at 64^3 with 16 channels, batch 2: ~200 MB; docs/performance.md).
+constexpr int64_t kProbeTiles = 4096;
+int64_t winograd_probe_samples(const at::Tensor& x);
 
 // The bound on the scratch of the schedule for wide layers (transformed input and products of a
 // chunk of tiles; default 16 MiB), for the 3-D and the 2-D kernel (winograd_conv2d.hpp). Tests

@@ -105,6 +105,24 @@ TEST(WinogradConv, RefusesWhatItCannotRunAndSaysWhy) {
   }
 }
 
+// A batch whose first sample holds kProbeTiles tiles is timed on that sample alone (less memory
+// at the step's peak), and the key says so; a smaller one on as many samples as reach it.
+TEST(WinogradConv, TheProbeTimesALargeBatchOnTheSamplesItNeeds) {
+  const at::Tensor w = at::randn({16, 16, 3, 3, 3});
+  EXPECT_EQ(kernels::winograd_probe_samples(at::empty({2, 16, 32, 32, 32})), 1);  // 4096 tiles
+  EXPECT_EQ(kernels::winograd_probe_samples(at::empty({4, 16, 30, 32, 32})), 2);  // 3840 each
+  EXPECT_EQ(kernels::winograd_probe_samples(at::empty({3, 16, 16, 16, 16})), 3);  // the batch
+  const auto measured = [] { return kernels::probe_verdicts().measurements(); };
+  const std::size_t before = measured().size();
+  kernels::winograd_conv3d_pays(at::randn({2, 16, 32, 32, 32}), w);
+  ASSERT_EQ(measured().size(), before + 1);
+  EXPECT_EQ(measured().back().key,
+            "conv3d x 2x16x32x32x32 ncdhw w 16x16x3x3x3, timed on 1 of 2 samples");
+  kernels::winograd_conv3d_pays(at::randn({1, 16, 32, 32, 32}), w);
+  ASSERT_EQ(measured().size(), before + 2);
+  EXPECT_EQ(measured().back().key, "conv3d x 1x16x32x32x32 ncdhw w 16x16x3x3x3");
+}
+
 // Where it is used (the U-Net's `probe`): a measurement per shape on this machine, not a rule.
 TEST(WinogradConv, TheProbeMeasuresEachShapeOnceAndDecidesByItsTimes) {
   const auto measured = [] { return kernels::probe_verdicts().measurements(); };
