@@ -278,8 +278,8 @@ SCAFFOLD_SIMD_INLINE void output_tile(const float* m, int64_t m_stride, int64_t 
     for (int i = 0; i < 4; ++i)
 #pragma GCC unroll 2
       for (int k = 0; k < 2; ++k) {
-        const v16 x0 = r[i * 4][k], x1 = r[i * 4 + 1][k], x2 = r[i * 4 + 2][k],
-                  x3 = r[i * 4 + 3][k];
+        const int i4 = i * 4;
+        const v16 x0 = r[i4][k], x1 = r[i4 + 1][k], x2 = r[i4 + 2][k], x3 = r[i4 + 3][k];
         at_row<0>(x0, x1, x2, x3, s[i][0][k]);
         at_row<1>(x0, x1, x2, x3, s[i][1][k]);
       }
@@ -324,10 +324,11 @@ SCAFFOLD_SIMD_INLINE void grad_output_tile(const float* in, int64_t row_stride, 
       }
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
-        a_row<0>(f[i][0], f[i][1], e[i * 4][k]);
-        a_row<1>(f[i][0], f[i][1], e[i * 4 + 1][k]);
-        a_row<2>(f[i][0], f[i][1], e[i * 4 + 2][k]);
-        a_row<3>(f[i][0], f[i][1], e[i * 4 + 3][k]);
+        const int i4 = i * 4;
+        a_row<0>(f[i][0], f[i][1], e[i4][k]);
+        a_row<1>(f[i][0], f[i][1], e[i4 + 1][k]);
+        a_row<2>(f[i][0], f[i][1], e[i4 + 2][k]);
+        a_row<3>(f[i][0], f[i][1], e[i4 + 3][k]);
       }
     }
     float* o = dm + cc;
@@ -491,7 +492,7 @@ SCAFFOLD_SIMD_CLONES void output_tiles(const float* m, const Grid& gy, int64_t t
 
 // Floats of one thread's output stage.
 int64_t stage_floats(const Grid& g) {
-  return 4 * 2 * g.tw * g.c;
+  return int64_t{4} * 2 * g.tw * g.c;
 }
 
 // The 3-D kernel as winograd_schedule.hpp's schedules see it.
