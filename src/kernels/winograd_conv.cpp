@@ -498,6 +498,7 @@ int64_t stage_floats(const Grid& g) {
 // The 3-D kernel as winograd_schedule.hpp's schedules see it.
 struct Scheme {
   static constexpr int kPoints = f23::kPoints;
+  static constexpr int kGroups = 0;  // no groups schedule (winograd_schedule.hpp)
   using Grid = f23::Grid;
   using InputRows = f23::InputRows;
   static void input_tiles(InputRows& rows, const Grid& g, int64_t t0, int64_t nt, int64_t begin,

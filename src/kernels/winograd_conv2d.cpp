@@ -300,6 +300,52 @@ SCAFFOLD_SIMD_CLONES void gradient_channel(const float* du, int64_t du_stride, i
   }
 }
 
+// G's rows (6 x 3): point i along an axis is sum_k kG[i][k] w[k].
+constexpr float kG[6][3] = {{0.25f, 0.0f, 0.0f},
+                            {-1.0f / 6.0f, -1.0f / 6.0f, -1.0f / 6.0f},
+                            {-1.0f / 6.0f, 1.0f / 6.0f, -1.0f / 6.0f},
+                            {1.0f / 24.0f, 1.0f / 12.0f, 1.0f / 6.0f},
+                            {1.0f / 24.0f, -1.0f / 12.0f, 1.0f / 6.0f},
+                            {0.0f, 0.0f, 1.0f}};
+
+// The groups schedule's pieces (winograd_schedule.hpp): group i is the 6 points (i, 0..5), row i
+// along H. transform_channel for those rows only: row (i, j) at u + j * u_stride.
+SCAFFOLD_SIMD_CLONES void transform_group(const float* wt, int64_t o, float* u, int64_t u_stride,
+                                          int group) {
+  const float g0 = kG[group][0], g1 = kG[group][1], g2 = kG[group][2];
+  for (int64_t co = 0; co < o; co += kVec) {
+    v16 a[3][6];  // [kh][j]: G along W
+    for (int i = 0; i < 3; ++i) {
+      const float* taps = wt + int64_t{i} * 3 * o + co;
+      g6(loadv(taps).v, loadv(taps + o).v, loadv(taps + 2 * o).v, a[i]);
+    }
+    for (int j = 0; j < 6; ++j) {
+      const v16 d = (a[0][j] * g0 + a[1][j] * g1) + a[2][j] * g2;
+      storev(u + j * u_stride + co, d);
+    }
+  }
+}
+
+// gradient_channel's share of group i's rows (i, j) at du + j * du_stride: G^T along W, then
+// each tap row kh gets kG[i][kh] of it, written (the first group) or added to dwt (9, O).
+SCAFFOLD_SIMD_CLONES void gradient_group(const float* du, int64_t du_stride, int64_t o, int group,
+                                         float* dwt, bool accumulate) {
+  for (int64_t co = 0; co < o; co += kVec) {
+    v16 e[3];
+    gt3(loadv(du + co).v, loadv(du + du_stride + co).v, loadv(du + 2 * du_stride + co).v,
+        loadv(du + 3 * du_stride + co).v, loadv(du + 4 * du_stride + co).v,
+        loadv(du + 5 * du_stride + co).v, e);
+    for (int kh = 0; kh < 3; ++kh) {
+      const float gk = kG[group][kh];
+      for (int kw = 0; kw < 3; ++kw) {
+        float* d = dwt + (kh * 3 + kw) * o + co;
+        const v16 add = e[kw] * gk;
+        storev(d, accumulate ? loadv(d).v + add : add);
+      }
+    }
+  }
+}
+
 // U[p][ci][co] = (G w[co][ci] G^T)[p] for w (O, C, 3, 3).
 at::Tensor transform_weights(const at::Tensor& w) {
   return winograd::transform_weights<kPoints, 9>(w, &transform_channel);
@@ -377,6 +423,16 @@ int64_t stage_floats(const Grid& g) {
 // The 2-D kernel as winograd_schedule.hpp's schedules see it.
 struct Scheme {
   static constexpr int kPoints = f43::kPoints;
+  static constexpr int kGroups = 6;  // rows of 6 points: the groups schedule
+  static constexpr int kTaps = 9;
+  static std::array<int64_t, 2> kernel() { return {3, 3}; }
+  static void transform_group(const float* wt, int64_t o, float* u, int64_t u_stride, int group) {
+    f43::transform_group(wt, o, u, u_stride, group);
+  }
+  static void gradient_group(const float* du, int64_t du_stride, int64_t o, int group, float* dwt,
+                             bool accumulate) {
+    f43::gradient_group(du, du_stride, o, group, dwt, accumulate);
+  }
   using Grid = f43::Grid;
   using InputRows = f43::InputRows;
   static void input_tiles(InputRows& rows, const Grid& g, int64_t t0, int64_t nt, int64_t begin,
@@ -408,6 +464,12 @@ at::Tensor conv(const at::Tensor& x, const at::Tensor& w) {
   const Grid g = grid_of(x), gy = g.with_channels(w.size(0));
   at::Tensor y =
       at::empty({g.n, gy.c, g.h, g.w}, x.options().memory_format(at::MemoryFormat::ChannelsLast));
+  if (winograd::grouped_schedule<Scheme>(g.tiles(), g.c, gy.c)) {
+    const at::Tensor wt = winograd::taps_by_channel(w);
+    winograd::forward_grouped<Scheme>(x.data_ptr<float>(), g, wt.data_ptr<float>(), gy,
+                                      y.data_ptr<float>());
+    return y;
+  }
   const at::Tensor u = transform_weights(w);
   winograd::forward<Scheme>(x.data_ptr<float>(), g, u.data_ptr<float>(), gy, y.data_ptr<float>());
   return y;

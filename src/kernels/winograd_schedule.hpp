@@ -21,6 +21,19 @@
 //   stage_floats(gy)                                        one thread's output stage
 //   weights_gradient(du, o, c)                              dU (P, C, O) -> dw
 // where point p of chunk tile t lies at p * point_stride(nt, channels) + t * channels.
+//
+// A third schedule, groups, for a wide layer whose tiles fit one chunk (ResNet's 7^2 and 14^2
+// layers): the P transformed weights (P C O floats: 38 MB at 512 channels, allocated while every
+// activation is live) are made, used and dropped a group of points at a time, and the weight
+// gradient is summed into the taps group by group, so only kPoints / kGroups points of either
+// are held. A scheme opts in with kGroups > 0, kTaps, and the clones
+//   transform_group(wt, o, u, u_stride, group)   one input channel's (Taps, O) weights -> the
+//                                                group's rows u + q * u_stride
+//   gradient_group(du, du_stride, o, group, dwt, accumulate)
+//                                                the group's rows -> one input channel's (Taps,
+//                                                O) gradient, added after the first group
+// with group g holding points g * kPoints / kGroups onwards. Its products run a group's points in
+// parallel, so it is chosen where the threads are no more than a group's points.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -95,6 +108,13 @@ at::Tensor transform_weights(const at::Tensor& w, TransformChannel transform_cha
 
 // Its adjoint: dw (O, C, kernel...) from dU (P, C, O); gradient_channel(du, du_stride, o, dwt)
 // writes one input channel's (Taps, O) gradient from its P rows du + p * du_stride.
+// dw (O, C, kernel...) from its taps dwt (C, Taps, O).
+inline at::Tensor weights_from_taps(const at::Tensor& dwt, at::IntArrayRef kernel) {
+  std::vector<int64_t> shape{dwt.size(2), dwt.size(0)};
+  shape.insert(shape.end(), kernel.begin(), kernel.end());
+  return dwt.permute({2, 0, 1}).contiguous().view(shape);
+}
+
 template <int Taps, class GradientChannel>
 at::Tensor weights_gradient(const float* du, int64_t o, int64_t c, at::IntArrayRef kernel,
                             GradientChannel gradient_channel) {
@@ -104,9 +124,84 @@ at::Tensor weights_gradient(const float* du, int64_t o, int64_t c, at::IntArrayR
     for (int64_t ci = begin; ci < end; ++ci)
       gradient_channel(du + ci * o, c * o, o, dst + ci * Taps * o);
   });
-  std::vector<int64_t> shape{o, c};
-  shape.insert(shape.end(), kernel.begin(), kernel.end());
-  return dwt.permute({2, 0, 1}).contiguous().view(shape);
+  return weights_from_taps(dwt, kernel);
+}
+
+// The weights (O, C, taps...) as the groups schedule reads them: (C, Taps, O).
+inline at::Tensor taps_by_channel(const at::Tensor& w) {
+  const int64_t o = w.size(0), c = w.size(1);
+  return w.reshape({o, c, -1}).permute({1, 2, 0}).contiguous();
+}
+
+// Whether a layer of c -> o channels over `tiles` tiles takes the groups schedule.
+template <class S>
+bool grouped_schedule(int64_t tiles, int64_t c, int64_t o) {
+  if constexpr (S::kGroups == 0) {
+    return false;
+  } else {
+    constexpr int kP = S::kPoints;
+    return chunked_schedule(kP, c, o) && chunk_tiles(kP, tiles, c, o) == tiles &&
+           at::get_num_threads() <= kP / S::kGroups;
+  }
+}
+
+// y = conv(x, w) with w as taps_by_channel gives it, a group of points' weights at a time.
+template <class S>
+void forward_grouped(const float* x, const typename S::Grid& g, const float* wt,
+                     const typename S::Grid& gy, float* y) {
+  constexpr int kP = S::kPoints, kG = kP / S::kGroups;
+  const int64_t c = g.c, o = gy.c, nt = g.tiles(), vs = point_stride(nt, c),
+                ms = point_stride(nt, o);
+  const at::Tensor vt = scratch(kP * vs), mt = scratch(kP * ms), ut = scratch(kG * c * o);
+  float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>(), *u = ut.data_ptr<float>();
+  kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+    typename S::InputRows rows(x, g);
+    S::input_tiles(rows, g, 0, nt, begin, end, v);
+  });
+  for (int group = 0; group < S::kGroups; ++group) {
+    kernels::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t ci = begin; ci < end; ++ci)
+        S::transform_group(wt + ci * S::kTaps * o, o, u + ci * o, c * o, group);
+    });
+    const int64_t p0 = int64_t{group} * kG;
+    kernels::parallel_for(0, kG, 1, [&](int64_t begin, int64_t end) {
+      point_products(v + p0 * vs, u, m + p0 * ms, nt, c, o, begin, end, false, false, nt);
+    });
+  }
+  kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+    std::vector<float> stage(static_cast<std::size_t>(S::stage_floats(gy)));
+    S::output_tiles(m, gy, 0, nt, begin, end, y, stage.data());
+  });
+}
+
+// The weight gradient's taps (C, Taps, O), a group of points' products at a time.
+template <class S>
+at::Tensor weights_grouped(const float* x, const typename S::Grid& g, const float* dy,
+                           const typename S::Grid& gy) {
+  constexpr int kP = S::kPoints, kG = kP / S::kGroups;
+  const int64_t c = g.c, o = gy.c, nt = g.tiles(), vs = point_stride(nt, c),
+                ms = point_stride(nt, o);
+  const at::Tensor vt = scratch(kP * vs), mt = scratch(kP * ms), dut = scratch(kG * c * o);
+  float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>(), *du = dut.data_ptr<float>();
+  kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
+    typename S::InputRows rows(x, g);
+    std::vector<float> stage(static_cast<std::size_t>(S::stage_floats(gy)));
+    S::input_tiles(rows, g, 0, nt, begin, end, v);
+    S::grad_output_tiles(dy, gy, 0, nt, begin, end, m, stage.data());
+  });
+  at::Tensor dwt = at::empty({c, S::kTaps, o}, at::TensorOptions().dtype(at::kFloat));
+  float* taps = dwt.data_ptr<float>();
+  for (int group = 0; group < S::kGroups; ++group) {
+    const int64_t p0 = int64_t{group} * kG;
+    kernels::parallel_for(0, kG, 1, [&](int64_t begin, int64_t end) {
+      point_products(v + p0 * vs, m + p0 * ms, du, nt, c, o, begin, end, true, false, nt);
+    });
+    kernels::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t ci = begin; ci < end; ++ci)
+        S::gradient_group(du + ci * o, c * o, o, group, taps + ci * S::kTaps * o, group > 0);
+    });
+  }
+  return weights_from_taps(dwt, S::kernel());
 }
 
 template <class S>
@@ -184,6 +279,8 @@ at::Tensor weights(const float* x, const typename S::Grid& g, const float* dy,
                    const typename S::Grid& gy) {
   constexpr int kP = S::kPoints;
   const int64_t c = g.c, o = gy.c;
+  if constexpr (S::kGroups > 0)
+    if (grouped_schedule<S>(g.tiles(), c, o)) return weights_grouped<S>(x, g, dy, gy);
   if (chunked_schedule(kP, c, o)) return weights_chunked<S>(x, g, dy, gy);
   const int64_t tiles = g.tiles(), bt = block_tiles(kP, c, o);
   const int64_t blocks = (tiles + bt - 1) / bt;
