@@ -145,32 +145,51 @@ bool grouped_schedule(int64_t tiles, int64_t c, int64_t o) {
   }
 }
 
+// The groups schedule's buffers: every tile's transformed input (v) and products or transformed
+// output gradient (m), and one group's transformed weights or weight-gradient products (u).
+template <class S>
+struct GroupBuffers {
+  static constexpr int kP = S::kPoints, kG = kP / S::kGroups;
+  int64_t c, o, nt, vs, ms;
+  at::Tensor vt, mt, ut;
+  float *v, *m, *u;
+  GroupBuffers(const typename S::Grid& g, const typename S::Grid& gy)
+      : c(g.c),
+        o(gy.c),
+        nt(g.tiles()),
+        vs(point_stride(nt, c)),
+        ms(point_stride(nt, o)),
+        vt(scratch(kP * vs)),
+        mt(scratch(kP * ms)),
+        ut(scratch(kG * c * o)),
+        v(vt.data_ptr<float>()),
+        m(mt.data_ptr<float>()),
+        u(ut.data_ptr<float>()) {}
+};
+
 // y = conv(x, w) with w as taps_by_channel gives it, a group of points' weights at a time.
 template <class S>
 void forward_grouped(const float* x, const typename S::Grid& g, const float* wt,
                      const typename S::Grid& gy, float* y) {
-  constexpr int kP = S::kPoints, kG = kP / S::kGroups;
-  const int64_t c = g.c, o = gy.c, nt = g.tiles(), vs = point_stride(nt, c),
-                ms = point_stride(nt, o);
-  const at::Tensor vt = scratch(kP * vs), mt = scratch(kP * ms), ut = scratch(kG * c * o);
-  float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>(), *u = ut.data_ptr<float>();
+  GroupBuffers<S> b(g, gy);
+  const int64_t c = b.c, o = b.o, nt = b.nt;
   kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
     typename S::InputRows rows(x, g);
-    S::input_tiles(rows, g, 0, nt, begin, end, v);
+    S::input_tiles(rows, g, 0, nt, begin, end, b.v);
   });
   for (int group = 0; group < S::kGroups; ++group) {
     kernels::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
       for (int64_t ci = begin; ci < end; ++ci)
-        S::transform_group(wt + ci * S::kTaps * o, o, u + ci * o, c * o, group);
+        S::transform_group(wt + ci * S::kTaps * o, o, b.u + ci * o, c * o, group);
     });
-    const int64_t p0 = int64_t{group} * kG;
-    kernels::parallel_for(0, kG, 1, [&](int64_t begin, int64_t end) {
-      point_products(v + p0 * vs, u, m + p0 * ms, nt, c, o, begin, end, false, false, nt);
+    const int64_t p0 = int64_t{group} * b.kG;
+    kernels::parallel_for(0, b.kG, 1, [&](int64_t begin, int64_t end) {
+      point_products(b.v + p0 * b.vs, b.u, b.m + p0 * b.ms, nt, c, o, begin, end, false, false, nt);
     });
   }
   kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
     std::vector<float> stage(static_cast<std::size_t>(S::stage_floats(gy)));
-    S::output_tiles(m, gy, 0, nt, begin, end, y, stage.data());
+    S::output_tiles(b.m, gy, 0, nt, begin, end, y, stage.data());
   });
 }
 
@@ -178,27 +197,24 @@ void forward_grouped(const float* x, const typename S::Grid& g, const float* wt,
 template <class S>
 at::Tensor weights_grouped(const float* x, const typename S::Grid& g, const float* dy,
                            const typename S::Grid& gy) {
-  constexpr int kP = S::kPoints, kG = kP / S::kGroups;
-  const int64_t c = g.c, o = gy.c, nt = g.tiles(), vs = point_stride(nt, c),
-                ms = point_stride(nt, o);
-  const at::Tensor vt = scratch(kP * vs), mt = scratch(kP * ms), dut = scratch(kG * c * o);
-  float *v = vt.data_ptr<float>(), *m = mt.data_ptr<float>(), *du = dut.data_ptr<float>();
+  GroupBuffers<S> b(g, gy);
+  const int64_t c = b.c, o = b.o, nt = b.nt;
   kernels::parallel_for(0, nt, 8, [&](int64_t begin, int64_t end) {
     typename S::InputRows rows(x, g);
     std::vector<float> stage(static_cast<std::size_t>(S::stage_floats(gy)));
-    S::input_tiles(rows, g, 0, nt, begin, end, v);
-    S::grad_output_tiles(dy, gy, 0, nt, begin, end, m, stage.data());
+    S::input_tiles(rows, g, 0, nt, begin, end, b.v);
+    S::grad_output_tiles(dy, gy, 0, nt, begin, end, b.m, stage.data());
   });
   at::Tensor dwt = at::empty({c, S::kTaps, o}, at::TensorOptions().dtype(at::kFloat));
   float* taps = dwt.data_ptr<float>();
   for (int group = 0; group < S::kGroups; ++group) {
-    const int64_t p0 = int64_t{group} * kG;
-    kernels::parallel_for(0, kG, 1, [&](int64_t begin, int64_t end) {
-      point_products(v + p0 * vs, m + p0 * ms, du, nt, c, o, begin, end, true, false, nt);
+    const int64_t p0 = int64_t{group} * b.kG;
+    kernels::parallel_for(0, b.kG, 1, [&](int64_t begin, int64_t end) {
+      point_products(b.v + p0 * b.vs, b.m + p0 * b.ms, b.u, nt, c, o, begin, end, true, false, nt);
     });
     kernels::parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
       for (int64_t ci = begin; ci < end; ++ci)
-        S::gradient_group(du + ci * o, c * o, o, group, taps + ci * S::kTaps * o, group > 0);
+        S::gradient_group(b.u + ci * o, c * o, o, group, taps + ci * S::kTaps * o, group > 0);
     });
   }
   return weights_from_taps(dwt, S::kernel());
