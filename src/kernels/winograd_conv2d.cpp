@@ -1,7 +1,8 @@
 // Winograd F(4x4, 3x3) convolution of winograd_conv2d.hpp, channels-last (NHWC). Each thread
 // stages the input rows its tiles read (with a zero voxel before and after), so every transform
 // runs on vectors of 16 contiguous channels; the schedules (blocks of tiles in L2, chunks for the
-// wide layers) are winograd_schedule.hpp's, shared with the 3-D kernel. Matrices of F(4,3)
+// wide layers) are winograd_schedule.hpp's, shared with the 3-D kernel, and so is the groups
+// schedule (wide layers with few tiles), which only this kernel takes. Matrices of F(4,3)
 // (Lavin and Gray, 2016):
 //   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
 //   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
