@@ -514,6 +514,7 @@ struct Scheme {
     f23::output_tiles(m, gy, t0, nt, begin, end, y, stage);
   }
   static int64_t stage_floats(const Grid& g) { return f23::stage_floats(g); }
+  static at::Tensor transform_weights(const at::Tensor& w) { return f23::transform_weights(w); }
   static at::Tensor weights_gradient(const float* du, int64_t o, int64_t c) {
     return f23::weights_gradient(du, o, c);
   }
@@ -531,8 +532,7 @@ at::Tensor conv(const at::Tensor& x, const at::Tensor& w, bool cl) {
   const Grid g = grid_of(x, cl), gy = g.with_channels(w.size(0));
   at::Tensor y =
       at::empty({g.n, gy.c, g.d, g.h, g.w}, x.options().memory_format(nn::volume_format(cl)));
-  const at::Tensor u = transform_weights(w);
-  winograd::forward<Scheme>(x.data_ptr<float>(), g, u.data_ptr<float>(), gy, y.data_ptr<float>());
+  winograd::forward_weights<Scheme>(x.data_ptr<float>(), g, w, gy, y.data_ptr<float>());
   return y;
 }
 

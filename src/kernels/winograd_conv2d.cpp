@@ -449,6 +449,7 @@ struct Scheme {
     f43::output_tiles(m, gy, t0, nt, begin, end, y, stage);
   }
   static int64_t stage_floats(const Grid& g) { return f43::stage_floats(g); }
+  static at::Tensor transform_weights(const at::Tensor& w) { return f43::transform_weights(w); }
   static at::Tensor weights_gradient(const float* du, int64_t o, int64_t c) {
     return f43::weights_gradient(du, o, c);
   }
@@ -465,14 +466,7 @@ at::Tensor conv(const at::Tensor& x, const at::Tensor& w) {
   const Grid g = grid_of(x), gy = g.with_channels(w.size(0));
   at::Tensor y =
       at::empty({g.n, gy.c, g.h, g.w}, x.options().memory_format(at::MemoryFormat::ChannelsLast));
-  if (winograd::grouped_schedule<Scheme>(g.tiles(), g.c, gy.c)) {
-    const at::Tensor wt = winograd::taps_by_channel(w);
-    winograd::forward_grouped<Scheme>(x.data_ptr<float>(), g, wt.data_ptr<float>(), gy,
-                                      y.data_ptr<float>());
-    return y;
-  }
-  const at::Tensor u = transform_weights(w);
-  winograd::forward<Scheme>(x.data_ptr<float>(), g, u.data_ptr<float>(), gy, y.data_ptr<float>());
+  winograd::forward_weights<Scheme>(x.data_ptr<float>(), g, w, gy, y.data_ptr<float>());
   return y;
 }
 

@@ -13,12 +13,14 @@
 // Measured on the U-Net's layers (docs/performance.md): blocks of fewer than 18 tiles (three of
 // the product kernel's row groups) lose to the chunks.
 //
-// A convolution plugs in as a Scheme type with: kPoints; Grid (tiles(), and c, the channels);
-// InputRows, constructible from (const float* x, const Grid&); and the clones
+// A convolution plugs in as a Scheme type with: kPoints; kGroups (0: no groups schedule, below);
+// Grid (tiles(), and c, the channels); InputRows, constructible from (const float* x, const
+// Grid&); and the clones
 //   input_tiles(InputRows&, g, t0, nt, begin, end, v)       tiles t0+begin .. t0+end -> V
 //   grad_output_tiles(dy, gy, t0, nt, begin, end, m, stage) output gradient tiles -> A dY A^T
 //   output_tiles(m, gy, t0, nt, begin, end, y, stage)       products -> output
 //   stage_floats(gy)                                        one thread's output stage
+//   transform_weights(w)                                    w -> U (P, C, O)
 //   weights_gradient(du, o, c)                              dU (P, C, O) -> dw
 // where point p of chunk tile t lies at p * point_stride(nt, channels) + t * channels.
 //
@@ -106,8 +108,6 @@ at::Tensor transform_weights(const at::Tensor& w, TransformChannel transform_cha
   return u;
 }
 
-// Its adjoint: dw (O, C, kernel...) from dU (P, C, O); gradient_channel(du, du_stride, o, dwt)
-// writes one input channel's (Taps, O) gradient from its P rows du + p * du_stride.
 // dw (O, C, kernel...) from its taps dwt (C, Taps, O).
 inline at::Tensor weights_from_taps(const at::Tensor& dwt, at::IntArrayRef kernel) {
   std::vector<int64_t> shape{dwt.size(2), dwt.size(0)};
@@ -115,6 +115,8 @@ inline at::Tensor weights_from_taps(const at::Tensor& dwt, at::IntArrayRef kerne
   return dwt.permute({2, 0, 1}).contiguous().view(shape);
 }
 
+// Its adjoint: dw (O, C, kernel...) from dU (P, C, O); gradient_channel(du, du_stride, o, dwt)
+// writes one input channel's (Taps, O) gradient from its P rows du + p * du_stride.
 template <int Taps, class GradientChannel>
 at::Tensor weights_gradient(const float* du, int64_t o, int64_t c, at::IntArrayRef kernel,
                             GradientChannel gradient_channel) {
@@ -133,16 +135,13 @@ inline at::Tensor taps_by_channel(const at::Tensor& w) {
   return w.reshape({o, c, -1}).permute({1, 2, 0}).contiguous();
 }
 
-// Whether a layer of c -> o channels over `tiles` tiles takes the groups schedule.
+// Whether a layer of c -> o channels over `tiles` tiles takes the groups schedule (for a scheme
+// with kGroups > 0).
 template <class S>
 bool grouped_schedule(int64_t tiles, int64_t c, int64_t o) {
-  if constexpr (S::kGroups == 0) {
-    return false;
-  } else {
-    constexpr int kP = S::kPoints;
-    return chunked_schedule(kP, c, o) && chunk_tiles(kP, tiles, c, o) == tiles &&
-           at::get_num_threads() <= kP / S::kGroups;
-  }
+  constexpr int kP = S::kPoints;
+  return chunked_schedule(kP, c, o) && chunk_tiles(kP, tiles, c, o) == tiles &&
+         at::get_num_threads() <= kP / S::kGroups;
 }
 
 // The groups schedule's buffers: every tile's transformed input (v) and products or transformed
@@ -287,6 +286,23 @@ void forward(const float* x, const typename S::Grid& g, const float* u, const ty
       S::output_tiles(m.data(), gy, t0, bt, 0, nt, y, stage.data());
     }
   });
+}
+
+// y = conv(x, w) for w (O, C, kernel...) contiguous: by the groups schedule where the scheme has
+// one and the layer takes it, else with every point's weights transformed (S::transform_weights)
+// and forward()'s blocks or chunks.
+template <class S>
+void forward_weights(const float* x, const typename S::Grid& g, const at::Tensor& w,
+                     const typename S::Grid& gy, float* y) {
+  if constexpr (S::kGroups > 0) {
+    if (grouped_schedule<S>(g.tiles(), g.c, gy.c)) {
+      const at::Tensor wt = taps_by_channel(w);
+      forward_grouped<S>(x, g, wt.data_ptr<float>(), gy, y);
+      return;
+    }
+  }
+  const at::Tensor u = S::transform_weights(w);
+  forward<S>(x, g, u.data_ptr<float>(), gy, y);
 }
 
 // dU (P, C, O) = sum over tiles of V(x)^T dM(dy); then dw from it (S::weights_gradient).
