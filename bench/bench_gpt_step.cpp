@@ -7,7 +7,10 @@
 // --tp N the model is split over N tensor-parallel ranks and the all-reduce time is reported.
 // --gemm-peak 1 also times LibTorch's matrix product at the model's own GEMM shapes in the step's
 // dtype, in this process and with its threads, and reports the step's model FLOP/s as a fraction
-// of the fastest (MFU against the measured GEMM peak, not a datasheet's).
+// of the fastest (MFU against the measured GEMM peak, not a datasheet's). In float32 it also times
+// the CPU's multiply-add peak (kernels::simd::fma_peak_gflops) and reports the time the step's
+// dense products (linear layers and logits, forward and backward) need at that peak: no float32
+// step of this model, ours or PyTorch's, can take less on this machine.
 // Legend: B batch, S sequence, h hidden, V padded vocabulary.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -33,6 +36,7 @@
 #include "dist/communicator.hpp"
 #include "dist/tensor_comm.hpp"
 #include "kernels/probe_verdicts.hpp"
+#include "kernels/simd.hpp"
 #include "nn/autocast.hpp"
 #include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/metrics.hpp"
@@ -264,6 +268,17 @@ int run(const BenchOptions& o, dist::Communicator& world) {
                                      mo.gemm != kernels::GemmKernel::LibTorch)
                   : std::nan("");
   const double step_gflops = tflop * 1e3 / spread.median / o.tp;
+  // The products every implementation of this step computes: per token, 2 FLOPs per weight of
+  // the linear layers (4 h^2 + 2 h ffn a layer) and of the logits (h V), forward, and twice that
+  // backward (input and weight gradients); the attention's products, which a causal kernel may
+  // halve, are left out, so this is a floor.
+  const double dense_gflop =
+      6.0 * static_cast<double>(o.batch * o.seq) *
+      static_cast<double>(o.layers * (4 * o.hidden * o.hidden + 2 * o.hidden * mo.ffn_hidden_size) +
+                          o.hidden * o.vocab) /
+      o.tp / 1e9;
+  const double fma_gflops =
+      o.gemm_peak && o.precision == "fp32" ? kernels::simd::fma_peak_gflops(threads) : std::nan("");
   const double rest_ms = step_ms - attention_ms - mlp_ms - embed_loss_ms - optimizer_ms;
   const double comm_ms = median_of(comm_s) * 1e3;
   if (world.rank() == 0) {
@@ -287,6 +302,12 @@ int run(const BenchOptions& o, dist::Communicator& world) {
       fmt::print(
           "  GEMM peak here ({}, at::mm at the model's shapes): {:.1f} GFLOP/s; MFU {:.3f}\n",
           o.precision, gemm_gflops, step_gflops / gemm_gflops);
+    if (!std::isnan(fma_gflops))
+      fmt::print(
+          "  float32 multiply-add peak here ({} threads, registers only): {:.1f} GFLOP/s; the "
+          "step's dense products ({:.1f} GFLOP) need >= {:.1f} ms at it ({:.2f} of this step)\n",
+          threads, fma_gflops, dense_gflop, 1e3 * dense_gflop / fma_gflops,
+          1e3 * dense_gflop / fma_gflops / step_ms);
     fmt::print(
         "  phases: forward + loss {:.1f} ms, backward {:.1f} ms, clip + AdamW {:.1f} ms; "
         "tensor-parallel "
@@ -310,7 +331,7 @@ int run(const BenchOptions& o, dist::Communicator& world) {
         "backward_ms={:.2f} optimizer_ms={:.2f} comm_ms={:.2f} attention_ms={:.2f} mlp_ms={:.2f} "
         "embed_loss_ms={:.2f} weights_sum={:.4f} tokens_sum={} optimizer_kernel={} "
         "gemm_kernel={} gelu_kernel={} attention={} step_gflops={:.2f} gemm_gflops={:.2f} "
-        "mfu={:.4f} "
+        "mfu={:.4f} dense_gflop={:.3f} fma_gflops={:.2f} "
         "peak_rss_mib={}\n",
         o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch, o.precision, threads, o.tp,
         llm::gpt_parameter_count(mo), step_ms, spread.min * 1e3, tokens_per_s, loss0,
@@ -319,7 +340,8 @@ int run(const BenchOptions& o, dist::Communicator& world) {
         mo.attention == llm::AttentionImpl::kNative  ? "native"
         : mo.attention == llm::AttentionImpl::kFused ? "fused"
                                                      : "plain",
-        step_gflops, gemm_gflops, step_gflops / gemm_gflops, core::peak_rss_bytes() / (1 << 20));
+        step_gflops, gemm_gflops, step_gflops / gemm_gflops, dense_gflop, fma_gflops,
+        core::peak_rss_bytes() / (1 << 20));
     for (const std::string& line : kernels::probe_verdicts().lines())
       fmt::print("  probe: {}\n", line);
   }

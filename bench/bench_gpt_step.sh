@@ -16,6 +16,8 @@
 #      Python side runs the plain one), LOG=<file keeping every run's output>. The
 #      C++ MFU column is its model FLOP/s over the fastest product at the model's GEMM shapes
 #      (at::mm, and oneDNN's unless GEMM=libtorch), timed in the same process in the step's dtype.
+#      The floor column (fp32): the step's dense products at the float32 multiply-add peak the C++
+#      process measured, over the Python step: the lowest C++/Python any float32 step could reach.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${1:-$ROOT/build}/bench/bench_gpt_step"
@@ -99,6 +101,7 @@ function med(list,   a, n, i, j, t) {
     share[key, "emb"] = share[key, "emb"] " " 100 * f["embed_loss_ms"] / f["step_ms"]
     share[key, "opt"] = share[key, "opt"] " " 100 * f["optimizer_ms"] / f["step_ms"]
     mfu[key] = mfu[key] " " f["mfu"]
+    if (f["fma_gflops"] + 0 > 0) floor_ms[key] = floor_ms[key] " " 1e3 * f["dense_gflop"] / f["fma_gflops"]
   }
   if (side == "py" && (key in last_cpp)) paired[key] = paired[key] " " last_cpp[key] / f["step_ms"]
   if ((key, side) in loss && loss[key, side] != f["loss0"]) bad = bad "\n  " key ": " side " loss0 changed between runs"
@@ -106,20 +109,21 @@ function med(list,   a, n, i, j, t) {
   if (f["peak_rss_mib"] + 0 > rss[key, side] + 0) rss[key, side] = f["peak_rss_mib"]
 }
 END {
-  printf "\n| layers:hidden:heads:seq:batch | precision | C++ ms/step | Python ms/step | C++/Python (paired) | C++ tokens/s | Python tokens/s | C++ MFU | attention | MLP | embedding+loss | optimizer | peak RSS C++ / Python MiB |\n"
-  printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+  printf "\n| layers:hidden:heads:seq:batch | precision | C++ ms/step | Python ms/step | C++/Python (paired) | floor | C++ tokens/s | Python tokens/s | C++ MFU | attention | MLP | embedding+loss | optimizer | peak RSS C++ / Python MiB |\n"
+  printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
   for (k = 1; k <= n; ++k) {
     key = order[k]; split(key, kp, " ")
     c = med(ms[key, "cpp"]); p = med(ms[key, "py"])
-    printf "| %s | %s | %.1f | %.1f | %.3f | %.0f | %.0f | %.2f | %.0f%% | %.0f%% | %.0f%% | %.0f%% | %s / %s |\n", kp[1], kp[2], c, p, \
-      med(paired[key]), tokens[key] / (c / 1e3), tokens[key] / (p / 1e3), med(mfu[key]), med(share[key, "attn"]), \
+    fl = (key in floor_ms) ? sprintf("%.3f", med(floor_ms[key]) / p) : "-"
+    printf "| %s | %s | %.1f | %.1f | %.3f | %s | %.0f | %.0f | %.2f | %.0f%% | %.0f%% | %.0f%% | %.0f%% | %s / %s |\n", kp[1], kp[2], c, p, \
+      med(paired[key]), fl, tokens[key] / (c / 1e3), tokens[key] / (p / 1e3), med(mfu[key]), med(share[key, "attn"]), \
       med(share[key, "mlp"]), med(share[key, "emb"]), med(share[key, "opt"]), rss[key, "cpp"], rss[key, "py"]
     if (wsum[key, "cpp"] != wsum[key, "py"]) bad = bad "\n  " key ": initial weights differ"
     d = loss[key, "cpp"] - loss[key, "py"]; if (d < 0) d = -d
     if (d > 1e-4 * loss[key, "py"]) bad = bad "\n  " key ": first-step losses differ, C++ " loss[key, "cpp"] ", Python " loss[key, "py"]
     else same = same sprintf("\n  %s: first-step loss %s (C++) = %s (Python), |weights| %s", key, loss[key, "cpp"], loss[key, "py"], wsum[key, "cpp"])
   }
-  printf "\nTargets: C++/Python <= 1.0 (issue 12), <= 0.7 (issue 29; MFU >= 0.6 at 124M, 8 x 128). Shares are of the C++ step, each part timed alone (forward + backward).\nSame model on both sides:%s\n", same
+  printf "\nTargets: C++/Python <= 1.0 (issue 12), <= 0.7 (issue 29; MFU >= 0.6 at 124M, 8 x 128). Shares are of the C++ step, each part timed alone (forward + backward). floor (fp32): the step'"'"'s dense products (linear layers, logits) at the float32 multiply-add peak the C++ side measured, over the Python step: no float32 step of this model on this CPU has a lower C++/Python.\nSame model on both sides:%s\n", same
   if (bad != "") { printf "error: the C++ and Python runs are not the same model:%s\n", bad > "/dev/stderr"; exit 1 }
 }' "$results"
 

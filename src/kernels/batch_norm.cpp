@@ -20,6 +20,7 @@
 
 #include "core/error.hpp"
 #include "kernels/parallel.hpp"
+#include "kernels/simd.hpp"
 #include "nn/autocast.hpp"
 
 namespace scaffold::kernels {
@@ -34,7 +35,7 @@ int64_t block_rows(int64_t c) {
   return std::max<int64_t>(16, 8192 / std::max<int64_t>(1, c));
 }
 
-#define SCAFFOLD_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define SCAFFOLD_ISA_CLONES SCAFFOLD_SIMD_CLONES  // simd.hpp's: AVX-512, AVX with FMA, baseline
 
 // --- Row-block loops, channels innermost; one clone per ISA, picked at load time.
 

@@ -17,6 +17,7 @@
 
 #include "core/error.hpp"
 #include "kernels/parallel.hpp"
+#include "kernels/simd.hpp"
 #include "nn/autocast.hpp"
 
 namespace scaffold::kernels {
@@ -104,10 +105,11 @@ struct Dims {
         s(x.numel() / std::max<int64_t>(1, n * c)) {}
 };
 
-// --- Per-channel loops: inlined into one clone per ISA (AVX-512, AVX2, baseline) each, picked at
-// load time, so a generic x86-64 build still runs wide vectors (the compiler vectorises the lanes).
+// --- Per-channel loops: inlined into one clone per ISA (simd.hpp's: AVX-512, AVX with FMA,
+// baseline) each, picked at load time, so a generic x86-64 build still runs wide vectors (the
+// compiler vectorises the lanes).
 
-#define SCAFFOLD_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define SCAFFOLD_ISA_CLONES SCAFFOLD_SIMD_CLONES
 #define SCAFFOLD_INLINE inline __attribute__((always_inline))
 
 template <typename T>

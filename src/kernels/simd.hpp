@@ -1,8 +1,19 @@
 // 16-float vectors (GCC vector extensions, which clang has too) for the hand-written CPU kernels
 // (Winograd convolution). Each kernel's hot function is compiled three times by target_clones
-// (AVX-512, AVX2, baseline) and picked at load time for the CPU it runs on; the helpers it calls
-// must be always_inline so they are compiled inside each clone. Lambdas are not: a lambda in a
-// clone is compiled for the baseline ISA, so hot loops stay plain loops.
+// (AVX-512, 256-bit AVX with FMA, baseline) and picked at load time for the CPU it runs on; the
+// helpers it calls must be always_inline so they are compiled inside each clone. Lambdas are not:
+// a lambda in a clone is compiled for the baseline ISA, so hot loops stay plain loops.
+//
+// The middle clone is "fma", not "avx2": an avx2 target does not include FMA, so that clone ran
+// every a * b + c as a multiply and an add (measured on a Zen 3: the Winograd products 20-30 %
+// slower; on Intel cores without AVX-512, whose adds share the FMA ports, half the rate).
+// target_clones takes one feature per clone, and its "arch=x86-64-v3" is dispatched on the CPU's
+// model, not its features (a Zen 3 got the baseline), so the clone is "fma", which implies AVX
+// (256-bit float arithmetic) but not AVX2's 256-bit integer instructions: the few integer vector
+// steps (exp's exponent bits, bf16 shifts) run in two 128-bit halves there. Every CPU with AVX2
+// has FMA. The multiply-adds are written a * b + c and contracted by the compiler (clang's
+// default -ffp-contract=on; GCC builds add -ffp-contract=fast to the kernels, src/CMakeLists.txt);
+// fused_multiply_add() below lets a test check that the clone a CPU runs does fuse them.
 //
 // Helpers take and give vectors by reference, never by value: clang checks a call's vector ABI
 // before inlining, and a 64-byte vector passed by value from the AVX-512 clone to a helper
@@ -17,7 +28,7 @@
 #pragma GCC diagnostic ignored "-Wpsabi"  // vector values never cross a call boundary
 
 #define SCAFFOLD_SIMD_INLINE inline __attribute__((always_inline))
-#define SCAFFOLD_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define SCAFFOLD_SIMD_CLONES __attribute__((target_clones("avx512f", "fma", "default")))
 
 namespace scaffold::kernels::simd {
 
@@ -42,10 +53,10 @@ SCAFFOLD_SIMD_INLINE void storev(float* p, const v16& v) {
 
 // Whether the register-tiled products (Winograd's point products, attention's) may size their
 // tiles for 32 registers of a whole v16 (AVX-512, whose clone the resolver picks on exactly these
-// CPUs); otherwise they tile for 16 registers of half a v16 each (AVX2), where the AVX-512 tiles
-// spill (measured on a Zen 3: the Winograd products ran at half the speed, docs/performance.md).
-// Tests force either tiling on any CPU (the wide one spills on AVX2: slow, not wrong) with
-// force_wide_registers(0 or 1); -1 follows CPUID again.
+// CPUs); otherwise they tile for 16 registers of half a v16 each (AVX, the fma clone), where the
+// AVX-512 tiles spill (measured on a Zen 3: the Winograd products ran at half the speed,
+// docs/performance.md). Tests force either tiling on any CPU (the wide one spills on AVX2: slow,
+// not wrong) with force_wide_registers(0 or 1); -1 follows CPUID again.
 inline std::atomic<int> wide_registers_forced{-1};
 inline void force_wide_registers(int wide) {
   wide_registers_forced.store(wide);
@@ -86,5 +97,18 @@ SCAFFOLD_SIMD_INLINE uint16_t to_bf16(float f) {
   const auto u = __builtin_bit_cast(uint32_t, f);
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
+
+// out = a * b + c over 16 floats, one v16 expression compiled in SCAFFOLD_SIMD_CLONES's clones as
+// the kernels' are, computed by the clone this CPU runs: each element rounded once where that
+// clone fuses the multiply-add, twice where it does not (a test's check of the clones).
+void fused_multiply_add(const float* a, const float* b, const float* c, float* out);
+
+// The float32 multiply-add peak of this CPU on `threads` of LibTorch's threads (0: all of them),
+// in GFLOP/s (a multiply-add is 2): each thread runs independent chains of v16 multiply-adds on
+// registers only (12 wide vectors with AVX-512, 6 otherwise: two per FMA unit's latency, no
+// spill) in the kernels' clone for this CPU, for about `seconds`; the best of 5 such timings. What
+// no float32 product can exceed here: benches divide a step's FLOPs by it for a lower bound on
+// the step's time (bench_gpt_step).
+double fma_peak_gflops(int threads = 0, double seconds = 0.1);
 
 }  // namespace scaffold::kernels::simd

@@ -118,9 +118,10 @@ std::string cpu_isa(const CpuInfo& cpuinfo) {
   const std::string flags = " " + cpuinfo_value(cpuinfo, "flags") + " ";
   flag(flags.find(" avx512_bf16 ") != std::string::npos, "avx512_bf16");
   flag(flags.find(" amx_tile ") != std::string::npos, "amx_tile");
-  // target_clones("avx512f", "avx2", "default") picks the first the CPU has.
+  // The kernels' target_clones("avx512f", "fma", "default") (kernels/simd.hpp) picks the first the
+  // CPU has.
   text += __builtin_cpu_supports("avx512f") ? "; kernels avx512f"
-          : __builtin_cpu_supports("avx2")  ? "; kernels avx2"
+          : __builtin_cpu_supports("fma")   ? "; kernels fma"
                                             : "; kernels default";
   return text;
 #else
