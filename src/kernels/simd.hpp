@@ -5,7 +5,7 @@
 // a lambda in a clone is compiled for the baseline ISA, so hot loops stay plain loops.
 //
 // The middle clone is "fma", not "avx2": an avx2 target does not include FMA, so that clone ran
-// every a * b + c as a multiply and an add (measured on a Zen 3: the Winograd products 20-30 %
+// every a * b + c as a multiply and an add (measured on a Zen 3: the Winograd convolutions 10-30 %
 // slower; on Intel cores without AVX-512, whose adds share the FMA ports, half the rate).
 // target_clones takes one feature per clone, and its "arch=x86-64-v3" is dispatched on the CPU's
 // model, not its features (a Zen 3 got the baseline), so the clone is "fma", which implies AVX
@@ -105,8 +105,9 @@ void fused_multiply_add(const float* a, const float* b, const float* c, float* o
 
 // The float32 multiply-add peak of this CPU on `threads` of LibTorch's threads (0: all of them),
 // in GFLOP/s (a multiply-add is 2): each thread runs independent chains of v16 multiply-adds on
-// registers only (12 wide vectors with AVX-512, 6 otherwise: two per FMA unit's latency, no
-// spill) in the kernels' clone for this CPU, for about `seconds`; the best of 5 such timings. What
+// registers only (12 v16 with AVX-512, 6 otherwise: 12 vector registers either way, more chains
+// than 2 FMA units x 4-5 cycles of latency need, no spill) in the kernels' clone for this CPU,
+// each run lasting between half of `seconds` and `seconds`; the best of 5 such timings. What
 // no float32 product can exceed here: benches divide a step's FLOPs by it for a lower bound on
 // the step's time (bench_gpt_step).
 double fma_peak_gflops(int threads = 0, double seconds = 0.1);

@@ -32,17 +32,19 @@ TEST(SimdClones, TheCloneRoundsAMultiplyAddOnceWhereTheCpuHasFma) {
 
 // The peak is an upper bound for any float32 product: LibTorch's matrix product (OpenBLAS's or
 // oneDNN's kernels, typically 80-95 % of it) must not beat it, or the peak was undercounted (a
-// lost factor of 2, spilled chains). Timings alternate, best of each kept, on one thread; the 25 %
-// margin is for a noisy machine. And no core does more than 2 AVX-512 multiply-adds a cycle at
-// 6 GHz (384 GFLOP/s): a gross overcount fails there.
+// lost factor of 2, spilled chains). On one thread, alternating, the best of each kept, both timed
+// in windows of about a millisecond: with ctest running other tests beside this one, a longer
+// window is more often shared with another process than a short one, and the best of many short
+// windows finds the core alone for either. The 25 % margin is for what noise remains. And no core
+// does more than 2 AVX-512 multiply-adds a cycle at 6 GHz (384 GFLOP/s): a gross overcount fails.
 TEST(FmaPeak, NoMatrixProductBeatsItAndItIsNoMoreThanACoreCanDo) {
   const int saved = at::get_num_threads();
   at::set_num_threads(1);
   const int64_t n = 384;
   const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
   double peak = 0, mm = 0;
-  for (int round = 0; round < 3; ++round) {
-    peak = std::max(peak, simd::fma_peak_gflops(1, 0.02));
+  for (int round = 0; round < 5; ++round) {
+    peak = std::max(peak, simd::fma_peak_gflops(1, 0.002));
     for (int rep = 0; rep < 5; ++rep) {
       const auto start = std::chrono::steady_clock::now();
       const at::Tensor c = at::mm(a, b);
