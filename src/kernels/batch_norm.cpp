@@ -35,15 +35,14 @@ int64_t block_rows(int64_t c) {
   return std::max<int64_t>(16, 8192 / std::max<int64_t>(1, c));
 }
 
-#define SCAFFOLD_ISA_CLONES SCAFFOLD_SIMD_CLONES  // simd.hpp's: AVX-512, AVX with FMA, baseline
-
-// --- Row-block loops, channels innermost; one clone per ISA, picked at load time.
+// --- Row-block loops, channels innermost; one clone per ISA (simd.hpp's SCAFFOLD_SIMD_CLONES:
+// AVX-512, AVX with FMA, baseline), picked at load time.
 
 // Per channel over `rows` rows: the block's float mean `centre`, then Σ d and Σ d² of
 // d = x − centre (the first-order term corrects the centre's rounding).
-SCAFFOLD_ISA_CLONES void block_moments(const float* __restrict x, int64_t rows, int64_t c,
-                                       float* __restrict centre, float* __restrict s1,
-                                       float* __restrict s2) {
+SCAFFOLD_SIMD_CLONES void block_moments(const float* __restrict x, int64_t rows, int64_t c,
+                                        float* __restrict centre, float* __restrict s1,
+                                        float* __restrict s2) {
   for (int64_t j = 0; j < c; ++j) centre[j] = 0.f, s1[j] = 0.f, s2[j] = 0.f;
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * c;
@@ -62,9 +61,9 @@ SCAFFOLD_ISA_CLONES void block_moments(const float* __restrict x, int64_t rows, 
 }
 
 // y = relu(x·a + b [+ residual]) per channel. NaN passes, as relu's.
-SCAFFOLD_ISA_CLONES void output_rows(const float* __restrict x, const float* __restrict res,
-                                     int64_t rows, int64_t c, const float* __restrict a,
-                                     const float* __restrict b, float* __restrict y) {
+SCAFFOLD_SIMD_CLONES void output_rows(const float* __restrict x, const float* __restrict res,
+                                      int64_t rows, int64_t c, const float* __restrict a,
+                                      const float* __restrict b, float* __restrict y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * c;
     float* yr = y + r * c;
@@ -87,11 +86,11 @@ SCAFFOLD_ISA_CLONES void output_rows(const float* __restrict x, const float* __r
 // where the forward's pre-ReLU value was > 0: recomputed exactly as output_rows computed it,
 // or, with a residual, read from the output y (ReLU's own backward test, as LibTorch's
 // threshold_backward) and written to `g_out` (the residual's gradient).
-SCAFFOLD_ISA_CLONES void sums_rows(const float* __restrict x, const float* __restrict y,
-                                   const float* __restrict dy, int64_t rows, int64_t c,
-                                   const float* __restrict a, const float* __restrict b,
-                                   const float* __restrict m, float* __restrict sg,
-                                   float* __restrict sgx, float* __restrict g_out) {
+SCAFFOLD_SIMD_CLONES void sums_rows(const float* __restrict x, const float* __restrict y,
+                                    const float* __restrict dy, int64_t rows, int64_t c,
+                                    const float* __restrict a, const float* __restrict b,
+                                    const float* __restrict m, float* __restrict sg,
+                                    float* __restrict sgx, float* __restrict g_out) {
   for (int64_t j = 0; j < c; ++j) sg[j] = 0.f, sgx[j] = 0.f;
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * c, *dyr = dy + r * c;
@@ -116,11 +115,11 @@ SCAFFOLD_ISA_CLONES void sums_rows(const float* __restrict x, const float* __res
 
 // dx = k·g + p·x + q per channel. `g` is the masked gradient itself when `masked`, else dy
 // (masked here as in sums_rows).
-SCAFFOLD_ISA_CLONES void input_rows(const float* __restrict x, const float* __restrict g_or_dy,
-                                    bool masked, int64_t rows, int64_t c, const float* __restrict a,
-                                    const float* __restrict b, const float* __restrict k,
-                                    const float* __restrict p, const float* __restrict q,
-                                    float* __restrict dx) {
+SCAFFOLD_SIMD_CLONES void input_rows(const float* __restrict x, const float* __restrict g_or_dy,
+                                     bool masked, int64_t rows, int64_t c,
+                                     const float* __restrict a, const float* __restrict b,
+                                     const float* __restrict k, const float* __restrict p,
+                                     const float* __restrict q, float* __restrict dx) {
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * c, *gr = g_or_dy + r * c;
     float* dxr = dx + r * c;

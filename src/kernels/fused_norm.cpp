@@ -109,11 +109,8 @@ struct Dims {
 // baseline) each, picked at load time, so a generic x86-64 build still runs wide vectors (the
 // compiler vectorises the lanes).
 
-#define SCAFFOLD_ISA_CLONES SCAFFOLD_SIMD_CLONES
-#define SCAFFOLD_INLINE inline __attribute__((always_inline))
-
 template <typename T>
-SCAFFOLD_INLINE void moments_channel_impl(const T* xc, int64_t s, double& mean, double& m2) {
+SCAFFOLD_SIMD_INLINE void moments_channel_impl(const T* xc, int64_t s, double& mean, double& m2) {
   Moments m;
   for (int64_t off = 0; off < s; off += kBlock) {
     const int64_t len = std::min(kBlock, s - off);
@@ -126,7 +123,7 @@ SCAFFOLD_INLINE void moments_channel_impl(const T* xc, int64_t s, double& mean, 
 }
 
 template <typename T>
-SCAFFOLD_INLINE void output_channel_impl(const T* xc, int64_t s, Affine f, float* yc) {
+SCAFFOLD_SIMD_INLINE void output_channel_impl(const T* xc, int64_t s, Affine f, float* yc) {
   for (int64_t i = 0; i < s; ++i) {
     const float v = load(xc + i) * f.a + f.b;
     yc[i] = v <= 0.f ? 0.f : v;  // NaN passes, as relu's
@@ -136,8 +133,8 @@ SCAFFOLD_INLINE void output_channel_impl(const T* xc, int64_t s, Affine f, float
 // Σ g and Σ g·(x − m) with g = dy where the forward's pre-ReLU value is > 0 and m the group's mean
 // rounded to float: centred, so Σ g·x keeps its digits when |mean| >> std.
 template <typename T>
-SCAFFOLD_INLINE void sums_channel_impl(const T* xc, const float* dyc, int64_t s, Affine f, float m,
-                                       double& sum_g, double& sum_gxc) {
+SCAFFOLD_SIMD_INLINE void sums_channel_impl(const T* xc, const float* dyc, int64_t s, Affine f,
+                                            float m, double& sum_g, double& sum_gxc) {
   double total_g = 0, total_gx = 0;
   for (int64_t off = 0; off < s; off += kBlock) {
     const int64_t len = std::min(kBlock, s - off);
@@ -165,8 +162,8 @@ SCAFFOLD_INLINE void sums_channel_impl(const T* xc, const float* dyc, int64_t s,
 
 // dx = k·g + p·x + q with k = rstd·w and the group's c2, c3 as p, q (see backward()).
 template <typename T>
-SCAFFOLD_INLINE void input_channel_impl(const T* xc, const float* dyc, int64_t s, Affine f, float p,
-                                        float q, T* dxc) {
+SCAFFOLD_SIMD_INLINE void input_channel_impl(const T* xc, const float* dyc, int64_t s, Affine f,
+                                             float p, float q, T* dxc) {
   for (int64_t i = 0; i < s; ++i) {
     const float xv = load(xc + i), dyv = dyc[i];
     const float g = xv * f.a + f.b <= 0.f ? 0.f : dyv;
@@ -174,20 +171,20 @@ SCAFFOLD_INLINE void input_channel_impl(const T* xc, const float* dyc, int64_t s
   }
 }
 
-#define SCAFFOLD_CHANNEL_KERNELS(T)                                                            \
-  SCAFFOLD_ISA_CLONES void moments_channel(const T* xc, int64_t s, double& mean, double& m2) { \
-    moments_channel_impl(xc, s, mean, m2);                                                     \
-  }                                                                                            \
-  SCAFFOLD_ISA_CLONES void output_channel(const T* xc, int64_t s, Affine f, float* yc) {       \
-    output_channel_impl(xc, s, f, yc);                                                         \
-  }                                                                                            \
-  SCAFFOLD_ISA_CLONES void sums_channel(const T* xc, const float* dyc, int64_t s, Affine f,    \
-                                        float m, double& sum_g, double& sum_gxc) {             \
-    sums_channel_impl(xc, dyc, s, f, m, sum_g, sum_gxc);                                       \
-  }                                                                                            \
-  SCAFFOLD_ISA_CLONES void input_channel(const T* xc, const float* dyc, int64_t s, Affine f,   \
-                                         float p, float q, T* dxc) {                           \
-    input_channel_impl(xc, dyc, s, f, p, q, dxc);                                              \
+#define SCAFFOLD_CHANNEL_KERNELS(T)                                                             \
+  SCAFFOLD_SIMD_CLONES void moments_channel(const T* xc, int64_t s, double& mean, double& m2) { \
+    moments_channel_impl(xc, s, mean, m2);                                                      \
+  }                                                                                             \
+  SCAFFOLD_SIMD_CLONES void output_channel(const T* xc, int64_t s, Affine f, float* yc) {       \
+    output_channel_impl(xc, s, f, yc);                                                          \
+  }                                                                                             \
+  SCAFFOLD_SIMD_CLONES void sums_channel(const T* xc, const float* dyc, int64_t s, Affine f,    \
+                                         float m, double& sum_g, double& sum_gxc) {             \
+    sums_channel_impl(xc, dyc, s, f, m, sum_g, sum_gxc);                                        \
+  }                                                                                             \
+  SCAFFOLD_SIMD_CLONES void input_channel(const T* xc, const float* dyc, int64_t s, Affine f,   \
+                                          float p, float q, T* dxc) {                           \
+    input_channel_impl(xc, dyc, s, f, p, q, dxc);                                               \
   }
 SCAFFOLD_CHANNEL_KERNELS(float)
 SCAFFOLD_CHANNEL_KERNELS(c10::BFloat16)
