@@ -3,11 +3,10 @@
 
 #include <ATen/Parallel.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <vector>
 
+#include "core/timer.hpp"
 #include "kernels/parallel.hpp"
 
 namespace scaffold::kernels::simd {
@@ -58,25 +57,24 @@ double fma_peak_gflops(int threads, double seconds) {
   const bool wide = wide_registers();
   const int64_t chains = wide ? 12 : 6;
   std::vector<float> sink(static_cast<std::size_t>(kVec * n));  // one v16 per thread
-  // Seconds of one parallel run of `iterations` per thread.
+  // One parallel run of `iterations` per thread.
   const auto run = [&](int64_t iterations) {
-    const auto start = std::chrono::steady_clock::now();
     parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t)
         multiply_add_run(iterations, wide, sink.data() + kVec * t);
     });
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   // Double the run until it takes half of `seconds` (a short first run would be mostly the
   // threads' wake-up, and sizing from its rate made later runs short too), then the best of 5.
   int64_t iterations = int64_t{1} << 14;
-  for (double s = run(iterations); s < seconds / 2 && iterations < (int64_t{1} << 40);
-       s = run(iterations))
-    iterations *= 2;
-  double best = 0;
-  for (int r = 0; r < 5; ++r)
-    best = std::max(
-        best, 2.0 * kVec * static_cast<double>(chains * iterations * n) / run(iterations) / 1e9);
+  const auto seconds_of = [&](int64_t it) {
+    const core::Stopwatch clock;
+    run(it);
+    return clock.elapsed_s();
+  };
+  while (seconds_of(iterations) < seconds / 2 && iterations < (int64_t{1} << 40)) iterations *= 2;
+  const double best_ms = core::best_time_ms([&] { run(iterations); }, 0, 5);
+  const double best = 2.0 * kVec * static_cast<double>(chains * iterations * n) / best_ms / 1e6;
   if (threads > 0) at::set_num_threads(saved);
   return best;
 }
