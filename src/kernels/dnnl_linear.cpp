@@ -13,76 +13,119 @@
 #include "core/timer.hpp"
 #include "kernels/kernel_use.hpp"
 #include "kernels/probe_verdicts.hpp"
+#include "kernels/sgemm.hpp"
 #include "nn/autocast.hpp"
 
 namespace scaffold::kernels {
 namespace {
 
+// C (m x n) = op(A) op(B) (+ C when accumulate), row-major: the signature of the three kernels a
+// linear layer's products may run on.
+using Sgemm = void (*)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                       int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                       bool accumulate);
+
 #if SCAFFOLD_WITH_DNNL
-// C (m x n) = op(A) op(B) (+ C when accumulate), row-major, oneDNN's sgemm.
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+// oneDNN's sgemm.
+void dnnl_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                  bool accumulate) {
   const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.f, a,
                                           lda, b, ldb, accumulate ? 1.f : 0.f, c, ldc);
   if (status != dnnl_success)
     throw core::Error(
         fmt::format("oneDNN sgemm {}x{}x{} failed (status {})", m, n, k, static_cast<int>(status)));
 }
+#endif
+
+// LibTorch's at::mm (its BLAS) on the same buffers, viewed as tensors.
+void libtorch_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                      bool accumulate) {
+  const auto view = [](const float* p, int64_t rows, int64_t cols, int64_t ld, bool trans) {
+    const at::Tensor t =
+        at::from_blob(const_cast<float*>(p), {trans ? cols : rows, trans ? rows : cols}, {ld, 1},
+                      at::TensorOptions().dtype(at::kFloat));
+    return trans ? t.t() : t;
+  };
+  at::Tensor out = at::from_blob(c, {m, n}, {ldc, 1}, at::TensorOptions().dtype(at::kFloat));
+  if (accumulate)
+    out.addmm_(view(a, m, k, lda, trans_a), view(b, k, n, ldb, trans_b));
+  else
+    at::mm_out(out, view(a, m, k, lda, trans_a), view(b, k, n, ldb, trans_b));
+}
+
+// The kernels by GemmChoice's codes.
+Sgemm product_kernel(GemmChoice::Kernel kernel) {
+  switch (kernel) {
+    case GemmChoice::Native:
+      return &sgemm;
+#if SCAFFOLD_WITH_DNNL
+    case GemmChoice::OneDnn:
+      return &dnnl_product;
+#endif
+    default:
+      return &libtorch_product;
+  }
+}
 
 // y (m x n) = x (m x k) w^T, w (n x k); with a bias, y starts as b and the product adds to it.
-at::Tensor forward_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+at::Tensor forward_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                           Sgemm product) {
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
   at::Tensor y =
       b.defined() ? b.reshape({1, n}).expand({m, n}).contiguous() : at::empty({m, n}, x.options());
-  sgemm(false, true, m, n, k, x.data_ptr<float>(), k, w.data_ptr<float>(), k, y.data_ptr<float>(),
-        n, b.defined());
+  product(false, true, m, n, k, x.data_ptr<float>(), k, w.data_ptr<float>(), k, y.data_ptr<float>(),
+          n, b.defined());
   return y;
 }
 // dx (m x k) = dy (m x n) w (n x k).
-at::Tensor input_gradient(const at::Tensor& dy, const at::Tensor& w) {
+at::Tensor input_gradient(const at::Tensor& dy, const at::Tensor& w, Sgemm product) {
   const int64_t m = dy.size(0), n = dy.size(1), k = w.size(1);
   at::Tensor dx = at::empty({m, k}, dy.options());
-  sgemm(false, false, m, k, n, dy.data_ptr<float>(), n, w.data_ptr<float>(), k,
-        dx.data_ptr<float>(), k, false);
+  product(false, false, m, k, n, dy.data_ptr<float>(), n, w.data_ptr<float>(), k,
+          dx.data_ptr<float>(), k, false);
   return dx;
 }
 // dw (n x k) = dy^T (n x m) x (m x k).
-at::Tensor weight_gradient(const at::Tensor& dy, const at::Tensor& x) {
+at::Tensor weight_gradient(const at::Tensor& dy, const at::Tensor& x, Sgemm product) {
   const int64_t m = dy.size(0), n = dy.size(1), k = x.size(1);
   at::Tensor dw = at::empty({n, k}, dy.options());
-  sgemm(true, false, n, k, m, dy.data_ptr<float>(), n, x.data_ptr<float>(), k, dw.data_ptr<float>(),
-        k, false);
+  product(true, false, n, k, m, dy.data_ptr<float>(), n, x.data_ptr<float>(), k,
+          dw.data_ptr<float>(), k, false);
   return dw;
 }
 
-// The 2-D linear as an autograd function: x (m x k), w (n x k), and with a bias b (n). (Two
-// functions: an undefined tensor cannot be an input of LibTorch's autograd function.)
+// The 2-D linear as an autograd function: x (m x k), w (n x k), and with a bias b (n); each
+// product on the kernel `choice` (GemmChoice::code()) names. (Two functions: an undefined tensor
+// cannot be an input of LibTorch's autograd function.)
 template <bool kBias>
-struct DnnlLinear : public torch::autograd::Function<DnnlLinear<kBias>> {
+struct ChosenLinear : public torch::autograd::Function<ChosenLinear<kBias>> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            const at::Tensor& w, const at::Tensor& b) {
+                            const at::Tensor& w, const at::Tensor& b, int64_t choice) {
     ctx->save_for_backward({x, w});
-    return forward_product(x, w, b);
+    ctx->saved_data["choice"] = choice;
+    return forward_product(x, w, b, product_kernel(GemmChoice::from_code(choice).y));
   }
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            const at::Tensor& w) {
-    return forward(ctx, x, w, at::Tensor());
+                            const at::Tensor& w, int64_t choice) {
+    return forward(ctx, x, w, at::Tensor(), choice);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& x = saved[0];
     const at::Tensor& w = saved[1];
+    const GemmChoice choice = GemmChoice::from_code(ctx->saved_data["choice"].toInt());
     const at::Tensor dy = grads[0].contiguous();
     at::Tensor dx, dw;
-    if (ctx->needs_input_grad(0)) dx = input_gradient(dy, w);
-    if (ctx->needs_input_grad(1)) dw = weight_gradient(dy, x);
-    if constexpr (kBias) return {dx, dw, ctx->needs_input_grad(2) ? dy.sum(0) : at::Tensor()};
-    return {dx, dw};
+    if (ctx->needs_input_grad(0)) dx = input_gradient(dy, w, product_kernel(choice.dx));
+    if (ctx->needs_input_grad(1)) dw = weight_gradient(dy, x, product_kernel(choice.dw));
+    if constexpr (kBias)
+      return {dx, dw, ctx->needs_input_grad(2) ? dy.sum(0) : at::Tensor(), at::Tensor()};
+    return {dx, dw, at::Tensor()};
   }
 };
-
-#endif
 
 std::string linear_describe(const at::Tensor& x, const at::Tensor& w) {
   return fmt::format("x {} {} {}, w {} {}", fmt::join(x.sizes(), "x"),
@@ -90,22 +133,75 @@ std::string linear_describe(const at::Tensor& x, const at::Tensor& w) {
                      c10::toString(w.scalar_type()));
 }
 
-// Why dnnl_linear does not take these ("" when it does).
+// Why the chosen products do not take these ("" when they do).
 std::string linear_unsupported(const at::Tensor& x, const at::Tensor& w) {
-#if SCAFFOLD_WITH_DNNL
   if (!x.defined() || !w.defined()) return "an undefined tensor";
   if (!x.device().is_cpu() || !w.device().is_cpu()) return "not on the CPU";
   if (x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat) return "not float32";
   if (x.dim() < 1 || w.dim() != 2 || x.size(-1) != w.size(1)) return "shapes do not match";
   if (nn::AutocastState::current().cpu_enabled) return "under CPU autocast";
   return "";
-#else
-  (void)x, (void)w;
-  return "this build has no oneDNN";
-#endif
 }
 
+// Why dnnl_linear does not take these ("" when it does).
+std::string dnnl_unsupported(const at::Tensor& x, const at::Tensor& w) {
+  if (SCAFFOLD_WITH_DNNL == 0) return "this build has no oneDNN";
+  return linear_unsupported(x, w);
+}
+
+constexpr const char* kProductNames[3] = {"y", "dx", "dw"};
+
 }  // namespace
+
+const char* to_string(GemmChoice::Kernel kernel) {
+  switch (kernel) {
+    case GemmChoice::OneDnn:
+      return "onednn";
+    case GemmChoice::Native:
+      return "native";
+    case GemmChoice::LibTorch:
+      break;
+  }
+  return "libtorch";
+}
+
+GemmChoice GemmChoice::from_code(int64_t code) {
+  const auto kernel = [](int64_t bits) { return static_cast<Kernel>(bits & 3); };
+  return {kernel(code), kernel(code >> 2), kernel(code >> 4)};
+}
+
+std::string GemmChoice::name() const {
+  if (y == dx && dx == dw) return to_string(y);
+  return fmt::format("y={} dx={} dw={}", to_string(y), to_string(dx), to_string(dw));
+}
+
+GemmChoice GemmChoice::parse(const std::string& text) {
+  const auto kernel = [&](const std::string& name) {
+    for (const Kernel k : {LibTorch, OneDnn, Native})
+      if (name == to_string(k)) return k;
+    throw core::Error(
+        fmt::format("gemm verdict '{}': '{}' is not a kernel (expected libtorch, onednn or native)",
+                    text, name));
+  };
+  if (text.find('=') == std::string::npos) return all(kernel(text));
+  GemmChoice c;
+  Kernel* slots[3] = {&c.y, &c.dx, &c.dw};
+  std::size_t at = 0;
+  for (int p = 0; p < 3; ++p) {
+    const std::string prefix = std::string(kProductNames[p]) + "=";
+    const std::size_t end = at < text.size() ? std::min(text.find(' ', at), text.size()) : at;
+    if (at >= text.size() || text.compare(at, prefix.size(), prefix) != 0 ||
+        end <= at + prefix.size())
+      throw core::Error(fmt::format(
+          "gemm verdict '{}': expected a kernel name or 'y=<kernel> dx=<kernel> dw=<kernel>'",
+          text));
+    *slots[p] = kernel(text.substr(at + prefix.size(), end - at - prefix.size()));
+    at = end + 1;
+  }
+  if (at < text.size())
+    throw core::Error(fmt::format("gemm verdict '{}': text after dw=<kernel>", text));
+  return c;
+}
 
 const char* to_string(GemmKernel kernel) {
   switch (kernel) {
@@ -124,7 +220,7 @@ bool dnnl_gemm_built() {
 }
 
 bool dnnl_linear_supported(const at::Tensor& x, const at::Tensor& w) {
-  return linear_unsupported(x, w).empty();
+  return dnnl_unsupported(x, w).empty();
 }
 
 namespace {
@@ -134,70 +230,86 @@ at::Tensor as_matrix(const at::Tensor& x, int64_t k) {
   return x.reshape({-1, k}).contiguous();
 }
 
-// dnnl_linear without its check, on x as_matrix already: for callers that ran
+// chosen_linear without its check, on x as_matrix already: for callers that ran
 // linear_unsupported. The output has x's leading dimensions.
 at::Tensor apply_linear(const at::Tensor& x, const at::Tensor& x2, const at::Tensor& w,
-                        const at::Tensor& b) {
-#if SCAFFOLD_WITH_DNNL
+                        const at::Tensor& b, GemmChoice choice) {
   const at::Tensor bias = b.defined() ? b.to(at::kFloat).contiguous() : at::Tensor();
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = w.size(0);
-  const at::Tensor y = b.defined() ? DnnlLinear<true>::apply(x2, w.contiguous(), bias)
-                                   : DnnlLinear<false>::apply(x2, w.contiguous());
+  const at::Tensor y = b.defined()
+                           ? ChosenLinear<true>::apply(x2, w.contiguous(), bias, choice.code())
+                           : ChosenLinear<false>::apply(x2, w.contiguous(), choice.code());
   return y.view(shape);
-#else
-  (void)x, (void)x2, (void)w, (void)b;
-  return at::Tensor();
-#endif
 }
 
 }  // namespace
 
 at::Tensor dnnl_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  const std::string why = linear_unsupported(x, w);
+  const std::string why = dnnl_unsupported(x, w);
   if (!why.empty())
     throw core::Error(
         fmt::format("oneDNN linear: unsupported arguments ({}): {}", linear_describe(x, w), why));
-  return apply_linear(x, as_matrix(x, w.size(1)), w, b);
+  return apply_linear(x, as_matrix(x, w.size(1)), w, b, GemmChoice::all(GemmChoice::OneDnn));
 }
 
-bool dnnl_gemm_pays(const at::Tensor& x, const at::Tensor& w) {
-#if SCAFFOLD_WITH_DNNL
+at::Tensor chosen_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                         GemmChoice choice) {
+  const std::string why = linear_unsupported(x, w);
+  if (!why.empty())
+    throw core::Error(
+        fmt::format("linear: unsupported arguments ({}): {}", linear_describe(x, w), why));
+  return apply_linear(x, as_matrix(x, w.size(1)), w, b, choice);
+}
+
+GemmChoice gemm_choice(const at::Tensor& x, const at::Tensor& w) {
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
   // The key is the start of the probe's system.json line.
   const std::string key = fmt::format("gemm {}x{} by {}x{}", m, k, n, k);
-  return probe_verdicts().choose(key, [&] {
+  return GemmChoice::parse(probe_verdicts().choose(key, [&] {
     const at::NoGradGuard no_grad;
+    std::vector<GemmChoice::Kernel> kernels = {GemmChoice::LibTorch, GemmChoice::Native};
+    if (dnnl_gemm_built()) kernels.insert(kernels.begin() + 1, GemmChoice::OneDnn);
     // The output gradient is the forward's output: values of the run's scale, no new input.
-    const at::Tensor dy = forward_product(x, w, at::Tensor());
-    const double onednn_ms = core::best_time_ms([&] {
-      forward_product(x, w, at::Tensor());
-      input_gradient(dy, w);
-      weight_gradient(dy, x);
-    });
-    const double libtorch_ms = core::best_time_ms([&] {
-      at::mm(x, w.t());
-      at::mm(dy, w);
-      at::mm(dy.t(), x);
-    });
-    return ProbeResult{onednn_ms < kGemmMargin * libtorch_ms ? "onednn" : "libtorch",
-                       {{"onednn", onednn_ms}, {"libtorch", libtorch_ms}}};
-  }) == "onednn";
-#else
-  (void)x, (void)w;
-  return false;
-#endif
+    const at::Tensor dy = forward_product(x, w, at::Tensor(), &libtorch_product);
+    ProbeResult result;
+    GemmChoice choice;
+    GemmChoice::Kernel* slots[3] = {&choice.y, &choice.dx, &choice.dw};
+    for (int p = 0; p < 3; ++p) {
+      double reference_ms = 0, best_ms = 0;
+      for (const GemmChoice::Kernel kernel : kernels) {
+        const Sgemm product = product_kernel(kernel);
+        const double ms = core::best_time_ms([&] {
+          if (p == 0) forward_product(x, w, at::Tensor(), product);
+          if (p == 1) input_gradient(dy, w, product);
+          if (p == 2) weight_gradient(dy, x, product);
+        });
+        result.timings.push_back({fmt::format("{} {}", kProductNames[p], to_string(kernel)), ms});
+        if (kernel == GemmChoice::LibTorch) {
+          reference_ms = ms;
+        } else if (ms < kGemmMargin * reference_ms && (best_ms == 0 || ms < best_ms)) {
+          best_ms = ms;
+          *slots[p] = kernel;
+        }
+      }
+    }
+    result.verdict = choice.name();
+    return result;
+  }));
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, GemmKernel kernel,
                   KernelUse* use) {
   if (kernel != GemmKernel::LibTorch) {
-    const std::string why = linear_unsupported(x, w);
+    const std::string why =
+        kernel == GemmKernel::OneDnn ? dnnl_unsupported(x, w) : linear_unsupported(x, w);
     if (why.empty()) {
       const at::Tensor x2 = as_matrix(x, w.size(1));
-      if (kernel == GemmKernel::OneDnn || dnnl_gemm_pays(x2, w.contiguous())) {
-        if (use) use->ran("gemm", "onednn");
-        return apply_linear(x, x2, w, b);  // checked above: once per call, not twice
+      const GemmChoice choice = kernel == GemmKernel::OneDnn ? GemmChoice::all(GemmChoice::OneDnn)
+                                                             : gemm_choice(x2, w.contiguous());
+      if (!choice.all_libtorch()) {
+        if (use) use->ran("gemm", to_string(choice.y));
+        return apply_linear(x, x2, w, b, choice);  // checked above: once per call, not twice
       }
     }
     if (use) use->ran("gemm", "libtorch", kernel == GemmKernel::OneDnn ? why : std::string());

@@ -1,23 +1,47 @@
 // A linear layer's three matrix products (y = x w^T + b forward; dx = dy w and dw = dy^T x
-// backward) on oneDNN's sgemm, chosen per machine and per shape against LibTorch's at::linear.
+// backward), each on LibTorch's at::mm, oneDNN's sgemm or our own (kernels/sgemm.hpp), chosen per
+// machine and per shape and product.
 //
 // Why: LibTorch 1.13's float32 CPU products go to the BLAS it links (OpenBLAS on Debian), whose
 // kernels depend on how the machine is set up (OPENBLAS_CORETYPE pins them: these VMs pin an AVX2
-// core on an AVX-512 CPU, half the rate); oneDNN's sgemm picks its own ISA at run time. Which is
-// faster differs by CPU, environment and shape, so `Probe` measures both once per shape in the
-// process (the forward and both backward products) and takes oneDNN only where it is at least
-// 10 % faster (docs/llm.md, "The matrix products' kernel").
+// core on an AVX-512 CPU, half the rate); oneDNN's sgemm picks its own ISA at run time; ours is
+// blocked for few-token products. Which is fastest differs by CPU, environment, shape and product
+// (ours measured 10-20 % faster than OpenBLAS's on the weight gradient at 256 tokens on a Zen 3,
+// and level on the other two), so `gemm_choice` measures each kernel on each of the three products
+// once per shape in the process and keeps, per product, the fastest where it is at least 10 %
+// faster than at::mm (docs/llm.md, "The matrix products' kernel").
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 
 namespace scaffold::kernels {
 
 class KernelUse;
 
 enum class GemmKernel { LibTorch, OneDnn, Probe };
+
+// The kernel of each of a linear layer's three products: the forward (y), the input gradient (dx)
+// and the weight gradient (dw).
+struct GemmChoice {
+  enum Kernel : uint8_t { LibTorch = 0, OneDnn = 1, Native = 2 };
+  Kernel y = LibTorch, dx = LibTorch, dw = LibTorch;
+
+  static GemmChoice all(Kernel k) { return {k, k, k}; }
+  bool all_libtorch() const { return y == LibTorch && dx == LibTorch && dw == LibTorch; }
+  // A small integer for an autograd function's saved data, and back.
+  int64_t code() const { return y | dx << 2 | dw << 4; }
+  static GemmChoice from_code(int64_t code);
+  // The probe's verdict: a kernel's name where all three products run it ("libtorch", "onednn",
+  // "native"), else "y=<kernel> dx=<kernel> dw=<kernel>".
+  std::string name() const;
+  // name()'s inverse; anything else is a core::Error naming the text.
+  static GemmChoice parse(const std::string& text);
+};
+// "libtorch", "onednn", "native".
+const char* to_string(GemmChoice::Kernel kernel);
 // "libtorch", "onednn", "probe": the config's and system.json's names.
 const char* to_string(GemmKernel kernel);
 
@@ -32,22 +56,29 @@ bool dnnl_linear_supported(const at::Tensor& x, const at::Tensor& w);
 // both gradients; throws core::Error naming the arguments where !dnnl_linear_supported.
 at::Tensor dnnl_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
 
-// oneDNN is kept where it is this much faster or better (the probe's time ratio): below it the
-// two are within the machine's noise and LibTorch, the reference, stays.
+// at::linear(x, w, b) with each product on the kernel `choice` names (a float32 CPU x and w, not
+// under autocast; oneDNN where this build has it, at::mm in its place otherwise). For the tests
+// and the probe's users.
+at::Tensor chosen_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                         GemmChoice choice);
+
+// A kernel is kept for a product where its time is below this fraction of at::mm's (the probe's
+// time ratio): above it the two are within the machine's noise and LibTorch, the reference, stays.
 inline constexpr double kGemmMargin = 0.9;
 
-// The probe: whether oneDNN's three products of an (m x k) input `x` and an (n x k) weight `w`
-// (float32, contiguous) are at least 1 / kGemmMargin times faster than LibTorch's (at::mm),
-// measured once per shape in this process (best of 2 after a warm-up) and remembered in
-// probe_verdicts(), whose line reads "gemm 1024x768 by 2304x768: onednn 6.10 ms, libtorch
-// 13.20 ms -> onednn". It times the call's own x and w, so that it allocates only what the
-// products write (an output-layer weight of a large model is hundreds of MB: a second one
-// would raise the run's peak memory). False without oneDNN.
-bool dnnl_gemm_pays(const at::Tensor& x, const at::Tensor& w);
+// The probe: for an (m x k) input `x` and an (n x k) weight `w` (float32, contiguous), each
+// product timed on each kernel this build has (best of 2 after a warm-up), once per shape in this
+// process and remembered in probe_verdicts(), whose line reads "gemm 256x768 by 2304x768: y
+// libtorch 2.10 ms, y onednn 2.31 ms, y native 2.05 ms, dx libtorch ... -> y=libtorch
+// dx=libtorch dw=native". It times the call's own x and w, so that it allocates only what the
+// products write (an output-layer weight of a large model is hundreds of MB: a second one would
+// raise the run's peak memory).
+GemmChoice gemm_choice(const at::Tensor& x, const at::Tensor& w);
 
-// at::linear by `kernel`: LibTorch, oneDNN where it takes the arguments, or oneDNN where it takes
-// them and the probe says it pays. Each call is counted in `use` (op "gemm") when given, with the
-// reason when OneDnn had to leave a call to LibTorch.
+// at::linear by `kernel`: LibTorch; oneDNN where it takes the arguments; or, for float32 CPU
+// arguments, each product on the kernel the probe chose for the shape. Each call is counted in
+// `use` (op "gemm") when given, by the kernel of its forward product, with the reason when OneDnn
+// had to leave a call to LibTorch.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, GemmKernel kernel,
                   KernelUse* use = nullptr);
 

@@ -305,9 +305,9 @@ TEST(LlmTraining, TheDistributedOptimizerAndTensorParallelismResumeFromPerRankFi
     EXPECT_NEAR(whole[i], plain[i], 1e-5 * plain[i]) << "interval " << i;
     EXPECT_NEAR(parts[i], whole[i], 1e-9 * whole[i]) << "interval " << i;
   }
-  // gemm_kernel is auto (the default): the products' kernels are chosen by a probe in each
-  // process, and the resumed process ran the checkpoint's verdicts, which its system.json lists.
-  // (A build without oneDNN probes nothing.)
+  // Where the products' kernels are chosen by a probe in each process, the resumed process ran the
+  // checkpoint's verdicts, which its system.json lists. (This test's config pins gemm_kernel:
+  // libtorch, which probes nothing; the guard keeps the check for a config that probes.)
   const auto system_of = [&](const std::string& job) {
     return nlohmann::json::parse(core::read_file(run_of(job) / "system.json"));
   };

@@ -320,9 +320,9 @@ std::vector<Spec> llm_training_keys() {
              {"auto", "fused", "libtorch"});
   add_choice(bind_key("gemm_kernel", &LC::gemm_kernel,
                       "the linear layers' matrix products: onednn (oneDNN's sgemm, float32 on a "
-                      "CPU), libtorch (at::linear, the reference), probe (oneDNN for the shapes "
-                      "a measurement in the process finds >= 10 % faster); auto: probe on a CPU, "
-                      "libtorch elsewhere",
+                      "CPU), libtorch (at::linear, the reference), probe (per shape and product, "
+                      "oneDNN's or our own sgemm where a measurement in the process finds it "
+                      ">= 10 % faster than at::mm); auto: probe on a CPU, libtorch elsewhere",
                       "one of auto, probe, onednn, libtorch"),
              {"auto", "probe", "onednn", "libtorch"});
   add_choice(bind_key("gelu_kernel", &LC::gelu_kernel,

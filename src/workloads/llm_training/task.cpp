@@ -316,13 +316,11 @@ kernels::GemmKernel gemm_kernel(const std::string& gemm_kernel, const c10::Devic
     throw core::Error(
         fmt::format("gemm_kernel: {} runs on the CPU, this run trains on {}; use auto or libtorch",
                     gemm_kernel, device.str()));
-  if (!kernels::dnnl_gemm_built()) {
-    if (gemm_kernel == "auto") return kernels::GemmKernel::LibTorch;
-    throw core::Error(fmt::format(
-        "gemm_kernel: {}, but this build has no oneDNN (install libdnnl-dev and rebuild)",
-        gemm_kernel));
-  }
-  return gemm_kernel == "onednn" ? kernels::GemmKernel::OneDnn : kernels::GemmKernel::Probe;
+  if (gemm_kernel != "onednn") return kernels::GemmKernel::Probe;  // auto, probe
+  if (!kernels::dnnl_gemm_built())
+    throw core::Error(
+        "gemm_kernel: onednn, but this build has no oneDNN (install libdnnl-dev and rebuild)");
+  return kernels::GemmKernel::OneDnn;
 }
 
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>

@@ -314,7 +314,7 @@ class LlmRun : public suite::WorkloadRun {
     mo_.gemm = gemm_kernel(cfg_.gemm_kernel, env.device);
     mo_.kernel_use = std::make_shared<kernels::KernelUse>();
     mo_.kernel_use->chose("gemm", mo_.gemm == kernels::GemmKernel::Probe
-                                      ? std::vector<std::string>{"onednn", "libtorch"}
+                                      ? std::vector<std::string>{"onednn", "libtorch", "native"}
                                       : std::vector<std::string>{kernels::to_string(mo_.gemm)});
     mo_.native_gelu = native_gelu(cfg_.gelu_kernel, env.device);
     mo_.kernel_use->chose("gelu", {mo_.native_gelu ? "native" : "libtorch"});

@@ -1,8 +1,9 @@
-// dnnl_linear (oneDNN's sgemm for a linear layer's three products) against LibTorch's at::linear
-// in float64 on the same float32 inputs: output, input, weight and bias gradients within 1e-5 of
-// the reference's largest magnitude (float32 sums of up to 300 terms, in another order), for 2-D
-// and 3-D inputs, with and without a bias, odd extents, an input that needs no gradient. Also what
-// it refuses, the probe's bookkeeping, and which kernel kernels::linear runs for each choice.
+// dnnl_linear (oneDNN's sgemm for a linear layer's three products) and chosen_linear (each product
+// on its own kernel: at::mm, oneDNN's or our sgemm) against LibTorch's at::linear in float64 on the
+// same float32 inputs: output, input, weight and bias gradients within 1e-5 of the reference's
+// largest magnitude (float32 sums of up to 300 terms, in another order), for 2-D and 3-D inputs,
+// with and without a bias, odd extents, an input that needs no gradient. Also what it refuses, the
+// probe's bookkeeping and verdicts, and which kernel kernels::linear runs for each choice.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -106,24 +107,85 @@ TEST(DnnlLinear, RefusesWhatItCannotTakeAndSaysWhy) {
   }
 }
 
-TEST(DnnlLinear, TheProbeMeasuresEachShapeOnceAndDecidesByItsTimes) {
+// Each product's kernel on its own: every mix of the three kernels gives at::linear's output and
+// gradients (float64 reference, as above), with a bias and an input gradient, at a shape with
+// ragged edges for our sgemm's tiles (29 rows, 37 outputs, 70 inputs).
+TEST(ChosenLinear, EveryMixOfKernelsEqualsFloat64Linear) {
+  at::manual_seed(8);
+  const at::Tensor x = at::randn({29, 70}), w = at::randn({37, 70}) * 0.1, b = at::randn({37});
+  const at::Tensor g = at::randn({29, 37});
+  const Result ref = run(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble), g.to(at::kDouble),
+                         true, [](const at::Tensor& a, const at::Tensor& c, const at::Tensor& d) {
+                           return at::linear(a, c, d);
+                         });
+  std::vector<GemmChoice::Kernel> kernels = {GemmChoice::LibTorch, GemmChoice::Native};
+  if (dnnl_gemm_built()) kernels.push_back(GemmChoice::OneDnn);
+  for (const auto y : kernels)
+    for (const auto dx : kernels)
+      for (const auto dw : kernels) {
+        const GemmChoice choice{y, dx, dw};
+        const Result got = run(x, w, b, g, true,
+                               [&](const at::Tensor& a, const at::Tensor& c, const at::Tensor& d) {
+                                 return chosen_linear(a, c, d, choice);
+                               });
+        const std::string what = choice.name();
+        EXPECT_TRUE(tensors_close(got.y, ref.y, 1e-5, "output " + what));
+        EXPECT_TRUE(tensors_close(got.dx, ref.dx, 1e-5, "input gradient " + what));
+        EXPECT_TRUE(tensors_close(got.dw, ref.dw, 1e-5, "weight gradient " + what));
+        EXPECT_TRUE(tensors_close(got.db, ref.db, 1e-5, "bias gradient " + what));
+      }
+}
+
+TEST(GemmChoice, NamesAndParsesVerdictsAndRefusesOthers) {
+  const GemmChoice mixed{GemmChoice::LibTorch, GemmChoice::OneDnn, GemmChoice::Native};
+  EXPECT_EQ(mixed.name(), "y=libtorch dx=onednn dw=native");
+  const GemmChoice back = GemmChoice::parse("y=libtorch dx=onednn dw=native");
+  EXPECT_EQ(back.code(), mixed.code());
+  EXPECT_EQ(GemmChoice::from_code(mixed.code()).name(), mixed.name());
+  // One name for all three: what the probe writes when they agree, and what a checkpoint written
+  // before the per-product choice holds.
+  EXPECT_EQ(GemmChoice::all(GemmChoice::Native).name(), "native");
+  EXPECT_EQ(GemmChoice::parse("onednn").code(), GemmChoice::all(GemmChoice::OneDnn).code());
+  EXPECT_TRUE(GemmChoice::parse("libtorch").all_libtorch());
+  for (const std::string bad : {"mkl", "y=libtorch dx=onednn", "y=libtorch dx=onednn dw=mkl",
+                                "dx=libtorch y=onednn dw=native", "y=native dx=native dw=native x"})
+    EXPECT_THROW(GemmChoice::parse(bad), core::Error) << bad;
+}
+
+TEST(DnnlLinear, TheProbeTimesEveryKernelOnEachProductOnceAndKeepsTheFastest) {
   const std::size_t before = probe_verdicts().measurements().size();
   const at::Tensor x = at::randn({40, 24}), w = at::randn({56, 24});
-  const bool first = dnnl_gemm_pays(x, w);
-  const bool again = dnnl_gemm_pays(at::randn({40, 24}), at::randn({56, 24}));  // same shape
-  EXPECT_EQ(first, again);
+  const GemmChoice first = gemm_choice(x, w);
+  const GemmChoice again = gemm_choice(at::randn({40, 24}), at::randn({56, 24}));  // same shape
+  EXPECT_EQ(first.code(), again.code());
   const auto probes = probe_verdicts().measurements();
-  if (!dnnl_conv3d_built()) {
-    EXPECT_FALSE(first);
-    EXPECT_EQ(probes.size(), before);
-    return;
-  }
   ASSERT_EQ(probes.size(), before + 1);  // measured once, remembered after
   const ProbeMeasurement& p = probes.back();
   EXPECT_EQ(p.key, "gemm 40x24 by 56x24");
-  model::test::expect_decided_by_times(p, "onednn", "libtorch", kGemmMargin);
-  EXPECT_EQ(first, p.result.verdict == "onednn");
-  EXPECT_EQ(p.line().rfind("gemm 40x24 by 56x24: onednn ", 0), 0u) << p.line();
+  EXPECT_EQ(p.result.verdict, first.name());
+  std::vector<std::string> kernels = {"libtorch", "native"};
+  if (dnnl_gemm_built()) kernels.insert(kernels.begin() + 1, "onednn");
+  ASSERT_EQ(p.result.timings.size(), 3 * kernels.size()) << p.line();
+  const GemmChoice::Kernel chosen[3] = {first.y, first.dx, first.dw};
+  const char* products[3] = {"y", "dx", "dw"};
+  for (std::size_t product = 0; product < 3; ++product) {
+    // The product's timings in order, at::mm's first; the kernel kept is the fastest of those
+    // below kGemmMargin times at::mm's, else at::mm.
+    const std::size_t at = product * kernels.size();
+    std::string expected = "libtorch";
+    double best = kGemmMargin * p.result.timings[at].ms;
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+      const ProbeTiming& t = p.result.timings[at + i];
+      EXPECT_EQ(t.kernel, std::string(products[product]) + " " + kernels[i]) << p.line();
+      EXPECT_GT(t.ms, 0.0) << p.line();
+      if (i > 0 && t.ms < best) {
+        best = t.ms;
+        expected = kernels[i];
+      }
+    }
+    EXPECT_EQ(to_string(chosen[product]), expected) << p.line();
+  }
+  EXPECT_EQ(p.line().rfind("gemm 40x24 by 56x24: y libtorch ", 0), 0u) << p.line();
 }
 
 TEST(DnnlLinear, LinearRunsTheChosenKernelAndCountsIt) {
