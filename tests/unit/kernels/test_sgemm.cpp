@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "kernels/sgemm.hpp"
 #include "kernels/simd.hpp"
@@ -76,18 +77,23 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Sgemm, OneAndTwoThreadsAgreeToTheBit) {
   at::manual_seed(4);
   const int saved = at::get_num_threads();
-  for (const Case c : {Case{40, 300, 270}, Case{300, 40, 270}}) {  // split by columns, by rows
-    const at::Tensor a = at::randn({c.m, c.k}), b = at::randn({c.k, c.n});
+  // Split by rows; by columns once (op(B) as stored); by columns in chunks on demand (op(B)
+  // transposed, 4 chunks of 48 columns on 2 threads).
+  for (const auto& [c, trans_b] :
+       {std::make_pair(Case{300, 40, 270}, false), std::make_pair(Case{40, 300, 270}, false),
+        std::make_pair(Case{40, 190, 270}, true)}) {
+    const at::Tensor a = at::randn({c.m, c.k});
+    const at::Tensor b = trans_b ? at::randn({c.n, c.k}) : at::randn({c.k, c.n});
     at::Tensor one = at::empty({c.m, c.n}), two = at::empty({c.m, c.n});
-    at::set_num_threads(1);
-    sgemm(false, false, c.m, c.n, c.k, a.data_ptr<float>(), c.k, b.data_ptr<float>(), c.n,
-          one.data_ptr<float>(), c.n, false);
-    at::set_num_threads(2);
-    sgemm(false, false, c.m, c.n, c.k, a.data_ptr<float>(), c.k, b.data_ptr<float>(), c.n,
-          two.data_ptr<float>(), c.n, false);
+    for (const int threads : {1, 2}) {
+      at::set_num_threads(threads);
+      sgemm(false, trans_b, c.m, c.n, c.k, a.data_ptr<float>(), c.k, b.data_ptr<float>(), b.size(1),
+            (threads == 1 ? one : two).data_ptr<float>(), c.n, false);
+    }
     EXPECT_TRUE(at::equal(one, two)) << c.m << "x" << c.n;
+    const at::Tensor op_b = trans_b ? b.t() : b;
     EXPECT_TRUE(
-        tensors_close(two, at::mm(a.to(at::kDouble), b.to(at::kDouble)), 1e-5, "2 threads"));
+        tensors_close(two, at::mm(a.to(at::kDouble), op_b.to(at::kDouble)), 1e-5, "2 threads"));
   }
   at::set_num_threads(saved);
 }
