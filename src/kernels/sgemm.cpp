@@ -322,7 +322,7 @@ void columns_on_demand(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
              a_block(q, ic));
     }
   });
-  const int threads = std::max(1, at::get_num_threads());
+  const int64_t threads = std::max(1, at::get_num_threads());
   // Chunks of whole panels, about 2 a thread, at most 512 columns (a packed block of 512 KiB).
   const int64_t width = std::clamp(round_up((n + 2 * threads - 1) / (2 * threads), bk.nr), bk.nr,
                                    std::max<int64_t>(bk.nr, 512 / bk.nr * bk.nr));
