@@ -36,8 +36,9 @@ struct ProbeResult {
   std::vector<ProbeTiming> timings;
 };
 // One probe this process ran. line() is its system.json kernel_probes line, "<key>: <kernel> <ms>
-// ms, <kernel> <ms> ms -> <verdict>", e.g. "gemm 1024x768 by 2304x768: onednn 10.20 ms, libtorch
-// 12.31 ms -> onednn"; "<key> -> <verdict>" for a probe that chose without timing anything.
+// ms, <kernel> <ms> ms -> <verdict>", e.g. "gemm 1024x768 by 768x768: y libtorch 4.10 ms, y onednn
+// 3.20 ms, ... -> y=onednn dx=libtorch dw=native" (a timing's kernel may name what it timed, a
+// verdict several choices); "<key> -> <verdict>" for a probe that chose without timing anything.
 struct ProbeMeasurement {
   std::string key;
   ProbeResult result;
