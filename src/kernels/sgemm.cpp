@@ -3,7 +3,8 @@
 // last-level cache), the reduction in blocks of kc (a packed panel of kc x nr floats stays in L1
 // while the tiles of a row block stream past it), rows in blocks of kMc (op(A)'s packed block
 // stays in L2); in the middle, tiles of 6 rows by one panel of C held in registers for the
-// panel's kc multiply-adds (winograd::micro).
+// panel's kc multiply-adds (micro8 below with AVX, winograd::micro's 6 x 4 vectors with AVX-512).
+// Each step here was measured on a Zen 3 (docs/performance.md, "GPT: our own sgemm").
 #include "kernels/sgemm.hpp"
 
 #include <ATen/Parallel.h>

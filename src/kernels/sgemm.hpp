@@ -1,13 +1,13 @@
 // A float32 matrix product of our own for the few-token products of a GPT step: C = op(A) op(B),
 // blocked for the caches and packed (the operands copied into the register tiles' order, so the
-// product reads both sequentially), on the register tiles of the Winograd products
-// (winograd_gemm.hpp: 6 rows by 16 floats on AVX2, 6 by 64 on AVX-512) in the kernels' clones.
+// product reads both sequentially), on register tiles of 6 rows by 16 floats with AVX (its own)
+// or by 64 with AVX-512 (the Winograd products', winograd_gemm.hpp), in the kernels' clones.
 //
 // Why: at 256 tokens against 2048-8192-wide weights (the 800M preset at 2 x 128) OpenBLAS and
-// oneDNN run their sgemm at ~68 % of the CPU's multiply-add peak on an AVX2 Zen 3, the step's
-// floor (docs/performance.md). This one is a third candidate of dnnl_linear.hpp's per-shape probe,
-// so it runs only where it measured faster in the process; LibTorch's at::mm is its reference in
-// the tests.
+// oneDNN run their sgemm at ~68 % of the CPU's multiply-add peak on an AVX2 Zen 3, which bounds
+// the step (docs/performance.md). This one measured 0.77-1.08 of OpenBLAS's time there, by shape
+// and product: it is a third candidate of dnnl_linear.hpp's per-shape, per-product probe, so it
+// runs only where it measured faster in the process. LibTorch's at::mm is its tests' reference.
 #pragma once
 
 #include <cstdint>
