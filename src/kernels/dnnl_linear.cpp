@@ -243,23 +243,26 @@ at::Tensor apply_linear(const at::Tensor& x, const at::Tensor& x2, const at::Ten
   return y.view(shape);
 }
 
+// apply_linear after the check: `why` (the check's answer) empty, else a core::Error naming
+// `what`, the arguments and the reason.
+at::Tensor checked_linear(const char* what, const std::string& why, const at::Tensor& x,
+                          const at::Tensor& w, const at::Tensor& b, GemmChoice choice) {
+  if (!why.empty())
+    throw core::Error(
+        fmt::format("{}: unsupported arguments ({}): {}", what, linear_describe(x, w), why));
+  return apply_linear(x, as_matrix(x, w.size(1)), w, b, choice);
+}
+
 }  // namespace
 
 at::Tensor dnnl_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  const std::string why = dnnl_unsupported(x, w);
-  if (!why.empty())
-    throw core::Error(
-        fmt::format("oneDNN linear: unsupported arguments ({}): {}", linear_describe(x, w), why));
-  return apply_linear(x, as_matrix(x, w.size(1)), w, b, GemmChoice::all(GemmChoice::OneDnn));
+  return checked_linear("oneDNN linear", dnnl_unsupported(x, w), x, w, b,
+                        GemmChoice::all(GemmChoice::OneDnn));
 }
 
 at::Tensor chosen_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                          GemmChoice choice) {
-  const std::string why = linear_unsupported(x, w);
-  if (!why.empty())
-    throw core::Error(
-        fmt::format("linear: unsupported arguments ({}): {}", linear_describe(x, w), why));
-  return apply_linear(x, as_matrix(x, w.size(1)), w, b, choice);
+  return checked_linear("linear", linear_unsupported(x, w), x, w, b, choice);
 }
 
 GemmChoice gemm_choice(const at::Tensor& x, const at::Tensor& w) {

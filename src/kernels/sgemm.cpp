@@ -243,14 +243,21 @@ SCAFFOLD_SIMD_INLINE void tile_any(int64_t nv, int64_t rows, const float* ap, co
 struct BlockLines {
   const float* base = nullptr;
   int64_t outer = 0, stride = 0, inner = 0, first = 0, last = 0;
+
+  // Share `part` of `parts` of the block's lines: what one of `parts` macro() calls fetches.
+  BlockLines share(int64_t part, int64_t parts) const {
+    BlockLines s = *this;
+    s.first = part * outer * inner / parts;
+    s.last = (part + 1) * outer * inner / parts;
+    return s;
+  }
 };
 
+// The whole block (no lines yet: callers share() it out).
 BlockLines block_lines(bool trans, const float* b, int64_t ldb, int64_t p0, int64_t kc, int64_t j0,
                        int64_t nc) {
-  BlockLines l = trans ? BlockLines{b + j0 * ldb + p0, nc, ldb, (kc + kVec - 1) / kVec}
-                       : BlockLines{b + p0 * ldb + j0, kc, ldb, (nc + kVec - 1) / kVec};
-  l.last = l.outer * l.inner;
-  return l;
+  if (trans) return {b + j0 * ldb + p0, nc, ldb, (kc + kVec - 1) / kVec};
+  return {b + p0 * ldb + j0, kc, ldb, (nc + kVec - 1) / kVec};
 }
 
 // C's block (mc x nc, at c) from a packed block of op(A) (pack_a) and of op(B) (pack_b): each
@@ -294,10 +301,6 @@ float* buffer(std::vector<float>& v, int64_t floats) {
   return v.data();
 }
 
-}  // namespace
-
-namespace {
-
 // C's columns handed out in chunks to whichever thread is free, op(A) packed whole beforehand and
 // shared: the path of few-row products against a transposed op(B) (a GPT layer's forward: its
 // tokens against the weight). A static split measured one thread 10-20 % behind the other on the
@@ -340,13 +343,9 @@ void columns_on_demand(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
         BlockLines next;  // this chunk's next block of op(B), fetched a share per row block
         if (q + 1 < k_blocks)
           next = block_lines(trans_b, b, ldb, pc + kc, std::min(bk.kc, k - pc - kc), jc, nc);
-        const int64_t lines = next.last;
-        for (int64_t ic = 0, block = 0; ic < m; ic += kMc, ++block) {
-          next.first = block * lines / row_blocks;
-          next.last = (block + 1) * lines / row_blocks;
+        for (int64_t ic = 0, block = 0; ic < m; ic += kMc, ++block)
           macro(a_block(q, ic), bp, std::min(kMc, m - ic), nc, kc, bk.nr, c + ic * ldc + jc, ldc,
-                accumulate || q > 0, next);
-        }
+                accumulate || q > 0, next.share(block, row_blocks));
       }
     }
   });
@@ -392,13 +391,11 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const fl
         else if (jc + nc < c1)
           next = block_lines(trans_b, b, ldb, 0, std::min(bk.kc, k), jc + nc,
                              std::min(kNc, c1 - jc - nc));
-        const int64_t lines = next.last;
         for (int64_t ic = r0, block = 0; ic < r1; ic += kMc, ++block) {
           const int64_t mc = std::min(kMc, r1 - ic);
           pack_a(trans_a, a, lda, ic, mc, pc, kc, ap);
-          next.first = block * lines / row_blocks;
-          next.last = (block + 1) * lines / row_blocks;
-          macro(ap, bp, mc, nc, kc, bk.nr, c + ic * ldc + jc, ldc, accumulate || pc > 0, next);
+          macro(ap, bp, mc, nc, kc, bk.nr, c + ic * ldc + jc, ldc, accumulate || pc > 0,
+                next.share(block, row_blocks));
         }
       }
     }
