@@ -23,6 +23,9 @@ namespace scaffold::kernels {
 namespace {
 
 using simd::kVec;
+using simd::load8;
+using simd::store8;
+using simd::v8;
 
 constexpr int64_t kMr = 6;     // rows of a register tile (both tilings of winograd_gemm.hpp)
 constexpr int64_t kMc = 144;   // rows of op(A) packed at a time: 144 x kc floats in L2
@@ -74,18 +77,6 @@ SCAFFOLD_SIMD_CLONES void pack_a(bool trans, const float* a, int64_t lda, int64_
       for (int64_t p = 0; p < kc; ++p) dst[p * kMr + r] = src[p];
     }
   }
-}
-
-// 8-float vectors (one AVX register) at any float's address, for the AVX tile and the transpose.
-using v8 = float __attribute__((vector_size(32)));
-struct __attribute__((packed, may_alias)) V8At {
-  v8 v;
-};
-SCAFFOLD_SIMD_INLINE const V8At& load8(const float* p) {
-  return *reinterpret_cast<const V8At*>(p);
-}
-SCAFFOLD_SIMD_INLINE void store8(float* p, const v8& v) {
-  reinterpret_cast<V8At*>(p)->v = v;
 }
 
 // out[q * ldo + i] = in[i * ldi + q] for an 8 x 8 block: rows interleaved in pairs, then in

@@ -36,19 +36,32 @@ constexpr int kVec = 16;  // floats per vector (one AVX-512 register, two AVX2 o
 
 using v16 = float __attribute__((vector_size(64)));
 using i16 = int32_t __attribute__((vector_size(64)));
-// A vector at any float's address. Packed, so every compiler reads and writes it unaligned: a
-// v16 lvalue (or a vector typedef with a smaller alignment, which clang ignores there) is assumed
-// 64-byte aligned. Read it with `x = loadv(p).v` (a reference cannot bind to the packed member,
-// so a helper never sees it in place).
-struct __attribute__((packed, may_alias)) VecAt {
-  v16 v;
+// A vector of type V at any float's address. Packed, so every compiler reads and writes it
+// unaligned: a vector lvalue (or a vector typedef with a smaller alignment, which clang ignores
+// there) is assumed aligned to its size. Read it with `x = loadv(p).v` (a reference cannot bind to
+// the packed member, so a helper never sees it in place; clang 14 binds one anyway where a call
+// takes `loadv(p).v` as a `const v16&`, and then loads it aligned: copy it into a local first).
+template <typename V>
+struct __attribute__((packed, may_alias)) At {
+  V v;
 };
+using VecAt = At<v16>;
 
 SCAFFOLD_SIMD_INLINE const VecAt& loadv(const float* p) {
   return *reinterpret_cast<const VecAt*>(p);
 }
 SCAFFOLD_SIMD_INLINE void storev(float* p, const v16& v) {
   reinterpret_cast<VecAt*>(p)->v = v;
+}
+
+// 8 floats, one AVX register: for tiles sized for 16 such registers (sgemm.cpp), read and written
+// as v16 above.
+using v8 = float __attribute__((vector_size(32)));
+SCAFFOLD_SIMD_INLINE const At<v8>& load8(const float* p) {
+  return *reinterpret_cast<const At<v8>*>(p);
+}
+SCAFFOLD_SIMD_INLINE void store8(float* p, const v8& v) {
+  reinterpret_cast<At<v8>*>(p)->v = v;
 }
 
 // Whether the register-tiled products (Winograd's point products, attention's) may size their
