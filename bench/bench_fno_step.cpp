@@ -22,6 +22,7 @@
 #include "core/timer.hpp"
 #include "kernels/fused_adam.hpp"
 #include "kernels/probe_verdicts.hpp"
+#include "train/grad_clip.hpp"
 #include "workloads/fno/fno.hpp"
 
 using namespace scaffold;
@@ -93,7 +94,7 @@ int run(const BenchOptions& o) {
   auto step = [&] {
     const at::Tensor pred = net->forward(x);
     const at::Tensor loss = ((pred - y).flatten(1).norm(2, {1}) / y.flatten(1).norm(2, {1})).mean();
-    adam.zero_grad();
+    train::clear_gradients(adam);
     loss.backward();
     adam.step();
     return loss.item<double>();

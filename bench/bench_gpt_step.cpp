@@ -38,6 +38,7 @@
 #include "kernels/probe_verdicts.hpp"
 #include "kernels/simd.hpp"
 #include "nn/autocast.hpp"
+#include "train/grad_clip.hpp"
 #include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/metrics.hpp"
 #include "workloads/llm_training/task.hpp"
@@ -185,10 +186,10 @@ int run(const BenchOptions& o, dist::Communicator& world) {
     core::Stopwatch clock;
     const train::TrainForward out = task.train_forward(batch);
     ph.forward_s = clock.elapsed_s();
-    optimizer->zero_grad();
+    train::clear_gradients(*optimizer);
     out.loss.backward();
     ph.backward_s = clock.elapsed_s() - ph.forward_s;
-    task.clip_gradients(1.0);
+    task.clip_gradients(1.0, optimizer.get());
     optimizer->step();
     task.after_step();
     const double loss = out.loss.item<double>();

@@ -31,6 +31,7 @@
 #include "kernels/kernel_use.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
+#include "train/grad_clip.hpp"
 #include "workloads/image_classification/resnet.hpp"
 
 using namespace scaffold;
@@ -165,7 +166,7 @@ int run(const BenchOptions& o) {
     // Outside autocast, in fp32 on both sides (bf16 logits are cast up first).
     const at::Tensor loss = at::cross_entropy_loss(logits.to(at::kFloat), labels);
     ph.loss_s = clock.elapsed_s() - ph.forward_s;
-    optimizer->zero_grad();
+    train::clear_gradients(*optimizer);
     loss.backward();
     ph.backward_s = clock.elapsed_s() - ph.forward_s - ph.loss_s;
     optimizer->step();

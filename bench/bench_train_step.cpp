@@ -254,11 +254,11 @@ int run(const BenchOptions& o) {
         train::segmentation_loss(logits, device_labels, class_weights, {}, fused_loss);
     wait_for(device);
     ph.loss_s = clock.elapsed_s() - ph.forward_s;
-    optimizer.zero_grad();
+    train::clear_gradients(optimizer);
     terms.loss.backward();
     wait_for(device);
     ph.backward_s = clock.elapsed_s() - ph.forward_s - ph.loss_s;
-    train::clip_grad_norm(net->parameters(), 1.0);
+    train::clip_grad_norm(net->parameters(), 1.0, &optimizer);
     optimizer.step();
     at::autocast::clear_cache();
     const double loss = terms.loss.item<double>();

@@ -114,7 +114,7 @@ def main():
     def step():
         pred = net(x)
         loss = ((pred - y).flatten(1).norm(dim=1) / y.flatten(1).norm(dim=1)).mean()
-        adam.zero_grad()
+        adam.zero_grad(set_to_none=True)
         loss.backward()
         adam.step()
         return loss.item()

@@ -117,7 +117,7 @@ def main():
             logits = model(inputs)
         loss = F.cross_entropy(logits.float().reshape(-1, args.vocab), labels.reshape(-1))
         t1 = time.perf_counter()
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)
         loss.backward()
         t2 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

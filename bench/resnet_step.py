@@ -107,7 +107,7 @@ def main():
         t1 = time.perf_counter()
         loss = F.cross_entropy(logits.float(), labels)  # outside autocast, fp32, as the C++ side
         t2 = time.perf_counter()
-        optimizer.zero_grad()
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
         t3 = time.perf_counter()
         optimizer.step()

@@ -199,7 +199,7 @@ def main():
         loss = segmentation_loss(logits, labels, class_weights)
         wait()
         t2 = time.perf_counter()
-        optimizer.zero_grad()
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
         wait()
         t3 = time.perf_counter()

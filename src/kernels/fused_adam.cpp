@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "kernels/parallel.hpp"
 #include "kernels/simd.hpp"
@@ -18,14 +20,15 @@ namespace {
 
 // 1 - beta is taken in double before rounding to float, as LibTorch's alpha arguments are: in
 // float 1 - 0.999f is 1.3e-5 away (relative) from 0.001. l2 is Adam's coupled weight decay,
-// decay AdamW's factor 1 - lr weight_decay (1: none).
+// decay AdamW's factor 1 - lr weight_decay (1: none), grad_scale GradientScaling's factor (a
+// multiplication by 1 changes no bit, so it is always applied).
 struct AdamCoefficients {
   float beta1, one_minus_beta1, beta2, one_minus_beta2, l2, decay, eps, step_size,
-      sqrt_bias_correction2;
+      sqrt_bias_correction2, grad_scale;
 };
 
 AdamCoefficients coefficients(double lr, double beta1, double beta2, double eps, double l2,
-                              double decoupled_decay, int64_t step) {
+                              double decoupled_decay, int64_t step, float grad_scale) {
   const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
   const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
   return {static_cast<float>(beta1),
@@ -36,7 +39,8 @@ AdamCoefficients coefficients(double lr, double beta1, double beta2, double eps,
           static_cast<float>(1 - lr * decoupled_decay),
           static_cast<float>(eps),
           static_cast<float>(lr / bias_correction1),
-          static_cast<float>(std::sqrt(bias_correction2))};
+          static_cast<float>(std::sqrt(bias_correction2)),
+          grad_scale};
 }
 
 // Elements begin .. end of one parameter; plain loops that each ISA clone vectorises (the two
@@ -44,7 +48,8 @@ AdamCoefficients coefficients(double lr, double beta1, double beta2, double eps,
 SCAFFOLD_SIMD_CLONES void adam_update(float* p, const float* g, float* m, float* v, int64_t begin,
                                       int64_t end, AdamCoefficients k) {
   for (int64_t i = begin; i < end; ++i) {
-    const float grad = k.l2 != 0.f ? g[i] + k.l2 * p[i] : g[i];
+    const float gi = g[i] * k.grad_scale;
+    const float grad = k.l2 != 0.f ? gi + k.l2 * p[i] : gi;
     const float mi = m[i] * k.beta1 + k.one_minus_beta1 * grad;
     const float vi = v[i] * k.beta2 + k.one_minus_beta2 * grad * grad;
     m[i] = mi;
@@ -137,7 +142,8 @@ at::Tensor step_each_parameter(torch::optim::Optimizer& opt,
 
 template <typename Options, typename State>
 at::Tensor fused_step(torch::optim::Optimizer& opt,
-                      const torch::optim::Optimizer::LossClosure& closure, bool decoupled) {
+                      const torch::optim::Optimizer::LossClosure& closure, bool decoupled,
+                      float grad_scale) {
   return step_each_parameter<Options>(opt, closure, [&](const Options& o, at::Tensor& p) {
     auto& slot = opt.state()[key_of(p)];
     if (!slot) {
@@ -149,9 +155,10 @@ at::Tensor fused_step(torch::optim::Optimizer& opt,
     }
     auto& s = static_cast<State&>(*slot);
     s.step(s.step() + 1);
-    const AdamCoefficients k = coefficients(o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
-                                            o.eps(), decoupled ? 0.0 : o.weight_decay(),
-                                            decoupled ? o.weight_decay() : 0.0, s.step());
+    const AdamCoefficients k =
+        coefficients(o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(),
+                     decoupled ? 0.0 : o.weight_decay(), decoupled ? o.weight_decay() : 0.0,
+                     s.step(), grad_scale);
     const at::Tensor &m = s.exp_avg(), &v = s.exp_avg_sq();
     run_update(p.data_ptr<float>(), p.grad().data_ptr<float>(), m.data_ptr<float>(),
                v.data_ptr<float>(), p.numel(), k);
@@ -162,7 +169,7 @@ at::Tensor fused_step(torch::optim::Optimizer& opt,
 
 // 1 - dampening in double before rounding, as LibTorch's alpha argument is.
 struct SgdCoefficients {
-  float weight_decay, momentum, one_minus_dampening, lr;
+  float weight_decay, momentum, one_minus_dampening, lr, grad_scale;
   bool first, nesterov;
 };
 
@@ -171,7 +178,8 @@ struct SgdCoefficients {
 SCAFFOLD_SIMD_CLONES void sgd_update(float* p, const float* g, float* buf, int64_t begin,
                                      int64_t end, SgdCoefficients k) {
   for (int64_t i = begin; i < end; ++i) {
-    const float d = k.weight_decay != 0.f ? g[i] + k.weight_decay * p[i] : g[i];
+    const float gi = g[i] * k.grad_scale;
+    const float d = k.weight_decay != 0.f ? gi + k.weight_decay * p[i] : gi;
     float update = d;
     if (k.momentum != 0.f) {
       const float b = k.first ? d : buf[i] * k.momentum + k.one_minus_dampening * d;
@@ -190,13 +198,14 @@ bool sgd_fusable(const torch::optim::SGD& opt) {
 }
 
 at::Tensor sgd_fused_step(torch::optim::SGD& opt,
-                          const torch::optim::Optimizer::LossClosure& closure) {
+                          const torch::optim::Optimizer::LossClosure& closure, float grad_scale) {
   using Options = torch::optim::SGDOptions;
   return step_each_parameter<Options>(opt, closure, [&](const Options& o, at::Tensor& p) {
     SgdCoefficients k{static_cast<float>(o.weight_decay()),
                       static_cast<float>(o.momentum()),
                       static_cast<float>(1 - o.dampening()),
                       static_cast<float>(o.lr()),
+                      grad_scale,
                       /*first=*/false,
                       o.nesterov()};
     float* buf = nullptr;
@@ -218,34 +227,89 @@ at::Tensor sgd_fused_step(torch::optim::SGD& opt,
   });
 }
 
+// LibTorch's step, when not fused, takes the factor as a pass over the gradients first.
+void scale_gradients(torch::optim::Optimizer& opt, float factor) {
+  if (factor == 1.f) return;
+  torch::NoGradGuard no_grad;
+  for (auto& group : opt.param_groups())
+    for (at::Tensor& p : group.params())
+      if (p.grad().defined()) p.mutable_grad().mul_(factor);
+}
+
+// Squares of x[0, n) summed in float: four 16-float accumulators, then their lanes in double.
+SCAFFOLD_SIMD_CLONES double block_sum_of_squares(const float* x, int64_t n) {
+  using simd::loadv;
+  using simd::v16;
+  v16 acc[4] = {};
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    for (int a = 0; a < 4; ++a) {
+      const v16 v = loadv(x + i + 16 * a).v;
+      acc[a] += v * v;
+    }
+  }
+  const v16 lanes = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  double sum = 0;
+  for (int l = 0; l < 16; ++l) sum += lanes[l];
+  for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
+// 8192 floats a block: 128 float additions per accumulator lane at most.
+constexpr int64_t kSquaresBlock = 8192;
+
 }  // namespace
 
+double sum_of_squares(const float* x, int64_t n) {
+  if (n <= 0) return 0.0;
+  const int64_t blocks = (n + kSquaresBlock - 1) / kSquaresBlock;
+  std::vector<double> partial(static_cast<std::size_t>(blocks));
+  kernels::parallel_for(0, blocks, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t first = b * kSquaresBlock;
+      partial[static_cast<std::size_t>(b)] =
+          block_sum_of_squares(x + first, std::min(kSquaresBlock, n - first));
+    }
+  });
+  double sum = 0;
+  for (const double p : partial) sum += p;
+  return sum;
+}
+
 torch::Tensor FusedSGD::step(LossClosure closure) {
+  const float grad_scale = take_gradient_scale();
   last_step_fused_ = sgd_fusable(*this);
-  if (!last_step_fused_) return torch::optim::SGD::step(std::move(closure));
-  return sgd_fused_step(*this, closure);
+  if (last_step_fused_) return sgd_fused_step(*this, closure, grad_scale);
+  scale_gradients(*this, grad_scale);
+  return torch::optim::SGD::step(std::move(closure));
 }
 
 torch::Tensor FusedAdam::step(LossClosure closure) {
   using Options = torch::optim::AdamOptions;
   using State = torch::optim::AdamParamState;
+  const float grad_scale = take_gradient_scale();
   last_step_fused_ = fusable<Options, State>(*this);
-  if (!last_step_fused_) return torch::optim::Adam::step(std::move(closure));
-  return fused_step<Options, State>(*this, closure, /*decoupled=*/false);
+  if (last_step_fused_)
+    return fused_step<Options, State>(*this, closure, /*decoupled=*/false, grad_scale);
+  scale_gradients(*this, grad_scale);
+  return torch::optim::Adam::step(std::move(closure));
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
   using Options = torch::optim::AdamWOptions;
   using State = torch::optim::AdamWParamState;
+  const float grad_scale = take_gradient_scale();
   last_step_fused_ = fusable<Options, State>(*this);
-  if (!last_step_fused_) return torch::optim::AdamW::step(std::move(closure));
-  return fused_step<Options, State>(*this, closure, /*decoupled=*/true);
+  if (last_step_fused_)
+    return fused_step<Options, State>(*this, closure, /*decoupled=*/true, grad_scale);
+  scale_gradients(*this, grad_scale);
+  return torch::optim::AdamW::step(std::move(closure));
 }
 
 void adamw_update(float* p, const float* g, float* exp_avg, float* exp_avg_sq, int64_t n,
                   const AdamWStep& s) {
   run_update(p, g, exp_avg, exp_avg_sq, n,
-             coefficients(s.lr, s.beta1, s.beta2, s.eps, 0.0, s.weight_decay, s.step));
+             coefficients(s.lr, s.beta1, s.beta2, s.eps, 0.0, s.weight_decay, s.step, 1.f));
 }
 
 }  // namespace scaffold::kernels

@@ -278,7 +278,7 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::T
     if (first) step_batches_.clear();
     step_batches_.push_back(std::move(batch));
     if (!last) return;
-    optimizer_->zero_grad();
+    clear_gradients(*optimizer_);
     MicroBatchRun run;
     run.batches = std::move(step_batches_);
     step_batches_.clear();
@@ -293,7 +293,7 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::T
     const TrainForward out = task_.train_forward(batch);
     {
       SCAFFOLD_PROFILE_REGION(prof, "backward");
-      if (first) optimizer_->zero_grad();
+      if (first) clear_gradients(*optimizer_);
       // Only the last micro-batch's backward is reduced, its buckets carrying the gradients the
       // earlier ones accumulated; gradient buckets start all-reducing as they fill.
       if (last && reducer_) reducer_->prepare(/*include_accumulated=*/!first);
@@ -323,9 +323,9 @@ void TrainingLoop::train_step(DeviceFeeder& feeder, bool first, bool last, at::T
   // The norm stays on the device (1.13's clip_grad_norm_ returns it to the host: a sync); a model-
   // parallel task clips over its whole model through the hook.
   if (options_.clip_gradients)
-    options_.clip_gradients(options_.grad_clip_norm);
+    options_.clip_gradients(options_.grad_clip_norm, *optimizer_);
   else if (options_.grad_clip_norm > 0)
-    clip_grad_norm(task_.module().parameters(), options_.grad_clip_norm);
+    clip_grad_norm(task_.module().parameters(), options_.grad_clip_norm, optimizer_.get());
   optimizer_->step();
   task_.after_step();
 }

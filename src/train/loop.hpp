@@ -146,9 +146,10 @@ struct LoopOptions {
   // lr_after (per epoch) is then not needed.
   std::function<double(int64_t step)> lr_at_step;
   // When set, replaces torch's clip_grad_norm_ (e.g. a norm over tensor-parallel shards); it is
-  // called before every optimizer step with grad_clip_norm (<= 0: measure, do not clip) and must
+  // called before every optimizer step with grad_clip_norm (<= 0: measure, do not clip) and the
+  // optimizer about to step (which may take the clipping factor: train::scale_gradients), and must
   // not wait for the device (the hot-path rule).
-  std::function<void(double max_norm)> clip_gradients;
+  std::function<void(double max_norm, torch::optim::Optimizer& optimizer)> clip_gradients;
   // When set, called once the data-parallel gradient reduction has finished and before the
   // gradients are unscaled, checked, clipped or applied: the model-parallel reductions the
   // data-parallel reducer does not do (the sequence-parallel LayerNorm gradients).

@@ -92,7 +92,9 @@ TrainedRun train(bool distributed, int64_t steps, const fs::path& save_dir = {},
   lo.make_optimizer =
       distributed ? megatron_distributed_adam(adam(fused), comm) : megatron_adam(adam(fused));
   lo.grad_clip_norm = 1.0;
-  lo.clip_gradients = [&task](double max_norm) { task.clip_gradients(max_norm); };
+  lo.clip_gradients = [&task](double max_norm, torch::optim::Optimizer& opt) {
+    task.clip_gradients(max_norm, &opt);
+  };
   if (!save_dir.empty()) {
     lo.checkpoint_interval = 1;
     lo.checkpoint_dir = save_dir;

@@ -194,8 +194,8 @@ TEST(GptParallelLoop, TensorTimesDataParallelEqualsOneProcessWithTheWholeBatch) 
     lo.make_optimizer = sgd;
     lo.grad_clip_norm = kClip;
     std::vector<double> norms;
-    lo.clip_gradients = [&task, &norms](double max_norm) {
-      norms.push_back(task.clip_gradients(max_norm).item<double>());
+    lo.clip_gradients = [&task, &norms](double max_norm, torch::optim::Optimizer& opt) {
+      norms.push_back(task.clip_gradients(max_norm, &opt).item<double>());
     };
     if (sequence_parallel)
       lo.finish_gradients = [&task] { task.reduce_sequence_parallel_gradients(); };

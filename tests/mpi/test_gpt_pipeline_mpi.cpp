@@ -134,8 +134,8 @@ ParallelRun run_parallel(const Layout& l, bool sequence_parallel, PipelineSchedu
   lo.make_optimizer = sgd;
   lo.grad_clip_norm = kClip;
   ParallelRun out;
-  lo.clip_gradients = [&task, &out](double max_norm) {
-    out.norms.push_back(task.clip_gradients(max_norm).item<double>());
+  lo.clip_gradients = [&task, &out](double max_norm, torch::optim::Optimizer& opt) {
+    out.norms.push_back(task.clip_gradients(max_norm, &opt).item<double>());
   };
   if (l.p > 1)
     lo.forward_backward = [&task](train::MicroBatchRun& r) { return task.forward_backward(r); };

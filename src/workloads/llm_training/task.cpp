@@ -13,6 +13,7 @@
 #include "kernels/cpu_kernel_key.hpp"
 #include "kernels/fused_adam.hpp"
 #include "nn/autocast.hpp"
+#include "train/grad_clip.hpp"
 #include "train/sharded_adam.hpp"
 
 namespace scaffold::llm {
@@ -228,14 +229,27 @@ train::EpochMetrics GptTask::epoch_metrics(int64_t epoch, const train::PassSums&
   return m;
 }
 
-at::Tensor GptTask::clip_gradients(double max_norm) {
+namespace {
+
+// A gradient's squared 2-norm, a float64 () tensor on its device: one pass of
+// kernels::sum_of_squares for a dense float32 CPU gradient, the norm squared otherwise.
+at::Tensor sum_of_squares(const at::Tensor& g) {
+  if (g.device().is_cpu() && g.scalar_type() == at::kFloat && g.is_contiguous())
+    return at::scalar_tensor(kernels::sum_of_squares(g.data_ptr<float>(), g.numel()),
+                             at::TensorOptions().dtype(at::kDouble));
+  return g.norm().to(at::kDouble).square();
+}
+
+}  // namespace
+
+at::Tensor GptTask::clip_gradients(double max_norm, torch::optim::Optimizer* optimizer) {
   torch::NoGradGuard no_grad;
   const auto& tp = model_->tensor_parallel();
   const bool first_of_group = !tp || tp->rank == 0;
   // The last stage's copy of the tied embedding holds the first stage's gradient (after
   // reduce_embedding_gradients): counted there only.
   const bool tied_copy = model_->stage().size > 1 && model_->stage().last();
-  std::vector<at::Tensor> grads, norms;
+  std::vector<at::Tensor> grads, squares;
   for (const auto& named : model_->named_parameters()) {
     const at::Tensor& g = named.value().grad();
     if (!g.defined()) continue;
@@ -243,11 +257,11 @@ at::Tensor GptTask::clip_gradients(double max_norm) {
     if (tied_copy && named.key() == "word_embeddings") continue;
     // Replicated parameters hold the same gradient on every rank of the group: counted once.
     if (first_of_group || GptImpl::is_tensor_parallel(named.key()))
-      norms.push_back(g.norm().to(at::kDouble));
+      squares.push_back(sum_of_squares(g));
   }
   if (grads.empty()) return at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
-  at::Tensor total = norms.empty() ? at::zeros({1}, grads[0].options().dtype(at::kDouble))
-                                   : at::stack(norms).square().sum().reshape({1});
+  at::Tensor total = squares.empty() ? at::zeros({1}, grads[0].options().dtype(at::kDouble))
+                                     : at::stack(squares).sum().reshape({1});
   if (options_.norm_group && options_.norm_group->size() > 1) {
     // With stages this is where an iteration's early finishers wait for the last backward: part
     // of the pipeline's idle time.
@@ -265,7 +279,7 @@ at::Tensor GptTask::clip_gradients(double max_norm) {
   if (max_norm > 0) {
     const at::Tensor coef = (max_norm / (norm + 1e-6)).clamp_max(1.0);
     if (!coef.device().is_cpu() || coef.item<double>() < 1.0)
-      for (at::Tensor& g : grads) g.mul_(coef.to(g.scalar_type()));
+      train::scale_gradients(grads, coef, optimizer);
   }
   last_grad_norm_ = norm;
   return norm;

@@ -76,9 +76,10 @@ class GptTask : public train::TrainingTask {
   // The global gradient norm over every shard (sharded parameters' squares summed over the
   // model-parallel group, replicated ones once, the tied embedding of the last stage not at all:
   // the first stage's is the same), then grads *= max_norm / (norm + 1e-6) when
-  // that is < 1 (torch's clip_grad_norm_). max_norm <= 0: measure only. Returns the norm, a
-  // tensor on the device (reading it waits for the device).
-  at::Tensor clip_gradients(double max_norm);
+  // that is < 1 (torch's clip_grad_norm_), through train::scale_gradients: a fused CPU
+  // `optimizer` takes the factor into its next step instead. max_norm <= 0: measure only.
+  // Returns the norm, a tensor on the device (reading it waits for the device).
+  at::Tensor clip_gradients(double max_norm, torch::optim::Optimizer* optimizer = nullptr);
   // The sequence-parallel LayerNorm and bias gradients summed over the tensor-parallel group
   // (GptImpl::reduce_sequence_parallel_gradients); the loop's finish_gradients hook.
   void reduce_sequence_parallel_gradients() { model_->reduce_sequence_parallel_gradients(); }

@@ -364,7 +364,9 @@ class LlmRun : public suite::WorkloadRun {
     lo.lr_at_step = [schedule, gbs](int64_t step) { return megatron_lr(schedule, step * gbs); };
     lo.grad_clip_norm = cfg_.clip_grad;
     GptTask* t = task_.get();
-    lo.clip_gradients = [t](double max_norm) { t->clip_gradients(max_norm); };
+    lo.clip_gradients = [t](double max_norm, torch::optim::Optimizer& optimizer) {
+      t->clip_gradients(max_norm, &optimizer);
+    };
     if (layout_.pp > 1)
       lo.forward_backward = [t](train::MicroBatchRun& run) { return t->forward_backward(run); };
     // After the data-parallel reduction: the model-parallel ones it does not do.

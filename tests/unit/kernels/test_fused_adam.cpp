@@ -2,8 +2,10 @@
 // the same parameters and gradients through several steps (a learning-rate change between them,
 // with and without weight decay, contiguous and channels-last parameters) give parameters and
 // moments within float32 rounding (1e-6 of the largest magnitude), and their saved states load
-// into each other. adamw_update (ShardedAdamW's slices) against AdamW the same way.
+// into each other. adamw_update (ShardedAdamW's slices) against AdamW the same way. sum_of_squares
+// against a float64 sum, the same to the bit on 1 and 2 threads.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/serialize/input-archive.h>
@@ -312,6 +314,24 @@ TEST(FusedSGD, StateIsInterchangeableWithLibTorchsSgd) {
   kernels::FusedSGD ours(p, options);
   torch::optim::SGD ref(r, options);
   expect_interchangeable<SgdState>(ours, p, ref, r);
+}
+
+TEST(SumOfSquares, EqualsAFloat64SumOnAnyNumberOfThreads) {
+  const int saved = at::get_num_threads();
+  // Around the 64-float step and the 8192-float blocks, and many blocks.
+  for (const int64_t n : {0, 1, 63, 64, 65, 8191, 8192, 8193, 100003}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    at::manual_seed(n);
+    const at::Tensor x = at::randn({n}) * 3.0 + 1.0;
+    const double expected = x.to(at::kDouble).square().sum().item<double>();
+    at::set_num_threads(1);
+    const double one = kernels::sum_of_squares(x.data_ptr<float>(), n);
+    at::set_num_threads(2);
+    const double two = kernels::sum_of_squares(x.data_ptr<float>(), n);
+    EXPECT_NEAR(one, expected, 1e-6 * expected);
+    EXPECT_EQ(one, two);
+  }
+  at::set_num_threads(saved);
 }
 
 }  // namespace

@@ -550,7 +550,9 @@ TEST(LoopIterations, DatasetEpochsKeepWholeStepsAndTheClipHookReplacesTorchsClip
   o.max_epochs = 1;
   o.grad_clip_norm = 1e-9;
   std::vector<double> clip_args;
-  o.clip_gradients = [&clip_args](double max_norm) { clip_args.push_back(max_norm); };
+  o.clip_gradients = [&clip_args](double max_norm, torch::optim::Optimizer&) {
+    clip_args.push_back(max_norm);
+  };
   TrainingLoop loop(task, o, c10::Device(c10::kCPU), world(), one_rank());
   int64_t steps = 0, micro = 0;
   loop.run([&](const LoopEpoch& e) {
