@@ -373,7 +373,15 @@ at::Tensor GptImpl::embed(const at::Tensor& tokens) {
   SCAFFOLD_CHECK(s <= options_.seq_length,
                  fmt::format("GPT: {} tokens in a sequence, the model has {} positions", s,
                              options_.seq_length));
-  at::Tensor x = vocab_parallel_embedding(tokens, word_embeddings, tp_);  // (B, S', h)
+  tied_link_.reset();
+  at::Tensor x;  // (B, S', h)
+  if (options_.tied_gradient && (!tp_ || tp_->size == 1) && stage_.size == 1 &&
+      at::GradMode::is_enabled() && word_embeddings.requires_grad()) {
+    tied_link_ = tied_embedding_link();
+    x = tied_embedding(tokens, word_embeddings, tied_link_);
+  } else {
+    x = vocab_parallel_embedding(tokens, word_embeddings, tp_);
+  }
   if (position_embeddings.defined()) x = x + position_embeddings.narrow(0, 0, s);
   if (options_.sequence_parallel) x = scatter_to_sequence_region(x, tp_);  // (B, S'/t, h)
   if (options_.hidden_dropout > 0) x = at::dropout(x, options_.hidden_dropout, is_training());
@@ -407,9 +415,12 @@ at::Tensor GptImpl::losses_from_hidden(const at::Tensor& hidden, const at::Tenso
 
 at::Tensor GptImpl::output_layer(const at::Tensor& hidden) {
   // The token embedding, transposed (Megatron's parallel_lm_logits).
+  const at::Tensor weight = tied_link_
+                                ? tied_output_weight(word_embeddings, std::exchange(tied_link_, {}))
+                                : word_embeddings;
   return kernels::linear(options_.sequence_parallel ? gather_from_sequence_region(hidden, tp_)
                                                     : copy_to_tp_region(hidden, tp_),
-                         word_embeddings, {}, options_.gemm,
+                         weight, {}, options_.gemm,
                          options_.kernel_use.get());  // (B, S', V/t)
 }
 

@@ -80,6 +80,10 @@ struct GptOptions {
   // The MLP's tanh GELU by kernels::gelu_tanh (true) where it takes the tensor, else at::gelu;
   // counted in kernel_use (op "gelu") when set.
   bool native_gelu = false;
+  // With one tensor-parallel rank and one stage, the tied embedding's two gradients summed into
+  // the output layer's (tensor_parallel.hpp's tied_embedding: the same sums without two passes
+  // over the (V, h) weight); false: autograd sums them (the reference the tests compare with).
+  bool tied_gradient = true;
   std::shared_ptr<kernels::KernelUse> kernel_use;
 };
 
@@ -204,6 +208,9 @@ class GptImpl : public torch::nn::Module {
   GptOptions options_;
   std::shared_ptr<const TensorParallel> tp_;
   PipelineStage stage_;
+  // Set by embed() where the tied gradient applies (options_.tied_gradient, one rank of tensor
+  // parallelism, one stage, autograd recording), taken by the output_layer() that follows.
+  c10::intrusive_ptr<TiedEmbeddingLink> tied_link_;
 };
 TORCH_MODULE(Gpt);
 

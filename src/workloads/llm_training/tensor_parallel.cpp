@@ -270,4 +270,78 @@ at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tens
       parallel ? capsule_of(tp) : c10::intrusive_ptr<TpCapsule>(), logits.to(at::kFloat), labels);
 }
 
+c10::intrusive_ptr<TiedEmbeddingLink> tied_embedding_link() {
+  return c10::make_intrusive<TiedEmbeddingLink>();
+}
+
+namespace {
+
+TiedEmbeddingLink& link_of(AutogradContext* ctx) {
+  const auto holder = ctx->saved_data.at("link").toCapsule();
+  return *static_cast<TiedEmbeddingLink*>(holder.get());
+}
+
+// The weight as it is (autograd makes the returned input a view with this node as its grad_fn);
+// backward keeps the gradient.
+class TiedOutputWeight : public torch::autograd::Function<TiedOutputWeight> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& weight,
+                            c10::intrusive_ptr<TiedEmbeddingLink> link) {
+    ctx->saved_data["link"] = at::IValue::make_capsule(std::move(link));
+    return weight;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    link_of(ctx).output_layer_gradient = grads.at(0);
+    return {at::Tensor(), at::Tensor()};
+  }
+};
+
+class TiedEmbedding : public torch::autograd::Function<TiedEmbedding> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& tokens,
+                            const at::Tensor& weight, c10::intrusive_ptr<TiedEmbeddingLink> link) {
+    ctx->saved_data["link"] = at::IValue::make_capsule(std::move(link));
+    ctx->saved_data["vocab"] = weight.size(0);
+    ctx->save_for_backward({tokens});
+    return at::embedding(weight, tokens);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor tokens = ctx->get_saved_variables()[0].reshape({-1});
+    const at::Tensor& grad = grads.at(0);
+    const at::Tensor rows = grad.reshape({tokens.numel(), grad.size(-1)});  // (N, h)
+    TiedEmbeddingLink& link = link_of(ctx);
+    at::Tensor weight_grad = std::move(link.output_layer_gradient);
+    link.output_layer_gradient = at::Tensor();
+    const int64_t vocab = ctx->saved_data.at("vocab").toInt();
+    if (!weight_grad.defined())
+      return {at::Tensor(), at::embedding_dense_backward(rows, tokens, vocab, -1, false),
+              at::Tensor()};
+    // Each token's rows summed from zero in token order (the dense backward's sums), then added
+    // to the output layer's gradient row by row, each row once.
+    const auto unique = at::_unique(tokens, /*sorted=*/true, /*return_inverse=*/true);
+    const at::Tensor& ids = std::get<0>(unique);
+    const at::Tensor sums = at::zeros({ids.numel(), rows.size(1)}, rows.options())
+                                .index_add_(0, std::get<1>(unique), rows);
+    // Added to in place where nothing else can see it; a copy otherwise.
+    if (!weight_grad.is_contiguous() || weight_grad.scalar_type() != sums.scalar_type() ||
+        weight_grad.use_count() > 1 || weight_grad.storage().use_count() > 1)
+      weight_grad = weight_grad.to(sums.options(), /*non_blocking=*/false, /*copy=*/true,
+                                   at::MemoryFormat::Contiguous);
+    weight_grad.index_add_(0, ids, sums);
+    return {at::Tensor(), weight_grad, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor tied_embedding(const at::Tensor& tokens, const at::Tensor& weight,
+                          const c10::intrusive_ptr<TiedEmbeddingLink>& link) {
+  return TiedEmbedding::apply(tokens, weight, link);
+}
+
+at::Tensor tied_output_weight(const at::Tensor& weight,
+                              const c10::intrusive_ptr<TiedEmbeddingLink>& link) {
+  return TiedOutputWeight::apply(weight, link);
+}
+
 }  // namespace scaffold::llm

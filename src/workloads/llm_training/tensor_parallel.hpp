@@ -12,6 +12,8 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include <cstdint>
 #include <memory>
@@ -75,5 +77,26 @@ at::Tensor vocab_parallel_embedding(const at::Tensor& tokens, const at::Tensor& 
 // communication.
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
                                         const std::shared_ptr<const TensorParallel>& tp);
+
+// The tied token embedding's gradient as one tensor, where the embedding and the output layer are
+// in one graph (one rank of tensor parallelism, one pipeline stage). Autograd would sum the
+// output layer's weight gradient and the embedding's (a dense (V, h) tensor of zeros holding the
+// looked-up rows' gradients) into a third (V, h) tensor: two passes over the 154 MB of a GPT-2
+// weight per step, and two such tensors more at the peak. Here the output layer's product takes
+// its weight through tied_output_weight(weight, link), whose backward keeps the product's weight
+// gradient in `link` and hands autograd none; tied_embedding(tokens, weight, link) looks the rows
+// up, and its backward adds the rows' gradients (each token's summed first, in token order, from
+// zero, as the dense backward does) into the kept tensor, which becomes the weight's only
+// gradient: the same sums as autograd's, without the two passes. The output layer's backward
+// always runs first (the embedding's output feeds it). Without a kept gradient (the output layer
+// not in this backward) the embedding's gradient is the dense one.
+struct TiedEmbeddingLink : torch::CustomClassHolder {
+  at::Tensor output_layer_gradient;  // (V, h), kept by the output weight's backward
+};
+c10::intrusive_ptr<TiedEmbeddingLink> tied_embedding_link();
+at::Tensor tied_embedding(const at::Tensor& tokens, const at::Tensor& weight,
+                          const c10::intrusive_ptr<TiedEmbeddingLink>& link);
+at::Tensor tied_output_weight(const at::Tensor& weight,
+                              const c10::intrusive_ptr<TiedEmbeddingLink>& link);
 
 }  // namespace scaffold::llm

@@ -7,11 +7,13 @@
 // loss falling on a tiny repeated corpus through the task and the shared loop.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/utils.h>
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -364,6 +366,57 @@ TEST(GptModel, NativeGeluGivesLibTorchsLossAndGradients) {
   EXPECT_TRUE(use->fallbacks().empty());
 }
 
+// Whether the backward graph from `root` reaches a node whose name contains `name`.
+bool graph_has(const std::shared_ptr<torch::autograd::Node>& root, const std::string& name) {
+  std::vector<torch::autograd::Node*> todo{root.get()};
+  std::set<torch::autograd::Node*> seen;
+  while (!todo.empty()) {
+    torch::autograd::Node* n = todo.back();
+    todo.pop_back();
+    if (!n || !seen.insert(n).second) continue;
+    if (n->name().find(name) != std::string::npos) return true;
+    for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
+  }
+  return false;
+}
+
+// The tied embedding's gradient summed into the output layer's (tied_embedding) against
+// autograd's sum: the same loss and every gradient the same, the tied weight's to the bit (the same
+// sums in the same order), over two accumulated backward passes with repeated tokens, and a hook
+// on the weight (a data-parallel reducer's) sees the whole gradient.
+TEST(GptModel, TiedGradientIsAutogradsSum) {
+  torch::manual_seed(10);
+  at::Tensor tokens = at::randint(128, {2, 17}, at::kLong);
+  tokens.narrow(1, 8, 4).fill_(5);  // a token repeated within and across sequences
+  std::vector<std::vector<at::Tensor>> grads;
+  std::vector<at::Tensor> hooked;
+  for (const bool tied : {false, true}) {
+    GptOptions o = small_options();
+    o.tied_gradient = tied;
+    torch::manual_seed(11);
+    Gpt gpt(o);
+    at::Tensor seen;
+    gpt->word_embeddings.register_hook(
+        [&seen](const at::Tensor& g) { seen = seen.defined() ? seen + g : g.clone(); });
+    for (int pass = 0; pass < 2; ++pass) {
+      const at::Tensor batch = tokens.roll(pass, 1);
+      const at::Tensor loss =
+          gpt->token_losses(batch.narrow(1, 0, 16), batch.narrow(1, 1, 16)).mean();
+      EXPECT_EQ(graph_has(loss.grad_fn(), "TiedEmbedding"), tied);
+      loss.backward();
+    }
+    std::vector<at::Tensor> g;
+    for (const auto& p : gpt->parameters()) g.push_back(p.grad().clone());
+    grads.push_back(g);
+    hooked.push_back(seen);
+    EXPECT_TRUE(at::equal(seen, gpt->word_embeddings.grad())) << "tied " << tied;
+  }
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  EXPECT_TRUE(at::equal(grads[1][0], grads[0][0])) << "word_embeddings";
+  for (std::size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_TRUE(tensors_close(grads[1][i], grads[0][i], 1e-6, "grad " + std::to_string(i)));
+}
+
 // Four fixed sequences repeated: the model memorises them (loss far below ln V).
 class RepeatedCorpus : public data::ExampleSource {
  public:
@@ -390,7 +443,9 @@ TEST(GptTraining, LossFallsOnATinyRepeatedCorpus) {
   adam.weight_decay = 0.0;
   lo.make_optimizer = megatron_adam(adam);
   lo.grad_clip_norm = 1.0;
-  lo.clip_gradients = [&task](double max_norm) { task.clip_gradients(max_norm); };
+  lo.clip_gradients = [&task](double max_norm, torch::optim::Optimizer& opt) {
+    task.clip_gradients(max_norm, &opt);
+  };
   const dist::ProcessGrid grid(1, 0, {1, 1, 1}, {2, 3, 4});
   train::TrainingLoop loop(task, lo, c10::Device(c10::kCPU), GptEnvironment::runtime()->world(),
                            grid);
@@ -433,6 +488,32 @@ TEST(GptTraining, ClippingIsTorchsClipGradNorm) {
   }
   // Clipped once: the norm is now max_norm (max_norm 0 measures without clipping).
   EXPECT_NEAR(task.clip_gradients(0).item<double>(), norm / 4, 1e-4 * norm);
+}
+
+// Clipping with the fused AdamW about to step: the factor goes to the optimizer, the gradients
+// stay, and the step equals the step after clipping the gradients themselves, to the bit.
+TEST(GptTraining, ClippingHandsTheFactorToTheFusedAdamW) {
+  const RepeatedCorpus corpus;
+  std::vector<std::vector<at::Tensor>> stepped;
+  for (const bool fold : {false, true}) {
+    torch::manual_seed(12);
+    GptTask task(Gpt(small_options()), corpus, corpus, c10::Device(c10::kCPU), {});
+    const std::vector<at::Tensor> params = task.model()->parameters();
+    for (const at::Tensor& p : params) p.mutable_grad() = at::randn_like(p) * 10.0;
+    std::vector<at::Tensor> before;
+    for (const at::Tensor& p : params) before.push_back(p.grad().clone());
+    kernels::FusedAdamW adamw(params, torch::optim::AdamWOptions(1e-3).weight_decay(0.1));
+    task.clip_gradients(1.0, fold ? &adamw : nullptr);
+    EXPECT_EQ(adamw.next_gradient_scale() < 1.f, fold);
+    EXPECT_EQ(at::equal(params[0].grad(), before[0]), fold) << "gradients left as they were";
+    adamw.step();
+    EXPECT_TRUE(adamw.last_step_fused());
+    std::vector<at::Tensor> after;
+    for (const at::Tensor& p : params) after.push_back(p.detach().clone());
+    stepped.push_back(after);
+  }
+  for (std::size_t i = 0; i < stepped[0].size(); ++i)
+    EXPECT_TRUE(at::equal(stepped[1][i], stepped[0][i])) << "parameter " << i;
 }
 
 // optimizer_kernel and gelu_kernel resolved per device: auto is the CPU kernel (the one-pass
