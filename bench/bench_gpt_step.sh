@@ -104,7 +104,10 @@ function med(list,   a, n, i, j, t) {
     if (f["fma_gflops"] + 0 > 0) floor_ms[key] = floor_ms[key] " " 1e3 * f["dense_gflop"] / f["fma_gflops"]
   }
   if (side == "py" && (key in last_cpp)) paired[key] = paired[key] " " last_cpp[key] / f["step_ms"]
-  if ((key, side) in loss && loss[key, side] != f["loss0"]) bad = bad "\n  " key ": " side " loss0 changed between runs"
+  # The GEMM probe of the C++ side may pick other kernels in another process (docs/llm.md): the same
+  # loss within float32 rounding, not to the last digit.
+  if ((key, side) in loss) { d = loss[key, side] - f["loss0"]; if (d < 0) d = -d
+    if (d > 1e-6 * f["loss0"]) bad = bad "\n  " key ": " side " loss0 changed between runs" }
   loss[key, side] = f["loss0"]; wsum[key, side] = f["weights_sum"]
   if (f["peak_rss_mib"] + 0 > rss[key, side] + 0) rss[key, side] = f["peak_rss_mib"]
 }
