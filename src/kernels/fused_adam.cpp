@@ -244,7 +244,7 @@ SCAFFOLD_SIMD_CLONES double block_sum_of_squares(const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     for (int a = 0; a < 4; ++a) {
-      const v16 v = loadv(x + i + 16 * a).v;
+      const v16 v = loadv(x + i + int64_t{16} * a).v;
       acc[a] += v * v;
     }
   }
