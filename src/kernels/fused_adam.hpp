@@ -95,6 +95,7 @@ class FusedSGD : public torch::optim::SGD, public GradientScaling {
 struct AdamWStep {
   double lr, beta1, beta2, eps, weight_decay;
   int64_t step;
+  float grad_scale = 1.f;  // GradientScaling's factor for g
 };
 void adamw_update(float* p, const float* g, float* exp_avg, float* exp_avg_sq, int64_t n,
                   const AdamWStep& s);

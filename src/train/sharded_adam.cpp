@@ -77,6 +77,7 @@ at::Tensor ShardedAdamW::step(LossClosure closure) {
     loss = closure();
   }
   torch::NoGradGuard no_grad;
+  const float grad_scale = take_gradient_scale();
   // torch::optim::AdamW's step (LibTorch 1.13), restricted to this rank's elements.
   for (Segment& s : segments_) {
     const at::Tensor& full_grad = s.param.grad();
@@ -84,17 +85,20 @@ at::Tensor ShardedAdamW::step(LossClosure closure) {
     const auto& o =
         static_cast<const torch::optim::AdamWOptions&>(param_groups_[s.group].options());
     at::Tensor p = s.param.view(-1).narrow(0, s.param_offset, s.numel);
-    const at::Tensor grad = full_grad.reshape(-1).narrow(0, s.param_offset, s.numel);
+    const at::Tensor slice = full_grad.reshape(-1).narrow(0, s.param_offset, s.numel);
     at::Tensor exp_avg = exp_avg_.narrow(0, s.shard_offset, s.numel);
     at::Tensor exp_avg_sq = exp_avg_sq_.narrow(0, s.shard_offset, s.numel);
     ++s.step;
     const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
-    if (fused_ && p.device().is_cpu() && grad.scalar_type() == at::kFloat && grad.is_contiguous()) {
-      kernels::adamw_update(p.data_ptr<float>(), grad.data_ptr<float>(), exp_avg.data_ptr<float>(),
+    if (fused_ && p.device().is_cpu() && slice.scalar_type() == at::kFloat &&
+        slice.is_contiguous()) {
+      kernels::adamw_update(p.data_ptr<float>(), slice.data_ptr<float>(), exp_avg.data_ptr<float>(),
                             exp_avg_sq.data_ptr<float>(), s.numel,
-                            {o.lr(), beta1, beta2, o.eps(), o.weight_decay(), s.step});
+                            {o.lr(), beta1, beta2, o.eps(), o.weight_decay(), s.step, grad_scale});
       continue;
     }
+    // The factor as g.mul_(factor) would apply it, on the slice only.
+    const at::Tensor grad = grad_scale == 1.f ? slice : slice * grad_scale;
     if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());
     const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(s.step));
     const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(s.step));

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dist/tensor_comm.hpp"
+#include "kernels/fused_adam.hpp"
 
 namespace scaffold::train {
 
@@ -41,7 +42,9 @@ class ShardedOptimizer : public torch::optim::Optimizer {
   virtual void reduce_scatter_gradients(double scale) { static_cast<void>(scale); }
 };
 
-class ShardedAdamW : public ShardedOptimizer {
+// GradientScaling: the clip factor (train::scale_gradients) is applied to this rank's slice in
+// the step, not to every element of the gradients first.
+class ShardedAdamW : public ShardedOptimizer, public kernels::GradientScaling {
  public:
   static constexpr int64_t kGatherChunk = int64_t{1} << 22;  // elements (16 MiB of float32)
 

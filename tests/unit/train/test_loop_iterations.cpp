@@ -28,6 +28,7 @@
 #include "dist/process_grid.hpp"
 #include "test_util.hpp"
 #include "train/loop.hpp"
+#include "train/sharded_adam.hpp"
 
 namespace scaffold::train {
 namespace {
@@ -646,6 +647,39 @@ TEST(LoopNonFinite, FiniteDataThatDivergesIsSaidToBeFinite) {
   EXPECT_NE(message.find("is finite, so the model diverged, not the data"), std::string::npos)
       << message;
   EXPECT_EQ(message.find("holds NaN"), std::string::npos) << message;
+}
+
+// The distributed optimizer on one rank takes the clip factor into its slices' update: fused and
+// with LibTorch's operations, the step equals the step on gradients multiplied first, to the bit,
+// and the gradients are left as they were.
+TEST(ShardedAdamWClipFactor, StepsAsOnTheClippedGradients) {
+  for (const bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused" : "LibTorch's operations");
+    at::manual_seed(21);
+    std::vector<at::Tensor> ours{at::randn({40000}).requires_grad_(),
+                                 at::randn({7, 5}).requires_grad_()};
+    std::vector<at::Tensor> theirs;
+    for (const at::Tensor& p : ours) {
+      p.mutable_grad() = at::randn_like(p);
+      theirs.push_back(p.detach().clone().requires_grad_());
+      theirs.back().mutable_grad() = p.grad().clone();
+    }
+    const auto options = torch::optim::AdamWOptions(1e-2).weight_decay(0.1);
+    ShardedAdamW folding({torch::optim::OptimizerParamGroup(ours)}, options, nullptr,
+                         ShardedAdamW::kGatherChunk, fused);
+    ShardedAdamW multiplying({torch::optim::OptimizerParamGroup(theirs)}, options, nullptr,
+                             ShardedAdamW::kGatherChunk, fused);
+    const float factor = 0.3f;
+    folding.scale_next_gradients(factor);
+    for (const at::Tensor& p : theirs) p.mutable_grad().mul_(factor);
+    folding.step();
+    multiplying.step();
+    EXPECT_EQ(folding.next_gradient_scale(), 1.f);
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+      EXPECT_TRUE(at::equal(ours[i], theirs[i])) << "parameter " << i;
+      EXPECT_FALSE(at::equal(ours[i].grad(), theirs[i].grad())) << "gradient " << i << " unscaled";
+    }
+  }
 }
 
 }  // namespace
