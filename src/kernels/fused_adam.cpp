@@ -308,8 +308,9 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
 
 void adamw_update(float* p, const float* g, float* exp_avg, float* exp_avg_sq, int64_t n,
                   const AdamWStep& s) {
-  run_update(p, g, exp_avg, exp_avg_sq, n,
-             coefficients(s.lr, s.beta1, s.beta2, s.eps, 0.0, s.weight_decay, s.step, s.grad_scale));
+  run_update(
+      p, g, exp_avg, exp_avg_sq, n,
+      coefficients(s.lr, s.beta1, s.beta2, s.eps, 0.0, s.weight_decay, s.step, s.grad_scale));
 }
 
 }  // namespace scaffold::kernels
