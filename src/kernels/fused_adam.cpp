@@ -228,7 +228,7 @@ at::Tensor sgd_fused_step(torch::optim::SGD& opt,
 }
 
 // LibTorch's step, when not fused, takes the factor as a pass over the gradients first.
-void scale_gradients(torch::optim::Optimizer& opt, float factor) {
+void multiply_gradients(torch::optim::Optimizer& opt, float factor) {
   if (factor == 1.f) return;
   torch::NoGradGuard no_grad;
   for (auto& group : opt.param_groups())
@@ -280,7 +280,7 @@ torch::Tensor FusedSGD::step(LossClosure closure) {
   const float grad_scale = take_gradient_scale();
   last_step_fused_ = sgd_fusable(*this);
   if (last_step_fused_) return sgd_fused_step(*this, closure, grad_scale);
-  scale_gradients(*this, grad_scale);
+  multiply_gradients(*this, grad_scale);
   return torch::optim::SGD::step(std::move(closure));
 }
 
@@ -291,7 +291,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
   last_step_fused_ = fusable<Options, State>(*this);
   if (last_step_fused_)
     return fused_step<Options, State>(*this, closure, /*decoupled=*/false, grad_scale);
-  scale_gradients(*this, grad_scale);
+  multiply_gradients(*this, grad_scale);
   return torch::optim::Adam::step(std::move(closure));
 }
 
@@ -302,7 +302,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   last_step_fused_ = fusable<Options, State>(*this);
   if (last_step_fused_)
     return fused_step<Options, State>(*this, closure, /*decoupled=*/true, grad_scale);
-  scale_gradients(*this, grad_scale);
+  multiply_gradients(*this, grad_scale);
   return torch::optim::AdamW::step(std::move(closure));
 }
 

@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <chrono>
+#include <utility>
 
 #include "core/error.hpp"
 #include "dist/comm_counters.hpp"
@@ -310,8 +311,7 @@ class TiedEmbedding : public torch::autograd::Function<TiedEmbedding> {
     const at::Tensor& grad = grads.at(0);
     const at::Tensor rows = grad.reshape({tokens.numel(), grad.size(-1)});  // (N, h)
     TiedEmbeddingLink& link = link_of(ctx);
-    at::Tensor weight_grad = std::move(link.output_layer_gradient);
-    link.output_layer_gradient = at::Tensor();
+    at::Tensor weight_grad = std::exchange(link.output_layer_gradient, at::Tensor());
     const int64_t vocab = ctx->saved_data.at("vocab").toInt();
     if (!weight_grad.defined())
       return {at::Tensor(), at::embedding_dense_backward(rows, tokens, vocab, -1, false),

@@ -389,7 +389,6 @@ TEST(GptModel, TiedGradientIsAutogradsSum) {
   at::Tensor tokens = at::randint(128, {2, 17}, at::kLong);
   tokens.narrow(1, 8, 4).fill_(5);  // a token repeated within and across sequences
   std::vector<std::vector<at::Tensor>> grads;
-  std::vector<at::Tensor> hooked;
   for (const bool tied : {false, true}) {
     GptOptions o = small_options();
     o.tied_gradient = tied;
@@ -408,7 +407,6 @@ TEST(GptModel, TiedGradientIsAutogradsSum) {
     std::vector<at::Tensor> g;
     for (const auto& p : gpt->parameters()) g.push_back(p.grad().clone());
     grads.push_back(g);
-    hooked.push_back(seen);
     EXPECT_TRUE(at::equal(seen, gpt->word_embeddings.grad())) << "tied " << tied;
   }
   ASSERT_EQ(grads[0].size(), grads[1].size());
