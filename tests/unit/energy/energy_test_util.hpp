@@ -49,6 +49,8 @@ class FakeSource : public PowerSource {
   int nan_sensor = -1;              // this sensor reads NaN ...
   int nan_from_sample = 1 << 30;    // ... from this sample on
   int throw_from_sample = 1 << 30;  // the whole sample throws from this sample on
+  // The clock time each sample was read at (the sampler serialises samples; read after stop()).
+  std::vector<double> read_times_s;
 
  private:
   std::string name_;
@@ -59,6 +61,7 @@ inline void FakeSource::sample(std::vector<SensorReading>& out) {
   const int k = samples++;
   if (k >= throw_from_sample) throw std::runtime_error("fake source unplugged");
   const double t = monotonic_now_s();
+  read_times_s.push_back(t);
   for (std::size_t i = 0; i < sensors_.size(); ++i) {
     if (static_cast<int>(i) == nan_sensor && k >= nan_from_sample) continue;
     if (sensors_[i].power_w) out[i].power_w = sensors_[i].power_w(t);
