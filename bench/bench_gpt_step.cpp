@@ -60,6 +60,7 @@ struct BenchOptions {
   std::string optimizer_kernel = "fused";  // fused | libtorch (the workload's optimizer_kernel)
   std::string gemm_kernel = "probe";       // probe | onednn | libtorch (the workload's gemm_kernel)
   std::string gelu_kernel = "native";      // native | libtorch (the workload's gelu_kernel)
+  std::string loss_kernel = "native";      // native | libtorch (the workload's loss_kernel)
   std::string trace;  // non-empty: LibTorch's per-op trace of one more step, Chrome JSON
   uint64_t seed = 0;
 };
@@ -157,6 +158,7 @@ int run(const BenchOptions& o, dist::Communicator& world) {
   mo.recompute = llm::parse_recompute(o.recompute);
   mo.gemm = llm::gemm_kernel(o.gemm_kernel, c10::Device(c10::kCPU));
   mo.native_gelu = llm::native_gelu(o.gelu_kernel, c10::Device(c10::kCPU));
+  mo.native_loss = llm::native_loss(o.loss_kernel, c10::Device(c10::kCPU));
   // Model, then tokens, from one seed: gpt_step.py draws them in the same order.
   torch::manual_seed(o.seed);
   llm::Gpt gpt(mo, tp);
@@ -253,10 +255,7 @@ int run(const BenchOptions& o, dist::Communicator& world) {
                         nn::AutocastGuard guard(amp);
                         const at::Tensor e =
                             llm::vocab_parallel_embedding(inputs, gpt->word_embeddings, tp);
-                        const at::Tensor logits =
-                            at::linear(llm::copy_to_tp_region(e + x, tp), gpt->word_embeddings);
-                        losses = llm::vocab_parallel_cross_entropy(
-                            logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), tp);
+                        losses = gpt->losses_from_hidden(e + x, labels);  // the step's kernels
                       }
                       losses.mean().backward();
                       x.mutable_grad() = at::Tensor();
@@ -331,13 +330,15 @@ int run(const BenchOptions& o, dist::Communicator& world) {
         "forward_ms={:.2f} "
         "backward_ms={:.2f} optimizer_ms={:.2f} comm_ms={:.2f} attention_ms={:.2f} mlp_ms={:.2f} "
         "embed_loss_ms={:.2f} weights_sum={:.4f} tokens_sum={} optimizer_kernel={} "
-        "gemm_kernel={} gelu_kernel={} attention={} step_gflops={:.2f} gemm_gflops={:.2f} "
+        "gemm_kernel={} gelu_kernel={} loss_kernel={} attention={} step_gflops={:.2f} "
+        "gemm_gflops={:.2f} "
         "mfu={:.4f} dense_gflop={:.3f} fma_gflops={:.2f} "
         "peak_rss_mib={}\n",
         o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch, o.precision, threads, o.tp,
         llm::gpt_parameter_count(mo), step_ms, spread.min * 1e3, tokens_per_s, loss0,
         median_of(fwd) * 1e3, median_of(bwd) * 1e3, optimizer_ms, comm_ms, attention_ms, mlp_ms,
         embed_loss_ms, weights_sum, tokens_sum, o.optimizer_kernel, o.gemm_kernel, o.gelu_kernel,
+        o.loss_kernel,
         mo.attention == llm::AttentionImpl::kNative  ? "native"
         : mo.attention == llm::AttentionImpl::kFused ? "fused"
                                                      : "plain",
@@ -384,6 +385,10 @@ int parse_and_run(int argc, char** argv) {
       ->check(CLI::IsMember({"probe", "onednn", "libtorch"}));
   app.add_option("--gelu-kernel", o.gelu_kernel,
                  "the MLP's tanh GELU: native (the workload's default on a CPU) or libtorch")
+      ->check(CLI::IsMember({"native", "libtorch"}));
+  app.add_option("--loss-kernel", o.loss_kernel,
+                 "the output layer's cross-entropy: native (the workload's default on a CPU) or "
+                 "libtorch")
       ->check(CLI::IsMember({"native", "libtorch"}));
   app.add_option("--trace", o.trace,
                  "write LibTorch's per-operator trace of one step after the timed ones to this "

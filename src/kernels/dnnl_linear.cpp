@@ -9,8 +9,11 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "kernels/cross_entropy.hpp"
 #include "kernels/kernel_use.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "kernels/sgemm.hpp"
@@ -124,6 +127,38 @@ struct ChosenLinear : public torch::autograd::Function<ChosenLinear<kBias>> {
     if constexpr (kBias)
       return {dx, dw, ctx->needs_input_grad(2) ? dy.sum(0) : at::Tensor(), at::Tensor()};
     return {dx, dw, at::Tensor()};
+  }
+};
+
+// The output layer and its cross-entropy as one node: x (N x k), w (V x k), labels (N); the
+// forward's product on `choice`'s y kernel writes the logits, which cross_entropy_rows turns into
+// the per-token losses and, in place, their gradient D (softmax minus one-hot). The backward with
+// incoming per-token gradients g: dx = diag(g) (D w) and dw = D^T (diag(g) x), so the N x V
+// floats are read by the two products only (the row scalings are N x k).
+struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& w, const at::Tensor& labels, int64_t choice) {
+    const GemmChoice c = GemmChoice::from_code(choice);
+    const at::Tensor d = forward_product(x, w, at::Tensor(), product_kernel(c.y));  // (N, V)
+    at::Tensor losses = at::empty({x.size(0)}, x.options());
+    cross_entropy_rows(d.data_ptr<float>(), d.size(0), d.size(1), labels.data_ptr<int64_t>(),
+                       losses.data_ptr<float>());
+    ctx->save_for_backward({x, w, d});
+    ctx->saved_data["choice"] = choice;
+    return losses;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const at::Tensor& w = saved[1];
+    const at::Tensor& d = saved[2];
+    const GemmChoice choice = GemmChoice::from_code(ctx->saved_data["choice"].toInt());
+    const at::Tensor g = grads[0].to(at::kFloat).contiguous().unsqueeze(1);  // (N, 1)
+    at::Tensor dx, dw;
+    if (ctx->needs_input_grad(0)) dx = input_gradient(d, w, product_kernel(choice.dx)).mul_(g);
+    if (ctx->needs_input_grad(1)) dw = weight_gradient(d, x * g, product_kernel(choice.dw));
+    return {dx, dw, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -299,6 +334,41 @@ GemmChoice gemm_choice(const at::Tensor& x, const at::Tensor& w) {
     result.verdict = choice.name();
     return result;
   }));
+}
+
+std::string linear_cross_entropy_unsupported(const at::Tensor& x, const at::Tensor& w,
+                                             const at::Tensor& labels) {
+  std::string why = linear_unsupported(x, w);
+  if (why.empty() && x.dim() != 2) why = "the input is not a matrix";
+  if (why.empty() && (!labels.defined() || labels.scalar_type() != at::kLong || labels.dim() != 1 ||
+                      labels.size(0) != x.size(0)))
+    why = "the labels are not one int64 per input row";
+  if (why.empty() && !labels.device().is_cpu()) why = "the labels are not on the CPU";
+  return why;
+}
+
+at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& labels,
+                                GemmKernel kernel) {
+  const std::string why = linear_cross_entropy_unsupported(x, w, labels);
+  if (!why.empty())
+    throw core::Error(fmt::format("linear cross-entropy: unsupported arguments ({}): {}",
+                                  linear_describe(x, w), why));
+  const int64_t vocab = w.size(0);
+  const at::Tensor l = labels.contiguous();
+  if (l.numel() > 0) {
+    const int64_t* first = l.data_ptr<int64_t>();
+    const auto [low, high] = std::minmax_element(first, first + l.numel());
+    if (*low < 0 || *high >= vocab)
+      throw core::Error(
+          fmt::format("linear cross-entropy: a label outside [0, {}) (labels from {} to {})", vocab,
+                      *low, *high));
+  }
+  const at::Tensor x2 = x.contiguous(), w2 = w.contiguous();
+  GemmChoice choice;
+  if (kernel == GemmKernel::Probe) choice = gemm_choice(x2, w2);
+  if (kernel == GemmKernel::OneDnn && dnnl_gemm_built())
+    choice = GemmChoice::all(GemmChoice::OneDnn);
+  return LinearCrossEntropy::apply(x2, w2, l, choice.code());
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, GemmKernel kernel,

@@ -75,6 +75,24 @@ inline constexpr double kGemmMargin = 0.9;
 // raise the run's peak memory).
 GemmChoice gemm_choice(const at::Tensor& x, const at::Tensor& w);
 
+// Why linear_cross_entropy does not take these ("" when it does): x (N x k) and w (V x k) float32
+// on the CPU, not under CPU autocast; labels (N) int64 on the CPU.
+std::string linear_cross_entropy_unsupported(const at::Tensor& x, const at::Tensor& w,
+                                             const at::Tensor& labels);
+
+// The per-token cross-entropy of the logits x w^T against `labels`, as at::cross_entropy of
+// at::linear(x, w) without reduction (N float32 losses), in one autograd node: the forward's
+// product (on the kernel `kernel` gives the shape's forward, as linear() would run it) writes the N
+// x V logits, kernels::cross_entropy_rows turns them in place into the losses' gradient (softmax
+// minus one-hot), and the backward is the two gradient products over that tensor, with x's rows
+// (and the input gradient's) scaled by the incoming per-token gradient. So the logits are one
+// tensor, kept, and read by the products only: LibTorch's operations keep a second one (the
+// softmax) and make about ten passes over them (docs/llm.md, "The output layer's loss"). A
+// core::Error names the arguments where linear_cross_entropy_unsupported, or a label outside [0,
+// V).
+at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& labels,
+                                GemmKernel kernel);
+
 // at::linear by `kernel`: LibTorch; oneDNN where it takes the arguments; or, for float32 CPU
 // arguments, each product on the kernel the probe chose for the shape. Each call is counted in
 // `use` (op "gemm") when given, by the kernel of its forward product, with the reason when OneDnn

@@ -117,14 +117,16 @@ TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
   EXPECT_NEAR(std::stod(rows[5][7]), 1e-4, 1e-12);
 
   // system.json names the optimizer's kernel (the default: the one-pass AdamW on a CPU), the
-  // linear layers' (this run: a probe per shape), the GELU's and the attention's (head size 16:
-  // native), what the products, attentions and GELUs ran (every call counted, in the order each
-  // first ran) and the probes behind the products (one per distinct shape).
+  // linear layers' (this run: a probe per shape), the GELU's, the attention's (head size 16:
+  // native) and the output layer's loss, what the products, attentions, GELUs and losses ran
+  // (every call counted, in the order each first ran) and the probes behind the products (one per
+  // distinct shape).
   const nlohmann::json sys = nlohmann::json::parse(core::read_file(run / "system.json"));
-  EXPECT_EQ(sys.at("kernels"), nlohmann::json::array({"optimizer=fused_adamw", "gemm=probe",
-                                                      "gelu=native", "attention=native"}))
+  EXPECT_EQ(sys.at("kernels"),
+            nlohmann::json::array({"optimizer=fused_adamw", "gemm=probe", "gelu=native",
+                                   "attention=native", "loss=native"}))
       << sys.dump();
-  ASSERT_EQ(sys.at("kernels_run").size(), 3u) << sys.dump();
+  ASSERT_EQ(sys.at("kernels_run").size(), 4u) << sys.dump();
   const std::string gemm_run = sys.at("kernels_run")[0].get<std::string>();
   EXPECT_EQ(gemm_run.rfind("gemm=", 0), 0u) << gemm_run;
   // The attention and the MLP's GELU: native on every call (float32 CPU tensors), nothing else.
@@ -133,6 +135,9 @@ TEST(LlmTraining, RunsAndRecordsCaramlsFigures) {
       << sys.dump();
   EXPECT_TRUE(std::regex_match(sys.at("kernels_run")[2].get<std::string>(),
                                std::regex(R"(gelu=native x\d+)")))
+      << sys.dump();
+  EXPECT_TRUE(std::regex_match(sys.at("kernels_run")[3].get<std::string>(),
+                               std::regex(R"(loss=native x\d+)")))
       << sys.dump();
   const auto& probes = sys.at("kernel_probes");
   EXPECT_FALSE(probes.empty()) << sys.dump();

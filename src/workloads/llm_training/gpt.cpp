@@ -408,6 +408,26 @@ at::Tensor GptImpl::stage_forward(const at::Tensor& input, int chunk) {
 
 at::Tensor GptImpl::losses_from_hidden(const at::Tensor& hidden, const at::Tensor& labels) {
   SCAFFOLD_CHECK(stage_.last(), "GPT: the loss is computed on the last pipeline stage");
+  kernels::KernelUse* use = options_.kernel_use.get();
+  if (options_.native_loss) {
+    const bool one_rank = !tp_ || tp_->size == 1;
+    const at::Tensor flat_hidden = hidden.reshape({-1, hidden.size(-1)});
+    const at::Tensor flat_labels = labels.reshape({-1});
+    const std::string why = one_rank ? kernels::linear_cross_entropy_unsupported(
+                                           flat_hidden, word_embeddings, flat_labels)
+                                     : "tensor parallelism (the vocabulary is split over ranks)";
+    if (why.empty()) {
+      if (use) use->ran("loss", "native");
+      const at::Tensor weight =
+          tied_link_ ? tied_output_weight(word_embeddings, std::exchange(tied_link_, {}))
+                     : word_embeddings;
+      return kernels::linear_cross_entropy(flat_hidden, weight, flat_labels, options_.gemm)
+          .view(labels.sizes());
+    }
+    if (use) use->ran("loss", "libtorch", why);
+  } else if (use) {
+    use->ran("loss", "libtorch");
+  }
   const at::Tensor logits = output_layer(hidden);  // of the last chunk's output
   const at::Tensor flat = logits.reshape({-1, logits.size(-1)});
   return vocab_parallel_cross_entropy(flat, labels.reshape({-1}), tp_).view(labels.sizes());

@@ -80,6 +80,11 @@ struct GptOptions {
   // The MLP's tanh GELU by kernels::gelu_tanh (true) where it takes the tensor, else at::gelu;
   // counted in kernel_use (op "gelu") when set.
   bool native_gelu = false;
+  // The output layer and the cross-entropy as one node (kernels::linear_cross_entropy: the
+  // logits turned into their gradient in place, no softmax kept) where it takes the tensors
+  // (float32 on a CPU, one tensor-parallel rank, not under autocast), else the linear and
+  // vocab_parallel_cross_entropy; counted in kernel_use (op "loss") when set.
+  bool native_loss = false;
   // With one tensor-parallel rank and one stage, the tied embedding's two gradients summed into
   // the output layer's (tensor_parallel.hpp's tied_embedding: the same sums without two passes
   // over the (V, h) weight); false: autograd sums them (the reference the tests compare with).

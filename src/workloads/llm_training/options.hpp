@@ -110,6 +110,11 @@ struct LlmTrainingConfig {
   // backward, float32 and bf16 on a CPU), libtorch (at::gelu, the reference), auto: native on a
   // CPU, libtorch elsewhere.
   std::string gelu_kernel = "auto";
+  // The output layer's cross-entropy: native (kernels::linear_cross_entropy: the product and the
+  // loss as one node, the logits turned into their gradient in place; float32 on a CPU with one
+  // tensor-parallel rank), libtorch (the linear, then LibTorch's operations: the reference), auto:
+  // native on a CPU, libtorch elsewhere.
+  std::string loss_kernel = "auto";
 
   // Logging, validation, checkpoints (iterations).
   int64_t log_interval = 5;

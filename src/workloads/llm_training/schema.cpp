@@ -331,6 +331,14 @@ std::vector<Spec> llm_training_keys() {
                       "native on a CPU, libtorch elsewhere; the same function either way",
                       "one of auto, native, libtorch"),
              {"auto", "native", "libtorch"});
+  add_choice(bind_key("loss_kernel", &LC::loss_kernel,
+                      "the output layer's cross-entropy: native (the product and the loss as one "
+                      "node, the logits turned into their gradient in place; float32 on a CPU "
+                      "with one tensor-parallel rank), libtorch (LibTorch's operations, the "
+                      "reference); auto: native on a CPU, libtorch elsewhere; the same loss "
+                      "either way",
+                      "one of auto, native, libtorch"),
+             {"auto", "native", "libtorch"});
 
   // Logging, validation, checkpoints.
   add(bind_key("log_interval", &LC::log_interval, "iterations per Megatron log line",

@@ -323,6 +323,10 @@ bool native_gelu(const std::string& gelu_kernel, const c10::Device& device) {
   return kernels::cpu_kernel_chosen("gelu_kernel", gelu_kernel, "native", device);
 }
 
+bool native_loss(const std::string& loss_kernel, const c10::Device& device) {
+  return kernels::cpu_kernel_chosen("loss_kernel", loss_kernel, "native", device);
+}
+
 kernels::GemmKernel gemm_kernel(const std::string& gemm_kernel, const c10::Device& device) {
   if (gemm_kernel == "libtorch" || (gemm_kernel == "auto" && !device.is_cpu()))
     return kernels::GemmKernel::LibTorch;

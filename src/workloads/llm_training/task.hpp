@@ -129,6 +129,10 @@ kernels::GemmKernel gemm_kernel(const std::string& gemm_kernel, const c10::Devic
 // The config's gelu_kernel for a run on `device`: whether the MLP runs kernels::gelu_tanh. auto is
 // native on a CPU; native off the CPU is a core::Error naming the key.
 bool native_gelu(const std::string& gelu_kernel, const c10::Device& device);
+// The config's loss_kernel for a run on `device`: whether the output layer's loss runs
+// kernels::linear_cross_entropy (GptOptions::native_loss). auto is native on a CPU; native off the
+// CPU is a core::Error naming the key.
+bool native_loss(const std::string& loss_kernel, const c10::Device& device);
 // The same optimizer with its state sharded over the data-parallel group `dp` (Megatron's
 // --use-distributed-optimizer: train::ShardedAdamW); null or one rank: one shard holding all.
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>

@@ -68,6 +68,7 @@ const std::vector<std::string> kKeys = {"base_run_dir",
                                         "optimizer_kernel",
                                         "gemm_kernel",
                                         "gelu_kernel",
+                                        "loss_kernel",
                                         "log_interval",
                                         "timing_warmup_iters",
                                         "eval_interval",
@@ -157,6 +158,8 @@ void expect_caraml_defaults(const LC& c) {
   EXPECT_EQ(c.gemm_kernel, "auto");
   // The MLP's GELU: the native kernel on a CPU.
   EXPECT_EQ(c.gelu_kernel, "auto");
+  // The output layer's loss: the one-node kernel on a CPU.
+  EXPECT_EQ(c.loss_kernel, "auto");
   EXPECT_EQ(c.log_interval, 5);
   EXPECT_EQ(c.eval_interval, 2000);
   EXPECT_EQ(c.eval_iters, 15);
@@ -264,6 +267,7 @@ TEST_F(LlmTrainingConfigTest, BadValuesNameTheKeyValueAndWhatIsAllowed) {
       {"optimizer_kernel: adam\n", "optimizer_kernel", "one of auto, fused, libtorch"},
       {"gemm_kernel: mkl\n", "gemm_kernel", "one of auto, probe, onednn, libtorch"},
       {"gelu_kernel: fast\n", "gelu_kernel", "one of auto, native, libtorch"},
+      {"loss_kernel: liger\n", "loss_kernel", "one of auto, native, libtorch"},
       {"exit_duration_in_mins: -1\n", "exit_duration_in_mins", "a number >= 0"},
       // The split is checked with synthetic data too (a typo found before data_path is set).
       {"split: 90,10,x\n", "split", "numbers >= 0 separated by ',' or '/'"},

@@ -6,6 +6,8 @@
 // rotary embeddings' relative-position property; recompute none = selective = full; and the
 // loss falling on a tiny repeated corpus through the task and the shared loop.
 #include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/utils.h>
@@ -15,6 +17,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -22,6 +25,7 @@
 #include "dist/process_grid.hpp"
 #include "kernels/fused_adam.hpp"
 #include "kernels/kernel_use.hpp"
+#include "nn/autocast.hpp"
 #include "train/loop.hpp"
 #include "unit/tensor_compare.hpp"
 #include "workloads/llm_training/gpt.hpp"
@@ -362,8 +366,70 @@ TEST(GptModel, NativeGeluGivesLibTorchsLossAndGradients) {
         tensors_close(runs[1].grads[i], runs[0].grads[i], 1e-5, "grad " + std::to_string(i)));
   // One GELU per layer (2) in the one forward pass, all native (and 4 linear layers per layer
   // plus the output layer: 9 products); no fallback.
-  EXPECT_EQ(use->summary(), (std::vector<std::string>{"gemm=libtorch x9", "gelu=native x2"}));
+  EXPECT_EQ(use->summary(),
+            (std::vector<std::string>{"gemm=libtorch x9", "gelu=native x2", "loss=libtorch x1"}));
   EXPECT_TRUE(use->fallbacks().empty());
+}
+
+// The output layer and its cross-entropy as one node (kernels::linear_cross_entropy) against the
+// linear and vocab_parallel_cross_entropy: the same loss and gradients of every parameter (the tied
+// embedding's included, through tied_output_weight) within float32 rounding, for each products'
+// kernel, over two accumulated backward passes with unequal weights per token (a masked loss's);
+// under bf16 autocast it hands over to the LibTorch path, logged as a fallback with the reason.
+TEST(GptModel, NativeLossGivesLibTorchsLossAndGradients) {
+  torch::manual_seed(12);
+  const at::Tensor tokens = at::randint(128, {2, 17}, at::kLong);
+  const at::Tensor weights = at::rand({2, 16});
+  for (const auto gemm : {kernels::GemmKernel::LibTorch, kernels::GemmKernel::Probe}) {
+    std::vector<std::pair<double, std::vector<at::Tensor>>> runs;
+    for (const bool native : {false, true}) {
+      GptOptions o = small_options(PositionEmbedding::kRope);
+      o.gemm = gemm;
+      o.native_loss = native;
+      o.kernel_use = std::make_shared<kernels::KernelUse>();
+      o.kernel_use->chose("loss", {native ? "native" : "libtorch"});
+      torch::manual_seed(13);
+      Gpt gpt(o);
+      double loss_sum = 0;
+      for (int pass = 0; pass < 2; ++pass) {
+        const at::Tensor batch = tokens.roll(pass, 1);
+        const at::Tensor loss =
+            (gpt->token_losses(batch.narrow(1, 0, 16), batch.narrow(1, 1, 16)) * weights).sum();
+        loss.backward();
+        loss_sum += loss.item<double>();
+      }
+      std::vector<at::Tensor> g;
+      for (const auto& p : gpt->parameters()) g.push_back(p.grad().clone());
+      runs.emplace_back(loss_sum, g);
+      const std::string loss_line = std::string("loss=") + (native ? "native" : "libtorch") + " x2";
+      const auto summary = o.kernel_use->summary();
+      EXPECT_NE(std::find(summary.begin(), summary.end(), loss_line), summary.end())
+          << fmt::format("{}", fmt::join(summary, "; "));
+      EXPECT_TRUE(o.kernel_use->fallbacks().empty());
+    }
+    const std::string what = kernels::to_string(gemm);
+    EXPECT_NEAR(runs[1].first, runs[0].first, 1e-5 * std::abs(runs[0].first)) << what;
+    for (std::size_t i = 0; i < runs[0].second.size(); ++i)
+      EXPECT_TRUE(tensors_close(runs[1].second[i], runs[0].second[i], 1e-5,
+                                what + " grad " + std::to_string(i)));
+  }
+  GptOptions o = small_options();
+  o.native_loss = true;
+  o.kernel_use = std::make_shared<kernels::KernelUse>();
+  o.kernel_use->chose("loss", {"native"});
+  Gpt gpt(o);
+  nn::AutocastState amp = nn::AutocastState::current().disabled();
+  amp.cpu_enabled = true;
+  amp.cpu_dtype = at::kBFloat16;
+  {
+    const nn::AutocastGuard guard(amp);
+    gpt->token_losses(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16)).mean().backward();
+  }
+  ASSERT_EQ(o.kernel_use->fallbacks().size(), 1u);
+  EXPECT_NE(o.kernel_use->fallbacks()[0].find("loss: libtorch instead of native (under CPU "
+                                              "autocast)"),
+            std::string::npos)
+      << o.kernel_use->fallbacks()[0];
 }
 
 // Whether the backward graph from `root` reaches a node whose name contains `name`.
@@ -524,8 +590,9 @@ TEST(GptTraining, TheCpuKernelKeysAreResolvedForTheRunsDevice) {
     const char* kernel;
     bool (*resolve)(const std::string&, const c10::Device&);
   };
-  for (const Key& k : {Key{"optimizer_kernel", "fused", &fused_optimizer},
-                       Key{"gelu_kernel", "native", &native_gelu}}) {
+  for (const Key& k :
+       {Key{"optimizer_kernel", "fused", &fused_optimizer},
+        Key{"gelu_kernel", "native", &native_gelu}, Key{"loss_kernel", "native", &native_loss}}) {
     EXPECT_TRUE(k.resolve("auto", cpu)) << k.name;
     EXPECT_FALSE(k.resolve("auto", gpu)) << k.name;
     EXPECT_TRUE(k.resolve(k.kernel, cpu)) << k.name;

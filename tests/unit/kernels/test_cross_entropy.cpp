@@ -1,0 +1,132 @@
+// kernels::cross_entropy_rows and kernels::linear_cross_entropy (the GPT's output layer and its
+// loss as one node) against float64 references written from the definition: loss = logsumexp(z) -
+// z_label, its gradient softmax(z) - onehot(label); the products' gradients through autograd in
+// float64. Tolerances: the kernel's exponentials are within 3e-7 relative and its sums are float,
+// so 2e-6 of the largest magnitude for the losses and the row gradients, and 1e-5 where a float32
+// product of up to 70 terms follows (as test_dnnl_linear's).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/cross_entropy.hpp"
+#include "kernels/dnnl_linear.hpp"
+#include "nn/autocast.hpp"
+#include "unit/tensor_compare.hpp"
+
+namespace scaffold::kernels {
+namespace {
+
+using model::test::tensors_close;
+
+// Rows of widths around the kernel's vector (16) and sum block (2048), logits spread far enough
+// (+-40) that e^z overflows float without the row's maximum taken out.
+TEST(CrossEntropyRows, LossAndGradientAreLogSumExpAndSoftmaxMinusOneHot) {
+  at::manual_seed(21);
+  for (const int64_t v : {1, 15, 16, 33, 2048, 2049, 5003}) {
+    const int64_t n = 7;
+    const at::Tensor z = at::randn({n, v}).mul_(v > 100 ? 15.0 : 3.0);
+    z[2][v / 2] = 40.0;  // one dominant logit
+    const at::Tensor labels = at::randint(v, {n}, at::kLong);
+    labels[2] = v / 2;
+    at::Tensor grad = z.clone();
+    at::Tensor losses = at::empty({n});
+    cross_entropy_rows(grad.data_ptr<float>(), n, v, labels.data_ptr<int64_t>(),
+                       losses.data_ptr<float>());
+    const at::Tensor z64 = z.to(at::kDouble);
+    const at::Tensor want_loss =
+        at::logsumexp(z64, 1) - z64.gather(1, labels.unsqueeze(1)).squeeze(1);
+    const at::Tensor want_grad = at::softmax(z64, 1) - at::one_hot(labels, v).to(at::kDouble);
+    const std::string what = "v " + std::to_string(v);
+    // Absolute: losses near 0 (the dominant row) must be near 0.
+    EXPECT_LE((losses.to(at::kDouble) - want_loss).abs().max().item<double>(),
+              2e-6 * std::max(1.0, want_loss.abs().max().item<double>()))
+        << what;
+    EXPECT_TRUE(tensors_close(grad, want_grad, 2e-6, "row gradient " + what));
+    // Each row's gradient sums to zero (the softmax sums to one).
+    EXPECT_LE(grad.to(at::kDouble).sum(1).abs().max().item<double>(), 1e-5) << what;
+  }
+}
+
+struct Result {
+  at::Tensor losses, dx, dw;
+};
+
+// Losses of x w^T against labels and the gradients of sum(losses * g).
+template <typename Op>
+Result run(const at::Tensor& x0, const at::Tensor& w0, const at::Tensor& g, Op op) {
+  const at::Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true);
+  const at::Tensor losses = op(x, w);
+  const auto grads = torch::autograd::grad({losses}, {x, w}, {g});
+  return {losses, grads[0], grads[1]};
+}
+
+// 29 tokens, 70 features, a 4099-word vocabulary (ragged for every tile and block), per-token
+// incoming gradients of both signs: each products' kernel against the float64 definition.
+TEST(LinearCrossEntropy, EqualsFloat64CrossEntropyOfTheLinearInLossAndGradients) {
+  at::manual_seed(22);
+  const int64_t n = 29, k = 70, v = 4099;
+  const at::Tensor x = at::randn({n, k}), w = at::randn({v, k}) * 0.3;
+  const at::Tensor labels = at::randint(v, {n}, at::kLong);
+  const at::Tensor g = at::randn({n});
+  const Result ref = run(x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
+                         [&](const at::Tensor& a, const at::Tensor& b) {
+                           const at::Tensor z = at::linear(a, b);
+                           return at::logsumexp(z, 1) - z.gather(1, labels.unsqueeze(1)).squeeze(1);
+                         });
+  std::vector<GemmKernel> kernels = {GemmKernel::LibTorch, GemmKernel::Probe};
+  if (dnnl_gemm_built()) kernels.push_back(GemmKernel::OneDnn);
+  for (const GemmKernel kernel : kernels) {
+    const Result got = run(x, w, g, [&](const at::Tensor& a, const at::Tensor& b) {
+      return linear_cross_entropy(a, b, labels, kernel);
+    });
+    const std::string what = to_string(kernel);
+    EXPECT_EQ(got.losses.scalar_type(), at::kFloat);
+    EXPECT_TRUE(tensors_close(got.losses, ref.losses, 1e-5, "losses " + what));
+    EXPECT_TRUE(tensors_close(got.dx, ref.dx, 1e-5, "input gradient " + what));
+    EXPECT_TRUE(tensors_close(got.dw, ref.dw, 1e-5, "weight gradient " + what));
+  }
+}
+
+TEST(LinearCrossEntropy, RefusesWhatItCannotTakeNamingIt) {
+  const at::Tensor x = at::randn({4, 8}), w = at::randn({10, 8});
+  const at::Tensor labels = at::tensor(std::vector<int64_t>{0, 3, 9, 2});
+  EXPECT_EQ(linear_cross_entropy_unsupported(x, w, labels), "");
+  EXPECT_EQ(linear_cross_entropy_unsupported(x.to(at::kDouble), w.to(at::kDouble), labels),
+            "not float32");
+  EXPECT_EQ(linear_cross_entropy_unsupported(x.unsqueeze(0), w, labels),
+            "the input is not a matrix");
+  EXPECT_EQ(linear_cross_entropy_unsupported(x, w, labels.to(at::kInt)),
+            "the labels are not one int64 per input row");
+  EXPECT_EQ(linear_cross_entropy_unsupported(x, w, labels.narrow(0, 0, 3)),
+            "the labels are not one int64 per input row");
+  {
+    nn::AutocastState state = nn::AutocastState::current();
+    state.cpu_enabled = true;
+    const nn::AutocastGuard autocast(state);
+    EXPECT_EQ(linear_cross_entropy_unsupported(x, w, labels), "under CPU autocast");
+  }
+  for (const int64_t bad : {int64_t{-1}, int64_t{10}}) {
+    at::Tensor l = labels.clone();
+    l[1] = bad;
+    try {
+      linear_cross_entropy(x, w, l, GemmKernel::LibTorch);
+      ADD_FAILURE() << "label " << bad << " was taken";
+    } catch (const core::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("a label outside [0, 10)"), std::string::npos)
+          << e.what();
+    }
+  }
+  try {
+    linear_cross_entropy(x.to(at::kDouble), w.to(at::kDouble), labels, GemmKernel::LibTorch);
+    ADD_FAILURE() << "float64 was taken";
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not float32"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace scaffold::kernels
