@@ -418,10 +418,7 @@ at::Tensor GptImpl::losses_from_hidden(const at::Tensor& hidden, const at::Tenso
                                      : "tensor parallelism (the vocabulary is split over ranks)";
     if (why.empty()) {
       if (use) use->ran("loss", "native");
-      const at::Tensor weight =
-          tied_link_ ? tied_output_weight(word_embeddings, std::exchange(tied_link_, {}))
-                     : word_embeddings;
-      return kernels::linear_cross_entropy(flat_hidden, weight, flat_labels, options_.gemm)
+      return kernels::linear_cross_entropy(flat_hidden, output_weight(), flat_labels, options_.gemm)
           .view(labels.sizes());
     }
     if (use) use->ran("loss", "libtorch", why);
@@ -433,14 +430,16 @@ at::Tensor GptImpl::losses_from_hidden(const at::Tensor& hidden, const at::Tenso
   return vocab_parallel_cross_entropy(flat, labels.reshape({-1}), tp_).view(labels.sizes());
 }
 
+at::Tensor GptImpl::output_weight() {
+  return tied_link_ ? tied_output_weight(word_embeddings, std::exchange(tied_link_, {}))
+                    : word_embeddings;
+}
+
 at::Tensor GptImpl::output_layer(const at::Tensor& hidden) {
   // The token embedding, transposed (Megatron's parallel_lm_logits).
-  const at::Tensor weight = tied_link_
-                                ? tied_output_weight(word_embeddings, std::exchange(tied_link_, {}))
-                                : word_embeddings;
   return kernels::linear(options_.sequence_parallel ? gather_from_sequence_region(hidden, tp_)
                                                     : copy_to_tp_region(hidden, tp_),
-                         weight, {}, options_.gemm,
+                         output_weight(), {}, options_.gemm,
                          options_.kernel_use.get());  // (B, S', V/t)
 }
 

@@ -210,11 +210,14 @@ class GptImpl : public torch::nn::Module {
  private:
   at::Tensor embed(const at::Tensor& tokens);  // (B, S') -> (B, S'', h), the first stage's input
   at::Tensor output_layer(const at::Tensor& hidden);  // the last stage's logits (B, S', V/t)
+  // The output layer's weight: the token embedding, through tied_output_weight when embed() left
+  // a link (taking it).
+  at::Tensor output_weight();
   GptOptions options_;
   std::shared_ptr<const TensorParallel> tp_;
   PipelineStage stage_;
   // Set by embed() where the tied gradient applies (options_.tied_gradient, one rank of tensor
-  // parallelism, one stage, autograd recording), taken by the output_layer() that follows.
+  // parallelism, one stage, autograd recording), taken by the output_weight() that follows.
   c10::intrusive_ptr<TiedEmbeddingLink> tied_link_;
 };
 TORCH_MODULE(Gpt);

@@ -1,6 +1,6 @@
 // A convolution's output and the gradients of sum(y * g) by autograd, for the kernel tests that
 // compare a kernel with a reference convolution (test_dnnl_conv, test_winograd_conv,
-// test_winograd_conv2d).
+// test_winograd_conv2d), or any op of an input and a weight with one (test_cross_entropy).
 #pragma once
 
 #include <ATen/ATen.h>

@@ -6,7 +6,6 @@
 // product of up to 70 terms follows (as test_dnnl_linear's).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <torch/csrc/autograd/autograd.h>
 
 #include <string>
 #include <vector>
@@ -15,11 +14,14 @@
 #include "kernels/cross_entropy.hpp"
 #include "kernels/dnnl_linear.hpp"
 #include "nn/autocast.hpp"
+#include "unit/kernels/conv_grads.hpp"
 #include "unit/tensor_compare.hpp"
 
 namespace scaffold::kernels {
 namespace {
 
+using model::test::conv_grads;
+using model::test::ConvGrads;
 using model::test::tensors_close;
 
 // Rows of widths around the kernel's vector (16) and sum block (2048), logits spread far enough
@@ -51,19 +53,6 @@ TEST(CrossEntropyRows, LossAndGradientAreLogSumExpAndSoftmaxMinusOneHot) {
   }
 }
 
-struct Result {
-  at::Tensor losses, dx, dw;
-};
-
-// Losses of x w^T against labels and the gradients of sum(losses * g).
-template <typename Op>
-Result run(const at::Tensor& x0, const at::Tensor& w0, const at::Tensor& g, Op op) {
-  const at::Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true);
-  const at::Tensor losses = op(x, w);
-  const auto grads = torch::autograd::grad({losses}, {x, w}, {g});
-  return {losses, grads[0], grads[1]};
-}
-
 // 29 tokens, 70 features, a 4099-word vocabulary (ragged for every tile and block), per-token
 // incoming gradients of both signs: each products' kernel against the float64 definition.
 TEST(LinearCrossEntropy, EqualsFloat64CrossEntropyOfTheLinearInLossAndGradients) {
@@ -72,20 +61,21 @@ TEST(LinearCrossEntropy, EqualsFloat64CrossEntropyOfTheLinearInLossAndGradients)
   const at::Tensor x = at::randn({n, k}), w = at::randn({v, k}) * 0.3;
   const at::Tensor labels = at::randint(v, {n}, at::kLong);
   const at::Tensor g = at::randn({n});
-  const Result ref = run(x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
-                         [&](const at::Tensor& a, const at::Tensor& b) {
-                           const at::Tensor z = at::linear(a, b);
-                           return at::logsumexp(z, 1) - z.gather(1, labels.unsqueeze(1)).squeeze(1);
-                         });
+  const ConvGrads ref =
+      conv_grads(x.to(at::kDouble), w.to(at::kDouble), g.to(at::kDouble),
+                 [&](const at::Tensor& a, const at::Tensor& b) {
+                   const at::Tensor z = at::linear(a, b);
+                   return at::logsumexp(z, 1) - z.gather(1, labels.unsqueeze(1)).squeeze(1);
+                 });
   std::vector<GemmKernel> kernels = {GemmKernel::LibTorch, GemmKernel::Probe};
   if (dnnl_gemm_built()) kernels.push_back(GemmKernel::OneDnn);
   for (const GemmKernel kernel : kernels) {
-    const Result got = run(x, w, g, [&](const at::Tensor& a, const at::Tensor& b) {
+    const ConvGrads got = conv_grads(x, w, g, [&](const at::Tensor& a, const at::Tensor& b) {
       return linear_cross_entropy(a, b, labels, kernel);
     });
     const std::string what = to_string(kernel);
-    EXPECT_EQ(got.losses.scalar_type(), at::kFloat);
-    EXPECT_TRUE(tensors_close(got.losses, ref.losses, 1e-5, "losses " + what));
+    EXPECT_EQ(got.y.scalar_type(), at::kFloat);
+    EXPECT_TRUE(tensors_close(got.y, ref.y, 1e-5, "losses " + what));
     EXPECT_TRUE(tensors_close(got.dx, ref.dx, 1e-5, "input gradient " + what));
     EXPECT_TRUE(tensors_close(got.dw, ref.dw, 1e-5, "weight gradient " + what));
   }
