@@ -13,3 +13,10 @@ add_test(NAME tidy.clang_tidy
                  CLANG_TIDY=${SCAFFOLD_CLANG_TIDY} ${PROJECT_SOURCE_DIR}/scripts/tidy --fast --torch-free
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(tidy.clang_tidy PROPERTIES LABELS tidy TIMEOUT 600)
+# scripts/tidy-run's cache of clean files (skipped until their preprocessed source, flags or the
+# checks change) on a two-file project of its own.
+add_test(NAME tidy.cache
+         COMMAND ${PROJECT_SOURCE_DIR}/tests/tidy/test_tidy_cache.sh ${SCAFFOLD_CLANG_TIDY}
+                 ${CMAKE_CXX_COMPILER})
+set_tests_properties(tidy.cache PROPERTIES LABELS tidy TIMEOUT 120 PASS_REGULAR_EXPRESSION
+                     "checked, skipped and re-checked as expected")
