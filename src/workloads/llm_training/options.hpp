@@ -113,7 +113,7 @@ struct LlmTrainingConfig {
   // The output layer's cross-entropy: native (kernels::linear_cross_entropy: the product and the
   // loss as one node, the logits turned into their gradient in place; float32 on a CPU with one
   // tensor-parallel rank), libtorch (the linear, then LibTorch's operations: the reference), auto:
-  // native on a CPU, libtorch elsewhere.
+  // native on a CPU with one tensor-parallel rank in fp32, libtorch elsewhere.
   std::string loss_kernel = "auto";
 
   // Logging, validation, checkpoints (iterations).

@@ -335,8 +335,8 @@ std::vector<Spec> llm_training_keys() {
                       "the output layer's cross-entropy: native (the product and the loss as one "
                       "node, the logits turned into their gradient in place; float32 on a CPU "
                       "with one tensor-parallel rank), libtorch (LibTorch's operations, the "
-                      "reference); auto: native on a CPU, libtorch elsewhere; the same loss "
-                      "either way",
+                      "reference); auto: native on a CPU with one tensor-parallel rank in fp32, "
+                      "libtorch elsewhere; the same loss either way",
                       "one of auto, native, libtorch"),
              {"auto", "native", "libtorch"});
 

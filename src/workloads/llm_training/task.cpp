@@ -323,8 +323,10 @@ bool native_gelu(const std::string& gelu_kernel, const c10::Device& device) {
   return kernels::cpu_kernel_chosen("gelu_kernel", gelu_kernel, "native", device);
 }
 
-bool native_loss(const std::string& loss_kernel, const c10::Device& device) {
-  return kernels::cpu_kernel_chosen("loss_kernel", loss_kernel, "native", device);
+bool native_loss(const std::string& loss_kernel, const c10::Device& device, int64_t tensor_parallel,
+                 const std::string& precision) {
+  const bool chosen = kernels::cpu_kernel_chosen("loss_kernel", loss_kernel, "native", device);
+  return chosen && (loss_kernel == "native" || (tensor_parallel == 1 && precision == "fp32"));
 }
 
 kernels::GemmKernel gemm_kernel(const std::string& gemm_kernel, const c10::Device& device) {

@@ -129,10 +129,13 @@ kernels::GemmKernel gemm_kernel(const std::string& gemm_kernel, const c10::Devic
 // The config's gelu_kernel for a run on `device`: whether the MLP runs kernels::gelu_tanh. auto is
 // native on a CPU; native off the CPU is a core::Error naming the key.
 bool native_gelu(const std::string& gelu_kernel, const c10::Device& device);
-// The config's loss_kernel for a run on `device`: whether the output layer's loss runs
-// kernels::linear_cross_entropy (GptOptions::native_loss). auto is native on a CPU; native off the
-// CPU is a core::Error naming the key.
-bool native_loss(const std::string& loss_kernel, const c10::Device& device);
+// The config's loss_kernel for a run on `device` with `tensor_parallel` ranks in `precision`:
+// whether the output layer's loss runs kernels::linear_cross_entropy (GptOptions::native_loss).
+// auto is native where the kernel takes every call (a CPU, one tensor-parallel rank, fp32), so
+// that system.json's choice is what runs; native is native on a CPU (calls it cannot take fall
+// back, logged); native off the CPU is a core::Error naming the key.
+bool native_loss(const std::string& loss_kernel, const c10::Device& device,
+                 int64_t tensor_parallel = 1, const std::string& precision = "fp32");
 // The same optimizer with its state sharded over the data-parallel group `dp` (Megatron's
 // --use-distributed-optimizer: train::ShardedAdamW); null or one rank: one shard holding all.
 std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>&)>

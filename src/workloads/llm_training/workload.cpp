@@ -276,7 +276,9 @@ class LlmRun : public suite::WorkloadRun {
                            (native_gelu(cfg_.gelu_kernel, env.device) ? "native" : "libtorch"));
     info.kernels.push_back(std::string("attention=") + to_string(attention_impl(env.device)));
     info.kernels.push_back(std::string("loss=") +
-                           (native_loss(cfg_.loss_kernel, env.device) ? "native" : "libtorch"));
+                           (native_loss(cfg_.loss_kernel, env.device, layout_.tp, cfg_.precision)
+                                ? "native"
+                                : "libtorch"));
   }
 
   // What rank 0's linear layers ran, counted call by call (the probes behind the choice are
@@ -320,7 +322,7 @@ class LlmRun : public suite::WorkloadRun {
                                       : std::vector<std::string>{kernels::to_string(mo_.gemm)});
     mo_.native_gelu = native_gelu(cfg_.gelu_kernel, env.device);
     mo_.kernel_use->chose("gelu", {mo_.native_gelu ? "native" : "libtorch"});
-    mo_.native_loss = native_loss(cfg_.loss_kernel, env.device);
+    mo_.native_loss = native_loss(cfg_.loss_kernel, env.device, layout_.tp, cfg_.precision);
     mo_.kernel_use->chose("loss", {mo_.native_loss ? "native" : "libtorch"});
     if (mo_.attention == AttentionImpl::kNative) mo_.kernel_use->chose("attention", {"native"});
     const int64_t log_interval = cfg_.log_interval;

@@ -580,6 +580,11 @@ TEST(GptTraining, ClippingHandsTheFactorToTheFusedAdamW) {
     EXPECT_TRUE(at::equal(stepped[1][i], stepped[0][i])) << "parameter " << i;
 }
 
+// loss_kernel resolved for a run with one tensor-parallel rank in fp32 (the other layouts below).
+bool native_loss_one_rank_fp32(const std::string& loss_kernel, const c10::Device& device) {
+  return native_loss(loss_kernel, device, 1, "fp32");
+}
+
 // optimizer_kernel and gelu_kernel resolved per device: auto is the CPU kernel (the one-pass
 // AdamW, the native GELU) on a CPU only; naming it on a GPU is refused naming the key, the kernel
 // and the device (a Device value needs no GPU).
@@ -590,9 +595,9 @@ TEST(GptTraining, TheCpuKernelKeysAreResolvedForTheRunsDevice) {
     const char* kernel;
     bool (*resolve)(const std::string&, const c10::Device&);
   };
-  for (const Key& k :
-       {Key{"optimizer_kernel", "fused", &fused_optimizer},
-        Key{"gelu_kernel", "native", &native_gelu}, Key{"loss_kernel", "native", &native_loss}}) {
+  for (const Key& k : {Key{"optimizer_kernel", "fused", &fused_optimizer},
+                       Key{"gelu_kernel", "native", &native_gelu},
+                       Key{"loss_kernel", "native", &native_loss_one_rank_fp32}}) {
     EXPECT_TRUE(k.resolve("auto", cpu)) << k.name;
     EXPECT_FALSE(k.resolve("auto", gpu)) << k.name;
     EXPECT_TRUE(k.resolve(k.kernel, cpu)) << k.name;
@@ -609,6 +614,13 @@ TEST(GptTraining, TheCpuKernelKeysAreResolvedForTheRunsDevice) {
       EXPECT_NE(what.find("cuda:1"), std::string::npos) << what;
     }
   }
+  // loss_kernel's auto is native only where the kernel takes every call: one tensor-parallel rank
+  // in fp32; native stays native (its calls fall back at run time, logged).
+  EXPECT_TRUE(native_loss("auto", cpu, 1, "fp32"));
+  EXPECT_FALSE(native_loss("auto", cpu, 2, "fp32"));
+  EXPECT_FALSE(native_loss("auto", cpu, 1, "bf16"));
+  EXPECT_TRUE(native_loss("native", cpu, 2, "bf16"));
+  EXPECT_FALSE(native_loss("libtorch", cpu, 1, "fp32"));
   // What each builds: the one-pass optimizer or LibTorch's.
   const std::vector<at::Tensor> params{at::zeros({4, 4}).requires_grad_(true)};
   AdamOptions o;
