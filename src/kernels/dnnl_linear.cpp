@@ -336,6 +336,18 @@ GemmChoice gemm_choice(const at::Tensor& x, const at::Tensor& w) {
   }));
 }
 
+namespace {
+
+// The kernel of each of the three products that `kernel` gives a layer of input x2 (a contiguous
+// matrix) and weight w2: the probe's verdict for the shape, or one kernel for all three (oneDNN's
+// falls to at::mm in a build without oneDNN: product_kernel).
+GemmChoice products_of(GemmKernel kernel, const at::Tensor& x2, const at::Tensor& w2) {
+  if (kernel == GemmKernel::Probe) return gemm_choice(x2, w2);
+  return GemmChoice::all(kernel == GemmKernel::OneDnn ? GemmChoice::OneDnn : GemmChoice::LibTorch);
+}
+
+}  // namespace
+
 std::string linear_cross_entropy_unsupported(const at::Tensor& x, const at::Tensor& w,
                                              const at::Tensor& labels) {
   std::string why = linear_unsupported(x, w);
@@ -364,11 +376,7 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
                       *low, *high));
   }
   const at::Tensor x2 = x.contiguous(), w2 = w.contiguous();
-  GemmChoice choice;
-  if (kernel == GemmKernel::Probe) choice = gemm_choice(x2, w2);
-  if (kernel == GemmKernel::OneDnn && dnnl_gemm_built())
-    choice = GemmChoice::all(GemmChoice::OneDnn);
-  return LinearCrossEntropy::apply(x2, w2, l, choice.code());
+  return LinearCrossEntropy::apply(x2, w2, l, products_of(kernel, x2, w2).code());
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, GemmKernel kernel,
@@ -378,8 +386,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
         kernel == GemmKernel::OneDnn ? dnnl_unsupported(x, w) : linear_unsupported(x, w);
     if (why.empty()) {
       const at::Tensor x2 = as_matrix(x, w.size(1));
-      const GemmChoice choice = kernel == GemmKernel::OneDnn ? GemmChoice::all(GemmChoice::OneDnn)
-                                                             : gemm_choice(x2, w.contiguous());
+      const GemmChoice choice = products_of(kernel, x2, w.contiguous());
       if (!choice.all_libtorch()) {
         if (use) use->ran("gemm", to_string(choice.y));
         return apply_linear(x, x2, w, b, choice);  // checked above: once per call, not twice
