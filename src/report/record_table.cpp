@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.hpp"
 #include "report/table.hpp"
@@ -80,6 +81,28 @@ std::string fixed_text(const std::optional<double>& x, int decimals) {
   if (!x || !std::isfinite(*x)) return "";
   return fmt::format("{:.{}f}", *x, decimals);
 }
+
+namespace cells {
+
+std::string param(const RunRecord& r, std::string_view name) {
+  const std::string* value = find_param(r, name);
+  return value ? *value : "";
+}
+
+std::string counter(const RunRecord& r, std::string_view name, int decimals, double scale) {
+  const std::optional<double> x = counter_value(r, name);
+  return fixed_text(x ? std::optional<double>(*x * scale) : std::nullopt, decimals);
+}
+
+Column text(std::string title, std::function<std::string(const RunRecord&)> value) {
+  return {std::move(title), std::move(value), Align::kLeft};
+}
+
+Column number(std::string title, std::function<std::string(const RunRecord&)> value) {
+  return {std::move(title), std::move(value), Align::kRight};
+}
+
+}  // namespace cells
 
 void sort_records(const WorkloadTable& table, std::vector<RunRecord>& records) {
   std::stable_sort(records.begin(), records.end(),

@@ -9,6 +9,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "report/run_record.hpp"
@@ -49,6 +51,25 @@ void check_counters(const RunRecord& record, const std::vector<CounterRule>& rul
 void check_timed_rows(const std::filesystem::path& csv, std::size_t timed_rows, double timed_s,
                       const RunRecord& record);
 
+// check_timed_rows() on a workload's per-step CSV where the run folder has one: `read(csv)` gives
+// its rows (and throws naming the file on a malformed one), each with a `warmup` flag;
+// `seconds(row)` is a timed row's share of the record's time_s. With `compare_times` false the
+// file is only read (an evaluation run's rows time no training).
+template <class Read, class Seconds>
+void check_step_csv(const std::filesystem::path& csv, const RunRecord& record, Read read,
+                    Seconds seconds, bool compare_times = true) {
+  std::error_code ec;
+  if (!std::filesystem::exists(csv, ec)) return;
+  std::size_t timed = 0;
+  double timed_s = 0.0;
+  for (const auto& row : read(csv)) {
+    if (row.warmup) continue;
+    ++timed;
+    timed_s += seconds(row);
+  }
+  if (compare_times) check_timed_rows(csv, timed, timed_s, record);
+}
+
 // A workload's table: its columns and its row order.
 struct WorkloadTable {
   std::string workload;  // RunRecord::workload it applies to
@@ -65,6 +86,18 @@ struct WorkloadTable {
 // `x` with `decimals` digits after the point ("1234.50"); "" when there is none or it is not
 // finite.
 std::string fixed_text(const std::optional<double>& x, int decimals);
+
+// What a workload's column declarations are made of (each workload's result_columns.cpp takes
+// them with using-declarations).
+namespace cells {
+// Record parameter `name`'s text; "" when the record has none.
+std::string param(const RunRecord& r, std::string_view name);
+// Counter `name` times `scale`, as fixed_text() with `decimals` digits; "" when it has no value.
+std::string counter(const RunRecord& r, std::string_view name, int decimals, double scale = 1.0);
+// A left-aligned column of text; a right-aligned one of numbers.
+Column text(std::string title, std::function<std::string(const RunRecord&)> value);
+Column number(std::string title, std::function<std::string(const RunRecord&)> value);
+}  // namespace cells
 
 // The table's own rows in its order (stable: less, then run name).
 void sort_records(const WorkloadTable& table, std::vector<RunRecord>& records);

@@ -6,7 +6,6 @@
 
 #include <filesystem>
 #include <string>
-#include <system_error>
 #include <tuple>
 
 #include "workloads/fno/metrics.hpp"
@@ -15,34 +14,20 @@ namespace scaffold::fno {
 
 namespace {
 
-using report::Align;
 using report::Column;
 using report::RunRecord;
-
-std::string param(const RunRecord& r, const char* name) {
-  const std::string* value = report::find_param(r, name);
-  return value ? *value : "";
-}
+using report::cells::counter;
+using report::cells::number;
+using report::cells::param;
+using report::cells::text;
 
 bool eval_row(const RunRecord& r) {
   return param(r, kParamMode) == "eval";
 }
 
-std::string counter(const RunRecord& r, const char* name, int decimals, double scale = 1.0) {
-  const std::optional<double> x = report::counter_value(r, name);
-  return report::fixed_text(x ? std::optional<double>(*x * scale) : std::nullopt, decimals);
-}
-
 // A training figure: empty on eval rows.
 std::string train_counter(const RunRecord& r, const char* name, int decimals) {
   return eval_row(r) ? std::string() : counter(r, name, decimals);
-}
-
-Column text(const char* title, std::string (*value)(const RunRecord&)) {
-  return {title, value, Align::kLeft};
-}
-Column number(const char* title, std::string (*value)(const RunRecord&)) {
-  return {title, value, Align::kRight};
 }
 
 }  // namespace
@@ -180,19 +165,11 @@ const std::vector<report::CounterRule>& counter_rules() {
 void check_run(const std::filesystem::path& run_dir, const report::RunRecord& record) {
   report::check_counters(record, counter_rules(), (run_dir / report::kSummaryFileName).string());
   const std::filesystem::path csv = run_dir / kEpochStatsFileName;
-  std::error_code ec;
-  if (!std::filesystem::exists(csv, ec)) return;
-  std::size_t timed = 0;
-  double timed_s = 0.0;
-  for (const EpochRow& row : read_epoch_stats(csv)) {
-    if (row.warmup) continue;
-    ++timed;
-    timed_s += row.duration_s + row.monitor_s + row.checkpoint_s;
-  }
-  // An eval run times forwards only; it has no per-step CSV to agree with.
-  const std::string* mode = report::find_param(record, kParamMode);
-  if (mode != nullptr && *mode == "eval") return;
-  report::check_timed_rows(csv, timed, timed_s, record);
+  // An eval run times forwards only; it has no per-step times to agree with.
+  report::check_step_csv(
+      csv, record, read_epoch_stats,
+      [](const EpochRow& row) { return row.duration_s + row.monitor_s + row.checkpoint_s; },
+      !eval_row(record));
 }
 
 report::WorkloadTable result_table() {

@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <string>
-#include <system_error>
 #include <tuple>
 
 #include "workloads/image_classification/metrics.hpp"
@@ -14,27 +13,12 @@ namespace scaffold::imgcls {
 
 namespace {
 
-using report::Align;
 using report::Column;
 using report::RunRecord;
-
-std::string param(const RunRecord& r, const char* name) {
-  const std::string* value = report::find_param(r, name);
-  return value ? *value : "";
-}
-
-std::string counter(const RunRecord& r, const char* name, int decimals, double scale = 1.0) {
-  const std::optional<double> x = report::counter_value(r, name);
-  return report::fixed_text(x ? std::optional<double>(*x * scale) : std::nullopt, decimals);
-}
-
-Column text(const char* title, std::string (*value)(const RunRecord&)) {
-  return {title, value, Align::kLeft};
-}
-
-Column number(const char* title, std::string (*value)(const RunRecord&)) {
-  return {title, value, Align::kRight};
-}
+using report::cells::counter;
+using report::cells::number;
+using report::cells::param;
+using report::cells::text;
 
 }  // namespace
 
@@ -105,16 +89,8 @@ const std::vector<report::CounterRule>& counter_rules() {
 void check_run(const std::filesystem::path& run_dir, const report::RunRecord& record) {
   report::check_counters(record, counter_rules(), (run_dir / report::kSummaryFileName).string());
   const std::filesystem::path csv = run_dir / kEpochStatsFileName;
-  std::error_code ec;
-  if (!std::filesystem::exists(csv, ec)) return;
-  std::size_t timed = 0;
-  double timed_s = 0.0;
-  for (const EpochRow& row : read_epoch_stats(csv)) {
-    if (row.warmup) continue;
-    ++timed;
-    timed_s += row.duration_s;
-  }
-  report::check_timed_rows(csv, timed, timed_s, record);
+  report::check_step_csv(csv, record, read_epoch_stats,
+                         [](const EpochRow& row) { return row.duration_s; });
 }
 
 report::WorkloadTable result_table() {
