@@ -10,6 +10,8 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
@@ -159,6 +161,52 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
     if (ctx->needs_input_grad(0)) dx = input_gradient(d, w, product_kernel(choice.dx)).mul_(g);
     if (ctx->needs_input_grad(1)) dw = weight_gradient(d, x * g, product_kernel(choice.dw));
     return {dx, dw, at::Tensor(), at::Tensor()};
+  }
+};
+
+// A 2-D linear whose operands are rounded to bf16 and multiplied in float32 (bf16_linear): x (m x
+// k) float32 or bf16, w (n x k), and with a bias b (n). Saves the bf16 operands; the products'
+// float32 copies of them live for one product each.
+template <bool kBias>
+struct Bf16Linear : public torch::autograd::Function<Bf16Linear<kBias>> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& w, const at::Tensor& b, int64_t choice) {
+    const at::Tensor xb = x.to(at::kBFloat16), wb = w.to(at::kBFloat16);
+    ctx->save_for_backward({xb, wb});
+    ctx->saved_data["choice"] = choice;
+    ctx->saved_data["x_dtype"] = x.scalar_type();
+    ctx->saved_data["w_dtype"] = w.scalar_type();
+    ctx->saved_data["b_dtype"] = b.defined() ? b.scalar_type() : w.scalar_type();
+    const at::Tensor bias = b.defined() ? b.to(at::kBFloat16).to(at::kFloat) : at::Tensor();
+    return forward_product(xb.to(at::kFloat), wb.to(at::kFloat), bias,
+                           product_kernel(GemmChoice::from_code(choice).y))
+        .to(at::kBFloat16);
+  }
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& w, int64_t choice) {
+    return forward(ctx, x, w, at::Tensor(), choice);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const GemmChoice choice = GemmChoice::from_code(ctx->saved_data["choice"].toInt());
+    // The output's gradient as autocast's bf16 product would take it.
+    const at::Tensor dy = grads[0].to(at::kBFloat16).to(at::kFloat).contiguous();
+    const auto as_bf16_gradient = [&](const at::Tensor& g, const char* dtype) {
+      return g.to(at::kBFloat16).to(ctx->saved_data[dtype].toScalarType());
+    };
+    at::Tensor dx, dw;
+    if (ctx->needs_input_grad(0))
+      dx = as_bf16_gradient(input_gradient(dy, saved[1].to(at::kFloat), product_kernel(choice.dx)),
+                            "x_dtype");
+    if (ctx->needs_input_grad(1))
+      dw = as_bf16_gradient(weight_gradient(dy, saved[0].to(at::kFloat), product_kernel(choice.dw)),
+                            "w_dtype");
+    if constexpr (kBias)
+      return {dx, dw,
+              ctx->needs_input_grad(2) ? as_bf16_gradient(dy.sum(0), "b_dtype") : at::Tensor(),
+              at::Tensor()};
+    return {dx, dw, at::Tensor()};
   }
 };
 
@@ -379,8 +427,94 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
   return LinearCrossEntropy::apply(x2, w2, l, products_of(kernel, x2, w2).code());
 }
 
+namespace {
+
+std::atomic<int> bf16_products_forced{-1};
+
+// Why bf16_linear does not take these ("" when it does).
+std::string bf16_linear_unsupported(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  if (!x.defined() || !w.defined()) return "an undefined tensor";
+  if (!x.device().is_cpu() || !w.device().is_cpu() || (b.defined() && !b.device().is_cpu()))
+    return "not on the CPU";
+  const auto floating = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16;
+  };
+  if (!floating(x) || !floating(w) || (b.defined() && !floating(b))) return "not float32 or bf16";
+  if (x.dim() < 1 || w.dim() != 2 || x.size(-1) != w.size(1) ||
+      (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0))))
+    return "shapes do not match";
+  return "";
+}
+
+// Whether linear() hands this call to bf16_linear: CPU autocast to bf16 on a CPU without bf16
+// products, arguments it takes.
+bool bf16_through_float32(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  const nn::AutocastState autocast = nn::AutocastState::current();
+  return autocast.cpu_enabled && autocast.cpu_dtype == at::kBFloat16 && !cpu_has_bf16_products() &&
+         bf16_linear_unsupported(x, w, b).empty();
+}
+
+}  // namespace
+
+bool cpu_has_bf16_products() {
+  const int forced = bf16_products_forced.load();
+  if (forced >= 0) return forced != 0;
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return has;
+#else
+  return true;  // not an x86 CPU: LibTorch's own choice stands
+#endif
+}
+
+void force_bf16_products(int has) {
+  bf16_products_forced.store(has);
+}
+
+namespace {
+
+// bf16_linear, after its check, and the kernels its products ran on.
+at::Tensor checked_bf16_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                               GemmKernel kernel, GemmChoice& choice) {
+  // The products are float32 and call LibTorch: autocast must not turn them into bf16 ones.
+  const nn::AutocastGuard float32(nn::AutocastState::current().disabled());
+  const at::Tensor x2 = as_matrix(x, w.size(1));
+  // The probe's verdict for float32 products of this shape, as a float32 run would use.
+  choice = GemmChoice::all(GemmChoice::LibTorch);
+  if (kernel != GemmKernel::LibTorch) {
+    const at::NoGradGuard no_grad;
+    choice = products_of(kernel, x2.to(at::kFloat), w.to(at::kFloat).contiguous());
+  }
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = w.size(0);
+  const at::Tensor y = b.defined() ? Bf16Linear<true>::apply(x2, w, b, choice.code())
+                                   : Bf16Linear<false>::apply(x2, w, choice.code());
+  return y.view(shape);
+}
+
+}  // namespace
+
+at::Tensor bf16_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                       GemmKernel kernel) {
+  const std::string why = bf16_linear_unsupported(x, w, b);
+  if (!why.empty())
+    throw core::Error(
+        fmt::format("bf16 linear: unsupported arguments ({}): {}", linear_describe(x, w), why));
+  GemmChoice choice;
+  return checked_bf16_linear(x, w, b, kernel, choice);
+}
+
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, GemmKernel kernel,
                   KernelUse* use) {
+  if (kernel != GemmKernel::LibTorch && bf16_through_float32(x, w, b)) {
+    GemmChoice choice;
+    at::Tensor y = checked_bf16_linear(x, w, b, kernel, choice);
+    if (use)
+      use->ran("gemm", std::string(to_string(choice.y)) + "_fp32",
+               "bf16 operands multiplied in float32: this CPU has no bf16 matrix products");
+    return y;
+  }
   if (kernel != GemmKernel::LibTorch) {
     const std::string why =
         kernel == GemmKernel::OneDnn ? dnnl_unsupported(x, w) : linear_unsupported(x, w);

@@ -93,10 +93,31 @@ std::string linear_cross_entropy_unsupported(const at::Tensor& x, const at::Tens
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& labels,
                                 GemmKernel kernel);
 
+// Whether this CPU runs LibTorch's bf16 matrix products in hardware: AVX-512 with its BW, VL and DQ
+// extensions, LibTorch's condition for handing them to oneDNN. Elsewhere (an AVX2 CPU) LibTorch
+// 1.13 multiplies bf16 matrices in reference loops, ~35 times slower than float32 (docs/llm.md,
+// "bf16 on a CPU without bf16 products"). force_bf16_products(0 or 1) makes tests take either
+// answer on any CPU; -1 follows CPUID again.
+bool cpu_has_bf16_products();
+void force_bf16_products(int has);
+
+// at::linear(x, w, b) as CPU autocast to bf16 computes it, without bf16 products: x, w and b
+// rounded to bf16 (autocast's casts), their products taken in float32 (a product of two bf16
+// values is exact in float32, and the sums are float32, as in oneDNN's bf16 products), the output
+// rounded to bf16; backward, the gradients of x, w and b rounded to bf16 (as autocast's bf16
+// gradients are) and returned in x's, w's and b's dtypes. The products run on the kernels `kernel`
+// gives the shape (the probe's verdict for float32, or one kernel). x (..., k) and w (n x k) on
+// the CPU, float32 or bf16; b (n) or undefined. Saves x and w in bf16 for the backward, as
+// autocast's products do. A core::Error names the arguments otherwise.
+at::Tensor bf16_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                       GemmKernel kernel);
+
 // at::linear by `kernel`: LibTorch; oneDNN where it takes the arguments; or, for float32 CPU
-// arguments, each product on the kernel the probe chose for the shape. Each call is counted in
-// `use` (op "gemm") when given, by the kernel of its forward product, with the reason when OneDnn
-// had to leave a call to LibTorch.
+// arguments, each product on the kernel the probe chose for the shape; and under CPU autocast to
+// bf16 on a CPU without bf16 products (cpu_has_bf16_products), bf16_linear on those kernels
+// instead of LibTorch's bf16 reference loops. Each call is counted in `use` (op "gemm") when
+// given, by the kernel of its forward product ("<kernel>_fp32" for bf16_linear, logged once with
+// its reason), with the reason when OneDnn had to leave a call to LibTorch.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, GemmKernel kernel,
                   KernelUse* use = nullptr);
 

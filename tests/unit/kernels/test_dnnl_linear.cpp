@@ -3,11 +3,16 @@
 // same float32 inputs: output, input, weight and bias gradients within 1e-5 of the reference's
 // largest magnitude (float32 sums of up to 300 terms, in another order), for 2-D and 3-D inputs,
 // with and without a bias, odd extents, an input that needs no gradient. Also what it refuses, the
-// probe's bookkeeping and verdicts, and which kernel kernels::linear runs for each choice.
+// probe's bookkeeping and verdicts, and which kernel kernels::linear runs for each choice. And
+// bf16_linear (autocast's bf16 linear with float32 products, for CPUs without bf16 ones) against
+// float64 products of the bf16-rounded operands, rounded to bf16 as autocast rounds, and against
+// LibTorch's own bf16 linear under autocast.
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -204,6 +209,148 @@ TEST(DnnlLinear, LinearRunsTheChosenKernelAndCountsIt) {
   EXPECT_EQ(onednn.summary(), std::vector<std::string>{"gemm=onednn x1, libtorch x1"});
   ASSERT_EQ(onednn.fallbacks().size(), 1u);
   EXPECT_NE(onednn.fallbacks()[0].find("not float32"), std::string::npos) << onednn.fallbacks()[0];
+}
+
+// Each element of `got` within one bf16 step (2^-7 of the reference's magnitude, the spacing of
+// bf16 values near it) of `ref`: two roundings to bf16 of sums that differ in their last float32
+// bits can land on neighbouring bf16 values, never further apart.
+::testing::AssertionResult within_a_bf16_step(const at::Tensor& got, const at::Tensor& ref,
+                                              const std::string& what) {
+  if (got.sizes() != ref.sizes())
+    return ::testing::AssertionFailure()
+           << what << ": shape " << got.sizes() << " vs " << ref.sizes();
+  const at::Tensor g = got.detach().to(at::kDouble), r = ref.detach().to(at::kDouble);
+  const at::Tensor excess = (g - r).abs() - (r.abs() * (1.0 / 128) + 1e-30);
+  const double worst = excess.max().item<double>();
+  if (worst > 0)
+    return ::testing::AssertionFailure()
+           << what << ": " << (excess > 0).sum().item<int64_t>()
+           << " element(s) more than a bf16 step away (worst by " << worst << ")";
+  return ::testing::AssertionSuccess();
+}
+
+at::Tensor bf16_rounded(const at::Tensor& t) {
+  return t.to(at::kBFloat16).to(at::kDouble);
+}
+
+// CPU autocast to bf16 on the calling thread for the guard's lifetime.
+nn::AutocastState bf16_autocast() {
+  nn::AutocastState state = nn::AutocastState::current();
+  state.cpu_enabled = true;
+  state.cpu_dtype = at::kBFloat16;
+  return state;
+}
+
+// Output and gradients: the bf16 operands multiplied in float64 and each result rounded to bf16,
+// as autocast's bf16 products round theirs; the incoming gradient is rounded to bf16 first (a bf16
+// output's gradient is bf16). Every kernel, float32 and bf16 inputs, 2-D and 3-D, with and without
+// a bias, ragged edges for our sgemm's tiles.
+TEST(Bf16Linear, EqualsFloat64ProductsOfTheBf16OperandsRoundedToBf16) {
+  at::manual_seed(12);
+  for (const GemmKernel kernel : {GemmKernel::LibTorch, GemmKernel::OneDnn, GemmKernel::Probe})
+    for (const bool bias : {true, false})
+      for (const at::ScalarType x_dtype : {at::kFloat, at::kBFloat16}) {
+        const at::Tensor x = at::randn({2, 13, 70}).to(x_dtype), w = at::randn({37, 70}) * 0.1;
+        const at::Tensor b = bias ? at::randn({37}) : at::Tensor(), g = at::randn({2, 13, 37});
+        const Result got = run(x, w, b, g, true,
+                               [&](const at::Tensor& a, const at::Tensor& c, const at::Tensor& d) {
+                                 return bf16_linear(a, c, d, kernel);
+                               });
+        const at::Tensor xb = bf16_rounded(x), wb = bf16_rounded(w), gb = bf16_rounded(g);
+        const std::string what =
+            fmt::format("{} bias {} x {}", to_string(kernel), bias, c10::toString(x_dtype));
+        EXPECT_EQ(got.y.scalar_type(), at::kBFloat16) << what;
+        EXPECT_EQ(got.dx.scalar_type(), x_dtype) << what;
+        EXPECT_EQ(got.dw.scalar_type(), at::kFloat) << what;
+        EXPECT_TRUE(within_a_bf16_step(
+            got.y, bf16_rounded(at::linear(xb, wb, bias ? bf16_rounded(b) : at::Tensor())),
+            "output " + what));
+        EXPECT_TRUE(
+            within_a_bf16_step(got.dx, bf16_rounded(at::matmul(gb, wb)), "input gradient " + what));
+        EXPECT_TRUE(within_a_bf16_step(
+            got.dw, bf16_rounded(at::matmul(gb.reshape({-1, 37}).t(), xb.reshape({-1, 70}))),
+            "weight gradient " + what));
+        if (bias) {
+          EXPECT_TRUE(within_a_bf16_step(got.db, bf16_rounded(gb.sum(at::IntArrayRef{0, 1})),
+                                         "bias gradient " + what));
+        }
+      }
+}
+
+// The same layer as LibTorch computes it under CPU autocast (its bf16 products: oneDNN's on an
+// AVX-512 CPU, reference loops elsewhere), an implementation independent of ours: within a bf16
+// step, or two for the gradients (autocast's gradient of the float32 weight is its bf16 product
+// rounded, ours too, but the two products' float32 sums may round apart).
+TEST(Bf16Linear, MatchesLibTorchsLinearUnderAutocast) {
+  at::manual_seed(13);
+  const at::Tensor x = at::randn({3, 5, 40}), w = at::randn({24, 40}) * 0.2, b = at::randn({24});
+  const at::Tensor g = at::randn({3, 5, 24}).to(at::kBFloat16);
+  const Result got =
+      run(x, w, b, g, true, [](const at::Tensor& a, const at::Tensor& c, const at::Tensor& d) {
+        return bf16_linear(a, c, d, GemmKernel::Probe);
+      });
+  const Result ref =
+      run(x, w, b, g, true, [](const at::Tensor& a, const at::Tensor& c, const at::Tensor& d) {
+        const nn::AutocastGuard autocast(bf16_autocast());
+        return at::linear(a, c, d);
+      });
+  EXPECT_EQ(ref.y.scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(within_a_bf16_step(got.y, ref.y, "output"));
+  for (const auto& [mine, theirs, what] : {std::make_tuple(got.dx, ref.dx, "input gradient"),
+                                           std::make_tuple(got.dw, ref.dw, "weight gradient"),
+                                           std::make_tuple(got.db, ref.db, "bias gradient")}) {
+    EXPECT_EQ(mine.scalar_type(), theirs.scalar_type()) << what;
+    EXPECT_TRUE(tensors_close(mine, theirs, 2.0 / 128, what));
+  }
+}
+
+TEST(Bf16Linear, RefusesWhatItCannotTakeAndSaysWhy) {
+  const at::Tensor x = at::randn({4, 8}), w = at::randn({3, 8});
+  const auto refused = [](const std::function<void()>& call, const std::string& why) {
+    try {
+      call();
+    } catch (const core::Error& e) {
+      return std::string(e.what()).find(why) != std::string::npos
+                 ? ::testing::AssertionSuccess()
+                 : ::testing::AssertionFailure() << e.what();
+    }
+    return ::testing::AssertionFailure() << "taken";
+  };
+  EXPECT_TRUE(refused([&] { bf16_linear(x.to(at::kDouble), w, {}, GemmKernel::Probe); },
+                      "not float32 or bf16"));
+  EXPECT_TRUE(refused(
+      [&] {
+        bf16_linear(x, at::randn({3, 7}), {}, GemmKernel::Probe);
+      },
+      "shapes do not match"));
+  EXPECT_TRUE(refused([&] { bf16_linear(x, w, at::randn({4}), GemmKernel::Probe); },
+                      "shapes do not match"));
+}
+
+// Under autocast to bf16, linear() hands a call to bf16_linear only where the CPU has no bf16
+// products (forced either way here) and the kernel is not LibTorch (the reference), and counts it
+// as "<kernel>_fp32", a departure from the chosen kernels logged with its reason.
+TEST(Bf16Linear, LinearTakesItUnderBf16AutocastWhereTheCpuHasNoBf16Products) {
+  const at::Tensor x = at::randn({6, 8}), w = at::randn({5, 8}), b = at::randn({5});
+  const nn::AutocastGuard autocast(bf16_autocast());
+  struct Restore {
+    ~Restore() { force_bf16_products(-1); }
+  } restore;
+  force_bf16_products(0);
+  KernelUse use;
+  use.chose("gemm", {"onednn", "libtorch", "native"});
+  const at::Tensor y = linear(x, w, b, GemmKernel::Probe, &use);
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  ASSERT_EQ(use.counts().size(), 1u);
+  EXPECT_NE(use.counts()[0].kernel.find("_fp32"), std::string::npos) << use.counts()[0].kernel;
+  ASSERT_EQ(use.fallbacks().size(), 1u);
+  EXPECT_NE(use.fallbacks()[0].find("no bf16 matrix products"), std::string::npos)
+      << use.fallbacks()[0];
+  KernelUse reference;
+  linear(x, w, b, GemmKernel::LibTorch, &reference);
+  force_bf16_products(1);
+  linear(x, w, b, GemmKernel::Probe, &reference);
+  EXPECT_EQ(reference.summary(), std::vector<std::string>{"gemm=libtorch x2"});
 }
 
 }  // namespace

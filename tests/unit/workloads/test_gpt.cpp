@@ -432,6 +432,52 @@ TEST(GptModel, NativeLossGivesLibTorchsLossAndGradients) {
       << o.kernel_use->fallbacks()[0];
 }
 
+// A bf16 step on a CPU without bf16 products (forced here, so that every CPU runs both paths):
+// the linear layers' bf16 operands multiplied in float32 (kernels::bf16_linear) against LibTorch's
+// bf16 linear under autocast. Both round the same operands and outputs to bf16 and differ only in
+// the order of their float32 sums, so the loss agrees within a few bf16 steps (2^-8 relative) and
+// each gradient within 6 % of its largest element (one bf16 step of difference in an activation
+// carries through the layers: 1.4-2.8 % measured on a Zen 3; a missing or misrouted gradient is
+// off by its whole size). Every product counted as "<kernel>_fp32", logged with its reason.
+TEST(GptModel, Bf16LinearLayersOnFloat32ProductsGiveLibTorchsBf16Step) {
+  torch::manual_seed(14);
+  const at::Tensor tokens = at::randint(128, {2, 17}, at::kLong);
+  nn::AutocastState amp = nn::AutocastState::current().disabled();
+  amp.cpu_enabled = true;
+  amp.cpu_dtype = at::kBFloat16;
+  struct Restore {
+    ~Restore() { kernels::force_bf16_products(-1); }
+  } restore;
+  std::vector<LossAndGrads> runs;
+  std::shared_ptr<kernels::KernelUse> use;
+  for (const int has_bf16_products : {1, 0}) {
+    kernels::force_bf16_products(has_bf16_products);
+    GptOptions o = small_options(PositionEmbedding::kRope, AttentionImpl::kNative);
+    o.gemm = kernels::GemmKernel::Probe;
+    o.kernel_use = std::make_shared<kernels::KernelUse>();
+    o.kernel_use->chose("gemm", {"onednn", "libtorch", "native"});
+    const nn::AutocastGuard guard(amp);
+    runs.push_back(loss_and_grads(o, tokens, 15));
+    use = o.kernel_use;
+  }
+  EXPECT_NEAR(runs[1].loss, runs[0].loss, 4.0 / 256 * runs[0].loss);
+  for (std::size_t i = 0; i < runs[0].grads.size(); ++i) {
+    EXPECT_EQ(runs[1].grads[i].scalar_type(), at::kFloat);
+    EXPECT_TRUE(
+        tensors_close(runs[1].grads[i], runs[0].grads[i], 0.06, "grad " + std::to_string(i)));
+  }
+  int64_t products = 0;
+  for (const auto& c : use->counts()) {
+    if (c.op != "gemm") continue;
+    EXPECT_NE(c.kernel.find("_fp32"), std::string::npos) << c.kernel;
+    products += c.calls;
+  }
+  EXPECT_EQ(products, 9);  // 4 linear layers in each of 2 layers, and the output layer
+  for (const std::string& line : use->fallbacks())
+    if (line.rfind("gemm:", 0) == 0)
+      EXPECT_NE(line.find("no bf16 matrix products"), std::string::npos) << line;
+}
+
 // Whether the backward graph from `root` reaches a node whose name contains `name`.
 bool graph_has(const std::shared_ptr<torch::autograd::Node>& root, const std::string& name) {
   std::vector<torch::autograd::Node*> todo{root.get()};
