@@ -449,9 +449,7 @@ std::string bf16_linear_unsupported(const at::Tensor& x, const at::Tensor& w, co
 // Whether linear() hands this call to bf16_linear: CPU autocast to bf16 on a CPU without bf16
 // products, arguments it takes.
 bool bf16_through_float32(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  const nn::AutocastState autocast = nn::AutocastState::current();
-  return autocast.cpu_enabled && autocast.cpu_dtype == at::kBFloat16 && !cpu_has_bf16_products() &&
-         bf16_linear_unsupported(x, w, b).empty();
+  return bf16_products_emulated() && bf16_linear_unsupported(x, w, b).empty();
 }
 
 }  // namespace
@@ -470,6 +468,11 @@ bool cpu_has_bf16_products() {
 
 void force_bf16_products(int has) {
   bf16_products_forced.store(has);
+}
+
+bool bf16_products_emulated() {
+  const nn::AutocastState autocast = nn::AutocastState::current();
+  return autocast.cpu_enabled && autocast.cpu_dtype == at::kBFloat16 && !cpu_has_bf16_products();
 }
 
 namespace {

@@ -100,6 +100,10 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
 // answer on any CPU; -1 follows CPUID again.
 bool cpu_has_bf16_products();
 void force_bf16_products(int has);
+// Whether bf16 products on the calling thread would be LibTorch's reference loops: CPU autocast to
+// bf16 is on and the CPU has no bf16 products. Where it is, linear() and the ResNet's convolutions
+// multiply the bf16 operands in float32 instead.
+bool bf16_products_emulated();
 
 // at::linear(x, w, b) as CPU autocast to bf16 computes it, without bf16 products: x, w and b
 // rounded to bf16 (autocast's casts), their products taken in float32 (a product of two bf16

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "kernels/batch_norm.hpp"
 #include "kernels/dnnl_conv.hpp"
+#include "kernels/dnnl_linear.hpp"
 #include "kernels/winograd_conv2d.hpp"
 #include "nn/autocast.hpp"
 
@@ -116,11 +117,35 @@ void ConvChoice::register_choices() const {
   }
 }
 
+at::Tensor bf16_conv(nn::Conv2dImpl& c, const at::Tensor& x) {
+  const scaffold::nn::AutocastGuard float32(scaffold::nn::AutocastState::current().disabled());
+  const at::Tensor& w = c.weight;
+  const std::array<int64_t, 2> padding{(w.size(2) - 1) / 2, (w.size(3) - 1) / 2};
+  return at::conv2d(x.to(at::kBFloat16).to(at::kFloat), w.to(at::kBFloat16).to(at::kFloat), {},
+                    c.options.stride(), padding, c.options.dilation(), c.options.groups())
+      .to(at::kBFloat16);
+}
+
+at::Tensor ConvChoice::any(nn::Conv2dImpl& c, const at::Tensor& x) const {
+  if (x.device().is_cpu() && kernels::bf16_products_emulated()) return bf16_conv(c, x);
+  return c.forward(x);
+}
+
+at::Tensor ConvChoice::downsample(nn::Sequential& d, const at::Tensor& x) const {
+  return d[1]->as<nn::BatchNorm2dImpl>()->forward(any(*d[0]->as<nn::Conv2dImpl>(), x));
+}
+
 at::Tensor ConvChoice::run(nn::Conv2d& c, const at::Tensor& x) const {
   using kernels::Conv3x3Kernel;
   const auto ran = [this](Conv3x3Kernel k, const char* why) {
     if (use) use->ran("conv3x3", to_string(k), why);
   };
+  if (x.device().is_cpu() && kernels::bf16_products_emulated()) {
+    if (use)
+      use->ran("conv3x3", "libtorch_fp32",
+               "bf16 operands multiplied in float32: this CPU has no bf16 matrix products");
+    return bf16_conv(*c, x);
+  }
   if (kernel == ConvKernel::LibTorch) {
     ran(Conv3x3Kernel::LibTorch, "");
     return c(x);
@@ -268,8 +293,9 @@ BasicBlockImpl::BasicBlockImpl(int64_t in_channels, int64_t planes, int64_t stri
 at::Tensor BasicBlockImpl::forward(const at::Tensor& x) {
   // (LibTorch's path adds and applies ReLU in place: BatchNorm's backward needs its input and
   // statistics, not its output.)
-  at::Tensor out = norm_.bn_relu(bn1_, stride_ == 1 ? conv_.run(conv1_, x) : conv1_(x));
-  return norm_.bn_relu(bn2_, conv_.run(conv2_, out), downsample_ ? downsample_->forward(x) : x);
+  at::Tensor out = norm_.bn_relu(bn1_, stride_ == 1 ? conv_.run(conv1_, x) : conv_.any(*conv1_, x));
+  return norm_.bn_relu(bn2_, conv_.run(conv2_, out),
+                       downsample_ ? conv_.downsample(downsample_, x) : x);
 }
 
 void BasicBlockImpl::zero_init_last_bn() {
@@ -293,9 +319,10 @@ BottleneckImpl::BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stri
 }
 
 at::Tensor BottleneckImpl::forward(const at::Tensor& x) {
-  at::Tensor out = norm_.bn_relu(bn1_, conv1_(x));
-  out = norm_.bn_relu(bn2_, stride_ == 1 ? conv_.run(conv2_, out) : conv2_(out));
-  return norm_.bn_relu(bn3_, conv3_(out), downsample_ ? downsample_->forward(x) : x);
+  at::Tensor out = norm_.bn_relu(bn1_, conv_.any(*conv1_, x));
+  out = norm_.bn_relu(bn2_, stride_ == 1 ? conv_.run(conv2_, out) : conv_.any(*conv2_, out));
+  return norm_.bn_relu(bn3_, conv_.any(*conv3_, out),
+                       downsample_ ? conv_.downsample(downsample_, x) : x);
 }
 
 void BottleneckImpl::zero_init_last_bn() {
@@ -357,9 +384,13 @@ at::Tensor ResNetImpl::forward(const at::Tensor& x) {
     throw core::Error(
         fmt::format("ResNet input of shape {}: expected (N, 3, H, W)", shape_string(x.sizes())));
   }
-  at::Tensor h = maxpool_(options_.norm.bn_relu(bn1_, conv1_(x)));
+  at::Tensor h = maxpool_(options_.norm.bn_relu(bn1_, options_.conv.any(*conv1_, x)));
   for (auto& layer : layers_) h = layer->forward(h);
-  return fc_(avgpool_(h).flatten(1));
+  h = avgpool_(h).flatten(1);
+  // The classifier as the convolutions: float32 products where bf16 ones would be reference loops.
+  if (h.device().is_cpu() && kernels::bf16_products_emulated())
+    return kernels::bf16_linear(h, fc_->weight, fc_->bias, kernels::GemmKernel::LibTorch);
+  return fc_(h);
 }
 
 // --- FLOPs ---------------------------------------------------------------------------------------

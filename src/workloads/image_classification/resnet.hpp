@@ -59,7 +59,23 @@ struct ConvChoice {
   void register_choices() const;
   // c(x) for a 3x3 convolution `c` with stride 1 and padding 1, on the chosen kernel.
   at::Tensor run(torch::nn::Conv2d& c, const at::Tensor& x) const;
+  // c(x) for any of the model's convolutions (padding (kernel - 1) / 2, no bias), LibTorch's; under
+  // bf16 autocast on a CPU without bf16 products (kernels::bf16_products_emulated), bf16_conv()
+  // instead, as run() does too.
+  at::Tensor any(torch::nn::Conv2dImpl& c, const at::Tensor& x) const;
+  // A downsample (the Sequential of a 1x1 convolution and a BatchNorm) on x, its convolution by
+  // any().
+  at::Tensor downsample(torch::nn::Sequential& d, const at::Tensor& x) const;
 };
+
+// c(x) as CPU autocast to bf16 computes it, with float32 products: x and c's weight rounded to
+// bf16, LibTorch's float32 convolution of those values (exact products, float32 sums, as oneDNN's
+// bf16 convolution sums), the output rounded to bf16; autograd through the casts rounds the
+// gradients of x and the weight to bf16 as autocast's do. LibTorch 1.13's own bf16 convolution on
+// such a CPU is a reference loop, ~35x slower than float32 (docs/image_classification.md, "bf16
+// on a CPU without bf16 products"). Saves the float32 copy of x (an fp32 run's memory, twice a
+// bf16 run's). For the model's convolutions: padding (kernel - 1) / 2, no bias.
+at::Tensor bf16_conv(torch::nn::Conv2dImpl& c, const at::Tensor& x);
 
 // How each BatchNorm that a ReLU follows runs, with the residual add between them in a block's
 // last one (the key norm_kernel, docs/image_classification.md, "BatchNorm + ReLU").
