@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "kernels/dnnl_linear.hpp"
 #include "nn/autocast.hpp"
 
 namespace scaffold::fno {
@@ -198,7 +199,16 @@ at::Tensor channel_linear(const at::Tensor& x, const torch::nn::LinearImpl& line
   std::vector<int64_t> shape = x.sizes().vec();
   shape[1] = w.size(0);
   // (Co, C) x (B, C, S) -> (B, Co, S): one product per example, the 1x1 convolution.
-  at::Tensor y = at::matmul(w, x.reshape({b, c, -1}));
+  at::Tensor y;
+  if (x.device().is_cpu() && kernels::bf16_products_emulated()) {
+    // Autocast's bf16 product without LibTorch's bf16 loops (docs/fno.md, "bf16 on a CPU without
+    // bf16 products"): the operands rounded to bf16, multiplied in float32, the output rounded.
+    const nn::AutocastGuard float32(nn::AutocastState::current().disabled());
+    const auto rounded = [](const at::Tensor& t) { return t.to(at::kBFloat16).to(at::kFloat); };
+    y = at::matmul(rounded(w), rounded(x.reshape({b, c, -1}))).to(at::kBFloat16);
+  } else {
+    y = at::matmul(w, x.reshape({b, c, -1}));
+  }
   if (!bias.defined()) return y.view(shape);
   return (y + bias.view({-1, 1}).to(y.scalar_type())).view(shape);
 }

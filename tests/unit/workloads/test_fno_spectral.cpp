@@ -7,6 +7,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/utils.h>
 
 #include <cmath>
@@ -15,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dnnl_linear.hpp"
 #include "kernels/probe_verdicts.hpp"
+#include "nn/autocast.hpp"
 #include "unit/tensor_compare.hpp"
 #include "workloads/fno/fno.hpp"
 #include "workloads/fno/spectral.hpp"
@@ -590,6 +594,50 @@ TEST(FnoModel, GradientsMatchFloat64AndFiniteDifferences) {
         }
       }
     }
+}
+
+// A Fourier layer's pointwise map (channel_linear) under bf16 autocast on a CPU without bf16
+// products (forced, so every CPU runs it): the weight and input rounded to bf16, multiplied in
+// float32, the product rounded to bf16 and the bias added in bf16, as autocast's bf16 matmul and
+// add would give it; against the float64 product of the rounded operands, rounded the same way
+// (every element within one bf16 step, 2^-7 of its magnitude: the float32 and float64 sums may
+// round to neighbouring bf16 values, and the bias's add rounds once more), and the input and weight
+// gradients (incoming gradient bf16) within one bf16 step of the float64 ones rounded to bf16.
+TEST(ChannelLinear, Bf16WithoutBf16ProductsIsAutocastsProductInFloat32) {
+  struct Restore {
+    ~Restore() { kernels::force_bf16_products(-1); }
+  } restore;
+  kernels::force_bf16_products(0);
+  at::manual_seed(31);
+  torch::nn::Linear linear(torch::nn::LinearOptions(24, 20));
+  const at::Tensor x = at::randn({2, 24, 6, 5}).requires_grad_(true);
+  at::Tensor y;
+  {
+    nn::AutocastState amp = nn::AutocastState::current();
+    amp.cpu_enabled = true;
+    amp.cpu_dtype = at::kBFloat16;
+    const nn::AutocastGuard guard(amp);
+    y = channel_linear(x, *linear);
+  }
+  ASSERT_EQ(y.scalar_type(), at::kBFloat16);
+  const at::Tensor g = at::randn(y.sizes()).to(at::kBFloat16);
+  const auto grads = torch::autograd::grad({y}, {x, linear->weight}, {g});
+  const auto rounded = [](const at::Tensor& t) {
+    return t.detach().to(at::kBFloat16).to(at::kDouble);
+  };
+  const at::Tensor xd = rounded(x).requires_grad_(true),
+                   wd = rounded(linear->weight).requires_grad_(true);
+  const at::Tensor product = at::matmul(wd, xd.reshape({2, 24, -1})).view({2, 20, 6, 5});
+  const auto ref = torch::autograd::grad({product}, {xd, wd}, {g.to(at::kDouble)});
+  const at::Tensor want = rounded(rounded(product) + rounded(linear->bias).view({1, -1, 1, 1}));
+  const auto within_a_step = [](const at::Tensor& got, const at::Tensor& ref) {
+    return ((got.detach().to(at::kDouble) - ref).abs() - ref.abs() / 128).max().item<double>() <=
+           1e-30;
+  };
+  EXPECT_TRUE(within_a_step(y, want)) << "output";
+  EXPECT_EQ(grads[0].scalar_type(), at::kFloat);
+  EXPECT_TRUE(within_a_step(grads[0], rounded(ref[0]))) << "input gradient";
+  EXPECT_TRUE(within_a_step(grads[1], rounded(ref[1]))) << "weight gradient";
 }
 
 }  // namespace
