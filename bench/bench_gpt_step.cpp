@@ -262,11 +262,14 @@ int run(const BenchOptions& o, dist::Communicator& world) {
                     });
   }
   const double optimizer_ms = median_of(opt) * 1e3;
-  const double gemm_gflops =
-      o.gemm_peak ? gemm_peak_gflops(o.batch * o.seq, o.hidden, o.vocab / o.tp,
-                                     o.precision == "bf16" ? at::kBFloat16 : at::kFloat,
-                                     mo.gemm != kernels::GemmKernel::LibTorch)
-                  : std::nan("");
+  // A bf16 step whose products are float32 ones (kernels::bf16_linear) against float32's peak.
+  const bool bf16_products =
+      o.precision == "bf16" && !kernels::bf16_linear_in_float32(c10::Device(c10::kCPU), mo.gemm);
+  const double gemm_gflops = o.gemm_peak
+                                 ? gemm_peak_gflops(o.batch * o.seq, o.hidden, o.vocab / o.tp,
+                                                    bf16_products ? at::kBFloat16 : at::kFloat,
+                                                    mo.gemm != kernels::GemmKernel::LibTorch)
+                                 : std::nan("");
   const double step_gflops = tflop * 1e3 / spread.median / o.tp;
   // The products every implementation of this step computes: per token, 2 FLOPs per weight of
   // the linear layers (4 h^2 + 2 h ffn a layer) and of the logits (h V), forward, and twice that
@@ -301,7 +304,7 @@ int run(const BenchOptions& o, dist::Communicator& world) {
     if (o.gemm_peak)
       fmt::print(
           "  GEMM peak here ({}, at::mm at the model's shapes): {:.1f} GFLOP/s; MFU {:.3f}\n",
-          o.precision, gemm_gflops, step_gflops / gemm_gflops);
+          bf16_products ? "bf16" : "fp32", gemm_gflops, step_gflops / gemm_gflops);
     if (!std::isnan(fma_gflops))
       fmt::print(
           "  float32 multiply-add peak here ({} threads, registers only): {:.1f} GFLOP/s; the "

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/sysinfo.hpp"
 #include "core/timer.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/kernel_use.hpp"
@@ -457,17 +458,16 @@ bool bf16_through_float32(const at::Tensor& x, const at::Tensor& w, const at::Te
 bool cpu_has_bf16_products() {
   const int forced = bf16_products_forced.load();
   if (forced >= 0) return forced != 0;
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool has = __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  static const bool has = core::cpu_has_bf16_products();
   return has;
-#else
-  return true;  // not an x86 CPU: LibTorch's own choice stands
-#endif
 }
 
 void force_bf16_products(int has) {
   bf16_products_forced.store(has);
+}
+
+bool bf16_linear_in_float32(const c10::Device& device, GemmKernel kernel) {
+  return device.is_cpu() && kernel != GemmKernel::LibTorch && !cpu_has_bf16_products();
 }
 
 bool bf16_products_emulated() {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 #include <string>
@@ -104,6 +105,10 @@ void force_bf16_products(int has);
 // bf16 is on and the CPU has no bf16 products. Where it is, linear() and the ResNet's convolutions
 // multiply the bf16 operands in float32 instead.
 bool bf16_products_emulated();
+// Whether a bf16 run's linear layers on `device` with `kernel` multiply in float32: a CPU without
+// bf16 products and a kernel other than LibTorch's (linear() below). What an MFU's peak must be
+// measured in.
+bool bf16_linear_in_float32(const c10::Device& device, GemmKernel kernel);
 
 // at::linear(x, w, b) as CPU autocast to bf16 computes it, without bf16 products: x, w and b
 // rounded to bf16 (autocast's casts), their products taken in float32 (a product of two bf16

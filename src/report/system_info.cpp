@@ -123,6 +123,8 @@ std::string cpu_isa(const CpuInfo& cpuinfo) {
   text += __builtin_cpu_supports("avx512f") ? "; kernels avx512f"
           : __builtin_cpu_supports("fma")   ? "; kernels fma"
                                             : "; kernels default";
+  // How bf16 products run (docs/llm.md, "bf16 on a CPU without bf16 products").
+  text += core::cpu_has_bf16_products() ? "; bf16 products native" : "; bf16 products in fp32";
   return text;
 #else
   (void)cpuinfo;

@@ -18,8 +18,9 @@ struct SystemInfo {
   std::string cpu_model;  // /proc/cpuinfo "model name" (or the ARM equivalent)
   // What tells CPUs with one model name apart (VMs name Zen 3, 4 and 5 all "AMD EPYC"), and the
   // vector ISA the hand-written kernels' clones run: x86 "family 25 model 1; avx2 fma; kernels
-  // fma", from CPUID (the flags listed are those the kernels and oneDNN choose by: avx2, fma,
-  // avx512f, avx512bw, avx512_bf16, amx_tile). "" elsewhere.
+  // fma; bf16 products in fp32", from CPUID (the flags listed are those the kernels and oneDNN
+  // choose by: avx2, fma, avx512f, avx512bw, avx512_bf16, amx_tile; the last part says whether
+  // bf16 products run as such or on float32 products, core::cpu_has_bf16_products). "" elsewhere.
   std::string cpu_isa;
   std::string gpu_model;      // "" when the run used no GPU
   std::string torch_version;  // LibTorch version

@@ -182,18 +182,23 @@ Sources make_sources(const LlmTrainingConfig& cfg, const config::GptDims& dims) 
 // median of 5, 2 n^3 FLOPs each. TFLOP/s. n = 8192 on CUDA; 1024 on a CPU unless a 256 x 256
 // product says that one of 1024 would take over kPeakProbeGemmS (LibTorch's bf16 reference loops
 // on a CPU without AVX-512: 1-2 s each, minutes for a node of 64 ranks), then 512 or 256. With
-// `onednn` (a float32 CPU run whose linear layers may take oneDNN's sgemm) the faster of at::mm
-// and oneDNN's product.
+// `gemm` other than LibTorch (a float32 CPU run whose linear layers may take oneDNN's sgemm) the
+// faster of at::mm and oneDNN's product. A bf16 run whose products are float32 ones
+// (kernels::bf16_linear_in_float32) is measured in float32, the rate its products can reach.
 constexpr double kPeakProbeGemmS = 0.25;
 
 struct PeakProbe {
   double tflops = 0.0;
-  int64_t n = 0;  // the GEMMs' size
+  int64_t n = 0;               // the GEMMs' size
+  std::string dtype = "fp32";  // what they multiplied: fp32, bf16 or fp16
 };
 
 PeakProbe measure_peak_tflops(const c10::Device& device, const std::string& precision,
-                              bool onednn) {
-  const at::ScalarType dtype = precision == "bf16"   ? at::kBFloat16
+                              kernels::GemmKernel gemm) {
+  const bool onednn = gemm != kernels::GemmKernel::LibTorch;
+  // A bf16 run whose products are float32 ones (kernels::bf16_linear) is measured against those.
+  const at::ScalarType dtype = precision == "bf16" && !kernels::bf16_linear_in_float32(device, gemm)
+                                   ? at::kBFloat16
                                : precision == "fp16" ? at::kHalf
                                                      : at::kFloat;
   torch::NoGradGuard no_grad;
@@ -229,7 +234,10 @@ PeakProbe measure_peak_tflops(const c10::Device& device, const std::string& prec
     best = std::min(best, core::median(times));
   }
   const double side = static_cast<double>(n);
-  return {2.0 * side * side * side / best / 1e12, n};
+  return {2.0 * side * side * side / best / 1e12, n,
+          dtype == at::kBFloat16 ? "bf16"
+          : dtype == at::kHalf   ? "fp16"
+                                 : "fp32"};
 }
 
 std::string param_text(int64_t v) {
@@ -409,10 +417,8 @@ class LlmRun : public suite::WorkloadRun {
   }
 
   void after_build(suite::RunEnv& env) override {
-    env.phases.run("peak_probe", [&] {
-      peak_ = measure_peak_tflops(env.device, cfg_.precision,
-                                  mo_.gemm != kernels::GemmKernel::LibTorch);
-    });
+    env.phases.run("peak_probe",
+                   [&] { peak_ = measure_peak_tflops(env.device, cfg_.precision, mo_.gemm); });
     table_peak_ = table_peak_tflops(device_name_, cfg_.precision);
     flops_.global_batch = cfg_.global_batch_size;
     flops_.seq_length = dims_.seq_length;
@@ -432,7 +438,7 @@ class LlmRun : public suite::WorkloadRun {
     LOG_INFO(
         "peak: {:.3f} TFLOP/s per device measured ({} GEMM, n = {}){}; {:.4g} TFLOP per "
         "iteration (k = {})",
-        peak_.tflops, cfg_.precision, peak_.n,
+        peak_.tflops, peak_.dtype, peak_.n,
         table_peak_ ? fmt::format(", {:.0f} in the data sheet of {} ({:.0f}% of it)", *table_peak_,
                                   device_name_, 100.0 * peak_.tflops / *table_peak_)
                     : std::string(),

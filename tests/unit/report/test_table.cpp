@@ -486,7 +486,7 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
   SystemInfo info;
   info.host = "node001";
   info.cpu_model = "AMD EPYC 7763 64-Core Processor";
-  info.cpu_isa = "family 25 model 1; avx2 fma; kernels fma";
+  info.cpu_isa = "family 25 model 1; avx2 fma; kernels fma; bf16 products in fp32";
   info.gpu_model = "NVIDIA H100 80GB HBM3";
   info.torch_version = "2.3.1";
   info.mpi_version = "Open MPI v4.1.4";
@@ -513,7 +513,7 @@ TEST(SystemJson, RoundTripsEveryFieldInDeclaredOrder) {
   EXPECT_EQ(core::read_file(tmp.path() / "system.json"), R"json({
   "host": "node001",
   "cpu_model": "AMD EPYC 7763 64-Core Processor",
-  "cpu_isa": "family 25 model 1; avx2 fma; kernels fma",
+  "cpu_isa": "family 25 model 1; avx2 fma; kernels fma; bf16 products in fp32",
   "gpu_model": "NVIDIA H100 80GB HBM3",
   "torch_version": "2.3.1",
   "mpi_version": "Open MPI v4.1.4",
@@ -607,8 +607,13 @@ TEST(SystemJson, HostInfoFillsWhatTheReportModuleCanLearn) {
   const std::string clone = flags.find(" avx512f ") != std::string::npos ? "avx512f"
                             : flags.find(" fma ") != std::string::npos   ? "fma"
                                                                          : "default";
+  // LibTorch hands bf16 products to oneDNN where the CPU has AVX-512 BW, VL and DQ.
+  const bool bf16 = flags.find(" avx512bw ") != std::string::npos &&
+                    flags.find(" avx512vl ") != std::string::npos &&
+                    flags.find(" avx512dq ") != std::string::npos;
   EXPECT_TRUE(std::regex_match(info.cpu_isa,
-                               std::regex(R"(family \d+ model \d+;[a-z0-9_ ]*; kernels )" + clone)))
+                               std::regex(R"(family \d+ model \d+;[a-z0-9_ ]*; kernels )" + clone +
+                                          "; bf16 products " + (bf16 ? "native" : "in fp32"))))
       << info.cpu_isa;
 #endif
   EXPECT_FALSE(info.compiler.empty());
