@@ -135,19 +135,64 @@ at::Tensor ConvChoice::downsample(nn::Sequential& d, const at::Tensor& x) const 
   return d[1]->as<nn::BatchNorm2dImpl>()->forward(any(*d[0]->as<nn::Conv2dImpl>(), x));
 }
 
+namespace {
+
+// The float32 3x3 convolution (stride 1, padding 1) of x by w on `choice`'s kernel, counted in its
+// `use` as "<kernel><suffix>" with, where that kernel is not a chosen one, the reason (`fallback`
+// where the choice itself gives none).
+at::Tensor float32_conv3x3(const ConvChoice& choice, const at::Tensor& x, const at::Tensor& w,
+                           const char* suffix, const char* fallback) {
+  using kernels::Conv3x3Kernel;
+  const ConvKernel kernel = choice.kernel;
+  kernels::KernelUse* const use = choice.use.get();
+  const auto ran = [&](Conv3x3Kernel k, const char* why) {
+    if (use) use->ran("conv3x3", std::string(to_string(k)) + suffix, *why ? why : fallback);
+  };
+  const std::array<int64_t, 1> one{1};
+  Conv3x3Kernel k = Conv3x3Kernel::LibTorch;
+  if (kernel == ConvKernel::Probe)
+    k = kernels::choose_conv3x3(x, w);
+  else if (kernel == ConvKernel::Winograd &&
+           kernels::dnnl_conv2d_supported(x, w, one, one, kernels::DnnlAlgorithm::Winograd))
+    k = Conv3x3Kernel::DnnlWinograd;
+  else if (kernel == ConvKernel::NativeWinograd && kernels::winograd_conv2d_supported(x, w))
+    k = Conv3x3Kernel::NativeWinograd;
+  switch (k) {
+    case Conv3x3Kernel::DnnlWinograd:
+      ran(k, "");
+      return kernels::dnnl_conv2d(x, w, one, one, kernels::DnnlAlgorithm::Winograd);
+    case Conv3x3Kernel::NativeWinograd:
+      ran(k, "");
+      return kernels::winograd_conv2d(x, w);
+    case Conv3x3Kernel::LibTorch:
+      break;
+  }
+  // Under Probe and LibTorch, LibTorch's is a chosen kernel (measured faster, or no Winograd).
+  ran(Conv3x3Kernel::LibTorch,
+      kernel == ConvKernel::Winograd ? "oneDNN has no Winograd for this layer on this CPU"
+      : kernel == ConvKernel::NativeWinograd
+          ? "the native Winograd takes channels-last inputs with channel counts that are "
+            "multiples of 16"
+          : "");
+  return at::conv2d(x, w, {}, 1, 1);
+}
+
+}  // namespace
+
 at::Tensor ConvChoice::run(nn::Conv2d& c, const at::Tensor& x) const {
   using kernels::Conv3x3Kernel;
-  const auto ran = [this](Conv3x3Kernel k, const char* why) {
-    if (use) use->ran("conv3x3", to_string(k), why);
-  };
   if (x.device().is_cpu() && kernels::bf16_products_emulated()) {
-    if (use)
-      use->ran("conv3x3", "libtorch_fp32",
-               "bf16 operands multiplied in float32: this CPU has no bf16 matrix products");
-    return bf16_conv(*c, x);
+    // bf16_conv's detour on this choice's float32 kernels: autograd through the casts rounds
+    // the gradients to bf16 as autocast's do.
+    const scaffold::nn::AutocastGuard float32(scaffold::nn::AutocastState::current().disabled());
+    const auto rounded = [](const at::Tensor& t) { return t.to(at::kBFloat16).to(at::kFloat); };
+    return float32_conv3x3(*this, rounded(x), rounded(c->weight), "_fp32",
+                           "bf16 operands multiplied in float32: this CPU has no bf16 matrix "
+                           "products")
+        .to(at::kBFloat16);
   }
   if (kernel == ConvKernel::LibTorch) {
-    ran(Conv3x3Kernel::LibTorch, "");
+    if (use) use->ran("conv3x3", to_string(Conv3x3Kernel::LibTorch));
     return c(x);
   }
   // Only these reach a Winograd (float32); autocast would run the layer in bf16.
@@ -155,43 +200,21 @@ at::Tensor ConvChoice::run(nn::Conv2d& c, const at::Tensor& x) const {
                     : scaffold::nn::AutocastState::current().cpu_enabled ? "under autocast"
                     : x.scalar_type() != at::kFloat                      ? "not float32"
                                                                          : nullptr;
-  if (!why) {
-    const std::array<int64_t, 1> one{1};
-    Conv3x3Kernel k = Conv3x3Kernel::LibTorch;
-    if (kernel == ConvKernel::Probe)
-      k = kernels::choose_conv3x3(x, c->weight);
-    else if (kernel == ConvKernel::Winograd &&
-             kernels::dnnl_conv2d_supported(x, c->weight, one, one,
-                                            kernels::DnnlAlgorithm::Winograd))
-      k = Conv3x3Kernel::DnnlWinograd;
-    else if (kernel == ConvKernel::NativeWinograd &&
-             kernels::winograd_conv2d_supported(x, c->weight))
-      k = Conv3x3Kernel::NativeWinograd;
-    switch (k) {
-      case Conv3x3Kernel::DnnlWinograd:
-        ran(k, "");
-        return kernels::dnnl_conv2d(x, c->weight, one, one, kernels::DnnlAlgorithm::Winograd);
-      case Conv3x3Kernel::NativeWinograd:
-        ran(k, "");
-        return kernels::winograd_conv2d(x, c->weight);
-      case Conv3x3Kernel::LibTorch:
-        break;
-    }
-    // Under Probe, LibTorch's is a chosen kernel (measured faster, or no Winograd): no reason.
-    why = kernel == ConvKernel::Winograd ? "oneDNN has no Winograd for this layer on this CPU"
-          : kernel == ConvKernel::NativeWinograd
-              ? "the native Winograd takes channels-last inputs with channel counts that are "
-                "multiples of 16"
-              : "";
-  }
-  ran(Conv3x3Kernel::LibTorch, why);
+  if (!why) return float32_conv3x3(*this, x, c->weight, "", "");
+  if (use) use->ran("conv3x3", to_string(Conv3x3Kernel::LibTorch), why);
   return c(x);
 }
 
 ConvKernel resolve_conv_kernel(const std::string& conv_kernel, const std::string& precision,
                                c10::Device device) {
+  // auto: the probe where the 3x3 convolutions are float32 ones: an fp32 run on a CPU, and a bf16
+  // one on a CPU without bf16 products (ConvChoice::run multiplies its bf16-rounded operands in
+  // float32). The keys that name a Winograd stay fp32-only (the config's rule, whatever the CPU).
   if (conv_kernel == "auto")
-    return device.is_cpu() && precision == "fp32" ? ConvKernel::Probe : ConvKernel::LibTorch;
+    return device.is_cpu() && (precision == "fp32" ||
+                               (precision == "bf16" && !kernels::cpu_has_bf16_products()))
+               ? ConvKernel::Probe
+               : ConvKernel::LibTorch;
   if (conv_kernel == "libtorch") return ConvKernel::LibTorch;
   if (conv_kernel != "probe" && conv_kernel != "winograd" && conv_kernel != "native_winograd")
     throw core::Error(fmt::format(

@@ -528,35 +528,48 @@ double relative_l2(const at::Tensor& got, const at::Tensor& want) {
 // (median) and 21 % (worst, the stem's weight), where LibTorch's own bf16 loops there (which sum in
 // bf16) are 3.8 %, 29 % and 59 % apart. The bounds, 2 % and 40 %, fail a wrong or unrouted
 // convolution or gradient (off by its whole size, 100 % or more) and leave room for bf16's noise.
-// The stride-1 3x3 convolutions are counted as libtorch_fp32, with the reason; the output is bf16
+// With LibTorch's convolution (NCHW) and with the native Winograd (NHWC) for the stride-1 3x3
+// convolutions, which are counted as "<kernel>_fp32", logged with the reason; the output is bf16
 // and the gradients float32.
 TEST(ResNet, Bf16StepWithoutBf16ProductsIsTheFloat32StepWithinBf16Rounding) {
-  at::manual_seed(22);
-  ResNetOptions o = options(18, 10);
-  ResNet reference(o);
-  o.conv.use = std::make_shared<kernels::KernelUse>();
-  o.conv.register_choices();
-  ResNet emulated(o);
-  copy_state(*reference, *emulated);
-  const at::Tensor x = at::randn({2, 3, 64, 64}), g = at::randn({2, 10});
-  const StepResult want = train_step(reference, x, g, /*train=*/false);
-  StepResult got;
-  {
-    const ForcedBf16Products has_not(0);
-    const scaffold::nn::AutocastGuard autocast(bf16_autocast());
-    got = train_step(emulated, x, g, /*train=*/false);
+  for (const ConvKernel kernel : {ConvKernel::LibTorch, ConvKernel::NativeWinograd}) {
+    // The native Winograd (the probe's usual verdict here) takes channels-last tensors.
+    const bool channels_last = kernel == ConvKernel::NativeWinograd;
+    const std::string tag = to_string(kernel);
+    at::manual_seed(22);
+    ResNetOptions o = options(18, 10);
+    ResNet reference(o);
+    o.conv.kernel = kernel;
+    o.conv.use = std::make_shared<kernels::KernelUse>();
+    o.conv.register_choices();
+    ResNet emulated(o);
+    copy_state(*reference, *emulated);
+    at::Tensor x = at::randn({2, 3, 64, 64});
+    if (channels_last) {
+      set_memory_format(*reference, at::MemoryFormat::ChannelsLast);
+      set_memory_format(*emulated, at::MemoryFormat::ChannelsLast);
+      x = x.contiguous(at::MemoryFormat::ChannelsLast);
+    }
+    const at::Tensor g = at::randn({2, 10});
+    const StepResult want = train_step(reference, x, g, /*train=*/false);
+    StepResult got;
+    {
+      const ForcedBf16Products has_not(0);
+      const scaffold::nn::AutocastGuard autocast(bf16_autocast());
+      got = train_step(emulated, x, g, /*train=*/false);
+    }
+    EXPECT_EQ(got.y.scalar_type(), at::kBFloat16) << tag;
+    EXPECT_LT(relative_l2(got.y, want.y), 0.02) << tag << " logits";
+    for (const auto& [name, grad] : want.grads) {
+      EXPECT_EQ(got.grads.at(name).scalar_type(), at::kFloat) << tag << " " << name;
+      EXPECT_LT(relative_l2(got.grads.at(name), grad), 0.4) << tag << " grad " << name;
+    }
+    EXPECT_EQ(o.conv.use->summary(), std::vector<std::string>{"conv3x3=" + tag + "_fp32 x" +
+                                                              std::to_string(kStrideOne3x3Convs)});
+    ASSERT_FALSE(o.conv.use->fallbacks().empty()) << tag;
+    for (const std::string& line : o.conv.use->fallbacks())
+      EXPECT_NE(line.find("no bf16 matrix products"), std::string::npos) << tag << ": " << line;
   }
-  EXPECT_EQ(got.y.scalar_type(), at::kBFloat16);
-  EXPECT_LT(relative_l2(got.y, want.y), 0.02) << "logits";
-  for (const auto& [name, grad] : want.grads) {
-    EXPECT_EQ(got.grads.at(name).scalar_type(), at::kFloat) << name;
-    EXPECT_LT(relative_l2(got.grads.at(name), grad), 0.4) << "grad " << name;
-  }
-  EXPECT_EQ(o.conv.use->summary(), std::vector<std::string>{"conv3x3=libtorch_fp32 x" +
-                                                            std::to_string(kStrideOne3x3Convs)});
-  ASSERT_EQ(o.conv.use->fallbacks().size(), 1u);
-  EXPECT_NE(o.conv.use->fallbacks()[0].find("no bf16 matrix products"), std::string::npos)
-      << o.conv.use->fallbacks()[0];
 }
 
 TEST(ResNet, WinogradUnderAutocastRunsLibTorchsConvolutionAndSaysWhy) {
@@ -584,7 +597,16 @@ TEST(ResNet, TheConvKernelKeyResolvesForTheRunsDeviceAndPrecision) {
   EXPECT_EQ(resolve_conv_kernel("auto", "fp32", at::kCPU), ConvKernel::Probe);
   EXPECT_EQ(resolve_conv_kernel("probe", "fp32", at::kCPU), ConvKernel::Probe);
   EXPECT_EQ(resolve_conv_kernel("native_winograd", "fp32", at::kCPU), ConvKernel::NativeWinograd);
-  EXPECT_EQ(resolve_conv_kernel("auto", "bf16", at::kCPU), ConvKernel::LibTorch);
+  {
+    // bf16: the probe where its convolutions are float32 products (a CPU without bf16 ones).
+    const ForcedBf16Products has(1);
+    EXPECT_EQ(resolve_conv_kernel("auto", "bf16", at::kCPU), ConvKernel::LibTorch);
+  }
+  {
+    const ForcedBf16Products has_not(0);
+    EXPECT_EQ(resolve_conv_kernel("auto", "bf16", at::kCPU), ConvKernel::Probe);
+    EXPECT_EQ(resolve_conv_kernel("auto", "bf16", c10::Device("cuda:0")), ConvKernel::LibTorch);
+  }
   EXPECT_EQ(resolve_conv_kernel("auto", "fp32", c10::Device("cuda:0")), ConvKernel::LibTorch);
   EXPECT_EQ(resolve_conv_kernel("libtorch", "fp32", at::kCPU), ConvKernel::LibTorch);
   if (dnnl) {
