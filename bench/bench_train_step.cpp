@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/stats.hpp"
+#include "core/sysinfo.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "core/version.hpp"
@@ -189,6 +190,7 @@ int run(const BenchOptions& o) {
     target.device = device.str();
     target.channels_last = o.channels_last;
     target.bf16_autocast = o.bf16;
+    target.bf16_products = core::cpu_has_bf16_products();
     target.onednn_built = kernels::dnnl_conv3d_built();
     mo.kernels = model::resolve_kernel_choice({}, target);
     fused_loss = mo.kernels.loss == model::LossKernel::Fused;

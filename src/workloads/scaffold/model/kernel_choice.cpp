@@ -114,8 +114,10 @@ KernelChoice resolve_kernel_choice(const KernelKeys& keys, const KernelTarget& t
           "conv_kernel: onednn, but this build has no oneDNN (install libdnnl-dev and rebuild)");
     k.conv = ConvKernel::OneDnn;
   }
-  if ((k.conv == ConvKernel::Winograd || k.conv == ConvKernel::Probe) && t.bf16_autocast) {
-    // Winograd F(2,3) takes float32 only: under bf16 autocast no layer could run it.
+  if ((k.conv == ConvKernel::Winograd || k.conv == ConvKernel::Probe) && t.bf16_autocast &&
+      t.bf16_products) {
+    // Winograd F(2,3) takes float32 only: under bf16 autocast no layer could run it (on a CPU
+    // without bf16 products the convolutions are float32 ones: DoubleConvImpl::conv).
     const ConvKernel chosen = k.conv;
     k.conv = t.onednn_built ? ConvKernel::OneDnn : ConvKernel::LibTorch;
     k.fallbacks.push_back(

@@ -75,6 +75,9 @@ struct KernelTarget {
   bool channels_last = false;
   bool bf16_autocast = false;
   bool onednn_built = false;  // kernels::dnnl_conv3d_built() of this binary
+  // Whether the CPU has bf16 products (core::cpu_has_bf16_products): where it has not, bf16
+  // autocast runs float32 convolutions of bf16-rounded operands, on the float32 kernels.
+  bool bf16_products = true;
 };
 
 struct KernelChoice {

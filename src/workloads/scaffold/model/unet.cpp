@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "kernels/conv_transpose.hpp"
 #include "kernels/dnnl_conv.hpp"
+#include "kernels/dnnl_linear.hpp"
 #include "kernels/max_pool.hpp"
 #include "kernels/winograd_conv.hpp"
 #include "nn/autocast.hpp"
@@ -97,10 +98,41 @@ DoubleConvImpl::DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_
       "norm2", nn::GroupNorm(nn::GroupNormOptions(groups, out_channels).eps(1e-5).affine(true)));
 }
 
+namespace {
+
+// t's values rounded to bf16, as float32: what autocast's cast gives a bf16 product, for float32
+// kernels (the CPUs without bf16 products).
+at::Tensor bf16_rounded(const at::Tensor& t) {
+  return t.to(at::kBFloat16).to(at::kFloat);
+}
+
+}  // namespace
+
 at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
   if (spatial_) {
     kernels_.ran("conv", "libtorch", "a sample split across ranks: the halo convolution");
     return conv3d_same(x, c->weight, c->bias, spatial_);
+  }
+  if (kernels_.conv != ConvKernel::LibTorch && x.device().is_cpu() &&
+      kernels::bf16_products_emulated()) {
+    // bf16 autocast on a CPU without bf16 products (docs/benchmark.md): the float32 kernels on the
+    // bf16-rounded operands, the output rounded to bf16 (autograd through the casts rounds the
+    // gradients as autocast's do).
+    const nn::AutocastGuard float32(nn::AutocastState::current().disabled());
+    const at::Tensor xf = bf16_rounded(x), wf = bf16_rounded(c->weight);
+    const char* why = "bf16 operands multiplied in float32: this CPU has no bf16 matrix products";
+    if ((kernels_.conv == ConvKernel::Winograd && kernels::winograd_conv3d_supported(xf, wf)) ||
+        (kernels_.conv == ConvKernel::Probe && kernels::winograd_conv3d_pays(xf, wf))) {
+      kernels_.ran("conv", "winograd_fp32", why);
+      return kernels::winograd_conv3d(xf, wf).to(at::kBFloat16);
+    }
+    if (kernels::dnnl_conv3d_supported(xf, wf)) {
+      kernels_.ran("conv", "onednn_fp32", why);
+      return kernels::dnnl_conv3d(xf, wf, /*padding=*/1).to(at::kBFloat16);
+    }
+    kernels_.ran("conv", "libtorch_fp32", why);
+    return at::conv3d(xf, wf, c->bias.defined() ? bf16_rounded(c->bias) : at::Tensor(), 1, 1)
+        .to(at::kBFloat16);
   }
   if (kernels_.conv != ConvKernel::LibTorch && x.device().is_cpu()) {
     // CPU autocast would run the convolution in its lower dtype: the same casts, by hand (the
@@ -116,16 +148,6 @@ at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
     if (kernels::dnnl_conv3d_supported(xc, wc)) {
       kernels_.ran("conv", "onednn");
       return kernels::dnnl_conv3d(xc, wc, /*padding=*/1);
-    }
-    if (dtype == at::kBFloat16 && !kernels::dnnl_bf16_conv_available()) {
-      // This CPU's oneDNN has no bf16 convolution (it needs AVX-512), and LibTorch's own bf16
-      // convolution is a slow reference loop there: float32 products, the output rounded to
-      // bf16 as autocast's would be.
-      const at::Tensor xf = x.to(at::kFloat), wf = c->weight.to(at::kFloat);
-      if (kernels::dnnl_conv3d_supported(xf, wf)) {
-        kernels_.ran("conv", "onednn_fp32", "no bf16 convolution in this CPU's oneDNN");
-        return kernels::dnnl_conv3d(xf, wf, /*padding=*/1).to(at::kBFloat16);
-      }
     }
     kernels_.ran("conv", "libtorch", "an input oneDNN does not take");
     return c(x);
@@ -216,9 +238,16 @@ at::Tensor UpImpl::upsample(const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias) const {
   if (kernels_.upconv == UpconvKernel::Gemm) {
     kernels_.ran("upconv", "gemm");
-    // Under CPU autocast, in its lower dtype (conv_transpose3d is on autocast's list).
+    // Under CPU autocast, in its lower dtype (conv_transpose3d is on autocast's list); where
+    // that is bf16 on a CPU without bf16 products, float32 products of the bf16-rounded operands.
     const nn::AutocastState state = nn::AutocastState::current();
     const bool cast = x.device().is_cpu() && state.cpu_enabled;
+    if (cast && kernels::bf16_products_emulated()) {
+      const nn::AutocastGuard float32(state.disabled());
+      return kernels::conv_transpose3d_k2s2(bf16_rounded(x), bf16_rounded(weight),
+                                            bias.defined() ? bf16_rounded(bias) : bias)
+          .to(at::kBFloat16);
+    }
     const c10::ScalarType dtype = cast ? state.cpu_dtype : x.scalar_type();
     return kernels::conv_transpose3d_k2s2(x.to(dtype), weight.to(dtype),
                                           bias.defined() ? bias.to(dtype) : bias);
@@ -275,6 +304,13 @@ at::Tensor OutConvImpl::forward(const at::Tensor& x) {
 // lower dtype, as conv3d would run (the custom function is not on autocast's list).
 at::Tensor OutConvImpl::product(const at::Tensor& x) const {
   const nn::AutocastState state = nn::AutocastState::current();
+  if (state.cpu_enabled && kernels::bf16_products_emulated()) {
+    // bf16 on a CPU without bf16 products: float32 products of the bf16-rounded operands.
+    const nn::AutocastGuard float32(state.disabled());
+    return kernels::conv3d_1x1x1(bf16_rounded(x), bf16_rounded(conv_->weight),
+                                 bf16_rounded(conv_->bias))
+        .to(at::kBFloat16);
+  }
   const c10::ScalarType dtype = state.cpu_enabled ? state.cpu_dtype : x.scalar_type();
   return kernels::conv3d_1x1x1(x.to(dtype), conv_->weight.to(dtype), conv_->bias.to(dtype));
 }

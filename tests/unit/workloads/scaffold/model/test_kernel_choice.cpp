@@ -110,6 +110,21 @@ TEST(KernelChoice, WinogradUnderBf16AutocastFallsBackOnceAndSaysWhy) {
   EXPECT_TRUE(resolve_kernel_choice({}, cpu_target(true, false)).fallbacks.empty());
 }
 
+// On a CPU without bf16 products bf16 autocast runs float32 convolutions (DoubleConvImpl::conv):
+// the Winograd and the probe stay chosen, with no fallback.
+TEST(KernelChoice, WinogradUnderBf16AutocastStaysWhereTheCpuHasNoBf16Products) {
+  for (const char* key : {"auto", "probe", "winograd"}) {
+    KernelKeys k;
+    k.conv = key;
+    KernelTarget t = cpu_target(true, /*bf16=*/true);
+    t.bf16_products = false;
+    const KernelChoice c = resolve_kernel_choice(k, t);
+    EXPECT_EQ(c.conv, std::string(key) == "winograd" ? ConvKernel::Winograd : ConvKernel::Probe)
+        << key;
+    EXPECT_TRUE(c.fallbacks.empty()) << key;
+  }
+}
+
 TEST(KernelChoice, AKernelThatCannotRunHereIsAnErrorNamingItsKey) {
   const auto expect_error = [](KernelKeys k, const KernelTarget& t, const std::string& what) {
     try {

@@ -18,6 +18,7 @@
 
 #include "core/error.hpp"
 #include "kernels/dnnl_conv.hpp"
+#include "kernels/dnnl_linear.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "kernels/winograd_conv.hpp"
 #include "nn/autocast.hpp"
@@ -350,6 +351,40 @@ TEST(UNet3d, CpuKernelsFollowBf16Autocast) {
     EXPECT_LT(e_ours, bound) << what << ": ours " << e_ours << ", LibTorch's bf16 " << e_theirs;
     EXPECT_LT(e_ours, 2 * e_theirs + 0.01) << what << ": LibTorch's bf16 error " << e_theirs;
   }
+}
+
+// On a CPU without bf16 products (forced here, so that every CPU runs this path) bf16 autocast
+// runs the convolutions on the float32 kernels (the probe's Winograd where it pays, oneDNN's
+// direct one elsewhere), the GEMM upsampling and the head on float32 products of the bf16-rounded
+// operands: against the float32 model within the bounds above (output 5 %, input gradient 25 %
+// relative L2), every convolution counted as "<kernel>_fp32" with the reason logged.
+TEST(UNet3d, CpuKernelsWithoutBf16ProductsRoundToBf16AndMultiplyInFloat32) {
+  if (!bf16_autocast_supported()) GTEST_SKIP() << "bf16 CPU autocast not supported";
+  struct Restore {
+    ~Restore() { kernels::force_bf16_products(-1); }
+  } restore;
+  kernels::force_bf16_products(0);
+  UNetOptions fast = small_options(2);
+  fast.fp32_pool_and_upsample = true;
+  fast.kernels.conv = ConvKernel::Probe;
+  fast.kernels.upconv = UpconvKernel::Gemm;
+  fast.kernels.head = HeadKernel::Gemm;
+  fast.kernels.use = std::make_shared<kernels::KernelUse>();
+  fast.kernels.register_choices();
+  const ForwardBackward ours = forward_backward(fast, false, true, 1);
+  const ForwardBackward ref = forward_backward(small_options(2), false, false, 1);
+  EXPECT_LT(relative_l2(ours.out, ref.out), 0.05) << "output";
+  EXPECT_LT(relative_l2(ours.input_grad, ref.input_grad), 0.25) << "input grad";
+  int64_t convs = 0;
+  for (const auto& c : fast.kernels.use->counts()) {
+    if (c.op != "conv") continue;
+    EXPECT_EQ(c.kernel.substr(c.kernel.size() - 5), "_fp32") << c.kernel;
+    convs += c.calls;
+  }
+  EXPECT_EQ(convs, 10);  // two per DoubleConv: the input block, 2 down and 2 up
+  ASSERT_FALSE(fast.kernels.use->fallbacks().empty());
+  for (const std::string& line : fast.kernels.use->fallbacks())
+    EXPECT_NE(line.find("no bf16 matrix products"), std::string::npos) << line;
 }
 
 TEST(UNet3d, Fp32PoolAndUpsampleRunsUnderBf16Autocast) {
