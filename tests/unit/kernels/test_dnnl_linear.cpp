@@ -30,6 +30,7 @@ namespace scaffold::kernels {
 namespace {
 
 using model::test::tensors_close;
+using model::test::within_a_bf16_step;
 
 struct Result {
   at::Tensor y, dx, dw, db;
@@ -209,24 +210,6 @@ TEST(DnnlLinear, LinearRunsTheChosenKernelAndCountsIt) {
   EXPECT_EQ(onednn.summary(), std::vector<std::string>{"gemm=onednn x1, libtorch x1"});
   ASSERT_EQ(onednn.fallbacks().size(), 1u);
   EXPECT_NE(onednn.fallbacks()[0].find("not float32"), std::string::npos) << onednn.fallbacks()[0];
-}
-
-// Each element of `got` within one bf16 step (2^-7 of the reference's magnitude, the spacing of
-// bf16 values near it) of `ref`: two roundings to bf16 of sums that differ in their last float32
-// bits can land on neighbouring bf16 values, never further apart.
-::testing::AssertionResult within_a_bf16_step(const at::Tensor& got, const at::Tensor& ref,
-                                              const std::string& what) {
-  if (got.sizes() != ref.sizes())
-    return ::testing::AssertionFailure()
-           << what << ": shape " << got.sizes() << " vs " << ref.sizes();
-  const at::Tensor g = got.detach().to(at::kDouble), r = ref.detach().to(at::kDouble);
-  const at::Tensor excess = (g - r).abs() - (r.abs() * (1.0 / 128) + 1e-30);
-  const double worst = excess.max().item<double>();
-  if (worst > 0)
-    return ::testing::AssertionFailure()
-           << what << ": " << (excess > 0).sum().item<int64_t>()
-           << " element(s) more than a bf16 step away (worst by " << worst << ")";
-  return ::testing::AssertionSuccess();
 }
 
 at::Tensor bf16_rounded(const at::Tensor& t) {

@@ -630,14 +630,10 @@ TEST(ChannelLinear, Bf16WithoutBf16ProductsIsAutocastsProductInFloat32) {
   const at::Tensor product = at::matmul(wd, xd.reshape({2, 24, -1})).view({2, 20, 6, 5});
   const auto ref = torch::autograd::grad({product}, {xd, wd}, {g.to(at::kDouble)});
   const at::Tensor want = rounded(rounded(product) + rounded(linear->bias).view({1, -1, 1, 1}));
-  const auto within_a_step = [](const at::Tensor& got, const at::Tensor& ref) {
-    return ((got.detach().to(at::kDouble) - ref).abs() - ref.abs() / 128).max().item<double>() <=
-           1e-30;
-  };
-  EXPECT_TRUE(within_a_step(y, want)) << "output";
+  EXPECT_TRUE(model::test::within_a_bf16_step(y, want, "output"));
   EXPECT_EQ(grads[0].scalar_type(), at::kFloat);
-  EXPECT_TRUE(within_a_step(grads[0], rounded(ref[0]))) << "input gradient";
-  EXPECT_TRUE(within_a_step(grads[1], rounded(ref[1]))) << "weight gradient";
+  EXPECT_TRUE(model::test::within_a_bf16_step(grads[0], rounded(ref[0]), "input gradient"));
+  EXPECT_TRUE(model::test::within_a_bf16_step(grads[1], rounded(ref[1]), "weight gradient"));
 }
 
 }  // namespace

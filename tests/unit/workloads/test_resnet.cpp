@@ -40,6 +40,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace nn = torch::nn;
 using model::test::tensors_close;
+using model::test::within_a_bf16_step;
 using scaffold::nn::count_parameters;
 
 const fs::path kFixtures = fs::path(SCAFFOLD_SOURCE_DIR) / "tests" / "fixtures" / "resnet";
@@ -454,24 +455,6 @@ scaffold::nn::AutocastState bf16_autocast() {
   state.cpu_enabled = true;
   state.cpu_dtype = at::kBFloat16;
   return state;
-}
-
-// Within one bf16 step (2^-7 of the reference's magnitude) of `ref`, element by element: two
-// roundings to bf16 of float32 and float64 sums of the same products land at most one bf16 value
-// apart.
-::testing::AssertionResult within_a_bf16_step(const at::Tensor& got, const at::Tensor& ref,
-                                              const std::string& what) {
-  if (got.sizes() != ref.sizes())
-    return ::testing::AssertionFailure()
-           << what << ": shape " << got.sizes() << " vs " << ref.sizes();
-  const at::Tensor g = got.detach().to(at::kDouble), r = ref.detach().to(at::kDouble);
-  const at::Tensor excess = (g - r).abs() - r.abs() * (1.0 / 128);
-  const int64_t far = (excess > 1e-30).sum().item<int64_t>();
-  if (far > 0)
-    return ::testing::AssertionFailure()
-           << what << ": " << far << " element(s) more than a bf16 step away (worst by "
-           << excess.max().item<double>() << ")";
-  return ::testing::AssertionSuccess();
 }
 
 // bf16_conv against float64 convolutions of the bf16-rounded input and weight, each result rounded
