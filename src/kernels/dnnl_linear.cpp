@@ -172,7 +172,8 @@ template <bool kBias>
 struct Bf16Linear : public torch::autograd::Function<Bf16Linear<kBias>> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& w, const at::Tensor& b, int64_t choice) {
-    const at::Tensor xb = x.to(at::kBFloat16), wb = w.to(at::kBFloat16);
+    // (The products read row-major operands: a weight given as a view is copied.)
+    const at::Tensor xb = x.to(at::kBFloat16).contiguous(), wb = w.to(at::kBFloat16).contiguous();
     ctx->save_for_backward({xb, wb});
     ctx->saved_data["choice"] = choice;
     ctx->saved_data["x_dtype"] = x.scalar_type();

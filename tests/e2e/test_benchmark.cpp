@@ -137,7 +137,10 @@ TEST(Benchmark, TrainsToTheTargetDiceAndWritesTheRunFolder) {
 
 TEST(Benchmark, RestartFromACheckpointContinuesTheSameRun) {
   TempDir full_dir, cut_dir;
-  const std::string common = "checkpoint_interval: 1\ntarget_dice: 0.999\n";
+  // Two independent processes compared to the bit: kernels chosen by rule, not by a probe whose
+  // verdicts may differ between them (conv_kernel: probe is auto's choice for a bf16 run on a CPU
+  // without bf16 products; a restart itself keeps its checkpoint's verdicts).
+  const std::string common = "checkpoint_interval: 1\ntarget_dice: 0.999\nconv_kernel: onednn\n";
   // Uninterrupted: 4 epochs.
   auto full = run_command(kBinary + " benchmark --threads 1 --epochs 4 -c " +
                           test::write_tiny_benchmark_config(full_dir.path(), common).string());
@@ -169,7 +172,8 @@ TEST(Benchmark, RestartFromACheckpointContinuesTheSameRun) {
 // same rows as an uninterrupted run.
 TEST(Benchmark, ASignalStopsCleanlyAndTheRestartEqualsAnUninterruptedRun) {
   TempDir full_dir, cut_dir;
-  const std::string common = "checkpoint_interval: 3\ntarget_dice: 0.999\n";
+  // Kernels by rule, as in the test above.
+  const std::string common = "checkpoint_interval: 3\ntarget_dice: 0.999\nconv_kernel: onednn\n";
   auto full = run_command(kBinary + " benchmark --threads 1 --epochs 4 -c " +
                           test::write_tiny_benchmark_config(full_dir.path(), common).string());
   ASSERT_EQ(full.exit_code, 0) << full.output;
@@ -340,13 +344,21 @@ TEST(Benchmark, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
   EXPECT_EQ(chosen[6], "optimizer=fused");
   // Under bf16 autocast (the tiny config's torch_amp) auto's probe between Winograd (float32
   // only) and oneDNN resolves to oneDNN with one recorded fallback; in float32 nothing falls back.
-  auto fallbacks = sys.at("kernel_fallbacks").get<std::vector<std::string>>();
-  // A CPU whose oneDNN has no bf16 convolution (no AVX-512) adds its float32 one, named.
-  const std::string no_bf16 =
-      "conv: onednn_fp32 instead of onednn (no bf16 convolution in this CPU's oneDNN)";
-  const bool avx2_only = std::find(fallbacks.begin(), fallbacks.end(), no_bf16) != fallbacks.end();
-  if (avx2_only) fallbacks.erase(std::find(fallbacks.begin(), fallbacks.end(), no_bf16));
-  if (chosen[0] == "conv=onednn") {
+  // On a CPU without bf16 products (system.json's cpu_isa says which) bf16 runs float32
+  // convolutions of bf16-rounded operands: the probe stays, and each convolution kernel that ran
+  // is "<kernel>_fp32", a departure from the chosen ones logged with its reason.
+  const auto fallbacks = sys.at("kernel_fallbacks").get<std::vector<std::string>>();
+  const std::string isa = sys.at("cpu_isa").get<std::string>();
+  const bool fp32_products = isa.find("bf16 products in fp32") != std::string::npos;
+  if (fp32_products) {
+    EXPECT_EQ(chosen[0], "conv=probe");
+    EXPECT_FALSE(fallbacks.empty()) << sys.dump();
+    for (const std::string& line : fallbacks)
+      EXPECT_NE(line.find("(bf16 operands multiplied in float32: this CPU has no bf16 matrix "
+                          "products)"),
+                std::string::npos)
+          << line;
+  } else if (chosen[0] == "conv=onednn") {
     EXPECT_EQ(fallbacks,
               (std::vector<std::string>{"conv: onednn instead of probe (bf16 "
                                         "autocast: Winograd F(2,3) runs float32 only)"}));
@@ -390,8 +402,9 @@ TEST(Benchmark, EnergyOfEachWindowIsTheIntegralOfATimeVaryingPower) {
   EXPECT_EQ(ran["loss"], (std::map<std::string, int64_t>{{"fused", forwards}})) << sys.dump();
   EXPECT_EQ(ran["optimizer"].count("fused"), 1u) << sys.dump();
   for (const auto& [kernel, calls] : ran["conv"])
-    EXPECT_TRUE(kernel == "winograd" || kernel == "onednn" || kernel == "libtorch" ||
-                (avx2_only && kernel == "onednn_fp32"))
+    EXPECT_TRUE(fp32_products ? kernel == "winograd_fp32" || kernel == "onednn_fp32" ||
+                                    kernel == "libtorch_fp32"
+                              : kernel == "winograd" || kernel == "onednn" || kernel == "libtorch")
         << kernel;
 }
 

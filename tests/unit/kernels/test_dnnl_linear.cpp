@@ -290,6 +290,18 @@ TEST(Bf16Linear, MatchesLibTorchsLinearUnderAutocast) {
   }
 }
 
+// A weight given as a (transposed) view gives what its contiguous copy gives, to the bit: the
+// products read row-major operands.
+TEST(Bf16Linear, TakesAWeightGivenAsAView) {
+  at::manual_seed(14);
+  const at::Tensor x = at::randn({9, 20}), w = at::randn({20, 11}).t();
+  ASSERT_FALSE(w.is_contiguous());
+  for (const GemmKernel kernel : {GemmKernel::LibTorch, GemmKernel::Probe})
+    EXPECT_TRUE(
+        at::equal(bf16_linear(x, w, {}, kernel), bf16_linear(x, w.contiguous(), {}, kernel)))
+        << to_string(kernel);
+}
+
 TEST(Bf16Linear, RefusesWhatItCannotTakeAndSaysWhy) {
   const at::Tensor x = at::randn({4, 8}), w = at::randn({3, 8});
   const auto refused = [](const std::function<void()>& call, const std::string& why) {
