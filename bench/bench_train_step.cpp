@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "core/stats.hpp"
-#include "core/sysinfo.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "core/version.hpp"
 #include "kernels/dnnl_conv.hpp"
+#include "kernels/dnnl_linear.hpp"
 #include "kernels/fused_adam.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
@@ -190,7 +190,7 @@ int run(const BenchOptions& o) {
     target.device = device.str();
     target.channels_last = o.channels_last;
     target.bf16_autocast = o.bf16;
-    target.bf16_products = core::cpu_has_bf16_products();
+    target.bf16_products = kernels::cpu_has_bf16_products();
     target.onednn_built = kernels::dnnl_conv3d_built();
     mo.kernels = model::resolve_kernel_choice({}, target);
     fused_loss = mo.kernels.loss == model::LossKernel::Fused;

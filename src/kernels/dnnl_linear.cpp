@@ -179,8 +179,7 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear<kBias>> {
     ctx->saved_data["x_dtype"] = x.scalar_type();
     ctx->saved_data["w_dtype"] = w.scalar_type();
     ctx->saved_data["b_dtype"] = b.defined() ? b.scalar_type() : w.scalar_type();
-    const at::Tensor bias = b.defined() ? b.to(at::kBFloat16).to(at::kFloat) : at::Tensor();
-    return forward_product(xb.to(at::kFloat), wb.to(at::kFloat), bias,
+    return forward_product(xb.to(at::kFloat), wb.to(at::kFloat), bf16_rounded(b),
                            product_kernel(GemmChoice::from_code(choice).y))
         .to(at::kBFloat16);
   }
@@ -193,7 +192,7 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear<kBias>> {
     const auto saved = ctx->get_saved_variables();
     const GemmChoice choice = GemmChoice::from_code(ctx->saved_data["choice"].toInt());
     // The output's gradient as autocast's bf16 product would take it.
-    const at::Tensor dy = grads[0].to(at::kBFloat16).to(at::kFloat).contiguous();
+    const at::Tensor dy = bf16_rounded(grads[0]).contiguous();
     const auto as_bf16_gradient = [&](const at::Tensor& g, const char* dtype) {
       return g.to(at::kBFloat16).to(ctx->saved_data[dtype].toScalarType());
     };
@@ -469,6 +468,10 @@ void force_bf16_products(int has) {
 
 bool bf16_linear_in_float32(const c10::Device& device, GemmKernel kernel) {
   return device.is_cpu() && kernel != GemmKernel::LibTorch && !cpu_has_bf16_products();
+}
+
+at::Tensor bf16_rounded(const at::Tensor& t) {
+  return t.defined() ? t.to(at::kBFloat16).to(at::kFloat) : t;
 }
 
 bool bf16_products_emulated() {

@@ -105,6 +105,9 @@ void force_bf16_products(int has);
 // bf16 is on and the CPU has no bf16 products. Where it is, linear() and the ResNet's convolutions
 // multiply the bf16 operands in float32 instead.
 bool bf16_products_emulated();
+// t's values rounded to bf16 (as autocast's cast rounds a bf16 product's operands), held in
+// float32 for the float32 kernels that multiply them there; an undefined t stays undefined.
+at::Tensor bf16_rounded(const at::Tensor& t);
 // Whether a bf16 run's linear layers on `device` with `kernel` multiply in float32: a CPU without
 // bf16 products and a kernel other than LibTorch's (linear() below). What an MFU's peak must be
 // measured in.

@@ -204,8 +204,8 @@ at::Tensor channel_linear(const at::Tensor& x, const torch::nn::LinearImpl& line
     // Autocast's bf16 product without LibTorch's bf16 loops (docs/fno.md, "bf16 on a CPU without
     // bf16 products"): the operands rounded to bf16, multiplied in float32, the output rounded.
     const nn::AutocastGuard float32(nn::AutocastState::current().disabled());
-    const auto rounded = [](const at::Tensor& t) { return t.to(at::kBFloat16).to(at::kFloat); };
-    y = at::matmul(rounded(w), rounded(x.reshape({b, c, -1}))).to(at::kBFloat16);
+    y = at::matmul(kernels::bf16_rounded(w), kernels::bf16_rounded(x.reshape({b, c, -1})))
+            .to(at::kBFloat16);
   } else {
     y = at::matmul(w, x.reshape({b, c, -1}));
   }

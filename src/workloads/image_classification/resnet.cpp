@@ -121,8 +121,8 @@ at::Tensor bf16_conv(nn::Conv2dImpl& c, const at::Tensor& x) {
   const scaffold::nn::AutocastGuard float32(scaffold::nn::AutocastState::current().disabled());
   const at::Tensor& w = c.weight;
   const std::array<int64_t, 2> padding{(w.size(2) - 1) / 2, (w.size(3) - 1) / 2};
-  return at::conv2d(x.to(at::kBFloat16).to(at::kFloat), w.to(at::kBFloat16).to(at::kFloat), {},
-                    c.options.stride(), padding, c.options.dilation(), c.options.groups())
+  return at::conv2d(kernels::bf16_rounded(x), kernels::bf16_rounded(w), {}, c.options.stride(),
+                    padding, c.options.dilation(), c.options.groups())
       .to(at::kBFloat16);
 }
 
@@ -185,8 +185,8 @@ at::Tensor ConvChoice::run(nn::Conv2d& c, const at::Tensor& x) const {
     // bf16_conv's detour on this choice's float32 kernels: autograd through the casts rounds
     // the gradients to bf16 as autocast's do.
     const scaffold::nn::AutocastGuard float32(scaffold::nn::AutocastState::current().disabled());
-    const auto rounded = [](const at::Tensor& t) { return t.to(at::kBFloat16).to(at::kFloat); };
-    return float32_conv3x3(*this, rounded(x), rounded(c->weight), "_fp32",
+    return float32_conv3x3(*this, kernels::bf16_rounded(x), kernels::bf16_rounded(c->weight),
+                           "_fp32",
                            "bf16 operands multiplied in float32: this CPU has no bf16 matrix "
                            "products")
         .to(at::kBFloat16);

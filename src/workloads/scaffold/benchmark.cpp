@@ -27,6 +27,7 @@
 #include "dist/tensor_comm.hpp"
 #include "energy/meter.hpp"
 #include "kernels/dnnl_conv.hpp"
+#include "kernels/dnnl_linear.hpp"
 #include "kernels/fused_norm.hpp"
 #include "profile/options.hpp"
 #include "profile/profiler.hpp"
@@ -72,7 +73,7 @@ model::KernelChoice resolve_kernels(const config::Config& cfg, const c10::Device
   target.device = device.str();
   target.channels_last = train::use_channels_last(cfg.memory_format, device);
   target.bf16_autocast = cfg.torch_amp;
-  target.bf16_products = core::cpu_has_bf16_products();
+  target.bf16_products = kernels::cpu_has_bf16_products();
   target.onednn_built = kernels::dnnl_conv3d_built();
   return model::resolve_kernel_choice(keys, target);
 }

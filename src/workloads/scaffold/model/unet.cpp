@@ -98,16 +98,6 @@ DoubleConvImpl::DoubleConvImpl(int64_t in_channels, int64_t out_channels, int64_
       "norm2", nn::GroupNorm(nn::GroupNormOptions(groups, out_channels).eps(1e-5).affine(true)));
 }
 
-namespace {
-
-// t's values rounded to bf16, as float32: what autocast's cast gives a bf16 product, for float32
-// kernels (the CPUs without bf16 products).
-at::Tensor bf16_rounded(const at::Tensor& t) {
-  return t.to(at::kBFloat16).to(at::kFloat);
-}
-
-}  // namespace
-
 at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
   if (spatial_) {
     kernels_.ran("conv", "libtorch", "a sample split across ranks: the halo convolution");
@@ -119,7 +109,7 @@ at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
     // bf16-rounded operands, the output rounded to bf16 (autograd through the casts rounds the
     // gradients as autocast's do).
     const nn::AutocastGuard float32(nn::AutocastState::current().disabled());
-    const at::Tensor xf = bf16_rounded(x), wf = bf16_rounded(c->weight);
+    const at::Tensor xf = kernels::bf16_rounded(x), wf = kernels::bf16_rounded(c->weight);
     const char* why = "bf16 operands multiplied in float32: this CPU has no bf16 matrix products";
     if ((kernels_.conv == ConvKernel::Winograd && kernels::winograd_conv3d_supported(xf, wf)) ||
         (kernels_.conv == ConvKernel::Probe && kernels::winograd_conv3d_pays(xf, wf))) {
@@ -131,8 +121,7 @@ at::Tensor DoubleConvImpl::conv(torch::nn::Conv3d& c, const at::Tensor& x) {
       return kernels::dnnl_conv3d(xf, wf, /*padding=*/1).to(at::kBFloat16);
     }
     kernels_.ran("conv", "libtorch_fp32", why);
-    return at::conv3d(xf, wf, c->bias.defined() ? bf16_rounded(c->bias) : at::Tensor(), 1, 1)
-        .to(at::kBFloat16);
+    return at::conv3d(xf, wf, kernels::bf16_rounded(c->bias), 1, 1).to(at::kBFloat16);
   }
   if (kernels_.conv != ConvKernel::LibTorch && x.device().is_cpu()) {
     // CPU autocast would run the convolution in its lower dtype: the same casts, by hand (the
@@ -244,8 +233,8 @@ at::Tensor UpImpl::upsample(const at::Tensor& x, const at::Tensor& weight,
     const bool cast = x.device().is_cpu() && state.cpu_enabled;
     if (cast && kernels::bf16_products_emulated()) {
       const nn::AutocastGuard float32(state.disabled());
-      return kernels::conv_transpose3d_k2s2(bf16_rounded(x), bf16_rounded(weight),
-                                            bias.defined() ? bf16_rounded(bias) : bias)
+      return kernels::conv_transpose3d_k2s2(kernels::bf16_rounded(x), kernels::bf16_rounded(weight),
+                                            kernels::bf16_rounded(bias))
           .to(at::kBFloat16);
     }
     const c10::ScalarType dtype = cast ? state.cpu_dtype : x.scalar_type();
@@ -307,8 +296,8 @@ at::Tensor OutConvImpl::product(const at::Tensor& x) const {
   if (state.cpu_enabled && kernels::bf16_products_emulated()) {
     // bf16 on a CPU without bf16 products: float32 products of the bf16-rounded operands.
     const nn::AutocastGuard float32(state.disabled());
-    return kernels::conv3d_1x1x1(bf16_rounded(x), bf16_rounded(conv_->weight),
-                                 bf16_rounded(conv_->bias))
+    return kernels::conv3d_1x1x1(kernels::bf16_rounded(x), kernels::bf16_rounded(conv_->weight),
+                                 kernels::bf16_rounded(conv_->bias))
         .to(at::kBFloat16);
   }
   const c10::ScalarType dtype = state.cpu_enabled ? state.cpu_dtype : x.scalar_type();
