@@ -165,27 +165,31 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
   }
 };
 
+GemmChoice products_of(GemmKernel kernel, const at::Tensor& x2, const at::Tensor& w2);
+
 // A 2-D linear whose operands are rounded to bf16 and multiplied in float32 (bf16_linear): x (m x
-// k) float32 or bf16, w (n x k), and with a bias b (n). Saves the bf16 operands; the products'
-// float32 copies of them live for one product each.
+// k) float32 or bf16, w (n x k), and with a bias b (n); the products on the kernels `kernel` gives
+// the shape in float32 (products_of, on the forward's float32 copies), written to `chosen`. Saves
+// the bf16 operands; the products' float32 copies of them live for one product each.
 template <bool kBias>
 struct Bf16Linear : public torch::autograd::Function<Bf16Linear<kBias>> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            const at::Tensor& w, const at::Tensor& b, int64_t choice) {
+                            const at::Tensor& w, const at::Tensor& b, GemmKernel kernel,
+                            GemmChoice* chosen) {
     // (The products read row-major operands: a weight given as a view is copied.)
     const at::Tensor xb = x.to(at::kBFloat16).contiguous(), wb = w.to(at::kBFloat16).contiguous();
+    const at::Tensor xf = xb.to(at::kFloat), wf = wb.to(at::kFloat);
+    *chosen = products_of(kernel, xf, wf);
     ctx->save_for_backward({xb, wb});
-    ctx->saved_data["choice"] = choice;
+    ctx->saved_data["choice"] = chosen->code();
     ctx->saved_data["x_dtype"] = x.scalar_type();
     ctx->saved_data["w_dtype"] = w.scalar_type();
     ctx->saved_data["b_dtype"] = b.defined() ? b.scalar_type() : w.scalar_type();
-    return forward_product(xb.to(at::kFloat), wb.to(at::kFloat), bf16_rounded(b),
-                           product_kernel(GemmChoice::from_code(choice).y))
-        .to(at::kBFloat16);
+    return forward_product(xf, wf, bf16_rounded(b), product_kernel(chosen->y)).to(at::kBFloat16);
   }
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            const at::Tensor& w, int64_t choice) {
-    return forward(ctx, x, w, at::Tensor(), choice);
+                            const at::Tensor& w, GemmKernel kernel, GemmChoice* chosen) {
+    return forward(ctx, x, w, at::Tensor(), kernel, chosen);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
@@ -206,8 +210,8 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear<kBias>> {
     if constexpr (kBias)
       return {dx, dw,
               ctx->needs_input_grad(2) ? as_bf16_gradient(dy.sum(0), "b_dtype") : at::Tensor(),
-              at::Tensor()};
-    return {dx, dw, at::Tensor()};
+              at::Tensor(), at::Tensor()};
+    return {dx, dw, at::Tensor(), at::Tensor()};  // (none for the kernel and `chosen`)
   }
 };
 
@@ -487,16 +491,10 @@ at::Tensor checked_bf16_linear(const at::Tensor& x, const at::Tensor& w, const a
   // The products are float32 and call LibTorch: autocast must not turn them into bf16 ones.
   const nn::AutocastGuard float32(nn::AutocastState::current().disabled());
   const at::Tensor x2 = as_matrix(x, w.size(1));
-  // The probe's verdict for float32 products of this shape, as a float32 run would use.
-  choice = GemmChoice::all(GemmChoice::LibTorch);
-  if (kernel != GemmKernel::LibTorch) {
-    const at::NoGradGuard no_grad;
-    choice = products_of(kernel, x2.to(at::kFloat), w.to(at::kFloat).contiguous());
-  }
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = w.size(0);
-  const at::Tensor y = b.defined() ? Bf16Linear<true>::apply(x2, w, b, choice.code())
-                                   : Bf16Linear<false>::apply(x2, w, choice.code());
+  const at::Tensor y = b.defined() ? Bf16Linear<true>::apply(x2, w, b, kernel, &choice)
+                                   : Bf16Linear<false>::apply(x2, w, kernel, &choice);
   return y.view(shape);
 }
 
