@@ -321,34 +321,49 @@ StepResult train_step(ResNet& net, const at::Tensor& x, const at::Tensor& g, boo
   return r;
 }
 
+// ResNet-`depth` (10 classes) twice with the same weights: `reference` on LibTorch's convolutions,
+// `chosen` with `kernel` on its stride-1 3x3 layers, counted in options.conv.use; with
+// `channels_last` both models and the input in that layout. The input x (2, 3, 64, 64) and the
+// output's gradient g (2, 10) are drawn after both models, from `seed`.
+struct ModelPair {
+  ResNetOptions options;
+  ResNet reference{nullptr}, chosen{nullptr};
+  at::Tensor x, g;
+};
+ModelPair model_pair(int depth, ConvKernel kernel, bool channels_last, uint64_t seed) {
+  at::manual_seed(seed);
+  ModelPair p;
+  p.options = options(depth, 10);
+  p.reference = ResNet(p.options);
+  p.options.conv.kernel = kernel;
+  p.options.conv.use = std::make_shared<kernels::KernelUse>();
+  p.options.conv.register_choices();
+  p.chosen = ResNet(p.options);
+  copy_state(*p.reference, *p.chosen);
+  p.x = at::randn({2, 3, 64, 64});
+  if (channels_last) {
+    set_memory_format(*p.reference, at::MemoryFormat::ChannelsLast);
+    set_memory_format(*p.chosen, at::MemoryFormat::ChannelsLast);
+    p.x = p.x.contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  p.g = at::randn({2, 10});
+  return p;
+}
+
 // A training step of ResNet-18 and -50 with `kernel` on the stride-1 3x3 layers against LibTorch's,
 // NCHW and NHWC; `runs(cl)` says whether the kernel takes that layout's layers (the others fall
 // back to LibTorch's, counted with a reason).
 void expect_step_equals_libtorchs(ConvKernel kernel, const std::function<bool(bool)>& runs) {
   for (int depth : {18, 50}) {
     for (bool cl : {false, true}) {
-      at::manual_seed(3);
-      ResNetOptions o = options(depth, 10);
-      ResNet reference(o);
-      o.conv.kernel = kernel;
-      o.conv.use = std::make_shared<kernels::KernelUse>();
-      o.conv.register_choices();
-      ResNet winograd(o);
-      copy_state(*reference, *winograd);
-      at::Tensor x = at::randn({2, 3, 64, 64});
-      if (cl) {
-        set_memory_format(*reference, at::MemoryFormat::ChannelsLast);
-        set_memory_format(*winograd, at::MemoryFormat::ChannelsLast);
-        x = x.contiguous(at::MemoryFormat::ChannelsLast);
-      }
-      const at::Tensor g = at::randn({2, 10});
+      ModelPair m = model_pair(depth, kernel, cl, 3);
       // ResNet-50's gradients at 64x64 in training mode are ill-conditioned in float32: LibTorch's
       // own NCHW and NHWC runs of it differ by up to 15-21 % (its BatchNorms over 2x2 pixels x
       // batch 2 divide by tiny variances), while ResNet-18's differ by 3e-5 (measured with
       // torchvision). So ResNet-50 runs in eval mode and only its logits are compared.
       const bool train = depth == 18;
-      const StepResult want = train_step(reference, x, g, train),
-                       got = train_step(winograd, x, g, train);
+      const StepResult want = train_step(m.reference, m.x, m.g, train),
+                       got = train_step(m.chosen, m.x, m.g, train);
       const std::string tag = std::string(to_string(kernel)) + " ResNet-" + std::to_string(depth) +
                               (cl ? " nhwc" : " nchw");
       // Winograd rounds differently: logits within 1e-4 of the largest magnitude, gradients within
@@ -365,10 +380,11 @@ void expect_step_equals_libtorchs(ConvKernel kernel, const std::function<bool(bo
           EXPECT_TRUE(tensors_close(got.grads.at(name), grad, 2e-3, tag + " grad " + name));
       }
       const std::string ran = runs(cl) ? to_string(kernel) : "libtorch";
-      EXPECT_EQ(o.conv.use->summary(), std::vector<std::string>{"conv3x3=" + ran + " x" +
-                                                                std::to_string(kStrideOne3x3Convs)})
+      EXPECT_EQ(
+          m.options.conv.use->summary(),
+          std::vector<std::string>{"conv3x3=" + ran + " x" + std::to_string(kStrideOne3x3Convs)})
           << tag;
-      EXPECT_EQ(o.conv.use->fallbacks().empty(), runs(cl)) << tag;
+      EXPECT_EQ(m.options.conv.use->fallbacks().empty(), runs(cl)) << tag;
     }
   }
 }
@@ -519,27 +535,13 @@ TEST(ResNet, Bf16StepWithoutBf16ProductsIsTheFloat32StepWithinBf16Rounding) {
     // The native Winograd (the probe's usual verdict here) takes channels-last tensors.
     const bool channels_last = kernel == ConvKernel::NativeWinograd;
     const std::string tag = to_string(kernel);
-    at::manual_seed(22);
-    ResNetOptions o = options(18, 10);
-    ResNet reference(o);
-    o.conv.kernel = kernel;
-    o.conv.use = std::make_shared<kernels::KernelUse>();
-    o.conv.register_choices();
-    ResNet emulated(o);
-    copy_state(*reference, *emulated);
-    at::Tensor x = at::randn({2, 3, 64, 64});
-    if (channels_last) {
-      set_memory_format(*reference, at::MemoryFormat::ChannelsLast);
-      set_memory_format(*emulated, at::MemoryFormat::ChannelsLast);
-      x = x.contiguous(at::MemoryFormat::ChannelsLast);
-    }
-    const at::Tensor g = at::randn({2, 10});
-    const StepResult want = train_step(reference, x, g, /*train=*/false);
+    ModelPair m = model_pair(18, kernel, channels_last, 22);
+    const StepResult want = train_step(m.reference, m.x, m.g, /*train=*/false);
     StepResult got;
     {
       const ForcedBf16Products has_not(0);
       const scaffold::nn::AutocastGuard autocast(bf16_autocast());
-      got = train_step(emulated, x, g, /*train=*/false);
+      got = train_step(m.chosen, m.x, m.g, /*train=*/false);
     }
     EXPECT_EQ(got.y.scalar_type(), at::kBFloat16) << tag;
     EXPECT_LT(relative_l2(got.y, want.y), 0.02) << tag << " logits";
@@ -547,10 +549,11 @@ TEST(ResNet, Bf16StepWithoutBf16ProductsIsTheFloat32StepWithinBf16Rounding) {
       EXPECT_EQ(got.grads.at(name).scalar_type(), at::kFloat) << tag << " " << name;
       EXPECT_LT(relative_l2(got.grads.at(name), grad), 0.4) << tag << " grad " << name;
     }
-    EXPECT_EQ(o.conv.use->summary(), std::vector<std::string>{"conv3x3=" + tag + "_fp32 x" +
-                                                              std::to_string(kStrideOne3x3Convs)});
-    ASSERT_FALSE(o.conv.use->fallbacks().empty()) << tag;
-    for (const std::string& line : o.conv.use->fallbacks())
+    EXPECT_EQ(m.options.conv.use->summary(),
+              std::vector<std::string>{"conv3x3=" + tag + "_fp32 x" +
+                                       std::to_string(kStrideOne3x3Convs)});
+    ASSERT_FALSE(m.options.conv.use->fallbacks().empty()) << tag;
+    for (const std::string& line : m.options.conv.use->fallbacks())
       EXPECT_NE(line.find("no bf16 matrix products"), std::string::npos) << tag << ": " << line;
   }
 }
