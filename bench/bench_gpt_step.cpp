@@ -35,6 +35,7 @@
 #include "core/version.hpp"
 #include "dist/communicator.hpp"
 #include "dist/tensor_comm.hpp"
+#include "kernels/dnnl_linear.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "kernels/simd.hpp"
 #include "nn/autocast.hpp"
@@ -65,10 +66,18 @@ struct BenchOptions {
   uint64_t seed = 0;
 };
 
+nn::AutocastState autocast_for(const std::string& precision) {
+  nn::AutocastState s = nn::AutocastState::current().disabled();
+  s.cpu_enabled = precision == "bf16";
+  s.cpu_dtype = at::kBFloat16;
+  return s;
+}
+
 // GFLOP/s of at::mm at the GPT's GEMM shapes (m = B S tokens): QKV (h -> 3h), the MLP's two
 // (h -> 4h, 4h -> h) and the logits (h -> V), in `dtype`; the fastest of the four, each the
-// median of 5 runs after 2. With `onednn` (float32 linear layers that may run oneDNN's sgemm)
-// oneDNN's product is timed at each shape too, and the faster counts.
+// median of 5 runs after 2. With `onednn` (linear layers that may run oneDNN's sgemm, or in bf16
+// its matmul: kernels::bf16_linear_on_onednn) oneDNN's product is timed at each shape too, and the
+// faster counts.
 double gemm_peak_gflops(int64_t m, int64_t h, int64_t v, at::ScalarType dtype, bool onednn) {
   double best = 0;
   for (const auto& [k, n] :
@@ -82,11 +91,16 @@ double gemm_peak_gflops(int64_t m, int64_t h, int64_t v, at::ScalarType dtype, b
     }
     best = std::max(best, 2.0 * static_cast<double>(m * k * n) / core::median(t) / 1e9);
     const at::Tensor bt = b.t().contiguous();  // (n, k): a linear layer's weight
-    if (!onednn || !kernels::dnnl_linear_supported(a, bt)) continue;
+    const bool bf16_matmul =
+        dtype == at::kBFloat16 &&
+        kernels::bf16_linear_on_onednn(c10::Device(c10::kCPU), kernels::GemmKernel::OneDnn);
+    if (!onednn || (!bf16_matmul && !kernels::dnnl_linear_supported(a, bt))) continue;
+    const nn::AutocastGuard autocast(autocast_for(bf16_matmul ? "bf16" : "fp32"));
     t.clear();
     for (int i = 0; i < 7; ++i) {
       core::Stopwatch clock;
-      at::Tensor c = kernels::dnnl_linear(a, bt, at::Tensor());
+      at::Tensor c = bf16_matmul ? kernels::linear(a, bt, at::Tensor(), kernels::GemmKernel::OneDnn)
+                                 : kernels::dnnl_linear(a, bt, at::Tensor());
       if (i >= 2) t.push_back(clock.elapsed_s());
     }
     best = std::max(best, 2.0 * static_cast<double>(m * k * n) / core::median(t) / 1e9);
@@ -107,13 +121,6 @@ class NoData : public data::ExampleSource {
   std::size_t size() const override { return 1; }
   data::Example get(std::size_t, uint64_t) const override { return {}; }
 };
-
-nn::AutocastState autocast_for(const std::string& precision) {
-  nn::AutocastState s = nn::AutocastState::current().disabled();
-  s.cpu_enabled = precision == "bf16";
-  s.cpu_dtype = at::kBFloat16;
-  return s;
-}
 
 // Median seconds of fn() over `reps` runs after one untimed run; grads are cleared after each.
 template <typename Fn>
@@ -302,9 +309,10 @@ int run(const BenchOptions& o, dist::Communicator& world) {
         step_ms, spread.min * 1e3, spread.max * 1e3, o.timed_steps, o.warmup_steps, tokens_per_s,
         tflop, step_gflops);
     if (o.gemm_peak)
-      fmt::print(
-          "  GEMM peak here ({}, at::mm at the model's shapes): {:.1f} GFLOP/s; MFU {:.3f}\n",
-          bf16_products ? "bf16" : "fp32", gemm_gflops, step_gflops / gemm_gflops);
+      fmt::print("  GEMM peak here ({}, {} at the model's shapes): {:.1f} GFLOP/s; MFU {:.3f}\n",
+                 bf16_products ? "bf16" : "fp32",
+                 mo.gemm != kernels::GemmKernel::LibTorch ? "at::mm and oneDNN" : "at::mm",
+                 gemm_gflops, step_gflops / gemm_gflops);
     if (!std::isnan(fma_gflops))
       fmt::print(
           "  float32 multiply-add peak here ({} threads, registers only): {:.1f} GFLOP/s; the "

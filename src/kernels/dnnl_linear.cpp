@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/sysinfo.hpp"
 #include "core/timer.hpp"
+#include "kernels/bf16_gemm.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/kernel_use.hpp"
 #include "kernels/probe_verdicts.hpp"
@@ -102,6 +103,47 @@ at::Tensor weight_gradient(const at::Tensor& dy, const at::Tensor& x, Sgemm prod
   return dw;
 }
 
+// The products of bf16 operands (contiguous bf16 matrices) on a CPU with bf16 products, on the
+// kernel `kernel`: bf16_gemm (oneDNN's matmul, float32 sums, writing `out` directly) or LibTorch's
+// at::mm on the bf16 tensors (its output bf16, widened where float32 is asked for).
+const uint16_t* bf16_bits(const at::Tensor& t) {
+  return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>());
+}
+// y (m x n) = x (m x k) w^T (+ b), w (n x k), b (n) bf16 or undefined.
+at::Tensor bf16_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                        at::ScalarType out, GemmChoice::Kernel kernel) {
+  if (kernel != GemmChoice::OneDnn) {
+    const at::Tensor y = b.defined() ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
+    return y.to(out);
+  }
+  const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
+  at::Tensor y = at::empty({m, n}, x.options().dtype(out));
+  bf16_gemm(false, true, m, n, k, bf16_bits(x), k, bf16_bits(w), k, y.data_ptr(), n,
+            out == at::kBFloat16 ? Bf16GemmOut::BFloat16 : Bf16GemmOut::Float32, false,
+            b.defined() ? bf16_bits(b) : nullptr);
+  return y;
+}
+// dx (m x k) = dy (m x n) w (n x k).
+at::Tensor bf16_input_gradient(const at::Tensor& dy, const at::Tensor& w, at::ScalarType out,
+                               GemmChoice::Kernel kernel) {
+  if (kernel != GemmChoice::OneDnn) return at::mm(dy, w).to(out);
+  const int64_t m = dy.size(0), n = dy.size(1), k = w.size(1);
+  at::Tensor dx = at::empty({m, k}, dy.options().dtype(out));
+  bf16_gemm(false, false, m, k, n, bf16_bits(dy), n, bf16_bits(w), k, dx.data_ptr(), k,
+            out == at::kBFloat16 ? Bf16GemmOut::BFloat16 : Bf16GemmOut::Float32);
+  return dx;
+}
+// dw (n x k, float32) = dy^T (n x m) x (m x k).
+at::Tensor bf16_weight_gradient(const at::Tensor& dy, const at::Tensor& x,
+                                GemmChoice::Kernel kernel) {
+  if (kernel != GemmChoice::OneDnn) return at::mm(dy.t(), x).to(at::kFloat);
+  const int64_t m = dy.size(0), n = dy.size(1), k = x.size(1);
+  at::Tensor dw = at::empty({n, k}, dy.options().dtype(at::kFloat));
+  bf16_gemm(true, false, n, k, m, bf16_bits(dy), n, bf16_bits(x), k, dw.data_ptr<float>(), k,
+            Bf16GemmOut::Float32);
+  return dw;
+}
+
 // The 2-D linear as an autograd function: x (m x k), w (n x k), and with a bias b (n); each
 // product on the kernel `choice` (GemmChoice::code()) names. (Two functions: an undefined tensor
 // cannot be an input of LibTorch's autograd function.)
@@ -133,21 +175,36 @@ struct ChosenLinear : public torch::autograd::Function<ChosenLinear<kBias>> {
   }
 };
 
+// (Below: the kernels a GemmKernel gives a shape's products, in float32 and in bf16.)
+GemmChoice products_of(GemmKernel kernel, const at::Tensor& x2, const at::Tensor& w2);
+GemmChoice bf16_products_of(GemmKernel kernel, const at::Tensor& x2, const at::Tensor& w2);
+
 // The output layer and its cross-entropy as one node: x (N x k), w (V x k), labels (N); the
-// forward's product on `choice`'s y kernel writes the logits, which cross_entropy_rows turns into
-// the per-token losses and, in place, their gradient D (softmax minus one-hot). The backward with
-// incoming per-token gradients g: dx = diag(g) (D w) and dw = D^T (diag(g) x), so the N x V
-// floats are read by the two products only (the row scalings are N x k).
+// forward's product, on the y kernel `kernel` gives the shape, writes the logits, which
+// cross_entropy_rows turns into the per-token losses and, in place, their gradient D (softmax minus
+// one-hot). The backward with incoming per-token gradients g: dx = diag(g) (D w) and dw = D^T
+// (diag(g) x), so the N x V floats are read by the two products only (the row scalings are N x k).
+// With `bf16` (CPU autocast to bf16 on a CPU with bf16 products) x and w are rounded to bf16 and
+// multiplied on the bf16 kernels (float32 logits: the sums are not rounded), D is kept in bf16 for
+// the two products, and the gradients are float32 sums returned in x's and w's dtypes.
 struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            const at::Tensor& w, const at::Tensor& labels, int64_t choice) {
-    const GemmChoice c = GemmChoice::from_code(choice);
-    const at::Tensor d = forward_product(x, w, at::Tensor(), product_kernel(c.y));  // (N, V)
-    at::Tensor losses = at::empty({x.size(0)}, x.options());
+                            const at::Tensor& w, const at::Tensor& labels, GemmKernel kernel,
+                            bool bf16) {
+    const at::Tensor xs = bf16 ? x.to(at::kBFloat16).contiguous() : x;
+    const at::Tensor ws = bf16 ? w.to(at::kBFloat16).contiguous() : w;
+    const GemmChoice c = bf16 ? bf16_products_of(kernel, xs, ws) : products_of(kernel, x, w);
+    at::Tensor d = bf16 ? bf16_forward(xs, ws, at::Tensor(), at::kFloat, c.y)
+                        : forward_product(x, w, at::Tensor(), product_kernel(c.y));  // (N, V)
+    at::Tensor losses = at::empty({x.size(0)}, d.options());
     cross_entropy_rows(d.data_ptr<float>(), d.size(0), d.size(1), labels.data_ptr<int64_t>(),
                        losses.data_ptr<float>());
-    ctx->save_for_backward({x, w, d});
-    ctx->saved_data["choice"] = choice;
+    if (bf16) d = d.to(at::kBFloat16);
+    ctx->save_for_backward({xs, ws, d});
+    ctx->saved_data["choice"] = c.code();
+    ctx->saved_data["bf16"] = bf16;
+    ctx->saved_data["x_dtype"] = x.scalar_type();
+    ctx->saved_data["w_dtype"] = w.scalar_type();
     return losses;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -159,59 +216,92 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
     const GemmChoice choice = GemmChoice::from_code(ctx->saved_data["choice"].toInt());
     const at::Tensor g = grads[0].to(at::kFloat).contiguous().unsqueeze(1);  // (N, 1)
     at::Tensor dx, dw;
-    if (ctx->needs_input_grad(0)) dx = input_gradient(d, w, product_kernel(choice.dx)).mul_(g);
-    if (ctx->needs_input_grad(1)) dw = weight_gradient(d, x * g, product_kernel(choice.dw));
-    return {dx, dw, at::Tensor(), at::Tensor()};
+    if (ctx->saved_data["bf16"].toBool()) {
+      if (ctx->needs_input_grad(0))
+        dx = bf16_input_gradient(d, w, at::kFloat, choice.dx)
+                 .mul_(g)
+                 .to(ctx->saved_data["x_dtype"].toScalarType());
+      if (ctx->needs_input_grad(1))
+        dw = bf16_weight_gradient(d, (x.to(at::kFloat) * g).to(at::kBFloat16), choice.dw)
+                 .to(ctx->saved_data["w_dtype"].toScalarType());
+    } else {
+      if (ctx->needs_input_grad(0)) dx = input_gradient(d, w, product_kernel(choice.dx)).mul_(g);
+      if (ctx->needs_input_grad(1)) dw = weight_gradient(d, x * g, product_kernel(choice.dw));
+    }
+    return {dx, dw, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
-GemmChoice products_of(GemmKernel kernel, const at::Tensor& x2, const at::Tensor& w2);
-
-// A 2-D linear whose operands are rounded to bf16 and multiplied in float32 (bf16_linear): x (m x
-// k) float32 or bf16, w (n x k), and with a bias b (n); the products on the kernels `kernel` gives
-// the shape in float32 (products_of, on the forward's float32 copies), written to `chosen`. Saves
-// the bf16 operands; the products' float32 copies of them live for one product each.
+// A 2-D linear of operands rounded to bf16, as CPU autocast to bf16 computes it: x (m x k) float32
+// or bf16, w (n x k), and with a bias b (n); bf16 output. Saves the bf16 operands.
+// - `native` (a CPU with bf16 products): the products on the bf16 kernels bf16_products_of gives
+//   the shape; the input and weight gradients are their float32 sums, rounded to bf16 only where
+//   the operand is bf16 (autocast rounds them, then widens them again for a float32 operand).
+// - otherwise: the bf16 values multiplied in float32 on the kernels `kernel` gives the shape in
+//   float32 (products_of, on the forward's float32 copies); the gradients rounded to bf16 as
+//   autocast's are, returned in x's, w's and b's dtypes. The float32 copies live for one product.
+// The kernels chosen are written to `chosen`.
 template <bool kBias>
 struct Bf16Linear : public torch::autograd::Function<Bf16Linear<kBias>> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& w, const at::Tensor& b, GemmKernel kernel,
-                            GemmChoice* chosen) {
+                            bool native, GemmChoice* chosen) {
     // (The products read row-major operands: a weight given as a view is copied.)
     const at::Tensor xb = x.to(at::kBFloat16).contiguous(), wb = w.to(at::kBFloat16).contiguous();
-    const at::Tensor xf = xb.to(at::kFloat), wf = wb.to(at::kFloat);
-    *chosen = products_of(kernel, xf, wf);
     ctx->save_for_backward({xb, wb});
-    ctx->saved_data["choice"] = chosen->code();
+    ctx->saved_data["native"] = native;
     ctx->saved_data["x_dtype"] = x.scalar_type();
     ctx->saved_data["w_dtype"] = w.scalar_type();
     ctx->saved_data["b_dtype"] = b.defined() ? b.scalar_type() : w.scalar_type();
-    return forward_product(xf, wf, bf16_rounded(b), product_kernel(chosen->y)).to(at::kBFloat16);
+    at::Tensor y;
+    if (native) {
+      *chosen = bf16_products_of(kernel, xb, wb);
+      y = bf16_forward(xb, wb, b.defined() ? b.to(at::kBFloat16).contiguous() : at::Tensor(),
+                       at::kBFloat16, chosen->y);
+    } else {
+      const at::Tensor xf = xb.to(at::kFloat), wf = wb.to(at::kFloat);
+      *chosen = products_of(kernel, xf, wf);
+      y = forward_product(xf, wf, bf16_rounded(b), product_kernel(chosen->y)).to(at::kBFloat16);
+    }
+    ctx->saved_data["choice"] = chosen->code();
+    return y;
   }
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            const at::Tensor& w, GemmKernel kernel, GemmChoice* chosen) {
-    return forward(ctx, x, w, at::Tensor(), kernel, chosen);
+                            const at::Tensor& w, GemmKernel kernel, bool native,
+                            GemmChoice* chosen) {
+    return forward(ctx, x, w, at::Tensor(), kernel, native, chosen);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const GemmChoice choice = GemmChoice::from_code(ctx->saved_data["choice"].toInt());
-    // The output's gradient as autocast's bf16 product would take it.
-    const at::Tensor dy = bf16_rounded(grads[0]).contiguous();
-    const auto as_bf16_gradient = [&](const at::Tensor& g, const char* dtype) {
-      return g.to(at::kBFloat16).to(ctx->saved_data[dtype].toScalarType());
-    };
-    at::Tensor dx, dw;
-    if (ctx->needs_input_grad(0))
-      dx = as_bf16_gradient(input_gradient(dy, saved[1].to(at::kFloat), product_kernel(choice.dx)),
-                            "x_dtype");
-    if (ctx->needs_input_grad(1))
-      dw = as_bf16_gradient(weight_gradient(dy, saved[0].to(at::kFloat), product_kernel(choice.dw)),
-                            "w_dtype");
-    if constexpr (kBias)
-      return {dx, dw,
-              ctx->needs_input_grad(2) ? as_bf16_gradient(dy.sum(0), "b_dtype") : at::Tensor(),
-              at::Tensor(), at::Tensor()};
-    return {dx, dw, at::Tensor(), at::Tensor()};  // (none for the kernel and `chosen`)
+    const auto dtype = [&](const char* name) { return ctx->saved_data[name].toScalarType(); };
+    at::Tensor dx, dw, db;
+    if (ctx->saved_data["native"].toBool()) {
+      const at::Tensor dy = grads[0].to(at::kBFloat16).contiguous();
+      if (ctx->needs_input_grad(0))
+        dx = bf16_input_gradient(dy, saved[1], dtype("x_dtype"), choice.dx);
+      if (ctx->needs_input_grad(1))
+        dw = bf16_weight_gradient(dy, saved[0], choice.dw).to(dtype("w_dtype"));
+      if (kBias && ctx->needs_input_grad(2))
+        db = at::sum(dy, {0}, false, at::kFloat).to(dtype("b_dtype"));
+    } else {
+      // The output's gradient as autocast's bf16 product would take it.
+      const at::Tensor dy = bf16_rounded(grads[0]).contiguous();
+      const auto as_bf16_gradient = [&](const at::Tensor& g, const char* name) {
+        return g.to(at::kBFloat16).to(dtype(name));
+      };
+      if (ctx->needs_input_grad(0))
+        dx = as_bf16_gradient(
+            input_gradient(dy, saved[1].to(at::kFloat), product_kernel(choice.dx)), "x_dtype");
+      if (ctx->needs_input_grad(1))
+        dw = as_bf16_gradient(
+            weight_gradient(dy, saved[0].to(at::kFloat), product_kernel(choice.dw)), "w_dtype");
+      if (kBias && ctx->needs_input_grad(2)) db = as_bf16_gradient(dy.sum(0), "b_dtype");
+    }
+    // (None for the kernel, `native` and `chosen`.)
+    if constexpr (kBias) return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dx, dw, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -399,11 +489,40 @@ GemmChoice products_of(GemmKernel kernel, const at::Tensor& x2, const at::Tensor
   return GemmChoice::all(kernel == GemmKernel::OneDnn ? GemmChoice::OneDnn : GemmChoice::LibTorch);
 }
 
+// The same for bf16 operands on a CPU with bf16 products: oneDNN's matmul for all three where it
+// runs here (bf16_gemm_available) and `kernel` is not LibTorch's, with no probe. at::mm of bf16
+// tensors reaches the same library's kernels through LibTorch's ideep layer, which writes bf16
+// only; timed alone the two were level at the GPT's shapes (within 5 %, either way), while the
+// whole bf16 GPT step was 7-11 % faster on the matmul (docs/llm.md, "bf16 products on oneDNN's
+// matmul"): a probe timing one product at a time would have chosen by noise.
+GemmChoice bf16_products_of(GemmKernel kernel, const at::Tensor&, const at::Tensor&) {
+  return GemmChoice::all(kernel != GemmKernel::LibTorch && bf16_gemm_available()
+                             ? GemmChoice::OneDnn
+                             : GemmChoice::LibTorch);
+}
+
 }  // namespace
 
 std::string linear_cross_entropy_unsupported(const at::Tensor& x, const at::Tensor& w,
                                              const at::Tensor& labels) {
-  std::string why = linear_unsupported(x, w);
+  std::string why;
+  const nn::AutocastState autocast = nn::AutocastState::current();
+  if (autocast.cpu_enabled) {
+    // The bf16 node: bf16 products of float32 or bf16 operands.
+    if (autocast.cpu_dtype != at::kBFloat16)
+      why = fmt::format("under CPU autocast to {}", c10::toString(autocast.cpu_dtype));
+    else if (!cpu_has_bf16_products())
+      why = "under CPU autocast on a CPU without bf16 products";
+    else if (!x.defined() || !w.defined() || !x.device().is_cpu() || !w.device().is_cpu())
+      why = "not on the CPU";
+    else if ((x.scalar_type() != at::kFloat && x.scalar_type() != at::kBFloat16) ||
+             (w.scalar_type() != at::kFloat && w.scalar_type() != at::kBFloat16))
+      why = "not float32 or bf16";
+    else if (x.dim() < 1 || w.dim() != 2 || x.size(-1) != w.size(1))
+      why = "shapes do not match";
+  } else {
+    why = linear_unsupported(x, w);
+  }
   if (why.empty() && x.dim() != 2) why = "the input is not a matrix";
   if (why.empty() && (!labels.defined() || labels.scalar_type() != at::kLong || labels.dim() != 1 ||
                       labels.size(0) != x.size(0)))
@@ -429,7 +548,9 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
                       *low, *high));
   }
   const at::Tensor x2 = x.contiguous(), w2 = w.contiguous();
-  return LinearCrossEntropy::apply(x2, w2, l, products_of(kernel, x2, w2).code());
+  const bool bf16 = nn::AutocastState::current().cpu_enabled;  // (checked: bf16 products)
+  const nn::AutocastGuard no_autocast(nn::AutocastState::current().disabled());
+  return LinearCrossEntropy::apply(x2, w2, l, kernel, bf16);
 }
 
 namespace {
@@ -451,10 +572,11 @@ std::string bf16_linear_unsupported(const at::Tensor& x, const at::Tensor& w, co
   return "";
 }
 
-// Whether linear() hands this call to bf16_linear: CPU autocast to bf16 on a CPU without bf16
-// products, arguments it takes.
-bool bf16_through_float32(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return bf16_products_emulated() && bf16_linear_unsupported(x, w, b).empty();
+// Whether linear() hands this call to the bf16 node: CPU autocast to bf16, arguments it takes.
+bool bf16_autocast_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  const nn::AutocastState autocast = nn::AutocastState::current();
+  return autocast.cpu_enabled && autocast.cpu_dtype == at::kBFloat16 &&
+         bf16_linear_unsupported(x, w, b).empty();
 }
 
 }  // namespace
@@ -474,6 +596,11 @@ bool bf16_linear_in_float32(const c10::Device& device, GemmKernel kernel) {
   return device.is_cpu() && kernel != GemmKernel::LibTorch && !cpu_has_bf16_products();
 }
 
+bool bf16_linear_on_onednn(const c10::Device& device, GemmKernel kernel) {
+  return device.is_cpu() && kernel != GemmKernel::LibTorch && cpu_has_bf16_products() &&
+         bf16_gemm_available();
+}
+
 at::Tensor bf16_rounded(const at::Tensor& t) {
   return t.defined() ? t.to(at::kBFloat16).to(at::kFloat) : t;
 }
@@ -485,16 +612,17 @@ bool bf16_products_emulated() {
 
 namespace {
 
-// bf16_linear, after its check, and the kernels its products ran on.
+// The bf16 node (native: on bf16 products), after its check, and the kernels its products ran on.
 at::Tensor checked_bf16_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
-                               GemmKernel kernel, GemmChoice& choice) {
-  // The products are float32 and call LibTorch: autocast must not turn them into bf16 ones.
-  const nn::AutocastGuard float32(nn::AutocastState::current().disabled());
+                               GemmKernel kernel, bool native, GemmChoice& choice) {
+  // The node casts its operands itself; autocast must not turn its float32 products (the
+  // emulated path) into bf16 ones.
+  const nn::AutocastGuard no_autocast(nn::AutocastState::current().disabled());
   const at::Tensor x2 = as_matrix(x, w.size(1));
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = w.size(0);
-  const at::Tensor y = b.defined() ? Bf16Linear<true>::apply(x2, w, b, kernel, &choice)
-                                   : Bf16Linear<false>::apply(x2, w, kernel, &choice);
+  const at::Tensor y = b.defined() ? Bf16Linear<true>::apply(x2, w, b, kernel, native, &choice)
+                                   : Bf16Linear<false>::apply(x2, w, kernel, native, &choice);
   return y.view(shape);
 }
 
@@ -507,17 +635,22 @@ at::Tensor bf16_linear(const at::Tensor& x, const at::Tensor& w, const at::Tenso
     throw core::Error(
         fmt::format("bf16 linear: unsupported arguments ({}): {}", linear_describe(x, w), why));
   GemmChoice choice;
-  return checked_bf16_linear(x, w, b, kernel, choice);
+  return checked_bf16_linear(x, w, b, kernel, false, choice);
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, GemmKernel kernel,
                   KernelUse* use) {
-  if (kernel != GemmKernel::LibTorch && bf16_through_float32(x, w, b)) {
+  if (kernel != GemmKernel::LibTorch && bf16_autocast_linear(x, w, b)) {
+    const bool native = cpu_has_bf16_products();
     GemmChoice choice;
-    at::Tensor y = checked_bf16_linear(x, w, b, kernel, choice);
-    if (use)
-      use->ran("gemm", std::string(to_string(choice.y)) + "_fp32",
-               "bf16 operands multiplied in float32: this CPU has no bf16 matrix products");
+    at::Tensor y = checked_bf16_linear(x, w, b, kernel, native, choice);
+    if (use) {
+      if (native)
+        use->ran("gemm", to_string(choice.y));
+      else
+        use->ran("gemm", std::string(to_string(choice.y)) + "_fp32",
+                 "bf16 operands multiplied in float32: this CPU has no bf16 matrix products");
+    }
     return y;
   }
   if (kernel != GemmKernel::LibTorch) {

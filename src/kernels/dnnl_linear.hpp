@@ -77,7 +77,8 @@ inline constexpr double kGemmMargin = 0.9;
 GemmChoice gemm_choice(const at::Tensor& x, const at::Tensor& w);
 
 // Why linear_cross_entropy does not take these ("" when it does): x (N x k) and w (V x k) float32
-// on the CPU, not under CPU autocast; labels (N) int64 on the CPU.
+// on the CPU, not under CPU autocast, or float32 or bf16 under CPU autocast to bf16 on a CPU with
+// bf16 products (cpu_has_bf16_products); labels (N) int64 on the CPU.
 std::string linear_cross_entropy_unsupported(const at::Tensor& x, const at::Tensor& w,
                                              const at::Tensor& labels);
 
@@ -90,7 +91,11 @@ std::string linear_cross_entropy_unsupported(const at::Tensor& x, const at::Tens
 // tensor, kept, and read by the products only: LibTorch's operations keep a second one (the
 // softmax) and make about ten passes over them (docs/llm.md, "The output layer's loss"). A
 // core::Error names the arguments where linear_cross_entropy_unsupported, or a label outside [0,
-// V).
+// V). Under CPU autocast to bf16 (a CPU with bf16 products): x and w rounded to bf16, the products
+// on oneDNN's matmul (kernels/bf16_gemm.hpp; LibTorch's at::mm for `kernel` LibTorch), the logits
+// their float32 sums (autocast would round them to bf16 first), the gradient tensor kept in bf16
+// for the two backward products, the input and weight gradients float32 sums returned in x's and
+// w's dtypes.
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const at::Tensor& labels,
                                 GemmKernel kernel);
 
@@ -112,6 +117,10 @@ at::Tensor bf16_rounded(const at::Tensor& t);
 // bf16 products and a kernel other than LibTorch's (linear() below). What an MFU's peak must be
 // measured in.
 bool bf16_linear_in_float32(const c10::Device& device, GemmKernel kernel);
+// Whether a bf16 run's linear layers on `device` with `kernel` take oneDNN's bf16 matmul
+// (kernels/bf16_gemm.hpp): a CPU with bf16 products where oneDNN has the kernels
+// (bf16_gemm_available), a kernel other than LibTorch's. An MFU's peak must time that product too.
+bool bf16_linear_on_onednn(const c10::Device& device, GemmKernel kernel);
 
 // at::linear(x, w, b) as CPU autocast to bf16 computes it, without bf16 products: x, w and b
 // rounded to bf16 (autocast's casts), their products taken in float32 (a product of two bf16
@@ -125,11 +134,15 @@ at::Tensor bf16_linear(const at::Tensor& x, const at::Tensor& w, const at::Tenso
                        GemmKernel kernel);
 
 // at::linear by `kernel`: LibTorch; oneDNN where it takes the arguments; or, for float32 CPU
-// arguments, each product on the kernel the probe chose for the shape; and under CPU autocast to
-// bf16 on a CPU without bf16 products (cpu_has_bf16_products), bf16_linear on those kernels
-// instead of LibTorch's bf16 reference loops. Each call is counted in `use` (op "gemm") when
-// given, by the kernel of its forward product ("<kernel>_fp32" for bf16_linear, logged once with
-// its reason), with the reason when OneDnn had to leave a call to LibTorch.
+// arguments, each product on the kernel the probe chose for the shape. Under CPU autocast to bf16
+// (kernel probe or onednn), one autograd node of bf16 products: on a CPU with bf16 products on
+// oneDNN's matmul (kernels/bf16_gemm.hpp; at::mm where it is not available), the input and weight
+// gradients their float32 sums, rounded only where the operand is bf16 (autocast rounds them to
+// bf16 and widens them again: a pass over every weight gradient saved); on a CPU without,
+// bf16_linear on the float32 kernels instead of LibTorch's bf16 reference loops. Each call is
+// counted in `use` (op "gemm") when given, by the kernel of its forward product ("<kernel>_fp32"
+// for bf16_linear, logged once with its reason), with the reason when OneDnn had to leave a call to
+// LibTorch.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, GemmKernel kernel,
                   KernelUse* use = nullptr);
 

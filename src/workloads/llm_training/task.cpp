@@ -326,7 +326,11 @@ bool native_gelu(const std::string& gelu_kernel, const c10::Device& device) {
 bool native_loss(const std::string& loss_kernel, const c10::Device& device, int64_t tensor_parallel,
                  const std::string& precision) {
   const bool chosen = kernels::cpu_kernel_chosen("loss_kernel", loss_kernel, "native", device);
-  return chosen && (loss_kernel == "native" || (tensor_parallel == 1 && precision == "fp32"));
+  // auto: where the node takes every call (kernels::linear_cross_entropy_unsupported), so that
+  // system.json names what runs.
+  const bool takes_precision =
+      precision == "fp32" || (precision == "bf16" && kernels::cpu_has_bf16_products());
+  return chosen && (loss_kernel == "native" || (tensor_parallel == 1 && takes_precision));
 }
 
 kernels::GemmKernel gemm_kernel(const std::string& gemm_kernel, const c10::Device& device) {

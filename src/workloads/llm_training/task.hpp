@@ -131,8 +131,9 @@ kernels::GemmKernel gemm_kernel(const std::string& gemm_kernel, const c10::Devic
 bool native_gelu(const std::string& gelu_kernel, const c10::Device& device);
 // The config's loss_kernel for a run on `device` with `tensor_parallel` ranks in `precision`:
 // whether the output layer's loss runs kernels::linear_cross_entropy (GptOptions::native_loss).
-// auto is native where the kernel takes every call (a CPU, one tensor-parallel rank, fp32), so
-// that system.json's choice is what runs; native is native on a CPU (calls it cannot take fall
+// auto is native where the kernel takes every call (a CPU, one tensor-parallel rank, fp32, or bf16
+// on a CPU with bf16 products: kernels::cpu_has_bf16_products), so that system.json's choice is
+// what runs; native is native on a CPU (calls it cannot take fall
 // back, logged); native off the CPU is a core::Error naming the key.
 bool native_loss(const std::string& loss_kernel, const c10::Device& device,
                  int64_t tensor_parallel = 1, const std::string& precision = "fp32");

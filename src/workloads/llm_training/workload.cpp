@@ -30,6 +30,8 @@
 #include "dist/parallel_layout.hpp"
 #include "dist/process_grid.hpp"
 #include "dist/tensor_comm.hpp"
+#include "kernels/dnnl_linear.hpp"
+#include "nn/autocast.hpp"
 #include "report/epoch_log.hpp"
 #include "report/run_record.hpp"
 #include "suite/driver.hpp"
@@ -183,7 +185,8 @@ Sources make_sources(const LlmTrainingConfig& cfg, const config::GptDims& dims) 
 // product says that one of 1024 would take over kPeakProbeGemmS (LibTorch's bf16 reference loops
 // on a CPU without AVX-512: 1-2 s each, minutes for a node of 64 ranks), then 512 or 256. With
 // `gemm` other than LibTorch (a float32 CPU run whose linear layers may take oneDNN's sgemm) the
-// faster of at::mm and oneDNN's product. A bf16 run whose products are float32 ones
+// faster of at::mm and oneDNN's product (sgemm in float32, the matmul of kernels/bf16_gemm.hpp for
+// bf16 where the linear layers take it). A bf16 run whose products are float32 ones
 // (kernels::bf16_linear_in_float32) is measured in float32, the rate its products can reach.
 constexpr double kPeakProbeGemmS = 0.25;
 
@@ -229,6 +232,19 @@ PeakProbe measure_peak_tflops(const c10::Device& device, const std::string& prec
     for (int i = 0; i < 7; ++i) {
       core::Stopwatch clock;
       kernels::dnnl_linear(a, b, at::Tensor());  // a b^T: the same 2 n^3 FLOPs
+      if (i >= 2) times.push_back(clock.elapsed_s());
+    }
+    best = std::min(best, core::median(times));
+  }
+  if (dtype == at::kBFloat16 && kernels::bf16_linear_on_onednn(device, gemm)) {
+    nn::AutocastState bf16 = nn::AutocastState::current();
+    bf16.cpu_enabled = true;
+    bf16.cpu_dtype = at::kBFloat16;
+    const nn::AutocastGuard autocast(bf16);
+    times.clear();
+    for (int i = 0; i < 7; ++i) {
+      core::Stopwatch clock;
+      kernels::linear(a, b, at::Tensor(), gemm);  // a b^T on oneDNN's bf16 matmul
       if (i >= 2) times.push_back(clock.elapsed_s());
     }
     best = std::min(best, core::median(times));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/bf16_gemm.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/dnnl_linear.hpp"
 #include "nn/autocast.hpp"
@@ -50,6 +51,50 @@ TEST(CrossEntropyRows, LossAndGradientAreLogSumExpAndSoftmaxMinusOneHot) {
     EXPECT_TRUE(tensors_close(grad, want_grad, 2e-6, "row gradient " + what));
     // Each row's gradient sums to zero (the softmax sums to one).
     EXPECT_LE(grad.to(at::kDouble).sum(1).abs().max().item<double>(), 1e-5) << what;
+  }
+}
+
+// Under CPU autocast to bf16 on a CPU with bf16 products (forced): x and w rounded to bf16, against
+// the float64 definition on the rounded operands. On oneDNN's matmul the logits are float32 sums
+// (losses within 1e-5); the two backward products read the gradient tensor and the scaled input
+// rounded to bf16 (2^-9 relative each), so the gradients within 4e-3 of the largest magnitude.
+// On at::mm (kernel LibTorch) the logits are rounded to bf16 too (as autocast's), so the losses
+// and gradients within 1e-2. The gradients are float32, as x and w are.
+TEST(LinearCrossEntropy, Bf16EqualsFloat64CrossEntropyOfTheRoundedOperands) {
+  if (!bf16_gemm_available()) GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU or build";
+  struct Restore {
+    ~Restore() { force_bf16_products(-1); }
+  } restore;
+  force_bf16_products(1);
+  at::manual_seed(23);
+  const int64_t n = 29, k = 70, v = 4099;
+  const at::Tensor x = at::randn({n, k}), w = at::randn({v, k}) * 0.3;
+  const at::Tensor labels = at::randint(v, {n}, at::kLong);
+  const at::Tensor g = at::randn({n});
+  const auto rounded = [](const at::Tensor& t) { return t.to(at::kBFloat16).to(at::kDouble); };
+  const ConvGrads ref = conv_grads(
+      rounded(x), rounded(w), g.to(at::kDouble), [&](const at::Tensor& a, const at::Tensor& b) {
+        const at::Tensor z = at::linear(a, b);
+        return at::logsumexp(z, 1) - z.gather(1, labels.unsqueeze(1)).squeeze(1);
+      });
+  nn::AutocastState bf16 = nn::AutocastState::current();
+  bf16.cpu_enabled = true;
+  bf16.cpu_dtype = at::kBFloat16;
+  for (const GemmKernel kernel : {GemmKernel::OneDnn, GemmKernel::Probe, GemmKernel::LibTorch}) {
+    const ConvGrads got = conv_grads(x, w, g, [&](const at::Tensor& a, const at::Tensor& b) {
+      const nn::AutocastGuard autocast(bf16);
+      return linear_cross_entropy(a, b, labels, kernel);
+    });
+    const std::string what = to_string(kernel);
+    EXPECT_EQ(got.y.scalar_type(), at::kFloat);
+    EXPECT_EQ(got.dx.scalar_type(), at::kFloat);
+    EXPECT_EQ(got.dw.scalar_type(), at::kFloat);
+    const bool rounded_logits = kernel == GemmKernel::LibTorch;
+    EXPECT_TRUE(tensors_close(got.y, ref.y, rounded_logits ? 1e-2 : 1e-5, "losses " + what));
+    EXPECT_TRUE(
+        tensors_close(got.dx, ref.dx, rounded_logits ? 1e-2 : 4e-3, "input gradient " + what));
+    EXPECT_TRUE(
+        tensors_close(got.dw, ref.dw, rounded_logits ? 1e-2 : 4e-3, "weight gradient " + what));
   }
 }
 
@@ -94,10 +139,23 @@ TEST(LinearCrossEntropy, RefusesWhatItCannotTakeNamingIt) {
   EXPECT_EQ(linear_cross_entropy_unsupported(x, w, labels.narrow(0, 0, 3)),
             "the labels are not one int64 per input row");
   {
+    struct Restore {
+      ~Restore() { force_bf16_products(-1); }
+    } restore;
     nn::AutocastState state = nn::AutocastState::current();
     state.cpu_enabled = true;
+    state.cpu_dtype = at::kBFloat16;
     const nn::AutocastGuard autocast(state);
-    EXPECT_EQ(linear_cross_entropy_unsupported(x, w, labels), "under CPU autocast");
+    force_bf16_products(0);
+    EXPECT_EQ(linear_cross_entropy_unsupported(x, w, labels),
+              "under CPU autocast on a CPU without bf16 products");
+    force_bf16_products(1);
+    EXPECT_EQ(linear_cross_entropy_unsupported(x, w, labels), "");
+    EXPECT_EQ(linear_cross_entropy_unsupported(x.to(at::kBFloat16), w, labels), "");
+    EXPECT_EQ(linear_cross_entropy_unsupported(x.to(at::kDouble), w, labels),
+              "not float32 or bf16");
+    EXPECT_EQ(linear_cross_entropy_unsupported(x.unsqueeze(0), w, labels),
+              "the input is not a matrix");
   }
   for (const int64_t bad : {int64_t{-1}, int64_t{10}}) {
     at::Tensor l = labels.clone();

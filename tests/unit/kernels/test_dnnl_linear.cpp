@@ -6,7 +6,9 @@
 // probe's bookkeeping and verdicts, and which kernel kernels::linear runs for each choice. And
 // bf16_linear (autocast's bf16 linear with float32 products, for CPUs without bf16 ones) against
 // float64 products of the bf16-rounded operands, rounded to bf16 as autocast rounds, and against
-// LibTorch's own bf16 linear under autocast.
+// LibTorch's own bf16 linear under autocast; bf16_gemm (oneDNN's bf16 matmul) and the bf16 node
+// on it (CPUs with bf16 products) against float64 products of the bf16 operands and against
+// LibTorch's bf16 linear.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/bf16_gemm.hpp"
 #include "kernels/dnnl_conv.hpp"
 #include "kernels/dnnl_linear.hpp"
 #include "kernels/kernel_use.hpp"
@@ -347,8 +350,144 @@ TEST(Bf16Linear, LinearTakesItUnderBf16AutocastWhereTheCpuHasNoBf16Products) {
   KernelUse reference;
   linear(x, w, b, GemmKernel::LibTorch, &reference);
   force_bf16_products(1);
-  linear(x, w, b, GemmKernel::Probe, &reference);
+  linear(x, w, b, GemmKernel::LibTorch, &reference);
   EXPECT_EQ(reference.summary(), std::vector<std::string>{"gemm=libtorch x2"});
+  // With bf16 products, the bf16 node: counted by its kernel, no departure.
+  KernelUse native;
+  native.chose("gemm", {"onednn", "libtorch", "native"});
+  EXPECT_EQ(linear(x, w, b, GemmKernel::Probe, &native).scalar_type(), at::kBFloat16);
+  EXPECT_EQ(native.summary(),
+            std::vector<std::string>{std::string("gemm=") +
+                                     (bf16_gemm_available() ? "onednn" : "libtorch") + " x1"});
+  EXPECT_TRUE(native.fallbacks().empty());
+}
+
+// bf16_gemm against float64 products of its bf16 operands: every transposition, float32 and bf16
+// outputs, accumulating, with a bias, leading dimensions wider than the rows; float32 sums of 70
+// products within 1e-5 of the largest magnitude, a bf16 output within a bf16 step (2^-8) of the
+// float64 result (its float32 sum rounded once).
+TEST(Bf16Gemm, EqualsFloat64ProductsOfItsBf16Operands) {
+  if (!bf16_gemm_available()) GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU or build";
+  at::manual_seed(15);
+  const int64_t m = 13, n = 37, k = 70;
+  for (const bool trans_a : {false, true})
+    for (const bool trans_b : {false, true})
+      for (const int variant : {0, 1, 2, 3}) {  // float32, bf16, accumulating, with a bias
+        const bool bf16_out = variant == 1, accumulate = variant == 2, bias = variant == 3;
+        // Row-major storage with 3 spare columns: op(A) = A^T reads A (k x m) when transposed.
+        const at::Tensor a_store =
+            at::randn({trans_a ? k : m, (trans_a ? m : k) + 3}).to(at::kBFloat16);
+        const at::Tensor b_store =
+            at::randn({trans_b ? n : k, (trans_b ? k : n) + 3}).to(at::kBFloat16);
+        const at::Tensor a = a_store.narrow(1, 0, trans_a ? m : k);
+        const at::Tensor b = b_store.narrow(1, 0, trans_b ? k : n);
+        const at::Tensor bias_v = at::randn({n}).to(at::kBFloat16);
+        const at::Tensor start = at::randn({m, n + 5});
+        at::Tensor c = bf16_out ? at::zeros({m, n + 5}, at::kBFloat16) : start.clone();
+        bf16_gemm(trans_a, trans_b, m, n, k, reinterpret_cast<const uint16_t*>(a_store.data_ptr()),
+                  a_store.size(1), reinterpret_cast<const uint16_t*>(b_store.data_ptr()),
+                  b_store.size(1), c.data_ptr(), n + 5,
+                  bf16_out ? Bf16GemmOut::BFloat16 : Bf16GemmOut::Float32, accumulate,
+                  bias ? reinterpret_cast<const uint16_t*>(bias_v.data_ptr()) : nullptr);
+        const at::Tensor a64 = (trans_a ? a.t() : a).to(at::kDouble);
+        const at::Tensor b64 = (trans_b ? b.t() : b).to(at::kDouble);
+        at::Tensor expected = at::mm(a64, b64);
+        if (accumulate) expected += start.narrow(1, 0, n).to(at::kDouble);
+        if (bias) expected += bias_v.to(at::kDouble);
+        const std::string what =
+            fmt::format("trans_a {} trans_b {} variant {}", trans_a, trans_b, variant);
+        const at::Tensor got = c.narrow(1, 0, n);
+        if (bf16_out)
+          EXPECT_TRUE(within_a_bf16_step(got, expected, what));
+        else
+          EXPECT_TRUE(tensors_close(got, expected, 1e-5, what));
+        // The spare columns are not written.
+        const at::Tensor spare = c.narrow(1, n, 5).to(at::kFloat);
+        EXPECT_TRUE(at::equal(spare, bf16_out ? at::zeros({m, 5}) : start.narrow(1, n, 5))) << what;
+      }
+  try {
+    float c = 0;
+    const uint16_t one = 0x3f80;
+    bf16_gemm(false, false, 1, 1, 1, &one, 1, &one, 1, &c, 1, Bf16GemmOut::BFloat16, true);
+    ADD_FAILURE() << "a bf16 output was accumulated";
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("accumulating needs a float32 output"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The bf16 node on a CPU with bf16 products (linear() under autocast to bf16, the CPU's answer
+// forced), against float64 products of the bf16-rounded operands: the output within a bf16 step
+// (one rounding of float32 sums); a float32 input's gradient and the weight and bias gradients
+// are float32 sums (not rounded to bf16, unlike autocast's), within 1e-5 of the largest magnitude;
+// a bf16 input's gradient within a bf16 step. Where oneDNN has no bf16 matmul (an AVX2 CPU) the
+// node's products are at::mm's, which there sum in bf16: the test below covers that path.
+TEST(Bf16Linear, NodeWithBf16ProductsEqualsFloat64ProductsOfTheBf16Operands) {
+  if (!bf16_gemm_available()) GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU or build";
+  struct Restore {
+    ~Restore() { force_bf16_products(-1); }
+  } restore;
+  force_bf16_products(1);
+  at::manual_seed(16);
+  for (const GemmKernel kernel : {GemmKernel::OneDnn, GemmKernel::Probe})
+    for (const bool bias : {true, false})
+      for (const at::ScalarType x_dtype : {at::kFloat, at::kBFloat16}) {
+        const at::Tensor x = at::randn({2, 13, 70}).to(x_dtype), w = at::randn({37, 70}) * 0.1;
+        const at::Tensor b = bias ? at::randn({37}) : at::Tensor();
+        const at::Tensor g = at::randn({2, 13, 37}).to(at::kBFloat16);
+        const Result got = run(x, w, b, g, true,
+                               [&](const at::Tensor& a, const at::Tensor& c, const at::Tensor& d) {
+                                 const nn::AutocastGuard autocast(bf16_autocast());
+                                 return linear(a, c, d, kernel);
+                               });
+        const at::Tensor xb = bf16_rounded(x), wb = bf16_rounded(w), gb = g.to(at::kDouble);
+        const std::string what =
+            fmt::format("{} bias {} x {}", to_string(kernel), bias, c10::toString(x_dtype));
+        EXPECT_EQ(got.y.scalar_type(), at::kBFloat16) << what;
+        EXPECT_EQ(got.dx.scalar_type(), x_dtype) << what;
+        EXPECT_EQ(got.dw.scalar_type(), at::kFloat) << what;
+        EXPECT_TRUE(within_a_bf16_step(
+            got.y, at::linear(xb, wb, bias ? bf16_rounded(b) : at::Tensor()), "output " + what));
+        const at::Tensor dx = at::matmul(gb, wb);
+        EXPECT_TRUE(x_dtype == at::kFloat
+                        ? tensors_close(got.dx, dx, 1e-5, "input gradient " + what)
+                        : within_a_bf16_step(got.dx, dx, "input gradient " + what));
+        EXPECT_TRUE(tensors_close(got.dw,
+                                  at::matmul(gb.reshape({-1, 37}).t(), xb.reshape({-1, 70})), 1e-5,
+                                  "weight gradient " + what));
+        if (bias)
+          EXPECT_TRUE(
+              tensors_close(got.db, gb.sum(at::IntArrayRef{0, 1}), 1e-5, "bias gradient " + what));
+      }
+}
+
+// The same node against LibTorch's bf16 linear under autocast (an implementation independent of
+// ours), on every CPU: with oneDNN's matmul, or with at::mm of the bf16 tensors where it has none.
+// A short reduction (40), where the two land within a bf16 step of each other; the gradients within
+// two (autocast rounds them to bf16, ours are float32 sums).
+TEST(Bf16Linear, NodeWithBf16ProductsMatchesLibTorchsLinearUnderAutocast) {
+  struct Restore {
+    ~Restore() { force_bf16_products(-1); }
+  } restore;
+  force_bf16_products(1);
+  at::manual_seed(17);
+  const at::Tensor x = at::randn({3, 5, 40}), w = at::randn({24, 40}) * 0.2, b = at::randn({24});
+  const at::Tensor g = at::randn({3, 5, 24}).to(at::kBFloat16);
+  const auto under_autocast = [](GemmKernel kernel) {
+    return [kernel](const at::Tensor& a, const at::Tensor& c, const at::Tensor& d) {
+      const nn::AutocastGuard autocast(bf16_autocast());
+      return linear(a, c, d, kernel);
+    };
+  };
+  const Result got = run(x, w, b, g, true, under_autocast(GemmKernel::Probe));
+  const Result ref = run(x, w, b, g, true, under_autocast(GemmKernel::LibTorch));
+  EXPECT_TRUE(within_a_bf16_step(got.y, ref.y, "output"));
+  for (const auto& [mine, theirs, what] : {std::make_tuple(got.dx, ref.dx, "input gradient"),
+                                           std::make_tuple(got.dw, ref.dw, "weight gradient"),
+                                           std::make_tuple(got.db, ref.db, "bias gradient")}) {
+    EXPECT_EQ(mine.scalar_type(), theirs.scalar_type()) << what;
+    EXPECT_TRUE(tensors_close(mine, theirs, 2.0 / 128, what));
+  }
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
 #include "dist/process_grid.hpp"
+#include "kernels/bf16_gemm.hpp"
 #include "kernels/fused_adam.hpp"
 #include "kernels/kernel_use.hpp"
 #include "nn/autocast.hpp"
@@ -422,24 +423,33 @@ TEST(GptModel, NativeLossGivesLibTorchsLossAndGradients) {
   amp.cpu_enabled = true;
   amp.cpu_dtype = at::kBFloat16;
   {
+    struct Restore {
+      ~Restore() { kernels::force_bf16_products(-1); }
+    } restore;
+    kernels::force_bf16_products(0);  // (with bf16 products the node takes bf16: the test below)
     const nn::AutocastGuard guard(amp);
     gpt->token_losses(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16)).mean().backward();
   }
   ASSERT_EQ(o.kernel_use->fallbacks().size(), 1u);
   EXPECT_NE(o.kernel_use->fallbacks()[0].find("loss: libtorch instead of native (under CPU "
-                                              "autocast)"),
+                                              "autocast on a CPU without bf16 products)"),
             std::string::npos)
       << o.kernel_use->fallbacks()[0];
 }
 
-// A bf16 step on a CPU without bf16 products (forced here, so that every CPU runs both paths):
-// the linear layers' bf16 operands multiplied in float32 (kernels::bf16_linear) against LibTorch's
-// bf16 linear under autocast. Both round the same operands and outputs to bf16 and differ only in
-// the order of their float32 sums, so the loss agrees within a few bf16 steps (2^-8 relative) and
-// each gradient within 6 % of its largest element (one bf16 step of difference in an activation
-// carries through the layers: 1.4-2.8 % measured on a Zen 3; a missing or misrouted gradient is
-// off by its whole size). Every product counted as "<kernel>_fp32", logged with its reason.
-TEST(GptModel, Bf16LinearLayersOnFloat32ProductsGiveLibTorchsBf16Step) {
+// A bf16 step on our bf16 nodes against LibTorch's bf16 step (at::linear and its loss under
+// autocast, the reference), the CPU's answer forced both ways so that every CPU runs both paths:
+// - without bf16 products, the linear layers' bf16 operands multiplied in float32
+//   (kernels::bf16_linear), each product counted as "<kernel>_fp32" and logged with its reason;
+// - with them, the linear layers and the output layer's loss each one node of bf16 products
+//   (oneDNN's matmul where it runs here, at::mm of the bf16 tensors elsewhere), counted by kernel.
+// All round the same operands and outputs to bf16 and differ in the order of their float32 sums,
+// and the nodes with bf16 products in the roundings they skip (float32 weight and input gradients
+// and logits, where autocast rounds them to bf16 first), so the loss agrees within a few bf16
+// steps (2^-8 relative) and each gradient within 6 % of its largest element (one bf16 step of
+// difference in an activation carries through the layers: 1.4-2.8 % measured on a Zen 3; a
+// missing or misrouted gradient is off by its whole size).
+TEST(GptModel, Bf16StepOnOurNodesGivesLibTorchsBf16Step) {
   torch::manual_seed(14);
   const at::Tensor tokens = at::randint(128, {2, 17}, at::kLong);
   nn::AutocastState amp = nn::AutocastState::current().disabled();
@@ -448,34 +458,52 @@ TEST(GptModel, Bf16LinearLayersOnFloat32ProductsGiveLibTorchsBf16Step) {
   struct Restore {
     ~Restore() { kernels::force_bf16_products(-1); }
   } restore;
+  struct Run {
+    int has_bf16_products;
+    kernels::GemmKernel gemm;
+  };
   std::vector<LossAndGrads> runs;
-  std::shared_ptr<kernels::KernelUse> use;
-  for (const int has_bf16_products : {1, 0}) {
-    kernels::force_bf16_products(has_bf16_products);
+  std::vector<std::shared_ptr<kernels::KernelUse>> uses;
+  for (const Run run : {Run{1, kernels::GemmKernel::LibTorch}, Run{0, kernels::GemmKernel::Probe},
+                        Run{1, kernels::GemmKernel::Probe}}) {
+    kernels::force_bf16_products(run.has_bf16_products);
     GptOptions o = small_options(PositionEmbedding::kRope, AttentionImpl::kNative);
-    o.gemm = kernels::GemmKernel::Probe;
+    o.gemm = run.gemm;
+    o.native_loss = run.gemm != kernels::GemmKernel::LibTorch;
     o.kernel_use = std::make_shared<kernels::KernelUse>();
     o.kernel_use->chose("gemm", {"onednn", "libtorch", "native"});
+    o.kernel_use->chose("loss", {o.native_loss ? "native" : "libtorch"});
     const nn::AutocastGuard guard(amp);
     runs.push_back(loss_and_grads(o, tokens, 15));
-    use = o.kernel_use;
+    uses.push_back(o.kernel_use);
   }
-  EXPECT_NEAR(runs[1].loss, runs[0].loss, 4.0 / 256 * runs[0].loss);
-  for (std::size_t i = 0; i < runs[0].grads.size(); ++i) {
-    EXPECT_EQ(runs[1].grads[i].scalar_type(), at::kFloat);
-    EXPECT_TRUE(
-        tensors_close(runs[1].grads[i], runs[0].grads[i], 0.06, "grad " + std::to_string(i)));
+  for (std::size_t r = 1; r < runs.size(); ++r) {
+    const std::string what = r == 1 ? "float32 products" : "bf16 products";
+    EXPECT_NEAR(runs[r].loss, runs[0].loss, 4.0 / 256 * runs[0].loss) << what;
+    for (std::size_t i = 0; i < runs[0].grads.size(); ++i) {
+      EXPECT_EQ(runs[r].grads[i].scalar_type(), at::kFloat);
+      EXPECT_TRUE(tensors_close(runs[r].grads[i], runs[0].grads[i], 0.06,
+                                what + " grad " + std::to_string(i)));
+    }
   }
+  // Without bf16 products: 4 linear layers in each of 2 layers, and the output layer (its loss
+  // stays LibTorch's there, logged); with them: the 8 linear layers, and the loss node.
   int64_t products = 0;
-  for (const auto& c : use->counts()) {
+  for (const auto& c : uses[1]->counts()) {
     if (c.op != "gemm") continue;
     EXPECT_NE(c.kernel.find("_fp32"), std::string::npos) << c.kernel;
     products += c.calls;
   }
-  EXPECT_EQ(products, 9);  // 4 linear layers in each of 2 layers, and the output layer
-  for (const std::string& line : use->fallbacks())
+  EXPECT_EQ(products, 9);
+  for (const std::string& line : uses[1]->fallbacks())
     if (line.rfind("gemm:", 0) == 0)
       EXPECT_NE(line.find("no bf16 matrix products"), std::string::npos) << line;
+  const std::string bf16_kernel = kernels::bf16_gemm_available() ? "onednn" : "libtorch";
+  const auto summary = uses[2]->summary();
+  for (const std::string& line : {"gemm=" + bf16_kernel + " x8", std::string("loss=native x1")})
+    EXPECT_NE(std::find(summary.begin(), summary.end(), line), summary.end())
+        << line << " in " << fmt::format("{}", fmt::join(summary, "; "));
+  EXPECT_TRUE(uses[2]->fallbacks().empty());
 }
 
 // Whether the backward graph from `root` reaches a node whose name contains `name`.
@@ -661,10 +689,20 @@ TEST(GptTraining, TheCpuKernelKeysAreResolvedForTheRunsDevice) {
     }
   }
   // loss_kernel's auto is native only where the kernel takes every call: one tensor-parallel rank
-  // in fp32; native stays native (its calls fall back at run time, logged).
+  // in fp32, or in bf16 on a CPU with bf16 products; native stays native (its calls fall back at
+  // run time, logged).
   EXPECT_TRUE(native_loss("auto", cpu, 1, "fp32"));
   EXPECT_FALSE(native_loss("auto", cpu, 2, "fp32"));
-  EXPECT_FALSE(native_loss("auto", cpu, 1, "bf16"));
+  {
+    struct Restore {
+      ~Restore() { kernels::force_bf16_products(-1); }
+    } restore;
+    kernels::force_bf16_products(0);
+    EXPECT_FALSE(native_loss("auto", cpu, 1, "bf16"));
+    kernels::force_bf16_products(1);
+    EXPECT_TRUE(native_loss("auto", cpu, 1, "bf16"));
+    EXPECT_FALSE(native_loss("auto", cpu, 2, "bf16"));
+  }
   EXPECT_TRUE(native_loss("native", cpu, 2, "bf16"));
   EXPECT_FALSE(native_loss("libtorch", cpu, 1, "fp32"));
   // What each builds: the one-pass optimizer or LibTorch's.
