@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -82,6 +83,30 @@ struct AlignedFree {
   void operator()(void* p) const { ::operator delete(p, std::align_val_t(64)); }
 };
 
+// The longest extent (rows, columns or reduction) of one primitive's product.
+constexpr int64_t kMaxExtent = 16384;
+
+// One product, `key` as bf16_gemm's arguments, on its primitive, with a scratchpad of its own.
+void run_piece(const Key& key, const uint16_t* a, const uint16_t* b, void* c,
+               const uint16_t* bias) {
+  const auto p = primitive_for(key);
+  const memory::desc scratch_desc = p->pd.scratchpad_desc();
+  const std::size_t scratch_bytes = scratch_desc.get_size();
+  std::unique_ptr<void, AlignedFree> scratch(
+      scratch_bytes ? ::operator new(scratch_bytes, std::align_val_t(64)) : nullptr);
+  dnnl::engine& cpu = engine();
+  dnnl::stream stream(cpu);
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, memory(p->pd.src_desc(), cpu, const_cast<uint16_t*>(a))},
+      {DNNL_ARG_WEIGHTS, memory(p->pd.weights_desc(), cpu, const_cast<uint16_t*>(b))},
+      {DNNL_ARG_DST, memory(p->pd.dst_desc(), cpu, c)},
+      {DNNL_ARG_SCRATCHPAD, memory(scratch_desc, cpu, scratch.get())}};
+  if (bias)
+    args.emplace(DNNL_ARG_BIAS, memory(p->pd.bias_desc(), cpu, const_cast<uint16_t*>(bias)));
+  p->matmul.execute(stream, args);
+  stream.wait();
+}
+
 }  // namespace bf16_matmul
 #endif
 
@@ -112,22 +137,26 @@ void bf16_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
     throw core::Error(fmt::format("{}: accumulating needs a float32 output", describe(key)));
   if (m == 0 || n == 0) return;
   if (k < 1) throw core::Error(fmt::format("{}: an empty reduction", describe(key)));
-  const auto p = primitive_for(key);
-  const memory::desc scratch_desc = p->pd.scratchpad_desc();
-  const std::size_t scratch_bytes = scratch_desc.get_size();
-  std::unique_ptr<void, AlignedFree> scratch(
-      scratch_bytes ? ::operator new(scratch_bytes, std::align_val_t(64)) : nullptr);
-  dnnl::engine& cpu = engine();
-  dnnl::stream stream(cpu);
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, memory(p->pd.src_desc(), cpu, const_cast<uint16_t*>(a))},
-      {DNNL_ARG_WEIGHTS, memory(p->pd.weights_desc(), cpu, const_cast<uint16_t*>(b))},
-      {DNNL_ARG_DST, memory(p->pd.dst_desc(), cpu, c)},
-      {DNNL_ARG_SCRATCHPAD, memory(scratch_desc, cpu, scratch.get())}};
-  if (bias)
-    args.emplace(DNNL_ARG_BIAS, memory(p->pd.bias_desc(), cpu, const_cast<uint16_t*>(bias)));
-  p->matmul.execute(stream, args);
-  stream.wait();
+  // Extents above kMaxExtent are split into equal pieces, each its own product (pieces of the
+  // reduction add to C): oneDNN's kernel for one product over a whole vocabulary (50 304 rows,
+  // columns or products) ran at 650-800 GFLOP/s, pieces of 2 000-16 000 at 810-850, on a Zen 5
+  // (docs/llm.md, "bf16 products on oneDNN's matmul"). A bf16 C takes its reduction whole.
+  const auto pieces = [](int64_t extent) { return (extent + kMaxExtent - 1) / kMaxExtent; };
+  const int64_t m_step = (m + pieces(m) - 1) / pieces(m), n_step = (n + pieces(n) - 1) / pieces(n);
+  const int64_t k_step = bf16_out ? k : (k + pieces(k) - 1) / pieces(k);
+  const std::size_t c_size = bf16_out ? 2 : 4;
+  for (int64_t i = 0; i < m; i += m_step)
+    for (int64_t j = 0; j < n; j += n_step)
+      for (int64_t p = 0; p < k; p += k_step) {
+        const int64_t mi = std::min(m_step, m - i), nj = std::min(n_step, n - j),
+                      kp = std::min(k_step, k - p);
+        const uint16_t* a_piece = a + (trans_a ? p * lda + i : i * lda + p);
+        const uint16_t* b_piece = b + (trans_b ? j * ldb + p : p * ldb + j);
+        void* c_piece = static_cast<char*>(c) + (i * ldc + j) * c_size;
+        run_piece({trans_a, trans_b, mi, nj, kp, lda, ldb, ldc, bf16_out, accumulate || p > 0,
+                   bias != nullptr && p == 0},
+                  a_piece, b_piece, c_piece, bias != nullptr && p == 0 ? bias + j : nullptr);
+      }
 #else
   (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc,
       (void)accumulate, (void)bias, (void)bf16_out;

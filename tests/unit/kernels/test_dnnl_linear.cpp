@@ -416,6 +416,42 @@ TEST(Bf16Gemm, EqualsFloat64ProductsOfItsBf16Operands) {
   }
 }
 
+// Extents over 16 384 are split into pieces, each a product of its own: a long reduction (its
+// pieces added to C, after C's own contents when accumulating, the bias once), many rows, many
+// columns (the bias's pieces with them); against float64, float32 sums within 1e-5 of the largest
+// magnitude. A bf16 C keeps its reduction whole (within a bf16 step).
+TEST(Bf16Gemm, SplitsLongExtentsIntoPiecesThatAddUp) {
+  if (!bf16_gemm_available()) GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU or build";
+  at::manual_seed(18);
+  const auto bits = [](const at::Tensor& t) {
+    return reinterpret_cast<const uint16_t*>(t.data_ptr());
+  };
+  struct Case {
+    int64_t m, n, k;
+    bool accumulate, bias, bf16_out;
+  };
+  for (const Case cs :
+       {Case{5, 7, 20000, false, true, false}, Case{5, 7, 20000, true, false, false},
+        Case{5, 7, 20000, false, false, true}, Case{20000, 6, 9, false, true, false},
+        Case{4, 20000, 9, true, true, false}}) {
+    const at::Tensor a = at::randn({cs.m, cs.k}).to(at::kBFloat16);
+    const at::Tensor b = at::randn({cs.n, cs.k}).to(at::kBFloat16);  // read transposed
+    const at::Tensor bias = at::randn({cs.n}).to(at::kBFloat16);
+    const at::Tensor start = at::randn({cs.m, cs.n});
+    at::Tensor c = cs.bf16_out ? at::empty({cs.m, cs.n}, at::kBFloat16) : start.clone();
+    bf16_gemm(false, true, cs.m, cs.n, cs.k, bits(a), cs.k, bits(b), cs.k, c.data_ptr(), cs.n,
+              cs.bf16_out ? Bf16GemmOut::BFloat16 : Bf16GemmOut::Float32, cs.accumulate,
+              cs.bias ? bits(bias) : nullptr);
+    at::Tensor expected = at::mm(a.to(at::kDouble), b.to(at::kDouble).t());
+    if (cs.accumulate) expected += start.to(at::kDouble);
+    if (cs.bias) expected += bias.to(at::kDouble);
+    const std::string what = fmt::format("{}x{}x{} accumulate {} bias {} bf16 {}", cs.m, cs.n, cs.k,
+                                         cs.accumulate, cs.bias, cs.bf16_out);
+    EXPECT_TRUE(cs.bf16_out ? within_a_bf16_step(c, expected, what)
+                            : tensors_close(c, expected, 1e-5, what));
+  }
+}
+
 // The bf16 node on a CPU with bf16 products (linear() under autocast to bf16, the CPU's answer
 // forced), against float64 products of the bf16-rounded operands: the output within a bf16 step
 // (one rounding of float32 sums); a float32 input's gradient and the weight and bias gradients
