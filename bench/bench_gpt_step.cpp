@@ -75,9 +75,9 @@ nn::AutocastState autocast_for(const std::string& precision) {
 
 // GFLOP/s of at::mm at the GPT's GEMM shapes (m = B S tokens): QKV (h -> 3h), the MLP's two
 // (h -> 4h, 4h -> h) and the logits (h -> V), in `dtype`; the fastest of the four, each the
-// median of 5 runs after 2. With `onednn` (linear layers that may run oneDNN's sgemm, or in bf16
-// its matmul: kernels::bf16_linear_on_onednn) oneDNN's product is timed at each shape too, and the
-// faster counts.
+// median of 5 runs after 2. With `onednn` (linear layers that may run oneDNN's sgemm and our own,
+// or in bf16 oneDNN's matmul: kernels::bf16_linear_on_onednn) those products are timed at each
+// shape too, and the fastest counts.
 double gemm_peak_gflops(int64_t m, int64_t h, int64_t v, at::ScalarType dtype, bool onednn) {
   double best = 0;
   for (const auto& [k, n] :
@@ -96,14 +96,25 @@ double gemm_peak_gflops(int64_t m, int64_t h, int64_t v, at::ScalarType dtype, b
         kernels::bf16_linear_on_onednn(c10::Device(c10::kCPU), kernels::GemmKernel::OneDnn);
     if (!onednn || (!bf16_matmul && !kernels::dnnl_linear_supported(a, bt))) continue;
     const nn::AutocastGuard autocast(autocast_for(bf16_matmul ? "bf16" : "fp32"));
-    t.clear();
-    for (int i = 0; i < 7; ++i) {
-      core::Stopwatch clock;
-      at::Tensor c = bf16_matmul ? kernels::linear(a, bt, at::Tensor(), kernels::GemmKernel::OneDnn)
-                                 : kernels::dnnl_linear(a, bt, at::Tensor());
-      if (i >= 2) t.push_back(clock.elapsed_s());
+    // oneDNN's product, and in float32 our own sgemm too (the probe may choose either).
+    std::vector<std::function<at::Tensor()>> products;
+    if (bf16_matmul)
+      products.push_back([&] { return kernels::linear(a, bt, {}, kernels::GemmKernel::OneDnn); });
+    else
+      products = {[&] { return kernels::dnnl_linear(a, bt, {}); },
+                  [&] {
+                    return kernels::chosen_linear(
+                        a, bt, {}, kernels::GemmChoice::all(kernels::GemmChoice::Native));
+                  }};
+    for (const auto& product : products) {
+      t.clear();
+      for (int i = 0; i < 7; ++i) {
+        core::Stopwatch clock;
+        at::Tensor c = product();
+        if (i >= 2) t.push_back(clock.elapsed_s());
+      }
+      best = std::max(best, 2.0 * static_cast<double>(m * k * n) / core::median(t) / 1e9);
     }
-    best = std::max(best, 2.0 * static_cast<double>(m * k * n) / core::median(t) / 1e9);
   }
   return best;
 }
@@ -311,7 +322,9 @@ int run(const BenchOptions& o, dist::Communicator& world) {
     if (o.gemm_peak)
       fmt::print("  GEMM peak here ({}, {} at the model's shapes): {:.1f} GFLOP/s; MFU {:.3f}\n",
                  bf16_products ? "bf16" : "fp32",
-                 mo.gemm != kernels::GemmKernel::LibTorch ? "at::mm and oneDNN" : "at::mm",
+                 mo.gemm == kernels::GemmKernel::LibTorch ? "at::mm"
+                 : bf16_products                          ? "at::mm and oneDNN's matmul"
+                                                          : "at::mm, oneDNN's sgemm and ours",
                  gemm_gflops, step_gflops / gemm_gflops);
     if (!std::isnan(fma_gflops))
       fmt::print(

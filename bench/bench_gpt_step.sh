@@ -15,7 +15,8 @@
 #      libtorch), ATTENTION=auto (its attention: auto = native here, native, plain or fused; the
 #      Python side runs the plain one), LOG=<file keeping every run's output>. The
 #      C++ MFU column is its model FLOP/s over the fastest product at the model's GEMM shapes
-#      (at::mm, and oneDNN's unless GEMM=libtorch), timed in the same process in the step's dtype.
+#      (at::mm, and unless GEMM=libtorch oneDNN's and in float32 our own), timed in the same
+#      process in the step's dtype.
 #      The floor column (fp32): the step's dense products at the float32 multiply-add peak the C++
 #      process measured, over the Python step: the lowest C++/Python any float32 step could reach.
 set -euo pipefail

@@ -25,8 +25,8 @@ enum class Bf16GemmOut { Float32, BFloat16 };
 // exact in float32 and summed in float32; C is float32 or bf16 (`out`, rounded to nearest even).
 // `accumulate` adds to C's float32 contents (not for a bf16 C). An extent over 16 384 is split
 // into equal pieces, each a product of its own (a float32 C adds the reduction's pieces). One
-// primitive per piece shape and layout, built on first use and kept (up to 256). A core::Error names the shape where oneDNN
-// fails or accumulate asks for a bf16 C.
+// primitive per piece shape and layout, built on first use and kept (up to 256). A core::Error
+// names the shape where oneDNN fails or accumulate asks for a bf16 C.
 void bf16_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, void* c, int64_t ldc, Bf16GemmOut out,
                bool accumulate = false, const uint16_t* bias = nullptr);

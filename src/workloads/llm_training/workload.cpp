@@ -184,10 +184,11 @@ Sources make_sources(const LlmTrainingConfig& cfg, const config::GptDims& dims) 
 // median of 5, 2 n^3 FLOPs each. TFLOP/s. n = 8192 on CUDA; 1024 on a CPU unless a 256 x 256
 // product says that one of 1024 would take over kPeakProbeGemmS (LibTorch's bf16 reference loops
 // on a CPU without AVX-512: 1-2 s each, minutes for a node of 64 ranks), then 512 or 256. With
-// `gemm` other than LibTorch (a float32 CPU run whose linear layers may take oneDNN's sgemm) the
-// faster of at::mm and oneDNN's product (sgemm in float32, the matmul of kernels/bf16_gemm.hpp for
-// bf16 where the linear layers take it). A bf16 run whose products are float32 ones
-// (kernels::bf16_linear_in_float32) is measured in float32, the rate its products can reach.
+// `gemm` other than LibTorch (a CPU run whose linear layers may take other kernels) the fastest of
+// at::mm and those (oneDNN's sgemm, and our own with the probe, in float32; oneDNN's bf16 matmul of
+// kernels/bf16_gemm.hpp in bf16 where the linear layers take it). A bf16 run whose products are
+// float32 ones (kernels::bf16_linear_in_float32) is measured in float32, the rate its products can
+// reach.
 constexpr double kPeakProbeGemmS = 0.25;
 
 struct PeakProbe {
@@ -228,13 +229,18 @@ PeakProbe measure_peak_tflops(const c10::Device& device, const std::string& prec
   }
   double best = core::median(times);
   if (onednn && device.is_cpu() && dtype == at::kFloat && kernels::dnnl_linear_supported(a, b)) {
-    times.clear();
-    for (int i = 0; i < 7; ++i) {
-      core::Stopwatch clock;
-      kernels::dnnl_linear(a, b, at::Tensor());  // a b^T: the same 2 n^3 FLOPs
-      if (i >= 2) times.push_back(clock.elapsed_s());
+    // oneDNN's sgemm, and our own where the probe may choose it: a b^T, the same 2 n^3 FLOPs.
+    std::vector<kernels::GemmChoice::Kernel> products{kernels::GemmChoice::OneDnn};
+    if (gemm == kernels::GemmKernel::Probe) products.push_back(kernels::GemmChoice::Native);
+    for (const auto kernel : products) {
+      times.clear();
+      for (int i = 0; i < 7; ++i) {
+        core::Stopwatch clock;
+        kernels::chosen_linear(a, b, at::Tensor(), kernels::GemmChoice::all(kernel));
+        if (i >= 2) times.push_back(clock.elapsed_s());
+      }
+      best = std::min(best, core::median(times));
     }
-    best = std::min(best, core::median(times));
   }
   if (dtype == at::kBFloat16 && kernels::bf16_linear_on_onednn(device, gemm)) {
     nn::AutocastState bf16 = nn::AutocastState::current();
