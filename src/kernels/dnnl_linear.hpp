@@ -63,6 +63,13 @@ at::Tensor dnnl_linear(const at::Tensor& x, const at::Tensor& w, const at::Tenso
 at::Tensor chosen_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                          GemmChoice choice);
 
+// The products take the rows (tokens, pixels) in blocks of at most this many, each block a product
+// of its own (the weight gradient's blocks added up): a kernel packs its operands into buffers of
+// its own, and over the 100 352 pixels of a ResNet-50 1x1 layer at batch 32 (kernels/conv1x1.hpp)
+// that packing held ~85 MiB more at the step's peak, measured on a Zen 5. The probe times one
+// block.
+inline constexpr int64_t kGemmRowsPerProduct = 16384;
+
 // A kernel is kept for a product where its time is below this fraction of at::mm's (the probe's
 // time ratio): above it the two are within the machine's noise and LibTorch, the reference, stays.
 inline constexpr double kGemmMargin = 0.9;
@@ -71,9 +78,9 @@ inline constexpr double kGemmMargin = 0.9;
 // product timed on each kernel this build has (best of 2 after a warm-up), once per shape in this
 // process and remembered in probe_verdicts(), whose line reads "gemm 256x768 by 2304x768: y
 // libtorch 2.10 ms, y onednn 2.31 ms, y native 2.05 ms, dx libtorch ... -> y=libtorch
-// dx=libtorch dw=native". It times the call's own x and w, so that it allocates only what the
-// products write (an output-layer weight of a large model is hundreds of MB: a second one would
-// raise the run's peak memory).
+// dx=libtorch dw=native". It times the call's own x (its first kGemmRowsPerProduct rows: the
+// products' block) and w, so that it allocates only what the products write (an output-layer
+// weight of a large model is hundreds of MB: a second one would raise the run's peak memory).
 GemmChoice gemm_choice(const at::Tensor& x, const at::Tensor& w);
 
 // Why linear_cross_entropy does not take these ("" when it does): x (N x k) and w (V x k) float32

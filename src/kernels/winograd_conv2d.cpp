@@ -28,6 +28,7 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "kernels/conv1x1.hpp"
 #include "kernels/dnnl_conv.hpp"
 #include "kernels/parallel.hpp"
 #include "kernels/probe_verdicts.hpp"
@@ -557,12 +558,10 @@ Conv3x3Kernel choose_conv3x3(const at::Tensor& x_in, const at::Tensor& w_in) {
   const std::string verdict = probe_verdicts().choose(key, [&] {
     ProbeResult result{to_string(Conv3x3Kernel::LibTorch), {}};
     if (!dnnl && !native) return result;  // nothing to measure
-    // Forward and backward of each, also when first asked in validation (no grad, or inference
-    // mode, whose tensors take no gradient: hence the copies).
+    // Forward and backward of each, also when first asked in validation (probe_leaf).
     const c10::InferenceMode normal(false);
     const c10::AutoGradMode grad_on(true);
-    const at::Tensor x = x_in.detach().clone().requires_grad_(true);
-    const at::Tensor w = w_in.detach().clone().requires_grad_(true);
+    const at::Tensor x = probe_leaf(x_in), w = probe_leaf(w_in);
     const auto step_ms = [&](auto conv) {
       return core::best_time_ms([&] {
         const at::Tensor y = conv();

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "kernels/batch_norm.hpp"
+#include "kernels/conv1x1.hpp"
 #include "kernels/dnnl_conv.hpp"
 #include "kernels/dnnl_linear.hpp"
 #include "kernels/winograd_conv2d.hpp"
@@ -104,6 +105,7 @@ void ConvChoice::register_choices() const {
       use->chose("conv3x3",
                  {to_string(Conv3x3Kernel::DnnlWinograd), to_string(Conv3x3Kernel::NativeWinograd),
                   to_string(Conv3x3Kernel::LibTorch)});
+      use->chose("conv1x1", {"gemm", "libtorch"});
       return;
     case ConvKernel::Winograd:
       use->chose("conv3x3", {to_string(Conv3x3Kernel::DnnlWinograd)});
@@ -128,6 +130,14 @@ at::Tensor bf16_conv(nn::Conv2dImpl& c, const at::Tensor& x) {
 
 at::Tensor ConvChoice::any(nn::Conv2dImpl& c, const at::Tensor& x) const {
   if (x.device().is_cpu() && kernels::bf16_products_emulated()) return bf16_conv(c, x);
+  const auto& stride = *c.options.stride();
+  const auto& size = *c.options.kernel_size();
+  if (kernel == ConvKernel::Probe && size[0] == 1 && size[1] == 1 && stride[0] == 1 &&
+      stride[1] == 1 && !c.options.bias()) {
+    const std::string k = kernels::choose_conv1x1(x, c.weight);
+    if (use) use->ran("conv1x1", k);
+    if (k == "gemm") return kernels::conv1x1_as_gemm(x, c.weight);
+  }
   return c.forward(x);
 }
 

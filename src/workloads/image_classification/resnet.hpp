@@ -61,7 +61,8 @@ struct ConvChoice {
   at::Tensor run(torch::nn::Conv2d& c, const at::Tensor& x) const;
   // c(x) for any of the model's convolutions (padding (kernel - 1) / 2, no bias), LibTorch's; under
   // bf16 autocast on a CPU without bf16 products (kernels::bf16_products_emulated), bf16_conv()
-  // instead, as run() does too.
+  // instead, as run() does too. With the probe, a 1x1 stride-1 one runs as a matrix product where
+  // kernels::choose_conv1x1 measures that faster (counted as op "conv1x1": gemm or libtorch).
   at::Tensor any(torch::nn::Conv2dImpl& c, const at::Tensor& x) const;
   // A downsample (the Sequential of a 1x1 convolution and a BatchNorm) on x, its convolution by
   // any().
