@@ -227,6 +227,14 @@ nn::AutocastState bf16_autocast() {
   return state;
 }
 
+// A bf16 layer's dtypes: a bf16 output, the input gradient in the input's dtype, a float32 weight
+// gradient (the weight's).
+void expect_bf16_layer_dtypes(const Result& got, at::ScalarType x_dtype, const std::string& what) {
+  EXPECT_EQ(got.y.scalar_type(), at::kBFloat16) << what;
+  EXPECT_EQ(got.dx.scalar_type(), x_dtype) << what;
+  EXPECT_EQ(got.dw.scalar_type(), at::kFloat) << what;
+}
+
 // Output and gradients: the bf16 operands multiplied in float64 and each result rounded to bf16,
 // as autocast's bf16 products round theirs; the incoming gradient is rounded to bf16 first (a bf16
 // output's gradient is bf16). Every kernel, float32 and bf16 inputs, 2-D and 3-D, with and without
@@ -245,9 +253,7 @@ TEST(Bf16Linear, EqualsFloat64ProductsOfTheBf16OperandsRoundedToBf16) {
         const at::Tensor xb = bf16_rounded(x), wb = bf16_rounded(w), gb = bf16_rounded(g);
         const std::string what =
             fmt::format("{} bias {} x {}", to_string(kernel), bias, c10::toString(x_dtype));
-        EXPECT_EQ(got.y.scalar_type(), at::kBFloat16) << what;
-        EXPECT_EQ(got.dx.scalar_type(), x_dtype) << what;
-        EXPECT_EQ(got.dw.scalar_type(), at::kFloat) << what;
+        expect_bf16_layer_dtypes(got, x_dtype, what);
         EXPECT_TRUE(within_a_bf16_step(
             got.y, bf16_rounded(at::linear(xb, wb, bias ? bf16_rounded(b) : at::Tensor())),
             "output " + what));
@@ -261,6 +267,18 @@ TEST(Bf16Linear, EqualsFloat64ProductsOfTheBf16OperandsRoundedToBf16) {
                                          "bias gradient " + what));
         }
       }
+}
+
+// A bf16 layer against LibTorch's under autocast: the output within a bf16 step, the gradients
+// within two and in the same dtypes.
+void expect_like_libtorchs_autocast_linear(const Result& got, const Result& ref) {
+  EXPECT_TRUE(within_a_bf16_step(got.y, ref.y, "output"));
+  for (const auto& [mine, theirs, what] : {std::make_tuple(got.dx, ref.dx, "input gradient"),
+                                           std::make_tuple(got.dw, ref.dw, "weight gradient"),
+                                           std::make_tuple(got.db, ref.db, "bias gradient")}) {
+    EXPECT_EQ(mine.scalar_type(), theirs.scalar_type()) << what;
+    EXPECT_TRUE(tensors_close(mine, theirs, 2.0 / 128, what));
+  }
 }
 
 // The same layer as LibTorch computes it under CPU autocast (its bf16 products: oneDNN's on an
@@ -284,13 +302,7 @@ TEST(Bf16Linear, MatchesLibTorchsLinearUnderAutocast) {
         return at::linear(a, c, d);
       });
   EXPECT_EQ(ref.y.scalar_type(), at::kBFloat16);
-  EXPECT_TRUE(within_a_bf16_step(got.y, ref.y, "output"));
-  for (const auto& [mine, theirs, what] : {std::make_tuple(got.dx, ref.dx, "input gradient"),
-                                           std::make_tuple(got.dw, ref.dw, "weight gradient"),
-                                           std::make_tuple(got.db, ref.db, "bias gradient")}) {
-    EXPECT_EQ(mine.scalar_type(), theirs.scalar_type()) << what;
-    EXPECT_TRUE(tensors_close(mine, theirs, 2.0 / 128, what));
-  }
+  expect_like_libtorchs_autocast_linear(got, ref);
 }
 
 // A weight given as a (transposed) view gives what its contiguous copy gives, to the bit: the
@@ -479,9 +491,7 @@ TEST(Bf16Linear, NodeWithBf16ProductsEqualsFloat64ProductsOfTheBf16Operands) {
         const at::Tensor xb = bf16_rounded(x), wb = bf16_rounded(w), gb = g.to(at::kDouble);
         const std::string what =
             fmt::format("{} bias {} x {}", to_string(kernel), bias, c10::toString(x_dtype));
-        EXPECT_EQ(got.y.scalar_type(), at::kBFloat16) << what;
-        EXPECT_EQ(got.dx.scalar_type(), x_dtype) << what;
-        EXPECT_EQ(got.dw.scalar_type(), at::kFloat) << what;
+        expect_bf16_layer_dtypes(got, x_dtype, what);
         EXPECT_TRUE(within_a_bf16_step(
             got.y, at::linear(xb, wb, bias ? bf16_rounded(b) : at::Tensor()), "output " + what));
         const at::Tensor dx = at::matmul(gb, wb);
@@ -517,13 +527,7 @@ TEST(Bf16Linear, NodeWithBf16ProductsMatchesLibTorchsLinearUnderAutocast) {
   };
   const Result got = run(x, w, b, g, true, under_autocast(GemmKernel::Probe));
   const Result ref = run(x, w, b, g, true, under_autocast(GemmKernel::LibTorch));
-  EXPECT_TRUE(within_a_bf16_step(got.y, ref.y, "output"));
-  for (const auto& [mine, theirs, what] : {std::make_tuple(got.dx, ref.dx, "input gradient"),
-                                           std::make_tuple(got.dw, ref.dw, "weight gradient"),
-                                           std::make_tuple(got.db, ref.db, "bias gradient")}) {
-    EXPECT_EQ(mine.scalar_type(), theirs.scalar_type()) << what;
-    EXPECT_TRUE(tensors_close(mine, theirs, 2.0 / 128, what));
-  }
+  expect_like_libtorchs_autocast_linear(got, ref);
 }
 
 }  // namespace
