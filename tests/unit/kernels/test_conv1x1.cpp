@@ -5,6 +5,7 @@
 // refuses; and choose_conv1x1's probe: its key, both timings, the verdict the times give, asked
 // once per shape.
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -81,6 +82,18 @@ TEST(Conv1x1AsGemm, RefusesWhatItCannotTakeAndSaysWhy) {
     EXPECT_NE(what.find("2x16x5x5"), std::string::npos) << what;
     EXPECT_NE(what.find("not channels-last"), std::string::npos) << what;
   }
+}
+
+// Validation runs in inference mode: the products take inference tensors, and a shape first met
+// there is probed on a copy (an inference tensor cannot take part in the probe's autograd).
+TEST(Conv1x1AsGemm, RunsAndIsProbedInInferenceMode) {
+  at::manual_seed(32);
+  const c10::InferenceMode inference;
+  const at::Tensor x = channels_last(at::randn({3, 32, 6, 6})), w = at::randn({48, 32, 1, 1});
+  EXPECT_TRUE(tensors_close(conv1x1_as_gemm(x, w), at::conv2d(x, w), 1e-5, "output"));
+  const std::string chosen = choose_conv1x1(x, w);
+  EXPECT_TRUE(chosen == "gemm" || chosen == "libtorch") << chosen;
+  EXPECT_EQ(probe_verdicts().measurements().back().key, "conv1x1 x 3x32x6x6 w 48x32x1x1");
 }
 
 // One measurement per shape, decided by its times with the GEMM margin; asked again (other values,
