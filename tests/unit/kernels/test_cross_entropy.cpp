@@ -16,6 +16,7 @@
 #include "kernels/dnnl_linear.hpp"
 #include "nn/autocast.hpp"
 #include "unit/kernels/conv_grads.hpp"
+#include "unit/kernels/forced_bf16_products.hpp"
 #include "unit/tensor_compare.hpp"
 
 namespace scaffold::kernels {
@@ -23,6 +24,7 @@ namespace {
 
 using model::test::conv_grads;
 using model::test::ConvGrads;
+using model::test::ForcedBf16Products;
 using model::test::tensors_close;
 
 // Rows of widths around the kernel's vector (16) and sum block (2048), logits spread far enough
@@ -62,10 +64,7 @@ TEST(CrossEntropyRows, LossAndGradientAreLogSumExpAndSoftmaxMinusOneHot) {
 // and gradients within 1e-2. The gradients are float32, as x and w are.
 TEST(LinearCrossEntropy, Bf16EqualsFloat64CrossEntropyOfTheRoundedOperands) {
   if (!bf16_gemm_available()) GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU or build";
-  struct Restore {
-    ~Restore() { force_bf16_products(-1); }
-  } restore;
-  force_bf16_products(1);
+  const ForcedBf16Products forced(1);
   at::manual_seed(23);
   const int64_t n = 29, k = 70, v = 4099;
   const at::Tensor x = at::randn({n, k}), w = at::randn({v, k}) * 0.3;
@@ -139,17 +138,14 @@ TEST(LinearCrossEntropy, RefusesWhatItCannotTakeNamingIt) {
   EXPECT_EQ(linear_cross_entropy_unsupported(x, w, labels.narrow(0, 0, 3)),
             "the labels are not one int64 per input row");
   {
-    struct Restore {
-      ~Restore() { force_bf16_products(-1); }
-    } restore;
+    const ForcedBf16Products forced(0);
     nn::AutocastState state = nn::AutocastState::current();
     state.cpu_enabled = true;
     state.cpu_dtype = at::kBFloat16;
     const nn::AutocastGuard autocast(state);
-    force_bf16_products(0);
     EXPECT_EQ(linear_cross_entropy_unsupported(x, w, labels),
               "under CPU autocast on a CPU without bf16 products");
-    force_bf16_products(1);
+    forced.set(1);
     EXPECT_EQ(linear_cross_entropy_unsupported(x, w, labels), "");
     EXPECT_EQ(linear_cross_entropy_unsupported(x.to(at::kBFloat16), w, labels), "");
     EXPECT_EQ(linear_cross_entropy_unsupported(x.to(at::kDouble), w, labels),

@@ -26,12 +26,14 @@
 #include "kernels/kernel_use.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
+#include "unit/kernels/forced_bf16_products.hpp"
 #include "unit/kernels/probe_expectations.hpp"
 #include "unit/tensor_compare.hpp"
 
 namespace scaffold::kernels {
 namespace {
 
+using model::test::ForcedBf16Products;
 using model::test::tensors_close;
 using model::test::within_a_bf16_step;
 
@@ -346,10 +348,7 @@ TEST(Bf16Linear, RefusesWhatItCannotTakeAndSaysWhy) {
 TEST(Bf16Linear, LinearTakesItUnderBf16AutocastWhereTheCpuHasNoBf16Products) {
   const at::Tensor x = at::randn({6, 8}), w = at::randn({5, 8}), b = at::randn({5});
   const nn::AutocastGuard autocast(bf16_autocast());
-  struct Restore {
-    ~Restore() { force_bf16_products(-1); }
-  } restore;
-  force_bf16_products(0);
+  const ForcedBf16Products forced(0);
   KernelUse use;
   use.chose("gemm", {"onednn", "libtorch", "native"});
   const at::Tensor y = linear(x, w, b, GemmKernel::Probe, &use);
@@ -361,7 +360,7 @@ TEST(Bf16Linear, LinearTakesItUnderBf16AutocastWhereTheCpuHasNoBf16Products) {
       << use.fallbacks()[0];
   KernelUse reference;
   linear(x, w, b, GemmKernel::LibTorch, &reference);
-  force_bf16_products(1);
+  forced.set(1);
   linear(x, w, b, GemmKernel::LibTorch, &reference);
   EXPECT_EQ(reference.summary(), std::vector<std::string>{"gemm=libtorch x2"});
   // With bf16 products, the bf16 node: counted by its kernel, no departure.
@@ -472,10 +471,7 @@ TEST(Bf16Gemm, SplitsLongExtentsIntoPiecesThatAddUp) {
 // node's products are at::mm's, which there sum in bf16: the test below covers that path.
 TEST(Bf16Linear, NodeWithBf16ProductsEqualsFloat64ProductsOfTheBf16Operands) {
   if (!bf16_gemm_available()) GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU or build";
-  struct Restore {
-    ~Restore() { force_bf16_products(-1); }
-  } restore;
-  force_bf16_products(1);
+  const ForcedBf16Products forced(1);
   at::manual_seed(16);
   for (const GemmKernel kernel : {GemmKernel::OneDnn, GemmKernel::Probe})
     for (const bool bias : {true, false})
@@ -512,10 +508,7 @@ TEST(Bf16Linear, NodeWithBf16ProductsEqualsFloat64ProductsOfTheBf16Operands) {
 // A short reduction (40), where the two land within a bf16 step of each other; the gradients within
 // two (autocast rounds them to bf16, ours are float32 sums).
 TEST(Bf16Linear, NodeWithBf16ProductsMatchesLibTorchsLinearUnderAutocast) {
-  struct Restore {
-    ~Restore() { force_bf16_products(-1); }
-  } restore;
-  force_bf16_products(1);
+  const ForcedBf16Products forced(1);
   at::manual_seed(17);
   const at::Tensor x = at::randn({3, 5, 40}), w = at::randn({24, 40}) * 0.2, b = at::randn({24});
   const at::Tensor g = at::randn({3, 5, 24}).to(at::kBFloat16);

@@ -20,6 +20,7 @@
 #include "kernels/dnnl_linear.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
+#include "unit/kernels/forced_bf16_products.hpp"
 #include "unit/tensor_compare.hpp"
 #include "workloads/fno/fno.hpp"
 #include "workloads/fno/spectral.hpp"
@@ -28,6 +29,7 @@ namespace scaffold::fno {
 namespace {
 
 using cd = std::complex<double>;
+using model::test::ForcedBf16Products;
 using model::test::tensors_close;
 
 constexpr double kTol = 1e-5;
@@ -604,10 +606,7 @@ TEST(FnoModel, GradientsMatchFloat64AndFiniteDifferences) {
 // round to neighbouring bf16 values, and the bias's add rounds once more), and the input and weight
 // gradients (incoming gradient bf16) within one bf16 step of the float64 ones rounded to bf16.
 TEST(ChannelLinear, Bf16WithoutBf16ProductsIsAutocastsProductInFloat32) {
-  struct Restore {
-    ~Restore() { kernels::force_bf16_products(-1); }
-  } restore;
-  kernels::force_bf16_products(0);
+  const ForcedBf16Products forced(0);
   at::manual_seed(31);
   torch::nn::Linear linear(torch::nn::LinearOptions(24, 20));
   const at::Tensor x = at::randn({2, 24, 6, 5}).requires_grad_(true);

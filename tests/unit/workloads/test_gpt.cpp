@@ -28,6 +28,7 @@
 #include "kernels/kernel_use.hpp"
 #include "nn/autocast.hpp"
 #include "train/loop.hpp"
+#include "unit/kernels/forced_bf16_products.hpp"
 #include "unit/tensor_compare.hpp"
 #include "workloads/llm_training/gpt.hpp"
 #include "workloads/llm_training/task.hpp"
@@ -35,6 +36,7 @@
 namespace scaffold::llm {
 namespace {
 
+using model::test::ForcedBf16Products;
 using model::test::tensors_close;
 
 class GptEnvironment : public ::testing::Environment {
@@ -423,10 +425,8 @@ TEST(GptModel, NativeLossGivesLibTorchsLossAndGradients) {
   amp.cpu_enabled = true;
   amp.cpu_dtype = at::kBFloat16;
   {
-    struct Restore {
-      ~Restore() { kernels::force_bf16_products(-1); }
-    } restore;
-    kernels::force_bf16_products(0);  // (with bf16 products the node takes bf16: the test below)
+    // (With bf16 products the node takes bf16: the test below.)
+    const ForcedBf16Products forced(0);
     const nn::AutocastGuard guard(amp);
     gpt->token_losses(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16)).mean().backward();
   }
@@ -455,9 +455,6 @@ TEST(GptModel, Bf16StepOnOurNodesGivesLibTorchsBf16Step) {
   nn::AutocastState amp = nn::AutocastState::current().disabled();
   amp.cpu_enabled = true;
   amp.cpu_dtype = at::kBFloat16;
-  struct Restore {
-    ~Restore() { kernels::force_bf16_products(-1); }
-  } restore;
   struct Run {
     int has_bf16_products;
     kernels::GemmKernel gemm;
@@ -466,7 +463,7 @@ TEST(GptModel, Bf16StepOnOurNodesGivesLibTorchsBf16Step) {
   std::vector<std::shared_ptr<kernels::KernelUse>> uses;
   for (const Run run : {Run{1, kernels::GemmKernel::LibTorch}, Run{0, kernels::GemmKernel::Probe},
                         Run{1, kernels::GemmKernel::Probe}}) {
-    kernels::force_bf16_products(run.has_bf16_products);
+    const ForcedBf16Products forced(run.has_bf16_products);
     GptOptions o = small_options(PositionEmbedding::kRope, AttentionImpl::kNative);
     o.gemm = run.gemm;
     o.native_loss = run.gemm != kernels::GemmKernel::LibTorch;
@@ -694,12 +691,9 @@ TEST(GptTraining, TheCpuKernelKeysAreResolvedForTheRunsDevice) {
   EXPECT_TRUE(native_loss("auto", cpu, 1, "fp32"));
   EXPECT_FALSE(native_loss("auto", cpu, 2, "fp32"));
   {
-    struct Restore {
-      ~Restore() { kernels::force_bf16_products(-1); }
-    } restore;
-    kernels::force_bf16_products(0);
+    const ForcedBf16Products forced(0);
     EXPECT_FALSE(native_loss("auto", cpu, 1, "bf16"));
-    kernels::force_bf16_products(1);
+    forced.set(1);
     EXPECT_TRUE(native_loss("auto", cpu, 1, "bf16"));
     EXPECT_FALSE(native_loss("auto", cpu, 2, "bf16"));
   }

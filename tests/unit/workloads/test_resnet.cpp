@@ -30,6 +30,7 @@
 #include "kernels/kernel_use.hpp"
 #include "kernels/probe_verdicts.hpp"
 #include "nn/autocast.hpp"
+#include "unit/kernels/forced_bf16_products.hpp"
 #include "unit/tensor_compare.hpp"
 #include "workloads/image_classification/resnet.hpp"
 #include "workloads/scaffold/model/unet.hpp"
@@ -39,6 +40,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace nn = torch::nn;
+using model::test::ForcedBf16Products;
 using model::test::tensors_close;
 using model::test::within_a_bf16_step;
 using scaffold::nn::count_parameters;
@@ -457,14 +459,6 @@ TEST(ResNet, TheProbeRunsEveryStrideOne3x3ConvOnTheKernelItMeasuredFaster) {
   }
   EXPECT_EQ(measured().size(), before + 8);
 }
-
-// Restores kernels::cpu_has_bf16_products() to CPUID's answer when a test that forced it ends.
-struct ForcedBf16Products {
-  explicit ForcedBf16Products(int has) { kernels::force_bf16_products(has); }
-  ~ForcedBf16Products() { kernels::force_bf16_products(-1); }
-  ForcedBf16Products(const ForcedBf16Products&) = delete;
-  ForcedBf16Products& operator=(const ForcedBf16Products&) = delete;
-};
 
 scaffold::nn::AutocastState bf16_autocast() {
   scaffold::nn::AutocastState state = scaffold::nn::AutocastState::current();

@@ -22,12 +22,14 @@
 #include "kernels/probe_verdicts.hpp"
 #include "kernels/winograd_conv.hpp"
 #include "nn/autocast.hpp"
+#include "unit/kernels/forced_bf16_products.hpp"
 #include "unit/tensor_compare.hpp"
 #include "workloads/scaffold/model/unet.hpp"
 
 namespace scaffold::model {
 namespace {
 
+using test::ForcedBf16Products;
 using test::tensors_close;
 
 UNetOptions small_options(int layers, int base = 8, int n_classes = 3, int groups = 4) {
@@ -360,10 +362,7 @@ TEST(UNet3d, CpuKernelsFollowBf16Autocast) {
 // relative L2), every convolution counted as "<kernel>_fp32" with the reason logged.
 TEST(UNet3d, CpuKernelsWithoutBf16ProductsRoundToBf16AndMultiplyInFloat32) {
   if (!bf16_autocast_supported()) GTEST_SKIP() << "bf16 CPU autocast not supported";
-  struct Restore {
-    ~Restore() { kernels::force_bf16_products(-1); }
-  } restore;
-  kernels::force_bf16_products(0);
+  const ForcedBf16Products forced(0);
   UNetOptions fast = small_options(2);
   fast.fp32_pool_and_upsample = true;
   fast.kernels.conv = ConvKernel::Probe;
