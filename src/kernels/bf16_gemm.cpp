@@ -2,10 +2,6 @@
 
 #include <fmt/format.h>
 
-#if SCAFFOLD_WITH_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
-#endif
-
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -15,6 +11,10 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+
+#if SCAFFOLD_WITH_DNNL
+#include "kernels/dnnl_engine.hpp"
+#endif
 
 namespace scaffold::kernels {
 
@@ -32,11 +32,6 @@ struct Primitive {
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul matmul;
 };
-
-dnnl::engine& engine() {
-  static dnnl::engine cpu(dnnl::engine::kind::cpu, 0);
-  return cpu;
-}
 
 std::string describe(const Key& key) {
   const auto [ta, tb, m, n, k, lda, ldb, ldc, bf16_out, accumulate, bias] = key;
@@ -69,7 +64,7 @@ std::shared_ptr<const Primitive> primitive_for(const Key& key) {
     const dnnl::matmul::desc desc =
         bias ? dnnl::matmul::desc(a, b, memory::desc({1, n}, Type::bf16, memory::dims{n, 1}), c)
              : dnnl::matmul::desc(a, b, c);
-    p->pd = dnnl::matmul::primitive_desc(desc, attr, engine());
+    p->pd = dnnl::matmul::primitive_desc(desc, attr, dnnl_cpu_engine());
     p->matmul = dnnl::matmul(p->pd);
   } catch (const dnnl::error& e) {
     throw core::Error(fmt::format("oneDNN has no {}: {}", describe(key), e.what()));
@@ -94,7 +89,7 @@ void run_piece(const Key& key, const uint16_t* a, const uint16_t* b, void* c,
   const std::size_t scratch_bytes = scratch_desc.get_size();
   std::unique_ptr<void, AlignedFree> scratch(
       scratch_bytes ? ::operator new(scratch_bytes, std::align_val_t(64)) : nullptr);
-  dnnl::engine& cpu = engine();
+  dnnl::engine& cpu = dnnl_cpu_engine();
   dnnl::stream stream(cpu);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, memory(p->pd.src_desc(), cpu, const_cast<uint16_t*>(a))},

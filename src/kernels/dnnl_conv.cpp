@@ -21,6 +21,8 @@
 #include <optional>
 #include <tuple>
 #include <unordered_map>
+
+#include "kernels/dnnl_engine.hpp"
 #endif
 
 namespace scaffold::kernels {
@@ -68,11 +70,6 @@ namespace {
 
 using dnnl::memory;
 using Tag = memory::format_tag;
-
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
 
 memory::data_type dnnl_type(at::ScalarType t) {
   return t == at::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
@@ -158,7 +155,7 @@ std::shared_ptr<const Primitives> primitives_for(const at::Tensor& x, const at::
       dst_any(dst_dims, dt, Tag::any);
   // bf16 weight gradients accumulate in float32, reordered (rounded) into the weight's dtype.
   const memory::desc diff_wei_any(wei_dims, memory::data_type::f32, Tag::any);
-  dnnl::engine& engine = cpu_engine();
+  dnnl::engine& engine = dnnl_cpu_engine();
   // The caller hands each primitive its scratchpad as an ATen tensor, freed after the call. In
   // oneDNN's own (library) mode it is a per-thread buffer kept for the process at the size of the
   // largest primitive run so far: ~50 MiB more resident memory in a bf16 step on AMX kernels.
@@ -211,7 +208,7 @@ namespace {
 memory in_layout(memory user, const memory::desc& want,
                  dnnl::stream& stream) {  // (memory is a handle)
   if (user.get_desc() == want) return user;
-  memory m(want, cpu_engine());
+  memory m(want, dnnl_cpu_engine());
   dnnl::reorder(user, m).execute(stream, user, m);
   return m;
 }
@@ -222,12 +219,12 @@ void run_into(const dnnl::primitive& prim, const dnnl::primitive_desc_base& pd,
               std::unordered_map<int, memory> args, int out_arg, const memory::desc& produced,
               memory out, dnnl::stream& stream) {
   const bool direct = produced == out.get_desc();
-  memory result = direct ? out : memory(produced, cpu_engine());
+  memory result = direct ? out : memory(produced, dnnl_cpu_engine());
   args.emplace(out_arg, result);
   const memory::desc scratch_desc = pd.scratchpad_desc();
   const at::Tensor scratch =
       at::empty({static_cast<int64_t>(scratch_desc.get_size())}, at::TensorOptions(at::kByte));
-  args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_desc, cpu_engine(), scratch.data_ptr()));
+  args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_desc, dnnl_cpu_engine(), scratch.data_ptr()));
   prim.execute(stream, args);
   if (!direct) dnnl::reorder(result, out).execute(stream, result, out);
   stream.wait();
@@ -248,7 +245,7 @@ at::Tensor forward_impl(const at::Tensor& x_in, const at::Tensor& w_in, const Co
   const auto p = existing_primitives(x, w, c);
   const memory::dims dims = p->dst_user.dims();
   at::Tensor y = at::empty(dims, x.options().memory_format(format_of(x.dim(), cl)));
-  dnnl::engine& engine = cpu_engine();
+  dnnl::engine& engine = dnnl_cpu_engine();
   dnnl::stream stream(engine);
   const memory src_u(p->src_user, engine, x.data_ptr()), wei_u(p->wei_user, engine, w.data_ptr()),
       dst_u(p->dst_user, engine, y.data_ptr());
@@ -268,7 +265,7 @@ std::pair<at::Tensor, at::Tensor> backward_impl(const at::Tensor& x_in, const at
   const at::Tensor x = x_in.contiguous(format), w = w_in.contiguous();
   const at::Tensor dy = dy_in.to(x.scalar_type()).contiguous(format);
   const auto p = existing_primitives(x, w, c);
-  dnnl::engine& engine = cpu_engine();
+  dnnl::engine& engine = dnnl_cpu_engine();
   dnnl::stream stream(engine);
   const memory dst_u(p->dst_user, engine, dy.data_ptr());
   at::Tensor dx, dw;

@@ -76,15 +76,12 @@ Sgemm product_kernel(GemmChoice::Kernel kernel) {
   }
 }
 
-// The three products below take the rows (tokens, pixels) in blocks of at most kRowsPerProduct
-// (dnnl_linear.hpp).
-constexpr int64_t kRowsPerProduct = kGemmRowsPerProduct;
-
-// fn(first row, rows) for each block of m rows.
+// fn(first row, rows) for each block of m rows: the three products below take the rows (tokens,
+// pixels) in blocks of at most kGemmRowsPerProduct (dnnl_linear.hpp).
 template <typename Fn>
 void for_row_blocks(int64_t m, Fn fn) {
-  for (int64_t first = 0; first < m; first += kRowsPerProduct)
-    fn(first, std::min(kRowsPerProduct, m - first));
+  for (int64_t first = 0; first < m; first += kGemmRowsPerProduct)
+    fn(first, std::min(kGemmRowsPerProduct, m - first));
 }
 
 // y (m x n) = x (m x k) w^T, w (n x k); with a bias, y starts as b and the product adds to it.
@@ -127,6 +124,9 @@ at::Tensor weight_gradient(const at::Tensor& dy, const at::Tensor& x, Sgemm prod
 const uint16_t* bf16_bits(const at::Tensor& t) {
   return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>());
 }
+Bf16GemmOut gemm_out(at::ScalarType out) {
+  return out == at::kBFloat16 ? Bf16GemmOut::BFloat16 : Bf16GemmOut::Float32;
+}
 // y (m x n) = x (m x k) w^T (+ b), w (n x k), b (n) bf16 or undefined.
 at::Tensor bf16_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                         at::ScalarType out, GemmChoice::Kernel kernel) {
@@ -136,9 +136,8 @@ at::Tensor bf16_forward(const at::Tensor& x, const at::Tensor& w, const at::Tens
   }
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
   at::Tensor y = at::empty({m, n}, x.options().dtype(out));
-  bf16_gemm(false, true, m, n, k, bf16_bits(x), k, bf16_bits(w), k, y.data_ptr(), n,
-            out == at::kBFloat16 ? Bf16GemmOut::BFloat16 : Bf16GemmOut::Float32, false,
-            b.defined() ? bf16_bits(b) : nullptr);
+  bf16_gemm(false, true, m, n, k, bf16_bits(x), k, bf16_bits(w), k, y.data_ptr(), n, gemm_out(out),
+            false, b.defined() ? bf16_bits(b) : nullptr);
   return y;
 }
 // dx (m x k) = dy (m x n) w (n x k).
@@ -148,7 +147,7 @@ at::Tensor bf16_input_gradient(const at::Tensor& dy, const at::Tensor& w, at::Sc
   const int64_t m = dy.size(0), n = dy.size(1), k = w.size(1);
   at::Tensor dx = at::empty({m, k}, dy.options().dtype(out));
   bf16_gemm(false, false, m, k, n, bf16_bits(dy), n, bf16_bits(w), k, dx.data_ptr(), k,
-            out == at::kBFloat16 ? Bf16GemmOut::BFloat16 : Bf16GemmOut::Float32);
+            gemm_out(out));
   return dx;
 }
 // dw (n x k, float32) = dy^T (n x m) x (m x k).
@@ -195,7 +194,7 @@ struct ChosenLinear : public torch::autograd::Function<ChosenLinear<kBias>> {
 
 // (Below: the kernels a GemmKernel gives a shape's products, in float32 and in bf16.)
 GemmChoice products_of(GemmKernel kernel, const at::Tensor& x2, const at::Tensor& w2);
-GemmChoice bf16_products_of(GemmKernel kernel, const at::Tensor& x2, const at::Tensor& w2);
+GemmChoice bf16_products_of(GemmKernel kernel);
 
 // The output layer and its cross-entropy as one node: x (N x k), w (V x k), labels (N); the
 // forward's product, on the y kernel `kernel` gives the shape, writes the logits, which
@@ -211,7 +210,7 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
                             bool bf16) {
     const at::Tensor xs = bf16 ? x.to(at::kBFloat16).contiguous() : x;
     const at::Tensor ws = bf16 ? w.to(at::kBFloat16).contiguous() : w;
-    const GemmChoice c = bf16 ? bf16_products_of(kernel, xs, ws) : products_of(kernel, x, w);
+    const GemmChoice c = bf16 ? bf16_products_of(kernel) : products_of(kernel, x, w);
     at::Tensor d = bf16 ? bf16_forward(xs, ws, at::Tensor(), at::kFloat, c.y)
                         : forward_product(x, w, at::Tensor(), product_kernel(c.y));  // (N, V)
     at::Tensor losses = at::empty({x.size(0)}, d.options());
@@ -252,8 +251,8 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
 
 // A 2-D linear of operands rounded to bf16, as CPU autocast to bf16 computes it: x (m x k) float32
 // or bf16, w (n x k), and with a bias b (n); bf16 output. Saves the bf16 operands.
-// - `native` (a CPU with bf16 products): the products on the bf16 kernels bf16_products_of gives
-//   the shape; the input and weight gradients are their float32 sums, rounded to bf16 only where
+// - `native` (a CPU with bf16 products): the products on the bf16 kernels bf16_products_of gives;
+//   the input and weight gradients are their float32 sums, rounded to bf16 only where
 //   the operand is bf16 (autocast rounds them, then widens them again for a float32 operand).
 // - otherwise: the bf16 values multiplied in float32 on the kernels `kernel` gives the shape in
 //   float32 (products_of, on the forward's float32 copies); the gradients rounded to bf16 as
@@ -273,7 +272,7 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear<kBias>> {
     ctx->saved_data["b_dtype"] = b.defined() ? b.scalar_type() : w.scalar_type();
     at::Tensor y;
     if (native) {
-      *chosen = bf16_products_of(kernel, xb, wb);
+      *chosen = bf16_products_of(kernel);
       y = bf16_forward(xb, wb, b.defined() ? b.to(at::kBFloat16).contiguous() : at::Tensor(),
                        at::kBFloat16, chosen->y);
     } else {
@@ -464,7 +463,7 @@ at::Tensor chosen_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
 GemmChoice gemm_choice(const at::Tensor& x_all, const at::Tensor& w) {
   const int64_t m = x_all.size(0), k = x_all.size(1), n = w.size(0);
   // The products run in blocks of rows: one block is what is timed.
-  const at::Tensor x = x_all.narrow(0, 0, std::min(m, kRowsPerProduct));
+  const at::Tensor x = x_all.narrow(0, 0, std::min(m, kGemmRowsPerProduct));
   // The key is the start of the probe's system.json line.
   const std::string key = fmt::format("gemm {}x{} by {}x{}", m, k, n, k);
   return GemmChoice::parse(probe_verdicts().choose(key, [&] {
@@ -515,10 +514,25 @@ GemmChoice products_of(GemmKernel kernel, const at::Tensor& x2, const at::Tensor
 // only; timed alone the two were level at the GPT's shapes (within 5 %, either way), while the
 // whole bf16 GPT step was 7-11 % faster on the matmul (docs/llm.md, "bf16 products on oneDNN's
 // matmul"): a probe timing one product at a time would have chosen by noise.
-GemmChoice bf16_products_of(GemmKernel kernel, const at::Tensor&, const at::Tensor&) {
+GemmChoice bf16_products_of(GemmKernel kernel) {
   return GemmChoice::all(kernel != GemmKernel::LibTorch && bf16_gemm_available()
                              ? GemmChoice::OneDnn
                              : GemmChoice::LibTorch);
+}
+
+// Why bf16_linear does not take these ("" when it does).
+std::string bf16_linear_unsupported(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  if (!x.defined() || !w.defined()) return "an undefined tensor";
+  if (!x.device().is_cpu() || !w.device().is_cpu() || (b.defined() && !b.device().is_cpu()))
+    return "not on the CPU";
+  const auto floating = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16;
+  };
+  if (!floating(x) || !floating(w) || (b.defined() && !floating(b))) return "not float32 or bf16";
+  if (x.dim() < 1 || w.dim() != 2 || x.size(-1) != w.size(1) ||
+      (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0))))
+    return "shapes do not match";
+  return "";
 }
 
 }  // namespace
@@ -533,13 +547,8 @@ std::string linear_cross_entropy_unsupported(const at::Tensor& x, const at::Tens
       why = fmt::format("under CPU autocast to {}", c10::toString(autocast.cpu_dtype));
     else if (!cpu_has_bf16_products())
       why = "under CPU autocast on a CPU without bf16 products";
-    else if (!x.defined() || !w.defined() || !x.device().is_cpu() || !w.device().is_cpu())
-      why = "not on the CPU";
-    else if ((x.scalar_type() != at::kFloat && x.scalar_type() != at::kBFloat16) ||
-             (w.scalar_type() != at::kFloat && w.scalar_type() != at::kBFloat16))
-      why = "not float32 or bf16";
-    else if (x.dim() < 1 || w.dim() != 2 || x.size(-1) != w.size(1))
-      why = "shapes do not match";
+    else
+      why = bf16_linear_unsupported(x, w, at::Tensor());
   } else {
     why = linear_unsupported(x, w);
   }
@@ -576,21 +585,6 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& w, const 
 namespace {
 
 std::atomic<int> bf16_products_forced{-1};
-
-// Why bf16_linear does not take these ("" when it does).
-std::string bf16_linear_unsupported(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  if (!x.defined() || !w.defined()) return "an undefined tensor";
-  if (!x.device().is_cpu() || !w.device().is_cpu() || (b.defined() && !b.device().is_cpu()))
-    return "not on the CPU";
-  const auto floating = [](const at::Tensor& t) {
-    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16;
-  };
-  if (!floating(x) || !floating(w) || (b.defined() && !floating(b))) return "not float32 or bf16";
-  if (x.dim() < 1 || w.dim() != 2 || x.size(-1) != w.size(1) ||
-      (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0))))
-    return "shapes do not match";
-  return "";
-}
 
 // Whether linear() hands this call to the bf16 node: CPU autocast to bf16, arguments it takes.
 bool bf16_autocast_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {

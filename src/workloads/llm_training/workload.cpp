@@ -219,41 +219,36 @@ PeakProbe measure_peak_tflops(const c10::Device& device, const std::string& prec
   }
   const at::Tensor a = at::randn({n, n}, options), b = at::randn({n, n}, options);
   at::Tensor c = at::empty({n, n}, options);
-  std::vector<double> times;
-  for (int i = 0; i < 7; ++i) {
-    if (device.is_cuda()) torch::cuda::synchronize(device.index());
-    core::Stopwatch clock;
-    at::mm_out(c, a, b);
-    if (device.is_cuda()) torch::cuda::synchronize(device.index());
-    if (i >= 2) times.push_back(clock.elapsed_s());
-  }
-  double best = core::median(times);
+  // Seconds of product(): the median of 5 runs after 2.
+  const auto median_s = [&](const auto& product) {
+    std::vector<double> times;
+    for (int i = 0; i < 7; ++i) {
+      if (device.is_cuda()) torch::cuda::synchronize(device.index());
+      core::Stopwatch clock;
+      product();
+      if (device.is_cuda()) torch::cuda::synchronize(device.index());
+      if (i >= 2) times.push_back(clock.elapsed_s());
+    }
+    return core::median(times);
+  };
+  double best = median_s([&] { at::mm_out(c, a, b); });
   if (onednn && device.is_cpu() && dtype == at::kFloat && kernels::dnnl_linear_supported(a, b)) {
     // oneDNN's sgemm, and our own where the probe may choose it: a b^T, the same 2 n^3 FLOPs.
     std::vector<kernels::GemmChoice::Kernel> products{kernels::GemmChoice::OneDnn};
     if (gemm == kernels::GemmKernel::Probe) products.push_back(kernels::GemmChoice::Native);
-    for (const auto kernel : products) {
-      times.clear();
-      for (int i = 0; i < 7; ++i) {
-        core::Stopwatch clock;
-        kernels::chosen_linear(a, b, at::Tensor(), kernels::GemmChoice::all(kernel));
-        if (i >= 2) times.push_back(clock.elapsed_s());
-      }
-      best = std::min(best, core::median(times));
-    }
+    for (const auto kernel : products)
+      best =
+          std::min(best, median_s([&] {
+                     kernels::chosen_linear(a, b, at::Tensor(), kernels::GemmChoice::all(kernel));
+                   }));
   }
   if (dtype == at::kBFloat16 && kernels::bf16_linear_on_onednn(device, gemm)) {
     nn::AutocastState bf16 = nn::AutocastState::current();
     bf16.cpu_enabled = true;
     bf16.cpu_dtype = at::kBFloat16;
     const nn::AutocastGuard autocast(bf16);
-    times.clear();
-    for (int i = 0; i < 7; ++i) {
-      core::Stopwatch clock;
-      kernels::linear(a, b, at::Tensor(), gemm);  // a b^T on oneDNN's bf16 matmul
-      if (i >= 2) times.push_back(clock.elapsed_s());
-    }
-    best = std::min(best, core::median(times));
+    // a b^T on oneDNN's bf16 matmul
+    best = std::min(best, median_s([&] { kernels::linear(a, b, at::Tensor(), gemm); }));
   }
   const double side = static_cast<double>(n);
   return {2.0 * side * side * side / best / 1e12, n,
